@@ -1,0 +1,298 @@
+// Orchestration of the CNI commands. Nothing here knows HTTP or SQL: requests come in as
+// CniRequestBody, state goes through the Store, plugins through the PluginRunner.
+//
+// ADD, DEL and CHECK for one container are serialised FIFO (KeyedQueue); different containers run
+// in parallel, bounded by the Limiter's plugin slots. Every step is journaled before it runs.
+
+import type { Logger } from 'pino';
+import {
+  CniError,
+  ErrorCode,
+  convertResult,
+  failureSafeText,
+  versionAtLeast,
+  type CniEnv,
+  type CniRequestBody,
+  type CniResult,
+} from '@cni-steward/shared';
+import type { PluginRunner } from '../plugins/executor.js';
+import type { Store } from '../store/store.js';
+import type { Attachment, AttachmentKey } from '../store/types.js';
+import type { Metrics } from '../metrics.js';
+import { Gate } from './gate.js';
+import { KeyedQueue } from './keyed-queue.js';
+import { Limiter, Priority, type PriorityValue } from './limiter.js';
+import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
+import { Teardown, finalResults, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
+import { runGc, runStatus, StatusCache } from './gc-status.js';
+
+export type DelPolicy = 'defer' | 'strict';
+
+export interface EngineOptions {
+  store: Store;
+  run: PluginRunner;
+  log: Logger;
+  metrics: Metrics;
+  bootId: string;
+  maxParallel: number;
+  delPolicy: DelPolicy;
+  retry: RetryPolicy;
+  now?: () => number;
+}
+
+function keyString(k: AttachmentKey): string {
+  return JSON.stringify([k.containerId, k.network, k.ifname]);
+}
+
+export class Engine {
+  readonly store: Store;
+  readonly limiter: Limiter;
+  readonly teardown: Teardown;
+  readonly gate = new Gate();
+  private readonly opts: EngineOptions;
+  private readonly queue = new KeyedQueue();
+  private readonly dels = new Map<string, Promise<string>>();
+  private readonly statusCache = new StatusCache();
+  private readonly log: Logger;
+
+  constructor(opts: EngineOptions) {
+    this.opts = opts;
+    this.store = opts.store;
+    this.log = opts.log;
+    this.limiter = new Limiter(opts.maxParallel);
+    this.teardown = new Teardown({
+      store: opts.store, run: opts.run, limiter: this.limiter, log: opts.log, retry: opts.retry, metrics: opts.metrics,
+      ...(opts.now ? { now: opts.now } : {}),
+    });
+  }
+
+  /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
+  async handle(req: CniRequestBody): Promise<string> {
+    const { env, config } = req;
+    switch (env.command) {
+      case 'ADD': return this.add(env, config);
+      case 'DEL': return this.del(env, config);
+      case 'CHECK': return this.check(env, config);
+      case 'GC': return runGc(this.gcDeps(), env, config);
+      case 'STATUS': return runStatus(this.gcDeps(), env, config, this.statusCache);
+      case 'VERSION':
+        throw new CniError(ErrorCode.InvalidEnv, 'VERSION is answered by the steward shim, not the daemon');
+    }
+  }
+
+  /**
+   * Background teardown of one attachment (retries, recovery, reboot sweep), serialised with the
+   * container's runtime requests so the same step is never DELed twice at once.
+   */
+  runTeardown(attachmentId: number, priority: PriorityValue, opts: TeardownOptions = {}): Promise<TeardownOutcome> {
+    const a = this.store.getAttachment(attachmentId);
+    if (!a) return Promise.resolve({ done: true });
+    return this.queue.run(a.containerId, () => this.gate.shared(() => this.teardown.run(attachmentId, priority, opts)));
+  }
+
+  private gcDeps() {
+    return { store: this.store, run: this.opts.run, limiter: this.limiter, teardown: this.teardown, gate: this.gate, log: this.log };
+  }
+
+  // ---- ADD
+
+  private add(env: CniEnv, config: Record<string, unknown>): Promise<string> {
+    const conf = parseStewardConf(config, env.ifname);
+    const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
+    return this.queue.run(env.containerId, () => this.gate.shared(() => this.addLocked(env, conf, key)));
+  }
+
+  private async addLocked(env: CniEnv, conf: StewardConf, key: AttachmentKey): Promise<string> {
+    const { store } = this;
+    const configText = JSON.stringify(conf.raw);
+    const existing = store.currentAttachment(key);
+    if (existing && (existing.state === 'added' || existing.state === 'adding')) {
+      // A repeated ADD of the very same attachment is answered from the journal; anything else is a conflict.
+      if (existing.state === 'added' && existing.netns === env.netns && existing.config === configText && existing.result) {
+        return convertedResult(existing.result, conf.cniVersion);
+      }
+      throw new CniError(ErrorCode.AttachmentConflict,
+        `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`);
+    }
+    if (existing && existing.state === 'deleting') {
+      // The earlier attachment still owes DELs. Adding again now could let its retry release what
+      // this ADD allocates (same container and interface), so finish it first or ask to retry.
+      const outcome = await this.teardown.run(existing.id, Priority.Add, { force: true });
+      if (!outcome.done) {
+        throw new CniError(ErrorCode.TryAgainLater,
+          `an earlier attachment of container ${key.containerId} on ${key.network}/${key.ifname} is still being torn down`,
+          outcome.error?.message);
+      }
+    }
+
+    const a = store.createAttachment({
+      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
+      bootId: this.opts.bootId, config: configText,
+    });
+    const alog = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id });
+    try {
+      const finals = await this.runAddChains(a, env, conf);
+      const first = finals[0];
+      const result = convertResult(first ?? { cniVersion: conf.cniVersion }, conf.cniVersion);
+      const text = JSON.stringify(result);
+      store.setAttachmentAdded(a.id, text);
+      alog.info('attachment added');
+      return text;
+    } catch (e) {
+      const err = CniError.from(e, ErrorCode.PluginExecFailed);
+      store.setAttachmentError(a.id, err.message);
+      alog.warn({ err: err.message, code: err.code }, 'ADD failed; rolling back every started step');
+      const outcome = await this.teardown.run(a.id, Priority.Add, { force: true });
+      if (!outcome.done) alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+      throw err;
+    }
+  }
+
+  /** Runs every delegate's chain in order, journaling each step first; returns each delegate's final result. */
+  private async runAddChains(a: Attachment, env: CniEnv, conf: StewardConf): Promise<CniResult[]> {
+    const finals: CniResult[] = [];
+    let seq = 0;
+    for (const d of conf.delegates) {
+      let prev: CniResult | undefined;
+      for (const [pluginIndex, plugin] of d.plugins.entries()) {
+        const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
+        const step = this.store.insertStep({
+          attachmentId: a.id, seq: seq++, delegateIndex: d.index, delegateName: d.name, ifname: d.ifname,
+          pluginIndex, pluginType: plugin.type, config: JSON.stringify(stdin),
+        });
+        let out: unknown;
+        try {
+          out = await this.limiter.run(Priority.Add, () => this.opts.run({
+            command: 'ADD', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
+            args: env.args, cniPath: env.path, stdin: prev ? { ...stdin, prevResult: prev } : stdin,
+          }));
+          if (out === undefined) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
+          prev = convertResult(out, d.cniVersion);
+        } catch (e) {
+          const err = CniError.from(e, ErrorCode.PluginExecFailed);
+          this.store.setStepState(step.id, 'add_failed', err.message);
+          throw err;
+        }
+        this.store.setStepAdded(step.id, JSON.stringify(prev));
+      }
+      finals.push(prev as CniResult);
+    }
+    return finals;
+  }
+
+  // ---- DEL
+
+  private del(env: CniEnv, config: Record<string, unknown>): Promise<string> {
+    // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):
+    // only the network name is needed to find the attachment; the stored config does the rest.
+    const network = typeof config.name === 'string' ? config.name : '';
+    if (network === '') throw new CniError(ErrorCode.InvalidConfig, 'netconf has no network "name"');
+    const key = { containerId: env.containerId, network, ifname: env.ifname };
+    const k = keyString(key);
+    const joined = this.dels.get(k);
+    if (joined) {
+      this.opts.metrics.coalescedDels.inc({ how: 'joined' });
+      return joined;
+    }
+    const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.delLocked(env, config, key)));
+    this.dels.set(k, p);
+    const forget = () => { if (this.dels.get(k) === p) this.dels.delete(k); };
+    p.then(forget, forget);
+    return p;
+  }
+
+  private async delLocked(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<string> {
+    const a = this.store.currentAttachment(key);
+    if (!a) {
+      await this.passThroughDel(env, config, key);
+      return '';
+    }
+    if (a.state === 'deleted') {
+      this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
+      return '';
+    }
+    const outcome = await this.teardown.run(a.id, Priority.Del, { force: true });
+    if (!outcome.done && this.opts.delPolicy === 'strict') {
+      const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
+      // Runtimes read "not found" in a DEL error as success: keep a failure a failure.
+      throw new CniError(err.code, failureSafeText(err.message), err.details && failureSafeText(err.details));
+    }
+    return '';
+  }
+
+  /**
+   * DEL for an attachment we never saw (installed on a busy node, or ADD went elsewhere): one
+   * best-effort DEL through the request's delegates, errors logged and not returned, then a
+   * tombstone so repeats return at once without running anything.
+   */
+  private async passThroughDel(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<void> {
+    const log = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname });
+    let conf: StewardConf | undefined;
+    try {
+      conf = parseStewardConf(config, env.ifname);
+    } catch (e) {
+      log.warn({ err: (e as Error).message }, 'DEL for an unknown attachment with an unusable netconf; nothing to run');
+    }
+    if (conf) {
+      for (const d of [...conf.delegates].reverse()) {
+        for (const plugin of [...d.plugins].reverse()) {
+          try {
+            await this.limiter.run(Priority.Del, () => this.opts.run({
+              command: 'DEL', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
+              args: env.args, cniPath: env.path, stdin: pluginStdin(d, plugin, conf.runtimeConfig),
+            }));
+          } catch (e) {
+            log.warn({ plugin: plugin.type, err: (e as Error).message }, 'pass-through DEL failed; ignored, since this attachment was never added through steward');
+          }
+        }
+      }
+    }
+    const tomb = this.store.createAttachment({
+      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path,
+      cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
+      bootId: this.opts.bootId, config: JSON.stringify(config),
+    });
+    this.store.setAttachmentState(tomb.id, 'deleted');
+    log.info('DEL for an attachment steward never added: passed through once, tombstone written');
+  }
+
+  // ---- CHECK
+
+  private check(env: CniEnv, config: Record<string, unknown>): Promise<string> {
+    const conf = parseStewardConf(config, env.ifname);
+    const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
+    return this.queue.run(env.containerId, () => this.gate.shared(() => this.checkLocked(env, key)));
+  }
+
+  private async checkLocked(env: CniEnv, key: AttachmentKey): Promise<string> {
+    const a = this.store.currentAttachment(key);
+    if (!a) {
+      throw new CniError(ErrorCode.UnknownContainer,
+        `container ${key.containerId} has no attachment on network ${key.network} interface ${key.ifname}`);
+    }
+    if (a.state !== 'added') {
+      throw new CniError(ErrorCode.AttachmentGone,
+        `attachment of container ${key.containerId} on ${key.network}/${key.ifname} is ${a.state}, not added`);
+    }
+    const stored = parseStewardConf(JSON.parse(a.config), a.ifname);
+    const steps = this.store.stepsOf(a.id);
+    const finals = finalResults(steps);
+    for (const step of steps) {
+      const d = stored.delegates[step.delegateIndex];
+      // CHECK exists from 0.4.0 on; a delegate may opt out with disableCheck.
+      if (!d || d.disableCheck || !versionAtLeast(d.cniVersion, '0.4.0')) continue;
+      const stdin = JSON.parse(step.config) as Record<string, unknown>;
+      const prev = finals.get(step.delegateIndex);
+      if (prev) stdin.prevResult = prev;
+      await this.limiter.run(Priority.Add, () => this.opts.run({
+        command: 'CHECK', type: step.pluginType, containerId: a.containerId, netns: env.netns, ifname: step.ifname,
+        args: env.args, cniPath: env.path, stdin,
+      }));
+    }
+    return '';
+  }
+}
+
+function convertedResult(text: string, version: string): string {
+  return JSON.stringify(convertResult(JSON.parse(text), version));
+}

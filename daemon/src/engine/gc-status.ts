@@ -1,0 +1,128 @@
+// GC and STATUS (CNI 1.1). GC tears down every stored attachment of the network that the runtime
+// no longer lists as valid, then passes GC on to delegates that speak 1.1; it holds the gate
+// exclusively, since the spec forbids GC alongside ADD or DEL. STATUS is called by containerd 2.x
+// on every CRI Status request, so delegate answers are cached briefly.
+
+import type { Logger } from 'pino';
+import { CniError, ErrorCode, versionAtLeast, type CniEnv } from '@cni-steward/shared';
+import type { PluginRunner } from '../plugins/executor.js';
+import type { Store } from '../store/store.js';
+import type { Gate } from './gate.js';
+import { Priority, type Limiter } from './limiter.js';
+import { parseStewardConf, pluginStdin } from './netconf.js';
+import type { Teardown } from './teardown.js';
+
+export interface GcDeps {
+  store: Store;
+  run: PluginRunner;
+  limiter: Limiter;
+  teardown: Teardown;
+  gate: Gate;
+  log: Logger;
+}
+
+interface ValidAttachment {
+  containerID: string;
+  ifname: string;
+}
+
+function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
+  const list = config['cni.dev/valid-attachments'] ?? config['cni.dev/attachments'] ?? [];
+  if (!Array.isArray(list)) throw new CniError(ErrorCode.InvalidConfig, 'cni.dev/valid-attachments must be a list');
+  return list.map((v, i) => {
+    const o = v as Record<string, unknown>;
+    if (typeof o?.containerID !== 'string' || typeof o?.ifname !== 'string') {
+      throw new CniError(ErrorCode.InvalidConfig, `cni.dev/valid-attachments[${i}] needs string containerID and ifname`);
+    }
+    return { containerID: o.containerID, ifname: o.ifname };
+  });
+}
+
+export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, unknown>): Promise<string> {
+  const conf = parseStewardConf(config, 'eth0');
+  if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
+    throw new CniError(ErrorCode.IncompatibleVersion, `GC needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`);
+  }
+  if (conf.disableGC) return '';
+  const valid = new Set(validAttachments(config).map((v) => JSON.stringify([v.containerID, v.ifname])));
+  const log = deps.log.child({ network: conf.name, command: 'GC' });
+
+  return deps.gate.exclusive(async () => {
+    let collected = 0;
+    for (const a of deps.store.liveAttachmentsOfNetwork(conf.name)) {
+      if (valid.has(JSON.stringify([a.containerId, a.ifname]))) continue;
+      collected++;
+      const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
+      if (!outcome.done) log.warn({ containerId: a.containerId, err: outcome.error?.message }, 'GC teardown incomplete; queued for retry');
+    }
+    log.info({ collected, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
+
+    // Delegates that speak 1.1 get GC too, told which of their attachments we still hold.
+    const held = deps.store.liveAttachmentsOfNetwork(conf.name);
+    const errors: string[] = [];
+    for (const d of conf.delegates) {
+      if (d.disableGC || !versionAtLeast(d.cniVersion, '1.1.0')) continue;
+      const ifnameFor = (a: { ifname: string }) => (d.index === 0 ? a.ifname : d.ifname);
+      const stillValid = held.map((a) => ({ containerID: a.containerId, ifname: ifnameFor(a) }));
+      for (const plugin of d.plugins) {
+        try {
+          await deps.limiter.run(Priority.Background, () => deps.run({
+            command: 'GC', type: plugin.type, containerId: '', netns: '', ifname: '', args: '', cniPath: env.path,
+            stdin: { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid },
+          }));
+        } catch (e) {
+          errors.push(`${d.name}/${plugin.type}: ${(e as Error).message}`);
+        }
+      }
+    }
+    if (errors.length > 0) throw new CniError(ErrorCode.PluginExecFailed, `delegate GC failed: ${errors.join('; ')}`);
+    return '';
+  });
+}
+
+/** Delegate STATUS answers, kept for a few seconds per netconf. */
+export class StatusCache {
+  private readonly entries = new Map<string, { at: number; error?: CniError }>();
+  constructor(readonly ttlMs = 5000, private readonly now: () => number = Date.now) {}
+
+  get(key: string): { error?: CniError } | undefined {
+    const e = this.entries.get(key);
+    if (!e || this.now() - e.at > this.ttlMs) return undefined;
+    return e;
+  }
+
+  set(key: string, error?: CniError): void {
+    if (this.entries.size > 256) this.entries.clear();
+    this.entries.set(key, error ? { at: this.now(), error } : { at: this.now() });
+  }
+}
+
+export async function runStatus(deps: GcDeps, env: CniEnv, config: Record<string, unknown>, cache: StatusCache): Promise<string> {
+  const conf = parseStewardConf(config, 'eth0');
+  if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
+    throw new CniError(ErrorCode.IncompatibleVersion, `STATUS needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`);
+  }
+  const key = JSON.stringify(conf.raw);
+  const cached = cache.get(key);
+  if (cached) {
+    if (cached.error) throw cached.error;
+    return '';
+  }
+  try {
+    for (const d of conf.delegates) {
+      if (!versionAtLeast(d.cniVersion, '1.1.0')) continue;
+      for (const plugin of d.plugins) {
+        await deps.limiter.run(Priority.Add, () => deps.run({
+          command: 'STATUS', type: plugin.type, containerId: '', netns: '', ifname: '', args: '', cniPath: env.path,
+          stdin: pluginStdin(d, plugin, {}),
+        }));
+      }
+    }
+  } catch (e) {
+    const err = CniError.from(e, ErrorCode.PluginNotAvailable);
+    cache.set(key, err);
+    throw err;
+  }
+  cache.set(key);
+  return '';
+}

@@ -1,0 +1,175 @@
+// Parsing and validating the steward netconf a runtime passes on stdin, and normalising its
+// delegates into plugin chains. Shape is checked with a JSON Schema (ajv); names, types and
+// versions with the shared CNI validators. Every failure is a CniError with the spec's code.
+
+import { Ajv, type ErrorObject } from 'ajv';
+import {
+  CniError,
+  ErrorCode,
+  checkIfName,
+  checkNetworkName,
+  checkPluginType,
+  isSupportedVersion,
+  SUPPORTED_VERSIONS,
+  type PluginConf,
+} from '@cni-steward/shared';
+
+/** One delegate network, normalised to a chain of plugin configs. */
+export interface Delegate {
+  index: number;
+  name: string;
+  cniVersion: string;
+  ifname: string;
+  plugins: PluginConf[];
+  disableCheck: boolean;
+  disableGC: boolean;
+}
+
+export interface StewardConf {
+  cniVersion: string;
+  name: string;
+  delegates: Delegate[];
+  runtimeConfig: Record<string, unknown>;
+  disableGC: boolean;
+  /** The raw netconf as received, stored for teardown. */
+  raw: Record<string, unknown>;
+}
+
+const pluginSchema = {
+  type: 'object',
+  required: ['type'],
+  properties: {
+    type: { type: 'string', minLength: 1 },
+    capabilities: { type: 'object', additionalProperties: { type: 'boolean' } },
+  },
+} as const;
+
+const delegateSchema = {
+  type: 'object',
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    cniVersion: { type: 'string' },
+    ifname: { type: 'string' },
+    plugins: { type: 'array', minItems: 1, items: pluginSchema },
+    type: { type: 'string', minLength: 1 },
+    disableCheck: { type: 'boolean' },
+    disableGC: { type: 'boolean' },
+  },
+  oneOf: [{ required: ['plugins'], not: { required: ['type'] } }, { required: ['type'], not: { required: ['plugins'] } }],
+} as const;
+
+const stewardSchema = {
+  type: 'object',
+  required: ['cniVersion', 'name', 'delegates'],
+  properties: {
+    cniVersion: { type: 'string' },
+    name: { type: 'string', minLength: 1 },
+    type: { type: 'string' },
+    socket: { type: 'string', minLength: 1 },
+    spoolDir: { type: 'string', minLength: 1 },
+    delegates: { type: 'array', minItems: 1, items: delegateSchema },
+    runtimeConfig: { type: 'object' },
+    disableGC: { type: 'boolean' },
+  },
+} as const;
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+const validateShape = ajv.compile(stewardSchema);
+
+function describe(errors: ErrorObject[] | null | undefined): string {
+  return (errors ?? [])
+    .filter((e) => e.keyword !== 'if')
+    .map((e) => `${e.instancePath || '(root)'} ${e.message ?? 'is invalid'}`)
+    .slice(0, 8)
+    .join('; ');
+}
+
+/** The version gate is separate from shape so an unsupported version gets code 1, not 7. */
+export function parseStewardConf(config: unknown, fallbackIfname: string): StewardConf {
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) {
+    throw new CniError(ErrorCode.InvalidConfig, 'netconf must be a JSON object');
+  }
+  const raw = config as Record<string, unknown>;
+  if (typeof raw.cniVersion === 'string' && !isSupportedVersion(raw.cniVersion)) {
+    throw new CniError(ErrorCode.IncompatibleVersion, `cniVersion "${raw.cniVersion}" is not supported`,
+      `supported: ${SUPPORTED_VERSIONS.join(', ')}`);
+  }
+  if (!validateShape(raw)) {
+    throw new CniError(ErrorCode.InvalidConfig, `invalid steward netconf: ${describe(validateShape.errors)}`);
+  }
+  const name = raw.name as string;
+  const nameWhy = checkNetworkName(name);
+  if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `network name "${name}" ${nameWhy}`);
+  const cniVersion = raw.cniVersion as string;
+
+  const delegates = (raw.delegates as Record<string, unknown>[]).map((d, index) => toDelegate(d, index, cniVersion, fallbackIfname));
+  const seen = new Set<string>();
+  for (const d of delegates) {
+    if (seen.has(d.ifname)) throw new CniError(ErrorCode.InvalidConfig, `two delegates use interface "${d.ifname}"`);
+    seen.add(d.ifname);
+  }
+  return {
+    cniVersion,
+    name,
+    delegates,
+    runtimeConfig: (raw.runtimeConfig as Record<string, unknown> | undefined) ?? {},
+    disableGC: raw.disableGC === true,
+    raw,
+  };
+}
+
+function toDelegate(d: Record<string, unknown>, index: number, outerVersion: string, fallbackIfname: string): Delegate {
+  const name = d.name as string;
+  const where = `delegate ${index} ("${name}")`;
+  const nameWhy = checkNetworkName(name);
+  if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `${where}: name ${nameWhy}`);
+  const cniVersion = typeof d.cniVersion === 'string' ? d.cniVersion : outerVersion;
+  if (!isSupportedVersion(cniVersion)) {
+    throw new CniError(ErrorCode.IncompatibleVersion, `${where}: cniVersion "${cniVersion}" is not supported`,
+      `supported: ${SUPPORTED_VERSIONS.join(', ')}`);
+  }
+  // The first delegate takes the runtime's interface; later ones net1, net2, ... unless named.
+  const ifname = typeof d.ifname === 'string' ? d.ifname : index === 0 ? fallbackIfname : `net${index}`;
+  const ifWhy = checkIfName(ifname);
+  if (ifWhy) throw new CniError(ErrorCode.InvalidConfig, `${where}: ifname "${ifname}" ${ifWhy}`);
+
+  let plugins: PluginConf[];
+  if (Array.isArray(d.plugins)) {
+    plugins = d.plugins as PluginConf[];
+  } else {
+    // A single .conf: the whole object is the one plugin's config.
+    const { ifname: _ifname, ...single } = d;
+    plugins = [single as PluginConf];
+  }
+  for (const [i, p] of plugins.entries()) {
+    const why = checkPluginType(p.type);
+    if (why) throw new CniError(ErrorCode.InvalidConfig, `${where} plugin ${i}: type "${p.type}" ${why}`);
+  }
+  return {
+    index,
+    name,
+    cniVersion,
+    ifname,
+    plugins,
+    disableCheck: d.disableCheck === true,
+    disableGC: d.disableGC === true,
+  };
+}
+
+/**
+ * The stdin one plugin receives, as libcni builds it: the plugin's own config with the network's
+ * name and cniVersion, runtimeConfig filtered to the capabilities it declares, and prevResult.
+ */
+export function pluginStdin(d: Delegate, plugin: PluginConf, runtimeConfig: Record<string, unknown>): Record<string, unknown> {
+  const conf: Record<string, unknown> = { ...plugin, name: d.name, cniVersion: d.cniVersion };
+  delete conf.prevResult;
+  delete conf.runtimeConfig;
+  const caps = plugin.capabilities ?? {};
+  const rc: Record<string, unknown> = {};
+  for (const [cap, enabled] of Object.entries(caps)) {
+    if (enabled && cap in runtimeConfig) rc[cap] = runtimeConfig[cap];
+  }
+  if (Object.keys(rc).length > 0) conf.runtimeConfig = rc;
+  return conf;
+}

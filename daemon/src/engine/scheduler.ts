@@ -1,0 +1,95 @@
+// The retry scheduler: failed teardown steps are retried on their own, each at its journaled
+// next-attempt time (exponential backoff with jitter, see teardown.ts). The queue lives in
+// SQLite, so a restart resumes it where it was. It also prunes old tombstones.
+
+import type { Logger } from 'pino';
+import type { Engine } from './engine.js';
+import { Priority } from './limiter.js';
+
+export interface SchedulerOptions {
+  engine: Engine;
+  log: Logger;
+  /** How often to look for due retries (ms). The query is an indexed scan of failing steps. */
+  pollMs: number;
+  /** Finished attachments older than this are pruned (ms). */
+  tombstoneTtlMs: number;
+  pruneEveryMs: number;
+  now?: () => number;
+}
+
+export interface RetryReport {
+  attempted: number;
+  done: number;
+  pending: number;
+}
+
+export class RetryScheduler {
+  private readonly o: SchedulerOptions;
+  private readonly now: () => number;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> = Promise.resolve();
+  private stopped = true;
+  private lastPrune = 0;
+  private readonly inFlight = new Set<number>();
+
+  constructor(opts: SchedulerOptions) {
+    this.o = opts;
+    this.now = opts.now ?? Date.now;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.arm(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** Runs every due or failing teardown now (POST /v1/teardowns/retry). */
+  async retryNow(): Promise<RetryReport> {
+    const ids = [...new Set(this.o.engine.store.pendingTeardownSteps().map((s) => s.attachmentId))];
+    return this.runAll(ids, true);
+  }
+
+  private arm(delay: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.tick().finally(() => this.arm(this.o.pollMs));
+    }, delay);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    const { engine, log } = this.o;
+    try {
+      const due = engine.store.dueAttachmentIds(this.now()).filter((id) => !this.inFlight.has(id));
+      if (due.length > 0) {
+        const report = await this.runAll(due, false);
+        log.info(report, 'teardown retries ran');
+      }
+      if (this.now() - this.lastPrune >= this.o.pruneEveryMs) {
+        this.lastPrune = this.now();
+        const pruned = engine.store.pruneTombstones(this.now() - this.o.tombstoneTtlMs);
+        if (pruned > 0) log.info({ pruned }, 'pruned finished attachments');
+      }
+    } catch (e) {
+      log.error({ err: (e as Error).message }, 'retry scheduler tick failed');
+    }
+  }
+
+  private async runAll(ids: number[], force: boolean): Promise<RetryReport> {
+    const outcomes = await Promise.all(ids.map(async (id) => {
+      this.inFlight.add(id);
+      try {
+        return await this.o.engine.runTeardown(id, Priority.Background, { force });
+      } finally {
+        this.inFlight.delete(id);
+      }
+    }));
+    const done = outcomes.filter((o) => o.done).length;
+    return { attempted: ids.length, done, pending: ids.length - done };
+  }
+}

@@ -1,0 +1,149 @@
+// Tearing down one attachment: DEL every step that may hold resources, in reverse chain order,
+// with the stored ADD-time config and the delegate's stored final result as prevResult. Used by
+// runtime DELs, ADD rollback, the retry scheduler, crash recovery, the reboot sweep and GC.
+//
+// The spec orders a chain's DEL to halt at the first failure; the failed step is journaled with
+// its next attempt time and the steps before it wait for it. A step failing past the configured
+// bound is abandoned (loudly) and the steps before it then proceed.
+
+import { existsSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { CniError, ErrorCode, versionAtLeast, type CniResult } from '@cni-steward/shared';
+import type { PluginRunner } from '../plugins/executor.js';
+import type { Store } from '../store/store.js';
+import type { Attachment, Step } from '../store/types.js';
+import type { Limiter, PriorityValue } from './limiter.js';
+import type { Metrics } from '../metrics.js';
+
+export interface RetryPolicy {
+  /** First retry delay; doubles per attempt up to maxDelayMs, with +-20% jitter. */
+  baseDelayMs: number;
+  maxDelayMs: number;
+  /** Abandon a step after this many failed DELs... */
+  maxAttempts: number;
+  /** ...or once its teardown is older than this. */
+  maxAgeMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = {
+  baseDelayMs: 1000,
+  maxDelayMs: 5 * 60_000,
+  maxAttempts: 50,
+  maxAgeMs: 24 * 3600_000,
+};
+
+export interface TeardownOptions {
+  /** Run steps whose retry is not yet due (a runtime DEL, an explicit retry request). */
+  force?: boolean;
+  /** Pass an empty CNI_NETNS whatever was stored (the netns died with a reboot). */
+  emptyNetns?: boolean;
+}
+
+export interface TeardownOutcome {
+  done: boolean;
+  /** The failure that halted teardown, when not done. */
+  error?: CniError;
+}
+
+export interface TeardownDeps {
+  store: Store;
+  run: PluginRunner;
+  limiter: Limiter;
+  log: Logger;
+  retry: RetryPolicy;
+  metrics: Metrics;
+  now?: () => number;
+  random?: () => number;
+}
+
+export function backoffDelay(policy: RetryPolicy, failures: number, random: () => number = Math.random): number {
+  const exp = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, failures - 1));
+  const jitter = 1 + (random() * 0.4 - 0.2);
+  return Math.round(Math.min(policy.maxDelayMs, exp * jitter));
+}
+
+const DONE_STATES = new Set(['deleted', 'abandoned']);
+
+export class Teardown {
+  private readonly d: TeardownDeps;
+  private readonly now: () => number;
+
+  constructor(deps: TeardownDeps) {
+    this.d = deps;
+    this.now = deps.now ?? Date.now;
+  }
+
+  async run(attachmentId: number, priority: PriorityValue, opts: TeardownOptions = {}): Promise<TeardownOutcome> {
+    const { store, log } = this.d;
+    const a = store.getAttachment(attachmentId);
+    if (!a) return { done: true };
+    if (a.state === 'deleted') return { done: true };
+    if (a.state !== 'deleting') store.setAttachmentState(a.id, 'deleting');
+
+    const steps = store.stepsOf(a.id);
+    const finals = finalResults(steps);
+    const netns = opts.emptyNetns || a.netns === '' || !existsSync(a.netns) ? '' : a.netns;
+    const alog = log.child({ containerId: a.containerId, network: a.network, ifname: a.ifname, attachment: a.id });
+
+    for (const step of [...steps].reverse()) {
+      if (DONE_STATES.has(step.state)) continue;
+      if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.now()) {
+        return { done: false, error: new CniError(ErrorCode.TeardownPending, `teardown of ${step.pluginType} is waiting for its next retry`) };
+      }
+      const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
+      if (!failure) continue;
+      const again = store.getStep(step.id) as Step;
+      if (this.pastBound(again)) {
+        store.setStepAbandoned(step.id, failure.message);
+        this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
+        alog.error({ step: step.id, plugin: step.pluginType, attempts: again.attempts, err: failure.message },
+          'teardown step abandoned after repeated failures; resources it holds may be leaked; continuing with the steps before it');
+        continue;
+      }
+      alog.warn({ step: step.id, plugin: step.pluginType, attempts: again.attempts, nextAttemptAt: again.nextAttemptAt, err: failure.message },
+        'teardown step failed; queued for retry');
+      return { done: false, error: failure };
+    }
+    store.setAttachmentState(a.id, 'deleted');
+    alog.info('attachment torn down');
+    return { done: true };
+  }
+
+  /** Runs one step's DEL; returns the failure (already journaled) or undefined on success. */
+  private async delStep(a: Attachment, step: Step, prev: CniResult | undefined, netns: string, priority: PriorityValue): Promise<CniError | undefined> {
+    const { store, run, limiter } = this.d;
+    store.setStepDeleting(step.id);
+    const stdin = JSON.parse(step.config) as Record<string, unknown>;
+    // libcni passes the cached result on DEL from 0.4.0 on.
+    if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
+    try {
+      await limiter.run(priority, () => run({
+        command: 'DEL', type: step.pluginType, containerId: a.containerId, netns, ifname: step.ifname,
+        args: a.cniArgs, cniPath: a.cniPath, stdin,
+      }));
+      store.setStepDeleted(step.id);
+      return undefined;
+    } catch (e) {
+      const err = CniError.from(e, ErrorCode.PluginExecFailed);
+      const failures = step.attempts + 1;
+      store.setStepDelFailed(step.id, err.message, this.now() + backoffDelay(this.d.retry, failures, this.d.random));
+      this.d.metrics.teardownFailures.inc({ plugin: step.pluginType });
+      return err;
+    }
+  }
+
+  private pastBound(step: Step): boolean {
+    const { maxAttempts, maxAgeMs } = this.d.retry;
+    if (step.attempts >= maxAttempts) return true;
+    return step.teardownAt !== null && this.now() - step.teardownAt >= maxAgeMs;
+  }
+}
+
+/** Each delegate's final result: the result of its last step that produced one. */
+export function finalResults(steps: readonly Step[]): Map<number, CniResult> {
+  const out = new Map<number, CniResult>();
+  for (const s of steps) {
+    if (s.result !== null) out.set(s.delegateIndex, JSON.parse(s.result) as CniResult);
+  }
+  return out;
+}

@@ -1,0 +1,32 @@
+// Finding a delegate plugin's executable: a bare type name, looked up in the daemon's own bin
+// dirs first and then in the request's CNI_PATH. Never a path from the request.
+
+import { accessSync, constants, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { CniError, ErrorCode, checkPluginType } from '@cni-steward/shared';
+
+export function splitPath(list: string): string[] {
+  return list.split(':').filter((d) => d !== '');
+}
+
+/** The dir list handed to plugins as CNI_PATH (so bridge finds host-local): ours first, deduplicated. */
+export function pluginSearchPath(binDirs: readonly string[], requestPath: string): string[] {
+  return [...new Set([...binDirs, ...splitPath(requestPath)])];
+}
+
+export function findPlugin(type: string, dirs: readonly string[]): string {
+  const why = checkPluginType(type);
+  if (why) throw new CniError(ErrorCode.InvalidConfig, `plugin type "${type}" ${why}`);
+  for (const dir of dirs) {
+    const candidate = join(dir, type);
+    try {
+      if (!statSync(candidate).isFile()) continue;
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      continue;
+    }
+  }
+  // Worded without "not found": runtimes read that phrase in a DEL error as success.
+  throw new CniError(ErrorCode.InvalidConfig, `plugin type "${type}" is not in any plugin dir`, `searched: ${dirs.join(':') || '(none)'}`);
+}

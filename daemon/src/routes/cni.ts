@@ -1,0 +1,44 @@
+// POST /v1/cni: the shim's one request. Validates the envelope with the shared CNI validators,
+// hands it to the engine, and answers 200 with the text to print or a CNI error.
+
+import type { FastifyInstance } from 'fastify';
+import { CNI_ROUTE, CniError, ErrorCode, parseCniEnv, type CniRequestBody } from '@cni-steward/shared';
+import type { AppDeps } from '../server.js';
+
+export function decodeWireRequest(body: unknown): CniRequestBody {
+  if (typeof body !== 'object' || body === null) throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
+  const b = body as Record<string, unknown>;
+  if (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env)) {
+    throw new CniError(ErrorCode.InvalidEnv, 'request has no "env" object of CNI_* variables');
+  }
+  const rawEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(b.env as Record<string, unknown>)) {
+    if (typeof v !== 'string') throw new CniError(ErrorCode.InvalidEnv, `env.${k} must be a string`);
+    rawEnv[k] = v;
+  }
+  if (typeof b.config !== 'object' || b.config === null || Array.isArray(b.config)) {
+    throw new CniError(ErrorCode.InvalidConfig, 'request has no netconf object in "config"');
+  }
+  return { env: parseCniEnv(rawEnv), config: b.config as Record<string, unknown> };
+}
+
+export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  app.post(CNI_ROUTE, async (request, reply) => {
+    if (!deps.isReady()) throw new CniError(ErrorCode.TryAgainLater, 'stewardd is not ready (starting or shutting down)');
+    const req = decodeWireRequest(request.body);
+    const command = req.env.command;
+    const stop = deps.metrics.requestSeconds.startTimer({ command });
+    try {
+      const text = await deps.engine.handle(req);
+      deps.metrics.requests.inc({ command, outcome: 'ok' });
+      return reply.code(200).type('application/json').send(text);
+    } catch (e) {
+      const err = CniError.from(e);
+      deps.metrics.requests.inc({ command, outcome: `error_${err.code}` });
+      request.log.warn({ containerId: req.env.containerId, command, code: err.code, err: err.message }, 'CNI request failed');
+      throw err;
+    } finally {
+      stop();
+    }
+  });
+}

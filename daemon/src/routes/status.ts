@@ -1,0 +1,84 @@
+// Read-only views for operators (curl --unix-socket), plus the manual retry trigger.
+
+import type { FastifyInstance } from 'fastify';
+import type { AttachmentState, Step } from '../store/types.js';
+import type { AppDeps } from '../server.js';
+
+const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
+
+function teardownView(s: Step, containerId: string | undefined) {
+  return {
+    step: s.id, attachment: s.attachmentId, containerId, delegate: s.delegateName, ifname: s.ifname,
+    plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: s.error,
+    nextAttemptAt: s.nextAttemptAt === null ? null : new Date(s.nextAttemptAt).toISOString(),
+    failingSince: s.teardownAt === null ? null : new Date(s.teardownAt).toISOString(),
+  };
+}
+
+export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
+  const { engine, metrics } = deps;
+  const store = engine.store;
+
+  app.get('/healthz', async () => ({ ok: true }));
+
+  app.get('/readyz', async (_req, reply) => {
+    if (!deps.isReady()) return reply.code(503).send({ ready: false });
+    return { ready: true };
+  });
+
+  app.get('/v1/status', async () => {
+    const counts = store.counts();
+    const pending = store.pendingTeardownSteps();
+    const oldest = store.oldestPendingTeardownAt();
+    const now = Date.now();
+    const containerOf = (id: number) => store.getAttachment(id)?.containerId;
+    return {
+      version: deps.version,
+      uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
+      ready: deps.isReady(),
+      attachments: counts.attachments,
+      steps: counts.steps,
+      teardownQueue: {
+        depth: pending.length,
+        oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
+        nextAttemptAt: (() => { const t = store.nextTeardownDueAt(); return t === undefined ? null : new Date(t).toISOString(); })(),
+      },
+      executions: { slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued },
+      lastErrors: [...pending.slice(0, 10), ...store.abandonedSteps(10)].map((s) => teardownView(s, containerOf(s.attachmentId))),
+    };
+  });
+
+  app.get<{ Querystring: { containerId?: string; state?: string; limit?: string } }>('/v1/attachments', async (req, reply) => {
+    const { containerId, state, limit } = req.query;
+    if (state !== undefined && !(ATTACHMENT_STATES as readonly string[]).includes(state)) {
+      return reply.code(400).send({ error: `state must be one of ${ATTACHMENT_STATES.join(', ')}` });
+    }
+    const n = limit === undefined ? 1000 : Number(limit);
+    if (!Number.isInteger(n) || n < 1 || n > 100_000) return reply.code(400).send({ error: 'limit must be an integer from 1 to 100000' });
+    const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, limit: n });
+    return rows.map((a) => ({
+      id: a.id, containerId: a.containerId, network: a.network, ifname: a.ifname, netns: a.netns, state: a.state,
+      cniVersion: a.cniVersion, bootId: a.bootId, error: a.error,
+      createdAt: new Date(a.createdAt).toISOString(), updatedAt: new Date(a.updatedAt).toISOString(),
+      steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: s.error })),
+    }));
+  });
+
+  app.get('/v1/teardowns', async () => {
+    const containerOf = (id: number) => store.getAttachment(id)?.containerId;
+    return {
+      pending: store.pendingTeardownSteps().map((s) => teardownView(s, containerOf(s.attachmentId))),
+      abandoned: store.abandonedSteps(1000).map((s) => teardownView(s, containerOf(s.attachmentId))),
+    };
+  });
+
+  app.post('/v1/teardowns/retry', async () => {
+    const result = await deps.scheduler.retryNow();
+    return result;
+  });
+
+  app.get('/metrics', async (_req, reply) => {
+    const text = await metrics.registry.metrics();
+    return reply.type(metrics.registry.contentType).send(text);
+  });
+}

@@ -1,0 +1,86 @@
+// The fastify app: explicit routes, the one error handler and the one CNI-code -> HTTP table.
+// It only builds the app; listening, signals and shutdown belong to main.ts.
+
+import Fastify, { LogController } from 'fastify';
+import type { Logger } from 'pino';
+import { CniError, ErrorCode, LATEST_VERSION, MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import type { Engine } from './engine/engine.js';
+import type { Metrics } from './metrics.js';
+import { cniRoutes } from './routes/cni.js';
+import { statusRoutes } from './routes/status.js';
+import type { RetryScheduler } from './engine/scheduler.js';
+
+export interface AppDeps {
+  engine: Engine;
+  metrics: Metrics;
+  scheduler: RetryScheduler;
+  log: Logger;
+  /** Readiness: false until recovery has run, and again once shutdown begins. */
+  isReady: () => boolean;
+  version: string;
+  startedAt: number;
+}
+
+/** CNI error code -> HTTP status. The shim only needs 200 vs not; humans with curl get the rest. */
+export function httpStatusFor(code: number): number {
+  switch (code) {
+    case ErrorCode.IncompatibleVersion:
+    case ErrorCode.UnsupportedField:
+    case ErrorCode.InvalidEnv:
+    case ErrorCode.DecodeFailure:
+    case ErrorCode.InvalidConfig:
+      return 400;
+    case ErrorCode.UnknownContainer:
+      return 404;
+    case ErrorCode.AttachmentConflict:
+    case ErrorCode.AttachmentGone:
+      return 409;
+    case ErrorCode.TryAgainLater:
+    case ErrorCode.ShuttingDown:
+    case ErrorCode.PluginNotAvailable:
+    case ErrorCode.LimitedConnectivity:
+      return 503;
+    case ErrorCode.PluginTimeout:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+function requestCniVersion(body: unknown): string {
+  const v = (body as { config?: { cniVersion?: unknown } } | undefined)?.config?.cniVersion;
+  return typeof v === 'string' && v !== '' ? v : LATEST_VERSION;
+}
+
+export function buildApp(deps: AppDeps) {
+  const app = Fastify({
+    loggerInstance: deps.log,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: MAX_NETCONF_BYTES + 64 * 1024,
+    return503OnClosing: true,
+  });
+
+  app.setErrorHandler((e, request, reply) => {
+    const error = e as Error & { code?: string; statusCode?: number };
+    let err: CniError;
+    if (error instanceof CniError) {
+      err = error;
+    } else if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      err = new CniError(ErrorCode.InvalidConfig, `request body is larger than ${MAX_NETCONF_BYTES} bytes`);
+    } else if (error.statusCode === 400 || error.code?.startsWith('FST_ERR_CTP')) {
+      err = new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${error.message}`);
+    } else {
+      request.log.error({ err: error }, 'unexpected error handling request');
+      err = new CniError(ErrorCode.Internal, `internal error in stewardd: ${error.message}`);
+    }
+    void reply.code(httpStatusFor(err.code)).type('application/json').send(err.toJSON(requestCniVersion(request.body)));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${request.url}` });
+  });
+
+  void app.register(cniRoutes, deps);
+  void app.register(statusRoutes, deps);
+  return app;
+}

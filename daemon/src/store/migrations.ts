@@ -1,0 +1,50 @@
+// Schema migrations, applied in order at open. PRAGMA user_version holds the number applied.
+// Never edit a released migration: append a new one.
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: attachments (one per runtime (container, network, ifname) ADD) and their steps
+  // (one per delegate plugin executed), journaled before each plugin runs.
+  `
+  CREATE TABLE attachments (
+    id           INTEGER PRIMARY KEY,
+    container_id TEXT NOT NULL,
+    network      TEXT NOT NULL,
+    ifname       TEXT NOT NULL,
+    netns        TEXT NOT NULL,
+    cni_args     TEXT NOT NULL,
+    cni_path     TEXT NOT NULL,
+    cni_version  TEXT NOT NULL,
+    boot_id      TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    config       TEXT NOT NULL,
+    result       TEXT,
+    error        TEXT,
+    created_at   INTEGER NOT NULL,
+    updated_at   INTEGER NOT NULL
+  );
+  CREATE INDEX attachments_by_key ON attachments (container_id, network, ifname);
+  CREATE INDEX attachments_by_state ON attachments (state);
+
+  CREATE TABLE steps (
+    id              INTEGER PRIMARY KEY,
+    attachment_id   INTEGER NOT NULL REFERENCES attachments (id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    delegate_index  INTEGER NOT NULL,
+    delegate_name   TEXT NOT NULL,
+    ifname          TEXT NOT NULL,
+    plugin_index    INTEGER NOT NULL,
+    plugin_type     TEXT NOT NULL,
+    config          TEXT NOT NULL,
+    state           TEXT NOT NULL,
+    result          TEXT,
+    error           TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER,
+    teardown_at     INTEGER,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    UNIQUE (attachment_id, seq)
+  );
+  CREATE INDEX steps_by_state ON steps (state);
+  `,
+];

@@ -1,0 +1,277 @@
+// The only module that imports better-sqlite3 and the only one that knows SQL.
+// WAL + synchronous=FULL: a journal row is on disk before the plugin it describes runs.
+// Statements are prepared once; every method is one short synchronous transaction.
+
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { MIGRATIONS } from './migrations.js';
+import type { Attachment, AttachmentKey, AttachmentState, NewAttachment, NewStep, Step, StepState } from './types.js';
+
+type Row = Record<string, unknown>;
+
+const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+  state, config, result, error, created_at, updated_at`;
+const STEP_COLUMNS = `id, attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
+  config, state, result, error, attempts, next_attempt_at, teardown_at, created_at, updated_at`;
+
+function toAttachment(r: Row): Attachment {
+  return {
+    id: r.id as number,
+    containerId: r.container_id as string,
+    network: r.network as string,
+    ifname: r.ifname as string,
+    netns: r.netns as string,
+    cniArgs: r.cni_args as string,
+    cniPath: r.cni_path as string,
+    cniVersion: r.cni_version as string,
+    bootId: r.boot_id as string,
+    state: r.state as AttachmentState,
+    config: r.config as string,
+    result: (r.result as string | null) ?? null,
+    error: (r.error as string | null) ?? null,
+    createdAt: r.created_at as number,
+    updatedAt: r.updated_at as number,
+  };
+}
+
+function toStep(r: Row): Step {
+  return {
+    id: r.id as number,
+    attachmentId: r.attachment_id as number,
+    seq: r.seq as number,
+    delegateIndex: r.delegate_index as number,
+    delegateName: r.delegate_name as string,
+    ifname: r.ifname as string,
+    pluginIndex: r.plugin_index as number,
+    pluginType: r.plugin_type as string,
+    config: r.config as string,
+    state: r.state as StepState,
+    result: (r.result as string | null) ?? null,
+    error: (r.error as string | null) ?? null,
+    attempts: r.attempts as number,
+    nextAttemptAt: (r.next_attempt_at as number | null) ?? null,
+    teardownAt: (r.teardown_at as number | null) ?? null,
+    createdAt: r.created_at as number,
+    updatedAt: r.updated_at as number,
+  };
+}
+
+export interface AttachmentFilter {
+  containerId?: string | undefined;
+  state?: AttachmentState | undefined;
+  limit?: number | undefined;
+}
+
+export class Store {
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+  private readonly stmt;
+
+  constructor(path: string, now: () => number = Date.now) {
+    this.path = path;
+    this.now = now;
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    this.db = new Database(path);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.pragma('foreign_keys = ON');
+    this.db.pragma('busy_timeout = 5000');
+    this.migrate();
+    const db = this.db;
+    this.stmt = {
+      insertAttachment: db.prepare(`INSERT INTO attachments
+        (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config, created_at, updated_at)
+        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, 'adding', @config, @now, @now)`),
+      currentAttachment: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
+        WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
+      attachmentById: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE id = ?`),
+      setAttachmentState: db.prepare(`UPDATE attachments SET state = @state, updated_at = @now WHERE id = @id`),
+      setAttachmentResult: db.prepare(`UPDATE attachments SET state = 'added', result = @result, error = NULL, updated_at = @now WHERE id = @id`),
+      setAttachmentError: db.prepare(`UPDATE attachments SET error = @error, updated_at = @now WHERE id = @id`),
+      attachmentsInState: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE state = ? ORDER BY id`),
+      attachmentsOfOtherBoot: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
+        WHERE boot_id != ? AND state IN ('adding', 'added', 'deleting') ORDER BY id`),
+      liveAttachmentsOfNetwork: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
+        WHERE network = ? AND state IN ('adding', 'added') ORDER BY id`),
+      insertStep: db.prepare(`INSERT INTO steps
+        (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type, config, state, created_at, updated_at)
+        VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, 'adding', @now, @now)`),
+      stepsOf: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`),
+      stepById: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`),
+      setStepAdded: db.prepare(`UPDATE steps SET state = 'added', result = @result, updated_at = @now WHERE id = @id`),
+      setStepState: db.prepare(`UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`),
+      setStepDeleting: db.prepare(`UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`),
+      setStepDelFailed: db.prepare(`UPDATE steps SET state = 'del_failed', error = @error, attempts = attempts + 1,
+        next_attempt_at = @nextAttemptAt, updated_at = @now WHERE id = @id`),
+      setStepDeleted: db.prepare(`UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`),
+      setStepAbandoned: db.prepare(`UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`),
+      countAttachments: db.prepare(`SELECT state, COUNT(*) AS n FROM attachments GROUP BY state`),
+      countSteps: db.prepare(`SELECT state, COUNT(*) AS n FROM steps GROUP BY state`),
+      pendingTeardownSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps
+        WHERE state IN ('del_failed', 'deleting') ORDER BY COALESCE(next_attempt_at, 0), id`),
+      abandonedSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE state = 'abandoned' ORDER BY id DESC LIMIT ?`),
+      oldestPendingTeardown: db.prepare(`SELECT MIN(a.updated_at) AS t FROM attachments a WHERE a.state = 'deleting'`),
+      dueAttachments: db.prepare(`SELECT DISTINCT attachment_id AS id FROM steps
+        WHERE state = 'del_failed' AND next_attempt_at <= ? ORDER BY attachment_id`),
+      nextDueAt: db.prepare(`SELECT MIN(next_attempt_at) AS t FROM steps WHERE state = 'del_failed'`),
+      pruneTombstones: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?`),
+    };
+  }
+
+  private migrate(): void {
+    const current = this.db.pragma('user_version', { simple: true }) as number;
+    if (current > MIGRATIONS.length) {
+      throw new Error(`database ${this.path} has schema version ${current}, newer than this stewardd (${MIGRATIONS.length})`);
+    }
+    for (let v = current; v < MIGRATIONS.length; v++) {
+      this.db.transaction(() => {
+        this.db.exec(MIGRATIONS[v] as string);
+        this.db.pragma(`user_version = ${v + 1}`);
+      })();
+    }
+  }
+
+  get schemaVersion(): number {
+    return this.db.pragma('user_version', { simple: true }) as number;
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  // ---- attachments
+
+  createAttachment(a: NewAttachment): Attachment {
+    const info = this.stmt.insertAttachment.run({ ...a, now: this.now() });
+    return this.getAttachment(Number(info.lastInsertRowid)) as Attachment;
+  }
+
+  /** The newest attachment with this key (older rows are finished tombstones). */
+  currentAttachment(key: AttachmentKey): Attachment | undefined {
+    const r = this.stmt.currentAttachment.get(key.containerId, key.network, key.ifname) as Row | undefined;
+    return r ? toAttachment(r) : undefined;
+  }
+
+  getAttachment(id: number): Attachment | undefined {
+    const r = this.stmt.attachmentById.get(id) as Row | undefined;
+    return r ? toAttachment(r) : undefined;
+  }
+
+  setAttachmentState(id: number, state: AttachmentState): void {
+    this.stmt.setAttachmentState.run({ id, state, now: this.now() });
+  }
+
+  setAttachmentAdded(id: number, result: string): void {
+    this.stmt.setAttachmentResult.run({ id, result, now: this.now() });
+  }
+
+  setAttachmentError(id: number, error: string): void {
+    this.stmt.setAttachmentError.run({ id, error, now: this.now() });
+  }
+
+  attachmentsInState(state: AttachmentState): Attachment[] {
+    return (this.stmt.attachmentsInState.all(state) as Row[]).map(toAttachment);
+  }
+
+  /** Live attachments recorded under a different kernel boot: their netns died with that boot. */
+  attachmentsOfOtherBoot(bootId: string): Attachment[] {
+    return (this.stmt.attachmentsOfOtherBoot.all(bootId) as Row[]).map(toAttachment);
+  }
+
+  liveAttachmentsOfNetwork(network: string): Attachment[] {
+    return (this.stmt.liveAttachmentsOfNetwork.all(network) as Row[]).map(toAttachment);
+  }
+
+  listAttachments(filter: AttachmentFilter): Attachment[] {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.containerId !== undefined) { where.push('container_id = ?'); params.push(filter.containerId); }
+    if (filter.state !== undefined) { where.push('state = ?'); params.push(filter.state); }
+    const sql = `SELECT ${ATTACHMENT_COLUMNS} FROM attachments ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
+      ORDER BY id DESC LIMIT ?`;
+    params.push(filter.limit ?? 1000);
+    return (this.db.prepare(sql).all(...params) as Row[]).map(toAttachment);
+  }
+
+  // ---- steps
+
+  /** Journals a step as `adding`; committed (fsync) before the caller runs the plugin. */
+  insertStep(s: NewStep): Step {
+    const info = this.stmt.insertStep.run({ ...s, now: this.now() });
+    return this.getStep(Number(info.lastInsertRowid)) as Step;
+  }
+
+  getStep(id: number): Step | undefined {
+    const r = this.stmt.stepById.get(id) as Row | undefined;
+    return r ? toStep(r) : undefined;
+  }
+
+  stepsOf(attachmentId: number): Step[] {
+    return (this.stmt.stepsOf.all(attachmentId) as Row[]).map(toStep);
+  }
+
+  setStepAdded(id: number, result: string): void {
+    this.stmt.setStepAdded.run({ id, result, now: this.now() });
+  }
+
+  setStepState(id: number, state: StepState, error: string | null = null): void {
+    this.stmt.setStepState.run({ id, state, error, now: this.now() });
+  }
+
+  /** Journals a DEL as started; the first one also stamps when teardown of this step began. */
+  setStepDeleting(id: number): void {
+    this.stmt.setStepDeleting.run({ id, now: this.now() });
+  }
+
+  setStepDeleted(id: number): void {
+    this.stmt.setStepDeleted.run({ id, now: this.now() });
+  }
+
+  setStepDelFailed(id: number, error: string, nextAttemptAt: number): void {
+    this.stmt.setStepDelFailed.run({ id, error, nextAttemptAt, now: this.now() });
+  }
+
+  setStepAbandoned(id: number, error: string): void {
+    this.stmt.setStepAbandoned.run({ id, error, now: this.now() });
+  }
+
+  // ---- teardown queue
+
+  pendingTeardownSteps(): Step[] {
+    return (this.stmt.pendingTeardownSteps.all() as Row[]).map(toStep);
+  }
+
+  abandonedSteps(limit = 100): Step[] {
+    return (this.stmt.abandonedSteps.all(limit) as Row[]).map(toStep);
+  }
+
+  /** Attachments with a failed teardown step whose next attempt is due at `now`. */
+  dueAttachmentIds(now: number): number[] {
+    return (this.stmt.dueAttachments.all(now) as Row[]).map((r) => r.id as number);
+  }
+
+  nextTeardownDueAt(): number | undefined {
+    const r = this.stmt.nextDueAt.get() as Row;
+    return (r.t as number | null) ?? undefined;
+  }
+
+  oldestPendingTeardownAt(): number | undefined {
+    const r = this.stmt.oldestPendingTeardown.get() as Row;
+    return (r.t as number | null) ?? undefined;
+  }
+
+  /** Deletes finished attachments (and, by cascade, their steps) last touched before `before`. */
+  pruneTombstones(before: number): number {
+    return this.stmt.pruneTombstones.run(before).changes;
+  }
+
+  counts(): { attachments: Record<string, number>; steps: Record<string, number> } {
+    const fold = (rows: Row[]) => Object.fromEntries(rows.map((r) => [r.state as string, r.n as number]));
+    return {
+      attachments: fold(this.stmt.countAttachments.all() as Row[]),
+      steps: fold(this.stmt.countSteps.all() as Row[]),
+    };
+  }
+}

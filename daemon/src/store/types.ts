@@ -1,0 +1,72 @@
+// The domain records the store persists. Nothing outside store/ sees rows or SQL.
+
+/**
+ * adding   - ADD in progress (steps being journaled and run)
+ * added    - every step added; the runtime holds this attachment
+ * deleting - teardown started and not finished (some step still owes a DEL)
+ * deleted  - every step torn down (or abandoned): a tombstone that answers repeated DELs
+ */
+export type AttachmentState = 'adding' | 'added' | 'deleting' | 'deleted';
+
+/**
+ * adding     - journaled before the plugin's ADD ran: it may hold resources
+ * added      - ADD succeeded; result stored
+ * add_failed - ADD returned an error: the plugin may still hold resources, so it gets a DEL
+ * deleting   - journaled before the plugin's DEL ran
+ * del_failed - DEL returned an error; waits for a retry
+ * deleted    - DEL succeeded
+ * abandoned  - DEL kept failing past the bound; given up on, loudly
+ */
+export type StepState = 'adding' | 'added' | 'add_failed' | 'deleting' | 'del_failed' | 'deleted' | 'abandoned';
+
+/** Steps in these states still owe a DEL. */
+export const STEP_NEEDS_TEARDOWN: readonly StepState[] = ['adding', 'added', 'add_failed', 'deleting', 'del_failed'];
+
+export interface AttachmentKey {
+  containerId: string;
+  network: string;
+  ifname: string;
+}
+
+export interface Attachment extends AttachmentKey {
+  id: number;
+  netns: string;
+  cniArgs: string;
+  cniPath: string;
+  cniVersion: string;
+  bootId: string;
+  state: AttachmentState;
+  /** The steward netconf given on ADD (JSON text). Teardown uses it, never the DEL's. */
+  config: string;
+  /** The result returned to the runtime (JSON text, runtime's cniVersion). */
+  result: string | null;
+  error: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type NewAttachment = Omit<Attachment, 'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt'>;
+
+export interface Step {
+  id: number;
+  attachmentId: number;
+  seq: number;
+  delegateIndex: number;
+  delegateName: string;
+  ifname: string;
+  pluginIndex: number;
+  pluginType: string;
+  /** The plugin's stdin without prevResult (JSON text). */
+  config: string;
+  state: StepState;
+  result: string | null;
+  error: string | null;
+  attempts: number;
+  nextAttemptAt: number | null;
+  /** When the first DEL of this step was journaled: the age bound for abandoning counts from here. */
+  teardownAt: number | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type NewStep = Pick<Step, 'attachmentId' | 'seq' | 'delegateIndex' | 'delegateName' | 'ifname' | 'pluginIndex' | 'pluginType' | 'config'>;

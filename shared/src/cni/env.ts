@@ -1,0 +1,66 @@
+// Reading the CNI_* environment of one invocation. Every problem is reported in one error
+// (code 4), so an operator fixes them all at once rather than one per retry.
+
+import { CniError, ErrorCode } from './errors.js';
+import { CNI_COMMANDS, type CniCommand, type CniEnv } from './types.js';
+import { checkContainerId, checkIfName } from './validate.js';
+
+type Var = 'CNI_CONTAINERID' | 'CNI_NETNS' | 'CNI_IFNAME' | 'CNI_PATH';
+
+/** Which variables each command requires (CNI spec, "Parameters"); DEL may have an empty netns. */
+const REQUIRED: Record<CniCommand, readonly Var[]> = {
+  ADD: ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH'],
+  CHECK: ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH'],
+  DEL: ['CNI_CONTAINERID', 'CNI_IFNAME', 'CNI_PATH'],
+  GC: ['CNI_PATH'],
+  STATUS: ['CNI_PATH'],
+  VERSION: [],
+};
+
+export type EnvSource = Readonly<Record<string, string | undefined>>;
+
+export function parseCniEnv(env: EnvSource): CniEnv {
+  const problems: string[] = [];
+  const rawCommand = env.CNI_COMMAND ?? '';
+  if (rawCommand === '') {
+    throw new CniError(ErrorCode.InvalidEnv, 'CNI_COMMAND is not set', `expected one of ${CNI_COMMANDS.join(', ')}`);
+  }
+  if (!(CNI_COMMANDS as readonly string[]).includes(rawCommand)) {
+    throw new CniError(ErrorCode.InvalidEnv, `CNI_COMMAND "${rawCommand}" is not a CNI command`, `expected one of ${CNI_COMMANDS.join(', ')}`);
+  }
+  const command = rawCommand as CniCommand;
+  for (const name of REQUIRED[command]) {
+    if ((env[name] ?? '') === '') problems.push(`${name} is not set`);
+  }
+  const containerId = env.CNI_CONTAINERID ?? '';
+  const ifname = env.CNI_IFNAME ?? '';
+  if (containerId !== '') {
+    const why = checkContainerId(containerId);
+    if (why) problems.push(`CNI_CONTAINERID ${why}`);
+  }
+  if (ifname !== '') {
+    const why = checkIfName(ifname);
+    if (why) problems.push(`CNI_IFNAME ${why}`);
+  }
+  if (problems.length > 0) {
+    throw new CniError(ErrorCode.InvalidEnv, `invalid CNI environment: ${problems.join('; ')}`);
+  }
+  return {
+    command,
+    containerId,
+    netns: env.CNI_NETNS ?? '',
+    ifname,
+    args: env.CNI_ARGS ?? '',
+    path: env.CNI_PATH ?? '',
+  };
+}
+
+/** Parses CNI_ARGS ("K=V;K2=V2") into pairs; malformed pairs are a code 4 error. */
+export function parseCniArgs(args: string): Array<[string, string]> {
+  if (args === '') return [];
+  return args.split(';').filter((p) => p !== '').map((pair) => {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new CniError(ErrorCode.InvalidEnv, `CNI_ARGS has a malformed pair "${pair}"`);
+    return [pair.slice(0, eq), pair.slice(eq + 1)];
+  });
+}

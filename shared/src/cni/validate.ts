@@ -1,0 +1,34 @@
+// Validation of the identifiers a runtime hands us, as the CNI spec defines them (SPEC.md,
+// "Parameters"), and of delegate plugin type names, which become file names we execute.
+
+const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+
+/** Returns a reason when invalid, undefined when valid. */
+export function checkContainerId(id: string): string | undefined {
+  if (id === '') return 'is empty';
+  if (!NAME_RE.test(id)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
+  return undefined;
+}
+
+/** Linux interface names: 1..15 bytes, not "." or "..", no "/", ":" or whitespace. */
+export function checkIfName(name: string): string | undefined {
+  if (name === '') return 'is empty';
+  if (Buffer.byteLength(name) > 15) return 'is longer than 15 bytes';
+  if (name === '.' || name === '..') return 'must not be "." or ".."';
+  if (/[/:\s]/.test(name)) return 'must not contain "/", ":" or whitespace';
+  return undefined;
+}
+
+export function checkNetworkName(name: string): string | undefined {
+  if (name === '') return 'is empty';
+  if (!NAME_RE.test(name)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
+  return undefined;
+}
+
+/** A plugin type is a bare file name looked up in the bin dirs: never a path. */
+export function checkPluginType(type: string): string | undefined {
+  if (type === '') return 'is empty';
+  if (type.includes('/') || type.includes('\\')) return 'must be a bare plugin name, not a path';
+  if (!NAME_RE.test(type)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
+  return undefined;
+}

@@ -1,0 +1,74 @@
+// One HTTP/1.1 request over a Unix socket, written by hand on node:net: the shim lives for one
+// CNI call, and node:http's agent or undici cost more to load than the whole call (see
+// shared/shim-startup.md in the design notes). Kept to one function so a build may swap it.
+
+import { connect } from 'node:net';
+
+export interface Reply {
+  status: number;
+  body: string;
+}
+
+/** Connection-level failure: the daemon could not be reached or did not answer in time. */
+export class UnreachableError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+  }
+}
+
+export function postUnix(socketPath: string, route: string, body: string, timeoutMs: number): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const payload = Buffer.from(body, 'utf8');
+    const head = `POST ${route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${payload.length}\r\nConnection: close\r\n\r\n`;
+    const chunks: Buffer[] = [];
+    let connected = false;
+    const sock = connect({ path: socketPath });
+    sock.setTimeout(timeoutMs, () => {
+      sock.destroy();
+      reject(new UnreachableError(connected ? `no answer within ${timeoutMs} ms` : `connect timed out after ${timeoutMs} ms`));
+    });
+    sock.once('connect', () => {
+      connected = true;
+      // No half-close: the daemon answers and closes (Connection: close).
+      sock.write(Buffer.concat([Buffer.from(head, 'latin1'), payload]));
+    });
+    sock.on('data', (b: Buffer) => chunks.push(b));
+    sock.once('error', (e: NodeJS.ErrnoException) => reject(new UnreachableError(e.code ?? e.message)));
+    sock.once('close', () => {
+      if (!connected) return;
+      try {
+        resolve(parseResponse(Buffer.concat(chunks)));
+      } catch (e) {
+        reject(new UnreachableError((e as Error).message));
+      }
+    });
+  });
+}
+
+function parseResponse(raw: Buffer): Reply {
+  const end = raw.indexOf('\r\n\r\n');
+  if (end < 0) throw new Error('connection closed before a complete HTTP response');
+  const head = raw.subarray(0, end).toString('latin1');
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]);
+  if (!Number.isInteger(status)) throw new Error('malformed HTTP status line');
+  let body = raw.subarray(end + 4);
+  const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1];
+  if (length !== undefined) body = body.subarray(0, Number(length));
+  else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) body = dechunk(body);
+  return { status, body: body.toString('utf8') };
+}
+
+function dechunk(buf: Buffer): Buffer {
+  const parts: Buffer[] = [];
+  let i = 0;
+  for (;;) {
+    const eol = buf.indexOf('\r\n', i);
+    if (eol < 0) break;
+    const size = Number.parseInt(buf.subarray(i, eol).toString('latin1'), 16);
+    if (!size) break;
+    parts.push(buf.subarray(eol + 2, eol + 2 + size));
+    i = eol + 2 + size + 2;
+  }
+  return Buffer.concat(parts);
+}

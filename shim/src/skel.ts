@@ -1,0 +1,104 @@
+// The shim's whole logic as a function of its inputs: env + stdin in, stdout + exit code out.
+// I/O (the socket request, the spool) is injected, so tests drive it with plain values.
+
+import {
+  CNI_ENV_VARS,
+  CNI_ROUTE,
+  CniError,
+  DEFAULT_SHIM_TIMEOUT_MS,
+  DEFAULT_SOCKET,
+  DEFAULT_SPOOL_DIR,
+  ErrorCode,
+  LATEST_VERSION,
+  MAX_NETCONF_BYTES,
+  SUPPORTED_VERSIONS,
+  parseCniEnv,
+  type EnvSource,
+} from '@cni-steward/shared';
+import { UnreachableError, type Reply } from './client.js';
+
+export interface ShimIO {
+  env: EnvSource;
+  /** stdin as read, at most MAX_NETCONF_BYTES + 1 bytes (more means over the bound). */
+  stdin: Buffer;
+  send(socket: string, route: string, body: string, timeoutMs: number): Promise<Reply>;
+  spool(dir: string, containerId: string, body: string): string;
+}
+
+export interface ShimOutput {
+  stdout: string;
+  exitCode: number;
+}
+
+function fail(err: CniError, cniVersion: string): ShimOutput {
+  return { stdout: JSON.stringify(err.toJSON(cniVersion)), exitCode: 1 };
+}
+
+export async function runShim(io: ShimIO): Promise<ShimOutput> {
+  const overBound = io.stdin.length > MAX_NETCONF_BYTES;
+  let conf: Record<string, unknown> | undefined;
+  let decodeError: CniError | undefined;
+  if (!overBound && io.stdin.length > 0) {
+    try {
+      const parsed: unknown = JSON.parse(io.stdin.toString('utf8'));
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) conf = parsed as Record<string, unknown>;
+      else decodeError = new CniError(ErrorCode.DecodeFailure, 'netconf on stdin is not a JSON object');
+    } catch (e) {
+      decodeError = new CniError(ErrorCode.DecodeFailure, `netconf on stdin is not valid JSON: ${(e as Error).message}`);
+    }
+  }
+  const cniVersion = typeof conf?.cniVersion === 'string' ? conf.cniVersion : LATEST_VERSION;
+
+  if (io.env.CNI_COMMAND === 'VERSION') {
+    return { stdout: JSON.stringify({ cniVersion, supportedVersions: SUPPORTED_VERSIONS }), exitCode: 0 };
+  }
+
+  let env;
+  try {
+    env = parseCniEnv(io.env);
+  } catch (e) {
+    return fail(CniError.from(e), cniVersion);
+  }
+  if (overBound) return fail(new CniError(ErrorCode.InvalidConfig, `netconf on stdin is larger than ${MAX_NETCONF_BYTES} bytes`), cniVersion);
+  if (decodeError) return fail(decodeError, cniVersion);
+  if (!conf) return fail(new CniError(ErrorCode.DecodeFailure, 'no netconf on stdin'), cniVersion);
+
+  const socket = conf.socket ?? DEFAULT_SOCKET;
+  const spoolDir = conf.spoolDir ?? DEFAULT_SPOOL_DIR;
+  if (typeof socket !== 'string' || socket === '') return fail(new CniError(ErrorCode.InvalidConfig, '"socket" must be a non-empty string'), cniVersion);
+  if (typeof spoolDir !== 'string' || spoolDir === '') return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be a non-empty string'), cniVersion);
+
+  const wireEnv: Record<string, string> = {};
+  for (const name of CNI_ENV_VARS) {
+    const v = io.env[name];
+    if (v !== undefined) wireEnv[name] = v;
+  }
+  const body = JSON.stringify({ env: wireEnv, config: conf });
+
+  let reply: Reply;
+  try {
+    reply = await io.send(socket, CNI_ROUTE, body, DEFAULT_SHIM_TIMEOUT_MS);
+  } catch (e) {
+    if (!(e instanceof UnreachableError)) throw e;
+    if (env.command === 'DEL') {
+      // The daemon ingests the spool before it serves, so the teardown is only postponed.
+      try {
+        io.spool(spoolDir, env.containerId, body);
+        return { stdout: '', exitCode: 0 };
+      } catch (se) {
+        return fail(new CniError(ErrorCode.TryAgainLater,
+          `stewardd is unreachable at ${socket} (${e.reason}) and the DEL could not be spooled to ${spoolDir}: ${(se as Error).message}`), cniVersion);
+      }
+    }
+    return fail(new CniError(ErrorCode.TryAgainLater, `stewardd is unreachable at ${socket} (${e.reason}); try again later`), cniVersion);
+  }
+
+  if (reply.status === 200) return { stdout: reply.body, exitCode: 0 };
+  try {
+    const err = CniError.fromJSON(JSON.parse(reply.body));
+    if (err) return { stdout: reply.body, exitCode: 1 };
+  } catch {
+    /* fall through */
+  }
+  return fail(new CniError(ErrorCode.Internal, `stewardd answered HTTP ${reply.status} without a CNI error`, reply.body.slice(0, 200)), cniVersion);
+}
