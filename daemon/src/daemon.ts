@@ -40,7 +40,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
     return executor.run(call);
   };
   const engine = new Engine({
-    store, run, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
+    store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
   });
   const scheduler = new RetryScheduler({
     engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: 60_000,

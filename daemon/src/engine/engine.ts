@@ -31,6 +31,8 @@ export type DelPolicy = 'defer' | 'strict';
 export interface EngineOptions {
   store: Store;
   run: PluginRunner;
+  /** Resolves a plugin type to its executable, throwing a CniError when there is none. */
+  locate: (type: string, cniPath: string) => string;
   log: Logger;
   metrics: Metrics;
   bootId: string;
@@ -124,6 +126,10 @@ export class Engine {
           outcome.error?.message);
       }
     }
+
+    // Every plugin must exist before anything is journaled or run: a chain that cannot complete
+    // should fail without allocating (and then owing a DEL to a plugin that is not there).
+    for (const d of conf.delegates) for (const p of d.plugins) this.opts.locate(p.type, env.path);
 
     const a = store.createAttachment({
       ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,

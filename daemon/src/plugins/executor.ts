@@ -42,6 +42,9 @@ export class PluginExecutor {
     this.opts = opts;
   }
 
+  /** The executable a plugin type resolves to for a request's CNI_PATH. */
+  readonly locate = (type: string, cniPath: string): string => findPlugin(type, pluginSearchPath(this.opts.binDirs, cniPath));
+
   readonly run: PluginRunner = (call) => {
     const dirs = pluginSearchPath(this.opts.binDirs, call.cniPath);
     const file = findPlugin(call.type, dirs);

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks for cni-steward, then `npm ci` (which builds).
+# As root it installs the system packages; otherwise it says exactly what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests need: the reference CNI plugins (delegates), iproute2 (netns),
+# iptables (portmap, bridge ipMasq), and a toolchain for better-sqlite3's native addon.
+PACKAGES=(containernetworking-plugins iproute2 iptables python3 make g++ curl ${EXTRA_APT_PACKAGES:-})
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: missing Debian packages: ${missing[*]}" >&2
+    echo "setup: install them as root: apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<18)) { console.error("setup: Node.js >= 20.18 is required, found "+process.version); process.exit(1) }'
+npm ci --no-audit --no-fund

@@ -1,0 +1,125 @@
+// Running the real stewardd as a process on a real Unix socket, the way a node would, and
+// talking to it with plain HTTP over that socket (as curl --unix-socket does).
+
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN, type TestEnv } from './env.js';
+
+export interface DaemonOptions {
+  /** Extra `stewardd run` flags. */
+  args?: string[];
+  bootId?: string;
+}
+
+export class Daemon {
+  readonly socket: string;
+  readonly stateDir: string;
+  readonly spoolDir: string;
+  readonly bootIdFile: string;
+  readonly logFile: string;
+  proc: ChildProcess | undefined;
+  private readonly args: string[];
+
+  constructor(private readonly env: TestEnv, opts: DaemonOptions = {}) {
+    this.socket = join(env.dir, 'run', 'stewardd.sock');
+    this.stateDir = join(env.dir, 'state');
+    this.spoolDir = join(this.stateDir, 'spool');
+    this.bootIdFile = join(env.dir, 'boot_id');
+    this.logFile = join(env.dir, 'stewardd.log');
+    writeFileSync(this.bootIdFile, `${opts.bootId ?? 'boot-1'}\n`);
+    this.args = opts.args ?? [];
+    env.defer(() => this.kill9());
+  }
+
+  setBootId(id: string): void {
+    writeFileSync(this.bootIdFile, `${id}\n`);
+  }
+
+  async start(): Promise<void> {
+    mkdirSync(this.stateDir, { recursive: true });
+    const log = createWriteStream(this.logFile, { flags: 'a' });
+    await new Promise((r) => log.once('open', r));
+    const proc = spawn(process.execPath, [join(REPO, 'bin/stewardd'), 'run',
+      '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
+      '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--log-level', 'debug', ...this.args], {
+      stdio: ['ignore', log, log],
+    });
+    this.proc = proc;
+    const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('wait'), 50))]);
+      if (early !== 'wait') throw new Error(`stewardd exited with ${String(early)} during start; see ${this.logFile}`);
+      if (existsSync(this.socket)) {
+        try {
+          if ((await this.get('/readyz')).status === 200) return;
+        } catch {
+          /* not yet */
+        }
+      }
+    }
+    throw new Error(`stewardd did not become ready; see ${this.logFile}`);
+  }
+
+  /** SIGTERM and wait for exit. */
+  async stop(): Promise<number | null> {
+    return this.signal('SIGTERM');
+  }
+
+  /** kill -9: no cleanup at all, as a crash or OOM kill would leave it. */
+  async kill9(): Promise<void> {
+    await this.signal('SIGKILL');
+  }
+
+  private async signal(sig: NodeJS.Signals): Promise<number | null> {
+    const p = this.proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return p?.exitCode ?? null;
+    const exited = new Promise<number | null>((r) => p.once('exit', (code) => r(code)));
+    p.kill(sig);
+    const code = await exited;
+    this.proc = undefined;
+    return code;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  request(method: string, path: string, body?: string): Promise<{ status: number; text: string; json: any }> {
+    return new Promise((resolve, reject) => {
+      const req = request({ socketPath: this.socket, path, method, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown;
+          try { json = JSON.parse(text); } catch { json = undefined; }
+          resolve({ status: res.statusCode ?? 0, text, json });
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  get(path: string) {
+    return this.request('GET', path);
+  }
+
+  async status(): Promise<any> {
+    return (await this.get('/v1/status')).json;
+  }
+
+  /** Polls until `cond` holds, or fails with `what`. */
+  async waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (await cond()) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`timed out waiting for ${what}`);
+  }
+}

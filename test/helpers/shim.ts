@@ -1,0 +1,59 @@
+// Executing the steward shim as a process, the way a container runtime does: CNI_* variables
+// and PATH in the environment, the netconf on stdin, the answer on stdout and the exit code.
+
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { REPO } from './env.js';
+
+export const SHIM = join(REPO, 'bin/steward');
+
+export interface ShimCall {
+  command: string;
+  containerId?: string;
+  netns?: string;
+  ifname?: string;
+  args?: string;
+  path?: string;
+  /** Replace the whole environment (for bad-env tests). */
+  env?: Record<string, string>;
+}
+
+export interface ShimAnswer {
+  code: number | null;
+  stdout: string;
+  json: any;
+}
+
+export function cniEnv(call: ShimCall): Record<string, string> {
+  if (call.env) return { PATH: process.env.PATH ?? '/usr/bin:/bin', ...call.env };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', CNI_COMMAND: call.command };
+  if (call.containerId !== undefined) env.CNI_CONTAINERID = call.containerId;
+  if (call.netns !== undefined) env.CNI_NETNS = call.netns;
+  env.CNI_IFNAME = call.ifname ?? 'eth0';
+  env.CNI_PATH = call.path ?? '/usr/lib/cni';
+  if (call.args !== undefined) env.CNI_ARGS = call.args;
+  return env;
+}
+
+/** Runs any CNI plugin executable (the shim, or a delegate directly) with stdin. */
+export function execPlugin(file: string, env: Record<string, string>, stdin: string | Buffer): Promise<ShimAnswer> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.resume();
+    child.on('error', reject);
+    child.stdin.on('error', () => undefined);
+    child.on('close', (code) => {
+      const stdout = Buffer.concat(out).toString('utf8');
+      let json: unknown;
+      try { json = stdout ? JSON.parse(stdout) : undefined; } catch { json = undefined; }
+      resolve({ code, stdout, json });
+    });
+    child.stdin.end(stdin);
+  });
+}
+
+export function shim(call: ShimCall, conf: unknown): Promise<ShimAnswer> {
+  return execPlugin(SHIM, cniEnv(call), typeof conf === 'string' || Buffer.isBuffer(conf) ? conf : JSON.stringify(conf));
+}

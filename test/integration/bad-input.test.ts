@@ -1,0 +1,113 @@
+// Bad input: each case gets a CNI error with the right code on stdout, a non-zero exit, and
+// leaves the daemon healthy and its database without a half-written row.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('badinput');
+const daemon = new Daemon(env);
+before(() => daemon.start());
+after(() => env.close());
+
+const good = () => stewardConf(daemon.socket, '1.0.0', [delegate('badnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx'))])]);
+
+async function expectError(call: Parameters<typeof shim>[0], conf: unknown, code: number, msg: RegExp): Promise<void> {
+  const res = await shim(call, conf);
+  assert.equal(res.code, 1, `exit code; stdout: ${res.stdout}`);
+  assert.equal(res.json?.code, code, res.stdout);
+  assert.match(res.json.msg, msg);
+  assert.equal(typeof res.json.cniVersion, 'string');
+  assert.doesNotMatch(res.stdout, /not found|no such file or directory/i);
+}
+
+describe('bad input gets the right CNI error code', () => {
+  it('malformed JSON on stdin: code 6', async () => {
+    await expectError({ command: 'ADD', containerId: 'b1', netns: '/run/netns/x' }, '{"cniVersion": "1.0.0", "name":', 6, /not valid JSON/);
+  });
+
+  it('missing env vars: code 4 naming every one of them', async () => {
+    const res = await shim({ command: 'ADD', env: { CNI_COMMAND: 'ADD' } }, good());
+    assert.equal(res.code, 1);
+    assert.equal(res.json.code, 4);
+    for (const v of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']) assert.match(res.json.msg, new RegExp(v));
+  });
+
+  it('CNI_CONTAINERID of ../x: code 4', async () => {
+    await expectError({ command: 'ADD', containerId: '../x', netns: '/run/netns/x' }, good(), 4, /CNI_CONTAINERID/);
+  });
+
+  it('an over-long ifname: code 4', async () => {
+    await expectError({ command: 'ADD', containerId: 'b2', netns: '/run/netns/x', ifname: 'a-very-long-ifname0' }, good(), 4, /CNI_IFNAME/);
+  });
+
+  it('an ifname containing "/": code 4', async () => {
+    await expectError({ command: 'ADD', containerId: 'b3', netns: '/run/netns/x', ifname: 'et/h0' }, good(), 4, /CNI_IFNAME/);
+  });
+
+  it('plugin type ../../bin/sh: code 7, nothing executed', async () => {
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('evil', '1.0.0', [{ type: '../../bin/sh' }])]);
+    await expectError({ command: 'ADD', containerId: 'b4', netns: '/run/netns/x' }, conf, 7, /bare plugin name/);
+  });
+
+  it('an unknown plugin type: code 7 naming the type, before anything is journaled or run', async () => {
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('ghost', '1.0.0', [{ type: 'no-such-plugin-here' }])]);
+    await expectError({ command: 'ADD', containerId: 'b5', netns }, conf, 7, /no-such-plugin-here/);
+    const atts = (await daemon.get('/v1/attachments?containerId=b5')).json;
+    assert.deepEqual(atts, []);
+  });
+
+  it('stdin over the 1 MiB bound: code 7', async () => {
+    const big = JSON.stringify({ ...good(), padding: 'x'.repeat(1024 * 1024 + 10) });
+    await expectError({ command: 'ADD', containerId: 'b6', netns: '/run/netns/x' }, big, 7, /larger than/);
+  });
+
+  it('an unsupported cniVersion: code 1', async () => {
+    const conf = { ...good(), cniVersion: '0.2.0' };
+    await expectError({ command: 'ADD', containerId: 'b7', netns: '/run/netns/x' }, conf, 1, /0\.2\.0/);
+  });
+
+  it('a netconf without delegates: code 7', async () => {
+    const { delegates: _d, ...conf } = good();
+    await expectError({ command: 'ADD', containerId: 'b8', netns: '/run/netns/x' }, conf, 7, /delegates/);
+  });
+
+  it('CHECK of a container never added: code 3', async () => {
+    await expectError({ command: 'CHECK', containerId: 'never-added', netns: '/run/netns/x' }, good(), 3, /no attachment/);
+  });
+
+  it('an unknown CNI_COMMAND: code 4', async () => {
+    await expectError({ command: 'FROB', containerId: 'b9', netns: '/run/netns/x' }, good(), 4, /FROB/);
+  });
+
+  it('after all of that the daemon is healthy and no row is half-written', async () => {
+    assert.equal((await daemon.get('/healthz')).status, 200);
+    const status = await daemon.status();
+    assert.equal(status.ready, true);
+    assert.equal(status.attachments.adding ?? 0, 0);
+    assert.equal(status.steps.adding ?? 0, 0);
+    assert.equal(status.steps.deleting ?? 0, 0);
+    const shimOk = await shim({ command: 'ADD', containerId: 'b-ok', netns: env.netns() }, good());
+    assert.equal(shimOk.code, 0, shimOk.stdout);
+  });
+});
+
+describe('daemon unreachable', () => {
+  it('ADD gets code 11 at once, naming the socket', async () => {
+    const conf = { ...good(), socket: join(env.dir, 'nobody-home.sock') };
+    const started = Date.now();
+    await expectError({ command: 'ADD', containerId: 'b10', netns: '/run/netns/x' }, conf, 11, /nobody-home\.sock/);
+    assert.ok(Date.now() - started < 5000);
+  });
+
+  it('VERSION is answered by the shim itself with all five versions', async () => {
+    const res = await shim({ command: 'VERSION', env: { CNI_COMMAND: 'VERSION' } }, '{"cniVersion":"1.0.0"}');
+    assert.equal(res.code, 0);
+    assert.deepEqual(res.json.supportedVersions, ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0']);
+  });
+});
