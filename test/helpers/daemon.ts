@@ -10,6 +10,8 @@ import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN, type TestEnv } from './env.js';
 export interface DaemonOptions {
   /** Extra `stewardd run` flags. */
   args?: string[];
+  /** Subdirectory of the env's dir, so one test file can run several daemons. */
+  name?: string;
   bootId?: string;
 }
 
@@ -23,11 +25,13 @@ export class Daemon {
   private readonly args: string[];
 
   constructor(private readonly env: TestEnv, opts: DaemonOptions = {}) {
-    this.socket = join(env.dir, 'run', 'stewardd.sock');
-    this.stateDir = join(env.dir, 'state');
+    const home = join(env.dir, opts.name ?? '');
+    this.socket = join(home, 'run', 'stewardd.sock');
+    this.stateDir = join(home, 'state');
     this.spoolDir = join(this.stateDir, 'spool');
-    this.bootIdFile = join(env.dir, 'boot_id');
-    this.logFile = join(env.dir, 'stewardd.log');
+    this.bootIdFile = join(home, 'boot_id');
+    this.logFile = join(home, 'stewardd.log');
+    mkdirSync(home, { recursive: true });
     writeFileSync(this.bootIdFile, `${opts.bootId ?? 'boot-1'}\n`);
     this.args = opts.args ?? [];
     env.defer(() => this.kill9());

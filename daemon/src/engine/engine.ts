@@ -217,7 +217,9 @@ export class Engine {
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
       return '';
     }
-    const outcome = await this.teardown.run(a.id, Priority.Del, { force: true });
+    // The first DEL runs at once. Once a teardown is failing, repeated DELs do not re-run the
+    // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
+    const outcome = await this.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
     if (!outcome.done && this.opts.delPolicy === 'strict') {
       const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
       // Runtimes read "not found" in a DEL error as success: keep a failure a failure.

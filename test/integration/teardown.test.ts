@@ -1,0 +1,300 @@
+// Teardown guarantees, each incident of shared/seeds reproduced with real plugins, a real daemon
+// process and real kill -9. Where a seed is about a leak, the same sequence is also run without
+// steward (plugins called directly, as a runtime does) and must leak, so each test can fail.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { directAdd, directDel } from '../helpers/direct.js';
+import { TestEnv, fixtureCalls, leases, linkExists, sh } from '../helpers/env.js';
+import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('teardown');
+after(() => env.close());
+
+/** Short retry intervals so backoff plays out in seconds. */
+const FAST_RETRY = ['--retry-base-ms', '100', '--retry-max-ms', '400'];
+
+async function startDaemon(name: string, args: string[] = FAST_RETRY): Promise<Daemon> {
+  const d = new Daemon(env, { name, args });
+  await d.start();
+  return d;
+}
+
+describe('seed 000: DEL deadlock and DEL storm', () => {
+  it('DEL of a never-added container succeeds, and 200 DELs run the delegate DEL at most once', async () => {
+    const daemon = await startDaemon('storm');
+    const fx = join(env.dir, 'storm-fx');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('ovn', '1.0.0', [fixturePlugin(fx, { requireAddForDel: true })])]);
+
+    // Without steward: the delegate rejects every DEL (kube-ovn's "server_socket is required").
+    const bare = { name: 'ovn', cniVersion: '1.0.0', plugins: [fixturePlugin(join(env.dir, 'storm-bare'), { requireAddForDel: true })] };
+    let bareFailures = 0;
+    for (let i = 0; i < 20; i++) if (!(await directDel(bare, { containerId: 'never-added', netns: '' }))) bareFailures++;
+    assert.equal(bareFailures, 20, 'baseline: every direct DEL fails, so the runtime retries forever');
+
+    const first = await shim({ command: 'DEL', containerId: 'never-added', netns: '' }, conf);
+    assert.equal(first.code, 0, first.stdout);
+
+    // The storm, with an ADD for another container in the middle of it.
+    const addNetns = env.netns();
+    const addConf = stewardConf(daemon.socket, '1.0.0', [delegate('ovn', '1.0.0', [fixturePlugin(fx)])]);
+    const storm: Array<Promise<{ code: number | null }>> = [];
+    for (let wave = 0; wave < 10; wave++) {
+      for (let i = 0; i < 20; i++) storm.push(shim({ command: 'DEL', containerId: 'never-added', netns: '' }, conf));
+      if (wave === 5) storm.push(shim({ command: 'ADD', containerId: 'bystander', netns: addNetns }, addConf));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const answers = await Promise.all(storm);
+    answers.forEach((a, i) => assert.equal(a.code, 0, `request ${i}`));
+    const dels = fixtureCalls(fx, 'DEL').filter((l) => l.includes(' never-added '));
+    assert.ok(dels.length <= 1, `delegate DEL ran ${dels.length} times`);
+    assert.equal(fixtureCalls(fx, 'ADD').filter((l) => l.includes(' bystander ')).length, 1);
+    const metrics = (await daemon.get('/metrics')).text;
+    assert.match(metrics, /steward_del_coalesced_total\{how="(tombstone|joined)"\} \d+/);
+    await daemon.stop();
+  });
+});
+
+describe('seed 002: chained plugins leak an IP when teardown fails', () => {
+  it('with steward no lease is left after 20 failed ADD + DEL rounds; without steward all 20 leak', async () => {
+    const daemon = await startDaemon('chain');
+    const dataDir = join(env.dir, 'chain-ipam');
+    const bareDir = join(env.dir, 'chain-ipam-bare');
+    const chain = (ipam: string, fx: string) => [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: ipam }),
+      fixturePlugin(fx, { failAdd: true, failDelTimes: 2 }),
+    ];
+
+    // Without steward: ADD fails, the teardown DEL fails at the fixture and halts; the runtime
+    // swallows it and never retries. host-local keeps every address.
+    const bare = { name: 'chained', cniVersion: '1.0.0', plugins: chain(bareDir, join(env.dir, 'chain-fx-bare')) };
+    for (let i = 0; i < 20; i++) {
+      const netns = env.netns();
+      const r = await directAdd(bare, { containerId: `bare-${i}`, netns });
+      assert.equal(r.ok, false);
+    }
+    const leakedWithout = leases(bareDir, 'chained').length;
+    assert.equal(leakedWithout, 20, 'baseline leaks one address per attempt');
+    for (let i = 0; i < 20; i++) {
+      // Clean the baseline's leftovers by hand, as an operator would have to.
+      await directDel({ ...bare, plugins: [bare.plugins[0]!] }, { containerId: `bare-${i}`, netns: '' });
+    }
+
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('chained', '1.0.0', chain(dataDir, join(env.dir, 'chain-fx')))]);
+    for (let i = 0; i < 20; i++) {
+      const netns = env.netns();
+      const add = await shim({ command: 'ADD', containerId: `pod-${i}`, netns }, conf);
+      assert.equal(add.code, 1);
+      assert.equal(add.json.code, 201, add.stdout);
+      const del = await shim({ command: 'DEL', containerId: `pod-${i}`, netns }, conf);
+      assert.equal(del.code, 0, 'the runtime is told the DEL succeeded (policy defer)');
+    }
+    await daemon.waitFor('teardown retries to settle', async () => (await daemon.status()).teardownQueue.depth === 0, 30_000);
+    assert.deepEqual(leases(dataDir, 'chained'), [], 'with steward nothing leaks');
+    const status = await daemon.status();
+    assert.equal(status.steps.abandoned ?? 0, 0);
+    await daemon.stop();
+  });
+});
+
+describe('crash mid-chain', () => {
+  it('kill -9 while a plugin runs; after restart the lease and the interface are gone without any runtime call', async () => {
+    const daemon = await startDaemon('crash');
+    const dataDir = join(env.dir, 'crash-ipam');
+    const fx = join(env.dir, 'crash-fx');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('crashnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      fixturePlugin(fx, { sleepAddMs: 4000 }),
+    ])]);
+    const add = shim({ command: 'ADD', containerId: 'crashy', netns }, conf);
+    await daemon.waitFor('the sleeping plugin to start', () => fixtureCalls(fx, 'ADD').length === 1);
+    assert.equal(leases(dataDir, 'crashnet').length, 1, 'bridge + host-local ran before the crash');
+    assert.equal(linkExists(netns, 'eth0'), true);
+    await daemon.kill9();
+    const answer = await add;
+    assert.equal(answer.code, 1, 'the runtime sees the ADD fail');
+
+    await daemon.start();
+    assert.deepEqual(leases(dataDir, 'crashnet'), []);
+    assert.equal(linkExists(netns, 'eth0'), false);
+    const atts = (await daemon.get('/v1/attachments?containerId=crashy')).json;
+    assert.equal(atts[0].state, 'deleted');
+    await daemon.stop();
+  });
+});
+
+describe('seed 003: reboot', () => {
+  it('attachments of an earlier boot are torn down at start with an empty netns; every lease is released', async () => {
+    const daemon = await startDaemon('reboot');
+    const dataDir = join(env.dir, 'reboot-ipam');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('rebootnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+    ])]);
+    const spaces = [env.netns(), env.netns(), env.netns()];
+    for (const [i, netns] of spaces.entries()) {
+      const r = await shim({ command: 'ADD', containerId: `boot-${i}`, netns }, conf);
+      assert.equal(r.code, 0, r.stdout);
+    }
+    await daemon.stop();
+    daemon.setBootId('boot-2');
+    for (const netns of spaces) sh('ip', ['netns', 'del', netns.split('/').pop()!]);
+    assert.equal(leases(dataDir, 'rebootnet').length, 3, 'without a sweep all three reservations stay');
+
+    await daemon.start();
+    assert.deepEqual(leases(dataDir, 'rebootnet'), []);
+    const atts = (await daemon.get('/v1/attachments')).json;
+    assert.ok(atts.every((a: { state: string }) => a.state === 'deleted'));
+    await daemon.stop();
+  });
+});
+
+describe('daemon down', () => {
+  it('DEL via the shim exits 0 and spools; the daemon ingests it at start and the lease is released', async () => {
+    const daemon = await startDaemon('spool');
+    const dataDir = join(env.dir, 'spool-ipam');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('spoolnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+    ])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'spooled', netns }, conf)).code, 0);
+    await daemon.stop();
+
+    const del = await shim({ command: 'DEL', containerId: 'spooled', netns }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.equal(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')).length, 1);
+    assert.equal(leases(dataDir, 'spoolnet').length, 1);
+
+    const add = await shim({ command: 'ADD', containerId: 'other', netns: env.netns() }, conf);
+    assert.equal(add.json.code, 11, 'ADD is not spooled: code 11 at once');
+
+    await daemon.start();
+    assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
+    assert.deepEqual(leases(dataDir, 'spoolnet'), []);
+    assert.equal(linkExists(netns, 'eth0'), false);
+    await daemon.stop();
+  });
+});
+
+describe('retries', () => {
+  it('a DEL that fails twice is still retried after the daemon restarts in between', async () => {
+    const daemon = await startDaemon('restart', ['--retry-base-ms', '1500', '--retry-max-ms', '3000']);
+    const dataDir = join(env.dir, 'restart-ipam');
+    const fx = join(env.dir, 'restart-fx');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('restartnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      fixturePlugin(fx, { failDelTimes: 2 }),
+    ])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'flaky', netns }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'flaky', netns }, conf)).code, 0);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 1);
+    assert.equal(leases(dataDir, 'restartnet').length, 1, 'bridge waits for the failing step after it');
+    const pending = (await daemon.get('/v1/teardowns')).json.pending;
+    assert.equal(pending.length, 1);
+    assert.equal(pending[0].plugin, 'steward-fixture');
+    assert.equal(pending[0].attempts, 1);
+
+    await daemon.restart();
+    await daemon.waitFor('the retried teardown to finish', () => leases(dataDir, 'restartnet').length === 0, 20_000);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 3);
+    assert.equal((await daemon.status()).teardownQueue.depth, 0);
+    await daemon.stop();
+  });
+
+  it('a step that never succeeds is abandoned after the bound, and the lease before it is then released', async () => {
+    const daemon = await startDaemon('abandon', [...FAST_RETRY, '--retry-max-attempts', '3']);
+    const dataDir = join(env.dir, 'abandon-ipam');
+    const fx = join(env.dir, 'abandon-fx');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('abandonnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      fixturePlugin(fx, { failDelAlways: true }),
+    ])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'doomed', netns }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'doomed', netns }, conf)).code, 0);
+    await daemon.waitFor('the step to be abandoned', async () => (await daemon.get('/v1/teardowns')).json.abandoned.length === 1);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 3);
+    assert.deepEqual(leases(dataDir, 'abandonnet'), []);
+    const t = (await daemon.get('/v1/teardowns')).json;
+    assert.equal(t.abandoned[0].plugin, 'steward-fixture');
+    assert.match(t.abandoned[0].lastError, /DEL failed on cue/);
+    assert.match((await daemon.get('/metrics')).text, /steward_teardown_abandoned_total\{plugin="steward-fixture"\} 1/);
+    assert.equal((await daemon.status()).steps.abandoned, 1);
+    await daemon.stop();
+  });
+
+  it('policy strict returns the teardown error to the runtime, worded so it is never read as success', async () => {
+    const daemon = await startDaemon('strict', [...FAST_RETRY, '--del-policy', 'strict']);
+    const fx = join(env.dir, 'strict-fx');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('strictnet', '1.0.0', [fixturePlugin(fx, { failDelTimes: 1 })])]);
+    const netns = env.netns();
+    assert.equal((await shim({ command: 'ADD', containerId: 'strict', netns }, conf)).code, 0);
+    const del = await shim({ command: 'DEL', containerId: 'strict', netns }, conf);
+    assert.equal(del.code, 1);
+    assert.equal(del.json.code, 11);
+    assert.doesNotMatch(del.stdout, /not found|no such file or directory/i);
+    await daemon.waitFor('the retry to succeed', async () => (await daemon.status()).teardownQueue.depth === 0);
+    const again = await shim({ command: 'DEL', containerId: 'strict', netns }, conf);
+    assert.equal(again.code, 0);
+    await daemon.stop();
+  });
+});
+
+describe('GC and STATUS (CNI 1.1)', () => {
+  it('GC tears down every attachment missing from cni.dev/valid-attachments and keeps the listed one', async () => {
+    const daemon = await startDaemon('gc');
+    const dataDir = join(env.dir, 'gc-ipam');
+    const conf = stewardConf(daemon.socket, '1.1.0', [delegate('gcnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+    ])]);
+    const ids = ['gc-a', 'gc-b', 'gc-c'];
+    for (const id of ids) assert.equal((await shim({ command: 'ADD', containerId: id, netns: env.netns() }, conf)).code, 0);
+    assert.equal(leases(dataDir, 'gcnet').length, 3);
+    const gc = await shim({ command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gc-b', ifname: 'eth0' }] });
+    assert.equal(gc.code, 0, gc.stdout);
+    assert.equal(leases(dataDir, 'gcnet').length, 1);
+    const live = (await daemon.get('/v1/attachments?state=added')).json;
+    assert.deepEqual(live.map((a: { containerId: string }) => a.containerId), ['gc-b']);
+    await daemon.stop();
+  });
+
+  it('GC with disableGC does nothing, and GC below 1.1.0 is refused with code 1', async () => {
+    const daemon = await startDaemon('gc2');
+    const fx = join(env.dir, 'gc2-fx');
+    const conf = stewardConf(daemon.socket, '1.1.0', [delegate('gc2net', '1.1.0', [fixturePlugin(fx)])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'keep', netns: env.netns() }, conf)).code, 0);
+    const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' };
+    assert.equal((await shim({ command: 'GC', env: gcEnv }, { ...conf, disableGC: true })).code, 0);
+    assert.equal((await daemon.get('/v1/attachments?state=added')).json.length, 1);
+    const old = await shim({ command: 'GC', env: gcEnv }, { ...conf, cniVersion: '1.0.0' });
+    assert.equal(old.json.code, 1);
+    // A 1.1 delegate is told which attachments steward still holds.
+    assert.equal((await shim({ command: 'GC', env: gcEnv }, { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] })).code, 0);
+    const gcFiles = readdirSync(fx).filter((f) => f.startsWith('gc-'));
+    assert.equal(gcFiles.length, 1);
+    await daemon.stop();
+  });
+
+  it('STATUS reports a delegate that is not available with its code, and success otherwise', async () => {
+    const daemon = await startDaemon('status');
+    const fx = join(env.dir, 'status-fx');
+    const statusEnv = { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
+    const ok = stewardConf(daemon.socket, '1.1.0', [delegate('upnet', '1.1.0', [fixturePlugin(fx)])]);
+    assert.equal((await shim({ command: 'STATUS', env: statusEnv }, ok)).code, 0);
+    const down = stewardConf(daemon.socket, '1.1.0', [delegate('downnet', '1.1.0', [fixturePlugin(fx, { failStatus: true })])]);
+    const res = await shim({ command: 'STATUS', env: statusEnv }, down);
+    assert.equal(res.code, 1);
+    assert.equal(res.json.code, 50);
+    // Cached: a second STATUS within the TTL runs no plugin.
+    const before = fixtureCalls(fx, 'STATUS').length;
+    await shim({ command: 'STATUS', env: statusEnv }, down);
+    assert.equal(fixtureCalls(fx, 'STATUS').length, before);
+    await daemon.stop();
+  });
+});
