@@ -56,19 +56,27 @@ export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger)
   let rejected = 0;
   for (const name of names) {
     const file = join(spoolDir, name);
+    let req;
     try {
-      const req = decodeWireRequest(JSON.parse(readFileSync(file, 'utf8')));
+      req = decodeWireRequest(JSON.parse(readFileSync(file, 'utf8')));
       if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
-      await engine.handle(req);
-      unlinkSync(file);
-      ingested++;
     } catch (e) {
+      // Never lost: moved aside for an operator to read.
       const aside = join(spoolDir, 'rejected');
       mkdirSync(aside, { recursive: true, mode: 0o700 });
       renameSync(file, join(aside, name));
       rejected++;
-      log.error({ file, err: (e as Error).message }, 'spooled DEL could not be handled; moved to spool/rejected');
+      log.error({ file, err: (e as Error).message }, 'spooled DEL could not be decoded; moved to spool/rejected');
+      continue;
     }
+    try {
+      await engine.handle(req);
+    } catch (e) {
+      // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
+      log.warn({ file, containerId: req.env.containerId, err: (e as Error).message }, 'spooled DEL did not complete; its teardown stays queued');
+    }
+    unlinkSync(file);
+    ingested++;
   }
   return { ingested, rejected };
 }

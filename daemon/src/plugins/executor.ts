@@ -87,7 +87,7 @@ export class PluginExecutor {
         clearTimeout(timer);
         const stdout = Buffer.concat(out).toString('utf8').trim();
         const stderr = Buffer.concat(err).toString('utf8').trim();
-        if (stderr !== '') log.debug({ plugin: call.type, command: call.command, stderr }, 'plugin stderr');
+        if (stderr !== '') log.debug({ containerId: call.containerId, plugin: call.type, command: call.command, stderr }, 'plugin stderr');
         if (timedOut) {
           reject(new CniError(ErrorCode.PluginTimeout, `plugin ${label} did not finish within ${timeoutMs} ms and was killed`));
           return;
