@@ -1,8 +1,12 @@
 // The only reader of the daemon's command line. Every bad value is reported at once.
 
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
+import type { ApiAccess } from './lifecycle/k8s.js';
+import type { UninstallMode } from './lifecycle/on-term.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
 import type { DelPolicy } from './engine/engine.js';
 
@@ -21,7 +25,14 @@ export interface DaemonConfig {
   shutdownGraceMs: number;
   logLevel: string;
   cniConfDir: string | undefined;
+  /** What SIGTERM does to the node's install (lifecycle/on-term.ts). */
+  uninstallOnDelete: UninstallMode;
+  /** In-cluster API access; undefined when there is no service-account token. */
+  api: ApiAccess | undefined;
+  drainTimeoutMs: number;
 }
+
+const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export const RUN_USAGE = `usage: stewardd run [options]
   --socket PATH            Unix socket to serve on (default ${DEFAULT_SOCKET})
@@ -40,6 +51,16 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --tombstone-ttl SEC      keep finished attachments this long to answer repeated DELs (default 3600)
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
   --cni-conf-dir DIR       watch this CNI conf dir and keep 00-steward.conflist in step with the primary network
+  --uninstall-on-delete auto|always|never
+                           on SIGTERM, uninstall from the node? auto (default): only if the API server says this
+                           pod's DaemonSet is gone or being deleted; never without a service-account token
+  --drain-timeout SEC      on uninstall, time given to pending teardowns (default 30)
+  --k8s-api URL            API server (default https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)
+  --k8s-token-file PATH    (default ${SA_DIR}/token)
+  --k8s-ca-file PATH       (default ${SA_DIR}/ca.crt)
+  --k8s-timeout SEC        deadline for the API request (default 5)
+  --namespace NS           this pod's namespace (default $POD_NAMESPACE)
+  --daemonset NAME         this pod's DaemonSet (default $STEWARD_DAEMONSET)
   --log-level LEVEL        pino level (default info)`;
 
 function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
@@ -74,10 +95,22 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'tombstone-ttl': { type: 'string' },
       'shutdown-grace': { type: 'string' },
       'cni-conf-dir': { type: 'string' },
+      'uninstall-on-delete': { type: 'string' },
+      'drain-timeout': { type: 'string' },
+      'k8s-api': { type: 'string' },
+      'k8s-token-file': { type: 'string' },
+      'k8s-ca-file': { type: 'string' },
+      'k8s-timeout': { type: 'string' },
+      namespace: { type: 'string' },
+      daemonset: { type: 'string' },
       'log-level': { type: 'string' },
     },
   });
   const problems: string[] = [];
+  const uninstallOnDelete = values['uninstall-on-delete'] ?? 'auto';
+  if (!['auto', 'always', 'never'].includes(uninstallOnDelete)) {
+    problems.push(`--uninstall-on-delete must be auto, always or never, got "${uninstallOnDelete}"`);
+  }
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
   const delPolicy = values['del-policy'] ?? 'defer';
   if (delPolicy !== 'defer' && delPolicy !== 'strict') problems.push(`--del-policy must be defer or strict, got "${delPolicy}"`);
@@ -104,7 +137,154 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems) * 1000,
     logLevel,
     cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
+    uninstallOnDelete: uninstallOnDelete as UninstallMode,
+    api: apiAccess(values, problems),
+    drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
   };
   if (problems.length > 0) throw new Error(`invalid options:\n  ${problems.join('\n  ')}\n\n${RUN_USAGE}`);
   return cfg;
+}
+
+/** In-cluster API access, as client-go's InClusterConfig finds it; undefined outside a cluster. */
+function apiAccess(v: Record<string, string | boolean | string[] | undefined>, problems: string[]): ApiAccess | undefined {
+  const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
+  const tokenFile = str('k8s-token-file') ?? `${SA_DIR}/token`;
+  if (!existsSync(tokenFile)) return undefined;
+  const host = process.env.KUBERNETES_SERVICE_HOST;
+  const port = process.env.KUBERNETES_SERVICE_PORT ?? '443';
+  const server = str('k8s-api') ?? (host ? `https://${host.includes(':') ? `[${host}]` : host}:${port}` : undefined);
+  const namespace = str('namespace') ?? process.env.POD_NAMESPACE;
+  const daemonSet = str('daemonset') ?? process.env.STEWARD_DAEMONSET;
+  if (!server) problems.push(`a service-account token exists (${tokenFile}) but neither --k8s-api nor KUBERNETES_SERVICE_HOST is set`);
+  if (!namespace) problems.push('in a cluster, --namespace or POD_NAMESPACE must name this pod\'s namespace');
+  if (!daemonSet) problems.push('in a cluster, --daemonset or STEWARD_DAEMONSET must name this pod\'s DaemonSet');
+  if (!server || !namespace || !daemonSet) return undefined;
+  return {
+    server, tokenFile, caFile: str('k8s-ca-file') ?? `${SA_DIR}/ca.crt`, namespace, daemonSet,
+    timeoutMs: int('k8s-timeout', str('k8s-timeout'), 5, 1, problems) * 1000,
+  };
+}
+
+// ---- install / uninstall / probe ----
+
+/** The built single-executable shim: <repo>/dist/steward, the same layout inside the image. */
+export const DEFAULT_SHIM = fileURLToPath(new URL('../../dist/steward', import.meta.url));
+
+const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime searches (default /opt/cni/bin)
+  --cni-conf-dir DIR       CNI network config dir (default /etc/cni/net.d)
+  --state-dir DIR          where the install record lives (default ${DEFAULT_STATE_DIR})
+  --log-level LEVEL        pino level, logs go to stderr (default info)`;
+
+export const INSTALL_USAGE = `usage: stewardd install [options]
+  copies the steward shim into the CNI bin dir and writes 00-steward.conflist wrapping the primary network
+${LIFECYCLE_PATHS}
+  --shim PATH              the single-executable shim to copy (default ${DEFAULT_SHIM})
+  --socket PATH            daemon socket written into the conflist (default ${DEFAULT_SOCKET})
+  --spool-dir DIR          spool dir written into the conflist (default <state-dir>/spool)
+  --force                  overwrite files at our paths that stewardd did not write`;
+
+export const UNINSTALL_USAGE = `usage: stewardd uninstall [options]
+  drains pending teardowns, then removes exactly what install added, if unchanged since
+${LIFECYCLE_PATHS}
+  --socket PATH            daemon socket to drain through (default: the one recorded at install)
+  --db PATH                database read when the daemon is not running (default <state-dir>/steward.db)
+  --drain-timeout SEC      time given to pending teardowns (default 30)
+  --purge                  also remove the state dir`;
+
+export interface InstallConfig {
+  cniBinDir: string;
+  cniConfDir: string;
+  stateDir: string;
+  shim: string;
+  socket: string;
+  spoolDir: string;
+  force: boolean;
+  logLevel: string;
+}
+
+export interface UninstallConfig {
+  cniBinDir: string | undefined;
+  cniConfDir: string | undefined;
+  stateDir: string;
+  dbPath: string;
+  socket: string | undefined;
+  drainTimeoutMs: number;
+  purge: boolean;
+  logLevel: string;
+}
+
+const pathOptions = {
+  'cni-bin-dir': { type: 'string' },
+  'cni-conf-dir': { type: 'string' },
+  'state-dir': { type: 'string' },
+  socket: { type: 'string' },
+  'log-level': { type: 'string' },
+} as const;
+
+function fail(problems: string[], usage: string): void {
+  if (problems.length > 0) throw new Error(`invalid options:\n  ${problems.join('\n  ')}\n\n${usage}`);
+}
+
+function level(raw: string | undefined, problems: string[]): string {
+  const l = raw ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(l)) problems.push(`--log-level "${l}" is not a pino level`);
+  return l;
+}
+
+export function parseInstallConfig(argv: string[]): InstallConfig {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: { ...pathOptions, shim: { type: 'string' }, 'spool-dir': { type: 'string' }, force: { type: 'boolean' } },
+  });
+  const problems: string[] = [];
+  const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
+  const cfg: InstallConfig = {
+    cniBinDir: resolve(values['cni-bin-dir'] ?? '/opt/cni/bin'),
+    cniConfDir: resolve(values['cni-conf-dir'] ?? '/etc/cni/net.d'),
+    stateDir,
+    shim: resolve(values.shim ?? DEFAULT_SHIM),
+    socket: resolve(values.socket ?? DEFAULT_SOCKET),
+    spoolDir: resolve(values['spool-dir'] ?? join(stateDir, 'spool')),
+    force: values.force ?? false,
+    logLevel: level(values['log-level'], problems),
+  };
+  fail(problems, INSTALL_USAGE);
+  return cfg;
+}
+
+export function parseUninstallConfig(argv: string[]): UninstallConfig {
+  const { values } = parseArgs({
+    args: argv, strict: true, allowPositionals: false,
+    options: { ...pathOptions, db: { type: 'string' }, 'drain-timeout': { type: 'string' }, purge: { type: 'boolean' } },
+  });
+  const problems: string[] = [];
+  const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
+  const cfg: UninstallConfig = {
+    // Only cross-checked against the record: uninstall removes what the record names.
+    cniBinDir: values['cni-bin-dir'] ? resolve(values['cni-bin-dir']) : undefined,
+    cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
+    stateDir,
+    dbPath: resolve(values.db ?? join(stateDir, 'steward.db')),
+    socket: values.socket ? resolve(values.socket) : undefined,
+    drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
+    purge: values.purge ?? false,
+    logLevel: level(values['log-level'], problems),
+  };
+  fail(problems, UNINSTALL_USAGE);
+  return cfg;
+}
+
+export const PROBE_USAGE = `usage: stewardd probe [--socket PATH] [--timeout SEC] /healthz|/readyz
+  GET the path on the daemon socket; exit 0 on HTTP 200 (for kubelet exec probes)`;
+
+export function parseProbeArgs(argv: string[]): { socket: string; path: string; timeoutMs: number } {
+  const { values, positionals } = parseArgs({
+    args: argv, strict: true, allowPositionals: true, options: { socket: { type: 'string' }, timeout: { type: 'string' } },
+  });
+  const problems: string[] = [];
+  const path = positionals[0] ?? '/readyz';
+  if (positionals.length > 1 || !path.startsWith('/')) problems.push('give one path starting with "/"');
+  const timeoutMs = int('timeout', values.timeout, 3, 1, problems) * 1000;
+  fail(problems, PROBE_USAGE);
+  return { socket: resolve(values.socket ?? DEFAULT_SOCKET), path, timeoutMs };
 }

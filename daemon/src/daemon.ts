@@ -5,6 +5,8 @@ import { readFileSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
 import { type DaemonConfig } from './config.js';
 import { Engine } from './engine/engine.js';
+import { uninstallOnTerm } from './lifecycle/on-term.js';
+import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { recover } from './engine/recovery.js';
 import { RetryScheduler } from './engine/scheduler.js';
 import { Metrics } from './metrics.js';
@@ -46,7 +48,9 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
     engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: 60_000,
   });
   let ready = false;
-  const app = buildApp({ engine, metrics, scheduler, log, isReady: () => ready, version: VERSION, startedAt });
+  const watcher = cfg.cniConfDir ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log }) : undefined;
+  const isReady = () => ready && (watcher?.ready() ?? true);
+  const app = buildApp({ engine, metrics, scheduler, log, isReady, version: VERSION, startedAt });
 
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
   await recover(engine, bootId, cfg.spoolDir, log);
@@ -55,6 +59,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
   ready = true;
+  watcher?.start();
   scheduler.start();
   log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
 
@@ -64,11 +69,21 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   const close = (reason: string): Promise<void> => {
     closing ??= (async () => {
       ready = false;
+      watcher?.stop();
       log.info({ reason }, 'stewardd shutting down');
+      // kubectl delete vs rolling update: decided (and drained) while still serving.
+      const afterClose = reason === 'SIGTERM'
+        ? await uninstallOnTerm({ mode: cfg.uninstallOnDelete, api: cfg.api, stateDir: cfg.stateDir, dbPath: cfg.dbPath,
+          socket: cfg.socket, drainTimeoutMs: cfg.drainTimeoutMs, log }).catch((e: unknown) => {
+          log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
+          return () => undefined;
+        })
+        : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       await scheduler.stop();
       store.close();
+      afterClose();
       log.info('stewardd stopped');
       resolveClosed();
     })();

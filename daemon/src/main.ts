@@ -1,12 +1,16 @@
 // The stewardd process: subcommand dispatch and signals. Everything else is in daemon.ts.
 
 import { pino } from 'pino';
-import { parseRunConfig, RUN_USAGE } from './config.js';
-import { startDaemon } from './daemon.js';
+import {
+  INSTALL_USAGE, parseInstallConfig, parseProbeArgs, parseRunConfig, parseUninstallConfig, PROBE_USAGE, RUN_USAGE, UNINSTALL_USAGE,
+} from './config.js';
 
 const USAGE = `usage: stewardd <command> [options]
 commands:
   run        serve CNI requests on the Unix socket (stewardd run --help)
+  install    put the shim and 00-steward.conflist on this node (stewardd install --help)
+  uninstall  drain, then remove exactly what install added (stewardd uninstall --help)
+  probe      GET /healthz or /readyz on the socket, for exec probes (stewardd probe --help)
   version    print the version`;
 
 async function main(argv: string[]): Promise<number> {
@@ -16,10 +20,27 @@ async function main(argv: string[]): Promise<number> {
       if (rest.includes('--help')) { console.log(RUN_USAGE); return 0; }
       const cfg = parseRunConfig(rest);
       const log = pino({ level: cfg.logLevel });
+      // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
+      const { startDaemon } = await import('./daemon.js');
       const daemon = await startDaemon(cfg, log);
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void daemon.close(sig));
       await daemon.closed;
       return 0;
+    }
+    case 'install': {
+      if (rest.includes('--help')) { console.log(INSTALL_USAGE); return 0; }
+      const { runInstall } = await import('./lifecycle/commands.js');
+      return runInstall(parseInstallConfig(rest));
+    }
+    case 'uninstall': {
+      if (rest.includes('--help')) { console.log(UNINSTALL_USAGE); return 0; }
+      const { runUninstall } = await import('./lifecycle/commands.js');
+      return runUninstall(parseUninstallConfig(rest));
+    }
+    case 'probe': {
+      if (rest.includes('--help')) { console.log(PROBE_USAGE); return 0; }
+      const { runProbe } = await import('./lifecycle/commands.js');
+      return runProbe(parseProbeArgs(rest));
     }
     case 'version': {
       const { VERSION } = await import('./version.js');

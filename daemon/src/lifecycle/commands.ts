@@ -1,0 +1,76 @@
+// The install, uninstall and probe subcommands as the operator sees them: a short report on
+// stdout (what changed, what was refused, which teardowns were left), JSON logs on stderr.
+
+import { destination, pino } from 'pino';
+import type { InstallConfig, UninstallConfig } from '../config.js';
+import { install, LifecycleError, uninstall, type UninstallReport } from './install.js';
+import { readRecord } from './record.js';
+import { socketRequest } from './socket-http.js';
+
+const stderrLog = (level: string) => pino({ level }, destination(2));
+
+export function runInstall(cfg: InstallConfig): number {
+  const log = stderrLog(cfg.logLevel);
+  try {
+    const r = install({ ...cfg, log });
+    console.log(`shim: ${r.shim} (${r.shimPath})`);
+    const c = r.conflist;
+    switch (c.status) {
+      case 'written':
+      case 'unchanged':
+        console.log(`conflist: ${c.status} (${cfg.cniConfDir}/00-steward.conflist wraps ${c.primary})`);
+        break;
+      case 'no-primary':
+        console.log(`conflist: not written yet: no primary network config in ${cfg.cniConfDir}; the daemon (--cni-conf-dir) writes it when one appears`);
+        break;
+      case 'invalid-primary':
+        console.log(`conflist: not written yet: ${c.primary} is not usable (${c.why}); the daemon writes it once it is`);
+        break;
+      case 'foreign':
+        break; // install() threw
+    }
+    return 0;
+  } catch (e) {
+    if (!(e instanceof LifecycleError)) throw e;
+    log.error(e.message);
+    console.log(`install refused: ${e.message}`);
+    return 1;
+  }
+}
+
+export function printUninstall(r: UninstallReport, stateDir: string): void {
+  if (!r.installed) console.log(`nothing recorded as installed in ${stateDir}`);
+  for (const p of r.removed) console.log(`removed ${p}`);
+  for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; not removing anything`);
+  if (r.leftovers.length > 0) {
+    console.log(`${r.leftovers.length} teardown(s) still pending: ${r.leftovers.map((l) => `step ${l.step} (container ${l.containerId ?? '?'}, ${l.plugin})`).join(', ')}`);
+  } else {
+    console.log('0 teardowns pending');
+  }
+  if (r.purged) console.log(`purged ${stateDir}`);
+}
+
+export async function runUninstall(cfg: UninstallConfig): Promise<number> {
+  const log = stderrLog(cfg.logLevel);
+  const rec = readRecord(cfg.stateDir);
+  for (const [flag, given, recorded] of [['--cni-bin-dir', cfg.cniBinDir, rec?.cniBinDir], ['--cni-conf-dir', cfg.cniConfDir, rec?.cniConfDir]] as const) {
+    if (given !== undefined && recorded !== undefined && given !== recorded) {
+      console.log(`uninstall refused: ${flag} ${given} differs from the install record (${recorded})`);
+      return 1;
+    }
+  }
+  const r = await uninstall({ stateDir: cfg.stateDir, dbPath: cfg.dbPath, socket: cfg.socket, drainTimeoutMs: cfg.drainTimeoutMs, purge: cfg.purge, log });
+  printUninstall(r, cfg.stateDir);
+  return r.refused.length > 0 ? 1 : 0;
+}
+
+export async function runProbe(o: { socket: string; path: string; timeoutMs: number }): Promise<number> {
+  try {
+    const r = await socketRequest(o.socket, 'GET', o.path, o.timeoutMs);
+    console.log(`${r.status} ${r.body}`);
+    return r.status === 200 ? 0 : 1;
+  } catch (e) {
+    console.log(`${o.path}: ${(e as Error).message}`);
+    return 1;
+  }
+}

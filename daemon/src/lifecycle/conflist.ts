@@ -1,0 +1,84 @@
+// Finding the node's primary network config and rendering 00-steward.conflist around it.
+// The primary is what the runtime would load if we were not there: the first config file by
+// name (libcni reads .conf, .conflist and .json, in byte order) that is not ours.
+
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const STEWARD_CONFLIST = '00-steward.conflist';
+const CONFIG_EXTENSIONS = ['.conf', '.conflist', '.json'];
+
+export type PrimaryScan =
+  | { kind: 'none' }
+  /** The first candidate exists but cannot be used yet (being written, or not a network config). */
+  | { kind: 'invalid'; file: string; why: string }
+  | { kind: 'found'; file: string; conf: Record<string, unknown> };
+
+function byteOrder(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+export function findPrimary(confDir: string): PrimaryScan {
+  let names: string[];
+  try {
+    names = readdirSync(confDir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'none' };
+    throw e;
+  }
+  const file = names
+    .filter((n) => n !== STEWARD_CONFLIST && !n.startsWith('.') && CONFIG_EXTENSIONS.some((x) => n.endsWith(x)))
+    .sort(byteOrder)[0];
+  if (file === undefined) return { kind: 'none' };
+  let conf: unknown;
+  try {
+    conf = JSON.parse(readFileSync(join(confDir, file), 'utf8'));
+  } catch (e) {
+    return { kind: 'invalid', file, why: (e as Error).message };
+  }
+  const why = notANetwork(conf);
+  if (why) return { kind: 'invalid', file, why };
+  return { kind: 'found', file, conf: conf as Record<string, unknown> };
+}
+
+function notANetwork(conf: unknown): string | undefined {
+  if (typeof conf !== 'object' || conf === null || Array.isArray(conf)) return 'not a JSON object';
+  const c = conf as Record<string, unknown>;
+  if (typeof c.name !== 'string' || c.name === '') return 'has no "name"';
+  if (typeof c.cniVersion !== 'string') return 'has no "cniVersion"';
+  if (Array.isArray(c.plugins)) {
+    if (c.plugins.length === 0) return '"plugins" is empty';
+    if (c.plugins.some((p) => (p as { type?: unknown })?.type === 'steward')) return 'is a steward config itself';
+    return undefined;
+  }
+  if (typeof c.type !== 'string') return 'has neither "plugins" nor "type"';
+  if (c.type === 'steward') return 'is a steward config itself';
+  return undefined;
+}
+
+/** Union of the capabilities the primary's plugins declare, so the runtime passes their runtimeConfig to us. */
+export function capabilitiesOf(primary: Record<string, unknown>): Record<string, boolean> {
+  const plugins = Array.isArray(primary.plugins) ? (primary.plugins as Record<string, unknown>[]) : [primary];
+  const caps: Record<string, boolean> = {};
+  for (const p of plugins) {
+    const c = p.capabilities;
+    if (typeof c !== 'object' || c === null) continue;
+    for (const [k, v] of Object.entries(c as Record<string, unknown>)) if (v === true) caps[k] = true;
+  }
+  return Object.fromEntries(Object.entries(caps).sort(([a], [b]) => byteOrder(a, b)));
+}
+
+export interface RenderOptions {
+  socket: string;
+  spoolDir: string;
+}
+
+/** The file's bytes: deterministic, so unchanged inputs give an unchanged file. */
+export function renderConflist(primary: Record<string, unknown>, o: RenderOptions): string {
+  const caps = capabilitiesOf(primary);
+  const entry: Record<string, unknown> = { type: 'steward', socket: o.socket, spoolDir: o.spoolDir };
+  if (Object.keys(caps).length > 0) entry.capabilities = caps;
+  entry.delegates = [primary];
+  const conflist = { cniVersion: primary.cniVersion, name: 'steward', plugins: [entry] };
+  return `${JSON.stringify(conflist, null, 2)}\n`;
+}

@@ -1,0 +1,63 @@
+// Writing and removing node files so a runtime never sees half of one: temp file in the same dir,
+// fsync, rename, fsync of the dir. Temp names end in ".tmp" so libcni never loads them.
+
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, existsSync, fchmodSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+export function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** The file's sha256, or undefined when it does not exist. */
+export function sha256File(path: string): string | undefined {
+  try {
+    return sha256(readFileSync(path));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+export function fsyncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Replaces `path` with `data` atomically; mode is set explicitly (the umask does not apply). */
+export function atomicWrite(path: string, data: Buffer | string, mode: number): void {
+  const dir = dirname(path);
+  const tmp = join(dir, `.${basename(path)}.${randomBytes(4).toString('hex')}.tmp`);
+  const fd = openSync(tmp, 'wx', mode);
+  try {
+    try {
+      const buf = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+      for (let off = 0; off < buf.length;) off += writeSync(fd, buf, off, buf.length - off);
+      fchmodSync(fd, mode);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    if (existsSync(tmp)) unlinkSync(tmp);
+    throw e;
+  }
+  fsyncDir(dir);
+}
+
+/** Removes a file and makes the removal durable; a file already gone is fine. */
+export function removeDurably(path: string): boolean {
+  try {
+    unlinkSync(path);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw e;
+  }
+  fsyncDir(dirname(path));
+  return true;
+}

@@ -1,0 +1,64 @@
+// What SIGTERM means for the node: `kubectl delete` of the DaemonSet (uninstall, so the node is
+// left as it was) or anything else — rolling update, node drain, eviction, crash loop — where
+// everything must stay in place. Only the API server knows which; when it cannot be asked, stay.
+
+import { rmSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { uninstall } from './install.js';
+import { daemonSetState, type ApiAccess } from './k8s.js';
+
+export type UninstallMode = 'auto' | 'always' | 'never';
+
+export interface TermDecision {
+  uninstall: boolean;
+  why: string;
+}
+
+/** `api` is undefined when not running in a cluster (no service-account token). */
+export async function decideOnTerm(mode: UninstallMode, api: ApiAccess | undefined, log: Logger): Promise<TermDecision> {
+  let d: TermDecision;
+  if (mode === 'always') d = { uninstall: true, why: '--uninstall-on-delete=always' };
+  else if (mode === 'never') d = { uninstall: false, why: '--uninstall-on-delete=never' };
+  else if (!api) d = { uninstall: false, why: 'not running in a cluster (no service-account token); leaving the node as it is' };
+  else {
+    const s = await daemonSetState(api);
+    const ds = `${api.namespace}/${api.daemonSet}`;
+    switch (s.kind) {
+      case 'absent': d = { uninstall: true, why: `DaemonSet ${ds} no longer exists` }; break;
+      case 'deleting': d = { uninstall: true, why: `DaemonSet ${ds} is being deleted (since ${s.deletionTimestamp})` }; break;
+      case 'present': d = { uninstall: false, why: `DaemonSet ${ds} still exists (rolling update, drain or restart); leaving everything in place` }; break;
+      case 'unknown': d = { uninstall: false, why: `cannot tell whether DaemonSet ${ds} still exists (${s.why}); leaving everything in place` }; break;
+    }
+  }
+  log.info({ mode, uninstall: d.uninstall }, `on SIGTERM: ${d.why}`);
+  return d;
+}
+
+export interface TermUninstallOptions {
+  mode: UninstallMode;
+  api: ApiAccess | undefined;
+  stateDir: string;
+  dbPath: string;
+  socket: string;
+  drainTimeoutMs: number;
+  log: Logger;
+}
+
+/**
+ * Run on SIGTERM while the daemon still serves (so draining DELs can arrive): decide, and if the
+ * DaemonSet is going away, drain and remove our files. Returns what to do once the database is
+ * closed: purge the state dir, but only if nothing was left pending (else a reinstall resumes it).
+ */
+export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => void> {
+  const d = await decideOnTerm(o.mode, o.api, o.log);
+  if (!d.uninstall) return () => undefined;
+  const r = await uninstall({ stateDir: o.stateDir, dbPath: o.dbPath, socket: o.socket, drainTimeoutMs: o.drainTimeoutMs, purge: false, log: o.log });
+  if (r.refused.length > 0 || r.leftovers.length > 0) {
+    o.log.warn({ stateDir: o.stateDir, refused: r.refused.length, leftovers: r.leftovers.length }, 'keeping the state dir: uninstall was incomplete');
+    return () => undefined;
+  }
+  return () => {
+    rmSync(o.stateDir, { recursive: true, force: true });
+    o.log.info({ stateDir: o.stateDir }, 'state dir removed; the node is as it was before install');
+  };
+}

@@ -1,0 +1,106 @@
+// Keeps 00-steward.conflist in step with the primary network config while the daemon runs: a
+// CNI that writes its config late (Calico, Cilium) or changes it is followed within a second.
+// fs.watch on the conf dir reacts at once; a 1 s rescan covers events inotify can miss (the
+// dir replaced, overlay or network filesystems). Writes happen only while install's record
+// says "installed", so an uninstall in progress is never undone.
+
+import { watch, type FSWatcher } from 'node:fs';
+import type { Logger } from 'pino';
+import { syncConflist, type ConflistOutcome } from './install.js';
+import { readRecord, writeRecord } from './record.js';
+
+export interface WatcherOptions {
+  confDir: string;
+  stateDir: string;
+  /** The socket this daemon serves on: the conflist must point the shim at it. */
+  socket: string;
+  log: Logger;
+  rescanMs?: number;
+  debounceMs?: number;
+}
+
+export class PrimaryWatcher {
+  private fsw: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private pending: NodeJS.Timeout | undefined;
+  private ok = false;
+  private lastReason = '';
+
+  constructor(private readonly o: WatcherOptions) {}
+
+  /** Ready: an install record exists and the conflist wraps a usable primary. */
+  ready(): boolean {
+    return this.ok;
+  }
+
+  start(): void {
+    this.scan();
+    try {
+      this.fsw = watch(this.o.confDir, { persistent: false }, () => this.soon());
+      this.fsw.on('error', (e) => this.o.log.warn({ err: e }, 'watching the CNI conf dir failed; relying on the periodic rescan'));
+    } catch (e) {
+      this.o.log.warn({ err: e, dir: this.o.confDir }, 'cannot watch the CNI conf dir; relying on the periodic rescan');
+    }
+    this.timer = setInterval(() => this.scan(), this.o.rescanMs ?? 1000);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    this.fsw?.close();
+    if (this.timer) clearInterval(this.timer);
+    if (this.pending) clearTimeout(this.pending);
+    this.fsw = this.timer = this.pending = undefined;
+  }
+
+  /** Editors and CNIs write in bursts; one scan after the burst is enough. */
+  private soon(): void {
+    if (this.pending) return;
+    this.pending = setTimeout(() => {
+      this.pending = undefined;
+      this.scan();
+    }, this.o.debounceMs ?? 50);
+    this.pending.unref();
+  }
+
+  private notReady(reason: string, fields: Record<string, unknown> = {}): void {
+    this.ok = false;
+    if (reason !== this.lastReason) this.o.log.warn({ ...fields, confDir: this.o.confDir }, reason);
+    this.lastReason = reason;
+  }
+
+  scan(): void {
+    try {
+      const rec = readRecord(this.o.stateDir);
+      if (!rec) return this.notReady('not ready: no install record; run `stewardd install` first');
+      if (rec.state !== 'installed') return this.notReady('not ready: uninstall in progress');
+      if (rec.cniConfDir !== this.o.confDir) {
+        return this.notReady('not ready: install recorded a different CNI conf dir', { recorded: rec.cniConfDir });
+      }
+      if (rec.socket !== this.o.socket) {
+        return this.notReady('not ready: install recorded a different daemon socket', { recorded: rec.socket, serving: this.o.socket });
+      }
+      const { rec: next, outcome } = syncConflist(rec, false);
+      if (next !== rec) writeRecord(this.o.stateDir, next);
+      this.report(outcome);
+    } catch (e) {
+      this.notReady('not ready: regenerating the conflist failed', { err: e });
+    }
+  }
+
+  private report(c: ConflistOutcome): void {
+    switch (c.status) {
+      case 'written':
+      case 'unchanged':
+        if (c.status === 'written') this.o.log.info({ primary: c.primary }, 'primary network config changed; 00-steward.conflist regenerated');
+        this.ok = true;
+        this.lastReason = '';
+        return;
+      case 'no-primary':
+        return this.notReady('not ready: no primary network config in the CNI conf dir yet');
+      case 'invalid-primary':
+        return this.notReady('not ready: the primary network config is not usable', { primary: c.primary, why: c.why });
+      case 'foreign':
+        return this.notReady('not ready: 00-steward.conflist was rewritten by someone else; leaving it alone', { path: c.path });
+    }
+  }
+}
