@@ -1,0 +1,78 @@
+// A temp directory laid out like a Kubernetes node's CNI paths (etc/cni/net.d, opt/cni/bin,
+// var/lib/steward), a byte-level snapshot of it for "left exactly as it was" assertions, and
+// running the stewardd lifecycle subcommands as processes.
+
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { REPO } from './env.js';
+
+export const SHIM_EXE = join(REPO, 'dist/steward');
+
+export interface NodeTree {
+  root: string;
+  confDir: string;
+  binDir: string;
+  stateDir: string;
+}
+
+export function nodeTree(root: string): NodeTree {
+  const t = { root, confDir: join(root, 'etc/cni/net.d'), binDir: join(root, 'opt/cni/bin'), stateDir: join(root, 'var/lib/steward') };
+  mkdirSync(t.confDir, { recursive: true });
+  mkdirSync(t.binDir, { recursive: true });
+  return t;
+}
+
+export function writeJson(path: string, value: unknown): void {
+  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Every entry under dir (files by sha256 and mode, dirs and sockets by kind), sorted. */
+export function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const name of readdirSync(d).sort()) {
+      const p = join(d, name);
+      const st = lstatSync(p);
+      const key = relative(dir, p);
+      if (st.isDirectory()) {
+        out[key] = `dir ${(st.mode & 0o7777).toString(8)}`;
+        walk(p);
+      } else if (st.isFile()) {
+        out[key] = `file ${(st.mode & 0o7777).toString(8)} ${createHash('sha256').update(readFileSync(p)).digest('hex')}`;
+      } else {
+        out[key] = st.isSocket() ? 'socket' : 'other';
+      }
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function stewardd(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }));
+  });
+}
+
+/** install with the tree's paths and the daemon's socket. */
+export function installInto(t: NodeTree, socket: string, extra: string[] = []): Promise<Run> {
+  return stewardd(['install', '--cni-bin-dir', t.binDir, '--cni-conf-dir', t.confDir, '--state-dir', t.stateDir, '--socket', socket, ...extra]);
+}
+
+export function uninstallFrom(t: NodeTree, extra: string[] = []): Promise<Run> {
+  return stewardd(['uninstall', '--cni-bin-dir', t.binDir, '--cni-conf-dir', t.confDir, '--state-dir', t.stateDir, '--drain-timeout', '2', ...extra]);
+}

@@ -1,0 +1,183 @@
+// Node lifecycle with real parts: `stewardd install` into a temp tree laid out like a node, the
+// installed single-executable shim running a real ADD/DEL through the daemon with the Debian
+// bridge + host-local plugins in a netns, the daemon following the primary config, and
+// uninstall leaving the tree byte-for-byte as it was.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, leases, linkExists } from '../helpers/env.js';
+import { bridgePlugin } from '../helpers/netconf.js';
+import { installInto, nodeTree, SHIM_EXE, snapshot, uninstallFrom, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import { cniEnv, execPlugin } from '../helpers/shim.js';
+
+function readJson(path: string): any {
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
+/** What a runtime puts on the plugin's stdin for a one-plugin conflist: the entry plus name and cniVersion. */
+function runtimeStdin(conflist: any): string {
+  return JSON.stringify({ ...conflist.plugins[0], name: conflist.name, cniVersion: conflist.cniVersion });
+}
+
+describe('installed on a node, with the daemon running', () => {
+  const env = new TestEnv('life');
+  const daemon = new Daemon(env, { args: ['--cni-conf-dir', join(env.dir, 'node/etc/cni/net.d')] });
+  const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
+  const dataDir = join(env.dir, 'ipam');
+  const primaryPath = join(tree.confDir, '10-podnet.conflist');
+  const ours = join(tree.confDir, '00-steward.conflist');
+  const primary = { cniVersion: '1.0.0', name: 'podnet', plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })] };
+
+  before(async () => {
+    writeJson(primaryPath, primary);
+    writeJson(join(tree.confDir, '99-other.conf'), { cniVersion: '0.4.0', name: 'other', type: 'loopback' });
+    const r = await installInto(tree, daemon.socket);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    await daemon.start();
+  });
+  after(() => env.close());
+
+  it('writes 00-steward.conflist wrapping the first config by name, with its cniVersion', () => {
+    const c = readJson(ours);
+    assert.equal(c.cniVersion, '1.0.0');
+    assert.equal(c.plugins.length, 1);
+    assert.equal(c.plugins[0].type, 'steward');
+    assert.equal(c.plugins[0].socket, daemon.socket);
+    assert.deepEqual(c.plugins[0].delegates, [primary]);
+  });
+
+  it('copies the single-executable shim into the bin dir, mode 0755', () => {
+    const st = statSync(join(tree.binDir, 'steward'));
+    assert.equal(st.mode & 0o777, 0o755);
+    assert.deepEqual(readFileSync(join(tree.binDir, 'steward')), readFileSync(SHIM_EXE));
+  });
+
+  it('ADD and DEL through the installed shim put and take away eth0 and the lease', async () => {
+    const netns = env.netns();
+    const stdin = runtimeStdin(readJson(ours));
+    const call = { containerId: 'life-1', netns, path: tree.binDir };
+    const add = await execPlugin(join(tree.binDir, 'steward'), cniEnv({ command: 'ADD', ...call }), stdin);
+    assert.equal(add.code, 0, add.stdout);
+    assert.equal(add.json.cniVersion, '1.0.0');
+    assert.equal(linkExists(netns, 'eth0'), true);
+    assert.deepEqual(leases(dataDir, 'podnet'), [add.json.ips[0].address.split('/')[0]]);
+    const del = await execPlugin(join(tree.binDir, 'steward'), cniEnv({ command: 'DEL', ...call }), stdin);
+    assert.equal(del.code, 0, del.stdout);
+    assert.equal(linkExists(netns, 'eth0'), false);
+    assert.deepEqual(leases(dataDir, 'podnet'), []);
+  });
+
+  it('reports ready while a primary exists', async () => {
+    assert.equal((await daemon.get('/readyz')).status, 200);
+  });
+
+  it('follows a change of the primary config within a second', async () => {
+    const changed = { ...primary, plugins: [{ ...primary.plugins[0], mtu: 1400 }] };
+    const t0 = Date.now();
+    writeJson(primaryPath, changed);
+    await daemon.waitFor('the conflist to follow', () => readJson(ours).plugins[0].delegates[0].plugins[0].mtu === 1400, 3000);
+    const took = Date.now() - t0;
+    assert.ok(took < 1000, `took ${took} ms`);
+    // The record follows too, or uninstall would refuse the regenerated file.
+    const rec = readJson(join(tree.stateDir, 'install.json'));
+    assert.equal(rec.conflist.sha256.length, 64);
+  });
+
+  it('with no primary it writes nothing and is not ready; a primary appearing late is picked up', async () => {
+    const before = readFileSync(ours, 'utf8');
+    renameSync(primaryPath, join(env.dir, 'stashed.conflist'));
+    renameSync(join(tree.confDir, '99-other.conf'), join(env.dir, 'stashed.conf'));
+    await daemon.waitFor('not ready', async () => (await daemon.get('/readyz')).status === 503, 3000);
+    assert.equal(readFileSync(ours, 'utf8'), before);
+    // A CNI that writes its config late (Calico, Cilium): a .conf this time.
+    const late = { cniVersion: '0.4.0', name: 'late', type: 'bridge', bridge: env.bridge(), ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: env.subnet() }]] } };
+    writeJson(join(tree.confDir, '20-late.conf'), late);
+    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200, 3000);
+    const c = readJson(ours);
+    assert.equal(c.cniVersion, '0.4.0');
+    assert.deepEqual(c.plugins[0].delegates, [late]);
+  });
+
+  it('SIGTERM outside a cluster (no service-account token) leaves everything in place', async () => {
+    assert.equal(await daemon.stop(), 0);
+    assert.ok(existsSync(ours));
+    assert.ok(existsSync(join(tree.binDir, 'steward')));
+    assert.ok(existsSync(join(tree.stateDir, 'install.json')));
+  });
+});
+
+describe('install and uninstall leave the node exactly as it was', () => {
+  const env = new TestEnv('life-un');
+  after(() => env.close());
+  const socket = join(env.dir, 'absent.sock');
+
+  function freshTree(name: string): NodeTree {
+    const t = { ...nodeTree(join(env.dir, name, 'node')), stateDir: join(env.dir, name, 'state') };
+    writeJson(join(t.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [bridgePlugin({ bridge: 'cni-x', subnet: '10.99.0.0/24', dataDir: '/tmp/x' })] });
+    writeFileSync(join(t.confDir, 'README'), 'not a network config\n');
+    return t;
+  }
+
+  it('installing twice changes nothing the second time', async () => {
+    const t = freshTree('twice');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const once = { node: snapshot(t.root), state: snapshot(t.stateDir) };
+    const again = await installInto(t, socket);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /shim: unchanged/);
+    assert.match(again.stdout, /conflist: unchanged/);
+    assert.deepEqual({ node: snapshot(t.root), state: snapshot(t.stateDir) }, once);
+  });
+
+  it('uninstall restores the tree byte for byte, and --purge removes the state dir', async () => {
+    const t = freshTree('restore');
+    const original = snapshot(t.root);
+    assert.equal((await installInto(t, socket)).code, 0);
+    assert.notDeepEqual(snapshot(t.root), original);
+    const r = await uninstallFrom(t, ['--purge']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /removed .*00-steward\.conflist/);
+    assert.match(r.stdout, /0 teardowns pending/);
+    assert.deepEqual(snapshot(t.root), original);
+    assert.equal(existsSync(t.stateDir), false);
+    // Again: nothing recorded, nothing to do, still success.
+    const twice = await uninstallFrom(t);
+    assert.equal(twice.code, 0);
+    assert.match(twice.stdout, /nothing recorded as installed/);
+  });
+
+  it('uninstall refuses to remove a conflist someone rewrote, says so, and removes nothing', async () => {
+    const t = freshTree('refuse');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const theirs = '{"cniVersion":"1.0.0","name":"hand-edited","plugins":[{"type":"bridge"}]}\n';
+    writeFileSync(join(t.confDir, '00-steward.conflist'), theirs);
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 1);
+    assert.match(r.stdout, /REFUSED: .*00-steward\.conflist was rewritten since install/);
+    assert.match(r.stderr, /uninstall refused/);
+    assert.equal(readFileSync(join(t.confDir, '00-steward.conflist'), 'utf8'), theirs);
+    assert.ok(existsSync(join(t.binDir, 'steward')));
+    assert.ok(existsSync(join(t.stateDir, 'install.json')));
+  });
+
+  it('install refuses to overwrite a steward binary it did not put there', async () => {
+    const t = freshTree('foreign');
+    writeFileSync(join(t.binDir, 'steward'), '#!/bin/sh\necho someone else\n', { mode: 0o755 });
+    const r = await installInto(t, socket);
+    assert.equal(r.code, 1);
+    assert.match(r.stdout, /install refused: .*steward exists and was not installed by stewardd/);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+  });
+
+  it('install with no primary yet copies the shim and waits for the daemon to write the conflist', async () => {
+    const t = { ...nodeTree(join(env.dir, 'empty', 'node')), stateDir: join(env.dir, 'empty', 'state') };
+    const r = await installInto(t, socket);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /conflist: not written yet: no primary/);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+    assert.ok(existsSync(join(t.binDir, 'steward')));
+  });
+});
