@@ -1,0 +1,107 @@
+// SIGTERM: uninstall on `kubectl delete`, never on a rolling update. The HTTPS server here is a
+// STAND-IN FOR THE KUBERNETES API SERVER (test/helpers/fake-apiserver.ts): a CA generated in the
+// test, a service-account token file, and the two answers that matter — the DaemonSet is there,
+// or it is gone / has a deletionTimestamp. The daemon, install and files are all real.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv } from '../helpers/env.js';
+import { FakeApiServer, type DaemonSetAnswer } from '../helpers/fake-apiserver.js';
+import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { installInto, nodeTree, snapshot, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import { shim } from '../helpers/shim.js';
+
+interface Outcome {
+  tree: NodeTree;
+  original: Record<string, string>;
+  log: string;
+  exitCode: number | null;
+  api: FakeApiServer;
+}
+
+const envs: TestEnv[] = [];
+after(async () => {
+  for (const e of envs) await e.close();
+});
+
+/** Install on a fresh node tree, run the daemon in-cluster, optionally leave a teardown pending, then SIGTERM. */
+async function sigtermWith(answer: DaemonSetAnswer | 'unreachable', opts: { extraArgs?: string[]; pendingTeardown?: boolean } = {}): Promise<Outcome> {
+  const env = new TestEnv(`term-${answer}`);
+  envs.push(env);
+  const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
+  await api.start();
+  env.defer(() => api.close());
+  api.answer = answer === 'unreachable' ? 'present' : answer;
+  const confDir = join(env.dir, 'node/etc/cni/net.d');
+  const daemon = new Daemon(env, { args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...(opts.extraArgs ?? [])] });
+  const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
+  writeJson(join(tree.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet',
+    plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })] });
+  const original = snapshot(tree.root);
+  const inst = await installInto(tree, daemon.socket);
+  assert.equal(inst.code, 0, inst.stderr);
+  await daemon.start();
+  if (opts.pendingTeardown) {
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('stuck', '1.0.0', [fixturePlugin(join(env.dir, 'fx'), { failDelAlways: true })])]);
+    const call = { containerId: 'stuck-1', netns: env.netns() };
+    assert.equal((await shim({ command: 'ADD', ...call }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', ...call }, conf)).code, 0);
+    assert.equal((await daemon.get('/v1/teardowns')).json.pending.length, 1);
+  }
+  if (answer === 'unreachable') await api.close();
+  const exitCode = await daemon.stop();
+  return { tree, original, log: readFileSync(daemon.logFile, 'utf8'), exitCode, api };
+}
+
+function installed(t: NodeTree): boolean {
+  return existsSync(join(t.confDir, '00-steward.conflist')) && existsSync(join(t.binDir, 'steward')) && existsSync(join(t.stateDir, 'install.json'));
+}
+
+describe('SIGTERM in a cluster (against a stand-in API server)', () => {
+  it('DaemonSet still there (rolling update): everything stays in place', async () => {
+    const o = await sigtermWith('present');
+    assert.equal(o.exitCode, 0);
+    assert.ok(installed(o.tree));
+    assert.deepEqual(o.api.requests, [{ path: '/apis/apps/v1/namespaces/steward-system/daemonsets/steward', authorized: true }]);
+    assert.match(o.log, /DaemonSet steward-system\/steward still exists/);
+  });
+
+  it('DaemonSet gone (404): the node is left byte for byte as before install, state dir removed', async () => {
+    const o = await sigtermWith('absent');
+    assert.equal(o.exitCode, 0);
+    assert.deepEqual(snapshot(o.tree.root), o.original);
+    assert.equal(existsSync(o.tree.stateDir), false);
+    assert.match(o.log, /DaemonSet steward-system\/steward no longer exists/);
+  });
+
+  it('DaemonSet being deleted: uninstalls after draining, reports the teardown left, keeps the state for it', async () => {
+    const o = await sigtermWith('deleting', { pendingTeardown: true });
+    assert.equal(o.exitCode, 0);
+    assert.deepEqual(snapshot(o.tree.root), o.original);
+    assert.match(o.log, /is being deleted/);
+    const left = o.log.split('\n').filter((l) => l.includes('teardowns still pending at uninstall'));
+    assert.equal(left.length, 1, o.log);
+    const entry = JSON.parse(left[0]!);
+    assert.equal(entry.count, 1);
+    assert.deepEqual(entry.containers, ['stuck-1']);
+    // The database stays so a reinstall resumes the teardown; only the install record is gone.
+    assert.ok(existsSync(join(o.tree.stateDir, 'steward.db')));
+    assert.equal(existsSync(join(o.tree.stateDir, 'install.json')), false);
+  });
+
+  it('API server unreachable: everything stays in place and the log says why', async () => {
+    const o = await sigtermWith('unreachable');
+    assert.equal(o.exitCode, 0);
+    assert.ok(installed(o.tree));
+    assert.match(o.log, /cannot tell whether DaemonSet steward-system\/steward still exists \(API unreachable/);
+  });
+
+  it('--uninstall-on-delete=never keeps everything even when the DaemonSet is gone', async () => {
+    const o = await sigtermWith('absent', { extraArgs: ['--uninstall-on-delete', 'never'] });
+    assert.ok(installed(o.tree));
+    assert.equal(o.api.requests.length, 0);
+  });
+});
