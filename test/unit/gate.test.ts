@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { Gate } from '../../daemon/src/engine/gate.js';
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
+  return { promise, resolve, reject };
+}
+
+/** A holder that records when it starts and stays inside the gate until released. */
+function holder(log: string[], label: string) {
+  const d = deferred();
+  return {
+    release: () => d.resolve(),
+    work: async () => {
+      log.push(`start ${label}`);
+      await d.promise;
+      log.push(`end ${label}`);
+      return label;
+    },
+  };
+}
+
+describe('Gate', () => {
+  test('shared holders run together', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const h1 = holder(log, 's1');
+    const h2 = holder(log, 's2');
+    const h3 = holder(log, 's3');
+    const p = [gate.shared(h1.work), gate.shared(h2.work), gate.shared(h3.work)];
+    await settle();
+    assert.deepEqual(log, ['start s1', 'start s2', 'start s3']);
+    h1.release(); h2.release(); h3.release();
+    assert.deepEqual(await Promise.all(p), ['s1', 's2', 's3']);
+  });
+
+  test('exclusive waits for current shared holders to finish', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const s1 = holder(log, 's1');
+    const s2 = holder(log, 's2');
+    const ps1 = gate.shared(s1.work);
+    const ps2 = gate.shared(s2.work);
+    const x = holder(log, 'x');
+    const px = gate.exclusive(x.work);
+    await settle();
+    assert.deepEqual(log, ['start s1', 'start s2']);
+
+    s1.release();
+    await ps1;
+    await settle();
+    assert.ok(!log.includes('start x'), 'exclusive must not start while a shared holder remains');
+
+    s2.release();
+    await ps2;
+    await settle();
+    assert.equal(log.at(-1), 'start x');
+    x.release();
+    await px;
+  });
+
+  test('a waiting exclusive holder keeps new shared holders out (writer preference)', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const s1 = holder(log, 's1');
+    const ps1 = gate.shared(s1.work);
+    const x = holder(log, 'x');
+    const px = gate.exclusive(x.work);
+    const late = holder(log, 'late');
+    const pLate = gate.shared(late.work);
+    await settle();
+    assert.deepEqual(log, ['start s1'], 'a shared holder arriving after a waiting exclusive must queue');
+
+    s1.release();
+    await ps1;
+    await settle();
+    assert.deepEqual(log, ['start s1', 'end s1', 'start x']);
+
+    x.release();
+    await px;
+    await settle();
+    assert.deepEqual(log, ['start s1', 'end s1', 'start x', 'end x', 'start late']);
+    late.release();
+    await pLate;
+  });
+
+  test('shared holders queued during an exclusive all resume together once it finishes', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const x = holder(log, 'x');
+    const px = gate.exclusive(x.work);
+    const r1 = holder(log, 'r1');
+    const r2 = holder(log, 'r2');
+    const pr = [gate.shared(r1.work), gate.shared(r2.work)];
+    await settle();
+    assert.deepEqual(log, ['start x']);
+
+    x.release();
+    await px;
+    await settle();
+    assert.deepEqual(log, ['start x', 'end x', 'start r1', 'start r2']);
+    r1.release(); r2.release();
+    assert.deepEqual(await Promise.all(pr), ['r1', 'r2']);
+
+    // And the gate is open again afterwards.
+    assert.equal(await gate.shared(async () => 'open'), 'open');
+  });
+
+  test('two exclusive holders never overlap', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const x1 = holder(log, 'x1');
+    const x2 = holder(log, 'x2');
+    const p1 = gate.exclusive(x1.work);
+    const p2 = gate.exclusive(x2.work);
+    await settle();
+    assert.deepEqual(log, ['start x1']);
+    x1.release();
+    await p1;
+    await settle();
+    assert.deepEqual(log, ['start x1', 'end x1', 'start x2']);
+    x2.release();
+    await p2;
+  });
+
+  test('an exclusive holder that throws releases the gate for waiting shared holders', async () => {
+    const gate = new Gate();
+    const fail = deferred();
+    const px = gate.exclusive(() => fail.promise);
+    const ps = gate.shared(async () => 'after');
+    fail.reject(new Error('gc failed'));
+    await assert.rejects(px, /gc failed/);
+    assert.equal(await ps, 'after');
+  });
+});

@@ -1,0 +1,245 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { CNI_ENV_VARS, CNI_ROUTE, MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { UnreachableError, type Reply } from '../../shim/src/client.js';
+import { runShim, type ShimIO } from '../../shim/src/skel.js';
+
+const ADD_ENV = {
+  CNI_COMMAND: 'ADD',
+  CNI_CONTAINERID: 'abc123',
+  CNI_NETNS: '/var/run/netns/cni-1',
+  CNI_IFNAME: 'eth0',
+  CNI_ARGS: 'IgnoreUnknown=1',
+  CNI_PATH: '/opt/cni/bin',
+  HOME: '/root',
+  PATH: '/usr/bin:/bin',
+  KUBECONFIG: '/etc/secret',
+};
+const DEL_ENV = { ...ADD_ENV, CNI_COMMAND: 'DEL' };
+
+const NETCONF = {
+  cniVersion: '1.0.0',
+  name: 'steward-net',
+  type: 'steward',
+  socket: '/tmp/test-steward.sock',
+  spoolDir: '/tmp/test-spool',
+  delegates: [{ name: 'podnet', type: 'bridge' }],
+};
+
+interface SendCall { socket: string; route: string; body: string; timeoutMs: number }
+interface SpoolCall { dir: string; containerId: string; body: string }
+
+/** Fake I/O: records every send and spool; `reply` decides what send does. */
+function fakeIO(opts: {
+  env?: Record<string, string | undefined>;
+  stdin?: Buffer | string | object;
+  reply?: (call: SendCall) => Promise<Reply>;
+  spool?: (call: SpoolCall) => string;
+} = {}) {
+  const sends: SendCall[] = [];
+  const spools: SpoolCall[] = [];
+  const stdin = opts.stdin === undefined ? Buffer.from(JSON.stringify(NETCONF))
+    : Buffer.isBuffer(opts.stdin) ? opts.stdin
+      : Buffer.from(typeof opts.stdin === 'string' ? opts.stdin : JSON.stringify(opts.stdin));
+  const io: ShimIO = {
+    env: opts.env ?? ADD_ENV,
+    stdin,
+    send: async (socket, route, body, timeoutMs) => {
+      const call = { socket, route, body, timeoutMs };
+      sends.push(call);
+      return opts.reply ? opts.reply(call) : { status: 200, body: '{"cniVersion":"1.0.0"}' };
+    },
+    spool: (dir, containerId, body) => {
+      const call = { dir, containerId, body };
+      spools.push(call);
+      return opts.spool ? opts.spool(call) : `${dir}/${containerId}.json`;
+    },
+  };
+  return { io, sends, spools };
+}
+
+const unreachable = () => Promise.reject(new UnreachableError('ECONNREFUSED'));
+
+function cniErrorOut(out: { stdout: string; exitCode: number }, code: number) {
+  assert.equal(out.exitCode, 1, `exit code for a CNI error (stdout ${out.stdout})`);
+  const err = JSON.parse(out.stdout) as { code: number; msg: string; cniVersion: string };
+  assert.equal(err.code, code, `code ${err.code}: ${err.msg}`);
+  assert.equal(typeof err.msg, 'string');
+  return err;
+}
+
+describe('runShim', () => {
+  test('answers VERSION with all five supported versions without calling the daemon', async () => {
+    const { io, sends } = fakeIO({ env: { CNI_COMMAND: 'VERSION' }, stdin: { cniVersion: '1.0.0' } });
+    const out = await runShim(io);
+    assert.equal(out.exitCode, 0);
+    assert.deepEqual(JSON.parse(out.stdout), {
+      cniVersion: '1.0.0',
+      supportedVersions: ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'],
+    });
+    assert.equal(sends.length, 0);
+  });
+
+  test('answers VERSION with empty stdin in the latest version', async () => {
+    const { io, sends } = fakeIO({ env: { CNI_COMMAND: 'VERSION' }, stdin: Buffer.alloc(0) });
+    const out = await runShim(io);
+    assert.equal(out.exitCode, 0);
+    const v = JSON.parse(out.stdout) as { cniVersion: string; supportedVersions: string[] };
+    assert.equal(v.cniVersion, '1.1.0');
+    assert.equal(v.supportedVersions.length, 5);
+    assert.equal(sends.length, 0);
+  });
+
+  test('reports every missing CNI variable in one code 4 error, in the netconf\'s cniVersion', async () => {
+    const { io, sends } = fakeIO({ env: { CNI_COMMAND: 'ADD', HOME: '/root' } });
+    const err = cniErrorOut(await runShim(io), 4);
+    for (const v of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']) {
+      assert.ok(err.msg.includes(v), `"${err.msg}" should name ${v}`);
+    }
+    assert.equal(err.cniVersion, '1.0.0');
+    assert.equal(sends.length, 0);
+  });
+
+  test('reports a missing CNI_COMMAND with code 4', async () => {
+    const { io } = fakeIO({ env: {} });
+    const err = cniErrorOut(await runShim(io), 4);
+    assert.match(err.msg, /CNI_COMMAND/);
+  });
+
+  test('reports malformed JSON on stdin with code 6', async () => {
+    const { io, sends } = fakeIO({ stdin: '{"cniVersion": "1.0.0", ' });
+    cniErrorOut(await runShim(io), 6);
+    assert.equal(sends.length, 0);
+  });
+
+  test('reports a JSON value that is not an object with code 6', async () => {
+    const { io } = fakeIO({ stdin: '[1,2,3]' });
+    cniErrorOut(await runShim(io), 6);
+  });
+
+  test('reports empty stdin on ADD with code 6', async () => {
+    const { io } = fakeIO({ stdin: Buffer.alloc(0) });
+    cniErrorOut(await runShim(io), 6);
+  });
+
+  test('refuses stdin of MAX_NETCONF_BYTES + 1 bytes with code 7, even when it is valid JSON', async () => {
+    const json = JSON.stringify(NETCONF);
+    const big = Buffer.alloc(MAX_NETCONF_BYTES + 1, 0x20);
+    big.write(json, 0, 'utf8');
+    const { io, sends } = fakeIO({ stdin: big });
+    const err = cniErrorOut(await runShim(io), 7);
+    assert.ok(err.msg.includes(String(MAX_NETCONF_BYTES)), err.msg);
+    assert.equal(sends.length, 0);
+  });
+
+  test('accepts stdin of exactly MAX_NETCONF_BYTES bytes', async () => {
+    const json = JSON.stringify(NETCONF);
+    const exact = Buffer.alloc(MAX_NETCONF_BYTES, 0x20);
+    exact.write(json, 0, 'utf8');
+    const { io, sends } = fakeIO({ stdin: exact });
+    const out = await runShim(io);
+    assert.equal(out.exitCode, 0);
+    assert.equal(sends.length, 1);
+  });
+
+  test('an unreachable daemon on ADD is code 11 naming the socket, and nothing is spooled', async () => {
+    const { io, spools } = fakeIO({ reply: unreachable });
+    const err = cniErrorOut(await runShim(io), 11);
+    assert.ok(err.msg.includes('/tmp/test-steward.sock'), err.msg);
+    assert.ok(err.msg.includes('ECONNREFUSED'), err.msg);
+    assert.equal(spools.length, 0);
+  });
+
+  test('an unreachable daemon on DEL spools the request to the netconf\'s spoolDir and succeeds silently', async () => {
+    const { io, sends, spools } = fakeIO({ env: DEL_ENV, reply: unreachable });
+    const out = await runShim(io);
+    assert.deepEqual(out, { stdout: '', exitCode: 0 });
+    assert.equal(spools.length, 1);
+    assert.equal(spools[0]?.dir, '/tmp/test-spool');
+    assert.equal(spools[0]?.containerId, 'abc123');
+    assert.equal(spools[0]?.body, sends[0]?.body, 'the spooled body is the request that could not be sent');
+  });
+
+  test('an unreachable daemon on DEL spools to /var/lib/steward/spool when the netconf names no spoolDir', async () => {
+    const { spoolDir: _d, ...withoutSpool } = NETCONF;
+    const { io, spools } = fakeIO({ env: DEL_ENV, stdin: withoutSpool, reply: unreachable });
+    assert.deepEqual(await runShim(io), { stdout: '', exitCode: 0 });
+    assert.equal(spools[0]?.dir, '/var/lib/steward/spool');
+  });
+
+  test('a DEL that can be neither sent nor spooled is code 11', async () => {
+    const { io, spools } = fakeIO({
+      env: DEL_ENV,
+      reply: unreachable,
+      spool: () => { throw new Error('EROFS: read-only file system'); },
+    });
+    const err = cniErrorOut(await runShim(io), 11);
+    assert.equal(spools.length, 1);
+    assert.ok(err.msg.includes('EROFS'), err.msg);
+    assert.ok(err.msg.includes('/tmp/test-spool'), err.msg);
+  });
+
+  test('an error from send that is not UnreachableError propagates instead of being spooled', async () => {
+    const { io, spools } = fakeIO({ env: DEL_ENV, reply: () => Promise.reject(new TypeError('bug in client')) });
+    await assert.rejects(runShim(io), /bug in client/);
+    assert.equal(spools.length, 0);
+  });
+
+  test('prints a 200 reply body verbatim with exit 0', async () => {
+    const body = '{ "cniVersion":"1.0.0",\n  "interfaces": [{"name":"eth0"}], "ips": [] }\n';
+    const { io } = fakeIO({ reply: async () => ({ status: 200, body }) });
+    assert.deepEqual(await runShim(io), { stdout: body, exitCode: 0 });
+  });
+
+  test('prints a non-200 reply carrying a CNI error verbatim with exit 1', async () => {
+    const body = '{"cniVersion":"1.0.0","code":7,"msg":"invalid steward netconf","details":"x"}';
+    const { io } = fakeIO({ reply: async () => ({ status: 400, body }) });
+    assert.deepEqual(await runShim(io), { stdout: body, exitCode: 1 });
+  });
+
+  test('turns a non-200 reply without a CNI error into code 104', async () => {
+    for (const body of ['<html>502 Bad Gateway</html>', '{"error":"no route POST /v1/cni"}', '']) {
+      const { io } = fakeIO({ reply: async () => ({ status: 502, body }) });
+      const err = cniErrorOut(await runShim(io), 104);
+      assert.ok(err.msg.includes('502'), err.msg);
+    }
+  });
+
+  test('sends only the CNI_* variables and the netconf to the daemon', async () => {
+    const { io, sends } = fakeIO();
+    await runShim(io);
+    assert.equal(sends.length, 1);
+    assert.equal(sends[0]?.route, CNI_ROUTE);
+    const sent = JSON.parse(sends[0]?.body ?? '') as { env: Record<string, string>; config: unknown };
+    assert.deepEqual(Object.keys(sent).sort(), ['config', 'env']);
+    assert.deepEqual(sent.config, NETCONF);
+    assert.deepEqual(sent.env, {
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'abc123',
+      CNI_NETNS: '/var/run/netns/cni-1',
+      CNI_IFNAME: 'eth0',
+      CNI_ARGS: 'IgnoreUnknown=1',
+      CNI_PATH: '/opt/cni/bin',
+    });
+    for (const k of Object.keys(sent.env)) assert.ok((CNI_ENV_VARS as readonly string[]).includes(k), k);
+    assert.ok(!('HOME' in sent.env) && !('KUBECONFIG' in sent.env));
+  });
+
+  test('uses the netconf\'s socket, and /run/steward/stewardd.sock when it names none', async () => {
+    const named = fakeIO();
+    await runShim(named.io);
+    assert.equal(named.sends[0]?.socket, '/tmp/test-steward.sock');
+
+    const { socket: _s, ...withoutSocket } = NETCONF;
+    const dflt = fakeIO({ stdin: withoutSocket });
+    await runShim(dflt.io);
+    assert.equal(dflt.sends[0]?.socket, '/run/steward/stewardd.sock');
+  });
+
+  test('refuses a socket that is not a non-empty string with code 7', async () => {
+    const { io, sends } = fakeIO({ stdin: { ...NETCONF, socket: '' } });
+    cniErrorOut(await runShim(io), 7);
+    assert.equal(sends.length, 0);
+  });
+});

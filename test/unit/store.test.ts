@@ -1,0 +1,279 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, afterEach, describe, test } from 'node:test';
+
+import Database from 'better-sqlite3';
+import { MIGRATIONS } from '../../daemon/src/store/migrations.js';
+import { Store } from '../../daemon/src/store/store.js';
+import type { AttachmentKey, NewAttachment } from '../../daemon/src/store/types.js';
+
+const root = mkdtempSync(join(tmpdir(), 'steward-store-test-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+
+let dbCount = 0;
+const open: Store[] = [];
+afterEach(() => {
+  for (const s of open.splice(0)) s.close();
+});
+
+/** A fresh DB path in the temp dir, in a subdirectory the Store has to create. */
+function freshPath(): string {
+  return join(root, `case-${++dbCount}`, 'steward.db');
+}
+
+/** A Store on a fresh file whose clock is `clock.t`. */
+function openStore(path = freshPath()) {
+  const clock = { t: 1_000 };
+  const store = new Store(path, () => clock.t);
+  open.push(store);
+  return { store, clock, path };
+}
+
+function newAttachment(over: Partial<NewAttachment> = {}): NewAttachment {
+  return {
+    containerId: 'ctr-1',
+    network: 'steward-net',
+    ifname: 'eth0',
+    netns: '/var/run/netns/cni-1',
+    cniArgs: '',
+    cniPath: '/opt/cni/bin',
+    cniVersion: '1.0.0',
+    bootId: 'boot-a',
+    config: '{"cniVersion":"1.0.0"}',
+    ...over,
+  };
+}
+
+function addStep(store: Store, attachmentId: number, seq = 0) {
+  return store.insertStep({
+    attachmentId, seq, delegateIndex: 0, delegateName: 'podnet', ifname: 'eth0',
+    pluginIndex: seq, pluginType: seq === 0 ? 'bridge' : 'portmap', config: '{"type":"bridge"}',
+  });
+}
+
+describe('Store schema', () => {
+  test('migrations bring a new database to schema version MIGRATIONS.length', () => {
+    const { store } = openStore();
+    assert.ok(MIGRATIONS.length >= 1);
+    assert.equal(store.schemaVersion, MIGRATIONS.length);
+  });
+
+  test('reopening a migrated database is idempotent and keeps its rows', () => {
+    const { store, path } = openStore();
+    const a = store.createAttachment(newAttachment());
+    store.close();
+
+    const again = new Store(path);
+    open.push(again);
+    assert.equal(again.schemaVersion, MIGRATIONS.length);
+    assert.equal(again.getAttachment(a.id)?.containerId, 'ctr-1');
+  });
+
+  test('refuses a database whose schema version is newer than this build knows', () => {
+    const path = join(root, 'future.db');
+    const db = new Database(path);
+    db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    db.close();
+    assert.throws(() => new Store(path), /schema version .*newer/);
+  });
+});
+
+describe('Store attachments', () => {
+  test('createAttachment stores an `adding` attachment stamped with the injected clock', () => {
+    const { store, clock } = openStore();
+    clock.t = 4242;
+    const a = store.createAttachment(newAttachment());
+    assert.equal(a.state, 'adding');
+    assert.equal(a.result, null);
+    assert.equal(a.error, null);
+    assert.equal(a.createdAt, 4242);
+    assert.equal(a.updatedAt, 4242);
+    assert.equal(a.netns, '/var/run/netns/cni-1');
+    assert.equal(a.bootId, 'boot-a');
+  });
+
+  test('currentAttachment returns the newest attachment for a key, and nothing for an unknown key', () => {
+    const { store } = openStore();
+    const key: AttachmentKey = { containerId: 'ctr-1', network: 'steward-net', ifname: 'eth0' };
+    const older = store.createAttachment(newAttachment());
+    store.setAttachmentState(older.id, 'deleted');
+    const newer = store.createAttachment(newAttachment());
+    const otherIf = store.createAttachment(newAttachment({ ifname: 'net1' }));
+    assert.ok(newer.id > older.id);
+
+    assert.equal(store.currentAttachment(key)?.id, newer.id);
+    assert.equal(store.currentAttachment({ ...key, ifname: 'net1' })?.id, otherIf.id);
+    assert.equal(store.currentAttachment({ ...key, containerId: 'ctr-2' }), undefined);
+    assert.equal(store.currentAttachment({ ...key, network: 'other' }), undefined);
+  });
+});
+
+describe('Store steps', () => {
+  test('insertStep journals a step as `adding` with no attempts and no teardown time', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment());
+    const s = addStep(store, a.id);
+    assert.equal(s.state, 'adding');
+    assert.equal(s.attachmentId, a.id);
+    assert.equal(s.attempts, 0);
+    assert.equal(s.teardownAt, null);
+    assert.equal(s.nextAttemptAt, null);
+    assert.equal(s.result, null);
+  });
+
+  test('a step moves through added, deleting, del_failed and deleted, counting each DEL attempt', () => {
+    const { store, clock } = openStore();
+    const a = store.createAttachment(newAttachment());
+    const { id } = addStep(store, a.id);
+
+    clock.t = 2_000;
+    store.setStepAdded(id, '{"cniVersion":"1.0.0"}');
+    let s = store.getStep(id);
+    assert.equal(s?.state, 'added');
+    assert.equal(s?.result, '{"cniVersion":"1.0.0"}');
+    assert.equal(s?.updatedAt, 2_000);
+
+    clock.t = 3_000;
+    store.setStepDeleting(id);
+    s = store.getStep(id);
+    assert.equal(s?.state, 'deleting');
+    assert.equal(s?.attempts, 0);
+
+    clock.t = 3_500;
+    store.setStepDelFailed(id, 'bridge: device busy', 13_500);
+    s = store.getStep(id);
+    assert.equal(s?.state, 'del_failed');
+    assert.equal(s?.error, 'bridge: device busy');
+    assert.equal(s?.attempts, 1);
+    assert.equal(s?.nextAttemptAt, 13_500);
+
+    clock.t = 14_000;
+    store.setStepDeleting(id);
+    store.setStepDelFailed(id, 'still busy', 30_000);
+    s = store.getStep(id);
+    assert.equal(s?.attempts, 2);
+    assert.equal(s?.error, 'still busy');
+
+    clock.t = 31_000;
+    store.setStepDeleting(id);
+    store.setStepDeleted(id);
+    s = store.getStep(id);
+    assert.equal(s?.state, 'deleted');
+    assert.equal(s?.attempts, 3);
+    assert.equal(s?.nextAttemptAt, null);
+    assert.equal(s?.updatedAt, 31_000);
+  });
+
+  test('teardownAt is set by the first setStepDeleting and not moved by later ones', () => {
+    const { store, clock } = openStore();
+    const a = store.createAttachment(newAttachment());
+    const { id } = addStep(store, a.id);
+    store.setStepAdded(id, '{}');
+
+    clock.t = 5_000;
+    store.setStepDeleting(id);
+    assert.equal(store.getStep(id)?.teardownAt, 5_000);
+
+    clock.t = 6_000;
+    store.setStepDelFailed(id, 'boom', 7_000);
+    clock.t = 9_000;
+    store.setStepDeleting(id);
+    const s = store.getStep(id);
+    assert.equal(s?.teardownAt, 5_000);
+    assert.equal(s?.updatedAt, 9_000);
+  });
+
+  test('stepsOf lists an attachment\'s steps in seq order', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment());
+    addStep(store, a.id, 1);
+    addStep(store, a.id, 0);
+    assert.deepEqual(store.stepsOf(a.id).map((s) => s.seq), [0, 1]);
+  });
+});
+
+describe('Store teardown queue', () => {
+  test('dueAttachmentIds lists each attachment with a failed DEL whose next attempt is due, once', () => {
+    const { store } = openStore();
+    const a1 = store.createAttachment(newAttachment({ containerId: 'c1' }));
+    const a2 = store.createAttachment(newAttachment({ containerId: 'c2' }));
+    const a3 = store.createAttachment(newAttachment({ containerId: 'c3' }));
+
+    const s10 = addStep(store, a1.id, 0);
+    const s11 = addStep(store, a1.id, 1);
+    store.setStepDelFailed(s10.id, 'x', 2_000);
+    store.setStepDelFailed(s11.id, 'x', 1_500);
+    const s2 = addStep(store, a2.id, 0);
+    store.setStepDelFailed(s2.id, 'x', 5_000);
+    const s3 = addStep(store, a3.id, 0);
+    store.setStepDeleting(s3.id); // in progress, not a failed DEL
+
+    assert.deepEqual(store.dueAttachmentIds(1_499), []);
+    assert.deepEqual(store.dueAttachmentIds(1_500), [a1.id]);
+    assert.deepEqual(store.dueAttachmentIds(4_999), [a1.id]);
+    assert.deepEqual(store.dueAttachmentIds(5_000), [a1.id, a2.id]);
+    assert.deepEqual(store.dueAttachmentIds(1e12), [a1.id, a2.id]);
+
+    store.setStepDeleted(s2.id);
+    assert.deepEqual(store.dueAttachmentIds(1e12), [a1.id]);
+  });
+
+  test('pruneTombstones deletes only `deleted` attachments last touched before the cutoff, with their steps', () => {
+    const { store, clock } = openStore();
+    clock.t = 1_000;
+    const oldDeleted = store.createAttachment(newAttachment({ containerId: 'old' }));
+    const oldStep = addStep(store, oldDeleted.id);
+    store.setAttachmentState(oldDeleted.id, 'deleted');
+    const oldLive = store.createAttachment(newAttachment({ containerId: 'live' }));
+    const liveStep = addStep(store, oldLive.id);
+    store.setAttachmentState(oldLive.id, 'added');
+    const oldDeleting = store.createAttachment(newAttachment({ containerId: 'deleting' }));
+    store.setAttachmentState(oldDeleting.id, 'deleting');
+
+    clock.t = 5_000;
+    const recentDeleted = store.createAttachment(newAttachment({ containerId: 'recent' }));
+    const recentStep = addStep(store, recentDeleted.id);
+    store.setAttachmentState(recentDeleted.id, 'deleted');
+
+    assert.equal(store.pruneTombstones(5_000), 1);
+    assert.equal(store.getAttachment(oldDeleted.id), undefined);
+    assert.equal(store.getStep(oldStep.id), undefined, 'the pruned attachment\'s steps cascade away');
+    assert.deepEqual(store.stepsOf(oldDeleted.id), []);
+
+    assert.equal(store.getAttachment(oldLive.id)?.state, 'added');
+    assert.ok(store.getStep(liveStep.id));
+    assert.equal(store.getAttachment(oldDeleting.id)?.state, 'deleting');
+    assert.equal(store.getAttachment(recentDeleted.id)?.state, 'deleted');
+    assert.ok(store.getStep(recentStep.id));
+
+    assert.equal(store.pruneTombstones(5_001), 1);
+    assert.equal(store.getAttachment(recentDeleted.id), undefined);
+    assert.equal(store.pruneTombstones(1e12), 0);
+  });
+
+  test('counts() groups attachments and steps by state', () => {
+    const { store } = openStore();
+    assert.deepEqual(store.counts(), { attachments: {}, steps: {} });
+
+    const a = store.createAttachment(newAttachment({ containerId: 'a' }));
+    const b = store.createAttachment(newAttachment({ containerId: 'b' }));
+    const c = store.createAttachment(newAttachment({ containerId: 'c' }));
+    store.createAttachment(newAttachment({ containerId: 'd' }));
+    store.setAttachmentAdded(a.id, '{}');
+    store.setAttachmentAdded(b.id, '{}');
+    store.setAttachmentState(c.id, 'deleting');
+
+    const s0 = addStep(store, a.id, 0);
+    const s1 = addStep(store, a.id, 1);
+    addStep(store, c.id, 0);
+    store.setStepAdded(s0.id, '{}');
+    store.setStepAdded(s1.id, '{}');
+
+    assert.deepEqual(store.counts(), {
+      attachments: { added: 2, deleting: 1, adding: 1 },
+      steps: { added: 2, adding: 1 },
+    });
+  });
+});
