@@ -168,7 +168,7 @@ export function pluginStdin(d: Delegate, plugin: PluginConf, runtimeConfig: Reco
   const caps = plugin.capabilities ?? {};
   const rc: Record<string, unknown> = {};
   for (const [cap, enabled] of Object.entries(caps)) {
-    if (enabled && cap in runtimeConfig) rc[cap] = runtimeConfig[cap];
+    if (enabled && Object.hasOwn(runtimeConfig, cap)) rc[cap] = runtimeConfig[cap];
   }
   if (Object.keys(rc).length > 0) conf.runtimeConfig = rc;
   return conf;

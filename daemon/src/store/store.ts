@@ -123,6 +123,7 @@ export class Store {
   private migrate(): void {
     const current = this.db.pragma('user_version', { simple: true }) as number;
     if (current > MIGRATIONS.length) {
+      this.db.close();
       throw new Error(`database ${this.path} has schema version ${current}, newer than this stewardd (${MIGRATIONS.length})`);
     }
     for (let v = current; v < MIGRATIONS.length; v++) {
