@@ -1,0 +1,89 @@
+// Benchmark 2: ADD then DEL of bridge + host-local in a fresh netns, through the shim and the
+// daemon, against the same chain executed directly as a runtime does (bridge ADD, then bridge DEL
+// with the ADD result as prevResult; bridge runs host-local itself). Iterations alternate the two
+// (ABBA), each in its own new netns made and removed outside the timing, on one shared bridge.
+
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { leases, type TestEnv } from '../test/helpers/env.js';
+import { bridgePlugin, delegate, stewardConf } from '../test/helpers/netconf.js';
+import { cniEnv, execPlugin, type ShimAnswer } from '../test/helpers/shim.js';
+import { BenchDaemon } from './lib/daemon.js';
+import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
+import { n, type BenchContext, type Row } from './lib/report.js';
+import { median, pairedRatio, round, timeMs } from './lib/stats.js';
+
+const VERSION = '1.0.0';
+
+function ok(what: string, a: ShimAnswer): ShimAnswer {
+  if (a.code !== 0) throw new Error(`${what} exited ${a.code}: ${a.stdout.slice(0, 300)}`);
+  return a;
+}
+
+/** A netns for one iteration, removed right after it (and by env.close() if we fail first). */
+function withNetns(env: TestEnv, tag: string): { path: string; remove: () => void } {
+  const name = `stwbench-${process.pid % 10000}-${tag}`;
+  execFileSync('ip', ['netns', 'add', name]);
+  const remove = () => { try { execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' }); } catch { /* gone */ } };
+  env.defer(remove);
+  return { path: `/run/netns/${name}`, remove };
+}
+
+export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+  const shim = shimExecutable();
+  const daemon = new BenchDaemon(env, 'chain');
+  await daemon.start();
+  try {
+    const bridge = env.bridge();
+    const subnet = env.subnet();
+    const dataDir = join(env.dir, 'chain-ipam');
+    const plugin = bridgePlugin({ bridge, subnet, dataDir });
+    const stewardNet = stewardConf(daemon.socket, VERSION, [delegate('podnet', VERSION, [plugin])]);
+    const directConf = { cniVersion: VERSION, name: 'podnet', ...plugin };
+    const bridgeExe = join(SYSTEM_CNI_BIN, 'bridge');
+
+    const viaSteward = async (cid: string, netns: string) => {
+      ok('steward ADD', await execPlugin(shim.path, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(stewardNet)));
+      ok('steward DEL', await execPlugin(shim.path, cniEnv({ command: 'DEL', containerId: cid, netns }), JSON.stringify(stewardNet)));
+    };
+    const direct = async (cid: string, netns: string) => {
+      const add = ok('bridge ADD', await execPlugin(bridgeExe, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(directConf)));
+      ok('bridge DEL', await execPlugin(bridgeExe, cniEnv({ command: 'DEL', containerId: cid, netns }),
+        JSON.stringify({ ...directConf, prevResult: add.json })));
+    };
+
+    const iters = n(20, ctx);
+    const s: number[] = [];
+    const d: number[] = [];
+    for (let i = -1; i < iters; i++) {
+      // i = -1 is a warm-up of both (it also creates the bridge), not recorded.
+      const order: Array<'s' | 'd'> = i % 2 === 0 ? ['s', 'd'] : ['d', 's'];
+      for (const which of order) {
+        const ns = withNetns(env, `${which}${i + 1}`);
+        try {
+          const cid = `bench-chain-${which}-${i + 1}`;
+          const ms = await timeMs(() => (which === 's' ? viaSteward(cid, ns.path) : direct(cid, ns.path)));
+          if (i >= 0) (which === 's' ? s : d).push(ms);
+        } finally {
+          ns.remove();
+        }
+      }
+    }
+    const leaked = leases(dataDir, 'podnet');
+    if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
+    const ratio = pairedRatio(s, d);
+    return [{
+      id: 'chain',
+      title: 'ADD+DEL, bridge + host-local, fresh netns',
+      unit: 'ms',
+      candidate: { label: `${shim.kind} + stewardd`, median: round(median(s)), n: s.length },
+      floor: { label: 'bridge ADD then DEL executed directly', median: round(median(d)), n: d.length },
+      ratio: round(ratio),
+      target: '<= 1.10x',
+      met: ratio <= 1.1,
+      extra: { overheadMs: round(median(s) - median(d)) },
+    }];
+  } finally {
+    await daemon.stop();
+  }
+}

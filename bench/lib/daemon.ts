@@ -1,0 +1,153 @@
+// stewardd as a process for benchmarks: started the way a node runs it (info logs to a file, no
+// debug), driven over its Unix socket with one connection per request (as each shim exec makes),
+// and observed through /proc (CPU ticks, RSS) so figures are the daemon's own.
+
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import type { TestEnv } from '../../test/helpers/env.js';
+import { BENCH_BIN, FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from './paths.js';
+
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+export interface CpuMs {
+  /** The daemon's own user + system CPU. */
+  self: number;
+  /** CPU of its waited-for children (the delegate plugins it ran). */
+  children: number;
+}
+
+export interface Reply {
+  status: number;
+  text: string;
+}
+
+/** The environment a DaemonSet gives stewardd: ours, minus variables a node would not set. */
+export function daemonEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  // Node 20 parses this CA bundle eagerly at start (~80 ms, see shared/shim-startup.md); it is set
+  // on these dev machines, not in the daemon's container.
+  delete env.NODE_EXTRA_CA_CERTS;
+  delete env.NODE_OPTIONS;
+  return env;
+}
+
+export class BenchDaemon {
+  readonly socket: string;
+  readonly stateDir: string;
+  readonly bootIdFile: string;
+  readonly logFile: string;
+  proc: ChildProcess | undefined;
+
+  constructor(env: TestEnv, name: string, private readonly args: string[] = []) {
+    const dir = join(env.dir, name);
+    mkdirSync(join(dir, 'run'), { recursive: true });
+    this.socket = join(dir, 'run', 's.sock');
+    this.stateDir = join(dir, 'state');
+    this.bootIdFile = join(dir, 'boot_id');
+    this.logFile = join(dir, 'stewardd.log');
+    writeFileSync(this.bootIdFile, 'bench-boot\n');
+    env.defer(() => this.kill());
+  }
+
+  get dbPath(): string {
+    return join(this.stateDir, 'steward.db');
+  }
+
+  get pid(): number {
+    const pid = this.proc?.pid;
+    if (pid === undefined) throw new Error('stewardd is not running');
+    return pid;
+  }
+
+  /** Starts stewardd and resolves with the milliseconds from spawn to /readyz answering 200. */
+  async start(): Promise<number> {
+    mkdirSync(this.stateDir, { recursive: true });
+    const log = createWriteStream(this.logFile, { flags: 'a' });
+    await new Promise((r) => log.once('open', r));
+    const t0 = process.hrtime.bigint();
+    const proc = spawn(process.execPath, [join(REPO, 'bin/stewardd'), 'run',
+      '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
+      '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--bin-dir', BENCH_BIN, '--log-level', 'info', ...this.args], {
+      stdio: ['ignore', log, log], env: daemonEnv(),
+    });
+    this.proc = proc;
+    let exited: number | null | undefined;
+    proc.once('exit', (code) => { exited = code; });
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (exited !== undefined) throw new Error(`stewardd exited with ${String(exited)} during start; see ${this.logFile}`);
+      if (existsSync(this.socket)) {
+        try {
+          if ((await this.request('GET', '/readyz')).status === 200) {
+            log.end();
+            return Number(process.hrtime.bigint() - t0) / 1e6;
+          }
+        } catch {
+          /* not listening yet */
+        }
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error(`stewardd did not become ready in 30 s; see ${this.logFile}`);
+  }
+
+  async stop(): Promise<void> {
+    await this.signal('SIGTERM');
+  }
+
+  async kill(): Promise<void> {
+    await this.signal('SIGKILL');
+  }
+
+  private async signal(sig: NodeJS.Signals): Promise<void> {
+    const p = this.proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) { this.proc = undefined; return; }
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill(sig);
+    await exited;
+    this.proc = undefined;
+  }
+
+  cpu(): CpuMs {
+    // Fields after the parenthesised comm: state is field 3; utime..cstime are fields 14..17.
+    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+    const at = (field: number) => (f[field - 3] as number) * (1000 / CLK_TCK);
+    return { self: at(14) + at(15), children: at(16) + at(17) };
+  }
+
+  /** Resident set now and its peak, in MiB. */
+  rss(): { rssMiB: number; peakMiB: number } {
+    const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+    const kib = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? Number.NaN);
+    return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
+  }
+
+  /** One HTTP request on a fresh connection (agent: false), as one shim exec makes. */
+  request(method: string, path: string, body?: string): Promise<Reply> {
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string | number> = {};
+      if (body !== undefined) {
+        headers['content-type'] = 'application/json';
+        headers['content-length'] = Buffer.byteLength(body);
+      }
+      const req = request({ socketPath: this.socket, path, method, headers, agent: false }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  /** POST /v1/cni with the body the shim would send; throws unless the daemon answers 200. */
+  async cni(body: string): Promise<string> {
+    const r = await this.request('POST', '/v1/cni', body);
+    if (r.status !== 200) throw new Error(`stewardd answered ${r.status}: ${r.text.slice(0, 300)}`);
+    return r.text;
+  }
+}

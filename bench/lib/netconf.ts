@@ -1,0 +1,30 @@
+// Netconfs and wire bodies for daemon benchmarks. The no-op delegate carries a bridge-sized
+// config (the plugin ignores it) so the rows the daemon journals are as large as real ones.
+
+import { NOOP_TYPE } from './paths.js';
+
+export const CNI_VERSION = '1.0.0';
+/** A netns path for requests that never reach a real plugin (the no-op one ignores it). */
+export const FAKE_NETNS = '/var/run/netns/steward-bench';
+
+export function noopConf(socket: string, logFile?: string): Record<string, unknown> {
+  const plugin: Record<string, unknown> = {
+    type: NOOP_TYPE, bridge: 'cni0', isGateway: true, ipMasq: true, hairpinMode: true,
+    ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.1.0/24' }]], routes: [{ dst: '0.0.0.0/0' }] },
+  };
+  if (logFile !== undefined) plugin.logFile = logFile;
+  return {
+    cniVersion: CNI_VERSION, name: 'bench', type: 'steward', socket,
+    delegates: [{ cniVersion: CNI_VERSION, name: 'podnet', plugins: [plugin] }],
+  };
+}
+
+/** The CNI_* variables of one call, in the order the shim forwards them (CNI_ENV_VARS). */
+export function cniVars(command: string, containerId: string, netns = FAKE_NETNS): Record<string, string> {
+  return { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+}
+
+/** Exactly the body the shim POSTs for this call. */
+export function wireBody(command: string, containerId: string, conf: Record<string, unknown>, netns = FAKE_NETNS): string {
+  return JSON.stringify({ env: cniVars(command, containerId, netns), config: conf });
+}

@@ -1,0 +1,116 @@
+// Benchmark 1: one shim call (exec -> stdin -> socket -> answer -> exit) against curl sending the
+// very same HTTP request to the very same daemon. The request is a DEL answered from a tombstone:
+// the attachment was DELed once (a pass-through to the no-op delegate), so every timed DEL runs
+// no plugin and the figure is the shim and the daemon's request path alone.
+//
+// Timing is hyperfine (shell `sh`, its start-up calibrated and subtracted), in rounds of a few runs
+// per command whose order alternates round by round; the ratio is the median of per-pair ratios.
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { TestEnv } from '../test/helpers/env.js';
+import { BenchDaemon } from './lib/daemon.js';
+import { cniVars, noopConf, wireBody } from './lib/netconf.js';
+import { shimExecutable } from './lib/paths.js';
+import { n, type BenchContext, type Row } from './lib/report.js';
+import { median, pairedRatio, p99, round } from './lib/stats.js';
+
+const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+interface Cmd {
+  name: string;
+  line: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Runs hyperfine on `cmds` for `rounds` rounds, alternating their order; returns ms per run. */
+function alternate(env: TestEnv, cmds: Cmd[], rounds: number, runs: number, baseEnv: NodeJS.ProcessEnv): Map<string, number[]> {
+  const out = new Map<string, number[]>(cmds.map((c) => [c.name, []]));
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? cmds : [...cmds].reverse();
+    for (const c of order) {
+      // One hyperfine per command and round keeps each command's own environment.
+      const file = join(env.dir, 'hyperfine.json');
+      execFileSync('hyperfine', ['--shell', 'sh', '--style', 'none', '--warmup', '1', '--runs', String(runs),
+        '--export-json', file, c.line], { env: c.env ?? baseEnv, stdio: ['ignore', 'ignore', 'pipe'] });
+      const times = (JSON.parse(readFileSync(file, 'utf8')) as { results: Array<{ times: number[] }> }).results[0]?.times ?? [];
+      out.get(c.name)?.push(...times.map((t) => t * 1000));
+    }
+  }
+  return out;
+}
+
+/** Peak RSS (MiB) of one execution, by GNU time. */
+function peakMiB(file: string, args: string[], stdinFile: string, env: NodeJS.ProcessEnv): number {
+  const res = spawnSync('/usr/bin/time', ['-f', '%M', file, ...args], { env, input: readFileSync(stdinFile), encoding: 'utf8' });
+  const lines = res.stderr.trim().split('\n');
+  return Number(lines[lines.length - 1]) / 1024;
+}
+
+export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+  const shim = shimExecutable();
+  const daemon = new BenchDaemon(env, 'shim');
+  await daemon.start();
+  try {
+    const cid = 'bench-shim-tombstone';
+    const conf = noopConf(daemon.socket);
+    // The first DEL of an unknown attachment passes through once and writes the tombstone.
+    await daemon.cni(wireBody('DEL', cid, conf));
+    const netconfFile = join(env.dir, 'shim-netconf.json');
+    const bodyFile = join(env.dir, 'shim-body.json');
+    writeFileSync(netconfFile, JSON.stringify(conf));
+    writeFileSync(bodyFile, wireBody('DEL', cid, conf));
+
+    // What a runtime gives a plugin: PATH and the CNI variables (libcni adds its own environment,
+    // which on these machines would include NODE_EXTRA_CA_CERTS: measured separately below).
+    const runtimeEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', ...cniVars('DEL', cid) };
+    const shimLine = `${q(shim.path)} < ${q(netconfFile)}`;
+    const curlLine = `curl -sS -f --unix-socket ${q(daemon.socket)} -H 'content-type: application/json' ` +
+      `--data-binary @${q(bodyFile)} http://localhost/v1/cni`;
+    // Sanity: both succeed with the same (empty) answer before anything is timed.
+    for (const line of [shimLine, curlLine]) execFileSync('sh', ['-c', line], { env: runtimeEnv, stdio: 'ignore' });
+
+    const cmds: Cmd[] = [{ name: 'shim', line: shimLine }, { name: 'curl', line: curlLine }];
+    const isNodeShim = shim.path.endsWith('bin/steward');
+    if (isNodeShim) cmds.push({ name: 'node', line: `${q(process.execPath)} -e 0` });
+    const caFile = process.env.NODE_EXTRA_CA_CERTS;
+    if (isNodeShim && caFile) cmds.push({ name: 'shim+ca', line: shimLine, env: { ...runtimeEnv, NODE_EXTRA_CA_CERTS: caFile } });
+    ctx.log(`shim: ${shim.kind}`);
+    const t = alternate(env, cmds, n(10, ctx, 2), 5, runtimeEnv);
+    const shimMs = t.get('shim') ?? [];
+    const curlMs = t.get('curl') ?? [];
+
+    const mem = { shim: [] as number[], curl: [] as number[] };
+    for (let i = 0; i < 3; i++) {
+      mem.shim.push(peakMiB(shim.path, [], netconfFile, runtimeEnv));
+      mem.curl.push(peakMiB('curl', ['-sS', '-f', '--unix-socket', daemon.socket, '-H', 'content-type: application/json',
+        '--data-binary', `@${bodyFile}`, 'http://localhost/v1/cni'], bodyFile, runtimeEnv));
+    }
+    const ratio = pairedRatio(shimMs, curlMs);
+    const extra: Record<string, number | string> = {
+      shimExecutable: shim.kind,
+      shimPeakMiB: round(median(mem.shim), 1),
+      curlPeakMiB: round(median(mem.curl), 1),
+      shimP99Ms: round(p99(shimMs)),
+      curlP99Ms: round(p99(curlMs)),
+    };
+    const nodeMs = t.get('node');
+    if (nodeMs) extra.nodeStartMs = round(median(nodeMs));
+    const caMs = t.get('shim+ca');
+    if (caMs) extra.shimWithNodeExtraCaCertsMs = round(median(caMs));
+    return [{
+      id: 'shim-call',
+      title: 'one shim call (DEL answered from a tombstone, no plugin run)',
+      unit: 'ms',
+      candidate: { label: shim.kind, median: round(median(shimMs)), n: shimMs.length },
+      floor: { label: 'curl --unix-socket, same request', median: round(median(curlMs)), n: curlMs.length },
+      ratio: round(ratio),
+      target: '<= 1.5x',
+      met: ratio <= 1.5,
+      extra,
+    }];
+  } finally {
+    await daemon.stop();
+  }
+}
