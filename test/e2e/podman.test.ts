@@ -4,7 +4,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
@@ -19,16 +19,21 @@ const daemon = new Daemon(env, { args: ['--retry-base-ms', '200', '--retry-max-m
 let host: RuntimeHost | undefined;
 let podman: Podman | undefined;
 let reason = baseSkipReason(['podman', 'conmon', 'runc', 'ip', 'iptables', 'tar']);
-if (reason === undefined) {
-  host = new RuntimeHost(env);
-  podman = await Podman.setup(host);
-  reason = await podman.probe();
+try {
+  if (reason === undefined) {
+    host = await RuntimeHost.create(env);
+    podman = await Podman.setup(host);
+    reason = await podman.probe();
+  }
+} catch (e) {
+  await (host ? host.finish() : env.close()); // nothing of a failed setup stays on the machine
+  throw e;
 }
 const skip = skipOrFail('podman end-to-end cases', reason);
 
 after(async () => {
-  await env.close();
-  if (host) assert.deepEqual(host.residue(), [], 'the suite left the machine as it found it');
+  if (!host) return env.close();
+  assert.deepEqual(await host.finish(), [], 'the suite left the machine as it found it');
 });
 
 const steward = () => ({ socket: daemon.socket, spoolDir: daemon.spoolDir });
@@ -52,13 +57,17 @@ describe('podman runs containers on a steward network', { skip }, () => {
       const h = host!;
       const net = h.bridgeNetwork(`v${version.replaceAll('.', '')}`, version, { steward: steward() });
       const cidFile = join(env.dir, `cid-${version}`);
-      const r = await podman!.runRm(net.name, ['/bin/sh', '-c', 'ip -o -4 addr show eth0; ip route'], ['--cidfile', cidFile]);
+      const out = join(env.dir, `out-${version}`);
+      mkdirSync(out);
+      const r = await podman!.runRm(net.name, ['/bin/sh', '-c', 'ip -o -4 addr show eth0 > /out/seen; ip route >> /out/seen'],
+        ['--cidfile', cidFile, '-v', `${out}:/out`]);
       assert.equal(r.code, 0, `podman run: ${r.stderr}`);
-      const inet = ipv4Of(r.stdout);
-      assert.ok(inet, `no IPv4 address on eth0 inside the container: ${r.stdout}`);
+      const seen = readFileSync(join(out, 'seen'), 'utf8');
+      const inet = ipv4Of(seen);
+      assert.ok(inet, `no IPv4 address on eth0 inside the container: ${seen}`);
       assert.ok(inet.address.startsWith(net.subnet.replace(/0\/24$/, '')), `${inet.address} not in ${net.subnet}`);
       assert.equal(inet.prefix, 24);
-      assert.equal(defaultGatewayOf(r.stdout), net.gateway, `no default route via ${net.gateway}: ${r.stdout}`);
+      assert.equal(defaultGatewayOf(seen), net.gateway, `no default route via ${net.gateway}: ${seen}`);
       const cid = readFileSync(cidFile, 'utf8').trim();
       await waitTornDown(h, net, cid);
       const [att] = await attachmentsOf(cid);
@@ -71,11 +80,16 @@ describe('podman runs containers on a steward network', { skip }, () => {
   it('20 containers started in parallel all get distinct addresses, and every lease is released after', async () => {
     const h = host!;
     const net = h.bridgeNetwork('par20', '1.0.0', { steward: steward() });
+    // Each container writes what it sees to a bind-mounted file: podman's attach can lose the
+    // output of a short-lived container when many start at once.
+    const out = join(env.dir, 'par20-out');
+    mkdirSync(out);
     const runs = await Promise.all(Array.from({ length: 20 }, (_, i) =>
-      podman!.runRm(net.name, ['/bin/sh', '-c', 'ip -o -4 addr show eth0'], ['--name', `${net.name}-${i}`], 240_000)));
+      podman!.runRm(net.name, ['/bin/sh', '-c', `ip -o -4 addr show eth0 > /out/${i}`], ['--name', `${net.name}-${i}`, '-v', `${out}:/out`], 240_000)));
     runs.forEach((r, i) => assert.equal(r.code, 0, `container ${i}: ${r.stderr}`));
-    const ips = runs.map((r) => ipv4Of(r.stdout)?.address);
-    assert.ok(ips.every((ip) => ip !== undefined), 'every container had an address');
+    const seen = runs.map((_, i) => (existsSync(join(out, String(i))) ? readFileSync(join(out, String(i)), 'utf8') : '(no file)'));
+    const ips = seen.map((text) => ipv4Of(text)?.address);
+    ips.forEach((ip, i) => assert.ok(ip?.startsWith(net.subnet.replace(/0\/24$/, '')), `container ${i} had no address in ${net.subnet}: ${seen[i]}`));
     assert.equal(new Set(ips).size, 20, `addresses not distinct: ${ips.join(' ')}`);
     await daemon.waitFor('all 20 leases released', () => h.leases(net).length === 0, 60_000);
     const atts = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter((a) => a.network === net.name);

@@ -26,7 +26,7 @@ const CNI_CACHE = '/var/lib/cni/results';
 /** Paths the runtimes (or this helper) create on first use; removed at close if absent at setup. */
 const FIRST_USE_PATHS = [
   '/run/runc', '/run/containerd', '/run/libpod', '/run/containers', '/var/lib/cni', '/var/lib/containers',
-  join(CNI_CONF_DIR, 'cni.lock'), DROP_IN_DIR, '/opt/cni', '/etc/cni',
+  '/run/mount', '/opt/containerd', join(CNI_CONF_DIR, 'cni.lock'), DROP_IN_DIR, '/opt/cni', '/etc/cni',
 ];
 /** Every name this suite writes into shared places carries it. */
 export const E2E_MARK = 'stw-e2e';
@@ -85,9 +85,13 @@ export function which(cmd: string): string | undefined {
   return undefined;
 }
 
-/** The shim a runtime should execute: the self-contained dist/steward when it exists, else bin/steward. */
+/**
+ * The shim a runtime should execute: the self-contained dist/steward when it exists, else bin/steward
+ * (a Node script; STEWARD_E2E_SHIM=bin/steward forces it, to compare the two).
+ */
 export function shimExecutable(): { path: string; kind: 'dist/steward' | 'bin/steward' } {
   const dist = join(REPO, 'dist/steward');
+  if (process.env.STEWARD_E2E_SHIM === 'bin/steward') return { path: join(REPO, 'bin/steward'), kind: 'bin/steward' };
   try {
     accessSync(dist, constants.X_OK);
     if (statSync(dist).isFile()) return { path: dist, kind: 'dist/steward' };
@@ -221,6 +225,51 @@ export function defaultGatewayOf(text: string): string | undefined {
 
 let seq = 0;
 
+const LOCK_DIR = join(existsSync('/run/lock') ? '/run/lock' : tmpdir(), 'cni-steward-e2e.lock');
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * One e2e run at a time per machine: the podman drop-in, /opt/cni/bin/steward and the lexically
+ * first conflist are machine-wide, and the residue check compares the whole machine. A lock dir
+ * (atomic mkdir) holding the owner's pid; a dead owner's lock is taken over.
+ */
+async function acquireMachineLock(timeoutMs = 15 * 60_000): Promise<() => void> {
+  const deadline = Date.now() + timeoutMs;
+  let told = false;
+  for (;;) {
+    try {
+      mkdirSync(LOCK_DIR);
+      writeFileSync(join(LOCK_DIR, 'pid'), String(process.pid));
+      return () => rmSync(LOCK_DIR, { recursive: true, force: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    let owner = NaN;
+    try {
+      owner = Number(readFileSync(join(LOCK_DIR, 'pid'), 'utf8'));
+    } catch {
+      /* being written, or its writer died between mkdir and write */
+    }
+    const age = (() => { try { return Date.now() - statSync(LOCK_DIR).mtimeMs; } catch { return 0; } })();
+    if ((Number.isInteger(owner) && !pidAlive(owner)) || (!Number.isInteger(owner) && age > 10_000)) {
+      rmSync(LOCK_DIR, { recursive: true, force: true });
+      continue;
+    }
+    if (Date.now() > deadline) throw new Error(`another e2e run (pid ${owner}) has held ${LOCK_DIR} for too long`);
+    if (!told) process.stderr.write(`e2e: waiting for another e2e run (pid ${owner}) to finish\n`);
+    told = true;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
 /** The shared part: temp bin dir with the shim, busybox rootfs, machine snapshot and cleanup. */
 export class RuntimeHost {
   readonly tag: string;
@@ -231,7 +280,24 @@ export class RuntimeHost {
   private readonly bridges: string[] = [];
   private readonly networkNames: string[] = [];
 
-  constructor(readonly env: TestEnv) {
+  private release: (() => void) | undefined;
+  private finished: Promise<string[]> | undefined;
+
+  /** Waits for the machine lock, then sets up; `finish()` undoes it all and releases the lock. */
+  static async create(env: TestEnv): Promise<RuntimeHost> {
+    const release = await acquireMachineLock();
+    try {
+      const h = new RuntimeHost(env);
+      h.release = release;
+      return h;
+    } catch (e) {
+      await env.close();
+      release();
+      throw e;
+    }
+  }
+
+  private constructor(readonly env: TestEnv) {
     this.tag = env.tag;
     removeStaleFiles();
     this.before = snapshot();
@@ -336,6 +402,22 @@ export class RuntimeHost {
         /* reported by residue() */
       }
     }
+  }
+
+  /**
+   * Closes the env (every deferred cleanup), then lists what differs from the machine as it was
+   * found, then releases the machine lock. Idempotent: [] means the run left the machine clean.
+   */
+  finish(): Promise<string[]> {
+    this.finished ??= (async () => {
+      try {
+        await this.env.close();
+        return this.residue();
+      } finally {
+        this.release?.();
+      }
+    })();
+    return this.finished;
   }
 
   /** Everything that differs from the machine as it was found; [] when the suite left it clean. */
@@ -510,8 +592,9 @@ export class Containerd {
   }
 
   /**
-   * `containerd config default` with root, state and grpc.address moved into the temp dir (and the
-   * CRI plugin off: ctr does not need it), started as a background child; stopped at close.
+   * `containerd config default` with root, state, grpc.address and the opt plugin's path moved into
+   * the temp dir (and the CRI plugin off: ctr does not need it), started as a background child;
+   * stopped at close.
    */
   static async start(host: RuntimeHost): Promise<Containerd> {
     const c = new Containerd(host);
@@ -523,6 +606,8 @@ export class Containerd {
       .replace(/^state = .*$/m, `state = "${join(c.dir, 'state')}"`)
       .replace(/^disabled_plugins = .*$/m, 'disabled_plugins = ["io.containerd.grpc.v1.cri"]');
     conf = conf.replace(/(\[grpc\][^[]*?\n\s*address = )"[^"]*"/, `$1"${c.address}"`);
+    // The opt plugin would otherwise create /opt/containerd.
+    conf = conf.replace(/path = "\/opt\/containerd"/, `path = "${join(c.dir, 'opt')}"`);
     if (!conf.includes(`"${c.address}"`)) throw new Error('could not set grpc.address in containerd\'s default config');
     const confFile = join(c.dir, 'config.toml');
     writeFileSync(confFile, conf);
