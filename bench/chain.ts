@@ -11,7 +11,7 @@ import { cniEnv, execPlugin, type ShimAnswer } from '../test/helpers/shim.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, pairedRatio, round, timeMs } from './lib/stats.js';
+import { median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
 
 const VERSION = '1.0.0';
 
@@ -52,23 +52,30 @@ export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]
         JSON.stringify({ ...directConf, prevResult: add.json })));
     };
 
+    // For the breakdown: the same ADD+DEL sent to the daemon over its socket, without the shim.
+    const viaSocket = async (cid: string, netns: string) => {
+      for (const command of ['ADD', 'DEL']) {
+        await daemon.cni(JSON.stringify({ env: { CNI_COMMAND: command, CNI_CONTAINERID: cid, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: SYSTEM_CNI_BIN }, config: stewardNet }));
+      }
+    };
+    const modes = { s: viaSteward, d: direct, h: viaSocket };
     const iters = n(20, ctx);
-    const s: number[] = [];
-    const d: number[] = [];
+    const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [] };
+    const orders: Array<Array<keyof typeof modes>> = [['s', 'd', 'h'], ['d', 'h', 's'], ['h', 's', 'd']];
     for (let i = -1; i < iters; i++) {
-      // i = -1 is a warm-up of both (it also creates the bridge), not recorded.
-      const order: Array<'s' | 'd'> = i % 2 === 0 ? ['s', 'd'] : ['d', 's'];
-      for (const which of order) {
+      // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
+      for (const which of orders[(i + 3) % 3] as Array<keyof typeof modes>) {
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
           const cid = `bench-chain-${which}-${i + 1}`;
-          const ms = await timeMs(() => (which === 's' ? viaSteward(cid, ns.path) : direct(cid, ns.path)));
-          if (i >= 0) (which === 's' ? s : d).push(ms);
+          const ms = await timeMs(() => modes[which](cid, ns.path));
+          if (i >= 0) t[which].push(ms);
         } finally {
           ns.remove();
         }
       }
     }
+    const { s, d, h } = t;
     const leaked = leases(dataDir, 'podnet');
     if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
     const ratio = pairedRatio(s, d);
@@ -81,7 +88,14 @@ export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]
       ratio: round(ratio),
       target: '<= 1.10x',
       met: ratio <= 1.1,
-      extra: { overheadMs: round(median(s) - median(d)) },
+      extra: {
+        overheadMs: round(pairedDiff(s, d)),
+        daemonOnlyMs: round(median(h)),
+        daemonOverheadMs: round(pairedDiff(h, d)),
+        shimOverheadMs: round(pairedDiff(s, h)),
+        daemonOnlyRatio: round(pairedRatio(h, d)),
+      },
+      notes: ['daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)'],
     }];
   } finally {
     await daemon.stop();

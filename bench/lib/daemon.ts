@@ -11,6 +11,12 @@ import { BENCH_BIN, FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from './paths.js';
 
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
+/**
+ * Extra node flags for stewardd, for profiling a benchmark, e.g.
+ * BENCH_DAEMON_NODE_ARGS="--cpu-prof --cpu-prof-dir=bench-results/prof" npm run bench -- --only throughput
+ */
+const DAEMON_NODE_ARGS = (process.env.BENCH_DAEMON_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
+
 export interface CpuMs {
   /** The daemon's own user + system CPU. */
   self: number;
@@ -67,7 +73,7 @@ export class BenchDaemon {
     const log = createWriteStream(this.logFile, { flags: 'a' });
     await new Promise((r) => log.once('open', r));
     const t0 = process.hrtime.bigint();
-    const proc = spawn(process.execPath, [join(REPO, 'bin/stewardd'), 'run',
+    const proc = spawn(process.execPath, [...DAEMON_NODE_ARGS, join(REPO, 'bin/stewardd'), 'run',
       '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
       '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--bin-dir', BENCH_BIN, '--log-level', 'info', ...this.args], {
       stdio: ['ignore', log, log], env: daemonEnv(),

@@ -8,6 +8,7 @@ export function quantile(xs: readonly number[], q: number): number {
   return sorted[rank] as number;
 }
 
+export const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 export const median = (xs: readonly number[]): number => quantile(xs, 0.5);
 export const p99 = (xs: readonly number[]): number => quantile(xs, 0.99);
 
@@ -17,6 +18,14 @@ export function pairedRatio(a: readonly number[], b: readonly number[]): number 
   const r: number[] = [];
   for (let i = 0; i < n; i++) r.push((a[i] as number) / (b[i] as number));
   return median(r);
+}
+
+/** Median of per-pair differences a[i] - b[i]. */
+export function pairedDiff(a: readonly number[], b: readonly number[]): number {
+  const n = Math.min(a.length, b.length);
+  const d: number[] = [];
+  for (let i = 0; i < n; i++) d.push((a[i] as number) - (b[i] as number));
+  return median(d);
 }
 
 export function round(x: number, digits = 2): number {
