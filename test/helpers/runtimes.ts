@@ -411,6 +411,7 @@ export class RuntimeHost {
   finish(): Promise<string[]> {
     this.finished ??= (async () => {
       try {
+        this.keepLogs();
         await this.env.close();
         return this.residue();
       } finally {
@@ -418,6 +419,27 @@ export class RuntimeHost {
       }
     })();
     return this.finished;
+  }
+
+  /** STEWARD_E2E_LOG_DIR=DIR keeps stewardd's and containerd's logs (the temp dir is removed). */
+  private keepLogs(): void {
+    const dest = process.env.STEWARD_E2E_LOG_DIR;
+    if (!dest) return;
+    mkdirSync(dest, { recursive: true });
+    const walk = (dir: string): string[] => (listDir(dir) ?? []).flatMap((e) => {
+      const p = join(dir, e);
+      try {
+        const st = lstatSync(p);
+        if (st.isDirectory()) return dir.includes('/podman/') || e === 'podman' || e === 'rootfs' ? [] : walk(p);
+        return st.isFile() && e.endsWith('.log') ? [p] : [];
+      } catch {
+        return [];
+      }
+    });
+    for (const f of walk(this.env.dir)) {
+      const name = f.slice(this.env.dir.length + 1).replaceAll('/', '_');
+      writeFileSync(join(dest, `${this.env.dir.split('/').pop()}_${name}`), readFileSync(f));
+    }
   }
 
   /** Everything that differs from the machine as it was found; [] when the suite left it clean. */
