@@ -22,6 +22,7 @@ export interface DaemonConfig {
   bootIdFile: string;
   retry: RetryPolicy;
   tombstoneTtlMs: number;
+  pruneIntervalMs: number;
   shutdownGraceMs: number;
   logLevel: string;
   cniConfDir: string | undefined;
@@ -49,6 +50,7 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --retry-max-attempts N   abandon a teardown step after N failed DELs (default 50)
   --retry-max-age SEC      ...or once it has failed for this long (default 86400)
   --tombstone-ttl SEC      keep finished attachments this long to answer repeated DELs (default 3600)
+  --prune-interval SEC     how often finished attachments past the TTL are deleted (default 60)
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
   --cni-conf-dir DIR       watch this CNI conf dir and keep 00-steward.conflist in step with the primary network
   --uninstall-on-delete auto|always|never
@@ -93,6 +95,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'retry-max-attempts': { type: 'string' },
       'retry-max-age': { type: 'string' },
       'tombstone-ttl': { type: 'string' },
+      'prune-interval': { type: 'string' },
       'shutdown-grace': { type: 'string' },
       'cni-conf-dir': { type: 'string' },
       'uninstall-on-delete': { type: 'string' },
@@ -134,6 +137,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     bootIdFile: values['boot-id-file'] ?? '/proc/sys/kernel/random/boot_id',
     retry,
     tombstoneTtlMs: int('tombstone-ttl', values['tombstone-ttl'], 3600, 0, problems) * 1000,
+    pruneIntervalMs: int('prune-interval', values['prune-interval'], 60, 1, problems) * 1000,
     shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems) * 1000,
     logLevel,
     cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,

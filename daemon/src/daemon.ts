@@ -45,7 +45,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
     store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
   });
   const scheduler = new RetryScheduler({
-    engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: 60_000,
+    engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
   });
   let ready = false;
   const watcher = cfg.cniConfDir ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log }) : undefined;

@@ -62,6 +62,23 @@ for (const version of ['0.3.1', '0.4.0', '1.0.0']) {
   });
 }
 
+describe('the same attachment added again after a DEL', () => {
+  it('a DEL after the second ADD is not answered by the first one\'s tombstone: the lease is released again', async () => {
+    const dataDir = join(env.dir, 'ipam-readd');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('readd', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })])]);
+    const netns = env.netns();
+    for (let round = 0; round < 3; round++) {
+      const add = await shim({ command: 'ADD', containerId: 'readd', netns }, conf);
+      assert.equal(add.code, 0, add.stdout);
+      assert.equal(leases(dataDir, 'readd').length, 1);
+      // Two DELs at once: one runs, one joins or hits the tombstone.
+      const dels = await Promise.all([1, 2].map(() => shim({ command: 'DEL', containerId: 'readd', netns }, conf)));
+      assert.deepEqual(dels.map((d) => d.code), [0, 0]);
+      assert.deepEqual(leases(dataDir, 'readd'), [], `round ${round}`);
+    }
+  });
+});
+
 describe('a chain whose second plugin fails ADD', () => {
   it('rolls back: no lease and no interface are left, and the runtime sees the original error code', async () => {
     const dataDir = join(env.dir, 'ipam-fail');

@@ -218,6 +218,9 @@ describe('retries', () => {
     assert.equal((await shim({ command: 'ADD', containerId: 'doomed', netns }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'doomed', netns }, conf)).code, 0);
     await daemon.waitFor('the step to be abandoned', async () => (await daemon.get('/v1/teardowns')).json.abandoned.length === 1);
+    // The bridge step before it runs right after the abandon is journaled.
+    await daemon.waitFor('the attachment to be torn down', async () =>
+      (await daemon.get('/v1/attachments?containerId=doomed')).json[0].state === 'deleted');
     assert.equal(fixtureCalls(fx, 'DEL').length, 3);
     assert.deepEqual(leases(dataDir, 'abandonnet'), []);
     const t = (await daemon.get('/v1/teardowns')).json;

@@ -14,15 +14,16 @@ import {
   type CniEnv,
   type CniRequestBody,
   type CniResult,
+  type PluginConf,
 } from '@cni-steward/shared';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import type { Attachment, AttachmentKey } from '../store/types.js';
+import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
 import type { Metrics } from '../metrics.js';
 import { Gate } from './gate.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { Limiter, Priority, type PriorityValue } from './limiter.js';
-import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
+import { parseStewardConf, pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { Teardown, finalResults, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
 import { runGc, runStatus, StatusCache } from './gc-status.js';
 
@@ -54,6 +55,14 @@ export class Engine {
   private readonly opts: EngineOptions;
   private readonly queue = new KeyedQueue();
   private readonly dels = new Map<string, Promise<string>>();
+  /**
+   * Keys whose attachment is torn down. Repeated DELs (a runtime's retry storm) are answered from
+   * here without touching the queue or SQLite; a key leaves the set as soon as an ADD for it is
+   * queued, so a DEL racing a new ADD still waits for it. Bounded; the database is the fallback.
+   */
+  private readonly tombstones = new RecentKeys(20_000);
+  /** ADDs queued or running per key: while any is, a finishing DEL must not record a tombstone. */
+  private readonly addsPending = new Map<string, number>();
   private readonly statusCache = new StatusCache();
   private readonly log: Logger;
 
@@ -101,7 +110,17 @@ export class Engine {
   private add(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
-    return this.queue.run(env.containerId, () => this.gate.shared(() => this.addLocked(env, conf, key)));
+    const k = keyString(key);
+    this.tombstones.delete(k);
+    this.addsPending.set(k, (this.addsPending.get(k) ?? 0) + 1);
+    const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.addLocked(env, conf, key)));
+    const settle = () => {
+      const n = (this.addsPending.get(k) ?? 1) - 1;
+      if (n > 0) this.addsPending.set(k, n);
+      else this.addsPending.delete(k);
+    };
+    p.then(settle, settle);
+    return p;
   }
 
   private async addLocked(env: CniEnv, conf: StewardConf, key: AttachmentKey): Promise<string> {
@@ -131,17 +150,18 @@ export class Engine {
     // should fail without allocating (and then owing a DEL to a plugin that is not there).
     for (const d of conf.delegates) for (const p of d.plugins) this.opts.locate(p.type, env.path);
 
-    const a = store.createAttachment({
-      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
-      bootId: this.opts.bootId, config: configText,
+    const plan = planSteps(conf);
+    // The attachment and its first step are one commit, on disk before the first plugin runs.
+    const { a, first } = store.atomic(() => {
+      const a = store.createAttachment({
+        ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
+        bootId: this.opts.bootId, config: configText,
+      });
+      return { a, first: store.insertStep({ ...(plan[0] as PlannedStep).row, attachmentId: a.id }) };
     });
     const alog = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id });
     try {
-      const finals = await this.runAddChains(a, env, conf);
-      const first = finals[0];
-      const result = convertResult(first ?? { cniVersion: conf.cniVersion }, conf.cniVersion);
-      const text = JSON.stringify(result);
-      store.setAttachmentAdded(a.id, text);
+      const text = await this.runAddChains(a, env, conf, plan, first);
       alog.info('attachment added');
       return text;
     } catch (e) {
@@ -154,36 +174,50 @@ export class Engine {
     }
   }
 
-  /** Runs every delegate's chain in order, journaling each step first; returns each delegate's final result. */
-  private async runAddChains(a: Attachment, env: CniEnv, conf: StewardConf): Promise<CniResult[]> {
-    const finals: CniResult[] = [];
-    let seq = 0;
-    for (const d of conf.delegates) {
-      let prev: CniResult | undefined;
-      for (const [pluginIndex, plugin] of d.plugins.entries()) {
-        const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
-        const step = this.store.insertStep({
-          attachmentId: a.id, seq: seq++, delegateIndex: d.index, delegateName: d.name, ifname: d.ifname,
-          pluginIndex, pluginType: plugin.type, config: JSON.stringify(stdin),
-        });
-        let out: unknown;
-        try {
-          out = await this.limiter.run(Priority.Add, () => this.opts.run({
-            command: 'ADD', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
-            args: env.args, cniPath: env.path, stdin: prev ? { ...stdin, prevResult: prev } : stdin,
-          }));
-          if (out === undefined) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
-          prev = convertResult(out, d.cniVersion);
-        } catch (e) {
-          const err = CniError.from(e, ErrorCode.PluginExecFailed);
-          this.store.setStepState(step.id, 'add_failed', err.message);
-          throw err;
-        }
-        this.store.setStepAdded(step.id, JSON.stringify(prev));
+  /**
+   * Runs the planned steps in order, passing prevResult within each delegate. Each success is
+   * committed together with the next step's `adding` row (or, after the last, with the attachment's
+   * result), so every row is on disk before its plugin runs at one commit per plugin.
+   */
+  private async runAddChains(a: Attachment, env: CniEnv, conf: StewardConf, plan: PlannedStep[], first: Step): Promise<string> {
+    const { store } = this;
+    const finals = new Map<number, CniResult>();
+    let step = first;
+    for (const [i, planned] of plan.entries()) {
+      const { d, plugin, stdin } = planned;
+      const prev = finals.get(d.index);
+      let result: CniResult;
+      try {
+        const out = await this.limiter.run(Priority.Add, () => this.opts.run({
+          command: 'ADD', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
+          args: env.args, cniPath: env.path, stdin: prev ? { ...stdin, prevResult: prev } : stdin,
+        }));
+        if (out === undefined) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
+        result = convertResult(out, d.cniVersion);
+      } catch (e) {
+        const err = CniError.from(e, ErrorCode.PluginExecFailed);
+        store.setStepState(step.id, 'add_failed', err.message);
+        throw err;
       }
-      finals.push(prev as CniResult);
+      finals.set(d.index, result);
+      const next = plan[i + 1];
+      if (next) {
+        const done = step;
+        step = store.atomic(() => {
+          store.setStepAdded(done.id, JSON.stringify(result));
+          return store.insertStep({ ...next.row, attachmentId: a.id });
+        });
+      } else {
+        const text = JSON.stringify(convertResult(finals.get(0) ?? { cniVersion: conf.cniVersion }, conf.cniVersion));
+        const done = step;
+        store.atomic(() => {
+          store.setStepAdded(done.id, JSON.stringify(result));
+          store.setAttachmentAdded(a.id, text);
+        });
+        return text;
+      }
     }
-    return finals;
+    throw new CniError(ErrorCode.Internal, 'empty plugin plan');
   }
 
   // ---- DEL
@@ -195,6 +229,10 @@ export class Engine {
     if (network === '') throw new CniError(ErrorCode.InvalidConfig, 'netconf has no network "name"');
     const key = { containerId: env.containerId, network, ifname: env.ifname };
     const k = keyString(key);
+    if (this.tombstones.has(k)) {
+      this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
+      return Promise.resolve('');
+    }
     const joined = this.dels.get(k);
     if (joined) {
       this.opts.metrics.coalescedDels.inc({ how: 'joined' });
@@ -211,21 +249,29 @@ export class Engine {
     const a = this.store.currentAttachment(key);
     if (!a) {
       await this.passThroughDel(env, config, key);
+      this.rememberTombstone(key);
       return '';
     }
     if (a.state === 'deleted') {
+      this.rememberTombstone(key);
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
       return '';
     }
     // The first DEL runs at once. Once a teardown is failing, repeated DELs do not re-run the
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
     const outcome = await this.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
+    if (outcome.done) this.rememberTombstone(key);
     if (!outcome.done && this.opts.delPolicy === 'strict') {
       const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
       // Runtimes read "not found" in a DEL error as success: keep a failure a failure.
       throw new CniError(err.code, failureSafeText(err.message), err.details && failureSafeText(err.details));
     }
     return '';
+  }
+
+  private rememberTombstone(key: AttachmentKey): void {
+    const k = keyString(key);
+    if (!this.addsPending.has(k)) this.tombstones.add(k);
   }
 
   /**
@@ -298,6 +344,48 @@ export class Engine {
       }));
     }
     return '';
+  }
+}
+
+interface PlannedStep {
+  d: Delegate;
+  plugin: PluginConf;
+  stdin: Record<string, unknown>;
+  row: Omit<NewStep, 'attachmentId'>;
+}
+
+/** Every plugin of every delegate, in execution order, with the stdin it will get (less prevResult). */
+function planSteps(conf: StewardConf): PlannedStep[] {
+  const plan: PlannedStep[] = [];
+  for (const d of conf.delegates) {
+    for (const [pluginIndex, plugin] of d.plugins.entries()) {
+      const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
+      plan.push({
+        d, plugin, stdin,
+        row: { seq: plan.length, delegateIndex: d.index, delegateName: d.name, ifname: d.ifname, pluginIndex, pluginType: plugin.type, config: JSON.stringify(stdin) },
+      });
+    }
+  }
+  return plan;
+}
+
+/** A bounded set that forgets its oldest entries first. */
+class RecentKeys {
+  private readonly keys = new Set<string>();
+  constructor(private readonly max: number) {}
+
+  has(k: string): boolean {
+    return this.keys.has(k);
+  }
+
+  add(k: string): void {
+    this.keys.delete(k);
+    this.keys.add(k);
+    if (this.keys.size > this.max) this.keys.delete(this.keys.values().next().value as string);
+  }
+
+  delete(k: string): void {
+    this.keys.delete(k);
   }
 }
 

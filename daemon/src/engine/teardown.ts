@@ -78,20 +78,32 @@ export class Teardown {
     const a = store.getAttachment(attachmentId);
     if (!a) return { done: true };
     if (a.state === 'deleted') return { done: true };
-    if (a.state !== 'deleting') store.setAttachmentState(a.id, 'deleting');
 
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
     const netns = opts.emptyNetns || a.netns === '' || !existsSync(a.netns) ? '' : a.netns;
     const alog = log.child({ containerId: a.containerId, network: a.network, ifname: a.ifname, attachment: a.id });
+    // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
+    // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
+    // between, the step is still `deleting` and recovery DELs it again, which the spec makes harmless.
+    let succeeded: Step | undefined;
+    let attachmentMarked = a.state === 'deleting';
+    const flush = (then?: () => void) => store.atomic(() => {
+      if (succeeded) store.setStepDeleted(succeeded.id);
+      succeeded = undefined;
+      if (!attachmentMarked) { store.setAttachmentState(a.id, 'deleting'); attachmentMarked = true; }
+      then?.();
+    });
 
     for (const step of [...steps].reverse()) {
       if (DONE_STATES.has(step.state)) continue;
       if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.now()) {
+        flush();
         return { done: false, error: new CniError(ErrorCode.TeardownPending, `teardown of ${step.pluginType} is waiting for its next retry`) };
       }
+      flush(() => store.setStepDeleting(step.id));
       const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
-      if (!failure) continue;
+      if (!failure) { succeeded = step; continue; }
       const again = store.getStep(step.id) as Step;
       if (this.pastBound(again)) {
         store.setStepAbandoned(step.id, failure.message);
@@ -104,15 +116,14 @@ export class Teardown {
         'teardown step failed; queued for retry');
       return { done: false, error: failure };
     }
-    store.setAttachmentState(a.id, 'deleted');
+    flush(() => store.setAttachmentState(a.id, 'deleted'));
     alog.info('attachment torn down');
     return { done: true };
   }
 
-  /** Runs one step's DEL; returns the failure (already journaled) or undefined on success. */
+  /** Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or undefined. */
   private async delStep(a: Attachment, step: Step, prev: CniResult | undefined, netns: string, priority: PriorityValue): Promise<CniError | undefined> {
     const { store, run, limiter } = this.d;
-    store.setStepDeleting(step.id);
     const stdin = JSON.parse(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
@@ -121,7 +132,6 @@ export class Teardown {
         command: 'DEL', type: step.pluginType, containerId: a.containerId, netns, ifname: step.ifname,
         args: a.cniArgs, cniPath: a.cniPath, stdin,
       }));
-      store.setStepDeleted(step.id);
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);

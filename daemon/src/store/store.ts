@@ -78,12 +78,15 @@ export class Store {
     this.db.pragma('synchronous = FULL');
     this.db.pragma('foreign_keys = ON');
     this.db.pragma('busy_timeout = 5000');
+    // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
+    this.db.pragma('journal_size_limit = 4194304');
     this.migrate();
     const db = this.db;
     this.stmt = {
       insertAttachment: db.prepare(`INSERT INTO attachments
         (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config, created_at, updated_at)
-        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, 'adding', @config, @now, @now)`),
+        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, 'adding', @config, @now, @now)
+        RETURNING ${ATTACHMENT_COLUMNS}`),
       currentAttachment: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
         WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
       attachmentById: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE id = ?`),
@@ -97,7 +100,8 @@ export class Store {
         WHERE network = ? AND state IN ('adding', 'added') ORDER BY id`),
       insertStep: db.prepare(`INSERT INTO steps
         (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type, config, state, created_at, updated_at)
-        VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, 'adding', @now, @now)`),
+        VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, 'adding', @now, @now)
+        RETURNING ${STEP_COLUMNS}`),
       stepsOf: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`),
       stepById: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`),
       setStepAdded: db.prepare(`UPDATE steps SET state = 'added', result = @result, updated_at = @now WHERE id = @id`),
@@ -134,6 +138,14 @@ export class Store {
     }
   }
 
+  /**
+   * Runs `fn` as one transaction: one commit (one fsync) for several journal writes that must be
+   * on disk together. `fn` must be synchronous: never run a plugin inside it.
+   */
+  atomic<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
   get schemaVersion(): number {
     return this.db.pragma('user_version', { simple: true }) as number;
   }
@@ -145,8 +157,7 @@ export class Store {
   // ---- attachments
 
   createAttachment(a: NewAttachment): Attachment {
-    const info = this.stmt.insertAttachment.run({ ...a, now: this.now() });
-    return this.getAttachment(Number(info.lastInsertRowid)) as Attachment;
+    return toAttachment(this.stmt.insertAttachment.get({ ...a, now: this.now() }) as Row);
   }
 
   /** The newest attachment with this key (older rows are finished tombstones). */
@@ -200,8 +211,7 @@ export class Store {
 
   /** Journals a step as `adding`; committed (fsync) before the caller runs the plugin. */
   insertStep(s: NewStep): Step {
-    const info = this.stmt.insertStep.run({ ...s, now: this.now() });
-    return this.getStep(Number(info.lastInsertRowid)) as Step;
+    return toStep(this.stmt.insertStep.get({ ...s, now: this.now() }) as Row);
   }
 
   getStep(id: number): Step | undefined {
