@@ -82,6 +82,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       await scheduler.stop();
+      executor.close();
       store.close();
       afterClose();
       log.info('stewardd stopped');

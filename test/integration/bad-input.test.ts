@@ -3,6 +3,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
@@ -94,6 +95,25 @@ describe('bad input gets the right CNI error code', () => {
     assert.equal(status.steps.deleting ?? 0, 0);
     const shimOk = await shim({ command: 'ADD', containerId: 'b-ok', netns: env.netns() }, good());
     assert.equal(shimOk.code, 0, shimOk.stdout);
+  });
+});
+
+describe('a plugin past its deadline', () => {
+  it('is killed with its process group and the runtime gets code 101; the chain is rolled back', async () => {
+    const slow = new Daemon(env, { name: 'deadline', args: ['--plugin-timeout', '1'] });
+    await slow.start();
+    const fx = join(env.dir, 'fx-slow');
+    const conf = stewardConf(slow.socket, '1.0.0', [delegate('slownet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 3000 })])]);
+    const started = Date.now();
+    const res = await shim({ command: 'ADD', containerId: 'slowpoke', netns: env.netns() }, conf);
+    assert.equal(res.code, 1);
+    assert.equal(res.json.code, 101, res.stdout);
+    assert.ok(Date.now() - started < 2900, 'answered at the deadline, not when the plugin would have finished');
+    // Had it survived, the fixture would write its "added" marker once its sleep ended.
+    await new Promise((r) => setTimeout(r, 3500));
+    assert.equal(existsSync(join(fx, 'added-slowpoke-eth0')), false, 'the plugin was killed');
+    assert.equal((await slow.get('/v1/attachments?containerId=slowpoke')).json[0].state, 'deleted');
+    await slow.stop();
   });
 });
 

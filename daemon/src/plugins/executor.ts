@@ -1,11 +1,11 @@
-// The only module that spawns processes: runs one delegate plugin for one CNI command.
-// No shell; only the CNI variables and PATH in its environment; its own process group, so a
-// deadline kills the plugin and anything it started (bridge runs host-local as a child).
+// Runs one delegate plugin for one CNI command: finds it, builds its environment (only the CNI
+// variables and PATH), hands it to the spawner process (spawner.ts, which runs it without a shell
+// in its own process group under a deadline), and decodes what it printed into a result or a CniError.
 
-import { spawn } from 'node:child_process';
 import type { Logger } from 'pino';
 import { CniError, ErrorCode, type CniCommand } from '@cni-steward/shared';
 import { findPlugin, pluginSearchPath } from './lookup.js';
+import { Spawner } from './spawner.js';
 
 export interface PluginCall {
   command: CniCommand;
@@ -38,8 +38,11 @@ export class PluginExecutor {
   /** Executions started since the daemon came up, for metrics. */
   executions = 0;
 
+  private readonly spawner: Spawner;
+
   constructor(opts: ExecutorOptions) {
     this.opts = opts;
+    this.spawner = new Spawner(opts.log);
   }
 
   /** The executable a plugin type resolves to for a request's CNI_PATH. */
@@ -58,66 +61,33 @@ export class PluginExecutor {
       PATH: this.opts.path,
     };
     this.executions++;
-    return this.spawnPlugin(file, call, env);
+    return this.execute(file, call, env);
   };
 
-  private spawnPlugin(file: string, call: PluginCall, env: Record<string, string>): Promise<unknown> {
-    const { timeoutMs, log } = this.opts;
-    const maxOut = this.opts.maxOutputBytes ?? 4 * 1024 * 1024;
-    const label = `${call.type} ${call.command}`;
-    return new Promise((resolve, reject) => {
-      const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'], detached: true, shell: false });
-      const out: Buffer[] = [];
-      const err: Buffer[] = [];
-      let outBytes = 0;
-      let errBytes = 0;
-      let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
-        killGroup(child.pid);
-      }, timeoutMs);
-      child.stdout.on('data', (b: Buffer) => { if ((outBytes += b.length) <= maxOut) out.push(b); });
-      child.stderr.on('data', (b: Buffer) => { if ((errBytes += b.length) <= maxOut) err.push(b); });
-      child.stdin.on('error', () => { /* plugin exited before reading stdin; its exit status says why */ });
-      child.on('error', (e) => {
-        clearTimeout(timer);
-        reject(new CniError(ErrorCode.PluginExecFailed, `cannot execute plugin ${call.type}: ${e.message}`));
-      });
-      child.on('close', (code, signal) => {
-        clearTimeout(timer);
-        const stdout = Buffer.concat(out).toString('utf8').trim();
-        const stderr = Buffer.concat(err).toString('utf8').trim();
-        if (stderr !== '') log.debug({ containerId: call.containerId, plugin: call.type, command: call.command, stderr }, 'plugin stderr');
-        if (timedOut) {
-          reject(new CniError(ErrorCode.PluginTimeout, `plugin ${label} did not finish within ${timeoutMs} ms and was killed`));
-          return;
-        }
-        if (outBytes > maxOut) {
-          reject(new CniError(ErrorCode.PluginExecFailed, `plugin ${label} wrote more than ${maxOut} bytes to stdout`));
-          return;
-        }
-        if (code === 0) {
-          if (stdout === '') { resolve(undefined); return; }
-          try {
-            resolve(JSON.parse(stdout));
-          } catch {
-            reject(new CniError(ErrorCode.PluginExecFailed, `plugin ${label} succeeded but printed invalid JSON`, stdout.slice(0, 500)));
-          }
-          return;
-        }
-        reject(decodeFailure(label, code, signal, stdout, stderr));
-      });
-      child.stdin.end(JSON.stringify(call.stdin));
-    });
+  close(): void {
+    this.spawner.close();
   }
-}
 
-function killGroup(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    /* already gone */
+  private async execute(file: string, call: PluginCall, env: Record<string, string>): Promise<unknown> {
+    const { timeoutMs, log } = this.opts;
+    const maxOutputBytes = this.opts.maxOutputBytes ?? 4 * 1024 * 1024;
+    const label = `${call.type} ${call.command}`;
+    const o = await this.spawner.run({ file, env, stdin: JSON.stringify(call.stdin), timeoutMs, maxOutputBytes });
+    const stdout = o.stdout.trim();
+    const stderr = o.stderr.trim();
+    if (stderr !== '') log.debug({ containerId: call.containerId, plugin: call.type, command: call.command, stderr }, 'plugin stderr');
+    if (o.spawnError !== undefined) throw new CniError(ErrorCode.PluginExecFailed, `cannot execute plugin ${call.type}: ${o.spawnError}`);
+    if (o.timedOut) throw new CniError(ErrorCode.PluginTimeout, `plugin ${label} did not finish within ${timeoutMs} ms and was killed`);
+    if (o.overflow) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${label} wrote more than ${maxOutputBytes} bytes to stdout`);
+    if (o.code === 0) {
+      if (stdout === '') return undefined;
+      try {
+        return JSON.parse(stdout);
+      } catch {
+        throw new CniError(ErrorCode.PluginExecFailed, `plugin ${label} succeeded but printed invalid JSON`, stdout.slice(0, 500));
+      }
+    }
+    throw decodeFailure(label, o.code, o.signal, stdout, stderr);
   }
 }
 

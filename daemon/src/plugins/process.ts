@@ -1,0 +1,63 @@
+// Running one executable to completion: no shell, the given environment only, stdin written
+// then closed, stdout/stderr captured up to a cap, and a deadline after which the whole process
+// group is killed (the child is a group leader, so what it started dies with it).
+
+import { spawn } from 'node:child_process';
+
+export interface ProcessJob {
+  file: string;
+  env: Record<string, string>;
+  stdin: string;
+  timeoutMs: number;
+  maxOutputBytes: number;
+}
+
+export interface ProcessOutcome {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** stdout went past maxOutputBytes (what was kept is truncated). */
+  overflow: boolean;
+  /** The process could not be started at all (errno text). */
+  spawnError?: string;
+}
+
+export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
+  return new Promise((resolve) => {
+    const child = spawn(job.file, [], { env: job.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true, shell: false });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let outBytes = 0;
+    let errBytes = 0;
+    let timedOut = false;
+    let spawnError: string | undefined;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid);
+    }, job.timeoutMs);
+    child.stdout.on('data', (b: Buffer) => { if ((outBytes += b.length) <= job.maxOutputBytes) out.push(b); });
+    child.stderr.on('data', (b: Buffer) => { if ((errBytes += b.length) <= job.maxOutputBytes) err.push(b); });
+    child.stdin.on('error', () => { /* exited before reading stdin; its exit status says why */ });
+    child.on('error', (e) => { spawnError = e.message; });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({
+        code, signal, timedOut, overflow: outBytes > job.maxOutputBytes,
+        stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'),
+        ...(spawnError !== undefined ? { spawnError } : {}),
+      });
+    });
+    child.stdin.end(job.stdin);
+  });
+}
+
+function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    /* already gone */
+  }
+}
