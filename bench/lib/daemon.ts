@@ -3,7 +3,7 @@
 // and observed through /proc (CPU ticks, RSS) so figures are the daemon's own.
 
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import type { TestEnv } from '../../test/helpers/env.js';
@@ -116,12 +116,18 @@ export class BenchDaemon {
     this.proc = undefined;
   }
 
+  /**
+   * CPU of the daemon and of its live children (the plugin spawner), as `self`; CPU of reaped
+   * children (delegates, reaped by the spawner) as `children`.
+   */
   cpu(): CpuMs {
-    // Fields after the parenthesised comm: state is field 3; utime..cstime are fields 14..17.
-    const stat = readFileSync(`/proc/${this.pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-    const at = (field: number) => (f[field - 3] as number) * (1000 / CLK_TCK);
-    return { self: at(14) + at(15), children: at(16) + at(17) };
+    const total = { self: 0, children: 0 };
+    for (const pid of [this.pid, ...childPids(this.pid)]) {
+      const c = procCpu(pid);
+      total.self += c.self;
+      total.children += c.children;
+    }
+    return total;
   }
 
   /** Resident set now and its peak, in MiB. */
@@ -156,4 +162,31 @@ export class BenchDaemon {
     if (r.status !== 200) throw new Error(`stewardd answered ${r.status}: ${r.text.slice(0, 300)}`);
     return r.text;
   }
+}
+
+function procCpu(pid: number): CpuMs {
+  // Fields after the parenthesised comm: state is field 3; utime..cstime are fields 14..17.
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return { self: 0, children: 0 };
+  }
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const at = (field: number) => (f[field - 3] as number) * (1000 / CLK_TCK);
+  return { self: at(14) + at(15), children: at(16) + at(17) };
+}
+
+/** Live direct children of a process, from /proc/<pid>/task/<tid>/children. */
+function childPids(pid: number): number[] {
+  const out: number[] = [];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (text !== '') out.push(...text.split(/\s+/).map(Number));
+    }
+  } catch {
+    /* process gone */
+  }
+  return out;
 }
