@@ -46,11 +46,12 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   });
   const scheduler = new RetryScheduler({
     engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
+    spoolDir: cfg.spoolDir,
   });
   let ready = false;
   const watcher = cfg.cniConfDir ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log }) : undefined;
   const isReady = () => ready && (watcher?.ready() ?? true);
-  const app = buildApp({ engine, metrics, scheduler, log, isReady, version: VERSION, startedAt });
+  const app = buildApp({ engine, metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt });
 
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
   await recover(engine, bootId, cfg.spoolDir, log);

@@ -15,8 +15,10 @@ export interface AppDeps {
   metrics: Metrics;
   scheduler: RetryScheduler;
   log: Logger;
-  /** Readiness: false until recovery has run, and again once shutdown begins. */
+  /** Readiness for probes: serving, and (with --cni-conf-dir) a primary network to wrap. */
   isReady: () => boolean;
+  /** False once shutdown begins: ADD and CHECK are then refused with code 11, DEL still served. */
+  isServing: () => boolean;
   version: string;
   startedAt: number;
 }

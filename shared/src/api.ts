@@ -30,16 +30,3 @@ export interface CniRequestBody {
 
 /** The CNI_* variables forwarded from the shim to the daemon. */
 export const CNI_ENV_VARS = ['CNI_COMMAND', 'CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_ARGS', 'CNI_PATH'] as const;
-
-/** Netconf keys of the steward plugin entry itself. */
-export interface StewardNetConf {
-  cniVersion: string;
-  name: string;
-  type: string;
-  socket?: string;
-  spoolDir?: string;
-  delegates: unknown[];
-  runtimeConfig?: Record<string, unknown>;
-  prevResult?: unknown;
-  [key: string]: unknown;
-}

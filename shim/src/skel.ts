@@ -12,6 +12,7 @@ import {
   LATEST_VERSION,
   MAX_NETCONF_BYTES,
   SUPPORTED_VERSIONS,
+  failureSafeText,
   parseCniEnv,
   type EnvSource,
 } from '@cni-steward/shared';
@@ -35,6 +36,29 @@ function fail(err: CniError, cniVersion: string): ShimOutput {
 }
 
 export async function runShim(io: ShimIO): Promise<ShimOutput> {
+  const out = await answer(io);
+  return io.env.CNI_COMMAND === 'DEL' && out.exitCode !== 0 ? failureSafe(out) : out;
+}
+
+/**
+ * containerd's go-cni reads "not found" or "no such file or directory" in a DEL error as success:
+ * every DEL failure leaves here without those words, whoever wrote it.
+ */
+function failureSafe(out: ShimOutput): ShimOutput {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(out.stdout);
+  } catch {
+    return { stdout: failureSafeText(out.stdout), exitCode: out.exitCode };
+  }
+  const err = CniError.fromJSON(parsed);
+  if (!err) return { stdout: failureSafeText(out.stdout), exitCode: out.exitCode };
+  const v = (parsed as { cniVersion?: unknown }).cniVersion;
+  const safe = new CniError(err.code, failureSafeText(err.message), err.details === undefined ? undefined : failureSafeText(err.details));
+  return { stdout: JSON.stringify(safe.toJSON(typeof v === 'string' ? v : LATEST_VERSION)), exitCode: out.exitCode };
+}
+
+async function answer(io: ShimIO): Promise<ShimOutput> {
   const overBound = io.stdin.length > MAX_NETCONF_BYTES;
   let conf: Record<string, unknown> | undefined;
   let decodeError: CniError | undefined;

@@ -180,6 +180,24 @@ describe('daemon down', () => {
   });
 });
 
+describe('spooled while running', () => {
+  it('a DEL the shim spooled while the daemon was running (it could not be reached) is ingested on the next tick', async () => {
+    const daemon = await startDaemon('spool-live');
+    const dataDir = join(env.dir, 'spool-live-ipam');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('livenet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+    ])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'live-spool', netns }, conf)).code, 0);
+    // Same spool dir, a socket nobody answers: the shim spools, as after a daemon crash mid-request.
+    const del = await shim({ command: 'DEL', containerId: 'live-spool', netns }, { ...conf, socket: join(env.dir, 'nobody.sock') });
+    assert.equal(del.code, 0, del.stdout);
+    await daemon.waitFor('the spooled DEL to be ingested', () => leases(dataDir, 'livenet').length === 0, 10_000);
+    assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
+    await daemon.stop();
+  });
+});
+
 describe('retries', () => {
   it('a DEL that fails twice is still retried after the daemon restarts in between', async () => {
     const daemon = await startDaemon('restart', ['--retry-base-ms', '1500', '--retry-max-ms', '3000']);

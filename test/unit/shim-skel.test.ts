@@ -198,6 +198,34 @@ describe('runShim', () => {
     assert.deepEqual(await runShim(io), { stdout: body, exitCode: 1 });
   });
 
+  test('a DEL failure never says "not found" or "no such file or directory", whoever wrote it', async () => {
+    const body = '{"cniVersion":"0.4.0","code":11,"msg":"plugin xyz not found","details":"open /x: no such file or directory"}';
+    const { io } = fakeIO({ env: DEL_ENV, reply: async () => ({ status: 500, body }) });
+    const out = await runShim(io);
+    assert.equal(out.exitCode, 1);
+    assert.doesNotMatch(out.stdout, /not found|no such file or directory/i);
+    const err = JSON.parse(out.stdout) as { code: number; cniVersion: string; msg: string };
+    assert.equal(err.code, 11);
+    assert.equal(err.cniVersion, '0.4.0');
+    const spoolFail = fakeIO({ env: DEL_ENV, reply: unreachable, spool: () => { throw new Error('ENOENT: no such file or directory, open x'); } });
+    const out2 = await runShim(spoolFail.io);
+    assert.equal(out2.exitCode, 1);
+    assert.doesNotMatch(out2.stdout, /not found|no such file or directory/i);
+  });
+
+  test('an ADD failure from the daemon is printed verbatim, words and all', async () => {
+    const body = '{"cniVersion":"1.0.0","code":7,"msg":"plugin xyz not found"}';
+    const { io } = fakeIO({ reply: async () => ({ status: 400, body }) });
+    assert.deepEqual(await runShim(io), { stdout: body, exitCode: 1 });
+  });
+
+  test('a control character in a CNI variable is code 4', async () => {
+    const { io, sends } = fakeIO({ env: { ...ADD_ENV, CNI_ARGS: 'K=a\u0000b' } });
+    const err = cniErrorOut(await runShim(io), 4);
+    assert.match(err.msg, /CNI_ARGS contains control characters/);
+    assert.equal(sends.length, 0);
+  });
+
   test('turns a non-200 reply without a CNI error into code 104', async () => {
     for (const body of ['<html>502 Bad Gateway</html>', '{"error":"no route POST /v1/cni"}', '']) {
       const { io } = fakeIO({ reply: async () => ({ status: 502, body }) });

@@ -237,7 +237,7 @@ describe('Store teardown queue', () => {
     const recentStep = addStep(store, recentDeleted.id);
     store.setAttachmentState(recentDeleted.id, 'deleted');
 
-    assert.equal(store.pruneTombstones(5_000), 1);
+    assert.equal(store.pruneTombstones(5_000, 5_000), 1);
     assert.equal(store.getAttachment(oldDeleted.id), undefined);
     assert.equal(store.getStep(oldStep.id), undefined, 'the pruned attachment\'s steps cascade away');
     assert.deepEqual(store.stepsOf(oldDeleted.id), []);
@@ -248,9 +248,27 @@ describe('Store teardown queue', () => {
     assert.equal(store.getAttachment(recentDeleted.id)?.state, 'deleted');
     assert.ok(store.getStep(recentStep.id));
 
-    assert.equal(store.pruneTombstones(5_001), 1);
+    assert.equal(store.pruneTombstones(5_001, 5_001), 1);
     assert.equal(store.getAttachment(recentDeleted.id), undefined);
-    assert.equal(store.pruneTombstones(1e12), 0);
+    assert.equal(store.pruneTombstones(1e12, 1e12), 0);
+  });
+
+  test('an attachment with an abandoned step outlives the tombstone TTL until its own, longer cutoff', () => {
+    const { store, clock } = openStore();
+    clock.t = 1_000;
+    const a = store.createAttachment(newAttachment({ containerId: 'abandoned' }));
+    const step = addStep(store, a.id);
+    store.setStepAbandoned(step.id, 'kept failing');
+    store.setAttachmentState(a.id, 'deleted');
+    const tomb = store.createAttachment(newAttachment({ containerId: 'tomb' }), 'deleted');
+    assert.equal(tomb.state, 'deleted', 'a tombstone is born deleted, in one commit');
+
+    clock.t = 10_000;
+    assert.equal(store.pruneTombstones(9_000, 500), 1, 'only the plain tombstone goes at the TTL');
+    assert.equal(store.getAttachment(a.id)?.state, 'deleted');
+    assert.equal(store.getStep(step.id)?.state, 'abandoned');
+    assert.equal(store.pruneTombstones(9_000, 9_000), 1, 'the abandoned record goes at its own cutoff');
+    assert.equal(store.getAttachment(a.id), undefined);
   });
 
   test('counts() groups attachments and steps by state', () => {

@@ -111,7 +111,9 @@ export class Engine {
     const conf = parseStewardConf(config, env.ifname);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
     const k = keyString(key);
+    // A DEL arriving after this ADD must wait for it: neither a tombstone nor an earlier DEL may answer it.
     this.tombstones.delete(k);
+    this.dels.delete(k);
     this.addsPending.set(k, (this.addsPending.get(k) ?? 0) + 1);
     const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.addLocked(env, conf, key)));
     const settle = () => {
@@ -168,8 +170,13 @@ export class Engine {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
       store.setAttachmentError(a.id, err.message);
       alog.warn({ err: err.message, code: err.code }, 'ADD failed; rolling back every started step');
-      const outcome = await this.teardown.run(a.id, Priority.Add, { force: true });
-      if (!outcome.done) alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+      try {
+        const outcome = await this.teardown.run(a.id, Priority.Add, { force: true });
+        if (!outcome.done) alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+      } catch (re) {
+        // The journal still holds every step; recovery at the next start finishes the rollback.
+        alog.error({ err: (re as Error).message }, 'rollback could not run; left for recovery');
+      }
       throw err;
     }
   }
@@ -301,12 +308,11 @@ export class Engine {
         }
       }
     }
-    const tomb = this.store.createAttachment({
+    this.store.createAttachment({
       ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path,
       cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
       bootId: this.opts.bootId, config: JSON.stringify(config),
-    });
-    this.store.setAttachmentState(tomb.id, 'deleted');
+    }, 'deleted');
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }
 

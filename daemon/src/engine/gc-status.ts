@@ -48,14 +48,13 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
   const log = deps.log.child({ network: conf.name, command: 'GC' });
 
   return deps.gate.exclusive(async () => {
-    let collected = 0;
-    for (const a of deps.store.liveAttachmentsOfNetwork(conf.name)) {
-      if (valid.has(JSON.stringify([a.containerId, a.ifname]))) continue;
-      collected++;
+    // In parallel (the limiter bounds executions): ADDs wait for GC to release the gate.
+    const stale = deps.store.liveAttachmentsOfNetwork(conf.name).filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
+    await Promise.all(stale.map(async (a) => {
       const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
       if (!outcome.done) log.warn({ containerId: a.containerId, err: outcome.error?.message }, 'GC teardown incomplete; queued for retry');
-    }
-    log.info({ collected, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
+    }));
+    log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
 
     // Delegates that speak 1.1 get GC too, told which of their attachments we still hold.
     const held = deps.store.liveAttachmentsOfNetwork(conf.name);

@@ -25,16 +25,29 @@ export async function recover(engine: Engine, bootId: string, spoolDir: string, 
   const { store } = engine;
   const report: RecoveryReport = { staleBoot: 0, rolledBack: 0, resumed: 0, spooled: 0, spoolRejected: 0 };
 
-  const stale = store.attachmentsOfOtherBoot(bootId);
-  await Promise.all(stale.map((a) => engine.runTeardown(a.id, Priority.Background, { force: true, emptyNetns: true })));
+  // A teardown that fails stays journaled for the retry scheduler; start-up never stops on one.
+  const tearDown = async (ids: number[], opts: { force: true; emptyNetns?: boolean }) => {
+    const results = await Promise.allSettled(ids.map((id) => engine.runTeardown(id, Priority.Background, opts)));
+    for (const r of results) if (r.status === 'rejected') log.error({ err: String(r.reason) }, 'recovery teardown could not run; left for the retry scheduler');
+  };
+  const handled = new Set<number>();
+  /** Ids not yet torn down by an earlier pass (a failed stale-boot teardown is `deleting` now too). */
+  const fresh = (list: { id: number }[]): number[] => {
+    const ids = list.map((a) => a.id).filter((id) => !handled.has(id));
+    for (const id of ids) handled.add(id);
+    return ids;
+  };
+
+  const stale = fresh(store.attachmentsOfOtherBoot(bootId));
+  await tearDown(stale, { force: true, emptyNetns: true });
   report.staleBoot = stale.length;
 
-  const cutOff = store.attachmentsInState('adding');
-  await Promise.all(cutOff.map((a) => engine.runTeardown(a.id, Priority.Background, { force: true })));
+  const cutOff = fresh(store.attachmentsInState('adding'));
+  await tearDown(cutOff, { force: true });
   report.rolledBack = cutOff.length;
 
-  const resumed = store.attachmentsInState('deleting');
-  await Promise.all(resumed.map((a) => engine.runTeardown(a.id, Priority.Background, { force: true })));
+  const resumed = fresh(store.attachmentsInState('deleting'));
+  await tearDown(resumed, { force: true });
   report.resumed = resumed.length;
 
   const spool = await ingestSpool(engine, spoolDir, log);

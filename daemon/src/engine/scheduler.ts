@@ -5,6 +5,10 @@
 import type { Logger } from 'pino';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
+import { ingestSpool } from './recovery.js';
+
+/** Attachments with an abandoned step stay visible in /v1/teardowns at least this long. */
+const ABANDONED_RETENTION_MS = 7 * 24 * 3600_000;
 
 export interface SchedulerOptions {
   engine: Engine;
@@ -14,6 +18,11 @@ export interface SchedulerOptions {
   /** Finished attachments older than this are pruned (ms). */
   tombstoneTtlMs: number;
   pruneEveryMs: number;
+  /**
+   * DELs the shim spooled while the daemon was unreachable. Read at start and on every tick: the
+   * shim also spools when the daemon died mid-request or was slow to answer.
+   */
+  spoolDir: string;
   now?: () => number;
 }
 
@@ -65,6 +74,8 @@ export class RetryScheduler {
   private async tick(): Promise<void> {
     const { engine, log } = this.o;
     try {
+      const spooled = await ingestSpool(engine, this.o.spoolDir, log);
+      if (spooled.ingested + spooled.rejected > 0) log.info(spooled, 'spooled DELs ingested');
       const due = engine.store.dueAttachmentIds(this.now()).filter((id) => !this.inFlight.has(id));
       if (due.length > 0) {
         const report = await this.runAll(due, false);
@@ -72,7 +83,8 @@ export class RetryScheduler {
       }
       if (this.now() - this.lastPrune >= this.o.pruneEveryMs) {
         this.lastPrune = this.now();
-        const pruned = engine.store.pruneTombstones(this.now() - this.o.tombstoneTtlMs);
+        const ttl = this.o.tombstoneTtlMs;
+        const pruned = engine.store.pruneTombstones(this.now() - ttl, this.now() - Math.max(ttl, ABANDONED_RETENTION_MS));
         if (pruned > 0) log.info({ pruned }, 'pruned finished attachments');
       }
     } catch (e) {

@@ -35,8 +35,6 @@ export type PluginRunner = (call: PluginCall) => Promise<unknown>;
 /** Runs plugins; resolves with the decoded stdout (undefined when empty), rejects with a CniError. */
 export class PluginExecutor {
   private readonly opts: ExecutorOptions;
-  /** Executions started since the daemon came up, for metrics. */
-  executions = 0;
 
   private readonly spawner: Spawner;
 
@@ -60,7 +58,6 @@ export class PluginExecutor {
       CNI_PATH: dirs.join(':'),
       PATH: this.opts.path,
     };
-    this.executions++;
     return this.execute(file, call, env);
   };
 

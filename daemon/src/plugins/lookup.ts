@@ -5,7 +5,7 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { CniError, ErrorCode, checkPluginType } from '@cni-steward/shared';
 
-export function splitPath(list: string): string[] {
+function splitPath(list: string): string[] {
   return list.split(':').filter((d) => d !== '');
 }
 

@@ -20,35 +20,67 @@ export interface ProcessOutcome {
   timedOut: boolean;
   /** stdout went past maxOutputBytes (what was kept is truncated). */
   overflow: boolean;
-  /** The process could not be started at all (errno text). */
+  /** The process could not be started at all. */
   spawnError?: string;
 }
 
+/**
+ * After the process exits, how long its pipes may stay open. A helper that left the process group
+ * (setsid) and kept stdout open would otherwise hold the call, its slot and its container's queue forever.
+ */
+const PIPE_GRACE_MS = 2000;
+
 export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
   return new Promise((resolve) => {
-    const child = spawn(job.file, [], { env: job.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true, shell: false });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let outBytes = 0;
     let errBytes = 0;
     let timedOut = false;
     let spawnError: string | undefined;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup(child.pid);
-    }, job.timeoutMs);
-    child.stdout.on('data', (b: Buffer) => { if ((outBytes += b.length) <= job.maxOutputBytes) out.push(b); });
-    child.stderr.on('data', (b: Buffer) => { if ((errBytes += b.length) <= job.maxOutputBytes) err.push(b); });
-    child.stdin.on('error', () => { /* exited before reading stdin; its exit status says why */ });
-    child.on('error', (e) => { spawnError = e.message; });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
+    let exit: { code: number | null; signal: NodeJS.Signals | null } = { code: null, signal: null };
+    let settled = false;
+    const timers: NodeJS.Timeout[] = [];
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      for (const t of timers) clearTimeout(t);
       resolve({
-        code, signal, timedOut, overflow: outBytes > job.maxOutputBytes,
+        ...exit, timedOut, overflow: outBytes > job.maxOutputBytes,
         stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'),
         ...(spawnError !== undefined ? { spawnError } : {}),
       });
+    };
+
+    let child;
+    try {
+      child = spawn(job.file, [], { env: job.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true, shell: false });
+    } catch (e) {
+      // Invalid arguments (a NUL in the environment, say) throw before any process exists.
+      spawnError = (e as Error).message;
+      settle();
+      return;
+    }
+    timers.push(setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid);
+    }, job.timeoutMs));
+    child.stdout.on('data', (b: Buffer) => { if ((outBytes += b.length) <= job.maxOutputBytes) out.push(b); });
+    child.stderr.on('data', (b: Buffer) => { if ((errBytes += b.length) <= job.maxOutputBytes) err.push(b); });
+    child.stdin.on('error', () => { /* exited before reading stdin; its exit status says why */ });
+    child.on('error', (e) => {
+      spawnError = e.message;
+      if (child.pid === undefined) settle();
     });
+    child.on('exit', (code, signal) => {
+      exit = { code, signal };
+      timers.push(setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        settle();
+      }, PIPE_GRACE_MS));
+    });
+    child.on('close', settle);
     child.stdin.end(job.stdin);
   });
 }

@@ -4,11 +4,16 @@
 // request. Here it costs little and stalls nothing. It exits when the daemon goes away; plugins
 // already running finish on their own (each is its own process group), as they would anyway.
 
-import { runProcess, type ProcessJob } from './process.js';
+import { runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
 
 interface Request { id: number; job: ProcessJob }
 
+function failed(e: unknown): ProcessOutcome {
+  return { code: null, signal: null, stdout: '', stderr: '', timedOut: false, overflow: false, spawnError: String((e as Error)?.message ?? e) };
+}
+
 process.on('message', (msg: Request) => {
-  void runProcess(msg.job).then((outcome) => process.send?.({ id: msg.id, outcome }));
+  // Whatever one job does, the spawner answers it and stays up for the others.
+  runProcess(msg.job).catch(failed).then((outcome) => process.send?.({ id: msg.id, outcome }));
 });
 process.on('disconnect', () => process.exit(0));

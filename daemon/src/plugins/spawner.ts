@@ -1,7 +1,7 @@
 // The daemon's side of the spawner process: jobs go over the IPC channel and outcomes come back.
-// If the spawner dies, calls in flight fail with code 100 (their plugin's outcome is unknown, so
-// the engine treats them like any failed step: rolled back or retried) and the next call forks a
-// new one.
+// If a spawner dies, the calls it had in flight fail with code 100 (their plugin's outcome is
+// unknown, so the engine treats them like any failed step: rolled back or retried) and the next
+// call forks a new one. Each spawner has its own table of calls, so one dying never fails another's.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
@@ -10,59 +10,79 @@ import type { ProcessJob, ProcessOutcome } from './process.js';
 
 const CHILD = new URL('./spawner-child.js', import.meta.url);
 
+/** Beyond the plugin's own deadline, how long to wait for the spawner's answer before giving up on it. */
+const ANSWER_GRACE_MS = 10_000;
+
+interface Call {
+  resolve: (o: ProcessOutcome) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+interface Worker {
+  child: ChildProcess;
+  calls: Map<number, Call>;
+}
+
 export class Spawner {
-  private child: ChildProcess | undefined;
+  private current: Worker | undefined;
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (o: ProcessOutcome) => void; reject: (e: Error) => void }>();
 
   constructor(private readonly log: Logger) {}
 
   run(job: ProcessJob): Promise<ProcessOutcome> {
-    const child = this.ensure();
+    const w = this.ensure();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.hold(child);
-      child.send({ id, job }, (err) => {
+      const timer = setTimeout(() => {
+        if (!w.calls.delete(id)) return;
+        this.hold(w);
+        reject(new CniError(ErrorCode.PluginTimeout, `no answer from the plugin spawner for ${job.file} within ${job.timeoutMs + ANSWER_GRACE_MS} ms`));
+      }, job.timeoutMs + ANSWER_GRACE_MS);
+      w.calls.set(id, { resolve, reject, timer });
+      this.hold(w);
+      w.child.send({ id, job }, (err) => {
         if (!err) return;
-        this.pending.delete(id);
-        this.hold(child);
-        reject(new CniError(ErrorCode.PluginExecFailed, `cannot hand plugin ${job.file} to the spawner: ${err.message}`));
+        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `cannot hand plugin ${job.file} to the spawner: ${err.message}`));
       });
     });
   }
 
   close(): void {
-    this.child?.disconnect();
-    this.child = undefined;
+    if (this.current?.child.connected) this.current.child.disconnect();
+    this.current = undefined;
   }
 
-  private ensure(): ChildProcess {
-    if (this.child?.connected) return this.child;
+  private finish(w: Worker, id: number, outcome: ProcessOutcome | undefined, error?: Error): void {
+    const call = w.calls.get(id);
+    if (!call) return;
+    w.calls.delete(id);
+    clearTimeout(call.timer);
+    this.hold(w);
+    if (outcome) call.resolve(outcome);
+    else call.reject(error ?? new Error('spawner call failed'));
+  }
+
+  private ensure(): Worker {
+    if (this.current?.child.connected) return this.current;
     const child = fork(CHILD, [], { execArgv: [], serialization: 'json', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    child.on('message', (msg: { id: number; outcome: ProcessOutcome }) => {
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      this.pending.delete(msg.id);
-      this.hold(child);
-      p.resolve(msg.outcome);
-    });
+    const w: Worker = { child, calls: new Map() };
+    child.on('message', (msg: { id: number; outcome: ProcessOutcome }) => this.finish(w, msg.id, msg.outcome));
     child.on('exit', (code, signal) => {
-      if (this.child === child) this.child = undefined;
-      if (this.pending.size === 0) return;
-      this.log.error({ code, signal, inFlight: this.pending.size }, 'plugin spawner exited with plugins in flight');
-      for (const p of this.pending.values()) {
-        p.reject(new CniError(ErrorCode.PluginExecFailed, 'the plugin spawner exited while the plugin ran; its outcome is unknown'));
+      if (this.current === w) this.current = undefined;
+      if (w.calls.size === 0) return;
+      this.log.error({ code, signal, inFlight: w.calls.size }, 'plugin spawner exited with plugins in flight');
+      for (const id of [...w.calls.keys()]) {
+        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, 'the plugin spawner exited while the plugin ran; its outcome is unknown'));
       }
-      this.pending.clear();
     });
-    this.child = child;
-    return child;
+    this.current = w;
+    return w;
   }
 
-  /** The channel keeps the daemon alive only while a plugin runs (recovery runs before the server listens). */
-  private hold(child: ChildProcess): void {
-    const channel = child.channel as { ref?: () => void; unref?: () => void } | undefined;
-    if (this.pending.size > 0) { child.ref(); channel?.ref?.(); } else { child.unref(); channel?.unref?.(); }
+  /** A spawner keeps the daemon alive only while a plugin runs (recovery runs before the server listens). */
+  private hold(w: Worker): void {
+    const channel = w.child.channel as { ref?: () => void; unref?: () => void } | undefined;
+    if (w.calls.size > 0) { w.child.ref(); channel?.ref?.(); } else { w.child.unref(); channel?.unref?.(); }
   }
 }

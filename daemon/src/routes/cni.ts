@@ -24,8 +24,12 @@ export function decodeWireRequest(body: unknown): CniRequestBody {
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
-    if (!deps.isReady()) throw new CniError(ErrorCode.TryAgainLater, 'stewardd is not ready (starting or shutting down)');
     const req = decodeWireRequest(request.body);
+    // While shutting down (the SIGTERM drain can take a while) DELs are still served: the shim
+    // spools only when the daemon is unreachable, so a refused DEL would simply fail.
+    if (req.env.command !== 'DEL' && !deps.isServing()) {
+      throw new CniError(ErrorCode.TryAgainLater, 'stewardd is shutting down; try again later');
+    }
     const command = req.env.command;
     const stop = deps.metrics.requestSeconds.startTimer({ command });
     try {

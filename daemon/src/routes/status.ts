@@ -18,6 +18,7 @@ function teardownView(s: Step, containerId: string | undefined) {
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const { engine, metrics } = deps;
   const store = engine.store;
+  const containerOf = (id: number) => store.getAttachment(id)?.containerId;
 
   app.get('/healthz', async () => ({ ok: true }));
 
@@ -28,10 +29,8 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
 
   app.get('/v1/status', async () => {
     const counts = store.counts();
-    const pending = store.pendingTeardownSteps();
     const oldest = store.oldestPendingTeardownAt();
     const now = Date.now();
-    const containerOf = (id: number) => store.getAttachment(id)?.containerId;
     return {
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
@@ -39,12 +38,12 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       attachments: counts.attachments,
       steps: counts.steps,
       teardownQueue: {
-        depth: pending.length,
+        depth: store.countPendingTeardowns(),
         oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
         nextAttemptAt: (() => { const t = store.nextTeardownDueAt(); return t === undefined ? null : new Date(t).toISOString(); })(),
       },
       executions: { slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued },
-      lastErrors: [...pending.slice(0, 10), ...store.abandonedSteps(10)].map((s) => teardownView(s, containerOf(s.attachmentId))),
+      lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) => teardownView(s, containerOf(s.attachmentId))),
     };
   });
 
@@ -65,7 +64,6 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
   });
 
   app.get('/v1/teardowns', async () => {
-    const containerOf = (id: number) => store.getAttachment(id)?.containerId;
     return {
       pending: store.pendingTeardownSteps().map((s) => teardownView(s, containerOf(s.attachmentId))),
       abandoned: store.abandonedSteps(1000).map((s) => teardownView(s, containerOf(s.attachmentId))),

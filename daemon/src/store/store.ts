@@ -85,7 +85,7 @@ export class Store {
     this.stmt = {
       insertAttachment: db.prepare(`INSERT INTO attachments
         (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config, created_at, updated_at)
-        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, 'adding', @config, @now, @now)
+        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config, @now, @now)
         RETURNING ${ATTACHMENT_COLUMNS}`),
       currentAttachment: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
         WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
@@ -114,13 +114,16 @@ export class Store {
       countAttachments: db.prepare(`SELECT state, COUNT(*) AS n FROM attachments GROUP BY state`),
       countSteps: db.prepare(`SELECT state, COUNT(*) AS n FROM steps GROUP BY state`),
       pendingTeardownSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps
-        WHERE state IN ('del_failed', 'deleting') ORDER BY COALESCE(next_attempt_at, 0), id`),
+        WHERE state IN ('del_failed', 'deleting') ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?`),
       abandonedSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE state = 'abandoned' ORDER BY id DESC LIMIT ?`),
       oldestPendingTeardown: db.prepare(`SELECT MIN(a.updated_at) AS t FROM attachments a WHERE a.state = 'deleting'`),
       dueAttachments: db.prepare(`SELECT DISTINCT attachment_id AS id FROM steps
         WHERE state = 'del_failed' AND next_attempt_at <= ? ORDER BY attachment_id`),
       nextDueAt: db.prepare(`SELECT MIN(next_attempt_at) AS t FROM steps WHERE state = 'del_failed'`),
-      pruneTombstones: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?`),
+      pruneTombstones: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?
+        AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.attachment_id = attachments.id AND s.state = 'abandoned')`),
+      pruneAbandoned: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?`),
+      countPendingTeardowns: db.prepare(`SELECT COUNT(*) AS n FROM steps WHERE state IN ('del_failed', 'deleting')`),
     };
   }
 
@@ -156,8 +159,9 @@ export class Store {
 
   // ---- attachments
 
-  createAttachment(a: NewAttachment): Attachment {
-    return toAttachment(this.stmt.insertAttachment.get({ ...a, now: this.now() }) as Row);
+  /** A new attachment, `adding` unless given (a tombstone for a DEL of an unknown attachment is born `deleted`). */
+  createAttachment(a: NewAttachment, state: AttachmentState = 'adding'): Attachment {
+    return toAttachment(this.stmt.insertAttachment.get({ ...a, state, now: this.now() }) as Row);
   }
 
   /** The newest attachment with this key (older rows are finished tombstones). */
@@ -250,8 +254,8 @@ export class Store {
 
   // ---- teardown queue
 
-  pendingTeardownSteps(): Step[] {
-    return (this.stmt.pendingTeardownSteps.all() as Row[]).map(toStep);
+  pendingTeardownSteps(limit = 100_000): Step[] {
+    return (this.stmt.pendingTeardownSteps.all(limit) as Row[]).map(toStep);
   }
 
   abandonedSteps(limit = 100): Step[] {
@@ -273,9 +277,16 @@ export class Store {
     return (r.t as number | null) ?? undefined;
   }
 
-  /** Deletes finished attachments (and, by cascade, their steps) last touched before `before`. */
-  pruneTombstones(before: number): number {
-    return this.stmt.pruneTombstones.run(before).changes;
+  /**
+   * Deletes finished attachments (and, by cascade, their steps) last touched before `before`;
+   * those with an abandoned step, which an operator must see, only when older than `abandonedBefore`.
+   */
+  pruneTombstones(before: number, abandonedBefore: number): number {
+    return this.atomic(() => this.stmt.pruneTombstones.run(before).changes + this.stmt.pruneAbandoned.run(abandonedBefore).changes);
+  }
+
+  countPendingTeardowns(): number {
+    return (this.stmt.countPendingTeardowns.get() as Row).n as number;
   }
 
   counts(): { attachments: Record<string, number>; steps: Record<string, number> } {

@@ -19,9 +19,6 @@ export type AttachmentState = 'adding' | 'added' | 'deleting' | 'deleted';
  */
 export type StepState = 'adding' | 'added' | 'add_failed' | 'deleting' | 'del_failed' | 'deleted' | 'abandoned';
 
-/** Steps in these states still owe a DEL. */
-export const STEP_NEEDS_TEARDOWN: readonly StepState[] = ['adding', 'added', 'add_failed', 'deleting', 'del_failed'];
-
 export interface AttachmentKey {
   containerId: string;
   network: string;

@@ -3,7 +3,7 @@
 
 import { CniError, ErrorCode } from './errors.js';
 import { CNI_COMMANDS, type CniCommand, type CniEnv } from './types.js';
-import { checkContainerId, checkIfName } from './validate.js';
+import { CONTROL_RE, checkContainerId, checkIfName } from './validate.js';
 
 type Var = 'CNI_CONTAINERID' | 'CNI_NETNS' | 'CNI_IFNAME' | 'CNI_PATH';
 
@@ -31,6 +31,9 @@ export function parseCniEnv(env: EnvSource): CniEnv {
   const command = rawCommand as CniCommand;
   for (const name of REQUIRED[command]) {
     if ((env[name] ?? '') === '') problems.push(`${name} is not set`);
+  }
+  for (const name of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_ARGS', 'CNI_PATH'] as const) {
+    if (CONTROL_RE.test(env[name] ?? '')) problems.push(`${name} contains control characters`);
   }
   const containerId = env.CNI_CONTAINERID ?? '';
   const ifname = env.CNI_IFNAME ?? '';

@@ -2,12 +2,18 @@
 // "Parameters"), and of delegate plugin type names, which become file names we execute.
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+export const CONTROL_RE = /[\u0000-\u001f\u007f]/;
+
+/** Container ids and network names share the spec's rule. Returns a reason when invalid. */
+function checkName(name: string): string | undefined {
+  if (name === '') return 'is empty';
+  if (!NAME_RE.test(name)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
+  return undefined;
+}
 
 /** Returns a reason when invalid, undefined when valid. */
 export function checkContainerId(id: string): string | undefined {
-  if (id === '') return 'is empty';
-  if (!NAME_RE.test(id)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
-  return undefined;
+  return checkName(id);
 }
 
 /** Linux interface names: 1..15 bytes, not "." or "..", no "/", ":" or whitespace. */
@@ -16,13 +22,12 @@ export function checkIfName(name: string): string | undefined {
   if (Buffer.byteLength(name) > 15) return 'is longer than 15 bytes';
   if (name === '.' || name === '..') return 'must not be "." or ".."';
   if (/[/:\s]/.test(name)) return 'must not contain "/", ":" or whitespace';
+  if (CONTROL_RE.test(name)) return 'must not contain control characters';
   return undefined;
 }
 
 export function checkNetworkName(name: string): string | undefined {
-  if (name === '') return 'is empty';
-  if (!NAME_RE.test(name)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
-  return undefined;
+  return checkName(name);
 }
 
 /** A plugin type is a bare file name looked up in the bin dirs: never a path. */
