@@ -5,7 +5,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, leases, linkExists } from '../helpers/env.js';
@@ -170,6 +170,31 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.equal(r.code, 1);
     assert.match(r.stdout, /install refused: .*steward exists and was not installed by stewardd/);
     assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+  });
+
+  it('after --cni-conf-dir and then --cni-bin-dir change, install removes the old files and uninstall leaves no orphan', async () => {
+    const t = freshTree('moved');
+    const otherConf = join(t.root, 'etc/cni/net2.d');
+    const otherBin = join(t.root, 'opt/cni/bin2');
+    mkdirSync(otherConf, { recursive: true });
+    mkdirSync(otherBin, { recursive: true });
+    writeJson(join(otherConf, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [bridgePlugin({ bridge: 'cni-y', subnet: '10.98.0.0/24', dataDir: '/tmp/y' })] });
+    const original = snapshot(t.root);
+    assert.equal((await installInto(t, socket)).code, 0);
+    const t2 = { ...t, confDir: otherConf };
+    const moved = await installInto(t2, socket);
+    assert.equal(moved.code, 0, moved.stdout + moved.stderr);
+    assert.match(moved.stdout, /removed .*etc\/cni\/net\.d\/00-steward\.conflist \(installed earlier at a path no longer used\)/);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+    assert.ok(existsSync(join(otherConf, '00-steward.conflist')));
+    const t3 = { ...t2, binDir: otherBin };
+    const movedBin = await installInto(t3, socket);
+    assert.equal(movedBin.code, 0, movedBin.stdout + movedBin.stderr);
+    assert.match(movedBin.stdout, /removed .*opt\/cni\/bin\/steward \(installed earlier/);
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
+    const r = await uninstallFrom(t3);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(snapshot(t.root), original);
   });
 
   it('install with no primary yet copies the shim and waits for the daemon to write the conflist', async () => {

@@ -29,6 +29,8 @@ export function runInstall(cfg: InstallConfig): number {
       case 'foreign':
         break; // install() threw
     }
+    for (const p of r.retired.removed) console.log(`removed ${p} (installed earlier at a path no longer used)`);
+    for (const k of r.retired.kept) console.log(`left ${k.path} in place: ${k.why}`);
     return 0;
   } catch (e) {
     if (!(e instanceof LifecycleError)) throw e;

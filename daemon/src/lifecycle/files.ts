@@ -1,8 +1,9 @@
 // Writing and removing node files so a runtime never sees half of one: temp file in the same dir,
-// fsync, rename, fsync of the dir. Temp names end in ".tmp" so libcni never loads them.
+// fsync, rename, fsync of the dir. Temp names are ".<name>.<8 hex>.tmp", so libcni never loads them
+// and uninstall can recognise (and remove) one a crash left behind.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fchmodSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 export function sha256(data: Buffer | string): string {
@@ -60,4 +61,21 @@ export function removeDurably(path: string): boolean {
   }
   fsyncDir(dirname(path));
   return true;
+}
+
+/** atomicWrite's temp files for `path` (left behind only by a crash mid-write), oldest name first. */
+export function tempsOf(path: string): string[] {
+  const base = basename(path);
+  const prefix = `.${base}.`;
+  let names: string[];
+  try {
+    names = readdirSync(dirname(path));
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  return names
+    .filter((n) => n.startsWith(prefix) && /^[0-9a-f]{8}\.tmp$/.test(n.slice(prefix.length)))
+    .sort()
+    .map((n) => join(dirname(path), n));
 }

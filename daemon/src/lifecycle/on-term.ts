@@ -45,7 +45,8 @@ export interface TermUninstallOptions {
 }
 
 /**
- * Run on SIGTERM while the daemon still serves (so draining DELs can arrive): decide, and if the
+ * Run on SIGTERM while the daemon still serves DELs (so teardowns that drain the queue can still
+ * arrive; ADD and CHECK are answered with CNI error 11, try again later): decide, and if the
  * DaemonSet is going away, drain and remove our files. Returns what to do once the database is
  * closed: purge the state dir, but only if nothing was left pending (else a reinstall resumes it).
  */

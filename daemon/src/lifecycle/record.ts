@@ -1,16 +1,28 @@
 // The install record, <state-dir>/install.json: what install put on the node and the sha256 of
 // each file, so uninstall removes exactly that and nothing someone else has since rewritten.
+//
+// Crash safety: the record is written (atomically, fsynced) BEFORE each file it describes, with
+// the sha256 about to be written, and with `previous` = the sha256 of our file that is there now.
+// The file write is atomic too, so after a crash at any point the file on disk is either absent,
+// the previous one or the intended one, and the record accepts all three as ours. Once the write
+// is durable, the record is rewritten without `previous`.
 
 import { mkdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { atomicWrite, removeDurably } from './files.js';
+import { dirname, join } from 'node:path';
+import { atomicWrite, fsyncDir, removeDurably } from './files.js';
 
 export const RECORD_FILE = 'install.json';
 
 export interface InstalledFile {
   path: string;
+  /** What install wrote there last, or is about to write. */
   sha256: string;
+  /** Set only while a write is in flight: the sha256 of our file that the write replaces. */
+  previous?: string;
 }
+
+/** A file of an earlier install at a path no longer in use (--cni-bin-dir or --cni-conf-dir changed). */
+export type RetiredFile = InstalledFile & { kind: 'shim' | 'conflist' };
 
 export interface InstallRecord {
   version: 1;
@@ -21,8 +33,41 @@ export interface InstallRecord {
   socket: string;
   spoolDir: string;
   shim: InstalledFile;
-  /** Absent until a primary network config exists. */
-  conflist?: InstalledFile & { primary: string };
+  /** Absent until a primary network config exists. `primary` is unknown for a file taken over from `retired`. */
+  conflist?: InstalledFile & { primary?: string };
+  /**
+   * Files an earlier install wrote at other paths. Install removes them once the new ones are in
+   * place and then drops them from the record; they are listed until then so that a crash in
+   * between cannot orphan them (uninstall removes them too).
+   */
+  retired?: RetiredFile[];
+}
+
+/** Every sha256 that counts as ours at f.path. */
+export function accepted(f: InstalledFile | undefined): string[] {
+  if (!f) return [];
+  return f.previous !== undefined && f.previous !== f.sha256 ? [f.sha256, f.previous] : [f.sha256];
+}
+
+/** Every sha256 that counts as ours at `path`, over all of `files` (normally one entry per path). */
+export function acceptedAt(files: InstalledFile[], path: string): string[] {
+  return [...new Set(files.filter((f) => f.path === path).flatMap(accepted))];
+}
+
+/** The file as it is once its write is durable. */
+export function settled<T extends InstalledFile>(f: T): T {
+  const { previous: _, ...rest } = f;
+  return rest as T;
+}
+
+/** Every file the record accounts for: conflists first (the runtime stops calling us), then shims. */
+export function recordedFiles(rec: InstallRecord): RetiredFile[] {
+  return [
+    ...(rec.conflist ? [{ kind: 'conflist' as const, ...rec.conflist }] : []),
+    ...(rec.retired ?? []).filter((f) => f.kind === 'conflist'),
+    { kind: 'shim', ...rec.shim },
+    ...(rec.retired ?? []).filter((f) => f.kind === 'shim'),
+  ];
 }
 
 export function recordPath(stateDir: string): string {
@@ -42,8 +87,19 @@ export function readRecord(stateDir: string): InstallRecord | undefined {
   return rec;
 }
 
-/** Writes the record only when it changed, so a repeated install leaves the file untouched. */
-export function writeRecord(stateDir: string, rec: InstallRecord): void {
+/** How node and record files are written and removed; tests swap these in to simulate a crash. */
+export interface FileOps {
+  write: (path: string, data: Buffer | string, mode: number) => void;
+  remove: (path: string) => boolean;
+}
+
+export const realFileOps: FileOps = { write: atomicWrite, remove: removeDurably };
+
+/**
+ * Writes the record atomically and durably, but only when it changed, so a repeated install leaves
+ * the file untouched. Returns once the new record is on disk (file and directory fsynced).
+ */
+export function writeRecord(stateDir: string, rec: InstallRecord, ops: FileOps = realFileOps): void {
   const text = `${JSON.stringify(rec, null, 2)}\n`;
   let old: string | undefined;
   try {
@@ -52,10 +108,11 @@ export function writeRecord(stateDir: string, rec: InstallRecord): void {
     old = undefined;
   }
   if (old === text) return;
-  mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  atomicWrite(recordPath(stateDir), text, 0o600);
+  const created = mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  if (created !== undefined) fsyncDir(dirname(created));
+  ops.write(recordPath(stateDir), text, 0o600);
 }
 
-export function removeRecord(stateDir: string): void {
-  removeDurably(recordPath(stateDir));
+export function removeRecord(stateDir: string, ops: FileOps = realFileOps): void {
+  ops.remove(recordPath(stateDir));
 }

@@ -7,7 +7,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger } from 'pino';
 import { syncConflist, type ConflistOutcome } from './install.js';
-import { readRecord, writeRecord } from './record.js';
+import { readRecord } from './record.js';
 
 export interface WatcherOptions {
   confDir: string;
@@ -79,9 +79,7 @@ export class PrimaryWatcher {
       if (rec.socket !== this.o.socket) {
         return this.notReady('not ready: install recorded a different daemon socket', { recorded: rec.socket, serving: this.o.socket });
       }
-      const { rec: next, outcome } = syncConflist(rec, false);
-      if (next !== rec) writeRecord(this.o.stateDir, next);
-      this.report(outcome);
+      this.report(syncConflist(this.o.stateDir, rec, false).outcome);
     } catch (e) {
       this.notReady('not ready: regenerating the conflist failed', { err: e });
     }
