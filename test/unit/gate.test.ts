@@ -2,15 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { Gate } from '../../daemon/src/engine/gate.js';
+import { deferred, settle } from '../helpers/async.js';
 
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
-  return { promise, resolve, reject };
-}
 
 /** A holder that records when it starts and stays inside the gate until released. */
 function holder(log: string[], label: string) {

@@ -2,15 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { KeyedQueue } from '../../daemon/src/engine/keyed-queue.js';
+import { deferred, settle } from '../helpers/async.js';
 
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
-  return { promise, resolve, reject };
-}
 
 describe('KeyedQueue', () => {
   test('runs work for one key strictly one at a time, in arrival order, even when an earlier task rejects', async () => {

@@ -2,16 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { Limiter, Priority, type PriorityValue } from '../../daemon/src/engine/limiter.js';
+import { deferred, settle } from '../helpers/async.js';
 
-/** Lets every pending promise callback and one macrotask turn run. */
-const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-function deferred<T = void>() {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
-  return { promise, resolve, reject };
-}
 
 describe('Limiter', () => {
   test('refuses to be built with fewer than one slot', () => {

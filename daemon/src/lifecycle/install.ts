@@ -18,19 +18,12 @@ import {
   acceptedAt, readRecord, realFileOps, recordedFiles, removeRecord, settled, writeRecord,
   type FileOps, type InstallRecord, type RetiredFile,
 } from './record.js';
+import type { InstallConfig } from '../config.js';
 
 export const SHIM_NAME = 'steward';
 
-export interface InstallOptions {
-  cniBinDir: string;
-  cniConfDir: string;
-  stateDir: string;
-  /** The single-executable shim to copy. */
-  shim: string;
-  socket: string;
-  spoolDir: string;
-  /** Overwrite files at our paths that we did not write. */
-  force: boolean;
+/** What `stewardd install` was asked (config.ts), with a logger instead of a level. */
+export interface InstallOptions extends Omit<InstallConfig, 'logLevel'> {
   log: Logger;
   /** How files are written and removed; tests pass failing ones to simulate a crash. */
   ops?: FileOps;
