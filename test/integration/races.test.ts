@@ -1,0 +1,78 @@
+// Races a real runtime produces: requests for one attachment overlapping each other, and the
+// plugin spawner dying under a running plugin.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
+import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('races');
+const daemon = new Daemon(env, { args: ['--retry-base-ms', '100', '--retry-max-ms', '400'] });
+before(() => daemon.start());
+after(() => env.close());
+
+describe('overlapping requests for one attachment', () => {
+  it('a DEL sent after a queued re-ADD waits for that ADD and tears it down, instead of joining the earlier DEL', async () => {
+    const dataDir = join(env.dir, 'ipam-race');
+    const fx = join(env.dir, 'fx-race');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('racenet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      fixturePlugin(fx, { sleepDelMs: 1500 }),
+    ])]);
+    const netns = env.netns();
+    const call = (command: string) => shim({ command, containerId: 'racer', netns }, conf);
+    assert.equal((await call('ADD')).code, 0);
+
+    const del1 = call('DEL');
+    await daemon.waitFor('the first DEL to reach the slow plugin', () => fixtureCalls(fx, 'DEL').length === 1);
+    const add2 = call('ADD');
+    await new Promise((r) => setTimeout(r, 300)); // the ADD is queued behind DEL1
+    const del2 = call('DEL');
+    const [d1, a2, d2] = await Promise.all([del1, add2, del2]);
+    assert.deepEqual([d1.code, a2.code, d2.code], [0, 0, 0], `${d1.stdout} ${a2.stdout} ${d2.stdout}`);
+    assert.equal(fixtureCalls(fx, 'ADD').length, 2);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 2, 'the second ADD was torn down by the second DEL');
+    assert.deepEqual(leases(dataDir, 'racenet'), []);
+    const atts = (await daemon.get('/v1/attachments?containerId=racer')).json;
+    assert.ok(atts.every((a: { state: string }) => a.state === 'deleted'));
+  });
+});
+
+/** Live children of a process, from /proc. */
+function childrenOf(pid: number): number[] {
+  const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  return text === '' ? [] : text.split(/\s+/).map(Number);
+}
+
+describe('the plugin spawner dies', () => {
+  it('a plugin in flight fails with code 100 and is rolled back; the next request gets a new spawner', async () => {
+    const dataDir = join(env.dir, 'ipam-spawner');
+    const fx = join(env.dir, 'fx-spawner');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('spawnnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      fixturePlugin(fx, { sleepAddMs: 2000 }),
+    ])]);
+    const add = shim({ command: 'ADD', containerId: 'orphaned', netns: env.netns() }, conf);
+    await daemon.waitFor('the slow plugin to start', () => fixtureCalls(fx, 'ADD').length === 1);
+    const spawners = childrenOf(daemon.proc!.pid!);
+    assert.equal(spawners.length, 1, 'one spawner process');
+    process.kill(spawners[0]!, 'SIGKILL');
+
+    const res = await add;
+    assert.equal(res.code, 1);
+    assert.equal(res.json.code, 100, res.stdout);
+    assert.match(res.json.msg, /spawner exited/);
+    // The fixture may still finish its ADD (it is its own process group); its DEL is retried until it runs.
+    await daemon.waitFor('the rollback to finish', async () => (await daemon.status()).teardownQueue.depth === 0);
+    assert.deepEqual(leases(dataDir, 'spawnnet'), []);
+
+    const quick = stewardConf(daemon.socket, '1.0.0', [delegate('spawnnet2', '1.0.0', [fixturePlugin(join(env.dir, 'fx-after'))])]);
+    const next = await shim({ command: 'ADD', containerId: 'after-spawner', netns: env.netns() }, quick);
+    assert.equal(next.code, 0, next.stdout);
+    assert.equal(childrenOf(daemon.proc!.pid!).length, 1, 'a new spawner took over');
+  });
+});
