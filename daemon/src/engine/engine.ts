@@ -238,11 +238,13 @@ export class Engine {
     const k = keyString(key);
     if (this.tombstones.has(k)) {
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
+      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
       return Promise.resolve('');
     }
     const joined = this.dels.get(k);
     if (joined) {
       this.opts.metrics.coalescedDels.inc({ how: 'joined' });
+      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL joined one queued or in flight');
       return joined;
     }
     const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.delLocked(env, config, key)));
@@ -262,12 +264,16 @@ export class Engine {
     if (a.state === 'deleted') {
       this.rememberTombstone(key);
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
+      this.log.info({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id },
+        'DEL of an attachment already torn down (rolled back, or DELed before)');
       return '';
     }
     // The first DEL runs at once. Once a teardown is failing, repeated DELs do not re-run the
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
     const outcome = await this.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
     if (outcome.done) this.rememberTombstone(key);
+    else this.log.info({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id, err: outcome.error?.message },
+      `DEL: teardown not finished; the retry scheduler owns it (policy ${this.opts.delPolicy})`);
     if (!outcome.done && this.opts.delPolicy === 'strict') {
       const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
       // Runtimes read "not found" in a DEL error as success: keep a failure a failure.
