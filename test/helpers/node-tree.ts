@@ -1,8 +1,9 @@
 // A temp directory laid out like a Kubernetes node's CNI paths (etc/cni/net.d, opt/cni/bin,
-// var/lib/steward), a byte-level snapshot of it for "left exactly as it was" assertions, and
-// running the stewardd lifecycle subcommands as processes.
+// var/lib/steward), a byte-level snapshot of it for "left exactly as it was" assertions,
+// running the stewardd lifecycle subcommands as processes, and another process holding the
+// install lock.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
@@ -75,4 +76,36 @@ export function installInto(t: NodeTree, socket: string, extra: string[] = []): 
 
 export function uninstallFrom(t: NodeTree, extra: string[] = []): Promise<Run> {
   return stewardd(['uninstall', '--cni-bin-dir', t.binDir, '--cni-conf-dir', t.confDir, '--state-dir', t.stateDir, '--drain-timeout', '2', ...extra]);
+}
+
+export interface LockHolder {
+  pid: number;
+  /** Releases the lock and exits, as a stewardd finishing its work would. */
+  release(): Promise<void>;
+  /** kill -9: the lock file stays behind, naming a dead pid, as after a crash or OOM kill. */
+  kill9(): Promise<void>;
+}
+
+/** Another process that takes the install lock in stateDir (lifecycle/lock.ts) and holds it until told. */
+export function holdLockInChild(stateDir: string, purpose = 'test'): Promise<LockHolder> {
+  const lockTs = join(REPO, 'daemon/src/lifecycle/lock.ts');
+  const script = `
+    import { tryLock } from ${JSON.stringify(lockTs)};
+    const r = tryLock(${JSON.stringify(stateDir)}, ${JSON.stringify(purpose)});
+    if (!('held' in r)) { console.log('busy'); process.exit(1); }
+    process.stdin.once('data', () => { r.held.release(); process.exit(0); });
+    console.log('held');`;
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.stdout!.once('data', (b: Buffer) => {
+      if (b.toString().trim() !== 'held') return reject(new Error(`the lock holder says ${b.toString().trim()}`));
+      resolve({
+        pid: child.pid!,
+        release: async () => { child.stdin!.write('go\n'); await exited; },
+        kill9: async () => { child.kill('SIGKILL'); await exited; },
+      });
+    });
+  });
 }

@@ -12,6 +12,7 @@ import { basename, dirname, join } from 'node:path';
 import { pino } from 'pino';
 import { install, uninstall, type InstallReport } from '../../daemon/src/lifecycle/install.js';
 import { atomicWrite, removeDurably, sha256 } from '../../daemon/src/lifecycle/files.js';
+import { LOCK_FILE } from '../../daemon/src/lifecycle/lock.js';
 import { readRecord, type FileOps } from '../../daemon/src/lifecycle/record.js';
 import { snapshot, writeJson } from '../helpers/node-tree.js';
 
@@ -77,21 +78,30 @@ function tree(): Tree {
   return { root, state: join(dir, 'state'), shimV1, shimV2, conf, bin };
 }
 
-function installWith(t: Tree, o: { confDir?: string; binDir?: string; shim?: string; ops?: FileOps } = {}): InstallReport {
-  return install({
+/** Install or uninstall, crashing or not, must never leave the install lock behind. */
+async function noLockLeft<T>(t: Tree, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } finally {
+    assert.equal(existsSync(join(t.state, LOCK_FILE)), false, 'the install lock was left behind');
+  }
+}
+
+function installWith(t: Tree, o: { confDir?: string; binDir?: string; shim?: string; ops?: FileOps } = {}): Promise<InstallReport> {
+  return noLockLeft(t, () => install({
     cniBinDir: t.bin(o.binDir ?? 'bin'), cniConfDir: t.conf(o.confDir ?? 'net.d'), stateDir: t.state, shim: o.shim ?? t.shimV1,
     socket, spoolDir, force: false, log, ...(o.ops ? { ops: o.ops } : {}),
-  });
+  }));
 }
 
 function uninstallWith(t: Tree, ops?: FileOps) {
-  return uninstall({ stateDir: t.state, dbPath: join(t.state, 'absent.db'), drainTimeoutMs: 100, purge: false, log, ...(ops ? { ops } : {}) });
+  return noLockLeft(t, () => uninstall({ stateDir: t.state, dbPath: join(t.state, 'absent.db'), drainTimeoutMs: 100, purge: false, log, ...(ops ? { ops } : {}) }));
 }
 
 /** The operations `run` performs, in order (real ones, nothing crashes). */
-function operationsOf(run: (ops: FileOps) => void): string[] {
+async function operationsOf(run: (ops: FileOps) => Promise<unknown>): Promise<string[]> {
   const seen: string[] = [];
-  run({
+  await run({
     write: (p, d, m) => { seen.push(`write ${p}`); atomicWrite(p, d, m); },
     remove: (p) => { seen.push(`remove ${p}`); return removeDurably(p); },
   });
@@ -102,13 +112,13 @@ function operationsOf(run: (ops: FileOps) => void): string[] {
  * Moves an install to --cni-conf-dir net2.d and crashes once the new conflist is written but the
  * old one not yet removed (the crash point is found on an identical tree first).
  */
-function moveCrashingBeforeRetirement(t: Tree): void {
+async function moveCrashingBeforeRetirement(t: Tree): Promise<void> {
   const probe = tree();
-  installWith(probe);
-  const at = operationsOf((ops) => installWith(probe, { confDir: 'net2.d', ops }))
+  await installWith(probe);
+  const at = (await operationsOf((ops) => installWith(probe, { confDir: 'net2.d', ops })))
     .indexOf(`remove ${join(probe.conf('net.d'), '00-steward.conflist')}`);
   assert.ok(at > 0);
-  assert.equal(crashed(() => installWith(t, { confDir: 'net2.d', ops: crashingOps(at, 'before').ops })), true);
+  assert.equal(await crashed(() => installWith(t, { confDir: 'net2.d', ops: crashingOps(at, 'before').ops })), true);
   assert.ok(existsSync(join(t.conf('net2.d'), '00-steward.conflist')));
   assert.ok(existsSync(join(t.conf('net.d'), '00-steward.conflist')));
   assert.equal(readRecord(t.state)?.retired?.[0]?.path, join(t.conf('net.d'), '00-steward.conflist'));
@@ -124,45 +134,45 @@ function pristine(s: { othersChange?: (t: Tree) => void }): Record<string, strin
 interface Scenario {
   name: string;
   /** Installs that completed before the one that crashes (and any changes others made in between). */
-  earlier: (t: Tree) => void;
+  earlier: (t: Tree) => Promise<void>;
   /** What others change on the node in `earlier`: still there after uninstall. */
   othersChange?: (t: Tree) => void;
   /** The install that crashes. */
-  crashing: (t: Tree, ops?: FileOps) => InstallReport;
+  crashing: (t: Tree, ops?: FileOps) => Promise<InstallReport>;
 }
 
 const primaryChanged = (t: Tree) =>
   writeJson(join(t.conf('net.d'), '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0', mtu: 1400 }] });
 
 const scenarios: Scenario[] = [
-  { name: 'first install', earlier: () => undefined, crashing: (t, ops) => installWith(t, { ops }) },
+  { name: 'first install', earlier: async () => undefined, crashing: (t, ops) => installWith(t, { ops }) },
   {
     name: 'upgrade: new shim, changed primary',
-    earlier: (t) => { installWith(t); primaryChanged(t); },
+    earlier: async (t) => { await installWith(t); primaryChanged(t); },
     othersChange: primaryChanged,
     crashing: (t, ops) => installWith(t, { shim: t.shimV2, ops }),
   },
-  { name: '--cni-conf-dir changed', earlier: (t) => { installWith(t); }, crashing: (t, ops) => installWith(t, { confDir: 'net2.d', ops }) },
-  { name: '--cni-bin-dir changed', earlier: (t) => { installWith(t); }, crashing: (t, ops) => installWith(t, { binDir: 'bin2', ops }) },
+  { name: '--cni-conf-dir changed', earlier: async (t) => { await installWith(t); }, crashing: (t, ops) => installWith(t, { confDir: 'net2.d', ops }) },
+  { name: '--cni-bin-dir changed', earlier: async (t) => { await installWith(t); }, crashing: (t, ops) => installWith(t, { binDir: 'bin2', ops }) },
   {
     name: 'both dirs and the shim changed',
-    earlier: (t) => { installWith(t); },
+    earlier: async (t) => { await installWith(t); },
     crashing: (t, ops) => installWith(t, { confDir: 'net2.d', binDir: 'bin2', shim: t.shimV2, ops }),
   },
 ];
 
 /** Runs `f` with a crash at every operation in turn, each on a fresh tree, until a run completes. */
-function everyCrashPoint(mode: Mode, f: (at: number, ops: FileOps) => boolean): number {
+async function everyCrashPoint(mode: Mode, f: (at: number, ops: FileOps) => Promise<boolean>): Promise<number> {
   for (let at = 0; at < 100; at++) {
     const c = crashingOps(at, mode);
-    if (f(at, c.ops)) return at; // completed: no operation left to crash at
+    if (await f(at, c.ops)) return at; // completed: no operation left to crash at
   }
   throw new Error('never completed');
 }
 
-function crashed(run: () => unknown): boolean {
+async function crashed(run: () => Promise<unknown>): Promise<boolean> {
   try {
-    run();
+    await run();
     return false;
   } catch (e) {
     if (e instanceof Crash) return true;
@@ -179,9 +189,9 @@ describe('install crashing at any point', () => {
           assert.ok(at < 100, 'install never completed');
           const original = pristine(s);
           const t = tree();
-          s.earlier(t);
+          await s.earlier(t);
           const c = crashingOps(at, mode);
-          const didCrash = crashed(() => s.crashing(t, c.ops));
+          const didCrash = await crashed(() => s.crashing(t, c.ops));
           const r = await uninstallWith(t);
           assert.deepEqual(r.refused, [], `crash at operation ${at}`);
           assert.deepEqual(snapshot(t.root), original, `crash at operation ${at} (${mode}) left the node changed after uninstall`);
@@ -193,17 +203,17 @@ describe('install crashing at any point', () => {
       });
     }
 
-    it(`${s.name}: after a crash at any point, installing again converges on the uncrashed result`, () => {
+    it(`${s.name}: after a crash at any point, installing again converges on the uncrashed result`, async () => {
       const clean = tree();
-      s.earlier(clean);
-      s.crashing(clean);
+      await s.earlier(clean);
+      await s.crashing(clean);
       const want = { node: snapshot(clean.root), record: readFileSync(join(clean.state, 'install.json'), 'utf8').replaceAll(clean.root, '<root>') };
       for (const mode of ['before', 'mid', 'after'] as const) {
-        everyCrashPoint(mode, (at, ops) => {
+        await everyCrashPoint(mode, async (at, ops) => {
           const t = tree();
-          s.earlier(t);
-          const didCrash = crashed(() => s.crashing(t, ops));
-          s.crashing(t);
+          await s.earlier(t);
+          const didCrash = await crashed(() => s.crashing(t, ops));
+          await s.crashing(t);
           const got = { node: snapshot(t.root), record: readFileSync(join(t.state, 'install.json'), 'utf8').replaceAll(t.root, '<root>') };
           assert.deepEqual(got, want, `crash at operation ${at} (${mode})`);
           return !didCrash;
@@ -220,8 +230,8 @@ describe('uninstall crashing at any point', () => {
         assert.ok(at < 100);
         const t = tree();
         const original = snapshot(t.root);
-        installWith(t);
-        moveCrashingBeforeRetirement(t);
+        await installWith(t);
+        await moveCrashingBeforeRetirement(t);
         const c = crashingOps(at, mode);
         let didCrash = false;
         try {
@@ -242,11 +252,11 @@ describe('the record is ahead of every write', () => {
   it('a crash between the record write and the conflist write leaves both shas accepted (incident 2)', async () => {
     const original = pristine({ othersChange: primaryChanged });
     const t = tree();
-    installWith(t);
+    await installWith(t);
     const oldConflist = readFileSync(join(t.conf('net.d'), '00-steward.conflist'));
     primaryChanged(t);
     // Same shim: operation 0 is the record naming the new conflist sha, operation 1 the conflist itself.
-    assert.equal(crashed(() => installWith(t, { ops: crashingOps(1, 'before').ops })), true);
+    assert.equal(await crashed(() => installWith(t, { ops: crashingOps(1, 'before').ops })), true);
     assert.deepEqual(readFileSync(join(t.conf('net.d'), '00-steward.conflist')), oldConflist, 'the crash came before the conflist write');
     const rec = readRecord(t.state)!;
     assert.equal(rec.conflist?.previous, sha256(oldConflist));
@@ -259,7 +269,7 @@ describe('the record is ahead of every write', () => {
   it('a crash between the record write and the shim write: the record already names the shim', async () => {
     const t = tree();
     const original = snapshot(t.root);
-    assert.equal(crashed(() => installWith(t, { ops: crashingOps(1, 'mid').ops })), true);
+    assert.equal(await crashed(() => installWith(t, { ops: crashingOps(1, 'mid').ops })), true);
     assert.equal(existsSync(join(t.bin('bin'), 'steward')), false);
     assert.equal(readRecord(t.state)?.shim.path, join(t.bin('bin'), 'steward'));
     assert.notDeepEqual(snapshot(t.root), original, 'a half-written temp file was left');
@@ -267,10 +277,10 @@ describe('the record is ahead of every write', () => {
     assert.deepEqual(snapshot(t.root), original);
   });
 
-  it('once install is done, the record holds one sha per file and nothing retired', () => {
+  it('once install is done, the record holds one sha per file and nothing retired', async () => {
     const t = tree();
-    installWith(t);
-    installWith(t, { confDir: 'net2.d', binDir: 'bin2', shim: t.shimV2 });
+    await installWith(t);
+    await installWith(t, { confDir: 'net2.d', binDir: 'bin2', shim: t.shimV2 });
     const rec = readRecord(t.state)!;
     assert.equal(rec.shim.previous, undefined);
     assert.equal(rec.conflist?.previous, undefined);
@@ -282,8 +292,8 @@ describe('changed --cni-conf-dir / --cni-bin-dir', () => {
   it('install removes our files at the old paths once the new ones are written; uninstall leaves no orphan', async () => {
     const t = tree();
     const original = snapshot(t.root);
-    installWith(t);
-    const r = installWith(t, { confDir: 'net2.d', binDir: 'bin2' });
+    await installWith(t);
+    const r = await installWith(t, { confDir: 'net2.d', binDir: 'bin2' });
     assert.deepEqual(r.retired.removed.sort(), [join(t.bin('bin'), 'steward'), join(t.conf('net.d'), '00-steward.conflist')].sort());
     assert.equal(existsSync(join(t.conf('net.d'), '00-steward.conflist')), false);
     assert.equal(existsSync(join(t.bin('bin'), 'steward')), false);
@@ -295,10 +305,10 @@ describe('changed --cni-conf-dir / --cni-bin-dir', () => {
 
   it('an old file someone rewrote since is left in place, reported, and does not block uninstall', async () => {
     const t = tree();
-    installWith(t);
+    await installWith(t);
     const theirs = '{"cniVersion":"1.0.0","name":"hand-edited","plugins":[{"type":"bridge"}]}\n';
     writeFileSync(join(t.conf('net.d'), '00-steward.conflist'), theirs);
-    const r = installWith(t, { confDir: 'net2.d' });
+    const r = await installWith(t, { confDir: 'net2.d' });
     assert.deepEqual(r.retired.removed, []);
     assert.equal(r.retired.kept.length, 1);
     assert.equal(r.retired.kept[0]!.path, join(t.conf('net.d'), '00-steward.conflist'));
@@ -311,10 +321,10 @@ describe('changed --cni-conf-dir / --cni-bin-dir', () => {
   it('moving back to a dir whose files are still recorded as retired takes them over', async () => {
     const t = tree();
     const original = snapshot(t.root);
-    installWith(t);
-    moveCrashingBeforeRetirement(t);
+    await installWith(t);
+    await moveCrashingBeforeRetirement(t);
     assert.equal(readRecord(t.state)?.retired?.[0]?.path, join(t.conf('net.d'), '00-steward.conflist'));
-    const back = installWith(t, { confDir: 'net.d' });
+    const back = await installWith(t, { confDir: 'net.d' });
     assert.equal(back.conflist.status, 'unchanged');
     assert.deepEqual(back.retired.removed, [join(t.conf('net2.d'), '00-steward.conflist')]);
     await uninstallWith(t);

@@ -4,15 +4,16 @@
 import { destination, pino } from 'pino';
 import type { InstallConfig, UninstallConfig } from '../config.js';
 import { install, LifecycleError, uninstall, type UninstallReport } from './install.js';
+import { LockTimeoutError } from './lock.js';
 import { readRecord } from './record.js';
 import { socketRequest } from './socket-http.js';
 
 const stderrLog = (level: string) => pino({ level }, destination(2));
 
-export function runInstall(cfg: InstallConfig): number {
+export async function runInstall(cfg: InstallConfig): Promise<number> {
   const log = stderrLog(cfg.logLevel);
   try {
-    const r = install({ ...cfg, log });
+    const r = await install({ ...cfg, log });
     console.log(`shim: ${r.shim} (${r.shimPath})`);
     const c = r.conflist;
     switch (c.status) {
@@ -33,11 +34,19 @@ export function runInstall(cfg: InstallConfig): number {
     for (const k of r.retired.kept) console.log(`left ${k.path} in place: ${k.why}`);
     return 0;
   } catch (e) {
+    if (e instanceof LockTimeoutError) return lockTimeout('install', e, log);
     if (!(e instanceof LifecycleError)) throw e;
     log.error(e.message);
     console.log(`install refused: ${e.message}`);
     return 1;
   }
+}
+
+/** The install lock stayed busy for the whole wait (lock.ts): no file or record was changed. */
+function lockTimeout(what: string, e: LockTimeoutError, log: ReturnType<typeof stderrLog>): number {
+  log.error({ lock: e.path, holder: e.holder }, e.message);
+  console.log(`${what} gave up, nothing removed or written: ${e.message}`);
+  return 1;
 }
 
 export function printUninstall(r: UninstallReport, stateDir: string): void {
@@ -61,7 +70,13 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
       return 1;
     }
   }
-  const r = await uninstall({ stateDir: cfg.stateDir, dbPath: cfg.dbPath, socket: cfg.socket, drainTimeoutMs: cfg.drainTimeoutMs, purge: cfg.purge, log });
+  let r: UninstallReport;
+  try {
+    r = await uninstall({ stateDir: cfg.stateDir, dbPath: cfg.dbPath, socket: cfg.socket, drainTimeoutMs: cfg.drainTimeoutMs, purge: cfg.purge, log });
+  } catch (e) {
+    if (e instanceof LockTimeoutError) return lockTimeout('uninstall', e, log);
+    throw e;
+  }
   printUninstall(r, cfg.stateDir);
   return r.refused.length > 0 ? 1 : 0;
 }

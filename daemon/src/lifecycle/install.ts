@@ -7,13 +7,17 @@
 // file, then the record without the old sha256. Whatever point a crash stops install at, every
 // file install may have written is in the record with a sha256 that matches it, so uninstall
 // removes it and a re-run of install converges.
+//
+// Concurrency: install, uninstall and the daemon's watcher (syncConflist) each hold the install
+// lock (lock.ts) from reading the record to their last write, so they never interleave.
 
-import { chmodSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { findPrimary, renderConflist, STEWARD_CONFLIST } from './conflist.js';
 import { drain, type Leftover } from './drain.js';
 import { sha256, sha256File, tempsOf } from './files.js';
+import { describeHolder, lock, LOCK_FILE, withLock, type Lock } from './lock.js';
 import {
   acceptedAt, readRecord, realFileOps, recordedFiles, removeRecord, settled, writeRecord,
   type FileOps, type InstallRecord, type RetiredFile,
@@ -27,6 +31,8 @@ export interface InstallOptions extends Omit<InstallConfig, 'logLevel'> {
   log: Logger;
   /** How files are written and removed; tests pass failing ones to simulate a crash. */
   ops?: FileOps;
+  /** How long to wait for the install lock (lock.ts); LOCK_WAIT_MS by default. */
+  lockWaitMs?: number;
 }
 
 export type ConflistOutcome =
@@ -71,7 +77,7 @@ function trackedWrite(stateDir: string, ops: FileOps, pending: InstallRecord, pa
 /**
  * Brings 00-steward.conflist in step with the primary config; shared by install and the watcher.
  * Writes the record itself (before and after the file) and returns it: the same object when
- * nothing changed.
+ * nothing changed. The caller holds the install lock and read `rec` under it.
  */
 export function syncConflist(stateDir: string, rec: InstallRecord, force: boolean, ops: FileOps = realFileOps): { rec: InstallRecord; outcome: ConflistOutcome } {
   const scan = findPrimary(rec.cniConfDir);
@@ -119,8 +125,15 @@ function retire(stateDir: string, rec: InstallRecord, ops: FileOps, log: Logger)
   return { rec: rest, report };
 }
 
-export function install(o: InstallOptions): InstallReport {
-  const ops = o.ops ?? realFileOps;
+/** Waits for the install lock, saying once on the log whom it waits for. */
+function lockOptions(stateDir: string, waitMs: number | undefined, log: Logger) {
+  return {
+    ...(waitMs !== undefined ? { waitMs } : {}),
+    onWait: (h: Parameters<typeof describeHolder>[0]) => log.info({ lock: join(stateDir, LOCK_FILE) }, `waiting for the install lock, held by ${describeHolder(h)}`),
+  };
+}
+
+export async function install(o: InstallOptions): Promise<InstallReport> {
   let shimBytes: Buffer;
   try {
     shimBytes = readFileSync(o.shim);
@@ -130,6 +143,12 @@ export function install(o: InstallOptions): InstallReport {
   mkdirSync(o.cniBinDir, { recursive: true });
   mkdirSync(o.cniConfDir, { recursive: true });
   mkdirSync(o.stateDir, { recursive: true, mode: 0o700 });
+  return withLock(o.stateDir, 'install', lockOptions(o.stateDir, o.lockWaitMs, o.log), () => installHeld(o, shimBytes));
+}
+
+/** install, holding the lock: everything from reading the record to the last write. */
+function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
+  const ops = o.ops ?? realFileOps;
   const prev = readRecord(o.stateDir);
   const prevFiles = prev ? recordedFiles(prev) : [];
 
@@ -188,6 +207,8 @@ export interface UninstallOptions {
   log: Logger;
   /** How files are written and removed; tests pass failing ones to simulate a crash. */
   ops?: FileOps;
+  /** How long to wait for the install lock (lock.ts); LOCK_WAIT_MS by default. */
+  lockWaitMs?: number;
 }
 
 export interface UninstallReport {
@@ -200,9 +221,11 @@ export interface UninstallReport {
 
 export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   const ops = o.ops ?? realFileOps;
-  const rec = readRecord(o.stateDir);
-  const report: UninstallReport = { installed: rec !== undefined, removed: [], refused: [], leftovers: [], purged: false };
-  const socket = o.socket ?? rec?.socket;
+  // Read without the lock only to find the socket: the drain below may take many seconds, and the
+  // daemon's watcher keeps the conflist (and record) current meanwhile. Re-read under the lock.
+  const peek = readRecord(o.stateDir);
+  const report: UninstallReport = { installed: peek !== undefined, removed: [], refused: [], leftovers: [], purged: false };
+  const socket = o.socket ?? peek?.socket;
   if (socket !== undefined) {
     const d = await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log });
     report.leftovers = d.leftovers;
@@ -211,32 +234,68 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
         'teardowns still pending at uninstall');
     }
   }
-  if (rec) {
-    // Conflists first: from then on the runtime stops calling us, so the shims can go. A file may
-    // have either sha256 the record accepts (a crash during an install's write leaves either).
-    const files = recordedFiles(rec).filter((f, i, all) => all.findIndex((g) => g.path === f.path) === i);
-    for (const f of files) {
-      const now = sha256File(f.path);
-      const known = acceptedAt(recordedFiles(rec), f.path);
-      if (now !== undefined && !known.includes(now)) {
-        report.refused.push({ path: f.path, why: `was rewritten since install (sha256 now ${now}, installed ${known.join(' or ')})` });
-      }
-    }
-    if (report.refused.length > 0) {
-      o.log.error({ refused: report.refused }, 'uninstall refused: files changed since install; nothing removed');
-      return report;
-    }
-    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
-    for (const f of files) {
-      for (const t of tempsOf(f.path)) ops.remove(t);
-      if (ops.remove(f.path)) report.removed.push(f.path);
-    }
-    removeRecord(o.stateDir, ops);
-    o.log.info({ removed: report.removed }, 'uninstall done');
+  // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
+  if (!existsSync(o.stateDir)) {
+    report.installed = false;
+    report.purged = o.purge;
+    return report;
   }
-  if (o.purge) {
-    rmSync(o.stateDir, { recursive: true, force: true });
-    report.purged = true;
+  const held = await lock(o.stateDir, 'uninstall', lockOptions(o.stateDir, o.lockWaitMs, o.log));
+  try {
+    removeRecorded(o, ops, report);
+    if (o.purge && report.refused.length === 0) report.purged = purgeStateDir(held);
+  } finally {
+    held.release();
   }
   return report;
+}
+
+/** uninstall's check and removal, holding the lock: the record is read here, not before. */
+function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport): void {
+  const rec = readRecord(o.stateDir);
+  report.installed = rec !== undefined;
+  if (!rec) return;
+  // Conflists first: from then on the runtime stops calling us, so the shims can go. A file may
+  // have either sha256 the record accepts (a crash during an install's write leaves either).
+  const files = recordedFiles(rec).filter((f, i, all) => all.findIndex((g) => g.path === f.path) === i);
+  for (const f of files) {
+    const now = sha256File(f.path);
+    const known = acceptedAt(recordedFiles(rec), f.path);
+    if (now !== undefined && !known.includes(now)) {
+      report.refused.push({ path: f.path, why: `was rewritten since install (sha256 now ${now}, installed ${known.join(' or ')})` });
+    }
+  }
+  if (report.refused.length > 0) {
+    o.log.error({ refused: report.refused }, 'uninstall refused: files changed since install; nothing removed');
+    return;
+  }
+  // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
+  // that no watcher acts on, and a second uninstall finishes the job.
+  writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+  for (const f of files) {
+    for (const t of tempsOf(f.path)) ops.remove(t);
+    if (ops.remove(f.path)) report.removed.push(f.path);
+  }
+  removeRecord(o.stateDir, ops);
+  o.log.info({ removed: report.removed }, 'uninstall done');
+}
+
+/**
+ * Removes the state dir (record, database, spool) while holding the lock, which is released on
+ * the way: everything but the lock file first, then the lock, then the empty dir. Returns false
+ * if the dir stays because another stewardd took the lock (and put files there) in between.
+ */
+export function purgeStateDir(held: Lock): boolean {
+  for (const name of readdirSync(held.stateDir)) {
+    if (name !== LOCK_FILE) rmSync(join(held.stateDir, name), { recursive: true, force: true });
+  }
+  held.release();
+  try {
+    rmdirSync(held.stateDir);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOTEMPTY' || code === 'EEXIST') return false;
+    if (code !== 'ENOENT') throw e;
+  }
+  return true;
 }

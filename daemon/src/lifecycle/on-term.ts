@@ -2,9 +2,9 @@
 // left as it was) or anything else — rolling update, node drain, eviction, crash loop — where
 // everything must stay in place. Only the API server knows which; when it cannot be asked, stay.
 
-import { rmSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { uninstall } from './install.js';
+import { purgeStateDir, uninstall } from './install.js';
+import { describeHolder, tryLock } from './lock.js';
 import { daemonSetState, type ApiAccess } from './k8s.js';
 
 export type UninstallMode = 'auto' | 'always' | 'never';
@@ -49,6 +49,9 @@ export interface TermUninstallOptions {
  * arrive; ADD and CHECK are answered with CNI error 11, try again later): decide, and if the
  * DaemonSet is going away, drain and remove our files. Returns what to do once the database is
  * closed: purge the state dir, but only if nothing was left pending (else a reinstall resumes it).
+ * uninstall holds the install lock itself (waiting for it if a CLI run holds it; the watcher is
+ * stopped by then); the purge takes it again, without waiting: if someone else holds it by then,
+ * they are installing again, and the state dir stays.
  */
 export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => void> {
   const d = await decideOnTerm(o.mode, o.api, o.log);
@@ -59,7 +62,19 @@ export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => vo
     return () => undefined;
   }
   return () => {
-    rmSync(o.stateDir, { recursive: true, force: true });
+    const r = tryLock(o.stateDir, 'purge on SIGTERM');
+    if ('busy' in r) {
+      o.log.warn({ stateDir: o.stateDir }, `keeping the state dir: the install lock is held by ${describeHolder(r.busy)}`);
+      return;
+    }
+    try {
+      if (!purgeStateDir(r.held)) {
+        o.log.warn({ stateDir: o.stateDir }, 'keeping the state dir: another stewardd took the install lock while it was being removed');
+        return;
+      }
+    } finally {
+      r.held.release();
+    }
     o.log.info({ stateDir: o.stateDir }, 'state dir removed; the node is as it was before install');
   };
 }

@@ -3,11 +3,17 @@
 // fs.watch on the conf dir reacts at once; a 1 s rescan covers events inotify can miss (the
 // dir replaced, overlay or network filesystems). Writes happen only while install's record
 // says "installed", so an uninstall in progress is never undone.
+//
+// Each sync holds the install lock (lock.ts) and re-reads the record under it, so a concurrent
+// `stewardd uninstall` cannot remove the conflist between our read and our write (which would
+// leave a dangling config). The lock is only tried, never waited for: when install or uninstall
+// holds it the round is skipped, and the next rescan (within rescanMs) tries again.
 
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger } from 'pino';
 import { syncConflist, type ConflistOutcome } from './install.js';
-import { readRecord } from './record.js';
+import { describeHolder, tryLock } from './lock.js';
+import { readRecord, type InstallRecord } from './record.js';
 
 export interface WatcherOptions {
   confDir: string;
@@ -68,18 +74,36 @@ export class PrimaryWatcher {
     this.lastReason = reason;
   }
 
+  /** Why this record is not ours to maintain from this daemon, or undefined if it is. */
+  private notOurs(rec: InstallRecord | undefined): [string, Record<string, unknown>?] | undefined {
+    if (!rec) return ['not ready: no install record; run `stewardd install` first'];
+    if (rec.state !== 'installed') return ['not ready: uninstall in progress'];
+    if (rec.cniConfDir !== this.o.confDir) return ['not ready: install recorded a different CNI conf dir', { recorded: rec.cniConfDir }];
+    if (rec.socket !== this.o.socket) {
+      return ['not ready: install recorded a different daemon socket', { recorded: rec.socket, serving: this.o.socket }];
+    }
+    return undefined;
+  }
+
   scan(): void {
     try {
-      const rec = readRecord(this.o.stateDir);
-      if (!rec) return this.notReady('not ready: no install record; run `stewardd install` first');
-      if (rec.state !== 'installed') return this.notReady('not ready: uninstall in progress');
-      if (rec.cniConfDir !== this.o.confDir) {
-        return this.notReady('not ready: install recorded a different CNI conf dir', { recorded: rec.cniConfDir });
+      // A first look without the lock: a node with nothing of ours to maintain never takes it.
+      const skip = this.notOurs(readRecord(this.o.stateDir));
+      if (skip) return this.notReady(...skip);
+      const r = tryLock(this.o.stateDir, 'watcher');
+      if ('busy' in r) {
+        this.o.log.debug({ holder: r.busy }, `install lock held by ${describeHolder(r.busy)}; retrying on the next rescan`);
+        return;
       }
-      if (rec.socket !== this.o.socket) {
-        return this.notReady('not ready: install recorded a different daemon socket', { recorded: rec.socket, serving: this.o.socket });
+      try {
+        // Again under the lock: uninstall may have marked or removed the record since.
+        const rec = readRecord(this.o.stateDir);
+        const gone = this.notOurs(rec);
+        if (gone) return this.notReady(...gone);
+        this.report(syncConflist(this.o.stateDir, rec!, false).outcome);
+      } finally {
+        r.held.release();
       }
-      this.report(syncConflist(this.o.stateDir, rec, false).outcome);
     } catch (e) {
       this.notReady('not ready: regenerating the conflist failed', { err: e });
     }
