@@ -35,20 +35,21 @@ export function cniEnv(call: ShimCall): Record<string, string> {
   return env;
 }
 
-/** Runs any CNI plugin executable (the shim, or a delegate directly) with stdin. */
-export function execPlugin(file: string, env: Record<string, string>, stdin: string | Buffer): Promise<ShimAnswer> {
+/** Runs any CNI plugin executable (the shim, or a delegate directly), or `file args…`, with stdin. */
+export function execPlugin(file: string, env: Record<string, string>, stdin: string | Buffer, args: string[] = []): Promise<ShimAnswer & { stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
+    const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.resume();
+    child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
     child.stdin.on('error', () => undefined);
     child.on('close', (code) => {
       const stdout = Buffer.concat(out).toString('utf8');
       let json: unknown;
       try { json = stdout ? JSON.parse(stdout) : undefined; } catch { json = undefined; }
-      resolve({ code, stdout, json });
+      resolve({ code, stdout, json, stderr: Buffer.concat(err).toString('utf8') });
     });
     child.stdin.end(stdin);
   });
