@@ -117,8 +117,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
   const delPolicy = values['del-policy'] ?? 'defer';
   if (delPolicy !== 'defer' && delPolicy !== 'strict') problems.push(`--del-policy must be defer or strict, got "${delPolicy}"`);
-  const logLevel = values['log-level'] ?? 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) problems.push(`--log-level "${logLevel}" is not a pino level`);
+  const logLevel = level(values['log-level'], problems);
   const retry: RetryPolicy = {
     baseDelayMs: int('retry-base-ms', values['retry-base-ms'], DEFAULT_RETRY_POLICY.baseDelayMs, 1, problems),
     maxDelayMs: int('retry-max-ms', values['retry-max-ms'], DEFAULT_RETRY_POLICY.maxDelayMs, 1, problems),
@@ -145,7 +144,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     api: apiAccess(values, problems),
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
   };
-  if (problems.length > 0) throw new Error(`invalid options:\n  ${problems.join('\n  ')}\n\n${RUN_USAGE}`);
+  fail(problems, RUN_USAGE);
   return cfg;
 }
 
