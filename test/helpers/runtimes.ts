@@ -279,6 +279,8 @@ export class RuntimeHost {
   private readonly before: MachineState;
   private readonly bridges: string[] = [];
   private readonly networkNames: string[] = [];
+  /** Cache entries (file names) matching these and absent when they were registered are ours. */
+  private readonly cacheMatchers: Array<{ re: RegExp; before: Set<string> }> = [];
 
   private release: (() => void) | undefined;
   private finished: Promise<string[]> | undefined;
@@ -379,6 +381,19 @@ export class RuntimeHost {
     return { name, bridge, subnet, gateway, dataDir, file };
   }
 
+  /**
+   * Claims libcni result-cache entries (/var/lib/cni/results/<network>-<container id>-<ifname>) whose
+   * names match `re` and that do not exist yet: removed at close, reported by residue() if left.
+   * For networks whose conflists are not written by writeConflist (the CRI suite's own conf dir).
+   */
+  claimCniCache(re: RegExp): void {
+    this.cacheMatchers.push({ re, before: new Set(listDir(CNI_CACHE) ?? []) });
+  }
+
+  private ownsCacheEntry(f: string): boolean {
+    return this.networkNames.some((n) => f.startsWith(`${n}-`)) || this.cacheMatchers.some((m) => m.re.test(f) && !m.before.has(f));
+  }
+
   /** host-local leases of a network (the IPAM network name is the conflist/delegate name). */
   leases(net: BridgeNet): string[] {
     const dir = join(net.dataDir, net.name);
@@ -388,7 +403,7 @@ export class RuntimeHost {
   private restoreMachine(): void {
     // libcni leaves its result cache behind when a DEL fails (the leak case): ours carry the names.
     for (const f of listDir(CNI_CACHE) ?? []) {
-      if (this.networkNames.some((n) => f.startsWith(`${n}-`))) rmSync(join(CNI_CACHE, f), { force: true });
+      if (this.ownsCacheEntry(f)) rmSync(join(CNI_CACHE, f), { force: true });
     }
     for (const m of mountsUnder(this.env.dir)) quiet('umount', ['-l', m]);
     const now = readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim();
@@ -457,7 +472,7 @@ export class RuntimeHost {
     for (const p of FIRST_USE_PATHS) if (!this.before.firstUse[p] && now.firstUse[p]) out.push(`${p}: created and left behind`);
     for (const b of this.bridges) if (quiet('ip', ['link', 'show', b]) !== undefined) out.push(`link ${b} left behind`);
     for (const f of listDir(CNI_CACHE) ?? []) {
-      if (this.networkNames.some((n) => f.startsWith(`${n}-`))) out.push(`${CNI_CACHE}/${f} left behind`);
+      if (this.ownsCacheEntry(f)) out.push(`${CNI_CACHE}/${f} left behind`);
     }
     out.push(...processesMentioning(this.env.dir).map((p) => `process left running: ${p}`));
     if (existsSync(this.env.dir)) out.push(`temp dir ${this.env.dir} left behind`);
@@ -607,8 +622,8 @@ export class Containerd {
   readonly logFile: string;
   private proc: ChildProcess | undefined;
 
-  private constructor(readonly host: RuntimeHost) {
-    this.dir = join(host.env.dir, 'containerd');
+  private constructor(readonly host: RuntimeHost, name = 'containerd') {
+    this.dir = join(host.env.dir, name);
     this.address = join(this.dir, 'containerd.sock');
     this.logFile = join(this.dir, 'containerd.log');
   }
@@ -616,10 +631,11 @@ export class Containerd {
   /**
    * `containerd config default` with root, state, grpc.address and the opt plugin's path moved into
    * the temp dir (and the CRI plugin off: ctr does not need it), started as a background child;
-   * stopped at close.
+   * stopped at close. `opts.configure` edits the config text further (the CRI suite keeps the CRI
+   * plugin on: test/helpers/cri/containerd-cri.ts); `opts.name` names the dir under the env's.
    */
-  static async start(host: RuntimeHost): Promise<Containerd> {
-    const c = new Containerd(host);
+  static async start(host: RuntimeHost, opts: { name?: string; configure?: (conf: string, dir: string) => string } = {}): Promise<Containerd> {
+    const c = new Containerd(host, opts.name);
     mkdirSync(c.dir, { recursive: true });
     const def = await run('containerd', ['config', 'default']);
     if (def.code !== 0) throw new Error(`containerd config default failed: ${def.stderr}`);
@@ -631,6 +647,7 @@ export class Containerd {
     // The opt plugin would otherwise create /opt/containerd.
     conf = conf.replace(/path = "\/opt\/containerd"/, `path = "${join(c.dir, 'opt')}"`);
     if (!conf.includes(`"${c.address}"`)) throw new Error('could not set grpc.address in containerd\'s default config');
+    if (opts.configure) conf = opts.configure(conf, c.dir);
     const confFile = join(c.dir, 'config.toml');
     writeFileSync(confFile, conf);
     const log = createWriteStream(c.logFile, { flags: 'a' });
@@ -652,15 +669,20 @@ export class Containerd {
     return run('ctr', ['--address', this.address, ...args], { timeoutMs });
   }
 
-  private async stop(): Promise<void> {
+  /** Stops containerd (SIGTERM, then SIGKILL after 10 s) and kills the shims of our socket. */
+  async stop(): Promise<void> {
     const p = this.proc;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
-    // Leftover containers of ours (a failed test): kill their tasks and delete them first.
-    const ls = await this.ctr(['containers', 'list', '--quiet'], 20_000).catch(() => undefined);
-    for (const id of (ls?.stdout ?? '').split('\n').filter((l) => l !== '')) {
-      await this.ctr(['task', 'kill', '--signal', 'SIGKILL', id], 20_000).catch(() => undefined);
-      await this.ctr(['task', 'delete', '--force', id], 20_000).catch(() => undefined);
-      await this.ctr(['containers', 'delete', id], 20_000).catch(() => undefined);
+    // Leftover containers of ours (a failed test), in every namespace (the CRI plugin's is k8s.io):
+    // kill their tasks and delete them first.
+    const nss = await this.ctr(['namespaces', 'list', '--quiet'], 20_000).catch(() => undefined);
+    for (const ns of (nss?.stdout ?? '').split('\n').filter((l) => l !== '')) {
+      const ls = await this.ctr(['-n', ns, 'containers', 'list', '--quiet'], 20_000).catch(() => undefined);
+      for (const id of (ls?.stdout ?? '').split('\n').filter((l) => l !== '')) {
+        await this.ctr(['-n', ns, 'task', 'kill', '--signal', 'SIGKILL', id], 20_000).catch(() => undefined);
+        await this.ctr(['-n', ns, 'task', 'delete', '--force', id], 20_000).catch(() => undefined);
+        await this.ctr(['-n', ns, 'containers', 'delete', id], 20_000).catch(() => undefined);
+      }
     }
     const exited = new Promise<void>((r) => p.once('exit', () => r()));
     p.kill('SIGTERM');

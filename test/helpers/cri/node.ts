@@ -1,0 +1,246 @@
+// A Kubernetes node for the CRI end-to-end suite: containerd 1.6 with its CRI plugin on, everything
+// in the test's temp dir (config, root, state, socket, runc root, netns mounts, CNI conf and bin
+// dirs), a locally built pause image imported into k8s.io, a primary bridge + host-local + portmap
+// conflist, and steward put on it as a node would: `stewardd install` into those dirs and
+// `stewardd run --cni-conf-dir`. Undone at TestEnv.close(), with the machine-wide bits the CRI path
+// leaves (portmap's top-level iptables chains, the pods' cgroup parent) removed when this made them.
+
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../daemon.js';
+import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from '../env.js';
+import { Containerd, run, type BridgeNet, type Ran, type RuntimeHost } from '../runtimes.js';
+import { CriClient } from './client.js';
+import { buildPauseArchive } from './pause-image.js';
+
+export const PAUSE_IMAGE = 'localhost/stw-e2e-pause:1';
+/** Plugins the CRI plugin may exec from its bin_dir besides steward (loopback: go-cni's lo network). */
+const LINKED_PLUGINS = ['bridge', 'host-local', 'portmap', 'loopback'];
+const CGROUP_ROOT = '/sys/fs/cgroup';
+
+function quiet(cmd: string, args: string[]): string | undefined {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    return undefined;
+  }
+}
+
+function writeAtomic(file: string, text: string): void {
+  const tmp = join(file, '..', `.${file.split('/').pop()}.tmp`);
+  writeFileSync(tmp, text);
+  renameSync(tmp, file);
+}
+
+/** Sets `key = value` on the first line with that key after `section`'s header. */
+function setInSection(conf: string, section: string, key: string, value: string): string {
+  const start = conf.indexOf(`[${section}]\n`);
+  if (start < 0) throw new Error(`containerd config has no [${section}]`);
+  const re = new RegExp(`^(\\s*)${key} = .*$`, 'm');
+  const tail = conf.slice(start);
+  const m = re.exec(tail);
+  if (!m) throw new Error(`containerd config has no ${key} under [${section}]`);
+  return conf.slice(0, start) + tail.slice(0, m.index) + `${m[1]}${key} = ${value}` + tail.slice(m.index + m[0].length);
+}
+
+export class CriNode {
+  readonly confDir: string;
+  readonly binDir: string;
+  readonly net: BridgeNet;
+  readonly daemon: Daemon;
+  containerd!: Containerd;
+  cri!: CriClient;
+  readonly cgroupParent: string;
+  private extraChain: unknown[] = [];
+
+  private constructor(readonly host: RuntimeHost) {
+    const env = host.env;
+    this.confDir = join(env.dir, 'cri-net.d');
+    this.binDir = join(env.dir, 'cri-bin');
+    mkdirSync(this.confDir, { recursive: true });
+    mkdirSync(this.binDir, { recursive: true });
+    for (const p of LINKED_PLUGINS) symlinkSync(join(SYSTEM_CNI_BIN, p), join(this.binDir, p));
+    symlinkSync(join(FIXTURE_BIN, 'steward-fixture'), join(this.binDir, 'steward-fixture'));
+    const name = host.netName('cri');
+    const subnet = host.subnet();
+    this.net = {
+      name, bridge: host.bridge(), subnet, gateway: subnet.replace(/0\/24$/, '1'),
+      dataDir: join(env.dir, 'ipam'), file: join(this.confDir, `10-${name}.conflist`),
+    };
+    this.daemon = new Daemon(env, { name: 'stewardd', args: ['--cni-conf-dir', this.confDir] });
+    this.cgroupParent = `/${host.netName('pods')}`;
+    // libcni's result cache: "<network>-<64 hex sandbox id>-<ifname>" for steward's conflist, the
+    // primary (after uninstall) and go-cni's loopback network.
+    host.claimCniCache(new RegExp(`^(steward|cni-loopback|${name})-[0-9a-f]{64}-`));
+    this.cleanUpPortmapChains();
+    env.defer(() => this.removeCgroupParent());
+  }
+
+  /** The node with steward installed and running, containerd's CRI plugin reporting NetworkReady. */
+  static async start(host: RuntimeHost): Promise<CriNode> {
+    const n = new CriNode(host);
+    n.writePrimary();
+    const inst = await n.stewardd(['install']);
+    if (inst.code !== 0) throw new Error(`stewardd install exited ${inst.code}: ${inst.stderr}`);
+    await n.daemon.start();
+    const archive = await buildPauseArchive(host.env.dir, PAUSE_IMAGE);
+    n.containerd = await Containerd.start(host, { name: 'containerd-cri', configure: (c, dir) => n.configure(c, dir) });
+    const imp = await n.containerd.ctr(['-n', 'k8s.io', 'image', 'import', archive]);
+    if (imp.code !== 0) throw new Error(`ctr -n k8s.io image import failed (${imp.code}): ${imp.stderr}`);
+    n.cri = new CriClient(n.containerd.address);
+    host.env.defer(() => n.cri.close());
+    // Registered after containerd's own stop, so it runs first: every pod is gone before containerd.
+    host.env.defer(() => n.removeAllPods());
+    await n.waitForNetwork((cni) => cni.includes('"type":"steward"') || cni.includes('"type": "steward"'));
+    return n;
+  }
+
+  /** The CRI plugin's settings: conf/bin dirs, sandbox image, netns and runc root in the temp dir. */
+  private configure(conf: string, dir: string): string {
+    const cri = 'plugins."io.containerd.grpc.v1.cri"';
+    let c = conf.replace(/^disabled_plugins = .*$/m, 'disabled_plugins = []');
+    c = setInSection(c, cri, 'sandbox_image', `"${PAUSE_IMAGE}"`);
+    // No CAP_SYS_RESOURCE on these VMs: the sandbox's oom_score_adj -998 would fail.
+    c = setInSection(c, cri, 'restrict_oom_score_adj', 'true');
+    c = setInSection(c, cri, 'netns_mounts_under_state_dir', 'true');
+    c = setInSection(c, cri, 'disable_apparmor', 'true');
+    c = setInSection(c, `${cri}.cni`, 'bin_dir', `"${this.binDir}"`);
+    c = setInSection(c, `${cri}.cni`, 'conf_dir', `"${this.confDir}"`);
+    c = setInSection(c, `${cri}.containerd.runtimes.runc.options`, 'Root', `"${join(dir, 'runc')}"`);
+    c = setInSection(c, `${cri}.containerd.runtimes.runc.options`, 'SystemdCgroup', 'false');
+    return c;
+  }
+
+  /** `bin/stewardd <cmd>` with this node's dirs (install, uninstall). */
+  stewardd(args: string[]): Promise<Ran> {
+    return run(process.execPath, [join(REPO, 'bin/stewardd'), ...args,
+      '--cni-conf-dir', this.confDir, '--cni-bin-dir', this.binDir, '--state-dir', this.daemon.stateDir,
+      ...(args[0] === 'install' ? ['--socket', this.daemon.socket] : [])], { timeoutMs: 90_000 });
+  }
+
+  /** The primary conflist the node's CNI "owns": bridge + host-local + portmap, then `extra` plugins. */
+  writePrimary(extra: unknown[] = this.extraChain): void {
+    this.extraChain = extra;
+    const n = this.net;
+    writeAtomic(n.file, `${JSON.stringify({
+      cniVersion: '1.0.0', name: n.name,
+      plugins: [
+        {
+          type: 'bridge', bridge: n.bridge, isGateway: true, ipMasq: false,
+          ipam: { type: 'host-local', dataDir: n.dataDir, ranges: [[{ subnet: n.subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+        },
+        { type: 'portmap', capabilities: { portMappings: true } },
+        ...extra,
+      ],
+    }, null, 2)}\n`);
+  }
+
+  /** containerd's view of the CNI config it loaded (Status verbose, info.cniconfig). */
+  async loadedCni(): Promise<string> {
+    const s = await this.cri.status(true);
+    return s.info.cniconfig ?? '';
+  }
+
+  /** Polls until the CRI plugin reports NetworkReady and its loaded config satisfies `cond`. */
+  async waitForNetwork(cond: (cniconfig: string) => boolean, timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    let last = '';
+    while (Date.now() < deadline) {
+      const s = await this.cri.status(true);
+      const ready = s.conditions.find((c) => c.type === 'NetworkReady')?.status === true;
+      last = s.info.cniconfig ?? '';
+      if (ready && cond(last)) return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    throw new Error(`the CRI plugin did not load the expected CNI config within ${timeoutMs} ms; it has: ${last.slice(0, 1500)}`);
+  }
+
+  /** Changes the primary's chained plugins and waits until the CRI plugin uses them through steward. */
+  async setChain(extra: unknown[], opts: { steward: boolean } = { steward: true }): Promise<void> {
+    this.writePrimary(extra);
+    const want = JSON.stringify(extra);
+    await this.waitForNetwork((cni) => {
+      const text = cni.replace(/\s/g, '');
+      const hasSteward = text.includes('"type":"steward"');
+      return hasSteward === opts.steward && extra.every((p) => text.includes(JSON.stringify(p).slice(1, -1))) && (extra.length > 0 || !text.includes('steward-fixture'));
+    }).catch((e: Error) => {
+      throw new Error(`${e.message} (wanted chain ${want})`);
+    });
+  }
+
+  /** host-local leases of the primary network. */
+  leases(): string[] {
+    return this.host.leases(this.net);
+  }
+
+  /** Stops and removes every sandbox containerd still has (a failed test), tolerating errors. */
+  private async removeAllPods(): Promise<void> {
+    const items = await this.cri.listPodSandbox().catch(() => []);
+    for (const p of items) {
+      await this.cri.stopPodSandbox(p.id).catch(() => undefined);
+      await this.cri.removePodSandbox(p.id).catch(() => undefined);
+    }
+  }
+
+  /** portmap's top-level chains (CNI-HOSTPORT-*) outlive every pod: removed if this run made them and no pod's rule is left. */
+  private cleanUpPortmapChains(): void {
+    const had = new Set(this.natChains());
+    this.host.env.defer(() => {
+      const made = this.natChains().filter((c) => c.startsWith('CNI-HOSTPORT-') && !had.has(c));
+      if (made.length === 0) return;
+      const dnat = quiet('iptables', ['-w', '-t', 'nat', '-S', 'CNI-HOSTPORT-DNAT']) ?? '';
+      if (dnat.split('\n').some((l) => l.startsWith('-A '))) return; // a pod's rule is still there: residue() reports it
+      const rules = (quiet('iptables', ['-w', '-t', 'nat', '-S']) ?? '').split('\n');
+      for (const r of rules) {
+        const m = /^-A (\S+) (.*)-j (CNI-HOSTPORT-\S+)$/.exec(r.trim());
+        if (m && made.includes(m[3]!) && !m[1]!.startsWith('CNI-HOSTPORT-')) {
+          const args = r.trim().replace(/^-A /, '-D ').match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"(.*)"$/, '$1'));
+          quiet('iptables', ['-w', '-t', 'nat', ...args]);
+        }
+      }
+      for (const c of made) quiet('iptables', ['-w', '-t', 'nat', '-F', c]);
+      for (const c of made) quiet('iptables', ['-w', '-t', 'nat', '-X', c]);
+    });
+  }
+
+  private natChains(): string[] {
+    return (quiet('iptables', ['-w', '-t', 'nat', '-S']) ?? '').split('\n')
+      .filter((l) => l.startsWith('-N ')).map((l) => l.slice(3).trim());
+  }
+
+  /** The pods' cgroup parent in each hierarchy (runc removes the pods' own cgroups, not the parent). */
+  cgroupDirs(): string[] {
+    const name = this.cgroupParent.slice(1);
+    const found: string[] = [];
+    for (const top of readdirSync(CGROUP_ROOT)) {
+      for (const p of [join(CGROUP_ROOT, top, name), join(CGROUP_ROOT, name)]) {
+        if (existsSync(p) && !found.includes(p)) found.push(p);
+      }
+    }
+    return found;
+  }
+
+  private removeCgroupParent(): void {
+    for (const dir of this.cgroupDirs()) {
+      const rm = (d: string): void => {
+        try {
+          for (const e of readdirSync(d, { withFileTypes: true })) if (e.isDirectory()) rm(join(d, e.name));
+          rmdirSync(d);
+        } catch {
+          /* busy: reported by the suite's residue check */
+        }
+      };
+      rm(dir);
+    }
+  }
+}
+
+/** Reads a file, or '' when it is not there. */
+export function readOr(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
