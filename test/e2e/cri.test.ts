@@ -1,15 +1,20 @@
 // Kubernetes' own call path: containerd 1.6's CRI plugin, driven over its gRPC socket by a
 // kubelet-like client (test/helpers/cri/), calling CNI through go-cni/libcni with the conflist that
-// `stewardd install` wrote into the CRI plugin's own conf dir and the installed dist/steward shim.
-// The scenarios run in order on one node (test/helpers/cri/node.ts); each prints its figures.
+// `stewardd install` wrote into the CRI plugin's own conf dir and the installed dist/steward shim,
+// stewardd running with --cni-conf-dir as on a node. One node (test/helpers/cri/node.ts) serves
+// the scenarios, which run in order (the last ones uninstall steward); each prints its figures as
+// "# cri figure: <scenario>: {json}". Issue 11; docs/runtimes.md, "Kubernetes' path: the CRI plugin".
 
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { TestEnv } from '../helpers/env.js';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Store } from '../../daemon/src/store/store.js';
+import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { RuntimeHost, baseSkipReason, skipOrFail } from '../helpers/runtimes.js';
 import { CriNode } from '../helpers/cri/node.js';
-import { Kubelet } from '../helpers/cri/kubelet.js';
-import { join } from 'node:path';
+import { Kubelet, median, type Pod, type RunOutcome } from '../helpers/cri/kubelet.js';
 
 const env = new TestEnv('e2e-cri');
 let host: RuntimeHost | undefined;
@@ -31,27 +36,330 @@ try {
   throw e;
 }
 const skip = skipOrFail('containerd CRI end-to-end suite', reason);
+const TIMING_RUNS = Math.max(1, Number(process.env.STEWARD_E2E_TIMING_RUNS ?? 7));
+const CNI_CACHE = '/var/lib/cni/results';
+const timings: Record<string, number[]> = {};
 
 function figure(what: string, values: Record<string, unknown>): void {
   process.stdout.write(`# cri figure: ${what}: ${JSON.stringify(values)}\n`);
 }
 
+const round = (ms: number): number => Math.round(ms);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `cond` every 200 ms; returns the ms it took, or fails naming `what`. */
+async function within(what: string, timeoutMs: number, cond: () => boolean | Promise<boolean>): Promise<number> {
+  const t0 = performance.now();
+  for (;;) {
+    if (await cond()) return performance.now() - t0;
+    if (performance.now() - t0 > timeoutMs) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await sleep(200);
+  }
+}
+
+async function attachments(query = ''): Promise<any[]> {
+  const r = await node!.daemon.get(`/v1/attachments${query}`);
+  assert.equal(r.status, 200, r.text);
+  return r.json as any[];
+}
+
+/** CNI_ARGS as stewardd journaled them (the attachments API does not return them on this branch). */
+function journaledCniArgs(containerIds: string[]): Map<string, string> {
+  const store = new Store(join(node!.daemon.stateDir, 'steward.db'));
+  try {
+    return new Map(store.listAttachments({ limit: 100_000 }).filter((a) => containerIds.includes(a.containerId)).map((a) => [a.containerId, a.cniArgs]));
+  } finally {
+    store.close();
+  }
+}
+
+function parseCniArgs(text: string): Record<string, string> {
+  return Object.fromEntries(text.split(';').filter((kv) => kv !== '').map((kv) => {
+    const i = kv.indexOf('=');
+    return [kv.slice(0, i), kv.slice(i + 1)];
+  }));
+}
+
+function natRulesNow(): string[] {
+  return execFileSync('iptables', ['-w', '-t', 'nat', '-S'], { encoding: 'utf8' }).split('\n').filter((l) => l !== '');
+}
+
+async function status(): Promise<any> {
+  return node!.daemon.status();
+}
+
+/** Pod: RunPodSandbox, then the sync loop's kill (stop with retries, remove); returns the figures. */
+async function runAndKill(pod: Pod, attempt: number, maxStops = kubelet!.stopMaxAttempts) {
+  const run = await kubelet!.runPod(pod, { attempt });
+  const kill = await kubelet!.killPod(pod, maxStops);
+  return { run, kill };
+}
+
 after(async () => {
+  kubelet = undefined;
   if (!host) return env.close();
-  assert.deepEqual(await host.finish(), [], 'the suite left the machine as it found it');
+  const residue = await host.finish();
+  assert.deepEqual(residue, [], 'the suite left the machine as it found it');
+  if (node) assert.deepEqual(node.cgroupDirs(), [], 'the pods\' cgroup parent is removed');
 });
 
-describe('containerd 1.6 CRI plugin with steward installed', { skip }, () => {
-  it('Version and Status: the CRI plugin runs and reports NetworkReady from 00-steward.conflist', async () => {
-    const v = await node!.cri.version();
-    figure('version', v);
-    const s = await node!.cri.status(true);
-    figure('status', { conditions: s.conditions });
-    const pod = kubelet!.pod('spike');
-    const r = await kubelet!.runPod(pod);
-    figure('run', { id: r.id, err: r.error?.message, ms: r.ms });
-    if (r.id) figure('status', await node!.cri.podSandboxStatus(r.id));
-    const k = await kubelet!.killPod(pod);
-    figure('kill', k);
+describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed', { skip }, () => {
+  it('the CRI plugin reports NetworkReady from 00-steward.conflist, the one stewardd install wrote', async () => {
+    const n = node!;
+    const v = await n.cri.version();
+    const l = await n.loaded();
+    figure('runtime', { runtime: `${v.runtimeName} ${v.runtimeVersion}`, criApi: v.runtimeApiVersion, loaded: l.name, steward: l.steward });
+    assert.equal(v.runtimeApiVersion, 'v1');
+    assert.ok(l.ready && l.steward && l.name === 'steward', `loaded ${JSON.stringify(l)}`);
+    assert.deepEqual(l.plugins.map((p) => p.type), ['bridge', 'portmap']);
+    assert.ok(existsSync(join(n.binDir, 'steward')), 'stewardd install copied the shim into the CRI bin_dir');
+  });
+
+  it('10 pods in parallel: 10 distinct addresses, each attachment carries its pod\'s namespace and name; after stop + remove no lease, no attachment left added', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const pods = Array.from({ length: 10 }, (_, i) => k.pod(`par-${i}`, `ns-${i % 3}`));
+    const t0 = performance.now();
+    const runs = await Promise.all(pods.map((p) => k.runPod(p)));
+    const runAll = performance.now() - t0;
+    for (const r of runs) assert.ok(r.id, `RunPodSandbox ${r.pod.name}: ${r.error?.message}`);
+    const ids = runs.map((r) => r.id!);
+    const ips: string[] = [];
+    for (const id of ids) {
+      const st = await n.cri.podSandboxStatus(id);
+      assert.equal(st.state, 'SANDBOX_READY');
+      ips.push(st.network?.ip ?? '');
+    }
+    assert.equal(new Set(ips).size, 10, `distinct addresses: ${ips.join(' ')}`);
+    for (const ip of ips) assert.ok(ip.startsWith(n.net.subnet.replace(/0\/24$/, '')), `${ip} not in ${n.net.subnet}`);
+    assert.equal(n.leases().length, 10);
+
+    // The attachment of each sandbox: pod namespace/name from the API if it has them, else the journaled CNI_ARGS.
+    const args = journaledCniArgs(ids);
+    let podNamesFrom = 'CNI_ARGS';
+    for (const [i, id] of ids.entries()) {
+      const [att] = await attachments(`?containerId=${id}`);
+      assert.ok(att, `no attachment for sandbox ${id}`);
+      assert.equal(att.state, 'added');
+      assert.equal(att.ifname, 'eth0');
+      const apiNs = att.podNamespace ?? att.k8sPodNamespace ?? att.pod?.namespace;
+      const apiName = att.podName ?? att.k8sPodName ?? att.pod?.name;
+      if (apiNs !== undefined || apiName !== undefined) {
+        podNamesFrom = 'API';
+        assert.equal(apiNs, pods[i]!.namespace);
+        assert.equal(apiName, pods[i]!.name);
+      }
+      const cniArgs = parseCniArgs(args.get(id) ?? '');
+      assert.equal(cniArgs.K8S_POD_NAMESPACE, pods[i]!.namespace, `CNI_ARGS ${args.get(id)}`);
+      assert.equal(cniArgs.K8S_POD_NAME, pods[i]!.name);
+      assert.equal(cniArgs.K8S_POD_INFRA_CONTAINER_ID, id);
+      assert.equal(cniArgs.IgnoreUnknown, '1');
+      if (cniArgs.K8S_POD_UID !== undefined) assert.equal(cniArgs.K8S_POD_UID, pods[i]!.uid);
+      assert.ok(existsSync(join(CNI_CACHE, `steward-${id}-eth0`)), 'libcni cached the ADD result');
+    }
+    const sample = args.get(ids[0]!) ?? '';
+
+    const t1 = performance.now();
+    const kills = await Promise.all(pods.map((p) => k.killPod(p)));
+    const killAll = performance.now() - t1;
+    for (const kill of kills) {
+      assert.equal(kill.sandboxes, 1);
+      assert.equal(kill.removed, 1);
+      assert.equal(kill.stops[0]!.attempts, 1, `StopPodSandbox: ${kill.stops[0]!.lastError}`);
+    }
+    assert.deepEqual(n.leases(), [], 'no lease left');
+    for (const id of ids) {
+      const [att] = await attachments(`?containerId=${id}`);
+      assert.equal(att.state, 'deleted', `attachment of ${id}`);
+      assert.ok(!existsSync(join(CNI_CACHE, `steward-${id}-eth0`)), 'libcni removed its cached result after DEL');
+    }
+    assert.equal((await attachments('?state=added')).length, 0);
+    figure('10 parallel pods', {
+      runAllMs: round(runAll), runMedianMs: round(median(runs.map((r) => r.ms))), killAllMs: round(killAll),
+      distinctIps: new Set(ips).size, leasesAfter: n.leases().length, podNamesFrom, cniArgsSample: sample,
+    });
+  });
+
+  it('a pod with a hostPort: portmap\'s DNAT rule exists while it runs and is gone after stop', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const hostPort = 20000 + (process.pid % 20000);
+    const pod = k.pod('hostport');
+    const r = await k.runPod(pod, { portMappings: [{ protocol: 'TCP', containerPort: 8080, hostPort }] });
+    assert.ok(r.id, r.error?.message);
+    const ip = (await n.cri.podSandboxStatus(r.id!)).network?.ip;
+    const dnat = () => natRulesNow().filter((l) => l.includes(`--dport ${hostPort}`) && l.includes('DNAT'));
+    const running = dnat();
+    assert.ok(running.some((l) => l.includes(`--to-destination ${ip}:8080`)), `no DNAT to ${ip}:8080 for host port ${hostPort}: ${running.join(' | ')}`);
+    const kill = await k.killPod(pod);
+    assert.equal(kill.stops[0]?.attempts, 1);
+    const after = dnat();
+    assert.deepEqual(after, [], 'the DNAT rule is gone after StopPodSandbox');
+    assert.equal(natRulesNow().filter((l) => l.includes(r.id!.slice(0, 12))).length, 0);
+    assert.deepEqual(n.leases(), []);
+    figure('hostPort', { hostPort, pod: ip, dnatRulesWhileRunning: running.length, dnatRulesAfterStop: after.length });
+  });
+
+  it('seed 002 shape: a chained plugin failing ADD always and DEL twice: 5 RunPodSandbox attempts, each followed by stop/remove; no lease left within 60 s', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const stateDir = join(env.dir, 'fixture-002');
+    await n.setChain([{ type: 'steward-fixture', stateDir, failAdd: true, failDelTimes: 2 }]);
+    const pod = k.pod('seed-002');
+    const attempts: Array<{ runMs: number; sandboxes: number; stopAttempts: number[] }> = [];
+    for (let a = 0; a < 5; a++) {
+      const { run, kill } = await runAndKill(pod, a);
+      assert.ok(run.error, 'RunPodSandbox fails: the chained plugin fails ADD');
+      assert.match(run.error!.details, /ADD failed on cue/);
+      assert.ok(kill.stops.every((s) => s.ok), `StopPodSandbox failed: ${JSON.stringify(kill.stops)}`);
+      attempts.push({ runMs: round(run.ms), sandboxes: kill.sandboxes, stopAttempts: kill.stops.map((s) => s.attempts) });
+    }
+    const leasesRightAfter = n.leases().length;
+    const ms = await within('no lease left after 5 failed RunPodSandbox', 60_000, () => n.leases().length === 0);
+    await within('no teardown pending', 60_000, async () => (await status()).teardownQueue.depth === 0);
+    const fixtureDels = fixtureCalls(stateDir, 'DEL').length;
+    figure('seed 002 shape', {
+      attempts, leasesRightAfterLastAttempt: leasesRightAfter, msToZeroLeases: round(ms), leasesAfter: n.leases().length,
+      fixtureAdds: fixtureCalls(stateDir, 'ADD').length, fixtureDels,
+    });
+    assert.equal(fixtureCalls(stateDir, 'ADD').length, 5);
+  });
+
+  it('seed 000 shape: a chained plugin failing ADD and failing DEL for containers it never set up: StopPodSandbox succeeds at its first attempt, the lease is released within 30 s', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const stateDir = join(env.dir, 'fixture-000');
+    await n.setChain([{ type: 'steward-fixture', stateDir, failAdd: true, requireAddSuccessForDel: true }]);
+    const pod = k.pod('seed-000');
+    const t0 = performance.now();
+    const run = await k.runPod(pod);
+    assert.ok(run.error, 'RunPodSandbox fails');
+    const kill = await k.killPod(pod);
+    for (const s of kill.stops) assert.equal(s.attempts, 1, `StopPodSandbox at its first attempt: ${s.lastError}`);
+    const released = await within('the bridge/host-local lease released', 30_000, () => n.leases().length === 0);
+    const st = await status();
+    figure('seed 000 shape (steward)', {
+      runMs: round(run.ms), sandboxesListed: kill.sandboxes, stopAttempts: kill.stops.map((s) => s.attempts),
+      msToLeaseReleased: round(performance.now() - t0), msPolled: round(released),
+      fixtureDels: fixtureCalls(stateDir, 'DEL').length, teardownQueue: st.teardownQueue.depth,
+      fixtureStepErrors: (st.lastErrors as any[]).filter((e) => e.plugin === 'steward-fixture').map((e) => `${e.state}:${e.attempts}`),
+    });
+  });
+
+  it('stewardd killed -9 during a burst of 5 RunPodSandbox: after restart, no lease left and every attachment accounted for', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const stateDir = join(env.dir, 'fixture-kill');
+    await n.setChain([{ type: 'steward-fixture', stateDir, sleepAddMs: 1500 }]);
+    const before = new Set((await attachments()).map((a) => a.id));
+    const pods = Array.from({ length: 5 }, (_, i) => k.pod(`burst-${i}`));
+    const runsP = Promise.all(pods.map((p) => k.runPod(p)));
+    // Kill once the first ADD reached the last step of the chain: bridge has run, the fixture sleeps.
+    await within('an ADD in flight', 60_000, () => fixtureCalls(stateDir, 'ADD').length > 0);
+    await n.daemon.kill9();
+    const killedAt = performance.now();
+    const runs: RunOutcome[] = await runsP;
+    await sleep(500);
+    await n.daemon.start();
+    const restartMs = performance.now() - killedAt;
+    const kills = [];
+    for (const p of pods) kills.push(await k.killPod(p));
+    const ms = await within('no lease left after the restart', 60_000, () => n.leases().length === 0);
+    await within('no teardown pending', 60_000, async () => (await status()).teardownQueue.depth === 0);
+    const burst = (await attachments()).filter((a) => !before.has(a.id));
+    const okIds = runs.filter((r) => r.id).map((r) => r.id!);
+    for (const id of okIds) assert.ok(burst.some((a) => a.containerId === id), `sandbox ${id} ran but has no attachment`);
+    const byState: Record<string, number> = {};
+    for (const a of burst) byState[a.state] = (byState[a.state] ?? 0) + 1;
+    assert.deepEqual(burst.filter((a) => a.state !== 'deleted').map((a) => `${a.containerId.slice(0, 12)}:${a.state}`), [],
+      'every attachment of the burst is torn down');
+    for (const kill of kills) assert.ok(kill.stops.every((s) => s.ok), JSON.stringify(kill.stops));
+    figure('kill -9 during a burst of 5', {
+      runsOk: okIds.length, runsFailed: runs.length - okIds.length, restartMs: round(restartMs), msToZeroLeases: round(ms),
+      attachments: burst.length, byState, fixtureAddsSeen: fixtureCalls(stateDir, 'ADD').length,
+      sandboxesLeftAfterKill: kills.reduce((s, x) => s + x.sandboxes, 0),
+    });
+    await n.setChain([]);
+  });
+
+  it(`per-pod time with steward: RunPodSandbox + StopPodSandbox + RemovePodSandbox, ${TIMING_RUNS} runs`, async () => {
+    timings.steward = await timePods('timed-stw');
+    figure('per-pod time with steward', { runs: timings.steward.length, medianMs: round(median(timings.steward)), all: timings.steward.map(round) });
+  });
+
+  it('seed 001 shape: stewardd stopped and `stewardd uninstall`: the CRI plugin loads the primary again and a new pod gets an address', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const old = k.pod('before-uninstall');
+    const r1 = await k.runPod(old);
+    assert.ok(r1.id, r1.error?.message);
+    assert.equal((await n.daemon.stop()), 0, 'stewardd exits 0 on SIGTERM');
+    const un = await n.stewardd(['uninstall']);
+    assert.equal(un.code, 0, `stewardd uninstall: ${un.stderr}`);
+    assert.ok(!existsSync(join(n.confDir, '00-steward.conflist')) && !existsSync(join(n.binDir, 'steward')), 'uninstall removed what install added');
+    const t0 = performance.now();
+    await n.waitForNetwork((l) => !l.steward && l.name === n.net.name);
+    const reloadMs = performance.now() - t0;
+    const fresh = k.pod('after-uninstall');
+    const r2 = await k.runPod(fresh);
+    assert.ok(r2.id, `a new pod after uninstall: ${r2.error?.message}`);
+    const ip = (await n.cri.podSandboxStatus(r2.id!)).network?.ip ?? '';
+    assert.ok(ip.startsWith(n.net.subnet.replace(/0\/24$/, '')), `address ${ip} from ${n.net.subnet}`);
+    // The pod started through steward is torn down by the primary itself now (same container id, same lease).
+    const kOld = await k.killPod(old);
+    const kNew = await k.killPod(fresh);
+    assert.equal(kOld.stops[0]?.attempts, 1);
+    assert.equal(kNew.stops[0]?.attempts, 1);
+    assert.deepEqual(n.leases(), []);
+    figure('seed 001 shape', { reloadMs: round(reloadMs), newPodIp: ip, uninstall: un.stdout.trim().split('\n').slice(-3).join(' | ') });
+  });
+
+  it(`per-pod time without steward (the primary loaded directly): ${TIMING_RUNS} runs`, async () => {
+    timings.plain = await timePods('timed-plain');
+    const s = median(timings.steward ?? [NaN]);
+    const p = median(timings.plain);
+    figure('per-pod time without steward', { runs: timings.plain.length, medianMs: round(p), all: timings.plain.map(round) });
+    figure('per-pod time, steward vs plain', { stewardMedianMs: round(s), plainMedianMs: round(p), costMs: round(s - p) });
+  });
+
+  it('seed 000 shape without steward, for contrast: StopPodSandbox never succeeds and the lease stays held', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const stateDir = join(env.dir, 'fixture-000-plain');
+    await n.setChain([{ type: 'steward-fixture', stateDir, failAdd: true, requireAddSuccessForDel: true }], { steward: false });
+    const pod = k.pod('seed-000-plain');
+    const run = await k.runPod(pod);
+    assert.ok(run.error, 'RunPodSandbox fails');
+    const leasesAfterRun = n.leases().length;
+    const kill = await k.killPod(pod, 6);
+    const leasesAfterStops = n.leases().length;
+    figure('seed 000 shape (plain chain)', {
+      runMs: round(run.ms), sandboxesListed: kill.sandboxes, stops: kill.stops.map((s) => ({ ok: s.ok, attempts: s.attempts, ms: round(s.ms) })),
+      lastError: kill.stops[0]?.lastError, leasesAfterRun, leasesAfterStops, fixtureDels: fixtureCalls(stateDir, 'DEL').length,
+    });
+    assert.equal(kill.sandboxes, 1, 'containerd keeps the sandbox whose network teardown failed');
+    assert.ok(kill.stops.every((s) => !s.ok), 'StopPodSandbox never succeeds');
+    assert.equal(leasesAfterStops, 1, 'the bridge/host-local lease stays held');
+    // Cleanup the way an operator would: the failing plugin leaves the chain, the next stop succeeds.
+    await n.setChain([], { steward: false });
+    const fixed = await k.killPod(pod);
+    assert.ok(fixed.stops.every((s) => s.ok));
+    assert.deepEqual(n.leases(), []);
   });
 });
+
+async function timePods(prefix: string): Promise<number[]> {
+  const k = kubelet!;
+  const out: number[] = [];
+  for (let i = -1; i < TIMING_RUNS; i++) {
+    const pod = k.pod(`${prefix}-${i + 1}`);
+    const t0 = performance.now();
+    const r = await k.runPod(pod);
+    assert.ok(r.id, r.error?.message);
+    await k.cri.stopPodSandbox(r.id!);
+    await k.cri.removePodSandbox(r.id!);
+    if (i >= 0) out.push(performance.now() - t0); // the first run warms up and is not counted
+  }
+  assert.deepEqual(node!.leases(), []);
+  return out;
+}

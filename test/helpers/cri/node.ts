@@ -8,6 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { Daemon } from '../daemon.js';
 import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from '../env.js';
 import { Containerd, run, type BridgeNet, type Ran, type RuntimeHost } from '../runtimes.js';
@@ -52,7 +53,7 @@ export class CriNode {
   containerd!: Containerd;
   cri!: CriClient;
   readonly cgroupParent: string;
-  private extraChain: unknown[] = [];
+  private extraChain: Array<Record<string, unknown>> = [];
 
   private constructor(readonly host: RuntimeHost) {
     const env = host.env;
@@ -92,7 +93,7 @@ export class CriNode {
     host.env.defer(() => n.cri.close());
     // Registered after containerd's own stop, so it runs first: every pod is gone before containerd.
     host.env.defer(() => n.removeAllPods());
-    await n.waitForNetwork((cni) => cni.includes('"type":"steward"') || cni.includes('"type": "steward"'));
+    await n.waitForNetwork((l) => l.steward);
     return n;
   }
 
@@ -120,7 +121,7 @@ export class CriNode {
   }
 
   /** The primary conflist the node's CNI "owns": bridge + host-local + portmap, then `extra` plugins. */
-  writePrimary(extra: unknown[] = this.extraChain): void {
+  writePrimary(extra: Array<Record<string, unknown>> = this.extraChain): void {
     this.extraChain = extra;
     const n = this.net;
     writeAtomic(n.file, `${JSON.stringify({
@@ -136,37 +137,49 @@ export class CriNode {
     }, null, 2)}\n`);
   }
 
-  /** containerd's view of the CNI config it loaded (Status verbose, info.cniconfig). */
-  async loadedCni(): Promise<string> {
+  /**
+   * The network the CRI plugin loaded (Status verbose, info.cniconfig: go-cni's networks with each
+   * conflist's source text), other than its own loopback: its name, whether it is steward's, and the
+   * primary's plugins (inside steward's delegate when wrapped).
+   */
+  async loaded(): Promise<{ ready: boolean; name?: string; steward: boolean; plugins: Array<Record<string, unknown>> }> {
     const s = await this.cri.status(true);
-    return s.info.cniconfig ?? '';
+    const ready = s.conditions.find((c) => c.type === 'NetworkReady')?.status === true;
+    let conflist: any;
+    try {
+      const cni = JSON.parse(s.info.cniconfig ?? '{}') as { Networks?: Array<{ Config: { Name: string; Source: string } }> };
+      const net = (cni.Networks ?? []).find((n) => n.Config.Name !== 'cni-loopback');
+      conflist = net ? JSON.parse(net.Config.Source) : undefined;
+    } catch {
+      conflist = undefined;
+    }
+    if (!conflist) return { ready, steward: false, plugins: [] };
+    const first = conflist.plugins?.[0];
+    if (first?.type === 'steward') return { ready, name: conflist.name, steward: true, plugins: first.delegates?.[0]?.plugins ?? [] };
+    return { ready, name: conflist.name, steward: false, plugins: conflist.plugins ?? [] };
   }
 
-  /** Polls until the CRI plugin reports NetworkReady and its loaded config satisfies `cond`. */
-  async waitForNetwork(cond: (cniconfig: string) => boolean, timeoutMs = 30_000): Promise<void> {
+  /** Polls until the CRI plugin reports NetworkReady with a loaded network satisfying `cond`. */
+  async waitForNetwork(cond: (l: Awaited<ReturnType<CriNode['loaded']>>) => boolean, timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    let last = '';
+    let last: unknown;
     while (Date.now() < deadline) {
-      const s = await this.cri.status(true);
-      const ready = s.conditions.find((c) => c.type === 'NetworkReady')?.status === true;
-      last = s.info.cniconfig ?? '';
-      if (ready && cond(last)) return;
+      const l = await this.loaded();
+      last = l;
+      if (l.ready && cond(l)) return;
       await new Promise((r) => setTimeout(r, 200));
     }
-    throw new Error(`the CRI plugin did not load the expected CNI config within ${timeoutMs} ms; it has: ${last.slice(0, 1500)}`);
+    throw new Error(`the CRI plugin did not load the expected CNI config within ${timeoutMs} ms; it has: ${JSON.stringify(last).slice(0, 1500)}`);
   }
 
-  /** Changes the primary's chained plugins and waits until the CRI plugin uses them through steward. */
-  async setChain(extra: unknown[], opts: { steward: boolean } = { steward: true }): Promise<void> {
+  /**
+   * Changes the plugins chained after bridge + portmap in the primary, and waits until the CRI plugin
+   * uses exactly that chain, through steward (whose watcher rewrites 00-steward.conflist) or not.
+   */
+  async setChain(extra: Array<Record<string, unknown>>, opts: { steward: boolean } = { steward: true }): Promise<void> {
     this.writePrimary(extra);
-    const want = JSON.stringify(extra);
-    await this.waitForNetwork((cni) => {
-      const text = cni.replace(/\s/g, '');
-      const hasSteward = text.includes('"type":"steward"');
-      return hasSteward === opts.steward && extra.every((p) => text.includes(JSON.stringify(p).slice(1, -1))) && (extra.length > 0 || !text.includes('steward-fixture'));
-    }).catch((e: Error) => {
-      throw new Error(`${e.message} (wanted chain ${want})`);
-    });
+    await this.waitForNetwork((l) => l.steward === opts.steward && l.name === (opts.steward ? 'steward' : this.net.name)
+      && isDeepStrictEqual(l.plugins.slice(2), extra));
   }
 
   /** host-local leases of the primary network. */
