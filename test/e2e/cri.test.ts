@@ -234,15 +234,25 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     const t0 = performance.now();
     const run = await k.runPod(pod);
     assert.ok(run.error, 'RunPodSandbox fails');
+    assert.match(run.error!.details, /ADD failed on cue/);
+    // The sync loop: the pod's sandboxes as listed (containerd dropped the failed one: its DEL
+    // succeeded), plus the one the ADD ran for, stopped by id as the kubelet does on pod deletion.
+    const listed = await k.sandboxesOf(pod);
+    const sandboxId = fixtureCalls(stateDir, 'ADD')[0]!.split(' ')[1]!;
+    const stop = await k.stopSandbox(sandboxId);
+    assert.ok(stop.ok && stop.attempts === 1, `StopPodSandbox at its first attempt: ${JSON.stringify(stop)}`);
     const kill = await k.killPod(pod);
     for (const s of kill.stops) assert.equal(s.attempts, 1, `StopPodSandbox at its first attempt: ${s.lastError}`);
-    const released = await within('the bridge/host-local lease released', 30_000, () => n.leases().length === 0);
-    const st = await status();
+    await within('the bridge/host-local lease released', 30_000, () => n.leases().length === 0);
+    const released = performance.now() - t0;
+    // The fixture's DEL fails with code 7 (permanent) forever: stewardd gives that step up, loudly.
+    const abandoned = await within('the failing step abandoned, no teardown pending', 60_000, async () => (await status()).teardownQueue.depth === 0);
+    const [att] = await attachments(`?containerId=${sandboxId}`);
+    assert.equal(att.state, 'deleted');
     figure('seed 000 shape (steward)', {
-      runMs: round(run.ms), sandboxesListed: kill.sandboxes, stopAttempts: kill.stops.map((s) => s.attempts),
-      msToLeaseReleased: round(performance.now() - t0), msPolled: round(released),
-      fixtureDels: fixtureCalls(stateDir, 'DEL').length, teardownQueue: st.teardownQueue.depth,
-      fixtureStepErrors: (st.lastErrors as any[]).filter((e) => e.plugin === 'steward-fixture').map((e) => `${e.state}:${e.attempts}`),
+      runMs: round(run.ms), sandboxesListed: listed.length, stopAttempts: stop.attempts, stopAnswer: stop.notFound ? 'NotFound (already removed)' : 'OK',
+      msToLeaseReleased: round(released), msToFailingStepAbandoned: round(released + abandoned),
+      steps: att.steps.map((s: any) => `${s.plugin}:${s.state}:${s.attempts}`), fixtureDels: fixtureCalls(stateDir, 'DEL').length,
     });
   });
 
@@ -250,12 +260,16 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     const n = node!;
     const k = kubelet!;
     const stateDir = join(env.dir, 'fixture-kill');
-    await n.setChain([{ type: 'steward-fixture', stateDir, sleepAddMs: 1500 }]);
+    await n.setChain([{ type: 'steward-fixture', stateDir, sleepAddMs: 700 }]);
     const before = new Set((await attachments()).map((a) => a.id));
     const pods = Array.from({ length: 5 }, (_, i) => k.pod(`burst-${i}`));
-    const runsP = Promise.all(pods.map((p) => k.runPod(p)));
-    // Kill once the first ADD reached the last step of the chain: bridge has run, the fixture sleeps.
-    await within('an ADD in flight', 60_000, () => fixtureCalls(stateDir, 'ADD').length > 0);
+    // Staggered by 400 ms; the kill comes when the third ADD reached the chain's last step (bridge
+    // has run, the fixture sleeps 700 ms): typically one pod is up, two are mid-ADD, two not yet sent.
+    const runsP = Promise.all(pods.map(async (p, i) => {
+      await sleep(400 * i);
+      return k.runPod(p);
+    }));
+    await within('three ADDs in flight', 60_000, () => fixtureCalls(stateDir, 'ADD').length >= 3);
     await n.daemon.kill9();
     const killedAt = performance.now();
     const runs: RunOutcome[] = await runsP;
@@ -269,6 +283,8 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     const burst = (await attachments()).filter((a) => !before.has(a.id));
     const okIds = runs.filter((r) => r.id).map((r) => r.id!);
     for (const id of okIds) assert.ok(burst.some((a) => a.containerId === id), `sandbox ${id} ran but has no attachment`);
+    const reached = new Set(fixtureCalls(stateDir, 'ADD').map((l) => l.split(' ')[1]!));
+    for (const id of reached) assert.ok(burst.some((a) => a.containerId === id), `the chain ran ADD for ${id} but stewardd has no attachment`);
     const byState: Record<string, number> = {};
     for (const a of burst) byState[a.state] = (byState[a.state] ?? 0) + 1;
     assert.deepEqual(burst.filter((a) => a.state !== 'deleted').map((a) => `${a.containerId.slice(0, 12)}:${a.state}`), [],
