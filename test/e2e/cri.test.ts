@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { Store } from '../../daemon/src/store/store.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { RuntimeHost, baseSkipReason, skipOrFail } from '../helpers/runtimes.js';
-import { CriNode } from '../helpers/cri/node.js';
+import { CriNode, PLAIN_HANDLER } from '../helpers/cri/node.js';
 import { Kubelet, median, type Pod, type RunOutcome } from '../helpers/cri/kubelet.js';
 
 const env = new TestEnv('e2e-cri');
@@ -38,7 +38,6 @@ try {
 const skip = skipOrFail('containerd CRI end-to-end suite', reason);
 const TIMING_RUNS = Math.max(1, Number(process.env.STEWARD_E2E_TIMING_RUNS ?? 7));
 const CNI_CACHE = '/var/lib/cni/results';
-const timings: Record<string, number[]> = {};
 
 function figure(what: string, values: Record<string, unknown>): void {
   process.stdout.write(`# cri figure: ${what}: ${JSON.stringify(values)}\n`);
@@ -256,6 +255,38 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     });
   });
 
+  it('seed 000 shape, the plain chain alongside (runtime handler ' + PLAIN_HANDLER + ', no steward): StopPodSandbox never succeeds and the lease stays held', async () => {
+    const n = node!;
+    const k = kubelet!;
+    const stateDir = join(env.dir, 'fixture-000-plain');
+    n.writePlain([{ type: 'steward-fixture', stateDir, failAdd: true, requireAddSuccessForDel: true }]);
+    const pod = k.pod('seed-000-plain');
+    // The CRI plugin reloads the handler's conf dir on inotify; until it has, a pod still starts: undo and retry.
+    let run = await k.runPod(pod, { handler: PLAIN_HANDLER });
+    for (let i = 0; run.id && i < 20; i++) {
+      await k.killPod(pod);
+      await sleep(500);
+      run = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i + 1 });
+    }
+    assert.ok(run.error, 'RunPodSandbox fails');
+    assert.match(run.error!.details, /ADD failed on cue/);
+    const leasesAfterRun = n.leases().length;
+    const kill = await k.killPod(pod, 6);
+    const leasesAfterStops = n.leases().length;
+    figure('seed 000 shape (plain chain)', {
+      runMs: round(run.ms), sandboxesListed: kill.sandboxes, stops: kill.stops.map((s) => ({ ok: s.ok, attempts: s.attempts, ms: round(s.ms) })),
+      lastError: kill.stops[0]?.lastError, leasesAfterRun, leasesAfterStops, fixtureDels: fixtureCalls(stateDir, 'DEL').length,
+    });
+    assert.equal(kill.sandboxes, 1, 'containerd keeps the sandbox whose network teardown failed');
+    assert.ok(kill.stops.every((s) => !s.ok), 'StopPodSandbox never succeeds');
+    assert.equal(leasesAfterStops, 1, 'the bridge/host-local lease stays held');
+    // Cleanup the way an operator would: the failing plugin leaves the chain; the sync loop's next stops succeed.
+    n.writePlain([]);
+    const fixed = await k.killPod(pod, 30);
+    assert.ok(fixed.stops.length === 1 && fixed.stops.every((s) => s.ok), JSON.stringify(fixed.stops));
+    assert.deepEqual(n.leases(), []);
+  });
+
   it('stewardd killed -9 during a burst of 5 RunPodSandbox: after restart, no lease left and every attachment accounted for', async () => {
     const n = node!;
     const k = kubelet!;
@@ -298,9 +329,32 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     await n.setChain([]);
   });
 
-  it(`per-pod time with steward: RunPodSandbox + StopPodSandbox + RemovePodSandbox, ${TIMING_RUNS} runs`, async () => {
-    timings.steward = await timePods('timed-stw');
-    figure('per-pod time with steward', { runs: timings.steward.length, medianMs: round(median(timings.steward)), all: timings.steward.map(round) });
+  it(`per-pod time through CRI with and without steward, alternating: RunPodSandbox + StopPodSandbox + RemovePodSandbox, ${TIMING_RUNS} runs each`, async () => {
+    const n = node!;
+    const k = kubelet!;
+    const t: Record<'steward' | 'plain', number[]> = { steward: [], plain: [] };
+    for (let i = -1; i < TIMING_RUNS; i++) {
+      for (const kind of ['steward', 'plain'] as const) {
+        const pod = k.pod(`timed-${kind}-${i + 1}`);
+        const t0 = performance.now();
+        const r = await k.runPod(pod, { handler: kind === 'plain' ? PLAIN_HANDLER : '' });
+        assert.ok(r.id, r.error?.message);
+        await k.cri.stopPodSandbox(r.id!);
+        await k.cri.removePodSandbox(r.id!);
+        const ms = performance.now() - t0;
+        if (i >= 0) t[kind].push(ms); // the first of each is a warm-up, not counted
+        const atts = await attachments(`?containerId=${r.id}`);
+        assert.equal(atts.length, kind === 'steward' ? 1 : 0, `${kind} pod ${r.id}: ${atts.length} attachments in stewardd`);
+      }
+    }
+    assert.deepEqual(n.leases(), []);
+    const s = median(t.steward);
+    const p = median(t.plain);
+    figure('per-pod time', {
+      runs: TIMING_RUNS, stewardMedianMs: round(s), plainMedianMs: round(p), costMs: round(s - p),
+      stewardMinMs: round(Math.min(...t.steward)), plainMinMs: round(Math.min(...t.plain)),
+      steward: t.steward.map(round), plain: t.plain.map(round),
+    });
   });
 
   it('seed 001 shape: stewardd stopped and `stewardd uninstall`: the CRI plugin loads the primary again and a new pod gets an address', async () => {
@@ -329,53 +383,4 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     assert.deepEqual(n.leases(), []);
     figure('seed 001 shape', { reloadMs: round(reloadMs), newPodIp: ip, uninstall: un.stdout.trim().split('\n').slice(-3).join(' | ') });
   });
-
-  it(`per-pod time without steward (the primary loaded directly): ${TIMING_RUNS} runs`, async () => {
-    timings.plain = await timePods('timed-plain');
-    const s = median(timings.steward ?? [NaN]);
-    const p = median(timings.plain);
-    figure('per-pod time without steward', { runs: timings.plain.length, medianMs: round(p), all: timings.plain.map(round) });
-    figure('per-pod time, steward vs plain', { stewardMedianMs: round(s), plainMedianMs: round(p), costMs: round(s - p) });
-  });
-
-  it('seed 000 shape without steward, for contrast: StopPodSandbox never succeeds and the lease stays held', async () => {
-    const n = node!;
-    const k = kubelet!;
-    const stateDir = join(env.dir, 'fixture-000-plain');
-    await n.setChain([{ type: 'steward-fixture', stateDir, failAdd: true, requireAddSuccessForDel: true }], { steward: false });
-    const pod = k.pod('seed-000-plain');
-    const run = await k.runPod(pod);
-    assert.ok(run.error, 'RunPodSandbox fails');
-    const leasesAfterRun = n.leases().length;
-    const kill = await k.killPod(pod, 6);
-    const leasesAfterStops = n.leases().length;
-    figure('seed 000 shape (plain chain)', {
-      runMs: round(run.ms), sandboxesListed: kill.sandboxes, stops: kill.stops.map((s) => ({ ok: s.ok, attempts: s.attempts, ms: round(s.ms) })),
-      lastError: kill.stops[0]?.lastError, leasesAfterRun, leasesAfterStops, fixtureDels: fixtureCalls(stateDir, 'DEL').length,
-    });
-    assert.equal(kill.sandboxes, 1, 'containerd keeps the sandbox whose network teardown failed');
-    assert.ok(kill.stops.every((s) => !s.ok), 'StopPodSandbox never succeeds');
-    assert.equal(leasesAfterStops, 1, 'the bridge/host-local lease stays held');
-    // Cleanup the way an operator would: the failing plugin leaves the chain, the next stop succeeds.
-    await n.setChain([], { steward: false });
-    const fixed = await k.killPod(pod);
-    assert.ok(fixed.stops.every((s) => s.ok));
-    assert.deepEqual(n.leases(), []);
-  });
 });
-
-async function timePods(prefix: string): Promise<number[]> {
-  const k = kubelet!;
-  const out: number[] = [];
-  for (let i = -1; i < TIMING_RUNS; i++) {
-    const pod = k.pod(`${prefix}-${i + 1}`);
-    const t0 = performance.now();
-    const r = await k.runPod(pod);
-    assert.ok(r.id, r.error?.message);
-    await k.cri.stopPodSandbox(r.id!);
-    await k.cri.removePodSandbox(r.id!);
-    if (i >= 0) out.push(performance.now() - t0); // the first run warms up and is not counted
-  }
-  assert.deepEqual(node!.leases(), []);
-  return out;
-}

@@ -88,8 +88,8 @@ export class CriClient {
     return { conditions: r.status?.conditions ?? [], info: r.info ?? {} };
   }
 
-  async runPodSandbox(config: PodSandboxConfig): Promise<string> {
-    const r = await this.call<{ podSandboxId: string }>('RunPodSandbox', { config, runtimeHandler: '' });
+  async runPodSandbox(config: PodSandboxConfig, runtimeHandler = ''): Promise<string> {
+    const r = await this.call<{ podSandboxId: string }>('RunPodSandbox', { config, runtimeHandler });
     return r.podSandboxId;
   }
 

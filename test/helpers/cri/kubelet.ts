@@ -70,11 +70,12 @@ export class Kubelet {
     };
   }
 
-  async runPod(pod: Pod, opts: { attempt?: number; portMappings?: PortMapping[] } = {}): Promise<RunOutcome> {
+  /** RunPodSandbox; `handler` is the runtime handler (RuntimeClass), '' for containerd's default. */
+  async runPod(pod: Pod, opts: { attempt?: number; portMappings?: PortMapping[]; handler?: string } = {}): Promise<RunOutcome> {
     const attempt = opts.attempt ?? 0;
     const t0 = performance.now();
     try {
-      const id = await this.cri.runPodSandbox(this.config(pod, attempt, opts.portMappings));
+      const id = await this.cri.runPodSandbox(this.config(pod, attempt, opts.portMappings), opts.handler ?? '');
       return { pod, attempt, id, ms: performance.now() - t0 };
     } catch (e) {
       if (!(e instanceof CriError)) throw e;

@@ -1,7 +1,8 @@
 // A Kubernetes node for the CRI end-to-end suite: containerd 1.6 with its CRI plugin on, everything
 // in the test's temp dir (config, root, state, socket, runc root, netns mounts, CNI conf and bin
 // dirs), a locally built pause image imported into k8s.io, a primary bridge + host-local + portmap
-// conflist, and steward put on it as a node would: `stewardd install` into those dirs and
+// conflist (also served unwrapped to a second runtime handler, PLAIN_HANDLER, through its own
+// cni_conf_dir), and steward put on it as a node would: `stewardd install` into those dirs and
 // `stewardd run --cni-conf-dir`. Undone at TestEnv.close(), with the machine-wide bits the CRI path
 // leaves (portmap's top-level iptables chains, the pods' cgroup parent) removed when this made them.
 
@@ -16,6 +17,8 @@ import { CriClient } from './client.js';
 import { buildPauseArchive } from './pause-image.js';
 
 export const PAUSE_IMAGE = 'localhost/stw-e2e-pause:1';
+/** RunPodSandbox's runtime_handler for pods on the plain primary (the CRI plugin's per-runtime cni_conf_dir). */
+export const PLAIN_HANDLER = 'stw-plain';
 /** Plugins the CRI plugin may exec from its bin_dir besides steward (loopback: go-cni's lo network). */
 const LINKED_PLUGINS = ['bridge', 'host-local', 'portmap', 'loopback'];
 const CGROUP_ROOT = '/sys/fs/cgroup';
@@ -47,6 +50,8 @@ function setInSection(conf: string, section: string, key: string, value: string)
 
 export class CriNode {
   readonly confDir: string;
+  /** The conf dir of runtime handler PLAIN_HANDLER: the primary alone, never wrapped by steward. */
+  readonly plainConfDir: string;
   readonly binDir: string;
   readonly net: BridgeNet;
   readonly daemon: Daemon;
@@ -59,7 +64,9 @@ export class CriNode {
     const env = host.env;
     this.confDir = join(env.dir, 'cri-net.d');
     this.binDir = join(env.dir, 'cri-bin');
+    this.plainConfDir = join(env.dir, 'cri-net.d-plain');
     mkdirSync(this.confDir, { recursive: true });
+    mkdirSync(this.plainConfDir, { recursive: true });
     mkdirSync(this.binDir, { recursive: true });
     for (const p of LINKED_PLUGINS) symlinkSync(join(SYSTEM_CNI_BIN, p), join(this.binDir, p));
     symlinkSync(join(FIXTURE_BIN, 'steward-fixture'), join(this.binDir, 'steward-fixture'));
@@ -82,6 +89,7 @@ export class CriNode {
   static async start(host: RuntimeHost): Promise<CriNode> {
     const n = new CriNode(host);
     n.writePrimary();
+    n.writePlain();
     const inst = await n.stewardd(['install']);
     if (inst.code !== 0) throw new Error(`stewardd install exited ${inst.code}: ${inst.stderr}`);
     await n.daemon.start();
@@ -110,7 +118,22 @@ export class CriNode {
     c = setInSection(c, `${cri}.cni`, 'conf_dir', `"${this.confDir}"`);
     c = setInSection(c, `${cri}.containerd.runtimes.runc.options`, 'Root', `"${join(dir, 'runc')}"`);
     c = setInSection(c, `${cri}.containerd.runtimes.runc.options`, 'SystemdCgroup', 'false');
-    return c;
+    // A second runtime handler whose pods get the primary straight from their own conf dir: the
+    // plain chain alongside steward's, in the same containerd (timing and the seed 000 contrast).
+    const plain = `${cri}.containerd.runtimes.${PLAIN_HANDLER}`;
+    const block = [
+      `        [${plain}]`,
+      '          runtime_type = "io.containerd.runc.v2"',
+      `          cni_conf_dir = "${this.plainConfDir}"`,
+      '          cni_max_conf_num = 1',
+      `          [${plain}.options]`,
+      `            Root = "${join(dir, 'runc')}"`,
+      '            SystemdCgroup = false',
+      '',
+    ].join('\n');
+    const anchor = `      [${cri}.containerd.untrusted_workload_runtime]`;
+    if (!c.includes(anchor)) throw new Error(`containerd config has no ${anchor}`);
+    return c.replace(anchor, `${block}${anchor}`);
   }
 
   /** `bin/stewardd <cmd>` with this node's dirs (install, uninstall). */
@@ -123,8 +146,17 @@ export class CriNode {
   /** The primary conflist the node's CNI "owns": bridge + host-local + portmap, then `extra` plugins. */
   writePrimary(extra: Array<Record<string, unknown>> = this.extraChain): void {
     this.extraChain = extra;
+    writeAtomic(this.net.file, this.primaryText(extra));
+  }
+
+  /** The same network (same bridge, same host-local range and dataDir) in the plain handler's conf dir. */
+  writePlain(extra: Array<Record<string, unknown>> = []): void {
+    writeAtomic(join(this.plainConfDir, this.net.file.split('/').pop()!), this.primaryText(extra));
+  }
+
+  private primaryText(extra: Array<Record<string, unknown>>): string {
     const n = this.net;
-    writeAtomic(n.file, `${JSON.stringify({
+    return `${JSON.stringify({
       cniVersion: '1.0.0', name: n.name,
       plugins: [
         {
@@ -134,7 +166,7 @@ export class CriNode {
         { type: 'portmap', capabilities: { portMappings: true } },
         ...extra,
       ],
-    }, null, 2)}\n`);
+    }, null, 2)}\n`;
   }
 
   /**
