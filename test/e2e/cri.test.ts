@@ -94,6 +94,19 @@ async function runAndKill(pod: Pod, attempt: number, maxStops = kubelet!.stopMax
   return { run, kill };
 }
 
+/** Waits until a pod on the plain handler starts again (its conf dir reloaded without the fixture), then removes it. */
+async function plainChainLoaded(): Promise<void> {
+  const k = kubelet!;
+  const pod = k.pod('plain-probe');
+  for (let i = 0; i < 40; i++) {
+    const r = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i });
+    await k.killPod(pod, 30);
+    if (r.id) return;
+    await sleep(250);
+  }
+  throw new Error('the plain handler did not reload its conf dir');
+}
+
 after(async () => {
   kubelet = undefined;
   if (!host) return env.close();
@@ -285,6 +298,35 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     const fixed = await k.killPod(pod, 30);
     assert.ok(fixed.stops.length === 1 && fixed.stops.every((s) => s.ok), JSON.stringify(fixed.stops));
     assert.deepEqual(n.leases(), []);
+  });
+
+  it('seed 002 shape without steward (handler ' + PLAIN_HANDLER + '): containerd 1.6.20 keeps the sandbox and the sync loop\'s StopPodSandbox retries release the lease', async () => {
+    // The version difference behind seed 002: 1.6.37+, 1.7.23+ and 2.x drop the failed DEL after a
+    // failed ADD and keep no sandbox, so nothing retries it and the lease leaks (docs/runtimes.md).
+    const n = node!;
+    const k = kubelet!;
+    const stateDir = join(env.dir, 'fixture-002-plain');
+    n.writePlain([{ type: 'steward-fixture', stateDir, failAdd: true, failDelTimes: 2 }]);
+    const pod = k.pod('seed-002-plain');
+    let run = await k.runPod(pod, { handler: PLAIN_HANDLER });
+    for (let i = 0; run.id && i < 20; i++) {
+      await k.killPod(pod);
+      await sleep(500);
+      run = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i + 1 });
+    }
+    assert.ok(run.error, 'RunPodSandbox fails');
+    const leasesAfterRun = n.leases().length;
+    const kill = await k.killPod(pod);
+    figure('seed 002 shape (plain chain, containerd 1.6.20)', {
+      sandboxesListed: kill.sandboxes, stops: kill.stops.map((s) => ({ ok: s.ok, attempts: s.attempts, ms: round(s.ms) })),
+      leasesAfterRun, leasesAfterStops: n.leases().length, fixtureDels: fixtureCalls(stateDir, 'DEL').length,
+    });
+    assert.equal(leasesAfterRun, 1, 'the failed RunPodSandbox left its lease held');
+    assert.equal(kill.sandboxes, 1, 'containerd 1.6.20 keeps the sandbox whose network teardown failed');
+    assert.ok(kill.stops[0]!.ok && kill.stops[0]!.attempts >= 2, `released by a retried StopPodSandbox: ${JSON.stringify(kill.stops)}`);
+    assert.deepEqual(n.leases(), []);
+    n.writePlain([]);
+    await plainChainLoaded();
   });
 
   it('stewardd killed -9 during a burst of 5 RunPodSandbox: after restart, no lease left and every attachment accounted for', async () => {
