@@ -3,7 +3,7 @@
 // `stewardd install` wrote into the CRI plugin's own conf dir and the installed dist/steward shim,
 // stewardd running with --cni-conf-dir as on a node. One node (test/helpers/cri/node.ts) serves
 // the scenarios, which run in order (the last ones uninstall steward); each prints its figures as
-// "# cri figure: <scenario>: {json}". Issue 11; docs/runtimes.md, "Kubernetes' path: the CRI plugin".
+// "# cri figure: <scenario>: {json}". Issue 11; docs/runtimes.md, "Kubernetes' path: containerd's CRI plugin".
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -226,6 +226,8 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
       assert.ok(kill.stops.every((s) => s.ok), `StopPodSandbox failed: ${JSON.stringify(kill.stops)}`);
       attempts.push({ runMs: round(run.ms), sandboxes: kill.sandboxes, stopAttempts: kill.stops.map((s) => s.attempts) });
     }
+    // stewardd answered containerd's one DEL with success, so containerd kept no NotReady sandbox to stop.
+    assert.ok(attempts.every((a) => a.sandboxes === 0), 'no sandbox left after a failed RunPodSandbox');
     const leasesRightAfter = n.leases().length;
     const ms = await within('no lease left after 5 failed RunPodSandbox', 60_000, () => n.leases().length === 0);
     await within('no teardown pending', 60_000, async () => (await status()).teardownQueue.depth === 0);
@@ -250,6 +252,7 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     // The sync loop: the pod's sandboxes as listed (containerd dropped the failed one: its DEL
     // succeeded), plus the one the ADD ran for, stopped by id as the kubelet does on pod deletion.
     const listed = await k.sandboxesOf(pod);
+    assert.equal(listed.length, 0, 'containerd kept no sandbox: stewardd answered its DEL');
     const sandboxId = fixtureCalls(stateDir, 'ADD')[0]!.split(' ')[1]!;
     const stop = await k.stopSandbox(sandboxId);
     assert.ok(stop.ok && stop.attempts === 1, `StopPodSandbox at its first attempt: ${JSON.stringify(stop)}`);

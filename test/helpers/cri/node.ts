@@ -7,7 +7,7 @@
 // leaves (portmap's top-level iptables chains, the pods' cgroup parent) removed when this made them.
 
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { Daemon } from '../daemon.js';
@@ -278,14 +278,5 @@ export class CriNode {
       };
       rm(dir);
     }
-  }
-}
-
-/** Reads a file, or '' when it is not there. */
-export function readOr(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch {
-    return '';
   }
 }
