@@ -45,7 +45,8 @@ export class CriError extends Error {
 type Unary = (req: unknown, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: any) => void) => void;
 
 let definition: grpc.GrpcObject | undefined;
-function runtimeServiceCtor(): grpc.ServiceClientConstructor {
+/** The RuntimeService of runtime.proto (its `.service` serves a fake runtime in unit tests). */
+export function runtimeServiceCtor(): grpc.ServiceClientConstructor {
   definition ??= grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, {
     keepCase: false, longs: String, enums: String, defaults: true, oneofs: true,
   }));
