@@ -475,6 +475,7 @@ export class RuntimeHost {
       if (this.ownsCacheEntry(f)) out.push(`${CNI_CACHE}/${f} left behind`);
     }
     out.push(...processesMentioning(this.env.dir).map((p) => `process left running: ${p}`));
+    out.push(...mountsUnder(this.env.dir).map((m) => `mount left: ${m}`));
     if (existsSync(this.env.dir)) out.push(`temp dir ${this.env.dir} left behind`);
     return out;
   }
