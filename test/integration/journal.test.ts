@@ -22,10 +22,6 @@ async function startDaemon(d: Daemon): Promise<Daemon> {
 
 const newDaemon = (name: string) => new Daemon(env, { name, args: ['--retry-base-ms', '200', '--retry-max-ms', '400'] });
 
-async function attachment(daemon: Daemon, containerId: string): Promise<any> {
-  return (await daemon.get(`/v1/attachments?containerId=${containerId}`)).json[0];
-}
-
 describe('kill -9 mid-ADD', () => {
   it('during the first plugin, which holds a resource: after restart that plugin gets its DEL', async () => {
     const daemon = await startDaemon(newDaemon('crash-first'));
@@ -44,7 +40,7 @@ describe('kill -9 mid-ADD', () => {
 
     await daemon.start();
     assert.deepEqual(fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]), ['cut-first'], 'the interrupted plugin was DELed');
-    assert.equal((await attachment(daemon, 'cut-first')).state, 'deleted');
+    assert.equal((await daemon.attachment('cut-first')).state, 'deleted');
     assert.deepEqual(leases(dataDir, 'firstnet'), []);
     await daemon.stop();
   });
@@ -90,7 +86,7 @@ describe('restart in the same boot', () => {
     assert.equal(fixtureCalls(fx, 'DEL').length, 0);
     assert.equal(leases(dataDir, 'samenet').length, 1);
     assert.equal(linkExists(netns, 'eth0'), true);
-    assert.equal((await attachment(daemon, 'stays')).state, 'added');
+    assert.equal((await daemon.attachment('stays')).state, 'added');
     assert.equal((await shim({ command: 'CHECK', containerId: 'stays', netns }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'stays', netns }, conf)).code, 0);
     assert.deepEqual(leases(dataDir, 'samenet'), []);
@@ -126,7 +122,7 @@ describe('disk full', () => {
     await daemon.waitFor('the scheduler to roll the cut-off ADD back', () => leases(dataDir, 'fullnet').length === 0, 20_000);
     assert.equal(linkExists(netns, 'eth0'), false);
     assert.ok(fixtureCalls(fx, 'DEL').some((l) => l.startsWith('DEL full ')), 'the plugin that filled the disk got its DEL');
-    await daemon.waitFor('the attachment to be deleted', async () => (await attachment(daemon, 'full')).state === 'deleted');
+    await daemon.waitFor('the attachment to be deleted', async () => (await daemon.attachment('full')).state === 'deleted');
 
     const plain = stewardConf(daemon.socket, '1.0.0', [delegate('fullnet', '1.0.0', [bridge, fixturePlugin(fx)])]);
     const readd = await shim({ command: 'ADD', containerId: 'full', netns }, plain);
