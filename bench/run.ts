@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { TestEnv } from '../test/helpers/env.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
+import { benchNetns } from './lib/netconf.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
@@ -92,6 +93,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
+  benchNetns(env);
   const ctx: BenchContext = { scale, log: (m) => console.error(`  ${m}`) };
   const rows: Row[] = [];
   const failures: string[] = [];

@@ -20,10 +20,6 @@ async function startDaemon(name: string, extra: string[] = []): Promise<Daemon> 
   return d;
 }
 
-async function attachment(daemon: Daemon, containerId: string): Promise<any> {
-  return (await daemon.get(`/v1/attachments?containerId=${containerId}`)).json[0];
-}
-
 describe('teardown order', () => {
   it('a chained plugin whose ADD fails and whose DEL keeps failing does not hold back the bridge: its lease is released by the rollback itself', async () => {
     const daemon = await startDaemon('unconfirmed');
@@ -39,7 +35,7 @@ describe('teardown order', () => {
     // No waiting for a retry schedule: the rollback DELed the bridge right after the fixture failed.
     assert.deepEqual(leases(dataDir, 'ovnish'), [], 'the lease is released at once');
     assert.equal(linkExists(netns, 'eth0'), false);
-    const steps = (await attachment(daemon, 'sandbox-1')).steps;
+    const steps = (await daemon.attachment('sandbox-1')).steps;
     assert.equal(steps[0].state, 'deleted', 'bridge');
     assert.equal(steps[1].state, 'del_failed', 'the fixture is retried on its own');
     // The runtime's DEL right after the failed ADD returns at once as well.
@@ -61,7 +57,7 @@ describe('teardown order', () => {
     assert.equal(leases(dataDir, 'primary').length, 1);
     assert.equal((await shim({ command: 'DEL', containerId: 'multi', netns }, conf)).code, 0);
     assert.deepEqual(leases(dataDir, 'primary'), [], 'the primary network is released although net1 failed');
-    const a = await attachment(daemon, 'multi');
+    const a = await daemon.attachment('multi');
     assert.equal(a.state, 'deleting');
     assert.deepEqual(a.steps.map((s: any) => `${s.delegate}:${s.state}`), ['primary:deleted', 'secondary:del_failed']);
     const pending = (await daemon.get('/v1/teardowns')).json.pending;
@@ -81,7 +77,7 @@ describe('teardown order', () => {
     assert.equal((await shim({ command: 'ADD', containerId: 'halted', netns }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'halted', netns }, conf)).code, 0);
     assert.equal(leases(dataDir, 'halting').length, 1, 'bridge waits for the portmap-like step after it');
-    const a = await attachment(daemon, 'halted');
+    const a = await daemon.attachment('halted');
     assert.deepEqual(a.steps.map((s: any) => s.state), ['added', 'del_failed']);
     await daemon.stop();
   });
@@ -125,7 +121,7 @@ describe('permanent teardown failures', () => {
       fixturePlugin(fx, { failAdd: true, failDelAlways: true, failDelCode: 7 }),
     ])]);
     assert.equal((await shim({ command: 'ADD', containerId: 'bound-1', netns }, conf)).json.code, 201);
-    await daemon.waitFor('the step to be abandoned', async () => (await attachment(daemon, 'bound-1')).state === 'deleted', 15_000);
+    await daemon.waitFor('the step to be abandoned', async () => (await daemon.attachment('bound-1')).state === 'deleted', 15_000);
     assert.equal(fixtureCalls(fx, 'DEL').length, 3);
     const t = (await daemon.get('/v1/teardowns')).json;
     assert.equal(t.abandoned[0].attempts, 3);
@@ -141,7 +137,7 @@ describe('permanent teardown failures', () => {
       fixturePlugin(fx, { failAdd: true, failDelAlways: true }),
     ])]);
     assert.equal((await shim({ command: 'ADD', containerId: 'tr-1', netns }, conf)).json.code, 201);
-    await daemon.waitFor('the step to be abandoned', async () => (await attachment(daemon, 'tr-1')).state === 'deleted', 20_000);
+    await daemon.waitFor('the step to be abandoned', async () => (await daemon.attachment('tr-1')).state === 'deleted', 20_000);
     assert.equal(fixtureCalls(fx, 'DEL').length, 6, 'code 11 is not permanent: all 6 attempts ran');
     await daemon.stop();
   });

@@ -182,8 +182,12 @@ export class Store {
       if (this.depth > 1 || e instanceof CniError) throw e;
       const err = e as Error & { code?: string };
       this.onWriteError?.(err);
-      throw new CniError(ErrorCode.TryAgainLater,
-        `stewardd could not write its journal (${err.code ?? 'error'}: ${failureSafeText(err.message)}); nothing was left half-written, try again later`);
+      const text = `${err.code ?? 'error'}: ${failureSafeText(err.message)}`;
+      // The disk, not the request: retrying later can succeed. Anything else (a constraint) is a bug.
+      if (/^SQLITE_(FULL|IOERR|READONLY|BUSY|LOCKED|CANTOPEN|NOMEM|PROTOCOL)/.test(err.code ?? '')) {
+        throw new CniError(ErrorCode.TryAgainLater, `stewardd could not write its journal (${text}); nothing was left half-written, try again later`);
+      }
+      throw new CniError(ErrorCode.Internal, `stewardd journal write failed (${text})`);
     } finally {
       this.depth--;
     }
