@@ -4,7 +4,8 @@
 // Everything is the suite's own and is undone at TestEnv.close(): podman runs with --root/--runroot/
 // --tmpdir in the env's temp dir; its drop-in is /etc/containers/containers.conf.d/99-steward-e2e.conf;
 // conflists in /etc/cni/net.d are named *stw-e2e-<tag>*; containerd runs as a child process with
-// root, state and socket in the temp dir; /opt/cni/bin/steward is a symlink made and removed here.
+// root, state and socket in the temp dir (with its CRI plugin on for the CRI suite, configured by
+// test/helpers/cri/node.ts); /opt/cni/bin/steward is a symlink made and removed here.
 // Directories the runtimes create on first use (/run/runc, /var/lib/cni, /run/containerd, cni.lock)
 // are removed when they did not exist before and hold nothing but empty dirs and lock files.
 // `residue()` compares the machine with the snapshot taken at setup, so a test can assert it.
@@ -633,7 +634,7 @@ export class Containerd {
    * `containerd config default` with root, state, grpc.address and the opt plugin's path moved into
    * the temp dir (and the CRI plugin off: ctr does not need it), started as a background child;
    * stopped at close. `opts.configure` edits the config text further (the CRI suite keeps the CRI
-   * plugin on: test/helpers/cri/containerd-cri.ts); `opts.name` names the dir under the env's.
+   * plugin on: test/helpers/cri/node.ts); `opts.name` names the dir under the env's.
    */
   static async start(host: RuntimeHost, opts: { name?: string; configure?: (conf: string, dir: string) => string } = {}): Promise<Containerd> {
     const c = new Containerd(host, opts.name);
@@ -670,8 +671,7 @@ export class Containerd {
     return run('ctr', ['--address', this.address, ...args], { timeoutMs });
   }
 
-  /** Stops containerd (SIGTERM, then SIGKILL after 10 s) and kills the shims of our socket. */
-  async stop(): Promise<void> {
+  private async stop(): Promise<void> {
     const p = this.proc;
     if (!p || p.exitCode !== null || p.signalCode !== null) return;
     // Leftover containers of ours (a failed test), in every namespace (the CRI plugin's is k8s.io):
