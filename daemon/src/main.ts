@@ -1,6 +1,6 @@
 // The stewardd process: subcommand dispatch and signals. Everything else is in daemon.ts.
 
-import { pino } from 'pino';
+import { createLogger } from './log.js';
 import {
   INSTALL_USAGE, parseInstallConfig, parseProbeArgs, parseRunConfig, parseUninstallConfig, PROBE_USAGE, RUN_USAGE, UNINSTALL_USAGE,
 } from './config.js';
@@ -19,7 +19,7 @@ async function main(argv: string[]): Promise<number> {
     case 'run': {
       if (rest.includes('--help')) { console.log(RUN_USAGE); return 0; }
       const cfg = parseRunConfig(rest);
-      const log = pino({ level: cfg.logLevel });
+      const log = createLogger(cfg.logLevel);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
       const { startDaemon } = await import('./daemon.js');
       const daemon = await startDaemon(cfg, log);

@@ -34,11 +34,11 @@ export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     const stop = deps.metrics.requestSeconds.startTimer({ command });
     try {
       const text = await deps.engine.handle(req);
-      deps.metrics.requests.inc({ command, outcome: 'ok' });
+      deps.metrics.requests.inc({ command, code: '0' });
       return reply.code(200).type('application/json').send(text);
     } catch (e) {
       const err = CniError.from(e);
-      deps.metrics.requests.inc({ command, outcome: `error_${err.code}` });
+      deps.metrics.requests.inc({ command, code: String(err.code) });
       request.log.warn({ containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), command, code: err.code, err: err.message }, 'CNI request failed');
       throw err;
     } finally {
