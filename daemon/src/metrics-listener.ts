@@ -12,13 +12,19 @@ export interface ListenAddress {
   port: number;
 }
 
-/** "ADDR:PORT", "[v6]:PORT" or ":PORT" (all addresses); undefined with the reason in `why` when not. */
+/**
+ * "ADDR:PORT", "[v6]:PORT", "v6:PORT" (the last colon separates the port, so a DaemonSet can write
+ * $(HOST_IP):9631 whatever the node's address family) or ":PORT" (all addresses); else `why`.
+ */
 export function parseListenAddress(raw: string): ListenAddress | { why: string } {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(raw);
-  if (!m) return { why: `--metrics-listen must be ADDR:PORT (e.g. 0.0.0.0:9631 or [::1]:9631), got "${raw}"` };
-  const port = Number(m[3]);
+  const bad = { why: `--metrics-listen must be ADDR:PORT (e.g. 0.0.0.0:9631, [::1]:9631), got "${raw}"` };
+  const colon = raw.lastIndexOf(':');
+  if (colon < 0 || !/^\d{1,5}$/.test(raw.slice(colon + 1))) return bad;
+  const port = Number(raw.slice(colon + 1));
   if (port > 65535) return { why: `--metrics-listen port must be 0-65535, got ${port}` };
-  const host = m[1] ?? m[2] ?? '';
+  let host = raw.slice(0, colon);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  if (/[[\]\s/]/.test(host)) return bad;
   return { host: host === '' ? '0.0.0.0' : host, port };
 }
 
