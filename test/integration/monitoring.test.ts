@@ -131,7 +131,7 @@ describe('metric names', () => {
 });
 
 describe('a real Prometheus scraping a real stewardd', () => {
-  it('sees the shipped stuck-teardown alert go pending and firing while a delegate fails DEL, and resolve once it heals', { timeout: 120_000 }, async () => {
+  it('sees the shipped stuck-teardown alert go pending and firing while a delegate fails DEL, and resolve once it heals', { timeout: 120_000 }, async (t) => {
     const t0 = Date.now();
     const { daemon, addr } = await daemonWithListener('prom', ['--retry-base-ms', '300', '--retry-max-ms', '1000']);
     const broken = join(env.dir, 'delegate-broken');
@@ -152,6 +152,7 @@ describe('a real Prometheus scraping a real stewardd', () => {
     stuck.for = '3s';
     const prom = new Prometheus(env, { targets: [addr], groups, intervalSeconds: 1 });
     await prom.start();
+    const promReady = Date.now();
     await poll('Prometheus to scrape stewardd', 30_000, async () => ((await prom.targetHealth()).includes('up') ? true : undefined));
 
     const seen = new Set<string>();
@@ -165,13 +166,16 @@ describe('a real Prometheus scraping a real stewardd', () => {
       { instance: addr, job: 'steward', severity: 'warning' });
     assert.ok(Number(firing.value) > 3, firing.value);
     assert.equal(await prom.ruleState('StewardTeardownStuck'), 'firing');
+    const firedAt = Date.now();
 
     // Heal the delegate: the retry scheduler's next DEL succeeds, the gauge drops to 0, the alert resolves.
     rmSync(broken);
+    const healedAt = Date.now();
     await daemon.waitFor('the teardown to finish', async () => (await daemon.status()).teardownQueue.depth === 0, 30_000);
     await poll('StewardTeardownStuck to resolve', 60_000, async () =>
       ((await prom.alerts('StewardTeardownStuck')).length === 0 && (await prom.ruleState('StewardTeardownStuck')) === 'inactive' ? true : undefined));
 
+    t.diagnostic(`prometheus ready to firing: ${((firedAt - promReady) / 1000).toFixed(1)} s; heal to resolved: ${((Date.now() - healedAt) / 1000).toFixed(1)} s`);
     // Nothing else fired on this healthy-again daemon.
     for (const r of rules()) if (r.alert !== 'StewardTeardownStuck') assert.deepEqual(await prom.alerts(r.alert), [], r.alert);
     await prom.stop();
