@@ -241,13 +241,13 @@ export class Engine {
     const k = keyString(key);
     if (this.tombstones.has(k)) {
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
-      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
+      this.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
       return Promise.resolve('');
     }
     const joined = this.dels.get(k);
     if (joined) {
       this.opts.metrics.coalescedDels.inc({ how: 'joined' });
-      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL joined one queued or in flight');
+      this.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL joined one queued or in flight');
       return joined;
     }
     const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.delLocked(env, config, key)));
