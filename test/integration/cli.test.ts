@@ -150,6 +150,11 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
     assert.ok(bad.stderr.includes(daemon.socket), bad.stderr);
     assert.match(bad.stderr, /400: state must be one of/);
     assert.equal((await cli(['attachments', '--socket', daemon.socket, '--pod', 'no-slash'])).code, 2);
+    for (const bad of ['no-slash', '/web-0', 'team-a/', 'a/b/c']) {
+      const r = await daemon.get(`/v1/attachments?pod=${encodeURIComponent(bad)}`);
+      assert.equal(r.status, 400, bad);
+      assert.deepEqual(r.json, { error: 'pod must be NAMESPACE/NAME' });
+    }
     assert.equal((await cli(['status', '--socket', daemon.socket, '-o', 'yaml'])).code, 2);
     assert.equal((await cli(['status', '--socket', daemon.socket, '--bogus'])).code, 2);
   });
