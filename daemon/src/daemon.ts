@@ -34,8 +34,9 @@ export function readBootId(file: string): string {
 export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
   const startedAt = Date.now();
   const bootId = readBootId(cfg.bootIdFile);
-  const store = new Store(cfg.dbPath);
-  // Store write errors count in steward_db_write_errors_total through metrics.countWriteError.
+  // Every journal write SQLite refuses is counted in steward_db_write_errors_total (the metrics
+  // object exists by the time the first write can fail: recovery runs after both are made).
+  const store = new Store(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
   const metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
   const executor = new PluginExecutor({
     binDirs: cfg.binDirs, timeoutMs: cfg.pluginTimeoutMs, path: process.env.PATH ?? DEFAULT_PLUGIN_PATH, log,

@@ -335,3 +335,44 @@ describe('Store pods', () => {
     assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-1' }, state: 'added' }), []);
   });
 });
+
+describe('durability and write failures', () => {
+  test('the journal is WAL with synchronous=FULL, read back from SQLite itself', () => {
+    const { store } = openStore();
+    assert.deepEqual(store.durability(), { journalMode: 'wal', synchronous: 2 });
+  });
+
+  test('a write the disk refuses (here: another writer holds the lock past busy_timeout) is code 11 and reported once', () => {
+    const { path } = openStore();
+    const errors: string[] = [];
+    const store = new Store(path, { onWriteError: (e) => errors.push((e as Error & { code?: string }).code ?? '?') });
+    open.push(store);
+    const other = new Database(path);
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      assert.throws(() => store.atomic(() => store.createAttachment(newAttachment())),
+        (e: { code?: number; message?: string }) => e.code === 11 && /could not write its journal \(SQLITE_BUSY/.test(e.message ?? ''));
+      assert.deepEqual(errors, ['SQLITE_BUSY']);
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    assert.equal(store.listAttachments({}).length, 0, 'nothing half-written');
+  });
+
+  test('a write that breaks a constraint is a bug (code 104), not "try again later"', () => {
+    const { store } = openStore();
+    assert.throws(() => store.insertStep({
+      attachmentId: 999, seq: 0, delegateIndex: 0, delegateName: 'd', ifname: 'eth0', pluginIndex: 0, pluginType: 'bridge', config: '{}',
+    }), (e: { code?: number }) => e.code === 104);
+  });
+
+  test('stored error texts are capped, so a 100 KB plugin message does not bloat every status page', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment());
+    store.setAttachmentError(a.id, 'x'.repeat(100_000));
+    const kept = store.getAttachment(a.id)?.error ?? '';
+    assert.ok(kept.length < 2200, `kept ${kept.length} characters`);
+    assert.match(kept, /more characters cut/);
+  });
+});

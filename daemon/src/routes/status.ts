@@ -47,6 +47,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
       ready: deps.isReady(),
+      warnings: engine.configWarnings(),
       attachments: counts.attachments,
       steps: counts.steps,
       teardownQueue: {
