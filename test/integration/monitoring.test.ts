@@ -130,6 +130,26 @@ describe('metric names', () => {
   });
 });
 
+describe('database write errors', () => {
+  it('a journal write SQLite refuses is counted in steward_db_write_errors_total and the ADD answers code 11', async () => {
+    const { daemon, addr } = await daemonWithListener('dbwrite');
+    const { default: Database } = await import('better-sqlite3');
+    // Another writer holds the database's write lock past the daemon's busy_timeout (5 s): SQLITE_BUSY.
+    const other = new Database(join(daemon.stateDir, 'steward.db'));
+    env.defer(() => { if (other.open) { if (other.inTransaction) other.exec('ROLLBACK'); other.close(); } });
+    other.exec('BEGIN IMMEDIATE');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-db'))])]);
+    const add = await shim({ command: 'ADD', containerId: 'db-1', netns: env.netns(), args: POD_ARGS }, conf);
+    other.exec('ROLLBACK');
+    other.close();
+    assert.equal(add.json?.code, 11, add.stdout);
+    const text = await (await fetch(`http://${addr}/metrics`)).text();
+    assert.match(text, /^steward_db_write_errors_total [1-9]\d*$/m);
+    assert.match(text, /^steward_cni_requests_total\{command="ADD",code="11"\} 1$/m);
+    await daemon.stop();
+  });
+});
+
 describe('a real Prometheus scraping a real stewardd', () => {
   it('sees the shipped stuck-teardown alert go pending and firing while a delegate fails DEL, and resolve once it heals', { timeout: 120_000 }, async (t) => {
     const t0 = Date.now();
