@@ -7,15 +7,15 @@ import {
 
 const USAGE = `usage: stewardd <command> [options]
 commands:
-  run        serve CNI requests on the Unix socket (stewardd run --help)
-  install    put the shim and 00-steward.conflist on this node (stewardd install --help)
-  uninstall  drain, then remove exactly what install added (stewardd uninstall --help)
-  probe      GET /healthz or /readyz on the socket, for exec probes (stewardd probe --help)
-  status     counts, teardown queue, failing and abandoned teardowns (--check: exit 1 if any abandoned)
+  run          serve CNI requests on the Unix socket (stewardd run --help)
+  install      put the shim and 00-steward.conflist on this node (stewardd install --help)
+  uninstall    drain, then remove exactly what install added (stewardd uninstall --help)
+  probe        GET /healthz or /readyz on the socket, for exec probes (stewardd probe --help)
+  status       counts, teardown queue, failing and abandoned teardowns (--check: exit 1 if any abandoned)
   attachments  list attachments: --state S, --pod NAMESPACE/NAME, --container ID
-  teardowns  pending and abandoned teardown steps
-  retry      run pending teardowns now
-  version    print the version
+  teardowns    pending and abandoned teardown steps
+  retry        run pending teardowns now
+  version      print the version
 status, attachments, teardowns and retry print tables, or the API's JSON with -o json (<command> --help)`;
 
 async function main(argv: string[]): Promise<number> {

@@ -93,6 +93,8 @@ export function formatStatus(s: StatusJson, now: number): string {
     `plugin slots: ${s.executions.inUse}/${s.executions.slots} in use, ${s.executions.queued} queued`,
   ];
   if (s.lastErrors.length > 0) lines.push('', teardownTable(s.lastErrors, now));
+  const shown = s.lastErrors.length;
+  if (shown < q.depth + abandoned) lines.push(`(${shown} of ${q.depth + abandoned} shown: stewardd teardowns lists them all)`);
   if (abandoned > 0) lines.push('', `${abandoned} abandoned step(s): release what they hold by hand, see docs/teardown.md`);
   return lines.join('\n');
 }
