@@ -14,6 +14,7 @@ import { benchDbSize } from './dbsize.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
+import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
@@ -26,6 +27,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['storm', benchStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
+  ['scrape', benchScrape],
 ];
 
 const { values } = parseArgs({

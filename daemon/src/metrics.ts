@@ -72,6 +72,13 @@ export class Metrics {
 
   constructor(source: GaugeSource, opts: MetricsOptions = {}) {
     const now = opts.now ?? Date.now;
+    // One database read per scrape for the three gauges that need the counts (collect() runs per metric).
+    let cached: { at: number; counts: ReturnType<GaugeSource['counts']> } | undefined;
+    const counts = () => {
+      const t = Date.now();
+      if (cached === undefined || t - cached.at > 250) cached = { at: t, counts: source.counts() };
+      return cached.counts;
+    };
     collectDefaultMetrics({ register: this.registry, prefix: 'steward_' });
     const gauge = (name: string, help: string, collect: (g: Gauge) => void, labelNames: string[] = []) => {
       const g: Gauge = new Gauge({ name, help, labelNames, registers: [this.registry], collect() { collect(g); } });
@@ -84,12 +91,12 @@ export class Metrics {
       for (const [state, n] of Object.entries(counts)) if (!known.includes(state)) g.set({ state }, n);
     };
     gauge('steward_attachments', 'Attachments in the database, by state',
-      (g) => byState(g, ATTACHMENT_STATES, source.counts().attachments), ['state']);
-    gauge('steward_steps', 'Delegate steps in the database, by state', (g) => byState(g, STEP_STATES, source.counts().steps), ['state']);
+      (g) => byState(g, ATTACHMENT_STATES, counts().attachments), ['state']);
+    gauge('steward_steps', 'Delegate steps in the database, by state', (g) => byState(g, STEP_STATES, counts().steps), ['state']);
     gauge('steward_teardown_pending_steps', 'Teardown steps still owing a successful DEL (failed and waiting for a retry, or running)',
       (g) => g.set(source.countPendingTeardowns()));
     gauge('steward_teardown_abandoned_steps', 'Teardown steps given up on and still in the database: resources an operator must release by hand',
-      (g) => g.set(source.counts().steps.abandoned ?? 0));
+      (g) => g.set(counts().steps.abandoned ?? 0));
     gauge('steward_oldest_pending_teardown_seconds', 'Age of the oldest unfinished teardown (0 when none)', (g) => {
       const t = source.oldestPendingTeardownAt();
       g.set(t === undefined ? 0 : Math.max(0, (now() - t) / 1000));
