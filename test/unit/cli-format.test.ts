@@ -1,7 +1,7 @@
 // The CLI's human output (daemon/src/cli/format.ts) as pure functions of the API's JSON and a clock.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { duration, formatStatus, when } from '../../daemon/src/cli/format.js';
+import { duration, formatStatus, pod, when } from '../../daemon/src/cli/format.js';
 
 describe('CLI time formatting', () => {
   test('durations are short and next retries say how far away they are', () => {
@@ -37,5 +37,14 @@ describe('CLI status table', () => {
     assert.match(out, /^2 +ns\/p2 +ctr-2-012345 +portmap +abandoned +3 +never \(abandoned\) /m);
     assert.match(out, /^\(2 of 13 shown: stewardd teardowns lists them all\)$/m);
     assert.match(out, /1 abandoned step\(s\): release what they hold by hand/);
+  });
+});
+
+describe('CLI pod column', () => {
+  test('namespace/name, the name alone, or "-" when the runtime (or an older daemon) names no pod', () => {
+    assert.equal(pod({ podNamespace: 'ns', podName: 'web-0' }), 'ns/web-0');
+    assert.equal(pod({ podNamespace: null, podName: 'quirky_turing' }), 'quirky_turing');
+    assert.equal(pod({ podNamespace: null, podName: null }), '-');
+    assert.equal(pod({}), '-');
   });
 });

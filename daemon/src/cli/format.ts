@@ -66,9 +66,10 @@ export function when(iso: string | null, now: number): string {
   return `${iso.slice(11, 19)}Z (${rel})`;
 }
 
-export function pod(r: { podNamespace: string | null; podName: string | null }): string {
-  if (r.podName === null) return '-';
-  return r.podNamespace === null ? r.podName : `${r.podNamespace}/${r.podName}`;
+/** "namespace/name", the name alone (podman passes only K8S_POD_NAME), or "-" (also from a daemon older than the pod fields). */
+export function pod(r: { podNamespace?: string | null; podName?: string | null }): string {
+  if (r.podName == null) return '-';
+  return r.podNamespace == null ? r.podName : `${r.podNamespace}/${r.podName}`;
 }
 
 const shortId = (id: string | undefined) => (id === undefined ? '?' : id.length > 12 ? id.slice(0, 12) : id);
