@@ -16,6 +16,7 @@ import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
 import { benchShim } from './shim.js';
+import { benchShimStorm } from './shim-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -25,6 +26,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['chain', benchChain],
   ['throughput', benchThroughput],
   ['storm', benchStorm],
+  ['shim-storm', benchShimStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
 ];
