@@ -11,11 +11,13 @@ import { parseArgs } from 'node:util';
 import { TestEnv } from '../test/helpers/env.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
+import { benchNetns } from './lib/netconf.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
 import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
+import { benchShimStorm } from './shim-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -25,6 +27,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['chain', benchChain],
   ['throughput', benchThroughput],
   ['storm', benchStorm],
+  ['shim-storm', benchShimStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
   ['scrape', benchScrape],
@@ -94,6 +97,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
+  benchNetns(env);
   const ctx: BenchContext = { scale, log: (m) => console.error(`  ${m}`) };
   const rows: Row[] = [];
   const failures: string[] = [];

@@ -43,6 +43,8 @@ describe('kill -9 cycles', () => {
     ])]);
     /** Containers the runtime was told are added (ADD answered 0 and no DEL answered 0 since). */
     const live = new Map<string, string>();
+    /** Containers whose ADD failed: a runtime DELs them (containerd and podman do, kubelet's sync loop retries). */
+    const failed = new Map<string, string>();
     const outcomes: Record<string, number> = {};
     const count = (k: string) => { outcomes[k] = (outcomes[k] ?? 0) + 1; };
 
@@ -54,6 +56,7 @@ describe('kill -9 cycles', () => {
         calls.push(shim({ command: 'ADD', containerId: id, netns }, conf).then((r) => {
           count(`ADD ${r.code === 0 ? 'ok' : `code ${r.json?.code}`}`);
           if (r.code === 0) live.set(id, netns);
+          else failed.set(id, netns);
         }));
       }
       // DELs of some containers added in earlier cycles run alongside.
@@ -69,6 +72,10 @@ describe('kill -9 cycles', () => {
       await daemon.start();
     }
 
+    for (const [id, netns] of failed) {
+      const r = await shim({ command: 'DEL', containerId: id, netns }, conf);
+      assert.equal(r.code, 0, `DEL after the failed ADD of ${id}: ${r.stdout}`);
+    }
     for (const [id, netns] of live) {
       const r = await shim({ command: 'DEL', containerId: id, netns }, conf);
       assert.equal(r.code, 0, `final DEL of ${id}: ${r.stdout}`);
@@ -79,6 +86,10 @@ describe('kill -9 cycles', () => {
     const status = await daemon.status();
     const liveRows = (status.attachments.adding ?? 0) + (status.attachments.added ?? 0) + (status.attachments.deleting ?? 0);
     process.stdout.write(`# kill -9 cycles: ${CYCLES} (seed ${seed}), outcomes ${JSON.stringify(outcomes)}, leases left ${leftLeases.length}, live rows ${liveRows}\n`);
+    if (liveRows > 0 || leftLeases.length > 0) {
+      const rows = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter((a) => a.state !== 'deleted');
+      process.stdout.write(`# left: ${JSON.stringify(rows)}\n# log: ${daemon.logFile}\n`);
+    }
     assert.deepEqual(leftLeases, [], 'no lease left');
     assert.equal(liveRows, 0, 'every attachment torn down');
     assert.equal(status.steps.abandoned ?? 0, 0);
