@@ -6,3 +6,4 @@ export * from './cni/env.js';
 export * from './cni/convert.js';
 export * from './cni/pod.js';
 export * from './api.js';
+export * from './wire.js';

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
-import { decodeWireRequest } from '../routes/cni.js';
+import { decodeWireRequest } from '@cni-steward/shared';
 
 export interface RecoveryReport {
   staleBoot: number;

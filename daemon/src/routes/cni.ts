@@ -1,26 +1,9 @@
-// POST /v1/cni: the shim's one request. Validates the envelope with the shared CNI validators,
+// POST /v1/cni: the shim's one request. Decodes the envelope with the shared contract's decoder,
 // hands it to the engine, and answers 200 with the text to print or a CNI error.
 
 import type { FastifyInstance } from 'fastify';
-import { CNI_ROUTE, CniError, ErrorCode, parseCniEnv, podFromCniArgs, podLogFields, type CniRequestBody } from '@cni-steward/shared';
+import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { AppDeps } from '../server.js';
-
-export function decodeWireRequest(body: unknown): CniRequestBody {
-  if (typeof body !== 'object' || body === null) throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
-  const b = body as Record<string, unknown>;
-  if (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env)) {
-    throw new CniError(ErrorCode.InvalidEnv, 'request has no "env" object of CNI_* variables');
-  }
-  const rawEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(b.env as Record<string, unknown>)) {
-    if (typeof v !== 'string') throw new CniError(ErrorCode.InvalidEnv, `env.${k} must be a string`);
-    rawEnv[k] = v;
-  }
-  if (typeof b.config !== 'object' || b.config === null || Array.isArray(b.config)) {
-    throw new CniError(ErrorCode.InvalidConfig, 'request has no netconf object in "config"');
-  }
-  return { env: parseCniEnv(rawEnv), config: b.config as Record<string, unknown> };
-}
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
