@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
-import type { UninstallMode } from './lifecycle/on-term.js';
+import type { InstallConfig, UninstallConfig, UninstallMode } from './lifecycle/options.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
@@ -208,28 +208,6 @@ ${LIFECYCLE_PATHS}
   --db PATH                database read when the daemon is not running (default <state-dir>/steward.db)
   --drain-timeout SEC      time given to pending teardowns (default 30)
   --purge                  also remove the state dir`;
-
-export interface InstallConfig {
-  cniBinDir: string;
-  cniConfDir: string;
-  stateDir: string;
-  shim: string;
-  socket: string;
-  spoolDir: string;
-  force: boolean;
-  logLevel: string;
-}
-
-export interface UninstallConfig {
-  cniBinDir: string | undefined;
-  cniConfDir: string | undefined;
-  stateDir: string;
-  dbPath: string;
-  socket: string | undefined;
-  drainTimeoutMs: number;
-  purge: boolean;
-  logLevel: string;
-}
 
 const pathOptions = {
   'cni-bin-dir': { type: 'string' },

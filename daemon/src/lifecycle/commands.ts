@@ -3,7 +3,7 @@
 
 import { destination } from 'pino';
 import { createLogger } from '../log.js';
-import type { InstallConfig, UninstallConfig } from '../config.js';
+import type { InstallConfig, UninstallConfig } from './options.js';
 import { install, LifecycleError, uninstall, type UninstallReport } from './install.js';
 import { LockTimeoutError } from './lock.js';
 import { readRecord } from './record.js';

@@ -3,7 +3,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
-import type { AppDeps } from '../server.js';
+import type { AppDeps } from './deps.js';
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {

@@ -2,7 +2,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import type { Attachment, AttachmentState, Step } from '../store/types.js';
-import type { AppDeps } from '../server.js';
+import type { AppDeps } from './deps.js';
 
 const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
 
