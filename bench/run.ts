@@ -15,7 +15,9 @@ import { benchNetns } from './lib/netconf.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
+import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
+import { benchShimStorm } from './shim-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -25,8 +27,10 @@ const BENCHES: Array<[string, Bench]> = [
   ['chain', benchChain],
   ['throughput', benchThroughput],
   ['storm', benchStorm],
+  ['shim-storm', benchShimStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
+  ['scrape', benchScrape],
 ];
 
 const { values } = parseArgs({

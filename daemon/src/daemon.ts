@@ -2,7 +2,8 @@
 // Owns the process-level concerns: signals, readiness, and a bounded graceful close.
 
 import { readFileSync } from 'node:fs';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { createLogger } from './log.js';
 import { type DaemonConfig } from './config.js';
 import { Engine } from './engine/engine.js';
 import { uninstallOnTerm } from './lifecycle/on-term.js';
@@ -10,6 +11,7 @@ import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { recover } from './engine/recovery.js';
 import { RetryScheduler } from './engine/scheduler.js';
 import { Metrics } from './metrics.js';
+import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { prepareSocketPath, restrictSocket } from './socket.js';
@@ -29,18 +31,17 @@ export function readBootId(file: string): string {
   return id;
 }
 
-export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level: cfg.logLevel })): Promise<RunningDaemon> {
+export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
   const startedAt = Date.now();
   const bootId = readBootId(cfg.bootIdFile);
-  const store = new Store(cfg.dbPath);
-  const metrics = new Metrics(store);
+  // Every journal write SQLite refuses is counted in steward_db_write_errors_total (the metrics
+  // object exists by the time the first write can fail: recovery runs after both are made).
+  const store = new Store(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
+  const metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
   const executor = new PluginExecutor({
     binDirs: cfg.binDirs, timeoutMs: cfg.pluginTimeoutMs, path: process.env.PATH ?? DEFAULT_PLUGIN_PATH, log,
   });
-  const run: PluginRunner = (call) => {
-    metrics.pluginExecutions.inc({ command: call.command });
-    return executor.run(call);
-  };
+  const run: PluginRunner = metrics.instrument(executor.run);
   const engine = new Engine({
     store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
   });
@@ -51,6 +52,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   let ready = false;
   const watcher = cfg.cniConfDir ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log }) : undefined;
   const isReady = () => ready && (watcher?.ready() ?? true);
+  metrics.setReadiness(isReady);
+  const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({ engine, metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt });
 
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
@@ -83,6 +86,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       await scheduler.stop();
+      await metricsListener?.close();
       executor.close();
       store.close();
       afterClose();

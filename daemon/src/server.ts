@@ -2,26 +2,10 @@
 // It only builds the app; listening, signals and shutdown belong to main.ts.
 
 import Fastify, { LogController } from 'fastify';
-import type { Logger } from 'pino';
 import { CniError, ErrorCode, LATEST_VERSION, MAX_NETCONF_BYTES } from '@cni-steward/shared';
-import type { Engine } from './engine/engine.js';
-import type { Metrics } from './metrics.js';
 import { cniRoutes } from './routes/cni.js';
+import type { AppDeps } from './routes/deps.js';
 import { statusRoutes } from './routes/status.js';
-import type { RetryScheduler } from './engine/scheduler.js';
-
-export interface AppDeps {
-  engine: Engine;
-  metrics: Metrics;
-  scheduler: RetryScheduler;
-  log: Logger;
-  /** Readiness for probes: serving, and (with --cni-conf-dir) a primary network to wrap. */
-  isReady: () => boolean;
-  /** False once shutdown begins: ADD and CHECK are then refused with code 11, DEL still served. */
-  isServing: () => boolean;
-  version: string;
-  startedAt: number;
-}
 
 /** CNI error code -> HTTP status. The shim only needs 200 vs not; humans with curl get the rest. */
 export function httpStatusFor(code: number): number {

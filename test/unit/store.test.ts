@@ -71,6 +71,31 @@ describe('Store schema', () => {
     assert.equal(again.getAttachment(a.id)?.containerId, 'ctr-1');
   });
 
+  test('a schema-1 database written by the first migration opens at the latest schema; its rows survive with no pod', () => {
+    const path = join(root, 'schema-1.db');
+    const db = new Database(path);
+    db.exec(MIGRATIONS[0] as string);
+    db.pragma('user_version = 1');
+    db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+      state, config, created_at, updated_at) VALUES ('old-ctr', 'net', 'eth0', '/ns', 'K8S_POD_NAME=p', '/bin', '1.0.0', 'b',
+      'added', '{}', 1, 2)`).run();
+    db.prepare(`INSERT INTO steps (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
+      config, state, created_at, updated_at) VALUES (1, 0, 0, 'd', 'eth0', 0, 'bridge', '{}', 'added', 1, 2)`).run();
+    db.close();
+
+    const store = new Store(path);
+    open.push(store);
+    assert.equal(store.schemaVersion, MIGRATIONS.length);
+    const [old] = store.listAttachments({});
+    assert.equal(old?.containerId, 'old-ctr');
+    assert.equal(old?.state, 'added');
+    assert.deepEqual([old?.podNamespace, old?.podName, old?.podUid], [null, null, null]);
+    assert.equal(store.stepsOf(old!.id).length, 1);
+    // New rows on the migrated file carry their pod, and the pod filter skips the old row.
+    store.createAttachment(newAttachment({ podNamespace: 'ns', podName: 'p', podUid: 'u-1' }));
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'ns', name: 'p' } }).map((a) => a.podUid), ['u-1']);
+  });
+
   test('refuses a database whose schema version is newer than this build knows', () => {
     const path = join(root, 'future.db');
     const db = new Database(path);
@@ -293,6 +318,21 @@ describe('Store teardown queue', () => {
       attachments: { added: 2, deleting: 1, adding: 1 },
       steps: { added: 2, adding: 1 },
     });
+  });
+});
+
+describe('Store pods', () => {
+  test('attachments keep the pod they were added for; listAttachments filters by namespace and name', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment({ containerId: 'a', podNamespace: 'team-a', podName: 'web-0', podUid: 'uid-a' }));
+    store.createAttachment(newAttachment({ containerId: 'b', podNamespace: 'team-b', podName: 'web-0', podUid: 'uid-b' }));
+    store.createAttachment(newAttachment({ containerId: 'c', podNamespace: 'team-a', podName: 'web-1' }));
+    const none = store.createAttachment(newAttachment({ containerId: 'd' }));
+    assert.deepEqual([a.podNamespace, a.podName, a.podUid], ['team-a', 'web-0', 'uid-a']);
+    assert.deepEqual([none.podNamespace, none.podName, none.podUid], [null, null, null]);
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-0' } }).map((x) => x.containerId), ['a']);
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'nope' } }), []);
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-1' }, state: 'added' }), []);
   });
 });
 

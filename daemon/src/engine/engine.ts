@@ -10,6 +10,8 @@ import {
   ErrorCode,
   convertResult,
   failureSafeText,
+  podFromCniArgs,
+  podLogFields,
   versionAtLeast,
   type CniEnv,
   type CniRequestBody,
@@ -18,7 +20,7 @@ import {
 } from '@cni-steward/shared';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
+import { podOf, type Attachment, type AttachmentKey, type NewStep, type Step } from '../store/types.js';
 import type { Metrics } from '../metrics.js';
 import { Gate } from './gate.js';
 import { KeyedQueue } from './keyed-queue.js';
@@ -200,15 +202,16 @@ export class Engine {
     for (const d of conf.delegates) for (const p of d.plugins) this.opts.locate(p.type, env.path);
 
     const plan = planSteps(conf);
+    const pod = podFromCniArgs(env.args);
     // The attachment and its first step are one commit, on disk before the first plugin runs.
     const { a, first } = store.atomic(() => {
       const a = store.createAttachment({
         ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
-        bootId: this.opts.bootId, config: configText,
+        bootId: this.opts.bootId, config: configText, podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
       });
       return { a, first: store.insertStep({ ...(plan[0] as PlannedStep).row, attachmentId: a.id }) };
     });
-    const alog = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id });
+    const alog = this.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname, attachment: a.id });
     this.adding.add(a.id);
     try {
       return await this.addAndRollBack(a, env, conf, plan, first, alog);
@@ -297,13 +300,13 @@ export class Engine {
     const k = keyString(key);
     if (this.tombstones.has(k)) {
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
-      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
+      this.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
       return Promise.resolve('');
     }
     const joined = this.dels.get(k);
     if (joined) {
       this.opts.metrics.coalescedDels.inc({ how: 'joined' });
-      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL joined one queued or in flight');
+      this.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL joined one queued or in flight');
       return joined;
     }
     const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.delLocked(env, config, key)));
@@ -323,7 +326,7 @@ export class Engine {
     if (a.state === 'deleted') {
       this.rememberTombstone(key);
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
-      this.log.info({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id },
+      this.log.info({ containerId: key.containerId, ...podLogFields(podOf(a)), network: key.network, ifname: key.ifname, attachment: a.id },
         'DEL of an attachment already torn down (rolled back, or DELed before)');
       return '';
     }
@@ -331,7 +334,7 @@ export class Engine {
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
     const outcome = await this.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
     if (outcome.done) this.rememberTombstone(key);
-    else this.log.info({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id, err: outcome.error?.message },
+    else this.log.info({ containerId: key.containerId, ...podLogFields(podOf(a)), network: key.network, ifname: key.ifname, attachment: a.id, err: outcome.error?.message },
       `DEL: teardown not finished; the retry scheduler owns it (policy ${this.opts.delPolicy})`);
     if (!outcome.done && this.opts.delPolicy === 'strict') {
       const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
@@ -352,7 +355,8 @@ export class Engine {
    * tombstone so repeats return at once without running anything.
    */
   private async passThroughDel(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<void> {
-    const log = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname });
+    const pod = podFromCniArgs(env.args);
+    const log = this.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname });
     let conf: StewardConf | undefined;
     try {
       conf = parseStewardConf(config, env.ifname);
@@ -376,7 +380,7 @@ export class Engine {
     this.store.createAttachment({
       ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path,
       cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
-      bootId: this.opts.bootId, config: JSON.stringify(config),
+      bootId: this.opts.bootId, config: JSON.stringify(config), podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
     }, 'deleted');
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }

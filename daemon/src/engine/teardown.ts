@@ -15,10 +15,10 @@
 //    PERMANENT_MAX_ATTEMPTS, or at once when a new ADD of the same attachment is waiting for it.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, versionAtLeast, type CniResult } from '@cni-steward/shared';
+import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniResult } from '@cni-steward/shared';
 import type { PluginRunner } from '../plugins/executor.js';
 import { storedErrorText, type Store } from '../store/store.js';
-import type { Attachment, Step } from '../store/types.js';
+import { podOf, type Attachment, type Step } from '../store/types.js';
 import type { Limiter, PriorityValue } from './limiter.js';
 import type { Metrics } from '../metrics.js';
 import { teardownNetns } from './netns.js';
@@ -125,7 +125,7 @@ export class Teardown {
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
     const netns = opts.emptyNetns ? '' : teardownNetns(a.netns);
-    const alog = log.child({ containerId: a.containerId, network: a.network, ifname: a.ifname, attachment: a.id });
+    const alog = log.child({ containerId: a.containerId, ...podLogFields(podOf(a)), network: a.network, ifname: a.ifname, attachment: a.id });
     // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
     // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
     // between, the step is still `deleting` and recovery DELs it again, which the spec makes harmless.

@@ -22,7 +22,7 @@ import {
   acceptedAt, readRecord, realFileOps, recordedFiles, removeRecord, settled, writeRecord,
   type FileOps, type InstallRecord, type RetiredFile,
 } from './record.js';
-import type { InstallConfig } from '../config.js';
+import type { InstallConfig } from './options.js';
 
 export const SHIM_NAME = 'steward';
 

@@ -6,8 +6,8 @@ import type { Logger } from 'pino';
 import { purgeStateDir, uninstall } from './install.js';
 import { describeHolder, tryLock } from './lock.js';
 import { daemonSetState, type ApiAccess } from './k8s.js';
+import type { UninstallMode } from './options.js';
 
-export type UninstallMode = 'auto' | 'always' | 'never';
 
 export interface TermDecision {
   uninstall: boolean;

@@ -1,26 +1,9 @@
-// POST /v1/cni: the shim's one request. Validates the envelope with the shared CNI validators,
+// POST /v1/cni: the shim's one request. Decodes the envelope with the shared contract's decoder,
 // hands it to the engine, and answers 200 with the text to print or a CNI error.
 
 import type { FastifyInstance } from 'fastify';
-import { CNI_ROUTE, CniError, ErrorCode, parseCniEnv, type CniRequestBody } from '@cni-steward/shared';
-import type { AppDeps } from '../server.js';
-
-export function decodeWireRequest(body: unknown): CniRequestBody {
-  if (typeof body !== 'object' || body === null) throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
-  const b = body as Record<string, unknown>;
-  if (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env)) {
-    throw new CniError(ErrorCode.InvalidEnv, 'request has no "env" object of CNI_* variables');
-  }
-  const rawEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(b.env as Record<string, unknown>)) {
-    if (typeof v !== 'string') throw new CniError(ErrorCode.InvalidEnv, `env.${k} must be a string`);
-    rawEnv[k] = v;
-  }
-  if (typeof b.config !== 'object' || b.config === null || Array.isArray(b.config)) {
-    throw new CniError(ErrorCode.InvalidConfig, 'request has no netconf object in "config"');
-  }
-  return { env: parseCniEnv(rawEnv), config: b.config as Record<string, unknown> };
-}
+import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
+import type { AppDeps } from './deps.js';
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
@@ -34,12 +17,12 @@ export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     const stop = deps.metrics.requestSeconds.startTimer({ command });
     try {
       const text = await deps.engine.handle(req);
-      deps.metrics.requests.inc({ command, outcome: 'ok' });
+      deps.metrics.requests.inc({ command, code: '0' });
       return reply.code(200).type('application/json').send(text);
     } catch (e) {
       const err = CniError.from(e);
-      deps.metrics.requests.inc({ command, outcome: `error_${err.code}` });
-      request.log.warn({ containerId: req.env.containerId, command, code: err.code, err: err.message }, 'CNI request failed');
+      deps.metrics.requests.inc({ command, code: String(err.code) });
+      request.log.warn({ containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), command, code: err.code, err: err.message }, 'CNI request failed');
       throw err;
     } finally {
       stop();

@@ -14,7 +14,7 @@ import type { Attachment, AttachmentKey, AttachmentState, NewAttachment, NewStep
 type Row = Record<string, unknown>;
 
 const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
-  state, config, result, error, created_at, updated_at`;
+  state, config, result, error, pod_namespace, pod_name, pod_uid, created_at, updated_at`;
 const STEP_COLUMNS = `id, attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
   config, state, result, error, attempts, next_attempt_at, teardown_at, created_at, updated_at`;
 
@@ -33,6 +33,9 @@ function toAttachment(r: Row): Attachment {
     config: r.config as string,
     result: (r.result as string | null) ?? null,
     error: (r.error as string | null) ?? null,
+    podNamespace: (r.pod_namespace as string | null) ?? null,
+    podName: (r.pod_name as string | null) ?? null,
+    podUid: (r.pod_uid as string | null) ?? null,
     createdAt: r.created_at as number,
     updatedAt: r.updated_at as number,
   };
@@ -77,6 +80,8 @@ export interface StoreOptions {
 export interface AttachmentFilter {
   containerId?: string | undefined;
   state?: AttachmentState | undefined;
+  /** Only this pod's attachments: namespace and name as CNI_ARGS gave them. */
+  pod?: { namespace: string; name: string } | undefined;
   limit?: number | undefined;
 }
 
@@ -106,8 +111,10 @@ export class Store {
     const db = this.db;
     this.stmt = {
       insertAttachment: db.prepare(`INSERT INTO attachments
-        (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config, created_at, updated_at)
-        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config, @now, @now)
+        (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config,
+         pod_namespace, pod_name, pod_uid, created_at, updated_at)
+        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config,
+         @podNamespace, @podName, @podUid, @now, @now)
         RETURNING ${ATTACHMENT_COLUMNS}`),
       currentAttachment: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
         WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
@@ -213,7 +220,8 @@ export class Store {
 
   /** A new attachment, `adding` unless given (a tombstone for a DEL of an unknown attachment is born `deleted`). */
   createAttachment(a: NewAttachment, state: AttachmentState = 'adding'): Attachment {
-    return this.write(() => toAttachment(this.stmt.insertAttachment.get({ ...a, state, now: this.now() }) as Row));
+    const pod = { podNamespace: a.podNamespace ?? null, podName: a.podName ?? null, podUid: a.podUid ?? null };
+    return this.write(() => toAttachment(this.stmt.insertAttachment.get({ ...a, ...pod, state, now: this.now() }) as Row));
   }
 
   /** The newest attachment with this key (older rows are finished tombstones). */
@@ -257,6 +265,7 @@ export class Store {
     const params: unknown[] = [];
     if (filter.containerId !== undefined) { where.push('container_id = ?'); params.push(filter.containerId); }
     if (filter.state !== undefined) { where.push('state = ?'); params.push(filter.state); }
+    if (filter.pod !== undefined) { where.push('pod_namespace = ? AND pod_name = ?'); params.push(filter.pod.namespace, filter.pod.name); }
     const sql = `SELECT ${ATTACHMENT_COLUMNS} FROM attachments ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
       ORDER BY id DESC LIMIT ?`;
     params.push(filter.limit ?? 1000);

@@ -2,6 +2,7 @@
 // "Parameters"), and of delegate plugin type names, which become file names we execute.
 
 const NAME_RE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 export const CONTROL_RE = /[\u0000-\u001f\u007f]/;
 
 /** Container ids and network names share the spec's rule. Returns a reason when invalid. */

@@ -1,0 +1,27 @@
+// The options of the node-lifecycle commands (install, uninstall, the SIGTERM decision). Owned
+// here, next to the code that uses them; config.ts parses the command line into them.
+
+/** What SIGTERM does to the node's install: auto asks the API server whether the DaemonSet is gone. */
+export type UninstallMode = 'auto' | 'always' | 'never';
+
+export interface InstallConfig {
+  cniBinDir: string;
+  cniConfDir: string;
+  stateDir: string;
+  shim: string;
+  socket: string;
+  spoolDir: string;
+  force: boolean;
+  logLevel: string;
+}
+
+export interface UninstallConfig {
+  cniBinDir: string | undefined;
+  cniConfDir: string | undefined;
+  stateDir: string;
+  dbPath: string;
+  socket: string | undefined;
+  drainTimeoutMs: number;
+  purge: boolean;
+  logLevel: string;
+}

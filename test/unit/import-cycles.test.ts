@@ -1,0 +1,54 @@
+// No import circle in the daemon, shim or shared sources: data flows one way (runtime -> shim ->
+// socket -> route -> engine -> store/plugins). Type-only imports count too: a circle of types is
+// still two modules that cannot be read apart.
+
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { test } from 'node:test';
+
+const REPO = new URL('../..', import.meta.url).pathname;
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    return statSync(p).isDirectory() ? sources(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** Relative imports of a module, resolved to source files (`./x.js` is `./x.ts`). */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+'(\.{1,2}\/[^']+)'/g)].map((m) => m[1] as string);
+  return specs.map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
+}
+
+function cycles(files: string[]): string[][] {
+  const graph = new Map(files.map((f) => [f, importsOf(f).filter((d) => files.includes(d))]));
+  const found: string[][] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const stack: string[] = [];
+  const visit = (f: string) => {
+    state.set(f, 'open');
+    stack.push(f);
+    for (const d of graph.get(f) ?? []) {
+      if (state.get(d) === 'open') found.push([...stack.slice(stack.indexOf(d)), d].map((p) => relative(REPO, p)));
+      else if (!state.has(d)) visit(d);
+    }
+    stack.pop();
+    state.set(f, 'done');
+  };
+  for (const f of files) if (!state.has(f)) visit(f);
+  return found;
+}
+
+for (const pkg of ['daemon/src', 'shim/src', 'shared/src']) {
+  test(`${pkg} has no import circle`, () => {
+    assert.deepEqual(cycles(sources(join(REPO, pkg))).map((c) => c.join(' -> ')), []);
+  });
+}
+
+test('the cycle finder finds a circle when there is one', () => {
+  const dir = join(REPO, 'test/fixtures/import-cycle');
+  assert.equal(cycles(sources(dir)).length, 1);
+});
