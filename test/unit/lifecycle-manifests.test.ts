@@ -114,8 +114,17 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
       assert.equal(sub, 'probe');
       return parseProbeArgs(rest);
     };
+    assert.deepEqual(probe(main.startupProbe), { socket: DEFAULT_SOCKET, path: '/healthz', timeoutMs: 3000 });
     assert.deepEqual(probe(main.livenessProbe), { socket: DEFAULT_SOCKET, path: '/healthz', timeoutMs: 3000 });
     assert.deepEqual(probe(main.readinessProbe), { socket: DEFAULT_SOCKET, path: '/readyz', timeoutMs: 3000 });
+  });
+
+  it('both containers report their last log lines on failure, and the pod shares the host PID namespace', () => {
+    for (const c of [init, main]) assert.equal(c.terminationMessagePolicy, 'FallbackToLogsOnError', c.name);
+    assert.equal(pod.hostPID, true);
+    // Liveness waits for the startup probe instead of a fixed delay.
+    assert.equal(main.livenessProbe.initialDelaySeconds, undefined);
+    assert.ok(main.startupProbe.periodSeconds * main.startupProbe.failureThreshold >= 60);
   });
 
   it('the grace period covers drain + request grace + the API check', () => {
