@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import {
   copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync,
 } from 'node:fs';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -32,6 +32,12 @@ const STATE_DIR = '/var/lib/steward';
 const LEASES = '/var/lib/cni/networks';
 const ATTACHMENTS = 10_000;
 const storage = { root: join(env.dir, 'podman', 'root'), runroot: join(env.dir, 'podman', 'runroot') };
+// Podman and buildah bind-mount their overlay dir in the storage: unmounted before the temp dir goes.
+env.defer(() => {
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => m.startsWith(`${env.dir}/`)).sort((a, b) => b.length - a.length);
+  for (const m of mounts) spawnSync('umount', ['-l', m]);
+});
 const pcmd = (args: string[], timeoutMs = 300_000) =>
   run('podman', ['--root', storage.root, '--runroot', storage.runroot, '--tmpdir', join(env.dir, 'podman', 'tmp'), ...args], { timeoutMs });
 
@@ -49,8 +55,9 @@ async function provideImage(): Promise<string> {
     if (s.code !== 0) throw new Error(`podman save ${given}: ${s.stderr}`);
     const l = await pcmd(['load', '-i', archive]);
     if (l.code !== 0) throw new Error(`podman load: ${l.stderr}`);
-    const id = /([0-9a-f]{64})/.exec(l.stdout)?.[1] ?? l.stdout.trim().split(/\s+/).pop()!;
-    const t = await pcmd(['tag', id.replace(/^.*:/, ''), IMAGE]);
+    const loaded = /Loaded image(?:\(s\))?: *(\S+)/.exec(l.stdout)?.[1];
+    if (!loaded) throw new Error(`podman load said: ${l.stdout}`);
+    const t = await pcmd(['tag', loaded, IMAGE]);
     if (t.code !== 0) throw new Error(`podman tag: ${t.stderr}`);
     rmSync(archive, { force: true });
     return `copied ${given} in ${((Date.now() - t0) / 1000).toFixed(0)} s`;
@@ -149,8 +156,8 @@ function renderPod(onDelete: 'manifest' | 'always'): string {
   return file;
 }
 
+// podman names a pod's containers <pod>-<container>; it removes init containers once they ran.
 const daemonCtr = `${POD}-stewardd`;
-const initCtr = `${POD}-install`;
 
 /** A file tree as path -> sha256 / symlink target / 'dir', to compare bytes before and after. */
 function tree(dir: string): Record<string, string> | null {
@@ -213,7 +220,7 @@ async function probe(kind: 'startupProbe' | 'livenessProbe' | 'readinessProbe') 
  */
 async function daemonRssMiB(): Promise<{ total: number; each: string[] }> {
   const r = await pcmd(['exec', daemonCtr, 'sh', '-c',
-    'for d in /proc/[0-9]*; do c=$(tr "\\0" " " < $d/cmdline 2>/dev/null); case "$c" in node*) echo "$(grep VmRSS $d/status | tr -s " " | cut -d" " -f2) $c";; esac; done']);
+    'for d in /proc/[0-9]*; do c=$(tr "\\0" " " < $d/cmdline 2>/dev/null); case "$c" in node*|*/node\\ *) echo "$(grep VmRSS $d/status | tr -s " " | cut -d" " -f2) $c";; esac; done']);
   const each = r.stdout.split('\n').filter((l) => /^\d+ /.test(l));
   const total = each.reduce((a, l) => a + Number(l.split(' ')[0]), 0) / 1024;
   return { total, each: each.map((l) => `${(Number(l.split(' ')[0]) / 1024).toFixed(1)} MiB ${l.split(' ').slice(1, 3).join(' ')}`) };
@@ -247,12 +254,16 @@ async function logsOf(ctr: string): Promise<string> {
   return `${r.stdout}${r.stderr}`;
 }
 
+/**
+ * `podman kube play`; --network host: with it podman 4.3 does not create its default kube network
+ * (a conflist of its own in /etc/cni/net.d), which it would even for a hostNetwork pod.
+ */
 async function play(file: string): Promise<void> {
-  const r = await pcmd(['kube', 'play', file]);
+  const r = await pcmd(['kube', 'play', '--network', 'host', file]);
   assert.equal(r.code, 0, `podman kube play: ${r.stderr}`);
   await waitFor('the daemon container to answer its readiness probe', async () => (await probe('readinessProbe')).code === 0, 180_000)
     .catch(async (e) => {
-      throw new Error(`${(e as Error).message}\ninit: ${await logsOf(initCtr)}\nstewardd: ${(await logsOf(daemonCtr)).slice(-3000)}`);
+      throw new Error(`${(e as Error).message}\nstewardd: ${(await logsOf(daemonCtr)).slice(-3000)}`);
     });
 }
 
@@ -312,10 +323,13 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     }
     // Whatever the pod leaves on failure is removed; what existed before is never touched.
     for (const p of ['/run/steward', STATE_DIR]) {
-      if (!existsSync(p)) {
-        made.push(p);
-        env.defer(() => rmSync(p, { recursive: true, force: true }));
-      }
+      const was = tree(p);
+      if (was === null) made.push(p);
+      env.defer(() => {
+        if (was === null) return rmSync(p, { recursive: true, force: true });
+        if (!existsSync(p)) return void mkdirSync(p, { recursive: true, mode: p === STATE_DIR ? 0o700 : 0o755 });
+        for (const q of Object.keys(tree(p) ?? {}).reverse()) if (!(q in was)) rmSync(q, { recursive: true, force: true });
+      });
     }
     env.defer(async () => {
       await pcmd(['pod', 'rm', '--all', '--force', '--time', '0'], 120_000).catch(() => undefined);
@@ -331,16 +345,17 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
 
   it('kube play: the init container installs the shim for this node into /opt/cni/bin and 00-steward.conflist wrapping the primary', async () => {
     await play(renderPod('manifest'));
-    const init = await pcmd(['inspect', initCtr, '--format', '{{.State.ExitCode}}']);
-    assert.equal(init.stdout.trim(), '0', `init container: ${await logsOf(initCtr)}`);
-    const initLog = await logsOf(initCtr);
-    assert.match(initLog, /shim: copied \(\/opt\/cni\/bin\/steward, from \/app\/dist\/shims\/steward-linux-x64\)/);
+    // The daemon container runs only once the init container exited 0.
     const shim = join(OPT_CNI_BIN, 'steward');
+    assert.ok(before0.conf && !(join(CNI_CONF_DIR, '00-steward.conflist') in before0.conf), 'not installed before');
     const inImage = await pcmd(['exec', daemonCtr, 'sha256sum', '/app/dist/shims/steward-linux-x64']);
     shimInImage = inImage.stdout.split(' ')[0]!;
     assert.equal(sha256(shim), shimInImage, 'the installed shim is the image\'s x64 glibc one');
     const file = await run('file', ['-b', shim]);
     assert.match(file.stdout, /x86-64.*interpreter \/lib64\/ld-linux-x86-64\.so\.2/);
+    const record = JSON.parse(readFileSync(join(STATE_DIR, 'install.json'), 'utf8'));
+    assert.deepEqual(record.shim, { path: shim, sha256: shimInImage });
+    assert.equal(record.conflist.primary, primary.file.split('/').pop());
     const conflist = JSON.parse(readFileSync(join(CNI_CONF_DIR, '00-steward.conflist'), 'utf8'));
     assert.equal(conflist.plugins[0].type, 'steward');
     assert.equal(conflist.plugins[0].socket, SOCKET);
@@ -422,8 +437,11 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
   });
 
   it('a plain restart (delete and re-create the pod, as a rolling update does) leaves everything installed and the new pod serves', async () => {
+    const ino = (p: string) => `${lstatSync(p).ino}:${lstatSync(p).mtimeMs}`;
+    const installed = [join(OPT_CNI_BIN, 'steward'), join(CNI_CONF_DIR, '00-steward.conflist')];
     const logs = await down(renderPod('manifest'));
     assert.match(logs, /on SIGTERM: not running in a cluster/);
+    const kept = installed.map(ino);
     assert.equal(sha256(join(OPT_CNI_BIN, 'steward')), shimInImage, 'the shim stays');
     assert.ok(existsSync(join(CNI_CONF_DIR, '00-steward.conflist')), 'the conflist stays');
     assert.ok(existsSync(STATE_DIR), 'the state stays');
@@ -435,7 +453,8 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     populate(join(STATE_DIR, 'steward.db'), ATTACHMENTS, bootId, noopConf(SOCKET));
     // The next pod is the one deleted for good below.
     await play(renderPod('always'));
-    assert.match(await logsOf(initCtr), /shim: unchanged/);
+    // The new init container found its install unchanged and rewrote nothing (a write is a rename: a new inode).
+    assert.deepEqual(installed.map(ino), kept);
     await containerGetsAddress('after-restart');
     const st = (await getSocket('/v1/status')).json;
     assert.ok(st.attachments.added >= ATTACHMENTS, `status: ${JSON.stringify(st.attachments)}`);
@@ -449,5 +468,6 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     assert.deepEqual(tree(OPT_CNI_BIN), before0.bin);
     assert.deepEqual(tree(CNI_CONF_DIR), before0.conf);
     if (made.includes(STATE_DIR)) assert.equal(existsSync(STATE_DIR), false, 'the state dir is purged');
+    else assert.ok(!existsSync(STATE_DIR) || readdirSync(STATE_DIR).length === 0, 'the state dir is purged');
   });
 });
