@@ -36,7 +36,7 @@ if [ -n "${STEWARD_STORAGE_ROOT:-}" ]; then
 fi
 
 for tool in buildah debootstrap npm; do
-  command -v "$tool" >/dev/null || { echo "build-image: $tool is missing (scripts/image-setup.sh installs it)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "build-image: $tool is missing (bash scripts/e2e-setup.sh installs it, as root)" >&2; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "build-image: debootstrap and buildah's storage need root" >&2; exit 1; }
 
