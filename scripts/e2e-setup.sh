@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end suite (test/e2e, `npm run test:e2e`) needs to run real container
 # runtimes: podman 4.3 with the CNI backend, runc, conmon, a static busybox for the container rootfs,
-# and containerd 1.6 with ctr; for the DaemonSet pod test (test/e2e/pod.test.ts): catatonit (podman's
+# and containerd 1.6 with ctr; for the DaemonSet pod test (test/e2e/image/pod.test.ts): catatonit (podman's
 # pause binary for `podman kube play`), and buildah, debootstrap and file to build the image
 # (scripts/build-image.sh). Idempotent: installs only what is missing, configures nothing.
 # (The suite itself writes its podman drop-in, conflists and containerd config, each under a name of

@@ -8,7 +8,8 @@
 //
 // What podman 4.3 cannot take as the manifest says is rewritten, and only that (renderPod lists each).
 // STEWARD_POD_IMAGE=IMAGE uses an image already in the machine's storage (copied into the test's own)
-// instead of building one.
+// instead of building one. The build alone takes 5-10 minutes here, and node's --test-timeout bounds a
+// whole file: `npm run test:e2e` runs this directory in a second `node --test` with 40 minutes.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,10 +21,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
-import { REPO, SYSTEM_CNI_BIN, TestEnv } from '../helpers/env.js';
+import { REPO, SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
 import {
   CNI_CONF_DIR, OPT_CNI_BIN, Podman, RuntimeHost, baseSkipReason, ipv4Of, run, skipOrFail,
-} from '../helpers/runtimes.js';
+} from '../../helpers/runtimes.js';
 
 const env = new TestEnv('e2e-pod');
 const IMAGE = 'localhost/cni-steward:e2e';
@@ -447,8 +448,8 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     assert.ok(existsSync(STATE_DIR), 'the state stays');
     // While no daemon runs, the journal gets 10,000 live attachments of this boot (a busy node's),
     // written by the daemon's own Store (bench/lib/populate.ts): the new pod resumes with them.
-    const { populate } = await import('../../bench/lib/populate.js');
-    const { noopConf } = await import('../../bench/lib/netconf.js');
+    const { populate } = await import('../../../bench/lib/populate.js');
+    const { noopConf } = await import('../../../bench/lib/netconf.js');
     const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
     populate(join(STATE_DIR, 'steward.db'), ATTACHMENTS, bootId, noopConf(SOCKET));
     // The next pod is the one deleted for good below.
