@@ -110,6 +110,10 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
       extra[`bytes ${bin.split('/').pop()}`] = statSync(bin).size;
       extra[`file ${bin.split('/').pop()}`] = file.split(',').slice(0, 2).join(',').trim() + (/interpreter (\S+)/.exec(file) ? `, ${/interpreter (\S+?),?\s/.exec(file)?.[1] ?? ''}` : '');
     }
+    // The image that carries them, when one was built here (npm run build:image): its size in the same run.
+    const image = process.env.STEWARD_IMAGE ?? 'cni-steward:0.1.0';
+    const inspect = spawnSync('podman', ['image', 'inspect', '--format', '{{.Size}}', image], { encoding: 'utf8' });
+    if (inspect.status === 0) extra[`bytes image ${image}`] = Number(inspect.stdout.trim());
     const info: Array<[string, string]> = [['nodeShim', 'nodeShimMs'], ['node', 'nodeStartMs'], ['nodeShim+ca', 'nodeShimWithNodeExtraCaCertsMs']];
     for (const [name, key] of info) {
       const ms = t.get(name);
