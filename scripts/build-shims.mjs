@@ -77,9 +77,11 @@ export function buildShim(target, outDir) {
   mkdirSync(outDir, { recursive: true });
   const out = join(outDir, `steward-${target}`);
   const tmp = `${out}.tmp`;
-  // The same flags as dist/steward (scripts/bundle-shim.mjs), plus the target and its runtime.
+  // The same flags as dist/steward (scripts/bundle-shim.mjs: no bunfig.toml or .env read from the
+  // working directory), plus the target and its runtime.
   execFileSync(hostBun(), ['build', '--compile', `--target=${t.bunTarget}`, `--compile-executable-path=${targetRuntime(t.pkg)}`,
-    '--bytecode', '--format=esm', '--minify', bundle, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
+    '--bytecode', '--format=esm', '--minify', '--no-compile-autoload-bunfig', '--no-compile-autoload-dotenv',
+    bundle, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
   renameSync(tmp, out);
   const file = execFileSync('file', ['-b', out], { encoding: 'utf8' }).trim();
   return { target, path: out, bytes: statSync(out).size, file };

@@ -6,7 +6,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO, TestEnv } from '../helpers/env.js';
 
@@ -45,6 +45,26 @@ describe('shim binaries for every node: x64, x64 musl, arm64, arm64 musl', { ski
     const r = spawnSync(x64.path, [], { input: '{"cniVersion":"1.0.0"}', env: { CNI_COMMAND: 'VERSION', PATH: '/nonexistent' }, encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     assert.ok(JSON.parse(r.stdout).supportedVersions.includes('1.0.0'));
+  });
+
+  it('neither dist/steward nor the x64 binary reads bunfig.toml (preload scripts) or .env from its working directory', () => {
+    // The runtime runs the shim as root in a directory of its choosing. By default a compiled Bun
+    // executable would run bunfig.toml's `preload` scripts from there and load .env into its env.
+    const cwd = join(env.dir, 'cwd');
+    mkdirSync(cwd);
+    const marker = join(env.dir, 'preloaded');
+    writeFileSync(join(cwd, 'bunfig.toml'), 'preload = ["./evil.js"]\n');
+    writeFileSync(join(cwd, 'evil.js'), `require("node:fs").writeFileSync(${JSON.stringify(marker)}, "ran");\n`);
+    writeFileSync(join(cwd, '.env'), 'CNI_COMMAND=VERSION\n');
+    const x64 = built.find((b) => b.target === 'linux-x64');
+    assert.ok(x64, 'built');
+    for (const bin of [x64.path, join(REPO, 'dist/steward')]) {
+      // No CNI_COMMAND in the environment: only a .env could make this a VERSION call.
+      const r = spawnSync(bin, [], { cwd, input: '{"cniVersion":"1.0.0"}', env: { PATH: '/nonexistent' }, encoding: 'utf8' });
+      assert.notEqual(r.status, 0, `${bin} took CNI_COMMAND from .env: ${r.stdout}`);
+      assert.match(r.stdout, /CNI_COMMAND/, `${bin}: ${r.stdout}`);
+      assert.equal(existsSync(marker), false, `${bin} ran bunfig.toml's preload script`);
+    }
   });
 
   it('cleans up', async () => {
