@@ -51,8 +51,9 @@ RUN npm prune --omit=dev --no-audit --no-fund \
 
 FROM ${NODE_IMAGE} AS runtime
 # iptables: the delegate plugins the daemon runs (bridge ipMasq, portmap) call it.
-# tini: PID 1 that reaps orphans (a plugin's children left behind would otherwise stay zombies
-# under node, which does not reap processes it did not fork).
+# tini: reaps orphans (a plugin's children left behind would otherwise stay zombies under node,
+# which does not reap processes it did not fork); -s makes it a child subreaper, so it also reaps
+# them when it is not PID 1 (hostPID: true in deploy/daemonset.yaml).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends iptables tini \
  && rm -rf /var/lib/apt/lists/* \
@@ -69,5 +70,5 @@ COPY --from=build /src/bin/stewardd bin/
 # stewardd install's default --shim is <app>/dist/shims/steward-linux-<arch>[-musl].
 COPY --from=build /src/dist/shims/ dist/shims/
 ENV NODE_ENV=production
-ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/daemon/dist/main.js"]
+ENTRYPOINT ["/usr/bin/tini", "-s", "--", "node", "/app/daemon/dist/main.js"]
 CMD ["run"]

@@ -157,7 +157,7 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   it('the image puts the daemon, probe wrapper and shims where the manifests and defaultShim expect', () => {
     const dockerfile = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /^WORKDIR \/app$/m);
-    assert.match(dockerfile, /^ENTRYPOINT \["\/usr\/bin\/tini", "--", "node", "\/app\/daemon\/dist\/main\.js"\]$/m);
+    assert.match(dockerfile, /^ENTRYPOINT \["\/usr\/bin\/tini", "-s", "--", "node", "\/app\/daemon\/dist\/main\.js"\]$/m);
     assert.match(dockerfile, /^COPY --from=build \/src\/bin\/stewardd bin\/$/m);
     assert.match(dockerfile, /^COPY --from=build \/src\/dist\/shims\/ dist\/shims\/$/m);
     assert.match(dockerfile, /node scripts\/build-shims\.mjs --targets host/);
