@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end suite (test/e2e, `npm run test:e2e`) needs to run real container
 # runtimes: podman 4.3 with the CNI backend, runc, conmon, a static busybox for the container rootfs,
-# and containerd 1.6 with ctr. Idempotent: installs only what is missing, configures nothing.
+# and containerd 1.6 with ctr; for the DaemonSet pod test (test/e2e/image/pod.test.ts): catatonit (podman's
+# pause binary for `podman kube play`), and buildah, debootstrap and file to build the image
+# (scripts/build-image.sh). Idempotent: installs only what is missing, configures nothing.
 # (The suite itself writes its podman drop-in, conflists and containerd config, each under a name of
 # its own or a temp dir, and removes them when it ends: see test/helpers/runtimes.ts.)
 #
@@ -9,7 +11,8 @@
 # missing and exits 0: the suite then skips with a printed reason.
 set -euo pipefail
 
-PACKAGES=(podman containernetworking-plugins runc conmon busybox-static iptables iproute2 containerd)
+PACKAGES=(podman containernetworking-plugins runc conmon busybox-static iptables iproute2 containerd
+          catatonit buildah debootstrap file)
 
 if [ "$(uname -s)" != Linux ]; then
   echo "e2e-setup: not Linux; the e2e suite will be skipped" >&2
