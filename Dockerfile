@@ -1,38 +1,64 @@
-# cni-steward image: the stewardd daemon (ENTRYPOINT) plus the single-executable shim that
-# `stewardd install` copies onto the node. Two stages: build with dev dependencies and a
-# compiler (better-sqlite3's addon, tsc, Bun for dist/steward); run with production
-# dependencies, the compiled addon and the shim, and no compiler, npm or yarn.
-# Both stages use the same Node image so the addon's ABI matches.
-ARG NODE_IMAGE=node:20-bookworm-slim
+# cni-steward image: the stewardd daemon (ENTRYPOINT, under tini) plus the single-executable shims
+# that `stewardd install` copies onto the node. Two stages: build with dev dependencies and a
+# compiler (better-sqlite3's addon, tsc, Bun for the shims); run with production dependencies,
+# the compiled addon and the shims, and no compiler, npm or yarn.
+# Both stages use the same Node image so the addon's ABI matches. One image per CPU architecture:
+# it carries the shims for its own architecture, glibc and musl (docs/packaging.md).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
+ && apt-get install -y --no-install-recommends python3 make g++ file \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# better-sqlite3 is compiled from source against the headers that come with Node in the image
+# (/usr/local/include/node), so node-gyp downloads nothing.
+ENV npm_config_nodedir=/usr/local npm_config_build_from_source=true npm_config_update_notifier=false
 COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
 COPY shared/package.json shared/
 COPY daemon/package.json daemon/
 COPY shim/package.json shim/
 # The root `prepare` script builds, and the sources are not here yet: install first, then run
 # only the install scripts that matter (the sqlite addon, Bun's binary, esbuild's binary).
-RUN npm ci --ignore-scripts --no-audit --no-fund \
- && npm rebuild better-sqlite3 bun esbuild
+# A builder whose npm registry needs an extra CA passes it as the build secret `npm-ca`
+# (scripts/build-image.sh does); it is read from /run/secrets for these steps, never stored in a
+# layer. `npm ci` can exit 0 after "Exit handler never called!" with a partial tree: `npm ls` checks.
+RUN --mount=type=secret,id=npm-ca \
+    if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi \
+ && npm ci --ignore-scripts --no-audit --no-fund \
+ && npm ls --all >/dev/null \
+ && npm rebuild better-sqlite3 bun esbuild \
+ && test -f node_modules/better-sqlite3/build/Release/better_sqlite3.node
 COPY shared/ shared/
 COPY daemon/ daemon/
 COPY shim/ shim/
-COPY scripts/bundle-shim.mjs scripts/
+COPY scripts/bundle-shim.mjs scripts/build-shims.mjs scripts/
 COPY bin/stewardd bin/
-RUN npm run build && test -x dist/steward
-RUN npm prune --omit=dev --no-audit --no-fund
+# dist/shims/steward-linux-<arch>[-musl]: Bun compiles each against its target runtime, fetched as
+# an npm package (scripts/build-shims.mjs).
+RUN --mount=type=secret,id=npm-ca \
+    if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi \
+ && npm run build \
+ && node scripts/build-shims.mjs --targets host
+# Production dependencies only (and not the Bun target runtimes build-shims cached); of
+# better-sqlite3 only its JS and the compiled addon.
+RUN npm prune --omit=dev --no-audit --no-fund \
+ && rm -rf node_modules/.cache \
+ && cd node_modules/better-sqlite3 \
+ && mv build/Release/better_sqlite3.node /tmp/ \
+ && rm -rf build deps src binding.gyp \
+ && mkdir -p build/Release && mv /tmp/better_sqlite3.node build/Release/
 
 FROM ${NODE_IMAGE} AS runtime
 # iptables: the delegate plugins the daemon runs (bridge ipMasq, portmap) call it.
+# tini: reaps orphans (a plugin's children left behind would otherwise stay zombies under node,
+# which does not reap processes it did not fork); -s makes it a child subreaper, so it also reaps
+# them when it is not PID 1 (hostPID: true in deploy/daemonset.yaml).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iptables \
+ && apt-get install -y --no-install-recommends iptables tini \
  && rm -rf /var/lib/apt/lists/* \
  && rm -rf /usr/local/lib/node_modules/npm /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
-           /opt/yarn-* /usr/local/bin/yarn /usr/local/bin/yarnpkg
+           /opt/yarn-* /usr/local/bin/yarn /usr/local/bin/yarnpkg /usr/local/include/node
 WORKDIR /app
 COPY --from=build /src/package.json ./
 COPY --from=build /src/node_modules/ node_modules/
@@ -41,8 +67,8 @@ COPY --from=build /src/shared/dist/ shared/dist/
 COPY --from=build /src/daemon/package.json daemon/
 COPY --from=build /src/daemon/dist/ daemon/dist/
 COPY --from=build /src/bin/stewardd bin/
-# stewardd install's default --shim is <app>/dist/steward, the same layout as a checkout.
-COPY --from=build /src/dist/steward dist/steward
+# stewardd install's default --shim is <app>/dist/shims/steward-linux-<arch>[-musl].
+COPY --from=build /src/dist/shims/ dist/shims/
 ENV NODE_ENV=production
-ENTRYPOINT ["node", "/app/daemon/dist/main.js"]
+ENTRYPOINT ["/usr/bin/tini", "-s", "--", "node", "/app/daemon/dist/main.js"]
 CMD ["run"]

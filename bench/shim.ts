@@ -7,12 +7,12 @@
 // per command whose order alternates round by round; the ratio is the median of per-pair ratios.
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestEnv } from '../test/helpers/env.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cniVars, noopConf, wireBody } from './lib/netconf.js';
-import { REPO, shimExecutable } from './lib/paths.js';
+import { REPO, shimBinaries, shimExecutable } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedRatio, p99, round } from './lib/stats.js';
 
@@ -49,6 +49,11 @@ function peakMiB(file: string, args: string[], stdinFile: string, env: NodeJS.Pr
 }
 
 export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+  // The binaries for every node (dist/shims): the x64 one is timed, all are sized.
+  if (shimBinaries().length === 0) {
+    ctx.log('building dist/shims (npm run build:shims)');
+    execFileSync(process.execPath, [join(REPO, 'scripts/build-shims.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
   const shim = shimExecutable();
   const daemon = new BenchDaemon(env, 'shim');
   await daemon.start();
@@ -100,6 +105,15 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
       shimP99Ms: round(p99(shimMs)),
       curlP99Ms: round(p99(curlMs)),
     };
+    for (const bin of shimBinaries()) {
+      const file = spawnSync('file', ['-b', bin], { encoding: 'utf8' }).stdout ?? '';
+      extra[`bytes ${bin.split('/').pop()}`] = statSync(bin).size;
+      extra[`file ${bin.split('/').pop()}`] = file.split(',').slice(0, 2).join(',').trim() + (/interpreter (\S+)/.exec(file) ? `, ${/interpreter (\S+?),?\s/.exec(file)?.[1] ?? ''}` : '');
+    }
+    // The image that carries them, when one was built here (npm run build:image): its size in the same run.
+    const image = process.env.STEWARD_IMAGE ?? 'cni-steward:0.1.0';
+    const inspect = spawnSync('podman', ['image', 'inspect', '--format', '{{.Size}}', image], { encoding: 'utf8' });
+    if (inspect.status === 0) extra[`bytes image ${image}`] = Number(inspect.stdout.trim());
     const info: Array<[string, string]> = [['nodeShim', 'nodeShimMs'], ['node', 'nodeStartMs'], ['nodeShim+ca', 'nodeShimWithNodeExtraCaCertsMs']];
     for (const [name, key] of info) {
       const ms = t.get(name);

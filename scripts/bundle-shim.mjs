@@ -46,5 +46,9 @@ function bunBinary() {
 
 mkdirSync('dist', { recursive: true });
 // --bytecode: precompiled code, no parse at start; ESM bytecode is supported since Bun 1.3.
-execFileSync(bunBinary(), ['build', '--compile', '--bytecode', '--format=esm', '--minify',
+// COMPILE_FLAGS: a compiled Bun executable by default reads bunfig.toml (and runs its `preload`
+// scripts) and .env from its working directory; the runtime runs the shim as root in a directory of
+// its choosing, so neither may be read (test/integration/shim-targets.test.ts).
+const COMPILE_FLAGS = ['--bytecode', '--format=esm', '--minify', '--no-compile-autoload-bunfig', '--no-compile-autoload-dotenv'];
+execFileSync(bunBinary(), ['build', '--compile', ...COMPILE_FLAGS,
   'shim/dist/steward-bun.mjs', '--outfile', 'dist/steward'], { stdio: ['ignore', 'ignore', 'inherit'] });

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end suite (test/e2e, `npm run test:e2e`) needs to run real container
 # runtimes: podman 4.3 with the CNI backend, runc, conmon, a static busybox for the container rootfs,
-# containerd 1.6 with ctr and its CRI plugin, and gcc + libc6-dev (the CRI suite compiles its static pause
-# binary, test/helpers/cri/pause.c). Idempotent: installs only what is missing, configures nothing.
+# and containerd 1.6 with ctr and its CRI plugin; for the CRI suite (test/e2e/cri.test.ts): gcc and libc6-dev
+# (it compiles its static pause binary, test/helpers/cri/pause.c); for the DaemonSet pod test
+# (test/e2e/image/pod.test.ts): catatonit (podman's pause binary for `podman kube play`), and buildah,
+# debootstrap and file to build the image (scripts/build-image.sh). Idempotent: installs only what is
+# missing, configures nothing.
 # (The suite itself writes its podman drop-in, conflists and containerd config, each under a name of
 # its own or a temp dir, and removes them when it ends: see test/helpers/runtimes.ts.)
 #
@@ -10,7 +13,8 @@
 # missing and exits 0: the suite then skips with a printed reason.
 set -euo pipefail
 
-PACKAGES=(podman containernetworking-plugins runc conmon busybox-static iptables iproute2 containerd gcc libc6-dev)
+PACKAGES=(podman containernetworking-plugins runc conmon busybox-static iptables iproute2 containerd
+          catatonit buildah debootstrap file gcc libc6-dev)
 
 if [ "$(uname -s)" != Linux ]; then
   echo "e2e-setup: not Linux; the e2e suite will be skipped" >&2

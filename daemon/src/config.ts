@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
-import type { InstallConfig, UninstallConfig, UninstallMode } from './lifecycle/options.js';
+import type { InstallConfig, ShimLibc, UninstallConfig, UninstallMode } from './lifecycle/options.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
@@ -185,8 +185,27 @@ function apiAccess(v: Record<string, string | boolean | string[] | undefined>, p
 
 // ---- install / uninstall / probe ----
 
-/** The built single-executable shim: <repo>/dist/steward, the same layout inside the image. */
-export const DEFAULT_SHIM = fileURLToPath(new URL('../../dist/steward', import.meta.url));
+/** Where builds put the shims: <repo>/dist in a checkout, /app/dist in the image. */
+const DIST = fileURLToPath(new URL('../../dist/', import.meta.url));
+
+/** A checkout's own shim for this machine (npm run build): <repo>/dist/steward. */
+export const DEFAULT_SHIM = join(DIST, 'steward');
+
+/**
+ * The shim built for a node of this CPU and libc, as scripts/build-shims.mjs names it:
+ * <dist>/shims/steward-linux-<x64|arm64>[-musl]. The CPU is the one this daemon runs on (`uname -m`:
+ * an image is built per architecture and runs natively); the libc is the host's, which a container
+ * cannot see, so it is a flag (--shim-libc).
+ */
+export function shimFor(libc: ShimLibc, arch: string = process.arch, dist: string = DIST): string {
+  return join(dist, 'shims', `steward-linux-${arch}${libc === 'musl' ? '-musl' : ''}`);
+}
+
+/** --shim's default: the per-node shim where the tree carries it (the image), else a checkout's dist/steward (glibc only). */
+export function defaultShim(libc: ShimLibc, arch: string = process.arch, dist: string = DIST): string {
+  const perNode = shimFor(libc, arch, dist);
+  return libc === 'glibc' && !existsSync(perNode) ? join(dist, 'steward') : perNode;
+}
 
 const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime searches (default /opt/cni/bin)
   --cni-conf-dir DIR       CNI network config dir (default /etc/cni/net.d)
@@ -196,7 +215,9 @@ const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime s
 export const INSTALL_USAGE = `usage: stewardd install [options]
   copies the steward shim into the CNI bin dir and writes 00-steward.conflist wrapping the primary network
 ${LIFECYCLE_PATHS}
-  --shim PATH              the single-executable shim to copy (default ${DEFAULT_SHIM})
+  --shim PATH              the single-executable shim to copy (default: the one for this CPU and
+                           --shim-libc under ${join(DIST, 'shims')}, else ${DEFAULT_SHIM})
+  --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
   --socket PATH            daemon socket written into the conflist (default ${DEFAULT_SOCKET})
   --spool-dir DIR          spool dir written into the conflist (default <state-dir>/spool)
   --force                  overwrite files at our paths that stewardd did not write`;
@@ -230,15 +251,18 @@ function level(raw: string | undefined, problems: string[]): string {
 export function parseInstallConfig(argv: string[]): InstallConfig {
   const { values } = parseArgs({
     args: argv, strict: true, allowPositionals: false,
-    options: { ...pathOptions, shim: { type: 'string' }, 'spool-dir': { type: 'string' }, force: { type: 'boolean' } },
+    options: { ...pathOptions, shim: { type: 'string' }, 'shim-libc': { type: 'string' }, 'spool-dir': { type: 'string' }, force: { type: 'boolean' } },
   });
   const problems: string[] = [];
+  const shimLibc = (values['shim-libc'] ?? 'glibc') as ShimLibc;
+  if (shimLibc !== 'glibc' && shimLibc !== 'musl') problems.push(`--shim-libc "${values['shim-libc']}" is not glibc or musl`);
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
   const cfg: InstallConfig = {
     cniBinDir: resolve(values['cni-bin-dir'] ?? '/opt/cni/bin'),
     cniConfDir: resolve(values['cni-conf-dir'] ?? '/etc/cni/net.d'),
     stateDir,
-    shim: resolve(values.shim ?? DEFAULT_SHIM),
+    shim: resolve(values.shim ?? defaultShim(shimLibc)),
+    shimLibc,
     socket: resolve(values.socket ?? DEFAULT_SOCKET),
     spoolDir: resolve(values['spool-dir'] ?? join(stateDir, 'spool')),
     force: values.force ?? false,

@@ -7,9 +7,11 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { defaultShim } from '../../daemon/src/config.js';
 import { REPO } from './env.js';
 
-export const SHIM_EXE = join(REPO, 'dist/steward');
+/** The shim `stewardd install` copies by default: dist/shims/steward-linux-<arch> if built, else dist/steward. */
+export const SHIM_EXE = defaultShim('glibc');
 
 export interface NodeTree {
   root: string;

@@ -543,9 +543,9 @@ export class Podman {
 
   /**
    * The drop-in runtimes.md requires (CNI backend, runc, cgroupfs, file events, ulimits), with the
-   * temp bin dir holding `steward` first in cni_plugin_dirs; removed at close.
+   * temp bin dir holding `steward` first in cni_plugin_dirs (or `pluginDirs`); removed at close.
    */
-  static async setup(host: RuntimeHost): Promise<Podman> {
+  static async setup(host: RuntimeHost, opts: { pluginDirs?: string[] } = {}): Promise<Podman> {
     const p = new Podman(host);
     const { nofile, nproc } = await hardLimits();
     mkdirSync(DROP_IN_DIR, { recursive: true });
@@ -563,7 +563,7 @@ export class Podman {
       '[network]',
       'network_backend = "cni"',
       `network_config_dir = "${CNI_CONF_DIR}"`,
-      `cni_plugin_dirs = ["${host.binDir}", "${OPT_CNI_BIN}", "${SYSTEM_CNI_BIN}"]`,
+      `cni_plugin_dirs = [${(opts.pluginDirs ?? [host.binDir, OPT_CNI_BIN, SYSTEM_CNI_BIN]).map((d) => `"${d}"`).join(', ')}]`,
       '',
     ].join('\n'));
     // Registered after the drop-in, so it runs before its removal: no container of ours survives.

@@ -37,7 +37,8 @@ describe('teardown order', () => {
     assert.equal(linkExists(netns, 'eth0'), false);
     const steps = (await daemon.attachment('sandbox-1')).steps;
     assert.equal(steps[0].state, 'deleted', 'bridge');
-    assert.equal(steps[1].state, 'del_failed', 'the fixture is retried on its own');
+    // Failed and waiting, or already being retried by the scheduler (its backoff here is 200 ms).
+    assert.ok(['del_failed', 'deleting'].includes(steps[1].state), `the fixture is retried on its own, got ${steps[1].state}`);
     // The runtime's DEL right after the failed ADD returns at once as well.
     assert.equal((await shim({ command: 'DEL', containerId: 'sandbox-1', netns }, conf)).code, 0);
     await daemon.waitFor('the fixture DEL to be retried', () => fixtureCalls(fx, 'DEL').length >= 3);
@@ -59,7 +60,8 @@ describe('teardown order', () => {
     assert.deepEqual(leases(dataDir, 'primary'), [], 'the primary network is released although net1 failed');
     const a = await daemon.attachment('multi');
     assert.equal(a.state, 'deleting');
-    assert.deepEqual(a.steps.map((s: any) => `${s.delegate}:${s.state}`), ['primary:deleted', 'secondary:del_failed']);
+    assert.equal(a.steps[0].state, 'deleted', 'primary');
+    assert.ok(['del_failed', 'deleting'].includes(a.steps[1].state), `secondary pending, got ${a.steps[1].state}`);
     const pending = (await daemon.get('/v1/teardowns')).json.pending;
     assert.deepEqual(pending.map((p: any) => p.plugin), ['steward-fixture']);
     await daemon.stop();
@@ -78,7 +80,8 @@ describe('teardown order', () => {
     assert.equal((await shim({ command: 'DEL', containerId: 'halted', netns }, conf)).code, 0);
     assert.equal(leases(dataDir, 'halting').length, 1, 'bridge waits for the portmap-like step after it');
     const a = await daemon.attachment('halted');
-    assert.deepEqual(a.steps.map((s: any) => s.state), ['added', 'del_failed']);
+    assert.equal(a.steps[0].state, 'added', 'bridge not yet DELed');
+    assert.ok(['del_failed', 'deleting'].includes(a.steps[1].state), `the failing step pending, got ${a.steps[1].state}`);
     await daemon.stop();
   });
 });

@@ -5,11 +5,12 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { DEFAULT_SOCKET, DEFAULT_SPOOL_DIR, DEFAULT_STATE_DIR } from '@cni-steward/shared';
-import { DEFAULT_SHIM, parseInstallConfig, parseProbeArgs, parseRunConfig } from '../../daemon/src/config.js';
+import { DEFAULT_SHIM, defaultShim, parseInstallConfig, parseProbeArgs, parseRunConfig } from '../../daemon/src/config.js';
 import { REPO } from '../helpers/env.js';
 
 interface K8sObject {
@@ -98,7 +99,10 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   it('install writes what the daemon serves: same socket, spool and dirs as the defaults', () => {
     assert.equal(init.args[0], 'install');
     const cfg = parseInstallConfig(init.args.slice(1));
-    assert.deepEqual({ ...cfg, shim: DEFAULT_SHIM }, parseInstallConfig([]));
+    assert.deepEqual(cfg, parseInstallConfig([]));
+    assert.equal(cfg.shimLibc, 'glibc');
+    assert.match(parseInstallConfig(['--shim-libc', 'musl']).shim, /shims\/steward-linux-(x64|arm64)-musl$/);
+    assert.throws(() => parseInstallConfig(['--shim-libc', 'uclibc']), /--shim-libc "uclibc" is not glibc or musl/);
     assert.equal(cfg.socket, parseRunConfig(main.args.slice(1)).socket);
     for (const p of [cfg.cniBinDir, cfg.cniConfDir, cfg.stateDir]) assert.ok(mountsOf(init).some((m) => m.mountPath === p), `init mounts ${p}`);
   });
@@ -110,8 +114,17 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
       assert.equal(sub, 'probe');
       return parseProbeArgs(rest);
     };
+    assert.deepEqual(probe(main.startupProbe), { socket: DEFAULT_SOCKET, path: '/healthz', timeoutMs: 3000 });
     assert.deepEqual(probe(main.livenessProbe), { socket: DEFAULT_SOCKET, path: '/healthz', timeoutMs: 3000 });
     assert.deepEqual(probe(main.readinessProbe), { socket: DEFAULT_SOCKET, path: '/readyz', timeoutMs: 3000 });
+  });
+
+  it('both containers report their last log lines on failure, and the pod shares the host PID namespace', () => {
+    for (const c of [init, main]) assert.equal(c.terminationMessagePolicy, 'FallbackToLogsOnError', c.name);
+    assert.equal(pod.hostPID, true);
+    // Liveness waits for the startup probe instead of a fixed delay.
+    assert.equal(main.livenessProbe.initialDelaySeconds, undefined);
+    assert.ok(main.startupProbe.periodSeconds * main.startupProbe.failureThreshold >= 60);
   });
 
   it('the grace period covers drain + request grace + the API check', () => {
@@ -141,13 +154,27 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
     assert.equal(only('Namespace').metadata.name, ds.metadata.namespace);
   });
 
-  it('the image puts the daemon, probe wrapper and shim where the manifests and DEFAULT_SHIM expect', () => {
+  it('the image puts the daemon, probe wrapper and shims where the manifests and defaultShim expect', () => {
     const dockerfile = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /^WORKDIR \/app$/m);
-    assert.match(dockerfile, /^ENTRYPOINT \["node", "\/app\/daemon\/dist\/main\.js"\]$/m);
+    assert.match(dockerfile, /^ENTRYPOINT \["\/usr\/bin\/tini", "-s", "--", "node", "\/app\/daemon\/dist\/main\.js"\]$/m);
     assert.match(dockerfile, /^COPY --from=build \/src\/bin\/stewardd bin\/$/m);
-    assert.match(dockerfile, /^COPY --from=build \/src\/dist\/steward dist\/steward$/m);
-    // DEFAULT_SHIM is <repo>/dist/steward relative to daemon/dist, i.e. /app/dist/steward in the image.
+    assert.match(dockerfile, /^COPY --from=build \/src\/dist\/shims\/ dist\/shims\/$/m);
+    assert.match(dockerfile, /node scripts\/build-shims\.mjs --targets host/);
+    // A tree that carries dist/shims (the image): install copies the shim for its CPU and --shim-libc.
+    const dist = mkdtempSync(join(tmpdir(), 'stw-dist-'));
+    try {
+      mkdirSync(join(dist, 'shims'));
+      for (const f of ['steward-linux-x64', 'steward-linux-arm64-musl']) writeFileSync(join(dist, 'shims', f), '');
+      assert.equal(defaultShim('glibc', 'x64', dist), join(dist, 'shims/steward-linux-x64'));
+      assert.equal(defaultShim('musl', 'arm64', dist), join(dist, 'shims/steward-linux-arm64-musl'));
+      // musl never falls back to the checkout's glibc build: install then says the file is missing.
+      assert.equal(defaultShim('musl', 'x64', dist), join(dist, 'shims/steward-linux-x64-musl'));
+    } finally {
+      rmSync(dist, { recursive: true, force: true });
+    }
+    // A checkout without dist/shims falls back to its own build, dist/steward.
+    assert.equal(defaultShim('glibc', 'x64', '/nonexistent/dist'), '/nonexistent/dist/steward');
     assert.equal(DEFAULT_SHIM, join(REPO, 'dist/steward'));
   });
 });

@@ -3,24 +3,14 @@
 // exclusively, since the spec forbids GC alongside ADD or DEL. STATUS is called by containerd 2.x
 // on every CRI Status request, so delegate answers are cached briefly.
 
-import type { Logger } from 'pino';
 import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniEnv } from '@cni-steward/shared';
 import { podOf } from '../store/types.js';
-import type { PluginRunner } from '../plugins/executor.js';
-import type { Store } from '../store/store.js';
-import type { Gate } from './gate.js';
-import { Priority, type Limiter } from './limiter.js';
+import type { EngineContext } from './context.js';
+import { Priority } from './limiter.js';
 import { parseStewardConf, pluginStdin } from './netconf.js';
-import type { Teardown } from './teardown.js';
 
-export interface GcDeps {
-  store: Store;
-  run: PluginRunner;
-  limiter: Limiter;
-  teardown: Teardown;
-  gate: Gate;
-  log: Logger;
-}
+/** GC and STATUS use the shared engine context (context.ts). */
+export type GcDeps = Pick<EngineContext, 'store' | 'slots' | 'teardown' | 'gate' | 'log'>;
 
 interface ValidAttachment {
   containerID: string;
@@ -66,10 +56,10 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
       const stillValid = held.map((a) => ({ containerID: a.containerId, ifname: ifnameFor(a) }));
       for (const plugin of d.plugins) {
         try {
-          await deps.limiter.run(Priority.Background, () => deps.run({
+          await deps.slots.run(Priority.Background, {
             command: 'GC', type: plugin.type, containerId: '', netns: '', ifname: '', args: '', cniPath: env.path,
             stdin: { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid },
-          }));
+          });
         } catch (e) {
           errors.push(`${d.name}/${plugin.type}: ${(e as Error).message}`);
         }
@@ -112,10 +102,10 @@ export async function runStatus(deps: GcDeps, env: CniEnv, config: Record<string
     for (const d of conf.delegates) {
       if (!versionAtLeast(d.cniVersion, '1.1.0')) continue;
       for (const plugin of d.plugins) {
-        await deps.limiter.run(Priority.Add, () => deps.run({
+        await deps.slots.run(Priority.Add, {
           command: 'STATUS', type: plugin.type, containerId: '', netns: '', ifname: '', args: '', cniPath: env.path,
           stdin: pluginStdin(d, plugin, {}),
-        }));
+        });
       }
     }
   } catch (e) {

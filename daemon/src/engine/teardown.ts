@@ -16,10 +16,10 @@
 
 import type { Logger } from 'pino';
 import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniResult } from '@cni-steward/shared';
-import type { PluginRunner } from '../plugins/executor.js';
 import { storedErrorText, type Store } from '../store/store.js';
 import { podOf, type Attachment, type Step } from '../store/types.js';
-import type { Limiter, PriorityValue } from './limiter.js';
+import type { PriorityValue } from './limiter.js';
+import type { PluginSlots } from './plugin-slots.js';
 import type { Metrics } from '../metrics.js';
 import { teardownNetns } from './netns.js';
 
@@ -74,8 +74,7 @@ export interface TeardownOutcome {
 
 export interface TeardownDeps {
   store: Store;
-  run: PluginRunner;
-  limiter: Limiter;
+  slots: PluginSlots;
   log: Logger;
   retry: RetryPolicy;
   metrics: Metrics;
@@ -183,15 +182,15 @@ export class Teardown {
 
   /** Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or undefined. */
   private async delStep(a: Attachment, step: Step, prev: CniResult | undefined, netns: string, priority: PriorityValue): Promise<CniError | undefined> {
-    const { store, run, limiter } = this.d;
+    const { store, slots } = this.d;
     const stdin = JSON.parse(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
     try {
-      await limiter.run(priority, () => run({
+      await slots.run(priority, {
         command: 'DEL', type: step.pluginType, containerId: a.containerId, netns, ifname: step.ifname,
         args: a.cniArgs, cniPath: a.cniPath, stdin,
-      }));
+      });
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);

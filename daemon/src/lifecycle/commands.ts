@@ -15,7 +15,7 @@ export async function runInstall(cfg: InstallConfig): Promise<number> {
   const log = stderrLog(cfg.logLevel);
   try {
     const r = await install({ ...cfg, log });
-    console.log(`shim: ${r.shim} (${r.shimPath})`);
+    console.log(`shim: ${r.shim} (${r.shimPath}, from ${cfg.shim})`);
     const c = r.conflist;
     switch (c.status) {
       case 'written':

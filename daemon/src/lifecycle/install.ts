@@ -27,7 +27,7 @@ import type { InstallConfig } from './options.js';
 export const SHIM_NAME = 'steward';
 
 /** What `stewardd install` was asked (config.ts), with a logger instead of a level. */
-export interface InstallOptions extends Omit<InstallConfig, 'logLevel'> {
+export interface InstallOptions extends Omit<InstallConfig, 'logLevel' | 'shimLibc'> {
   log: Logger;
   /** How files are written and removed; tests pass failing ones to simulate a crash. */
   ops?: FileOps;

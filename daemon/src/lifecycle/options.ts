@@ -4,11 +4,15 @@
 /** What SIGTERM does to the node's install: auto asks the API server whether the DaemonSet is gone. */
 export type UninstallMode = 'auto' | 'always' | 'never';
 
+/** Which C library the node's shim binary is linked against (a container cannot see the host's). */
+export type ShimLibc = 'glibc' | 'musl';
+
 export interface InstallConfig {
   cniBinDir: string;
   cniConfDir: string;
   stateDir: string;
   shim: string;
+  shimLibc: ShimLibc;
   socket: string;
   spoolDir: string;
   force: boolean;

@@ -1,0 +1,173 @@
+// ADD: the chain of every delegate run in order, each step journaled `adding` before its plugin
+// runs, and on any failure every started step rolled back by the teardown rules. Serialised per
+// container by the dispatcher (engine.ts), which calls addAttachment inside the container's queue.
+
+import type { Logger } from 'pino';
+import {
+  CniError, ErrorCode, convertResult, podFromCniArgs, podLogFields, type CniEnv, type CniResult, type PluginConf,
+} from '@cni-steward/shared';
+import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
+import type { EngineContext } from './context.js';
+import { Priority } from './limiter.js';
+import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
+
+interface PlannedStep {
+  d: Delegate;
+  plugin: PluginConf;
+  stdin: Record<string, unknown>;
+  row: Omit<NewStep, 'attachmentId'>;
+}
+
+/** Every plugin of every delegate, in execution order, with the stdin it will get (less prevResult). */
+function planSteps(conf: StewardConf): PlannedStep[] {
+  const plan: PlannedStep[] = [];
+  for (const d of conf.delegates) {
+    for (const [pluginIndex, plugin] of d.plugins.entries()) {
+      const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
+      plan.push({
+        d, plugin, stdin,
+        row: { seq: plan.length, delegateIndex: d.index, delegateName: d.name, ifname: d.ifname, pluginIndex, pluginType: plugin.type, config: JSON.stringify(stdin) },
+      });
+    }
+  }
+  return plan;
+}
+
+/**
+ * A runtime passes runtimeConfig only for capabilities the steward entry itself declares; a
+ * delegate plugin declaring one the entry does not will never get it (port mappings dropped
+ * silently). Said once per network and capability, in the log and /v1/status.
+ */
+export function checkCapabilities(ctx: EngineContext, conf: StewardConf, config: Record<string, unknown>): void {
+  const own = config.capabilities;
+  const declared = typeof own === 'object' && own !== null ? (own as Record<string, unknown>) : {};
+  for (const d of conf.delegates) {
+    for (const p of d.plugins) {
+      for (const [cap, on] of Object.entries(p.capabilities ?? {})) {
+        if (on !== true || declared[cap] === true) continue;
+        ctx.warn(`${conf.name}\0${cap}`,
+          `network ${conf.name}: delegate ${d.name} plugin ${p.type} declares capability "${cap}" but the steward entry does not, so the runtime never passes it; add "capabilities": {"${cap}": true} to the steward entry`,
+          { network: conf.name, delegate: d.name, plugin: p.type, capability: cap });
+      }
+    }
+  }
+}
+
+/** ADD of one attachment; runs inside the container's queue. Resolves with the result text to print. */
+export async function addAttachment(ctx: EngineContext, env: CniEnv, conf: StewardConf, key: AttachmentKey): Promise<string> {
+  const { store } = ctx;
+  const configText = JSON.stringify(conf.raw);
+  const existing = store.currentAttachment(key);
+  if (existing && existing.state === 'added') {
+    // A repeated ADD of the very same attachment is answered from the journal; anything else is a conflict.
+    if (existing.netns === env.netns && existing.config === configText && existing.result) {
+      return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
+    }
+    throw new CniError(ErrorCode.AttachmentConflict,
+      `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`);
+  }
+  if (existing && (existing.state === 'deleting' || existing.state === 'adding')) {
+    // `adding` here (inside the container's queue, so no ADD of it is running) is an ADD whose
+    // journal was cut off; `deleting` still owes DELs. Adding again now could let a later DEL of
+    // the old one release what this ADD allocates (same container and interface), so finish it
+    // first: a step that can only fail the same way is abandoned now rather than block this ADD.
+    const outcome = await ctx.teardown.run(existing.id, Priority.Add, { force: true, abandonPermanent: true });
+    if (!outcome.done) {
+      throw new CniError(ErrorCode.TryAgainLater,
+        `an earlier attachment of container ${key.containerId} on ${key.network}/${key.ifname} is still being torn down`,
+        outcome.error?.message);
+    }
+  }
+
+  // Every plugin must exist before anything is journaled or run: a chain that cannot complete
+  // should fail without allocating (and then owing a DEL to a plugin that is not there).
+  for (const d of conf.delegates) for (const p of d.plugins) ctx.locate(p.type, env.path);
+
+  const plan = planSteps(conf);
+  const pod = podFromCniArgs(env.args);
+  // The attachment and its first step are one commit, on disk before the first plugin runs.
+  const { a, first } = store.atomic(() => {
+    const a = store.createAttachment({
+      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
+      bootId: ctx.bootId, config: configText, podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
+    });
+    return { a, first: store.insertStep({ ...(plan[0] as PlannedStep).row, attachmentId: a.id }) };
+  });
+  const alog = ctx.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname, attachment: a.id });
+  ctx.adding.add(a.id);
+  try {
+    return await addAndRollBack(ctx, a, env, conf, plan, first, alog);
+  } finally {
+    ctx.adding.delete(a.id);
+  }
+}
+
+/** Runs the chain; on any failure rolls back every started step and rethrows the original error. */
+async function addAndRollBack(ctx: EngineContext, a: Attachment, env: CniEnv, conf: StewardConf, plan: PlannedStep[], first: Step, alog: Logger): Promise<string> {
+  try {
+    const text = await runChains(ctx, a, env, conf, plan, first);
+    alog.info('attachment added');
+    return text;
+  } catch (e) {
+    const err = CniError.from(e, ErrorCode.PluginExecFailed);
+    alog.warn({ err: err.message, code: err.code }, 'ADD failed; rolling back every started step');
+    try {
+      ctx.store.setAttachmentError(a.id, err.message);
+      const outcome = await ctx.teardown.run(a.id, Priority.Add, { force: true });
+      if (!outcome.done) alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+    } catch (re) {
+      // The journal could not be written (disk full): every step is still on disk as `adding`
+      // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
+      alog.error({ err: (re as Error).message }, 'rollback could not run; the retry scheduler reclaims it');
+    }
+    throw err;
+  }
+}
+
+/** One journaled step: its plugin's ADD, the result converted to its delegate's version, or `add_failed`. */
+async function runStep(ctx: EngineContext, env: CniEnv, step: Step, planned: PlannedStep, prev: CniResult | undefined): Promise<CniResult> {
+  const { d, plugin, stdin } = planned;
+  try {
+    const out = await ctx.slots.run(Priority.Add, {
+      command: 'ADD', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
+      args: env.args, cniPath: env.path, stdin: prev ? { ...stdin, prevResult: prev } : stdin,
+    });
+    if (out === undefined) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
+    return convertResult(out, d.cniVersion);
+  } catch (e) {
+    const err = CniError.from(e, ErrorCode.PluginExecFailed);
+    ctx.store.setStepState(step.id, 'add_failed', err.message);
+    throw err;
+  }
+}
+
+/**
+ * Runs the planned steps in order, passing prevResult within each delegate. Each success is
+ * committed together with the next step's `adding` row (or, after the last, with the attachment's
+ * result), so every row is on disk before its plugin runs at one commit per plugin.
+ */
+async function runChains(ctx: EngineContext, a: Attachment, env: CniEnv, conf: StewardConf, plan: PlannedStep[], first: Step): Promise<string> {
+  const { store } = ctx;
+  const finals = new Map<number, CniResult>();
+  let step = first;
+  for (const [i, planned] of plan.entries()) {
+    const result = await runStep(ctx, env, step, planned, finals.get(planned.d.index));
+    finals.set(planned.d.index, result);
+    const next = plan[i + 1];
+    const done = step;
+    if (next) {
+      step = store.atomic(() => {
+        store.setStepAdded(done.id, JSON.stringify(result));
+        return store.insertStep({ ...next.row, attachmentId: a.id });
+      });
+    } else {
+      const text = JSON.stringify(convertResult(finals.get(0) ?? { cniVersion: conf.cniVersion }, conf.cniVersion));
+      store.atomic(() => {
+        store.setStepAdded(done.id, JSON.stringify(result));
+        store.setAttachmentAdded(a.id, text);
+      });
+      return text;
+    }
+  }
+  throw new CniError(ErrorCode.Internal, 'empty plugin plan');
+}

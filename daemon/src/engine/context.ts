@@ -1,0 +1,36 @@
+// What the command modules (add.ts, del.ts, check.ts, gc-status.ts) share: the journal, the plugin
+// slots, the teardown machinery and the dispatcher's per-container serialisation. Built once by
+// engine.ts; nothing here holds state of its own.
+
+import type { Logger } from 'pino';
+import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/store.js';
+import type { AttachmentKey } from '../store/types.js';
+import type { Gate } from './gate.js';
+import type { PluginSlots } from './plugin-slots.js';
+import type { Teardown } from './teardown.js';
+
+export type DelPolicy = 'defer' | 'strict';
+
+export interface EngineContext {
+  store: Store;
+  slots: PluginSlots;
+  teardown: Teardown;
+  gate: Gate;
+  log: Logger;
+  metrics: Metrics;
+  bootId: string;
+  delPolicy: DelPolicy;
+  /** Resolves a plugin type to its executable, throwing a CniError when there is none. */
+  locate: (type: string, cniPath: string) => string;
+  /** Runs `work` after everything queued for this container, holding the gate shared (FIFO per container). */
+  serialize<T>(containerId: string, work: () => Promise<T>): Promise<T>;
+  /** Attachments whose ADD chain (or its rollback) is running in this process. */
+  adding: Set<number>;
+  /** Records a netconf problem an operator must fix; each key is logged once (shown in /v1/status). */
+  warn(key: string, text: string, fields: Record<string, unknown>): void;
+}
+
+export function keyString(k: AttachmentKey): string {
+  return JSON.stringify([k.containerId, k.network, k.ifname]);
+}

@@ -1,0 +1,156 @@
+// DEL: a DEL joins an identical one queued or in flight, repeats of a finished teardown are answered
+// from a tombstone without touching the queue or SQLite, a known attachment is torn down by the
+// teardown rules, and an unknown one gets one best-effort pass-through DEL. An ADD queued for the
+// same attachment invalidates both, so a DEL that races a new ADD always waits for it.
+
+import {
+  CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv,
+} from '@cni-steward/shared';
+import { podOf, type AttachmentKey } from '../store/types.js';
+import { keyString, type EngineContext } from './context.js';
+import { Priority } from './limiter.js';
+import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
+
+/** A bounded set that forgets its oldest entries first. */
+class RecentKeys {
+  private readonly keys = new Set<string>();
+  constructor(private readonly max: number) {}
+
+  has(k: string): boolean {
+    return this.keys.has(k);
+  }
+
+  add(k: string): void {
+    this.keys.delete(k);
+    this.keys.add(k);
+    if (this.keys.size > this.max) this.keys.delete(this.keys.values().next().value as string);
+  }
+
+  delete(k: string): void {
+    this.keys.delete(k);
+  }
+}
+
+export class Dels {
+  private readonly inFlight = new Map<string, Promise<string>>();
+  /**
+   * Keys whose attachment is torn down. Repeated DELs (a runtime's retry storm) are answered from
+   * here without touching the queue or SQLite; a key leaves the set as soon as an ADD for it is
+   * queued, so a DEL racing a new ADD still waits for it. Bounded; the database is the fallback.
+   */
+  private readonly tombstones = new RecentKeys(20_000);
+  /** ADDs queued or running per key: while any is, a finishing DEL must not record a tombstone. */
+  private readonly addsPending = new Map<string, number>();
+
+  constructor(private readonly ctx: EngineContext) {}
+
+  /** Called when an ADD for `key` is queued; the returned function when it settles. */
+  addQueued(key: AttachmentKey): () => void {
+    const k = keyString(key);
+    // A DEL arriving after this ADD must wait for it: neither a tombstone nor an earlier DEL may answer it.
+    this.tombstones.delete(k);
+    this.inFlight.delete(k);
+    this.addsPending.set(k, (this.addsPending.get(k) ?? 0) + 1);
+    return () => {
+      const n = (this.addsPending.get(k) ?? 1) - 1;
+      if (n > 0) this.addsPending.set(k, n);
+      else this.addsPending.delete(k);
+    };
+  }
+
+  del(env: CniEnv, config: Record<string, unknown>): Promise<string> {
+    const { ctx } = this;
+    // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):
+    // only the network name is needed to find the attachment; the stored config does the rest.
+    const network = typeof config.name === 'string' ? config.name : '';
+    if (network === '') throw new CniError(ErrorCode.InvalidConfig, 'netconf has no network "name"');
+    const key = { containerId: env.containerId, network, ifname: env.ifname };
+    const k = keyString(key);
+    if (this.tombstones.has(k)) {
+      ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
+      ctx.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
+      return Promise.resolve('');
+    }
+    const joined = this.inFlight.get(k);
+    if (joined) {
+      ctx.metrics.coalescedDels.inc({ how: 'joined' });
+      ctx.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL joined one queued or in flight');
+      return joined;
+    }
+    const p = ctx.serialize(env.containerId, () => this.delLocked(env, config, key));
+    this.inFlight.set(k, p);
+    const forget = () => { if (this.inFlight.get(k) === p) this.inFlight.delete(k); };
+    p.then(forget, forget);
+    return p;
+  }
+
+  private async delLocked(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<string> {
+    const { ctx } = this;
+    const a = ctx.store.currentAttachment(key);
+    if (!a) {
+      await this.passThrough(env, config, key);
+      this.rememberTombstone(key);
+      return '';
+    }
+    const fields = { containerId: key.containerId, ...podLogFields(podOf(a)), network: key.network, ifname: key.ifname, attachment: a.id };
+    if (a.state === 'deleted') {
+      this.rememberTombstone(key);
+      ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
+      ctx.log.info(fields, 'DEL of an attachment already torn down (rolled back, or DELed before)');
+      return '';
+    }
+    // The first DEL runs at once. Once a teardown is failing, repeated DELs do not re-run the
+    // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
+    const outcome = await ctx.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
+    if (outcome.done) this.rememberTombstone(key);
+    else ctx.log.info({ ...fields, err: outcome.error?.message }, `DEL: teardown not finished; the retry scheduler owns it (policy ${ctx.delPolicy})`);
+    if (!outcome.done && ctx.delPolicy === 'strict') {
+      const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
+      // Runtimes read "not found" in a DEL error as success: keep a failure a failure.
+      throw new CniError(err.code, failureSafeText(err.message), err.details && failureSafeText(err.details));
+    }
+    return '';
+  }
+
+  private rememberTombstone(key: AttachmentKey): void {
+    const k = keyString(key);
+    if (!this.addsPending.has(k)) this.tombstones.add(k);
+  }
+
+  /**
+   * DEL for an attachment we never saw (installed on a busy node, or ADD went elsewhere): one
+   * best-effort DEL through the request's delegates, errors logged and not returned, then a
+   * tombstone so repeats return at once without running anything.
+   */
+  private async passThrough(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<void> {
+    const { ctx } = this;
+    const pod = podFromCniArgs(env.args);
+    const log = ctx.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname });
+    let conf: StewardConf | undefined;
+    try {
+      conf = parseStewardConf(config, env.ifname);
+    } catch (e) {
+      log.warn({ err: (e as Error).message }, 'DEL for an unknown attachment with an unusable netconf; nothing to run');
+    }
+    if (conf) {
+      for (const d of [...conf.delegates].reverse()) {
+        for (const plugin of [...d.plugins].reverse()) {
+          try {
+            await ctx.slots.run(Priority.Del, {
+              command: 'DEL', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
+              args: env.args, cniPath: env.path, stdin: pluginStdin(d, plugin, conf.runtimeConfig),
+            });
+          } catch (e) {
+            log.warn({ plugin: plugin.type, err: (e as Error).message }, 'pass-through DEL failed; ignored, since this attachment was never added through steward');
+          }
+        }
+      }
+    }
+    ctx.store.createAttachment({
+      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path,
+      cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
+      bootId: ctx.bootId, config: JSON.stringify(config), podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
+    }, 'deleted');
+    log.info('DEL for an attachment steward never added: passed through once, tombstone written');
+  }
+}
