@@ -2,6 +2,7 @@
 // Owns the process-level concerns: signals, readiness, and a bounded graceful close.
 
 import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { pino, type Logger } from 'pino';
 import { type DaemonConfig } from './config.js';
 import { Engine } from './engine/engine.js';
@@ -13,6 +14,7 @@ import { Metrics } from './metrics.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { prepareSocketPath, restrictSocket } from './socket.js';
+import { takeOwnership } from './store/owner.js';
 import { Store } from './store/store.js';
 import { VERSION } from './version.js';
 
@@ -32,7 +34,16 @@ export function readBootId(file: string): string {
 export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level: cfg.logLevel })): Promise<RunningDaemon> {
   const startedAt = Date.now();
   const bootId = readBootId(cfg.bootIdFile);
-  const store = new Store(cfg.dbPath);
+  // Before anything reads or writes the journal: a second daemon on this state dir stops here.
+  const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
+  let store: Store;
+  try {
+    await prepareSocketPath(cfg.socket);
+    store = new Store(cfg.dbPath);
+  } catch (e) {
+    owner.release();
+    throw e;
+  }
   const metrics = new Metrics(store);
   const executor = new PluginExecutor({
     binDirs: cfg.binDirs, timeoutMs: cfg.pluginTimeoutMs, path: process.env.PATH ?? DEFAULT_PLUGIN_PATH, log,
@@ -56,7 +67,6 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
   await recover(engine, bootId, cfg.spoolDir, log);
 
-  await prepareSocketPath(cfg.socket);
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
   ready = true;
@@ -85,6 +95,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
       await scheduler.stop();
       executor.close();
       store.close();
+      owner.release();
       afterClose();
       log.info('stewardd stopped');
       resolveClosed();
