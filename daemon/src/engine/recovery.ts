@@ -6,11 +6,15 @@
 //  4. DELs the shim spooled while the daemon was down are ingested.
 // Failures stay journaled as del_failed, so the retry scheduler picks them up.
 
-import { mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync, constants as fsConstants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, unlinkSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
+import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
 import { decodeWireRequest } from '../routes/cni.js';
 
 export interface RecoveryReport {
@@ -57,7 +61,59 @@ export async function recover(engine: Engine, bootId: string, spoolDir: string, 
   return report;
 }
 
-/** Handles every spooled DEL like a runtime DEL; unreadable files are moved aside, never lost. */
+/** A spooled request is at most a netconf plus its CNI_* envelope. */
+export const MAX_SPOOL_FILE_BYTES = MAX_NETCONF_BYTES + 64 * 1024;
+
+/**
+ * Reads one spool entry without following links or blocking: opened O_NOFOLLOW|O_NONBLOCK (a
+ * symlink fails with ELOOP, a FIFO opens at once and is then refused by fstat), only a regular
+ * file of at most MAX_SPOOL_FILE_BYTES is read, and never more than that.
+ */
+function readSpoolFile(file: string): string {
+  let fd: number;
+  try {
+    fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ELOOP') throw new Error('is a symbolic link; only regular files are read');
+    throw e;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) {
+      const kind = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device or other special file';
+      throw new Error(`is ${kind}; only regular files are read`);
+    }
+    if (st.size > MAX_SPOOL_FILE_BYTES) throw new Error(`is ${st.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled DEL can be`);
+    const buf = Buffer.alloc(MAX_SPOOL_FILE_BYTES + 1);
+    let n = 0;
+    for (let r; n < buf.length && (r = readSync(fd, buf, n, buf.length - n, null)) > 0;) n += r;
+    if (n > MAX_SPOOL_FILE_BYTES) throw new Error(`grew past ${MAX_SPOOL_FILE_BYTES} bytes while being read`);
+    return buf.subarray(0, n).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Moves a spool entry (whatever it is: file, link, FIFO, directory) into spool/rejected/, never over another one. */
+function reject(spoolDir: string, name: string): string {
+  const aside = join(spoolDir, 'rejected');
+  mkdirSync(aside, { recursive: true, mode: 0o700 });
+  let target = join(aside, name);
+  if (existsOrLink(target)) target = join(aside, `${name}.${Date.now()}-${randomBytes(3).toString('hex')}`);
+  renameSync(join(spoolDir, name), target);
+  return target;
+}
+
+function existsOrLink(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost. */
 export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger): Promise<{ ingested: number; rejected: number }> {
   let names: string[];
   try {
@@ -71,15 +127,18 @@ export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger)
     const file = join(spoolDir, name);
     let req;
     try {
-      req = decodeWireRequest(JSON.parse(readFileSync(file, 'utf8')));
+      req = decodeWireRequest(JSON.parse(readSpoolFile(file)));
       if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
     } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // gone since readdir
       // Never lost: moved aside for an operator to read.
-      const aside = join(spoolDir, 'rejected');
-      mkdirSync(aside, { recursive: true, mode: 0o700 });
-      renameSync(file, join(aside, name));
-      rejected++;
-      log.error({ file, err: (e as Error).message }, 'spooled DEL could not be decoded; moved to spool/rejected');
+      try {
+        const to = reject(spoolDir, name);
+        rejected++;
+        log.error({ file, movedTo: to, err: (e as Error).message }, 'spooled DEL rejected; moved to spool/rejected');
+      } catch (me) {
+        log.error({ file, err: (e as Error).message, moveErr: (me as Error).message }, 'spooled DEL rejected and could not be moved aside');
+      }
       continue;
     }
     try {
