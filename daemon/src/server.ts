@@ -7,6 +7,7 @@ import { CniError, ErrorCode, LATEST_VERSION, MAX_NETCONF_BYTES } from '@cni-ste
 import type { Engine } from './engine/engine.js';
 import type { Metrics } from './metrics.js';
 import { cniRoutes } from './routes/cni.js';
+import { capText, MAX_ECHO_DETAILS_BYTES, MAX_ECHO_MSG_BYTES } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
 import type { RetryScheduler } from './engine/scheduler.js';
 
@@ -60,6 +61,23 @@ export function buildApp(deps: AppDeps) {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: MAX_NETCONF_BYTES + 64 * 1024,
     return503OnClosing: true,
+    // A netconf is plain JSON: a "__proto__" or "constructor" key is data (JSON.parse makes it an
+    // own property, never the prototype), accepted and stored as given. Nothing here copies
+    // request keys with assignment, which is where such a key would do harm.
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
+  });
+
+  // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so.
+  app.addHook('preValidation', async (request, reply) => {
+    const q = request.query as Record<string, unknown> | undefined;
+    if (!q || typeof q !== 'object') return;
+    for (const [k, v] of Object.entries(q)) {
+      if (Array.isArray(v)) {
+        return reply.code(400).type('application/json')
+          .send({ error: `query parameter "${capText(k, 64)}" is given ${v.length} times; give it at most once` });
+      }
+    }
   });
 
   app.setErrorHandler((e, request, reply) => {
@@ -75,7 +93,9 @@ export function buildApp(deps: AppDeps) {
       request.log.error({ err: error }, 'unexpected error handling request');
       err = new CniError(ErrorCode.Internal, `internal error in stewardd: ${error.message}`);
     }
-    void reply.code(httpStatusFor(err.code)).type('application/json').send(err.toJSON(requestCniVersion(request.body)));
+    const echoed = new CniError(err.code, capText(err.message, MAX_ECHO_MSG_BYTES),
+      err.details === undefined ? undefined : capText(err.details, MAX_ECHO_DETAILS_BYTES));
+    void reply.code(httpStatusFor(err.code)).type('application/json').send(echoed.toJSON(requestCniVersion(request.body)));
   });
 
   app.setNotFoundHandler((request, reply) => {

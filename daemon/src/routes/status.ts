@@ -3,13 +3,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { AttachmentState, Step } from '../store/types.js';
 import type { AppDeps } from '../server.js';
+import { capNullable } from './echo.js';
 
 const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
 
 function teardownView(s: Step, containerId: string | undefined) {
   return {
     step: s.id, attachment: s.attachmentId, containerId, delegate: s.delegateName, ifname: s.ifname,
-    plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: s.error,
+    plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: capNullable(s.error),
     nextAttemptAt: s.nextAttemptAt === null ? null : new Date(s.nextAttemptAt).toISOString(),
     failingSince: s.teardownAt === null ? null : new Date(s.teardownAt).toISOString(),
   };
@@ -57,9 +58,9 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
     const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, limit: n });
     return rows.map((a) => ({
       id: a.id, containerId: a.containerId, network: a.network, ifname: a.ifname, netns: a.netns, state: a.state,
-      cniVersion: a.cniVersion, bootId: a.bootId, error: a.error,
+      cniVersion: a.cniVersion, bootId: a.bootId, error: capNullable(a.error),
       createdAt: new Date(a.createdAt).toISOString(), updatedAt: new Date(a.updatedAt).toISOString(),
-      steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: s.error })),
+      steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: capNullable(s.error) })),
     }));
   });
 
