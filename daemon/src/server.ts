@@ -7,6 +7,7 @@ import { CniError, ErrorCode, LATEST_VERSION, MAX_NETCONF_BYTES } from '@cni-ste
 import type { Engine } from './engine/engine.js';
 import type { Metrics } from './metrics.js';
 import { cniRoutes } from './routes/cni.js';
+import { degradedRoutes, type DegradedDeps } from './routes/degraded.js';
 import { capText, MAX_ECHO_DETAILS_BYTES, MAX_ECHO_MSG_BYTES } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
 import type { RetryScheduler } from './engine/scheduler.js';
@@ -22,6 +23,8 @@ export interface AppDeps {
   isServing: () => boolean;
   version: string;
   startedAt: number;
+  /** Why the daemon is not healthy (the journal cannot be written, no plugin spawner); [] when it is. */
+  health: () => Promise<string[]>;
 }
 
 /** CNI error code -> HTTP status. The shim only needs 200 vs not; humans with curl get the rest. */
@@ -55,9 +58,10 @@ function requestCniVersion(body: unknown): string {
   return typeof v === 'string' && v !== '' ? v : LATEST_VERSION;
 }
 
-export function buildApp(deps: AppDeps) {
+/** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
+function baseApp(log: Logger) {
   const app = Fastify({
-    loggerInstance: deps.log,
+    loggerInstance: log,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: MAX_NETCONF_BYTES + 64 * 1024,
     return503OnClosing: true,
@@ -102,7 +106,19 @@ export function buildApp(deps: AppDeps) {
     void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${request.url}` });
   });
 
+  return app;
+}
+
+export function buildApp(deps: AppDeps) {
+  const app = baseApp(deps.log);
   void app.register(cniRoutes, deps);
   void app.register(statusRoutes, deps);
+  return app;
+}
+
+/** The app of a daemon whose journal failed its start-up check (routes/degraded.ts). */
+export function buildDegradedApp(deps: DegradedDeps & { log: Logger }) {
+  const app = baseApp(deps.log);
+  void app.register(degradedRoutes, deps);
   return app;
 }

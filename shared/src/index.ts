@@ -5,3 +5,4 @@ export * from './cni/validate.js';
 export * from './cni/env.js';
 export * from './cni/convert.js';
 export * from './api.js';
+export * from './spool.js';

@@ -17,6 +17,8 @@ export interface DaemonOptions {
   socket?: string;
   /** Another state dir than <home>/state (e.g. another daemon's, to try to share it). */
   stateDir?: string;
+  /** Another stewardd entry script than the checkout's bin/stewardd (e.g. a copy of the tree). */
+  exe?: string;
 }
 
 export class Daemon {
@@ -27,6 +29,7 @@ export class Daemon {
   readonly logFile: string;
   proc: ChildProcess | undefined;
   private readonly args: string[];
+  private readonly exe: string;
 
   constructor(private readonly env: TestEnv, opts: DaemonOptions = {}) {
     const home = join(env.dir, opts.name ?? '');
@@ -38,6 +41,7 @@ export class Daemon {
     mkdirSync(home, { recursive: true });
     writeFileSync(this.bootIdFile, `${opts.bootId ?? 'boot-1'}\n`);
     this.args = opts.args ?? [];
+    this.exe = opts.exe ?? join(REPO, 'bin/stewardd');
     env.defer(() => this.kill9());
   }
 
@@ -64,7 +68,7 @@ export class Daemon {
     mkdirSync(this.stateDir, { recursive: true });
     const log = createWriteStream(this.logFile, { flags: 'a' });
     await new Promise((r) => log.once('open', r));
-    const proc = spawn(process.execPath, [join(REPO, 'bin/stewardd'), 'run',
+    const proc = spawn(process.execPath, [this.exe, 'run',
       '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
       '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--log-level', 'debug', ...this.args], {
       stdio: ['ignore', log, log],
@@ -73,7 +77,8 @@ export class Daemon {
     return proc;
   }
 
-  async start(timeoutMs = 20_000): Promise<void> {
+  /** Starts stewardd and waits until `probe` (/readyz, or /healthz for a daemon that will never be ready) answers 200. */
+  async start(timeoutMs = 20_000, probe: '/readyz' | '/healthz' = '/readyz'): Promise<void> {
     const proc = await this.spawnProc();
     const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
     const deadline = Date.now() + timeoutMs;
@@ -82,7 +87,7 @@ export class Daemon {
       if (early !== 'wait') throw new Error(`stewardd exited with ${String(early)} during start; see ${this.logFile}`);
       if (existsSync(this.socket)) {
         try {
-          if ((await this.get('/readyz')).status === 200) return;
+          if ((await this.get(probe)).status === 200) return;
         } catch {
           /* not yet */
         }

@@ -72,6 +72,11 @@ export class PluginExecutor {
     return this.execute(file, call, env);
   };
 
+  /** Undefined while plugins can be started (the spawner answers, or a new one does); else why not. */
+  health(timeoutMs?: number): Promise<string | undefined> {
+    return this.spawner.health(timeoutMs);
+  }
+
   close(): void {
     this.spawner.close();
   }

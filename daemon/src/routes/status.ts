@@ -21,7 +21,13 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
   const store = engine.store;
   const containerOf = (id: number) => store.getAttachment(id)?.containerId;
 
-  app.get('/healthz', async () => ({ ok: true }));
+  // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
+  // answers, or a new one does). 503 with the reasons otherwise.
+  app.get('/healthz', async (_req, reply) => {
+    const problems = await deps.health();
+    if (problems.length > 0) return reply.code(503).send({ ok: false, problems });
+    return { ok: true };
+  });
 
   app.get('/readyz', async (_req, reply) => {
     if (!deps.isReady()) return reply.code(503).send({ ready: false });
