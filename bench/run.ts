@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { TestEnv } from '../test/helpers/env.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
+import { benchQuickCheck } from './quickcheck.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
@@ -26,6 +27,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['storm', benchStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
+  ['quickcheck', benchQuickCheck],
 ];
 
 const { values } = parseArgs({
