@@ -61,6 +61,26 @@ describe('a netconf with "__proto__" and "constructor" keys', () => {
   });
 });
 
+describe('a netconf nested 10,000 deep', () => {
+  it('is code 7 (invalid config) from the daemon, not 104 (a stack overflow in the engine), and from the shim', async () => {
+    const fx = join(env.dir, 'fx-deep');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('deepnet', '1.0.0', [fixturePlugin(fx)])]);
+    const deep = `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`;
+    const netns = env.netns();
+    const wireEnv = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'deep', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+    const body = `{"env":${JSON.stringify(wireEnv)},"config":${JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`)}}`;
+    const res = await daemon.request('POST', '/v1/cni', body);
+    assert.equal(res.status, 400, res.text.slice(0, 300));
+    assert.equal(res.json.code, 7);
+    assert.match(res.json.msg, /deeper than 100 levels/);
+    // Through the shim: refused (by the shim, which cannot re-encode it, or by the daemon), never a stack trace.
+    const add = await shim({ command: 'ADD', containerId: 'deep', netns }, JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`));
+    assert.equal(add.code, 1, add.stdout);
+    assert.equal(add.json.code, 7, add.stdout);
+    assert.equal(fixtureCalls(fx).length, 0);
+  });
+});
+
 describe('error texts echoed back are capped', () => {
   it('a plugin error quoting a 100 KB CNI_ARGS: the ADD error, /v1/status, /v1/teardowns and /v1/attachments stay small', async () => {
     const fx = join(env.dir, 'fx-echo');
