@@ -296,6 +296,8 @@ describe(`fuzzing dist/steward: ${CALLS} calls, seed ${SEED}`, () => {
     const netnses = [env.netns(), env.netns(), env.netns()];
     const table = new Map<string, number>();
     const count = (k: string) => table.set(k, (table.get(k) ?? 0) + 1);
+    /** The first message seen for each (command, code), printed in the table. */
+    const example = new Map<string, string>();
     const violations: string[] = [];
     /** Code 104 is "a bug in steward" and 100 a delegate that failed without a CNI error: printed with their input. */
     const notable: string[] = [];
@@ -316,6 +318,9 @@ describe(`fuzzing dist/steward: ${CALLS} calls, seed ${SEED}`, () => {
         try { code = String((JSON.parse(o.stdout) as { code: unknown }).code); } catch { code = 'no-json'; }
       }
       count(`${label}\t${code}`);
+      if (code !== 'ok' && !example.has(`${label}\t${code}`)) {
+        try { example.set(`${label}\t${code}`, String((JSON.parse(o.stdout) as { msg: unknown }).msg).slice(0, 110)); } catch { /* counted as a violation */ }
+      }
       if (code === '104' || code === '100') {
         notable.push(`#${calls} ${label} ${code}: ${o.stdout.slice(0, 500)} env=${JSON.stringify(envVars).slice(0, 300)} stdin(${stdin.kind})=${String(stdin.text).slice(0, 300)}`);
       }
@@ -338,7 +343,7 @@ describe(`fuzzing dist/steward: ${CALLS} calls, seed ${SEED}`, () => {
     const rows = [...table.entries()].sort(([a], [b]) => a.localeCompare(b));
     const line = (a: string, b: string, c: string) => `${a.padEnd(9)} ${b.padStart(5)} ${c.padStart(6)}`;
     process.stderr.write(`\nfuzz: ${calls} calls (seed ${SEED}), ${added.size} successful ADDs\n${line('command', 'code', 'calls')}\n` +
-      `${rows.map(([k, v]) => { const [c, code] = k.split('\t'); return line(c!, code!, String(v)); }).join('\n')}\n\n`);
+      `${rows.map(([k, v]) => { const [c, code] = k.split('\t'); return `${line(c!, code!, String(v))}  ${JSON.stringify(example.get(k) ?? '')}`; }).join('\n')}\n\n`);
     if (notable.length > 0) process.stderr.write(`fuzz: calls answered 100 or 104:\n${notable.join('\n')}\n\n`);
     assert.deepEqual(violations, [], `${violations.length} contract violations`);
     assert.deepEqual(notable.filter((n) => / 104: /.test(n)), [], 'code 104 is "a bug in steward" (docs/errors.md)');
