@@ -13,6 +13,12 @@ const CHILD = new URL('./spawner-child.js', import.meta.url);
 /** Beyond the plugin's own deadline, how long to wait for the spawner's answer before giving up on it. */
 const ANSWER_GRACE_MS = 10_000;
 
+/**
+ * How long a health ping waits for the spawner's answer (an idle spawner answers in about a
+ * millisecond). Two attempts fit in the DaemonSet's 5 s liveness probe timeout.
+ */
+const HEALTH_PING_MS = 2000;
+
 /** What a health ping resolves with (the spawner answered; no plugin ran). */
 const PONG: ProcessOutcome = { code: 0, signal: null, stdout: '', stderr: '', timedOut: false, overflow: false };
 
@@ -56,7 +62,7 @@ export class Spawner {
    * healthy; otherwise why not, after a second fork also failed to answer (the spawner is dead
    * and cannot be restarted, e.g. it exits as soon as it starts).
    */
-  async health(timeoutMs = 5000): Promise<string | undefined> {
+  async health(timeoutMs = HEALTH_PING_MS): Promise<string | undefined> {
     let why: string | undefined;
     for (let attempt = 1; attempt <= 2; attempt++) {
       why = await this.ping(timeoutMs);

@@ -8,7 +8,7 @@
 // the holder in its error. The side file is never trusted for the decision itself.
 
 import Database from 'better-sqlite3';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const OWNER_LOCK_FILE = 'stewardd.lock';
@@ -25,6 +25,8 @@ export interface Owner {
   since: string;
   socket: string;
   stateDir: string;
+  /** /proc/self/ns/pid of the owner: its pid means nothing in another PID namespace (another container). */
+  pidns?: string | undefined;
 }
 
 export class StateDirBusyError extends Error {
@@ -43,8 +45,19 @@ function procStart(pid: number): string | undefined {
   }
 }
 
+function pidns(): string | undefined {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return undefined;
+  }
+}
+
 export function describeOwner(o: Owner | undefined): string {
   if (!o) return 'a process that has not written its name yet';
+  if (o.pidns !== undefined && o.pidns !== pidns()) {
+    return `pid ${o.pid} in another PID namespace (another container?), started ${o.startedAt}, owner since ${o.since}, serving ${o.socket}`;
+  }
   const live = procStart(o.pid);
   const stale = live === undefined || (o.procStart !== undefined && live !== o.procStart);
   return `pid ${o.pid}, started ${o.startedAt}, owner since ${o.since}, serving ${o.socket}` +
@@ -106,7 +119,7 @@ export function takeOwnership(dirs: readonly string[], socket: string): OwnerLoc
   const now = new Date();
   const base = {
     pid: process.pid, procStart: procStart(process.pid),
-    startedAt: new Date(now.getTime() - process.uptime() * 1000).toISOString(), since: now.toISOString(), socket,
+    startedAt: new Date(now.getTime() - process.uptime() * 1000).toISOString(), since: now.toISOString(), socket, pidns: pidns(),
   };
   const held: Database.Database[] = [];
   try {
