@@ -98,6 +98,8 @@ function readSpoolFile(file: string): string {
 function reject(spoolDir: string, name: string): string {
   const aside = join(spoolDir, 'rejected');
   mkdirSync(aside, { recursive: true, mode: 0o700 });
+  // Never into a place a link points at: rejected/ must be a real directory.
+  if (!lstatSync(aside).isDirectory()) throw new Error(`${aside} is not a directory (a symbolic link?); not moving anything into it`);
   let target = join(aside, name);
   if (existsOrLink(target)) target = join(aside, `${name}.${Date.now()}-${randomBytes(3).toString('hex')}`);
   renameSync(join(spoolDir, name), target);
