@@ -103,7 +103,7 @@ function baseApp(log: Logger) {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${request.url}` });
+    void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${capText(request.url, 256)}` });
   });
 
   return app;

@@ -26,6 +26,13 @@ describe('repeated query parameters', () => {
     });
   }
 
+  it('a 404 for a 10 KB URL echoes at most 256 bytes of it', async () => {
+    const res = await daemon.get(`/no-such-route/${'u'.repeat(10_000)}`);
+    assert.equal(res.status, 404);
+    assert.ok(res.text.length < 400, `${res.text.length} bytes`);
+    assert.match(res.json.error, /\[cut \d+ bytes\]$/);
+  });
+
   it('single parameters still work', async () => {
     const res = await daemon.get('/v1/attachments?containerId=a&state=added&limit=5');
     assert.equal(res.status, 200, res.text);
