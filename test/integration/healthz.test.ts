@@ -59,7 +59,7 @@ describe('journal cannot be written', () => {
     assert.equal(sick.status, 503, sick.text);
     assert.equal(sick.json.ok, false);
     assert.match(sick.json.problems.join('\n'), /steward\.db (has \d+ bytes free, less than the \d+ the journal needs|cannot be written)/);
-    assert.match(readFileSync(daemon.logFile, 'utf8'), /"msg":"unhealthy"/);
+    await daemon.waitFor('the "unhealthy" log line', () => readFileSync(daemon.logFile, 'utf8').includes('"msg":"unhealthy"'));
 
     unlinkSync(filler);
     const well = await daemon.get('/healthz');
@@ -112,7 +112,7 @@ describe('plugin spawner', () => {
     process.kill(spawner, 'SIGKILL');
     const sick = await daemon.get('/healthz');
     assert.equal(sick.status, 503, sick.text);
-    assert.match(sick.json.problems.join('\n'), /the plugin spawner is dead and could not be restarted: .*exited/);
+    assert.match(sick.json.problems.join('\n'), /the plugin spawner is dead and could not be restarted: (.*exited|cannot reach the plugin spawner)/);
     // The probe command kubelet runs says the same.
     const probe = sh('sh', ['-c', `node ${join(REPO, 'bin/stewardd')} probe --socket ${daemon.socket} /healthz; echo "exit=$?"`]);
     assert.match(probe, /exit=[1-9]/);

@@ -55,6 +55,8 @@ describe('hostile spool entries', () => {
     assert.ok(lstatSync(join(rejected, names[0]!)).isSymbolicLink());
     assert.ok(lstatSync(join(rejected, names[1]!)).isFIFO());
     assert.ok(lstatSync(join(rejected, names[3]!)).isDirectory());
+    // pino may write asynchronously: wait for the lines rather than reading once.
+    await daemon.waitFor('the rejection log lines', () => (readFileSync(daemon.logFile, 'utf8').match(/spooled DEL rejected/g) ?? []).length >= 4);
     const log = readFileSync(daemon.logFile, 'utf8');
     for (const why of ['is a symbolic link', 'is a FIFO', `more than the ${MAX_NETCONF_BYTES + 64 * 1024}`, 'is a directory']) {
       assert.ok(log.includes(why), `no log line saying "${why}"`);

@@ -18,6 +18,11 @@ const ANSWER_GRACE_MS = 10_000;
  * millisecond). Two attempts fit in the DaemonSet's 5 s liveness probe timeout.
  */
 const HEALTH_PING_MS = 2000;
+/**
+ * A spawner forked moments ago is still starting Node (about 0.1 s idle, seconds on a loaded node):
+ * its ping may take this long. One that cannot start at all exits, which fails the ping at once.
+ */
+const BOOT_GRACE_MS = 10_000;
 
 /** What a health ping resolves with (the spawner answered; no plugin ran). */
 const PONG: ProcessOutcome = { code: 0, signal: null, stdout: '', stderr: '', timedOut: false, overflow: false };
@@ -31,6 +36,8 @@ interface Call {
 interface Worker {
   child: ChildProcess;
   calls: Map<number, Call>;
+  /** When it was forked: a spawner still starting Node gets BOOT_GRACE_MS to answer a ping. */
+  forkedAt: number;
 }
 
 export class Spawner {
@@ -79,12 +86,13 @@ export class Spawner {
       return Promise.resolve(`cannot fork a plugin spawner: ${(e as Error).message}`);
     }
     const id = this.nextId++;
+    const wait = Math.max(timeoutMs, w.forkedAt + BOOT_GRACE_MS - Date.now());
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
         if (!w.calls.delete(id)) return;
         this.hold(w);
-        resolve(`no answer from the plugin spawner (pid ${w.child.pid ?? '?'}) within ${timeoutMs} ms`);
-      }, timeoutMs);
+        resolve(`no answer from the plugin spawner (pid ${w.child.pid ?? '?'}) within ${wait} ms`);
+      }, wait);
       w.calls.set(id, { resolve: () => resolve(undefined), reject: (e) => resolve(e.message), timer });
       this.hold(w);
       w.child.send({ id, ping: true }, (err) => {
@@ -111,7 +119,7 @@ export class Spawner {
   private ensure(): Worker {
     if (this.current?.child.connected) return this.current;
     const child = fork(CHILD, [], { execArgv: [], serialization: 'json', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    const w: Worker = { child, calls: new Map() };
+    const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
     child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true }) =>
       this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined)));
     // Without a listener a failed fork (EAGAIN, ENOMEM) would be an uncaught 'error' event.
