@@ -59,6 +59,7 @@ export class Spawner {
       this.hold(w);
       w.child.send({ id, job }, (err) => {
         if (!err) return;
+        this.retire(w);
         this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `cannot hand plugin ${job.file} to the spawner: ${err.message}`));
       });
     });
@@ -91,14 +92,27 @@ export class Spawner {
       const timer = setTimeout(() => {
         if (!w.calls.delete(id)) return;
         this.hold(w);
+        // Its event loop is stuck (an idle one answers in about a millisecond): replace it.
+        this.retire(w);
         resolve(`no answer from the plugin spawner (pid ${w.child.pid ?? '?'}) within ${wait} ms`);
       }, wait);
       w.calls.set(id, { resolve: () => resolve(undefined), reject: (e) => resolve(e.message), timer });
       this.hold(w);
       w.child.send({ id, ping: true }, (err) => {
-        if (err) this.finish(w, id, undefined, new Error(`cannot reach the plugin spawner: ${err.message}`));
+        if (!err) return;
+        this.retire(w);
+        this.finish(w, id, undefined, new Error(`cannot reach the plugin spawner: ${err.message}`));
       });
     });
+  }
+
+  /**
+   * Stops using a spawner whose channel failed (EPIPE: it died, and its exit is not processed yet)
+   * or that stopped answering: the next call forks a new one. Calls in flight on it fail when it exits.
+   */
+  private retire(w: Worker): void {
+    if (this.current === w) this.current = undefined;
+    if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
   }
 
   close(): void {
