@@ -12,10 +12,13 @@ import { TestEnv } from '../test/helpers/env.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
 import { benchQuickCheck } from './quickcheck.js';
+import { benchNetns } from './lib/netconf.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { benchRestart } from './restart.js';
+import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
+import { benchShimStorm } from './shim-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -25,9 +28,11 @@ const BENCHES: Array<[string, Bench]> = [
   ['chain', benchChain],
   ['throughput', benchThroughput],
   ['storm', benchStorm],
+  ['shim-storm', benchShimStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],
+  ['scrape', benchScrape],
 ];
 
 const { values } = parseArgs({
@@ -94,6 +99,7 @@ async function main(): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
+  benchNetns(env);
   const ctx: BenchContext = { scale, log: (m) => console.error(`  ${m}`) };
   const rows: Row[] = [];
   const failures: string[] = [];

@@ -5,9 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: the reference CNI plugins (delegates), iproute2 (netns),
-# iptables (portmap, bridge ipMasq), a toolchain for better-sqlite3's native addon, and curl and
-# hyperfine for `npm run bench` (the shim is measured against curl).
-PACKAGES=(containernetworking-plugins iproute2 iptables python3 make g++ curl hyperfine ${EXTRA_APT_PACKAGES:-})
+# iptables (portmap, bridge ipMasq), a toolchain for better-sqlite3's native addon, curl and
+# hyperfine for `npm run bench` (the shim is measured against curl), and prometheus (the server and
+# promtool: deploy/monitoring/ is tested with the real thing; the tests run their own server on a free
+# loopback port and never use the packaged service, which only starts where systemd runs).
+PACKAGES=(containernetworking-plugins iproute2 iptables python3 make g++ curl hyperfine prometheus ${EXTRA_APT_PACKAGES:-})
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,11 +1,24 @@
 // Netconfs and wire bodies for daemon benchmarks. The no-op delegate carries a bridge-sized
 // config (the plugin ignores it) so the rows the daemon journals are as large as real ones.
 
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import type { TestEnv } from '../../test/helpers/env.js';
 import { NOOP_TYPE } from './paths.js';
 
 export const CNI_VERSION = '1.0.0';
-/** A netns path for requests that never reach a real plugin (the no-op one ignores it). */
+/**
+ * The netns of every benchmark request. The no-op delegate never enters it, but stewardd refuses an
+ * ADD whose CNI_NETNS is not a network namespace, so it is a real (empty) one: benchNetns() makes it.
+ */
 export const FAKE_NETNS = '/var/run/netns/steward-bench';
+
+/** Creates FAKE_NETNS for the run (removed at env.close()) unless it exists already. */
+export function benchNetns(env: TestEnv): void {
+  if (existsSync(FAKE_NETNS)) return;
+  execFileSync('ip', ['netns', 'add', 'steward-bench'], { stdio: 'ignore' });
+  env.defer(() => { try { execFileSync('ip', ['netns', 'del', 'steward-bench'], { stdio: 'ignore' }); } catch { /* gone */ } });
+}
 
 export function noopConf(socket: string, logFile?: string): Record<string, unknown> {
   const plugin: Record<string, unknown> = {

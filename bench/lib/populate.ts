@@ -28,6 +28,7 @@ export function populate(dbPath: string, count: number, bootId: string, config: 
         const netns = `/var/run/netns/cni-${i.toString(16).padStart(8, '0')}`;
         const a = store.createAttachment({
           containerId, network: 'steward', ifname: 'eth0', netns, cniArgs: `K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod-${i}`,
+          podNamespace: 'bench', podName: `pod-${i}`,
           cniPath: '/opt/cni/bin', cniVersion: '1.0.0', bootId, config: configText,
         });
         const step = store.insertStep({

@@ -9,6 +9,7 @@ import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/on-term.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
 import type { DelPolicy } from './engine/engine.js';
+import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
 
 export interface DaemonConfig {
   socket: string;
@@ -31,6 +32,8 @@ export interface DaemonConfig {
   /** In-cluster API access; undefined when there is no service-account token. */
   api: ApiAccess | undefined;
   drainTimeoutMs: number;
+  /** --metrics-listen: the TCP address serving GET /metrics only; undefined = off. */
+  metricsListen: ListenAddress | undefined;
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -63,6 +66,9 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --k8s-timeout SEC        deadline for the API request (default 5)
   --namespace NS           this pod's namespace (default $POD_NAMESPACE)
   --daemonset NAME         this pod's DaemonSet (default $STEWARD_DAEMONSET)
+  --metrics-listen ADDR:PORT
+                           also serve GET /metrics (only) on this TCP address for Prometheus, e.g. 0.0.0.0:9631
+                           (default off; the control API stays on the socket)
   --log-level LEVEL        pino level (default info)`;
 
 function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
@@ -107,6 +113,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       namespace: { type: 'string' },
       daemonset: { type: 'string' },
       'log-level': { type: 'string' },
+      'metrics-listen': { type: 'string' },
     },
   });
   const problems: string[] = [];
@@ -143,9 +150,17 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     uninstallOnDelete: uninstallOnDelete as UninstallMode,
     api: apiAccess(values, problems),
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
+    metricsListen: metricsListen(values['metrics-listen'], problems),
   };
   fail(problems, RUN_USAGE);
   return cfg;
+}
+
+function metricsListen(raw: string | undefined, problems: string[]): ListenAddress | undefined {
+  if (raw === undefined) return undefined;
+  const a = parseListenAddress(raw);
+  if ('why' in a) { problems.push(a.why); return undefined; }
+  return a;
 }
 
 /** In-cluster API access, as client-go's InClusterConfig finds it; undefined outside a cluster. */

@@ -4,7 +4,8 @@
 
 import { readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { createLogger } from './log.js';
 import { type DaemonConfig } from './config.js';
 import { openJournal, startDegraded, type Journal } from './degraded.js';
 import { Engine } from './engine/engine.js';
@@ -13,6 +14,7 @@ import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { recover } from './engine/recovery.js';
 import { RetryScheduler } from './engine/scheduler.js';
 import { Metrics } from './metrics.js';
+import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { prepareSocketPath, restrictSocket } from './socket.js';
@@ -38,7 +40,7 @@ export function readBootId(file: string): string {
   return id;
 }
 
-export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level: cfg.logLevel })): Promise<RunningDaemon> {
+export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
   const startedAt = Date.now();
   const bootId = readBootId(cfg.bootIdFile);
   // Before anything reads or writes the journal: a second daemon on this state dir stops here.
@@ -46,7 +48,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   let journal: Journal;
   try {
     await prepareSocketPath(cfg.socket);
-    journal = openJournal(cfg.dbPath);
+    journal = openJournal(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
   } catch (e) {
     owner.release();
     throw e;
@@ -54,14 +56,13 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
   if ('corrupt' in journal) return startDegraded(cfg, owner, journal, log, startedAt);
   const { store } = journal;
   log.info({ db: cfg.dbPath, ms: Math.round(journal.checkMs) }, 'journal passed PRAGMA quick_check');
-  const metrics = new Metrics(store);
+  // Every journal write SQLite refuses is counted in steward_db_write_errors_total (the metrics
+  // object exists by the time the first write can fail: recovery runs after both are made).
+  const metrics: Metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
   const executor = new PluginExecutor({
     binDirs: cfg.binDirs, timeoutMs: cfg.pluginTimeoutMs, path: process.env.PATH ?? DEFAULT_PLUGIN_PATH, log,
   });
-  const run: PluginRunner = (call) => {
-    metrics.pluginExecutions.inc({ command: call.command });
-    return executor.run(call);
-  };
+  const run: PluginRunner = metrics.instrument(executor.run);
   const engine = new Engine({
     store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
   });
@@ -87,6 +88,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
     }
     return problems;
   };
+  metrics.setReadiness(isReady);
+  const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({ engine, metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt, health });
 
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
@@ -118,6 +121,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = pino({ level:
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       await scheduler.stop();
+      await metricsListener?.close();
       executor.close();
       store.close();
       owner.release();

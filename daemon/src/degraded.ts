@@ -12,7 +12,7 @@ import type { RunningDaemon } from './daemon.js';
 import { buildDegradedApp } from './server.js';
 import { restrictSocket } from './socket.js';
 import type { OwnerLock } from './store/owner.js';
-import { Store } from './store/store.js';
+import { Store, type StoreOptions } from './store/store.js';
 import { VERSION } from './version.js';
 
 export type Journal = { store: Store; checkMs: number } | { corrupt: string; problems: string[] };
@@ -23,10 +23,10 @@ function isCorruption(e: unknown): boolean {
 }
 
 /** Opens the journal and runs its quick_check; a corrupt one is closed again and reported. */
-export function openJournal(dbPath: string): Journal {
+export function openJournal(dbPath: string, opts: StoreOptions = {}): Journal {
   let store: Store;
   try {
-    store = new Store(dbPath);
+    store = new Store(dbPath, opts);
   } catch (e) {
     if (!isCorruption(e)) throw e;
     const msg = (e as Error).message;

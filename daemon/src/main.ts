@@ -1,17 +1,22 @@
 // The stewardd process: subcommand dispatch and signals. Everything else is in daemon.ts.
 
-import { pino } from 'pino';
+import { createLogger } from './log.js';
 import {
   INSTALL_USAGE, parseInstallConfig, parseProbeArgs, parseRunConfig, parseUninstallConfig, PROBE_USAGE, RUN_USAGE, UNINSTALL_USAGE,
 } from './config.js';
 
 const USAGE = `usage: stewardd <command> [options]
 commands:
-  run        serve CNI requests on the Unix socket (stewardd run --help)
-  install    put the shim and 00-steward.conflist on this node (stewardd install --help)
-  uninstall  drain, then remove exactly what install added (stewardd uninstall --help)
-  probe      GET /healthz or /readyz on the socket, for exec probes (stewardd probe --help)
-  version    print the version`;
+  run          serve CNI requests on the Unix socket (stewardd run --help)
+  install      put the shim and 00-steward.conflist on this node (stewardd install --help)
+  uninstall    drain, then remove exactly what install added (stewardd uninstall --help)
+  probe        GET /healthz or /readyz on the socket, for exec probes (stewardd probe --help)
+  status       counts, teardown queue, failing and abandoned teardowns (--check: exit 1 if any abandoned)
+  attachments  list attachments: --state S, --pod NAMESPACE/NAME, --container ID
+  teardowns    pending and abandoned teardown steps
+  retry        run pending teardowns now
+  version      print the version
+status, attachments, teardowns and retry print tables, or the API's JSON with -o json (<command> --help)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -19,7 +24,7 @@ async function main(argv: string[]): Promise<number> {
     case 'run': {
       if (rest.includes('--help')) { console.log(RUN_USAGE); return 0; }
       const cfg = parseRunConfig(rest);
-      const log = pino({ level: cfg.logLevel });
+      const log = createLogger(cfg.logLevel);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
       const { startDaemon } = await import('./daemon.js');
       const daemon = await startDaemon(cfg, log);
@@ -41,6 +46,13 @@ async function main(argv: string[]): Promise<number> {
       if (rest.includes('--help')) { console.log(PROBE_USAGE); return 0; }
       const { runProbe } = await import('./lifecycle/commands.js');
       return runProbe(parseProbeArgs(rest));
+    }
+    case 'status':
+    case 'attachments':
+    case 'teardowns':
+    case 'retry': {
+      const { runCli } = await import('./cli/index.js');
+      return runCli(command, rest);
     }
     case 'version': {
       const { VERSION } = await import('./version.js');

@@ -1,18 +1,42 @@
-// Prometheus metrics (prom-client). Counters are bumped where things happen; gauges that mirror
-// the database are computed on scrape so they can never drift from it.
+// Prometheus metrics (prom-client), all named steward_*. Counters are bumped where things happen;
+// gauges that mirror the database or the spool dir are computed on scrape so they never drift.
+// docs/metrics.md lists every metric and what to alert on; deploy/monitoring/ ships the rules.
 
+import { readdirSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { PluginRunner } from './plugins/executor.js';
 
 export interface GaugeSource {
   counts(): { attachments: Record<string, number>; steps: Record<string, number> };
   oldestPendingTeardownAt(): number | undefined;
+  countPendingTeardowns(): number;
+}
+
+const ATTACHMENT_STATES = ['adding', 'added', 'deleting', 'deleted'] as const;
+const STEP_STATES = ['adding', 'added', 'add_failed', 'deleting', 'del_failed', 'deleted', 'abandoned'] as const;
+
+export interface MetricsOptions {
+  /** Spooled DELs waiting here (*.json) are counted on scrape. */
+  spoolDir?: string | undefined;
+  version?: string | undefined;
+  now?: () => number;
+}
+
+/** Spool files the shim wrote that the daemon has not ingested yet; 0 when the dir does not exist. */
+export function countSpooled(dir: string): number {
+  try {
+    return readdirSync(dir).filter((f) => f.endsWith('.json')).length;
+  } catch {
+    return 0;
+  }
 }
 
 export class Metrics {
   readonly registry = new Registry();
+  /** Every answered CNI request by command and CNI error code ("0": success). */
   readonly requests = new Counter({
-    name: 'steward_cni_requests_total', help: 'CNI requests handled, by command and outcome',
-    labelNames: ['command', 'outcome'] as const, registers: [this.registry],
+    name: 'steward_cni_requests_total', help: 'CNI requests answered, by command and CNI error code (0 = success)',
+    labelNames: ['command', 'code'] as const, registers: [this.registry],
   });
   readonly requestSeconds = new Histogram({
     name: 'steward_cni_request_duration_seconds', help: 'Time to answer a CNI request',
@@ -20,8 +44,13 @@ export class Metrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   });
   readonly pluginExecutions = new Counter({
-    name: 'steward_plugin_executions_total', help: 'Delegate plugin executions, by command',
-    labelNames: ['command'] as const, registers: [this.registry],
+    name: 'steward_plugin_executions_total', help: 'Delegate plugin executions, by plugin type, command and outcome',
+    labelNames: ['plugin', 'command', 'outcome'] as const, registers: [this.registry],
+  });
+  readonly pluginSeconds = new Histogram({
+    name: 'steward_plugin_duration_seconds', help: 'Wall time of one delegate plugin execution, by plugin type and command',
+    labelNames: ['plugin', 'command'] as const, registers: [this.registry],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   });
   readonly teardownFailures = new Counter({
     name: 'steward_teardown_failures_total', help: 'Failed delegate DELs (each is retried)',
@@ -35,32 +64,82 @@ export class Metrics {
     name: 'steward_del_coalesced_total', help: 'DELs answered by joining one queued or in flight, or by a tombstone',
     labelNames: ['how'] as const, registers: [this.registry],
   });
+  readonly dbWriteErrors = new Counter({
+    name: 'steward_db_write_errors_total', help: 'Journal writes the database refused (disk full, I/O error, read-only)',
+    registers: [this.registry],
+  });
+  private readiness: () => boolean = () => false;
 
-  constructor(source: GaugeSource, now: () => number = Date.now) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'stewardd_' });
-    const attachments = new Gauge({
-      name: 'steward_attachments', help: 'Attachments in the database, by state', labelNames: ['state'] as const,
-      registers: [this.registry],
-      collect() {
-        attachments.reset();
-        for (const [state, n] of Object.entries(source.counts().attachments)) attachments.set({ state }, n);
-      },
+  constructor(source: GaugeSource, opts: MetricsOptions = {}) {
+    const now = opts.now ?? Date.now;
+    // One database read per scrape for the three gauges that need the counts (collect() runs per metric).
+    let cached: { at: number; counts: ReturnType<GaugeSource['counts']> } | undefined;
+    const counts = () => {
+      const t = Date.now();
+      if (cached === undefined || t - cached.at > 250) cached = { at: t, counts: source.counts() };
+      return cached.counts;
+    };
+    collectDefaultMetrics({ register: this.registry, prefix: 'steward_' });
+    const gauge = (name: string, help: string, collect: (g: Gauge) => void, labelNames: string[] = []) => {
+      const g: Gauge = new Gauge({ name, help, labelNames, registers: [this.registry], collect() { collect(g); } });
+      return g;
+    };
+    // Every known state is reported, 0 included, so a series never vanishes when its count drops to 0.
+    const byState = (g: Gauge, known: readonly string[], counts: Record<string, number>) => {
+      g.reset();
+      for (const state of known) g.set({ state }, counts[state] ?? 0);
+      for (const [state, n] of Object.entries(counts)) if (!known.includes(state)) g.set({ state }, n);
+    };
+    gauge('steward_attachments', 'Attachments in the database, by state',
+      (g) => byState(g, ATTACHMENT_STATES, counts().attachments), ['state']);
+    gauge('steward_steps', 'Delegate steps in the database, by state', (g) => byState(g, STEP_STATES, counts().steps), ['state']);
+    gauge('steward_teardown_pending_steps', 'Teardown steps still owing a successful DEL (failed and waiting for a retry, or running)',
+      (g) => g.set(source.countPendingTeardowns()));
+    gauge('steward_teardown_abandoned_steps', 'Teardown steps given up on and still in the database: resources an operator must release by hand',
+      (g) => g.set(counts().steps.abandoned ?? 0));
+    gauge('steward_oldest_pending_teardown_seconds', 'Age of the oldest unfinished teardown (0 when none)', (g) => {
+      const t = source.oldestPendingTeardownAt();
+      g.set(t === undefined ? 0 : Math.max(0, (now() - t) / 1000));
     });
-    const steps = new Gauge({
-      name: 'steward_steps', help: 'Delegate steps in the database, by state', labelNames: ['state'] as const,
-      registers: [this.registry],
-      collect() {
-        steps.reset();
-        for (const [state, n] of Object.entries(source.counts().steps)) steps.set({ state }, n);
-      },
-    });
-    const oldest = new Gauge({
-      name: 'steward_oldest_pending_teardown_seconds', help: 'Age of the oldest unfinished teardown (0 when none)',
-      registers: [this.registry],
-      collect() {
-        const t = source.oldestPendingTeardownAt();
-        oldest.set(t === undefined ? 0 : Math.max(0, (now() - t) / 1000));
-      },
-    });
+    const spoolDir = opts.spoolDir;
+    gauge('steward_spool_pending_dels', 'DELs the shim spooled while the daemon was unreachable, not ingested yet',
+      (g) => g.set(spoolDir === undefined ? 0 : countSpooled(spoolDir)));
+    gauge('steward_ready', '1 when the daemon is ready to serve ADDs (recovered, not shutting down, primary network known)',
+      (g) => g.set(this.readiness() ? 1 : 0));
+    const info = new Gauge({ name: 'steward_build_info', help: 'Always 1; the version label says which stewardd runs',
+      labelNames: ['version'] as const, registers: [this.registry] });
+    info.set({ version: opts.version ?? 'unknown' }, 1);
+    // Successes exist from the first scrape, so rate() and error ratios have a denominator.
+    for (const command of ['ADD', 'DEL', 'CHECK']) this.requests.inc({ command, code: '0' }, 0);
+    this.coalescedDels.inc({ how: 'joined' }, 0);
+    this.coalescedDels.inc({ how: 'tombstone' }, 0);
+  }
+
+  /** What steward_ready reports; until called, 0. */
+  setReadiness(isReady: () => boolean): void {
+    this.readiness = isReady;
+  }
+
+  /** The Store's onWriteError hook: one count per journal write that failed. */
+  readonly countWriteError = (_err: Error): void => {
+    this.dbWriteErrors.inc();
+  };
+
+  /** Wraps a PluginRunner so every execution is counted and timed by plugin type and command. */
+  instrument(run: PluginRunner): PluginRunner {
+    return async (call) => {
+      const labels = { plugin: call.type, command: call.command };
+      const stop = this.pluginSeconds.startTimer(labels);
+      try {
+        const out = await run(call);
+        this.pluginExecutions.inc({ ...labels, outcome: 'ok' });
+        return out;
+      } catch (e) {
+        this.pluginExecutions.inc({ ...labels, outcome: 'error' });
+        throw e;
+      } finally {
+        stop();
+      }
+    };
   }
 }

@@ -4,5 +4,6 @@ export * from './cni/types.js';
 export * from './cni/validate.js';
 export * from './cni/env.js';
 export * from './cni/convert.js';
+export * from './cni/pod.js';
 export * from './api.js';
 export * from './spool.js';

@@ -142,6 +142,11 @@ export class Daemon {
     return this.request('GET', path);
   }
 
+  /** The newest attachment of a container, as /v1/attachments shows it (steps included). */
+  async attachment(containerId: string): Promise<any> {
+    return (await this.get(`/v1/attachments?containerId=${encodeURIComponent(containerId)}`)).json[0];
+  }
+
   async status(): Promise<any> {
     return (await this.get('/v1/status')).json;
   }

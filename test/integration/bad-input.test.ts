@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv } from '../helpers/env.js';
+import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -76,6 +76,25 @@ describe('bad input gets the right CNI error code', () => {
   it('a netconf without delegates: code 7', async () => {
     const { delegates: _d, ...conf } = good();
     await expectError({ command: 'ADD', containerId: 'b8', netns: '/run/netns/x' }, conf, 7, /delegates/);
+  });
+
+  it('ADD whose CNI_NETNS is not a network namespace: code 4, nothing journaled or run', async () => {
+    for (const [i, netns] of ['/etc/passwd', 'relative/ns', '/run/netns/stw-never-made'].entries()) {
+      await expectError({ command: 'ADD', containerId: `ns-${i}`, netns }, good(), 4, /CNI_NETNS/);
+      assert.deepEqual((await daemon.get(`/v1/attachments?containerId=ns-${i}`)).json, []);
+    }
+    assert.deepEqual(fixtureCalls(join(env.dir, 'fx')).filter((l) => / ns-\d /.test(l)), [], 'no plugin ran');
+  });
+
+  it('ADD with CNI_ARGS the reference plugins cannot parse: code 4, nothing journaled', async () => {
+    const netns = env.netns();
+    for (const [i, args] of ['IgnoreUnknown=1;', 'K=a=b', 'garbage', `K=${'v'.repeat(100_000)};x`].entries()) {
+      const res = await shim({ command: 'ADD', containerId: `args-${i}`, netns, args }, good());
+      assert.equal(res.json?.code, 4, res.stdout.slice(0, 300));
+      assert.match(res.json.msg, /CNI_ARGS pair/);
+      assert.ok(res.stdout.length < 2000, 'a huge pair is not echoed back whole');
+      assert.deepEqual((await daemon.get(`/v1/attachments?containerId=args-${i}`)).json, []);
+    }
   });
 
   it('CHECK of a container never added: code 3', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { parseCniArgs, parseCniEnv } from '../../shared/src/cni/env.js';
+import { cniArgsProblem, parseCniArgs, parseCniEnv } from '../../shared/src/cni/env.js';
 import { CniError, ErrorCode } from '../../shared/src/cni/errors.js';
 
 const FULL = {
@@ -137,5 +137,22 @@ describe('parseCniArgs', () => {
 
   test('rejects a pair with an empty key', () => {
     assert.throws(() => parseCniArgs('=x'), invalidEnv('=x'));
+  });
+});
+
+describe('CNI_ARGS as the reference plugins parse them', () => {
+  test('accepts KEY=VALUE pairs, empty values and an empty string', () => {
+    for (const ok of ['', 'IgnoreUnknown=1', 'IgnoreUnknown=1;K8S_POD_NAME=web-0;K8S_POD_NAMESPACE=default', 'K=']) {
+      assert.equal(cniArgsProblem(ok), undefined, ok);
+    }
+  });
+  test('refuses an empty pair, a pair without "=", and a value containing "="', () => {
+    for (const bad of ['IgnoreUnknown=1;', ';A=1', 'A=1;;B=2', 'garbage', 'K=a=b']) assert.match(cniArgsProblem(bad) ?? '', /malformed/, bad);
+  });
+  test('is checked on ADD and CHECK, never on DEL (a DEL must succeed for as much input as possible)', () => {
+    const base = { CNI_CONTAINERID: 'c1', CNI_NETNS: '/run/netns/x', CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'garbage' };
+    assert.throws(() => parseCniEnv({ ...base, CNI_COMMAND: 'ADD' }), /CNI_ARGS pair "garbage"/);
+    assert.throws(() => parseCniEnv({ ...base, CNI_COMMAND: 'CHECK' }), /CNI_ARGS/);
+    assert.equal(parseCniEnv({ ...base, CNI_COMMAND: 'DEL' }).args, 'garbage');
   });
 });

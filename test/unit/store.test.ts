@@ -71,6 +71,31 @@ describe('Store schema', () => {
     assert.equal(again.getAttachment(a.id)?.containerId, 'ctr-1');
   });
 
+  test('a schema-1 database written by the first migration opens at the latest schema; its rows survive with no pod', () => {
+    const path = join(root, 'schema-1.db');
+    const db = new Database(path);
+    db.exec(MIGRATIONS[0] as string);
+    db.pragma('user_version = 1');
+    db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+      state, config, created_at, updated_at) VALUES ('old-ctr', 'net', 'eth0', '/ns', 'K8S_POD_NAME=p', '/bin', '1.0.0', 'b',
+      'added', '{}', 1, 2)`).run();
+    db.prepare(`INSERT INTO steps (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
+      config, state, created_at, updated_at) VALUES (1, 0, 0, 'd', 'eth0', 0, 'bridge', '{}', 'added', 1, 2)`).run();
+    db.close();
+
+    const store = new Store(path);
+    open.push(store);
+    assert.equal(store.schemaVersion, MIGRATIONS.length);
+    const [old] = store.listAttachments({});
+    assert.equal(old?.containerId, 'old-ctr');
+    assert.equal(old?.state, 'added');
+    assert.deepEqual([old?.podNamespace, old?.podName, old?.podUid], [null, null, null]);
+    assert.equal(store.stepsOf(old!.id).length, 1);
+    // New rows on the migrated file carry their pod, and the pod filter skips the old row.
+    store.createAttachment(newAttachment({ podNamespace: 'ns', podName: 'p', podUid: 'u-1' }));
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'ns', name: 'p' } }).map((a) => a.podUid), ['u-1']);
+  });
+
   test('refuses a database whose schema version is newer than this build knows', () => {
     const path = join(root, 'future.db');
     const db = new Database(path);
@@ -293,5 +318,61 @@ describe('Store teardown queue', () => {
       attachments: { added: 2, deleting: 1, adding: 1 },
       steps: { added: 2, adding: 1 },
     });
+  });
+});
+
+describe('Store pods', () => {
+  test('attachments keep the pod they were added for; listAttachments filters by namespace and name', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment({ containerId: 'a', podNamespace: 'team-a', podName: 'web-0', podUid: 'uid-a' }));
+    store.createAttachment(newAttachment({ containerId: 'b', podNamespace: 'team-b', podName: 'web-0', podUid: 'uid-b' }));
+    store.createAttachment(newAttachment({ containerId: 'c', podNamespace: 'team-a', podName: 'web-1' }));
+    const none = store.createAttachment(newAttachment({ containerId: 'd' }));
+    assert.deepEqual([a.podNamespace, a.podName, a.podUid], ['team-a', 'web-0', 'uid-a']);
+    assert.deepEqual([none.podNamespace, none.podName, none.podUid], [null, null, null]);
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-0' } }).map((x) => x.containerId), ['a']);
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'nope' } }), []);
+    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-1' }, state: 'added' }), []);
+  });
+});
+
+describe('durability and write failures', () => {
+  test('the journal is WAL with synchronous=FULL, read back from SQLite itself', () => {
+    const { store } = openStore();
+    assert.deepEqual(store.durability(), { journalMode: 'wal', synchronous: 2 });
+  });
+
+  test('a write the disk refuses (here: another writer holds the lock past busy_timeout) is code 11 and reported once', () => {
+    const { path } = openStore();
+    const errors: string[] = [];
+    const store = new Store(path, { onWriteError: (e) => errors.push((e as Error & { code?: string }).code ?? '?') });
+    open.push(store);
+    const other = new Database(path);
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      assert.throws(() => store.atomic(() => store.createAttachment(newAttachment())),
+        (e: { code?: number; message?: string }) => e.code === 11 && /could not write its journal \(SQLITE_BUSY/.test(e.message ?? ''));
+      assert.deepEqual(errors, ['SQLITE_BUSY']);
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    assert.equal(store.listAttachments({}).length, 0, 'nothing half-written');
+  });
+
+  test('a write that breaks a constraint is a bug (code 104), not "try again later"', () => {
+    const { store } = openStore();
+    assert.throws(() => store.insertStep({
+      attachmentId: 999, seq: 0, delegateIndex: 0, delegateName: 'd', ifname: 'eth0', pluginIndex: 0, pluginType: 'bridge', config: '{}',
+    }), (e: { code?: number }) => e.code === 104);
+  });
+
+  test('stored error texts are capped, so a 100 KB plugin message does not bloat every status page', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment());
+    store.setAttachmentError(a.id, 'x'.repeat(100_000));
+    const kept = store.getAttachment(a.id)?.error ?? '';
+    assert.ok(kept.length < 2200, `kept ${kept.length} characters`);
+    assert.match(kept, /more characters cut/);
   });
 });

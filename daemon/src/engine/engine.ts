@@ -10,6 +10,8 @@ import {
   ErrorCode,
   convertResult,
   failureSafeText,
+  podFromCniArgs,
+  podLogFields,
   versionAtLeast,
   type CniEnv,
   type CniRequestBody,
@@ -18,7 +20,7 @@ import {
 } from '@cni-steward/shared';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
+import { podOf, type Attachment, type AttachmentKey, type NewStep, type Step } from '../store/types.js';
 import type { Metrics } from '../metrics.js';
 import { Gate } from './gate.js';
 import { KeyedQueue } from './keyed-queue.js';
@@ -26,6 +28,8 @@ import { Limiter, Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { Teardown, finalResults, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
 import { runGc, runStatus, StatusCache } from './gc-status.js';
+import { netnsProblem } from './netns.js';
+import { checkVersionFor } from './check-version.js';
 
 export type DelPolicy = 'defer' | 'strict';
 
@@ -61,10 +65,14 @@ export class Engine {
    * queued, so a DEL racing a new ADD still waits for it. Bounded; the database is the fallback.
    */
   private readonly tombstones = new RecentKeys(20_000);
+  /** Attachments whose ADD chain (or its rollback) is running: `adding` in the journal, not cut off. */
+  private readonly adding = new Set<number>();
   /** ADDs queued or running per key: while any is, a finishing DEL must not record a tombstone. */
   private readonly addsPending = new Map<string, number>();
   private readonly statusCache = new StatusCache();
   private readonly log: Logger;
+  /** Netconf problems an operator must fix, keyed so each is logged once (shown in /v1/status). */
+  private readonly warnings = new Map<string, string>();
 
   constructor(opts: EngineOptions) {
     this.opts = opts;
@@ -101,6 +109,42 @@ export class Engine {
     return this.queue.run(a.containerId, () => this.gate.shared(() => this.teardown.run(attachmentId, priority, opts)));
   }
 
+  /**
+   * Finishes an attachment whose journal was cut off while the daemon kept running (a journal
+   * write failed after a plugin ran: disk full): left `adding`, or with a step left `deleting`.
+   * Checked again inside the container's queue, where no ADD or DEL of it can be running, so a
+   * live request's rows are never mistaken for cut-off ones.
+   */
+  reclaimUnfinished(attachmentId: number): Promise<TeardownOutcome> {
+    const a = this.store.getAttachment(attachmentId);
+    if (!a) return Promise.resolve({ done: true });
+    return this.queue.run(a.containerId, () => this.gate.shared(async () => {
+      const now = this.store.getAttachment(attachmentId);
+      const cutOff = now !== undefined && (now.state === 'adding' || this.store.stepsOf(now.id).some((st) => st.state === 'deleting'));
+      if (!cutOff) return { done: true };
+      this.log.warn({ containerId: now.containerId, network: now.network, ifname: now.ifname, attachment: now.id, state: now.state },
+        'reclaiming an attachment whose journal was cut off (a journal write failed); tearing it down');
+      return this.teardown.run(attachmentId, Priority.Background, { force: now.state === 'adding' });
+    }));
+  }
+
+  /** True while a request of this process is working on the attachment (its rows are live, not cut off). */
+  isBusy(attachmentId: number): boolean {
+    return this.adding.has(attachmentId) || this.teardown.active.has(attachmentId);
+  }
+
+  /** Netconf problems seen in requests (capabilities the runtime will never pass, ...). */
+  configWarnings(): string[] {
+    return [...this.warnings.values()];
+  }
+
+  private warnOnce(key: string, text: string, fields: Record<string, unknown>): void {
+    if (this.warnings.has(key)) return;
+    if (this.warnings.size >= 100) return;
+    this.warnings.set(key, text);
+    this.log.warn(fields, text);
+  }
+
   private gcDeps() {
     return { store: this.store, run: this.opts.run, limiter: this.limiter, teardown: this.teardown, gate: this.gate, log: this.log };
   }
@@ -109,6 +153,9 @@ export class Engine {
 
   private add(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
+    const nsWhy = netnsProblem(env.netns);
+    if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
+    this.checkCapabilities(conf, config);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
     const k = keyString(key);
     // A DEL arriving after this ADD must wait for it: neither a tombstone nor an earlier DEL may answer it.
@@ -129,18 +176,20 @@ export class Engine {
     const { store } = this;
     const configText = JSON.stringify(conf.raw);
     const existing = store.currentAttachment(key);
-    if (existing && (existing.state === 'added' || existing.state === 'adding')) {
+    if (existing && existing.state === 'added') {
       // A repeated ADD of the very same attachment is answered from the journal; anything else is a conflict.
-      if (existing.state === 'added' && existing.netns === env.netns && existing.config === configText && existing.result) {
+      if (existing.netns === env.netns && existing.config === configText && existing.result) {
         return convertedResult(existing.result, conf.cniVersion);
       }
       throw new CniError(ErrorCode.AttachmentConflict,
         `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`);
     }
-    if (existing && existing.state === 'deleting') {
-      // The earlier attachment still owes DELs. Adding again now could let its retry release what
-      // this ADD allocates (same container and interface), so finish it first or ask to retry.
-      const outcome = await this.teardown.run(existing.id, Priority.Add, { force: true });
+    if (existing && (existing.state === 'deleting' || existing.state === 'adding')) {
+      // `adding` here (inside the container's queue, so no ADD of it is running) is an ADD whose
+      // journal was cut off; `deleting` still owes DELs. Adding again now could let a later DEL of
+      // the old one release what this ADD allocates (same container and interface), so finish it
+      // first: a step that can only fail the same way is abandoned now rather than block this ADD.
+      const outcome = await this.teardown.run(existing.id, Priority.Add, { force: true, abandonPermanent: true });
       if (!outcome.done) {
         throw new CniError(ErrorCode.TryAgainLater,
           `an earlier attachment of container ${key.containerId} on ${key.network}/${key.ifname} is still being torn down`,
@@ -153,29 +202,42 @@ export class Engine {
     for (const d of conf.delegates) for (const p of d.plugins) this.opts.locate(p.type, env.path);
 
     const plan = planSteps(conf);
+    const pod = podFromCniArgs(env.args);
     // The attachment and its first step are one commit, on disk before the first plugin runs.
     const { a, first } = store.atomic(() => {
       const a = store.createAttachment({
         ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
-        bootId: this.opts.bootId, config: configText,
+        bootId: this.opts.bootId, config: configText, podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
       });
       return { a, first: store.insertStep({ ...(plan[0] as PlannedStep).row, attachmentId: a.id }) };
     });
-    const alog = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id });
+    const alog = this.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname, attachment: a.id });
+    this.adding.add(a.id);
+    try {
+      return await this.addAndRollBack(a, env, conf, plan, first, alog);
+    } finally {
+      this.adding.delete(a.id);
+    }
+  }
+
+  /** Runs the chain; on any failure rolls back every started step and rethrows the original error. */
+  private async addAndRollBack(a: Attachment, env: CniEnv, conf: StewardConf, plan: PlannedStep[], first: Step, alog: Logger): Promise<string> {
+    const { store } = this;
     try {
       const text = await this.runAddChains(a, env, conf, plan, first);
       alog.info('attachment added');
       return text;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
-      store.setAttachmentError(a.id, err.message);
       alog.warn({ err: err.message, code: err.code }, 'ADD failed; rolling back every started step');
       try {
+        store.setAttachmentError(a.id, err.message);
         const outcome = await this.teardown.run(a.id, Priority.Add, { force: true });
         if (!outcome.done) alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
       } catch (re) {
-        // The journal still holds every step; recovery at the next start finishes the rollback.
-        alog.error({ err: (re as Error).message }, 'rollback could not run; left for recovery');
+        // The journal could not be written (disk full): every step is still on disk as `adding`
+        // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
+        alog.error({ err: (re as Error).message }, 'rollback could not run; the retry scheduler reclaims it');
       }
       throw err;
     }
@@ -238,13 +300,13 @@ export class Engine {
     const k = keyString(key);
     if (this.tombstones.has(k)) {
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
-      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
+      this.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
       return Promise.resolve('');
     }
     const joined = this.dels.get(k);
     if (joined) {
       this.opts.metrics.coalescedDels.inc({ how: 'joined' });
-      this.log.debug({ containerId: key.containerId, network, ifname: key.ifname }, 'DEL joined one queued or in flight');
+      this.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL joined one queued or in flight');
       return joined;
     }
     const p = this.queue.run(env.containerId, () => this.gate.shared(() => this.delLocked(env, config, key)));
@@ -264,7 +326,7 @@ export class Engine {
     if (a.state === 'deleted') {
       this.rememberTombstone(key);
       this.opts.metrics.coalescedDels.inc({ how: 'tombstone' });
-      this.log.info({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id },
+      this.log.info({ containerId: key.containerId, ...podLogFields(podOf(a)), network: key.network, ifname: key.ifname, attachment: a.id },
         'DEL of an attachment already torn down (rolled back, or DELed before)');
       return '';
     }
@@ -272,7 +334,7 @@ export class Engine {
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
     const outcome = await this.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
     if (outcome.done) this.rememberTombstone(key);
-    else this.log.info({ containerId: key.containerId, network: key.network, ifname: key.ifname, attachment: a.id, err: outcome.error?.message },
+    else this.log.info({ containerId: key.containerId, ...podLogFields(podOf(a)), network: key.network, ifname: key.ifname, attachment: a.id, err: outcome.error?.message },
       `DEL: teardown not finished; the retry scheduler owns it (policy ${this.opts.delPolicy})`);
     if (!outcome.done && this.opts.delPolicy === 'strict') {
       const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
@@ -293,7 +355,8 @@ export class Engine {
    * tombstone so repeats return at once without running anything.
    */
   private async passThroughDel(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<void> {
-    const log = this.log.child({ containerId: key.containerId, network: key.network, ifname: key.ifname });
+    const pod = podFromCniArgs(env.args);
+    const log = this.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname });
     let conf: StewardConf | undefined;
     try {
       conf = parseStewardConf(config, env.ifname);
@@ -317,7 +380,7 @@ export class Engine {
     this.store.createAttachment({
       ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path,
       cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
-      bootId: this.opts.bootId, config: JSON.stringify(config),
+      bootId: this.opts.bootId, config: JSON.stringify(config), podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
     }, 'deleted');
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }
@@ -340,22 +403,51 @@ export class Engine {
       throw new CniError(ErrorCode.AttachmentGone,
         `attachment of container ${key.containerId} on ${key.network}/${key.ifname} is ${a.state}, not added`);
     }
+    const nsWhy = netnsProblem(env.netns);
+    if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
     const stored = parseStewardConf(JSON.parse(a.config), a.ifname);
     const steps = this.store.stepsOf(a.id);
     const finals = finalResults(steps);
     for (const step of steps) {
       const d = stored.delegates[step.delegateIndex];
-      // CHECK exists from 0.4.0 on; a delegate may opt out with disableCheck.
-      if (!d || d.disableCheck || !versionAtLeast(d.cniVersion, '0.4.0')) continue;
+      // A delegate may opt out with disableCheck (libcni skips it too); anything else is checked.
+      if (!d || d.disableCheck) continue;
       const stdin = JSON.parse(step.config) as Record<string, unknown>;
+      // CHECK exists from 0.4.0 on: a delegate declared older is checked at a version its plugin
+      // supports, never skipped (skipping answered "healthy" for a deleted interface).
+      const version = versionAtLeast(d.cniVersion, '0.4.0') ? d.cniVersion
+        : await checkVersionFor(step.pluginType, d.name, (call) => this.limiter.run(Priority.Add, () => this.opts.run({
+          ...call, containerId: a.containerId, netns: env.netns, ifname: step.ifname, args: env.args, cniPath: env.path,
+        })));
+      stdin.cniVersion = version;
       const prev = finals.get(step.delegateIndex);
-      if (prev) stdin.prevResult = prev;
+      if (prev) stdin.prevResult = convertResult(prev, version);
       await this.limiter.run(Priority.Add, () => this.opts.run({
         command: 'CHECK', type: step.pluginType, containerId: a.containerId, netns: env.netns, ifname: step.ifname,
         args: env.args, cniPath: env.path, stdin,
       }));
     }
     return '';
+  }
+
+  /**
+   * A runtime passes runtimeConfig only for capabilities the steward entry itself declares; a
+   * delegate plugin declaring one the entry does not will never get it (port mappings dropped
+   * silently). Said once per network and capability, in the log and /v1/status.
+   */
+  private checkCapabilities(conf: StewardConf, config: Record<string, unknown>): void {
+    const own = config.capabilities;
+    const declared = typeof own === 'object' && own !== null ? (own as Record<string, unknown>) : {};
+    for (const d of conf.delegates) {
+      for (const p of d.plugins) {
+        for (const [cap, on] of Object.entries(p.capabilities ?? {})) {
+          if (on !== true || declared[cap] === true) continue;
+          this.warnOnce(`${conf.name}\0${cap}`,
+            `network ${conf.name}: delegate ${d.name} plugin ${p.type} declares capability "${cap}" but the steward entry does not, so the runtime never passes it; add "capabilities": {"${cap}": true} to the steward entry`,
+            { network: conf.name, delegate: d.name, plugin: p.type, capability: cap });
+        }
+      }
+    }
   }
 }
 

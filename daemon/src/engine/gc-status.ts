@@ -4,7 +4,8 @@
 // on every CRI Status request, so delegate answers are cached briefly.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, versionAtLeast, type CniEnv } from '@cni-steward/shared';
+import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniEnv } from '@cni-steward/shared';
+import { podOf } from '../store/types.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
 import type { Gate } from './gate.js';
@@ -52,7 +53,7 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
     const stale = deps.store.liveAttachmentsOfNetwork(conf.name).filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
     await Promise.all(stale.map(async (a) => {
       const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
-      if (!outcome.done) log.warn({ containerId: a.containerId, err: outcome.error?.message }, 'GC teardown incomplete; queued for retry');
+      if (!outcome.done) log.warn({ containerId: a.containerId, ...podLogFields(podOf(a)), err: outcome.error?.message }, 'GC teardown incomplete; queued for retry');
     }));
     log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
 

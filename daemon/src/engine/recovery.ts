@@ -12,6 +12,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
 import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
@@ -147,7 +148,7 @@ export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger)
       await engine.handle(req);
     } catch (e) {
       // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
-      log.warn({ file, containerId: req.env.containerId, err: (e as Error).message }, 'spooled DEL did not complete; its teardown stays queued');
+      log.warn({ file, containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), err: (e as Error).message }, 'spooled DEL did not complete; its teardown stays queued');
     }
     unlinkSync(file);
     ingested++;

@@ -81,6 +81,13 @@ export class RetryScheduler {
         const report = await this.runAll(due, false);
         log.info(report, 'teardown retries ran');
       }
+      // Journals cut off by a failed write while we ran (disk full) are ours to finish: nothing
+      // else would look at them before the next restart. Each waits in its container's queue.
+      const cutOff = engine.store.unfinishedAttachmentIds().filter((id) => !this.inFlight.has(id) && !engine.isBusy(id));
+      if (cutOff.length > 0) {
+        const report = await this.runAll(cutOff, false, (id) => engine.reclaimUnfinished(id));
+        if (report.done > 0 || report.pending > 0) log.info(report, 'cut-off attachments reclaimed');
+      }
       if (this.now() - this.lastPrune >= this.o.pruneEveryMs) {
         this.lastPrune = this.now();
         const ttl = this.o.tombstoneTtlMs;
@@ -92,11 +99,16 @@ export class RetryScheduler {
     }
   }
 
-  private async runAll(ids: number[], force: boolean): Promise<RetryReport> {
+  private async runAll(ids: number[], force: boolean,
+    teardown = (id: number) => this.o.engine.runTeardown(id, Priority.Background, { force })): Promise<RetryReport> {
     const outcomes = await Promise.all(ids.map(async (id) => {
       this.inFlight.add(id);
       try {
-        return await this.o.engine.runTeardown(id, Priority.Background, { force });
+        return await teardown(id);
+      } catch (e) {
+        // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
+        this.o.log.warn({ attachment: id, err: (e as Error).message }, 'teardown could not run; retried on the next tick');
+        return { done: false };
       } finally {
         this.inFlight.delete(id);
       }

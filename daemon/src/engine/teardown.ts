@@ -1,19 +1,27 @@
-// Tearing down one attachment: DEL every step that may hold resources, in reverse chain order,
-// with the stored ADD-time config and the delegate's stored final result as prevResult. Used by
-// runtime DELs, ADD rollback, the retry scheduler, crash recovery, the reboot sweep and GC.
+// Tearing down one attachment: DEL every step that may hold resources, with the stored ADD-time
+// config and the delegate's stored final result as prevResult. Used by runtime DELs, ADD rollback,
+// the retry scheduler, crash recovery, the reboot sweep and GC. The order rules (docs/teardown.md):
 //
-// The spec orders a chain's DEL to halt at the first failure; the failed step is journaled with
-// its next attempt time and the steps before it wait for it. A step failing past the configured
-// bound is abandoned (loudly) and the steps before it then proceed.
+//  - Each delegate network is torn down on its own: a failure in one never holds back another.
+//  - Within a delegate, steps go in reverse chain order. A step whose ADD succeeded ("confirmed")
+//    halts the steps before it when its DEL fails, as the spec orders; it is retried with backoff,
+//    and past the bound it is abandoned (loudly) so the steps before it can proceed.
+//  - A step whose ADD failed or never finished ("unconfirmed") gets its DEL too, but a failure does
+//    not hold back the steps before it: such a plugin often cannot DEL what it never set up (seed
+//    000's "server_socket is required"), and waiting on it pinned the bridge's lease for hours. It is
+//    retried on its own schedule.
+//  - A DEL that fails permanently (the spec's codes for bad input, or exactly the error the step's
+//    ADD failed with: the stored config or env is what the plugin rejects) is abandoned after
+//    PERMANENT_MAX_ATTEMPTS, or at once when a new ADD of the same attachment is waiting for it.
 
-import { existsSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, versionAtLeast, type CniResult } from '@cni-steward/shared';
+import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniResult } from '@cni-steward/shared';
 import type { PluginRunner } from '../plugins/executor.js';
-import type { Store } from '../store/store.js';
-import type { Attachment, Step } from '../store/types.js';
+import { storedErrorText, type Store } from '../store/store.js';
+import { podOf, type Attachment, type Step } from '../store/types.js';
 import type { Limiter, PriorityValue } from './limiter.js';
 import type { Metrics } from '../metrics.js';
+import { teardownNetns } from './netns.js';
 
 export interface RetryPolicy {
   /** First retry delay; doubles per attempt up to maxDelayMs, with +-20% jitter. */
@@ -37,6 +45,25 @@ export interface TeardownOptions {
   force?: boolean;
   /** Pass an empty CNI_NETNS whatever was stored (the netns died with a reboot). */
   emptyNetns?: boolean;
+  /** Abandon a permanently failing step at once (a new ADD of this attachment is waiting). */
+  abandonPermanent?: boolean;
+}
+
+/**
+ * CNI error codes that say the input itself is wrong (spec, "Error codes"): incompatible version,
+ * unsupported field, invalid environment, decoding failure, invalid network config. The stored
+ * config and env are what a retry would send again, so such a DEL can never succeed.
+ */
+export const PERMANENT_CODES: ReadonlySet<number> = new Set([
+  ErrorCode.IncompatibleVersion, ErrorCode.UnsupportedField, ErrorCode.InvalidEnv, ErrorCode.DecodeFailure, ErrorCode.InvalidConfig,
+]);
+
+/** A permanently failing step gets this many DELs before it is abandoned. */
+export const PERMANENT_MAX_ATTEMPTS = 3;
+
+/** True when retrying this DEL can only fail the same way (see PERMANENT_CODES). */
+export function isPermanentFailure(err: CniError, addError: string | null): boolean {
+  return PERMANENT_CODES.has(err.code) || (addError !== null && storedErrorText(err.message) === addError);
 }
 
 export interface TeardownOutcome {
@@ -64,9 +91,16 @@ export function backoffDelay(policy: RetryPolicy, failures: number, random: () =
 
 const DONE_STATES = new Set(['deleted', 'abandoned']);
 
+/** The step's ADD succeeded: it holds what it reported, and its DEL failing halts the steps before it. */
+function confirmed(step: Step): boolean {
+  return step.result !== null;
+}
+
 export class Teardown {
   private readonly d: TeardownDeps;
   private readonly now: () => number;
+  /** Attachments being torn down right now (their steps may be `deleting` without being cut off). */
+  readonly active = new Set<number>();
 
   constructor(deps: TeardownDeps) {
     this.d = deps;
@@ -74,6 +108,15 @@ export class Teardown {
   }
 
   async run(attachmentId: number, priority: PriorityValue, opts: TeardownOptions = {}): Promise<TeardownOutcome> {
+    this.active.add(attachmentId);
+    try {
+      return await this.runSteps(attachmentId, priority, opts);
+    } finally {
+      this.active.delete(attachmentId);
+    }
+  }
+
+  private async runSteps(attachmentId: number, priority: PriorityValue, opts: TeardownOptions): Promise<TeardownOutcome> {
     const { store, log } = this.d;
     const a = store.getAttachment(attachmentId);
     if (!a) return { done: true };
@@ -81,8 +124,8 @@ export class Teardown {
 
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
-    const netns = opts.emptyNetns || a.netns === '' || !existsSync(a.netns) ? '' : a.netns;
-    const alog = log.child({ containerId: a.containerId, network: a.network, ifname: a.ifname, attachment: a.id });
+    const netns = opts.emptyNetns ? '' : teardownNetns(a.netns);
+    const alog = log.child({ containerId: a.containerId, ...podLogFields(podOf(a)), network: a.network, ifname: a.ifname, attachment: a.id });
     // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
     // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
     // between, the step is still `deleting` and recovery DELs it again, which the spec makes harmless.
@@ -95,26 +138,43 @@ export class Teardown {
       then?.();
     });
 
-    for (const step of [...steps].reverse()) {
-      if (DONE_STATES.has(step.state)) continue;
-      if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.now()) {
-        flush();
-        return { done: false, error: new CniError(ErrorCode.TeardownPending, `teardown of ${step.pluginType} is waiting for its next retry`) };
+    let firstFailure: CniError | undefined;
+    let unfinished = false;
+    // Delegates in reverse order, each on its own; within one, steps in reverse chain order.
+    const byDelegate = new Map<number, Step[]>();
+    for (const step of steps) byDelegate.set(step.delegateIndex, [...(byDelegate.get(step.delegateIndex) ?? []), step]);
+    for (const chain of [...byDelegate.values()].reverse()) {
+      for (const step of [...chain].reverse()) {
+        if (DONE_STATES.has(step.state)) continue;
+        if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.now()) {
+          unfinished = true;
+          firstFailure ??= new CniError(ErrorCode.TeardownPending, `teardown of ${step.pluginType} is waiting for its next retry`);
+          if (confirmed(step)) break;
+          continue;
+        }
+        flush(() => store.setStepDeleting(step.id));
+        const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
+        if (!failure) { succeeded = step; continue; }
+        const again = store.getStep(step.id) as Step;
+        const permanent = isPermanentFailure(failure, a.error);
+        if (this.pastBound(again, permanent) || (permanent && opts.abandonPermanent)) {
+          store.setStepAbandoned(step.id, failure.message);
+          this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
+          alog.error({ step: step.id, plugin: step.pluginType, attempts: again.attempts, permanent, err: failure.message },
+            'teardown step abandoned; resources it holds may be leaked; continuing with the steps before it');
+          continue;
+        }
+        unfinished = true;
+        firstFailure ??= failure;
+        alog.warn({ step: step.id, plugin: step.pluginType, attempts: again.attempts, nextAttemptAt: again.nextAttemptAt, permanent,
+          confirmed: confirmed(step), err: failure.message },
+          confirmed(step) ? 'teardown step failed; queued for retry, the steps before it wait' : 'DEL of a step whose ADD never succeeded failed; retried on its own');
+        if (confirmed(step)) break;
       }
-      flush(() => store.setStepDeleting(step.id));
-      const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
-      if (!failure) { succeeded = step; continue; }
-      const again = store.getStep(step.id) as Step;
-      if (this.pastBound(again)) {
-        store.setStepAbandoned(step.id, failure.message);
-        this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
-        alog.error({ step: step.id, plugin: step.pluginType, attempts: again.attempts, err: failure.message },
-          'teardown step abandoned after repeated failures; resources it holds may be leaked; continuing with the steps before it');
-        continue;
-      }
-      alog.warn({ step: step.id, plugin: step.pluginType, attempts: again.attempts, nextAttemptAt: again.nextAttemptAt, err: failure.message },
-        'teardown step failed; queued for retry');
-      return { done: false, error: failure };
+    }
+    if (unfinished) {
+      flush();
+      return { done: false, error: firstFailure as CniError };
     }
     flush(() => store.setAttachmentState(a.id, 'deleted'));
     alog.info('attachment torn down');
@@ -142,9 +202,9 @@ export class Teardown {
     }
   }
 
-  private pastBound(step: Step): boolean {
+  private pastBound(step: Step, permanent: boolean): boolean {
     const { maxAttempts, maxAgeMs } = this.d.retry;
-    if (step.attempts >= maxAttempts) return true;
+    if (step.attempts >= (permanent ? Math.min(PERMANENT_MAX_ATTEMPTS, maxAttempts) : maxAttempts)) return true;
     return step.teardownAt !== null && this.now() - step.teardownAt >= maxAgeMs;
   }
 }

@@ -1,14 +1,15 @@
 // The install, uninstall and probe subcommands as the operator sees them: a short report on
 // stdout (what changed, what was refused, which teardowns were left), JSON logs on stderr.
 
-import { destination, pino } from 'pino';
+import { destination } from 'pino';
+import { createLogger } from '../log.js';
 import type { InstallConfig, UninstallConfig } from '../config.js';
 import { install, LifecycleError, uninstall, type UninstallReport } from './install.js';
 import { LockTimeoutError } from './lock.js';
 import { readRecord } from './record.js';
 import { socketRequest } from './socket-http.js';
 
-const stderrLog = (level: string) => pino({ level }, destination(2));
+const stderrLog = (level: string) => createLogger(level, destination(2));
 
 export async function runInstall(cfg: InstallConfig): Promise<number> {
   const log = stderrLog(cfg.logLevel);

@@ -3,7 +3,7 @@
 // in its own process group under a deadline), and decodes what it printed into a result or a CniError.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, type CniCommand } from '@cni-steward/shared';
+import { CniError, ErrorCode, podFromCniArgs, podLogFields, type CniCommand } from '@cni-steward/shared';
 import { findPlugin, pluginSearchPath } from './lookup.js';
 import { Spawner } from './spawner.js';
 
@@ -88,7 +88,7 @@ export class PluginExecutor {
     const o = await this.spawner.run({ file, env, stdin: JSON.stringify(call.stdin), timeoutMs, maxOutputBytes });
     const stdout = o.stdout.trim();
     const stderr = o.stderr.trim();
-    if (stderr !== '') log.debug({ containerId: call.containerId, plugin: call.type, command: call.command, stderr }, 'plugin stderr');
+    if (stderr !== '') log.debug({ containerId: call.containerId, ...podLogFields(podFromCniArgs(call.args)), plugin: call.type, command: call.command, stderr }, 'plugin stderr');
     if (o.spawnError !== undefined) throw new CniError(ErrorCode.PluginExecFailed, `cannot execute plugin ${call.type}: ${o.spawnError}`);
     if (o.timedOut) throw new CniError(ErrorCode.PluginTimeout, `plugin ${label} did not finish within ${timeoutMs} ms and was killed`);
     if (o.overflow) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${label} wrote more than ${maxOutputBytes} bytes to stdout`);

@@ -2,7 +2,7 @@
 // hands it to the engine, and answers 200 with the text to print or a CNI error.
 
 import type { FastifyInstance } from 'fastify';
-import { CNI_ROUTE, CniError, ErrorCode, parseCniEnv, type CniRequestBody } from '@cni-steward/shared';
+import { CNI_ROUTE, CniError, ErrorCode, parseCniEnv, podFromCniArgs, podLogFields, type CniRequestBody } from '@cni-steward/shared';
 import type { AppDeps } from '../server.js';
 
 /**
@@ -56,12 +56,12 @@ export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     const stop = deps.metrics.requestSeconds.startTimer({ command });
     try {
       const text = await deps.engine.handle(req);
-      deps.metrics.requests.inc({ command, outcome: 'ok' });
+      deps.metrics.requests.inc({ command, code: '0' });
       return reply.code(200).type('application/json').send(text);
     } catch (e) {
       const err = CniError.from(e);
-      deps.metrics.requests.inc({ command, outcome: `error_${err.code}` });
-      request.log.warn({ containerId: req.env.containerId, command, code: err.code, err: err.message }, 'CNI request failed');
+      deps.metrics.requests.inc({ command, code: String(err.code) });
+      request.log.warn({ containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), command, code: err.code, err: err.message }, 'CNI request failed');
       throw err;
     } finally {
       stop();

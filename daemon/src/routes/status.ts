@@ -1,15 +1,27 @@
 // Read-only views for operators (curl --unix-socket), plus the manual retry trigger.
 
 import type { FastifyInstance } from 'fastify';
-import type { AttachmentState, Step } from '../store/types.js';
+import type { Attachment, AttachmentState, Step } from '../store/types.js';
 import type { AppDeps } from '../server.js';
 import { capNullable } from './echo.js';
 
 const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
 
-function teardownView(s: Step, containerId: string | undefined) {
+/** The pod fields every view of an attachment carries (null when the runtime named no pod). */
+function podView(a: Attachment | undefined) {
+  return { podNamespace: a?.podNamespace ?? null, podName: a?.podName ?? null, podUid: a?.podUid ?? null };
+}
+
+/** `?pod=NAMESPACE/NAME`, or undefined when it is not of that form. */
+function parsePod(raw: string): { namespace: string; name: string } | undefined {
+  const slash = raw.indexOf('/');
+  if (slash <= 0 || slash === raw.length - 1 || raw.indexOf('/', slash + 1) !== -1) return undefined;
+  return { namespace: raw.slice(0, slash), name: raw.slice(slash + 1) };
+}
+
+function teardownView(s: Step, a: Attachment | undefined) {
   return {
-    step: s.id, attachment: s.attachmentId, containerId, delegate: s.delegateName, ifname: s.ifname,
+    step: s.id, attachment: s.attachmentId, containerId: a?.containerId, ...podView(a), delegate: s.delegateName, ifname: s.ifname,
     plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: capNullable(s.error),
     nextAttemptAt: s.nextAttemptAt === null ? null : new Date(s.nextAttemptAt).toISOString(),
     failingSince: s.teardownAt === null ? null : new Date(s.teardownAt).toISOString(),
@@ -19,7 +31,7 @@ function teardownView(s: Step, containerId: string | undefined) {
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   const { engine, metrics } = deps;
   const store = engine.store;
-  const containerOf = (id: number) => store.getAttachment(id)?.containerId;
+  const attachmentOf = (id: number) => store.getAttachment(id);
 
   // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
   // answers, or a new one does). 503 with the reasons otherwise.
@@ -42,6 +54,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
       ready: deps.isReady(),
+      warnings: engine.configWarnings(),
       attachments: counts.attachments,
       steps: counts.steps,
       teardownQueue: {
@@ -50,20 +63,22 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
         nextAttemptAt: (() => { const t = store.nextTeardownDueAt(); return t === undefined ? null : new Date(t).toISOString(); })(),
       },
       executions: { slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued },
-      lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) => teardownView(s, containerOf(s.attachmentId))),
+      lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) => teardownView(s, attachmentOf(s.attachmentId))),
     };
   });
 
-  app.get<{ Querystring: { containerId?: string; state?: string; limit?: string } }>('/v1/attachments', async (req, reply) => {
+  app.get<{ Querystring: { containerId?: string; state?: string; pod?: string; limit?: string } }>('/v1/attachments', async (req, reply) => {
     const { containerId, state, limit } = req.query;
+    const pod = req.query.pod === undefined ? undefined : parsePod(req.query.pod);
+    if (req.query.pod !== undefined && pod === undefined) return reply.code(400).send({ error: 'pod must be NAMESPACE/NAME' });
     if (state !== undefined && !(ATTACHMENT_STATES as readonly string[]).includes(state)) {
       return reply.code(400).send({ error: `state must be one of ${ATTACHMENT_STATES.join(', ')}` });
     }
     const n = limit === undefined ? 1000 : Number(limit);
     if (!Number.isInteger(n) || n < 1 || n > 100_000) return reply.code(400).send({ error: 'limit must be an integer from 1 to 100000' });
-    const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, limit: n });
+    const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, pod, limit: n });
     return rows.map((a) => ({
-      id: a.id, containerId: a.containerId, network: a.network, ifname: a.ifname, netns: a.netns, state: a.state,
+      id: a.id, containerId: a.containerId, ...podView(a), network: a.network, ifname: a.ifname, netns: a.netns, state: a.state,
       cniVersion: a.cniVersion, bootId: a.bootId, error: capNullable(a.error),
       createdAt: new Date(a.createdAt).toISOString(), updatedAt: new Date(a.updatedAt).toISOString(),
       steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: capNullable(s.error) })),
@@ -72,8 +87,8 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
 
   app.get('/v1/teardowns', async () => {
     return {
-      pending: store.pendingTeardownSteps().map((s) => teardownView(s, containerOf(s.attachmentId))),
-      abandoned: store.abandonedSteps(1000).map((s) => teardownView(s, containerOf(s.attachmentId))),
+      pending: store.pendingTeardownSteps().map((s) => teardownView(s, attachmentOf(s.attachmentId))),
+      abandoned: store.abandonedSteps(1000).map((s) => teardownView(s, attachmentOf(s.attachmentId))),
     };
   });
 

@@ -47,4 +47,12 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX steps_by_state ON steps (state);
   `,
+  // 2: the Kubernetes pod of each attachment, from K8S_POD_* in CNI_ARGS (null when the runtime
+  // names none, and for rows written before this migration), and an index for the pod filter.
+  `
+  ALTER TABLE attachments ADD COLUMN pod_namespace TEXT;
+  ALTER TABLE attachments ADD COLUMN pod_name TEXT;
+  ALTER TABLE attachments ADD COLUMN pod_uid TEXT;
+  CREATE INDEX attachments_by_pod ON attachments (pod_namespace, pod_name);
+  `,
 ];

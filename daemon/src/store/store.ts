@@ -1,8 +1,11 @@
 // The only module that imports better-sqlite3 and the only one that knows SQL.
 // WAL + synchronous=FULL: a journal row is on disk before the plugin it describes runs.
 // Statements are prepared once; every method is one short synchronous transaction.
+// A write that fails (disk full, I/O error, read-only file system) is a CniError with code 11:
+// the request can be retried once the disk is fixed, and nothing half-done is assumed committed.
 
 import Database from 'better-sqlite3';
+import { CniError, ErrorCode, clip, failureSafeText } from '@cni-steward/shared';
 import { mkdirSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { MIGRATIONS } from './migrations.js';
@@ -11,7 +14,7 @@ import type { Attachment, AttachmentKey, AttachmentState, NewAttachment, NewStep
 type Row = Record<string, unknown>;
 
 const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
-  state, config, result, error, created_at, updated_at`;
+  state, config, result, error, pod_namespace, pod_name, pod_uid, created_at, updated_at`;
 const STEP_COLUMNS = `id, attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
   config, state, result, error, attempts, next_attempt_at, teardown_at, created_at, updated_at`;
 
@@ -30,6 +33,9 @@ function toAttachment(r: Row): Attachment {
     config: r.config as string,
     result: (r.result as string | null) ?? null,
     error: (r.error as string | null) ?? null,
+    podNamespace: (r.pod_namespace as string | null) ?? null,
+    podName: (r.pod_name as string | null) ?? null,
+    podUid: (r.pod_uid as string | null) ?? null,
     createdAt: r.created_at as number,
     updatedAt: r.updated_at as number,
   };
@@ -57,9 +63,25 @@ function toStep(r: Row): Step {
   };
 }
 
+/** Error texts are stored (and shown in /v1/status) at most this long. */
+const MAX_ERROR_CHARS = 2048;
+
+/** An error text as the store keeps it (capped), so callers can compare a new error with a stored one. */
+export function storedErrorText(text: string): string {
+  return clip(text, MAX_ERROR_CHARS);
+}
+
+export interface StoreOptions {
+  now?: () => number;
+  /** Called with the driver's error each time a journal write fails (for a metric). */
+  onWriteError?: (err: Error) => void;
+}
+
 export interface AttachmentFilter {
   containerId?: string | undefined;
   state?: AttachmentState | undefined;
+  /** Only this pod's attachments: namespace and name as CNI_ARGS gave them. */
+  pod?: { namespace: string; name: string } | undefined;
   limit?: number | undefined;
 }
 
@@ -67,11 +89,16 @@ export class Store {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly now: () => number;
+  private readonly onWriteError: ((err: Error) => void) | undefined;
   private readonly stmt;
+  /** Nesting depth of atomic(): a failure inside is translated once, at the outermost level. */
+  private depth = 0;
 
-  constructor(path: string, now: () => number = Date.now) {
+  constructor(path: string, opts: StoreOptions | (() => number) = {}) {
+    const o = typeof opts === 'function' ? { now: opts } : opts;
     this.path = path;
-    this.now = now;
+    this.now = o.now ?? Date.now;
+    this.onWriteError = o.onWriteError;
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     this.db = new Database(path);
     this.db.pragma('journal_mode = WAL');
@@ -84,8 +111,10 @@ export class Store {
     const db = this.db;
     this.stmt = {
       insertAttachment: db.prepare(`INSERT INTO attachments
-        (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config, created_at, updated_at)
-        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config, @now, @now)
+        (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config,
+         pod_namespace, pod_name, pod_uid, created_at, updated_at)
+        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config,
+         @podNamespace, @podName, @podUid, @now, @now)
         RETURNING ${ATTACHMENT_COLUMNS}`),
       currentAttachment: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
         WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
@@ -124,6 +153,8 @@ export class Store {
         AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.attachment_id = attachments.id AND s.state = 'abandoned')`),
       pruneAbandoned: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?`),
       countPendingTeardowns: db.prepare(`SELECT COUNT(*) AS n FROM steps WHERE state IN ('del_failed', 'deleting')`),
+      unfinishedAttachments: db.prepare(`SELECT id FROM attachments WHERE state = 'adding'
+        UNION SELECT attachment_id AS id FROM steps WHERE state = 'deleting' ORDER BY id`),
     };
   }
 
@@ -146,7 +177,35 @@ export class Store {
    * on disk together. `fn` must be synchronous: never run a plugin inside it.
    */
   atomic<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.write(this.db.transaction(fn));
+  }
+
+  /** Runs a write; a driver failure becomes code 11 (and is reported once). */
+  private write<T>(fn: () => T): T {
+    this.depth++;
+    try {
+      return fn();
+    } catch (e) {
+      if (this.depth > 1 || e instanceof CniError) throw e;
+      const err = e as Error & { code?: string };
+      this.onWriteError?.(err);
+      const text = `${err.code ?? 'error'}: ${failureSafeText(err.message)}`;
+      // The disk, not the request: retrying later can succeed. Anything else (a constraint) is a bug.
+      if (/^SQLITE_(FULL|IOERR|READONLY|BUSY|LOCKED|CANTOPEN|NOMEM|PROTOCOL)/.test(err.code ?? '')) {
+        throw new CniError(ErrorCode.TryAgainLater, `stewardd could not write its journal (${text}); nothing was left half-written, try again later`);
+      }
+      throw new CniError(ErrorCode.Internal, `stewardd journal write failed (${text})`);
+    } finally {
+      this.depth--;
+    }
+  }
+
+  /** How the journal is made durable, read back from SQLite (tests pin it: FULL, WAL). */
+  durability(): { journalMode: string; synchronous: number } {
+    return {
+      journalMode: this.db.pragma('journal_mode', { simple: true }) as string,
+      synchronous: this.db.pragma('synchronous', { simple: true }) as number,
+    };
   }
 
   get schemaVersion(): number {
@@ -207,7 +266,8 @@ export class Store {
 
   /** A new attachment, `adding` unless given (a tombstone for a DEL of an unknown attachment is born `deleted`). */
   createAttachment(a: NewAttachment, state: AttachmentState = 'adding'): Attachment {
-    return toAttachment(this.stmt.insertAttachment.get({ ...a, state, now: this.now() }) as Row);
+    const pod = { podNamespace: a.podNamespace ?? null, podName: a.podName ?? null, podUid: a.podUid ?? null };
+    return this.write(() => toAttachment(this.stmt.insertAttachment.get({ ...a, ...pod, state, now: this.now() }) as Row));
   }
 
   /** The newest attachment with this key (older rows are finished tombstones). */
@@ -222,15 +282,15 @@ export class Store {
   }
 
   setAttachmentState(id: number, state: AttachmentState): void {
-    this.stmt.setAttachmentState.run({ id, state, now: this.now() });
+    this.write(() => this.stmt.setAttachmentState.run({ id, state, now: this.now() }));
   }
 
   setAttachmentAdded(id: number, result: string): void {
-    this.stmt.setAttachmentResult.run({ id, result, now: this.now() });
+    this.write(() => this.stmt.setAttachmentResult.run({ id, result, now: this.now() }));
   }
 
   setAttachmentError(id: number, error: string): void {
-    this.stmt.setAttachmentError.run({ id, error, now: this.now() });
+    this.write(() => this.stmt.setAttachmentError.run({ id, error: storedErrorText(error), now: this.now() }));
   }
 
   attachmentsInState(state: AttachmentState): Attachment[] {
@@ -251,6 +311,7 @@ export class Store {
     const params: unknown[] = [];
     if (filter.containerId !== undefined) { where.push('container_id = ?'); params.push(filter.containerId); }
     if (filter.state !== undefined) { where.push('state = ?'); params.push(filter.state); }
+    if (filter.pod !== undefined) { where.push('pod_namespace = ? AND pod_name = ?'); params.push(filter.pod.namespace, filter.pod.name); }
     const sql = `SELECT ${ATTACHMENT_COLUMNS} FROM attachments ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
       ORDER BY id DESC LIMIT ?`;
     params.push(filter.limit ?? 1000);
@@ -261,7 +322,7 @@ export class Store {
 
   /** Journals a step as `adding`; committed (fsync) before the caller runs the plugin. */
   insertStep(s: NewStep): Step {
-    return toStep(this.stmt.insertStep.get({ ...s, now: this.now() }) as Row);
+    return this.write(() => toStep(this.stmt.insertStep.get({ ...s, now: this.now() }) as Row));
   }
 
   getStep(id: number): Step | undefined {
@@ -274,28 +335,28 @@ export class Store {
   }
 
   setStepAdded(id: number, result: string): void {
-    this.stmt.setStepAdded.run({ id, result, now: this.now() });
+    this.write(() => this.stmt.setStepAdded.run({ id, result, now: this.now() }));
   }
 
   setStepState(id: number, state: StepState, error: string | null = null): void {
-    this.stmt.setStepState.run({ id, state, error, now: this.now() });
+    this.write(() => this.stmt.setStepState.run({ id, state, error: error === null ? null : storedErrorText(error), now: this.now() }));
   }
 
   /** Journals a DEL as started; the first one also stamps when teardown of this step began. */
   setStepDeleting(id: number): void {
-    this.stmt.setStepDeleting.run({ id, now: this.now() });
+    this.write(() => this.stmt.setStepDeleting.run({ id, now: this.now() }));
   }
 
   setStepDeleted(id: number): void {
-    this.stmt.setStepDeleted.run({ id, now: this.now() });
+    this.write(() => this.stmt.setStepDeleted.run({ id, now: this.now() }));
   }
 
   setStepDelFailed(id: number, error: string, nextAttemptAt: number): void {
-    this.stmt.setStepDelFailed.run({ id, error, nextAttemptAt, now: this.now() });
+    this.write(() => this.stmt.setStepDelFailed.run({ id, error: storedErrorText(error), nextAttemptAt, now: this.now() }));
   }
 
   setStepAbandoned(id: number, error: string): void {
-    this.stmt.setStepAbandoned.run({ id, error, now: this.now() });
+    this.write(() => this.stmt.setStepAbandoned.run({ id, error: storedErrorText(error), now: this.now() }));
   }
 
   // ---- teardown queue
@@ -311,6 +372,15 @@ export class Store {
   /** Attachments with a failed teardown step whose next attempt is due at `now`. */
   dueAttachmentIds(now: number): number[] {
     return (this.stmt.dueAttachments.all(now) as Row[]).map((r) => r.id as number);
+  }
+
+  /**
+   * Attachments whose journal says work was cut off: left `adding`, or with a step left `deleting`.
+   * While the daemon runs, that happens when a journal write failed after a plugin ran (disk full);
+   * the retry scheduler reclaims them once no request for the container is in its queue.
+   */
+  unfinishedAttachmentIds(): number[] {
+    return (this.stmt.unfinishedAttachments.all() as Row[]).map((r) => r.id as number);
   }
 
   nextTeardownDueAt(): number | undefined {

@@ -38,11 +38,18 @@ export interface Attachment extends AttachmentKey {
   /** The result returned to the runtime (JSON text, runtime's cniVersion). */
   result: string | null;
   error: string | null;
+  /** The Kubernetes pod, from K8S_POD_NAMESPACE / K8S_POD_NAME / K8S_POD_UID in CNI_ARGS; null when not named. */
+  podNamespace: string | null;
+  podName: string | null;
+  podUid: string | null;
   createdAt: number;
   updatedAt: number;
 }
 
-export type NewAttachment = Omit<Attachment, 'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt'>;
+type PodFields = 'podNamespace' | 'podName' | 'podUid';
+
+export type NewAttachment = Omit<Attachment, 'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt' | PodFields>
+  & Partial<Pick<Attachment, PodFields>>;
 
 export interface Step {
   id: number;
@@ -67,3 +74,8 @@ export interface Step {
 }
 
 export type NewStep = Pick<Step, 'attachmentId' | 'seq' | 'delegateIndex' | 'delegateName' | 'ifname' | 'pluginIndex' | 'pluginType' | 'config'>;
+
+/** The pod an attachment was added for, as recorded (all null for rows older than migration 2). */
+export function podOf(a: Pick<Attachment, PodFields>): { namespace: string | null; name: string | null; uid: string | null } {
+  return { namespace: a.podNamespace, name: a.podName, uid: a.podUid };
+}

@@ -1,7 +1,7 @@
 // Reading the CNI_* environment of one invocation. Every problem is reported in one error
 // (code 4), so an operator fixes them all at once rather than one per retry.
 
-import { CniError, ErrorCode } from './errors.js';
+import { CniError, ErrorCode, clip } from './errors.js';
 import { CNI_COMMANDS, type CniCommand, type CniEnv } from './types.js';
 import { CONTROL_RE, checkContainerId, checkIfName } from './validate.js';
 
@@ -45,6 +45,11 @@ export function parseCniEnv(env: EnvSource): CniEnv {
     const why = checkIfName(ifname);
     if (why) problems.push(`CNI_IFNAME ${why}`);
   }
+  // DEL stays lenient (a DEL that cannot succeed pins the sandbox); teardown uses the ADD's args.
+  if (command === 'ADD' || command === 'CHECK') {
+    const why = cniArgsProblem(env.CNI_ARGS ?? '');
+    if (why) problems.push(why);
+  }
   if (problems.length > 0) {
     throw new CniError(ErrorCode.InvalidEnv, `invalid CNI environment: ${problems.join('; ')}`);
   }
@@ -56,6 +61,23 @@ export function parseCniEnv(env: EnvSource): CniEnv {
     args: env.CNI_ARGS ?? '',
     path: env.CNI_PATH ?? '',
   };
+}
+
+/**
+ * Why CNI_ARGS would be refused by the reference plugins' parser (cni pkg/types LoadArgs): it
+ * splits on ";" and wants every piece to split on "=" into exactly two parts, so an empty pair
+ * (a trailing ";"), a pair without "=" or a value containing "=" fails every plugin's ADD and,
+ * identically, its DEL. Refused up front with code 4 instead of leaving a rollback that can never
+ * finish.
+ */
+export function cniArgsProblem(args: string): string | undefined {
+  if (args === '') return undefined;
+  for (const pair of args.split(';')) {
+    if (pair.split('=').length !== 2) {
+      return `CNI_ARGS pair "${clip(pair, 64)}" is malformed: want KEY=VALUE pairs separated by ";" (no empty pair, no "=" in a value)`;
+    }
+  }
+  return undefined;
 }
 
 /** Parses CNI_ARGS ("K=V;K2=V2") into pairs; malformed pairs are a code 4 error. */

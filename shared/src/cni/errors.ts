@@ -21,6 +21,7 @@ export const ErrorCode = {
   Internal: 104,
   TeardownPending: 105,
   AttachmentGone: 106,
+  CheckUnverifiable: 107,
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -64,6 +65,15 @@ export class CniError extends Error {
     if (err instanceof Error) return new CniError(fallbackCode, err.message);
     return new CniError(fallbackCode, String(err));
   }
+}
+
+/**
+ * `text` cut to at most `max` characters, saying how much was cut. Input echoed back in an error
+ * (a 100 KB CNI_ARGS, a plugin message quoting it) must not make every status page that large.
+ */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, max)}… [${text.length - max} more characters cut]`;
 }
 
 /**

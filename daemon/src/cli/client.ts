@@ -1,0 +1,62 @@
+// The CLI's one request to the daemon's socket, with failures turned into sentences that name
+// the socket and the cause (absent, permission, nobody listening, no answer in time) and the
+// exit code a script can branch on. The request itself is lifecycle/socket-http.ts.
+
+import { socketRequest } from '../lifecycle/socket-http.js';
+
+/** Exit codes of `stewardd status|attachments|teardowns|retry` (README "Reading its state"). */
+export const Exit = {
+  Ok: 0,
+  /** `status --check`: abandoned teardown steps exist. */
+  Abandoned: 1,
+  Usage: 2,
+  /** The socket is absent, not accessible, not served, or the daemon did not answer in time. */
+  Unreachable: 3,
+  /** The daemon answered with an error status (e.g. a filter it rejects). */
+  DaemonError: 4,
+} as const;
+
+export class CliError extends Error {
+  constructor(message: string, readonly exitCode: number) {
+    super(message);
+  }
+}
+
+function cause(socket: string, e: NodeJS.ErrnoException, timeoutMs: number): string {
+  switch (e.code) {
+    case 'ENOENT':
+      return `the socket does not exist (is stewardd running? give its path with --socket)`;
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied (the socket and its directory are root-only: run as root)';
+    case 'ECONNREFUSED':
+      return 'nothing is listening on it (stewardd stopped and left the socket file behind?)';
+    case 'ENOTSOCK':
+      return `${socket} is not a socket`;
+    default:
+      if (/no answer .* within/.test(e.message)) return `the daemon did not answer within ${timeoutMs / 1000} s (busy or hung)`;
+      return e.message;
+  }
+}
+
+/** GET or POST on the socket; resolves with the parsed JSON body of a 2xx answer. */
+export async function call(socket: string, method: 'GET' | 'POST', path: string, timeoutMs: number): Promise<{ body: string; json: unknown }> {
+  let r;
+  try {
+    r = await socketRequest(socket, method, path, timeoutMs);
+  } catch (e) {
+    throw new CliError(`cannot talk to stewardd on ${socket}: ${cause(socket, e as NodeJS.ErrnoException, timeoutMs)}`, Exit.Unreachable);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(r.body);
+  } catch {
+    json = undefined;
+  }
+  if (r.status < 200 || r.status > 299) {
+    const why = (json as { error?: unknown } | undefined)?.error;
+    throw new CliError(`stewardd on ${socket} answered ${method} ${path} with ${r.status}: ${typeof why === 'string' ? why : r.body.trim()}`, Exit.DaemonError);
+  }
+  if (json === undefined) throw new CliError(`stewardd on ${socket} answered ${method} ${path} with a body that is not JSON`, Exit.DaemonError);
+  return { body: r.body, json };
+}

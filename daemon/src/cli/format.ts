@@ -1,0 +1,116 @@
+// Short human tables for the CLI, made from the API's JSON (routes/status.ts shapes). Pure
+// functions of (json, now): what an operator reads at 3 a.m., one row per thing.
+
+export interface TeardownRow {
+  step: number;
+  attachment: number;
+  containerId?: string;
+  podNamespace: string | null;
+  podName: string | null;
+  plugin: string;
+  delegate: string;
+  ifname: string;
+  state: string;
+  attempts: number;
+  lastError: string | null;
+  nextAttemptAt: string | null;
+  failingSince: string | null;
+}
+
+export interface AttachmentRow {
+  id: number;
+  containerId: string;
+  podNamespace: string | null;
+  podName: string | null;
+  network: string;
+  ifname: string;
+  state: string;
+  error: string | null;
+  updatedAt: string;
+  steps: Array<{ plugin: string; state: string; attempts: number }>;
+}
+
+export interface StatusJson {
+  version: string;
+  uptimeSeconds: number;
+  ready: boolean;
+  attachments: Record<string, number>;
+  steps: Record<string, number>;
+  teardownQueue: { depth: number; oldestPendingSeconds: number | null; nextAttemptAt: string | null };
+  executions: { slots: number; inUse: number; queued: number };
+  lastErrors: TeardownRow[];
+}
+
+/** Columns padded to their widest cell; the last column is not padded. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86400)}d${String(Math.floor((s % 86400) / 3600)).padStart(2, '0')}h`;
+}
+
+/** "18:40:01Z (in 3s)" or "(overdue 2s)": the time of day and how far from now. */
+export function when(iso: string | null, now: number): string {
+  if (iso === null) return '-';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return iso;
+  const delta = (t - now) / 1000;
+  const rel = delta >= 0 ? `in ${duration(delta)}` : `overdue ${duration(-delta)}`;
+  return `${iso.slice(11, 19)}Z (${rel})`;
+}
+
+/** "namespace/name", the name alone (podman passes only K8S_POD_NAME), or "-" (also from a daemon older than the pod fields). */
+export function pod(r: { podNamespace?: string | null; podName?: string | null }): string {
+  if (r.podName == null) return '-';
+  return r.podNamespace == null ? r.podName : `${r.podNamespace}/${r.podName}`;
+}
+
+const shortId = (id: string | undefined) => (id === undefined ? '?' : id.length > 12 ? id.slice(0, 12) : id);
+const clip = (s: string | null, n = 70) => (s === null ? '-' : s.length > n ? `${s.slice(0, n - 1)}…` : s).replace(/\s+/g, ' ');
+const counts = (c: Record<string, number>) => Object.entries(c).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+
+export function teardownTable(rows: TeardownRow[], now: number): string {
+  return table(['STEP', 'POD', 'CONTAINER', 'PLUGIN', 'STATE', 'ATTEMPTS', 'NEXT RETRY', 'LAST ERROR'], rows.map((r) => [
+    String(r.step), pod(r), shortId(r.containerId), r.plugin, r.state, String(r.attempts),
+    r.state === 'abandoned' ? 'never (abandoned)' : when(r.nextAttemptAt, now), clip(r.lastError),
+  ]));
+}
+
+export function formatStatus(s: StatusJson, now: number): string {
+  const q = s.teardownQueue;
+  const abandoned = s.steps.abandoned ?? 0;
+  const lines = [
+    `stewardd ${s.version}, up ${duration(s.uptimeSeconds)}, ${s.ready ? 'ready' : 'NOT READY'}`,
+    `attachments:  ${counts(s.attachments)}`,
+    `teardowns:    ${q.depth} pending${q.oldestPendingSeconds === null ? '' : ` (oldest ${duration(q.oldestPendingSeconds)})`}, `
+      + `${abandoned} abandoned${q.nextAttemptAt === null ? '' : `, next retry ${when(q.nextAttemptAt, now)}`}`,
+    `plugin slots: ${s.executions.inUse}/${s.executions.slots} in use, ${s.executions.queued} queued`,
+  ];
+  if (s.lastErrors.length > 0) lines.push('', teardownTable(s.lastErrors, now));
+  const shown = s.lastErrors.length;
+  if (shown < q.depth + abandoned) lines.push(`(${shown} of ${q.depth + abandoned} shown: stewardd teardowns lists them all)`);
+  if (abandoned > 0) lines.push('', `${abandoned} abandoned step(s): release what they hold by hand, see docs/teardown.md`);
+  return lines.join('\n');
+}
+
+export function formatTeardowns(t: { pending: TeardownRow[]; abandoned: TeardownRow[] }, now: number): string {
+  const rows = [...t.pending, ...t.abandoned];
+  if (rows.length === 0) return 'no pending or abandoned teardowns';
+  return `${t.pending.length} pending, ${t.abandoned.length} abandoned\n${teardownTable(rows, now)}`;
+}
+
+export function formatAttachments(rows: AttachmentRow[]): string {
+  if (rows.length === 0) return 'no attachments match';
+  return table(['ID', 'POD', 'CONTAINER', 'NETWORK', 'IFNAME', 'STATE', 'STEPS', 'UPDATED'], rows.map((a) => [
+    String(a.id), pod(a), shortId(a.containerId), a.network, a.ifname, a.state,
+    a.steps.map((s) => `${s.plugin}:${s.state}${s.attempts > 1 ? `×${s.attempts}` : ''}`).join(' ') || '-',
+    a.updatedAt.replace(/\.\d+Z$/, 'Z'),
+  ]));
+}

@@ -1,0 +1,120 @@
+// `stewardd status|attachments|teardowns|retry`: the operator's commands. Each is one request to
+// the daemon's socket (cli/client.ts), printed as a short table (cli/format.ts) or, with -o json,
+// as the API's JSON body unchanged. Exit codes: cli/client.ts Exit, documented in the README.
+
+import { parseArgs } from 'node:util';
+import { resolve } from 'node:path';
+import { DEFAULT_SOCKET } from '@cni-steward/shared';
+import { call, CliError, Exit } from './client.js';
+import { formatAttachments, formatStatus, formatTeardowns, type AttachmentRow, type StatusJson, type TeardownRow } from './format.js';
+
+export const CLI_COMMANDS = ['status', 'attachments', 'teardowns', 'retry'] as const;
+export type CliCommand = (typeof CLI_COMMANDS)[number];
+
+const COMMON = `  --socket PATH        the daemon's socket (default ${DEFAULT_SOCKET})
+  -o, --output FORMAT  table (default) or json (the API's JSON, unchanged)
+  --timeout SEC        give up when the daemon does not answer within SEC (default 5)`;
+
+export const CLI_USAGE: Record<CliCommand, string> = {
+  status: `usage: stewardd status [--check] [options]
+  counts by state, the teardown queue, and the failing or abandoned teardown steps (pod, plugin,
+  attempts, next retry, last error)
+  --check              exit 1 when abandoned teardown steps exist (for scripts and cron)
+${COMMON}`,
+  attachments: `usage: stewardd attachments [--state S] [--pod NAMESPACE/NAME] [--container ID] [--limit N] [options]
+  attachments, newest first, with the state of each delegate plugin step
+  --state S            adding, added, deleting or deleted
+${COMMON}`,
+  teardowns: `usage: stewardd teardowns [options]
+  every pending and abandoned teardown step
+${COMMON}`,
+  retry: `usage: stewardd retry [options]
+  run every pending teardown now instead of at its next scheduled retry
+${COMMON}`,
+};
+
+const EXIT_CODES = `exit codes: 0 ok; 1 (status --check) abandoned teardowns exist; 2 usage error;
+  3 the socket is absent, not accessible or not answering; 4 the daemon answered with an error`;
+
+interface Parsed {
+  socket: string;
+  json: boolean;
+  timeoutMs: number;
+  values: Record<string, string | boolean | undefined>;
+}
+
+function parse(command: CliCommand, argv: string[]): Parsed {
+  const extra: Record<string, { type: 'string' | 'boolean' }> = {
+    status: { check: { type: 'boolean' } },
+    attachments: { state: { type: 'string' }, pod: { type: 'string' }, container: { type: 'string' }, limit: { type: 'string' } },
+    teardowns: {},
+    retry: {},
+  }[command] as Record<string, { type: 'string' | 'boolean' }>;
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv, strict: true, allowPositionals: false,
+      options: { socket: { type: 'string' }, output: { type: 'string', short: 'o' }, timeout: { type: 'string' }, ...extra },
+    }));
+  } catch (e) {
+    throw new CliError(`${(e as Error).message}\n\n${CLI_USAGE[command]}`, Exit.Usage);
+  }
+  const output = (values.output as string | undefined) ?? 'table';
+  if (output !== 'table' && output !== 'json') throw new CliError(`-o must be table or json, got "${output}"`, Exit.Usage);
+  const rawTimeout = (values.timeout as string | undefined) ?? '5';
+  const timeout = Number(rawTimeout);
+  if (!(timeout > 0) || !Number.isFinite(timeout)) throw new CliError(`--timeout must be a positive number of seconds, got "${rawTimeout}"`, Exit.Usage);
+  return { socket: resolve((values.socket as string | undefined) ?? DEFAULT_SOCKET), json: output === 'json', timeoutMs: timeout * 1000, values };
+}
+
+function attachmentsQuery(v: Parsed['values']): string {
+  const q = new URLSearchParams();
+  const pod = v.pod as string | undefined;
+  if (pod !== undefined && !/^[^/]+\/[^/]+$/.test(pod)) throw new CliError(`--pod must be NAMESPACE/NAME, got "${pod}"`, Exit.Usage);
+  for (const [flag, param] of [['state', 'state'], ['pod', 'pod'], ['container', 'containerId'], ['limit', 'limit']] as const) {
+    const value = v[flag];
+    if (typeof value === 'string') q.set(param, value);
+  }
+  const s = q.toString();
+  return s === '' ? '' : `?${s}`;
+}
+
+/** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
+export async function runCli(command: CliCommand, argv: string[], now: () => number = Date.now): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(`${CLI_USAGE[command]}\n${EXIT_CODES}`);
+    return Exit.Ok;
+  }
+  try {
+    const p = parse(command, argv);
+    const out = (json: boolean, body: string, human: () => string) => console.log(json ? body.trimEnd() : human());
+    switch (command) {
+      case 'status': {
+        const r = await call(p.socket, 'GET', '/v1/status', p.timeoutMs);
+        const s = r.json as StatusJson;
+        out(p.json, r.body, () => formatStatus(s, now()));
+        return p.values.check === true && (s.steps.abandoned ?? 0) > 0 ? Exit.Abandoned : Exit.Ok;
+      }
+      case 'attachments': {
+        const r = await call(p.socket, 'GET', `/v1/attachments${attachmentsQuery(p.values)}`, p.timeoutMs);
+        out(p.json, r.body, () => formatAttachments(r.json as AttachmentRow[]));
+        return Exit.Ok;
+      }
+      case 'teardowns': {
+        const r = await call(p.socket, 'GET', '/v1/teardowns', p.timeoutMs);
+        out(p.json, r.body, () => formatTeardowns(r.json as { pending: TeardownRow[]; abandoned: TeardownRow[] }, now()));
+        return Exit.Ok;
+      }
+      case 'retry': {
+        const r = await call(p.socket, 'POST', '/v1/teardowns/retry', p.timeoutMs);
+        const x = r.json as { attempted: number; done: number; pending: number };
+        out(p.json, r.body, () => `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`);
+        return Exit.Ok;
+      }
+    }
+  } catch (e) {
+    if (!(e instanceof CliError)) throw e;
+    console.error(`stewardd ${command}: ${e.message}`);
+    return e.exitCode;
+  }
+}

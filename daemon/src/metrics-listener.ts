@@ -1,0 +1,72 @@
+// The optional TCP listener for Prometheus (--metrics-listen ADDR:PORT). It serves GET /metrics
+// and nothing else: every other path and method is 404, so the control API (/v1/*, retries,
+// probes) stays on the root-only Unix socket. Plain node:http: one route needs no framework.
+
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { Metrics } from './metrics.js';
+
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
+
+/**
+ * "ADDR:PORT", "[v6]:PORT", "v6:PORT" (the last colon separates the port, so a DaemonSet can write
+ * $(HOST_IP):9631 whatever the node's address family) or ":PORT" (all addresses); else `why`.
+ */
+export function parseListenAddress(raw: string): ListenAddress | { why: string } {
+  const bad = { why: `--metrics-listen must be ADDR:PORT (e.g. 0.0.0.0:9631, [::1]:9631), got "${raw}"` };
+  const colon = raw.lastIndexOf(':');
+  if (colon < 0 || !/^\d{1,5}$/.test(raw.slice(colon + 1))) return bad;
+  const port = Number(raw.slice(colon + 1));
+  if (port > 65535) return { why: `--metrics-listen port must be 0-65535, got ${port}` };
+  let host = raw.slice(0, colon);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  if (/[[\]\s/]/.test(host)) return bad;
+  return { host: host === '' ? '0.0.0.0' : host, port };
+}
+
+export interface MetricsListener {
+  /** The address actually bound (port 0 picks a free one). */
+  address: ListenAddress;
+  close(): Promise<void>;
+}
+
+export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: Logger): Promise<MetricsListener> {
+  const server: Server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method !== 'GET' || path !== '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: this port serves GET /metrics only\n');
+      return;
+    }
+    metrics.registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+      (e: unknown) => {
+        log.error({ err: (e as Error).message }, 'collecting metrics failed');
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('collecting metrics failed\n');
+      },
+    );
+  });
+  // A scraper holds its connection open between scrapes; these keep a slow client from pinning it.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 30_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(addr.port, addr.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const bound = server.address() as AddressInfo;
+  const address = { host: bound.address, port: bound.port };
+  log.info({ metricsListen: `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` }, 'metrics listening (GET /metrics only)');
+  return {
+    address,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+  };
+}

@@ -1,0 +1,219 @@
+// `stewardd status|attachments|teardowns|retry` run as processes against a real daemon on its
+// real socket, with real failing teardowns (the fixture plugin) and pods named in CNI_ARGS; and
+// the CLI's errors when the socket is absent, root-only, or served by something that never answers.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { REPO, TestEnv } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('cli');
+after(() => env.close());
+
+const POD_ARGS = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID=uid-web-0';
+const OTHER_ARGS = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=team-b;K8S_POD_NAME=db-0;K8S_POD_UID=uid-db-0';
+
+interface Run { code: number | null; stdout: string; stderr: string }
+
+function cli(args: string[], opts: { asNobody?: boolean } = {}): Promise<Run> {
+  const argv = [join(REPO, 'bin/stewardd'), ...args];
+  const [file, fileArgs] = opts.asNobody
+    ? ['setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, ...argv]]
+    : [process.execPath, argv];
+  return new Promise((resolve, reject) => {
+    const child = spawn(file as string, fileArgs as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Drops the fields that change between two reads of /v1/status a moment apart. */
+function stable(status: any): any {
+  const { uptimeSeconds: _u, teardownQueue, lastErrors, ...rest } = status;
+  return { ...rest, depth: teardownQueue.depth, lastErrors: lastErrors.map((e: any) => ({ ...e, nextAttemptAt: undefined })) };
+}
+
+describe('stewardd status / attachments / teardowns / retry against a real daemon', () => {
+  let daemon: Daemon;
+  let fx: string;
+  let healFile: string;
+
+  before(async () => {
+    // Retries far apart: the failing teardown stays pending, with 1 attempt, for the whole test.
+    daemon = new Daemon(env, { name: 'pending', args: ['--retry-base-ms', '600000', '--retry-max-ms', '600000'] });
+    await daemon.start();
+    fx = join(env.dir, 'fx');
+    healFile = join(env.dir, 'delegate-broken');
+    writeFileSync(healFile, '');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx, { failDelWhileFile: healFile })])]);
+    const add = await shim({ command: 'ADD', containerId: 'ctr-web-0-0123456789', netns: env.netns(), args: POD_ARGS }, conf);
+    assert.equal(add.code, 0, add.stdout);
+    const other = await shim({ command: 'ADD', containerId: 'ctr-db-0', netns: env.netns(), args: OTHER_ARGS }, conf);
+    assert.equal(other.code, 0, other.stdout);
+    const del = await shim({ command: 'DEL', containerId: 'ctr-web-0-0123456789', netns: '', args: POD_ARGS }, conf);
+    assert.equal(del.code, 0, `the default policy defers the failed DEL: ${del.stdout}`);
+    await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
+  });
+
+  it('status prints a table naming the pod, the plugin, attempts and next retry; -o json is the API body', async () => {
+    const r = await cli(['status', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^stewardd \S+, up \S+, ready$/m);
+    assert.match(r.stdout, /teardowns: +1 pending \(oldest \d+s\), 0 abandoned, next retry \d\d:\d\d:\d\dZ \(in \d+m\d\ds\)/);
+    assert.match(r.stdout, /STEP +POD +CONTAINER +PLUGIN +STATE +ATTEMPTS +NEXT RETRY +LAST ERROR/);
+    const row = r.stdout.split('\n').find((l) => l.includes('team-a/web-0'));
+    assert.ok(row, r.stdout);
+    assert.match(row, /team-a\/web-0 +ctr-web-0-01 +steward-fixture +del_failed +1 +\d\d:\d\d:\d\dZ \(in \d+m\d\ds\) +steward-fixture: DEL failed while/);
+
+    const j = await cli(['status', '--socket', daemon.socket, '-o', 'json']);
+    assert.equal(j.code, 0, j.stderr);
+    const api = await daemon.status();
+    assert.deepEqual(stable(JSON.parse(j.stdout)), stable(api));
+    assert.equal(api.lastErrors[0].podName, 'web-0');
+    assert.equal(api.lastErrors[0].podNamespace, 'team-a');
+    assert.equal(api.lastErrors[0].podUid, 'uid-web-0');
+  });
+
+  it('status --check exits 0 while nothing is abandoned', async () => {
+    const r = await cli(['status', '--check', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+  });
+
+  it('attachments filters by pod and by state, and -o json matches /v1/attachments with the same filter', async () => {
+    const all = await cli(['attachments', '--socket', daemon.socket]);
+    assert.equal(all.code, 0, all.stderr);
+    assert.match(all.stdout, /^ID +POD +CONTAINER +NETWORK +IFNAME +STATE +STEPS +UPDATED$/m);
+    assert.match(all.stdout, /team-a\/web-0 +ctr-web-0-01 +steward +eth0 +deleting +steward-fixture:del_failed/);
+    assert.match(all.stdout, /team-b\/db-0 +ctr-db-0 +steward +eth0 +added +steward-fixture:added/);
+
+    const one = await cli(['attachments', '--socket', daemon.socket, '--pod', 'team-b/db-0']);
+    assert.equal(one.code, 0, one.stderr);
+    assert.ok(!one.stdout.includes('web-0'), one.stdout);
+    assert.match(one.stdout, /team-b\/db-0/);
+
+    const none = await cli(['attachments', '--socket', daemon.socket, '--pod', 'team-b/db-0', '--state', 'deleting']);
+    assert.equal(none.stdout.trim(), 'no attachments match');
+
+    const j = await cli(['attachments', '--socket', daemon.socket, '--pod', 'team-a/web-0', '-o', 'json']);
+    assert.equal(j.code, 0, j.stderr);
+    const api = (await daemon.get('/v1/attachments?pod=team-a%2Fweb-0')).json;
+    assert.deepEqual(JSON.parse(j.stdout), api);
+    assert.equal(api.length, 1);
+    assert.deepEqual([api[0].podNamespace, api[0].podName, api[0].podUid, api[0].state], ['team-a', 'web-0', 'uid-web-0', 'deleting']);
+  });
+
+  it('teardowns lists the pending step; -o json is the API body', async () => {
+    const r = await cli(['teardowns', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^1 pending, 0 abandoned$/m);
+    assert.match(r.stdout, /team-a\/web-0 +ctr-web-0-01 +steward-fixture +del_failed +1 /);
+    const j = await cli(['teardowns', '--socket', daemon.socket, '-o', 'json']);
+    assert.deepEqual(JSON.parse(j.stdout), (await daemon.get('/v1/teardowns')).json);
+  });
+
+  it('every log line about the container names its pod, with an ISO-8601 time and a string level', async () => {
+    const lines = readFileSync(daemon.logFile, 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    assert.ok(lines.length > 3);
+    for (const l of lines) {
+      assert.match(l.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      assert.ok(['trace', 'debug', 'info', 'warn', 'error', 'fatal'].includes(l.level), JSON.stringify(l));
+    }
+    const about = lines.filter((l) => l.containerId === 'ctr-web-0-0123456789');
+    assert.ok(about.some((l) => /added/.test(l.msg)) && about.some((l) => l.level === 'warn'), JSON.stringify(about));
+    for (const l of about) assert.deepEqual([l.podNamespace, l.podName, l.podUid], ['team-a', 'web-0', 'uid-web-0'], JSON.stringify(l));
+  });
+
+  it('retry runs the pending teardown at once once the delegate heals, and status then shows none pending', async () => {
+    rmSync(healFile);
+    const r = await cli(['retry', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'retried 1 attachment(s): 1 torn down, 0 still pending');
+    const s = await cli(['status', '--socket', daemon.socket]);
+    assert.match(s.stdout, /teardowns: +0 pending, 0 abandoned/);
+    const t = await cli(['teardowns', '--socket', daemon.socket]);
+    assert.equal(t.stdout.trim(), 'no pending or abandoned teardowns');
+  });
+
+  it('a filter the daemon rejects exits 4 naming the socket; a malformed --pod or -o exits 2', async () => {
+    const bad = await cli(['attachments', '--socket', daemon.socket, '--state', 'bogus']);
+    assert.equal(bad.code, 4);
+    assert.ok(bad.stderr.includes(daemon.socket), bad.stderr);
+    assert.match(bad.stderr, /400: state must be one of/);
+    assert.equal((await cli(['attachments', '--socket', daemon.socket, '--pod', 'no-slash'])).code, 2);
+    for (const bad of ['no-slash', '/web-0', 'team-a/', 'a/b/c']) {
+      const r = await daemon.get(`/v1/attachments?pod=${encodeURIComponent(bad)}`);
+      assert.equal(r.status, 400, bad);
+      assert.deepEqual(r.json, { error: 'pod must be NAMESPACE/NAME' });
+    }
+    assert.equal((await cli(['status', '--socket', daemon.socket, '-o', 'yaml'])).code, 2);
+    assert.equal((await cli(['status', '--socket', daemon.socket, '--bogus'])).code, 2);
+  });
+});
+
+describe('status --check with an abandoned teardown', () => {
+  it('exits 1 and says what to do', async () => {
+    const daemon = new Daemon(env, { name: 'abandon', args: ['--retry-base-ms', '50', '--retry-max-ms', '100', '--retry-max-attempts', '2'] });
+    await daemon.start();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-ab'), { failDelAlways: true })])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'doomed', netns: env.netns(), args: POD_ARGS }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'doomed', netns: '', args: POD_ARGS }, conf)).code, 0);
+    await daemon.waitFor('the step to be abandoned', async () => ((await daemon.status()).steps.abandoned ?? 0) === 1, 60_000);
+    const r = await cli(['status', '--check', '--socket', daemon.socket]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /0 pending, 1 abandoned/);
+    assert.match(r.stdout, /team-a\/web-0 +doomed +steward-fixture +abandoned +2 +never \(abandoned\)/);
+    assert.match(r.stdout, /1 abandoned step\(s\): release what they hold by hand/);
+    assert.equal((await cli(['status', '--socket', daemon.socket])).code, 0, 'without --check the same status exits 0');
+    await daemon.stop();
+  });
+});
+
+describe('CLI errors name the socket and the cause', () => {
+  it('absent socket: exit 3, "does not exist"', async () => {
+    const sock = join(env.dir, 'nothing-here.sock');
+    const r = await cli(['status', '--socket', sock]);
+    assert.equal(r.code, 3);
+    assert.equal(r.stderr.trim(), `stewardd status: cannot talk to stewardd on ${sock}: the socket does not exist (is stewardd running? give its path with --socket)`);
+  });
+
+  it('a root-only socket, as an unprivileged user: exit 3, "permission denied"', async () => {
+    const daemon = new Daemon(env, { name: 'perm' });
+    await daemon.start();
+    const r = await cli(['teardowns', '--socket', daemon.socket], { asNobody: true });
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    assert.match(r.stderr, new RegExp(`cannot talk to stewardd on ${daemon.socket.replace(/[.]/g, '\\.')}: permission denied`));
+    await daemon.stop();
+  });
+
+  it('a socket left behind by a dead daemon: exit 3, "nothing is listening"', async () => {
+    const daemon = new Daemon(env, { name: 'stale' });
+    await daemon.start();
+    await daemon.kill9();
+    const r = await cli(['status', '--socket', daemon.socket]);
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    assert.match(r.stderr, /nothing is listening on it/);
+  });
+
+  it('a socket that accepts but never answers: exit 3 after --timeout, "did not answer within"', async () => {
+    const sock = join(env.dir, 'silent.sock');
+    const held: Socket[] = [];
+    const server = createServer((c) => held.push(c));
+    await new Promise<void>((r) => server.listen(sock, r));
+    env.defer(() => new Promise<void>((r) => { for (const c of held) c.destroy(); server.close(() => r()); }));
+    const t0 = Date.now();
+    const r = await cli(['retry', '--socket', sock, '--timeout', '1']);
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    assert.equal(r.stderr.trim(), `stewardd retry: cannot talk to stewardd on ${sock}: the daemon did not answer within 1 s (busy or hung)`);
+    assert.ok(Date.now() - t0 < 30_000);
+  });
+});

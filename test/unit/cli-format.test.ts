@@ -1,0 +1,50 @@
+// The CLI's human output (daemon/src/cli/format.ts) as pure functions of the API's JSON and a clock.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { duration, formatStatus, pod, when } from '../../daemon/src/cli/format.js';
+
+describe('CLI time formatting', () => {
+  test('durations are short and next retries say how far away they are', () => {
+    assert.equal(duration(5), '5s');
+    assert.equal(duration(125), '2m05s');
+    assert.equal(duration(3 * 3600 + 120), '3h02m');
+    assert.equal(duration(2 * 86400 + 3600), '2d01h');
+    const now = Date.parse('2026-01-01T10:00:00.000Z');
+    assert.equal(when('2026-01-01T10:00:30.000Z', now), '10:00:30Z (in 30s)');
+    assert.equal(when('2026-01-01T09:59:00.000Z', now), '09:59:00Z (overdue 1m00s)');
+    assert.equal(when(null, now), '-');
+  });
+});
+
+describe('CLI status table', () => {
+  const row = (step: number, state: string) => ({
+    step, attachment: step, containerId: `ctr-${step}-0123456789abcdef`, podNamespace: 'ns', podName: `p${step}`, podUid: 'u',
+    plugin: 'portmap', delegate: 'd', ifname: 'eth0', state, attempts: 3, lastError: 'iptables: Resource\ntemporarily unavailable',
+    nextAttemptAt: state === 'abandoned' ? null : '2026-01-01T10:01:00.000Z', failingSince: '2026-01-01T09:00:00.000Z',
+  });
+  const status = {
+    version: '1.2.3', uptimeSeconds: 4000, ready: false, attachments: { added: 3, deleting: 12 }, steps: { del_failed: 12, abandoned: 1 },
+    teardownQueue: { depth: 12, oldestPendingSeconds: 3600, nextAttemptAt: '2026-01-01T10:00:05.000Z' },
+    executions: { slots: 8, inUse: 1, queued: 0 },
+    lastErrors: [row(1, 'del_failed'), row(2, 'abandoned')],
+  };
+
+  test('names pod, plugin, attempts and next retry; says when rows are cut and what to do about abandoned steps', () => {
+    const out = formatStatus(status, Date.parse('2026-01-01T10:00:00.000Z'));
+    assert.match(out, /^stewardd 1\.2\.3, up 1h06m, NOT READY$/m);
+    assert.match(out, /^teardowns: +12 pending \(oldest 1h00m\), 1 abandoned, next retry 10:00:05Z \(in 5s\)$/m);
+    assert.match(out, /^1 +ns\/p1 +ctr-1-012345 +portmap +del_failed +3 +10:01:00Z \(in 1m00s\) +iptables: Resource temporarily unavailable$/m);
+    assert.match(out, /^2 +ns\/p2 +ctr-2-012345 +portmap +abandoned +3 +never \(abandoned\) /m);
+    assert.match(out, /^\(2 of 13 shown: stewardd teardowns lists them all\)$/m);
+    assert.match(out, /1 abandoned step\(s\): release what they hold by hand/);
+  });
+});
+
+describe('CLI pod column', () => {
+  test('namespace/name, the name alone, or "-" when the runtime (or an older daemon) names no pod', () => {
+    assert.equal(pod({ podNamespace: 'ns', podName: 'web-0' }), 'ns/web-0');
+    assert.equal(pod({ podNamespace: null, podName: 'quirky_turing' }), 'quirky_turing');
+    assert.equal(pod({ podNamespace: null, podName: null }), '-');
+    assert.equal(pod({}), '-');
+  });
+});

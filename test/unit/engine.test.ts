@@ -1,0 +1,269 @@
+// The engine's logic without root: a real Store on an in-memory SQLite database and a fake plugin
+// runner that records every call and fails or waits on cue. /proc/self/ns/net is a network
+// namespace any user can name, so ADD's netns check passes without creating one.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { pino } from 'pino';
+
+import { CniError, type CniRequestBody } from '@cni-steward/shared';
+import { Engine } from '../../daemon/src/engine/engine.js';
+import { Priority } from '../../daemon/src/engine/limiter.js';
+import { recover } from '../../daemon/src/engine/recovery.js';
+import type { PluginCall } from '../../daemon/src/plugins/executor.js';
+import { Metrics } from '../../daemon/src/metrics.js';
+import { Store } from '../../daemon/src/store/store.js';
+
+const NETNS = '/proc/self/ns/net';
+const log = pino({ level: 'silent' });
+
+type Behaviour = (call: PluginCall) => unknown | Promise<unknown>;
+
+/** A plugin runner that records calls as "COMMAND type containerId" and answers per type. */
+class FakePlugins {
+  readonly calls: string[] = [];
+  readonly stdins: Record<string, unknown>[] = [];
+  private readonly behaviours = new Map<string, Behaviour>();
+
+  on(type: string, b: Behaviour): void {
+    this.behaviours.set(type, b);
+  }
+
+  readonly run = async (call: PluginCall): Promise<unknown> => {
+    this.calls.push(`${call.command} ${call.type} ${call.containerId}`);
+    this.stdins.push(call.stdin);
+    const b = this.behaviours.get(call.type);
+    if (b) return b(call);
+    if (call.command === 'ADD') {
+      const prev = call.stdin.prevResult as Record<string, unknown> | undefined;
+      return prev ?? { cniVersion: call.stdin.cniVersion, interfaces: [{ name: call.ifname }], ips: [{ address: '10.1.0.2/24' }] };
+    }
+    return undefined;
+  };
+
+  of(command: string): string[] {
+    return this.calls.filter((c) => c.startsWith(`${command} `));
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+function setup(opts: { maxParallel?: number; bootId?: string; store?: Store } = {}) {
+  const store = opts.store ?? new Store(':memory:');
+  const plugins = new FakePlugins();
+  const engine = new Engine({
+    store, run: plugins.run, locate: (type) => `/fake/${type}`, log, metrics: new Metrics(store),
+    bootId: opts.bootId ?? 'boot-1', maxParallel: opts.maxParallel ?? 4, delPolicy: 'defer',
+    retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 5, maxAgeMs: 3_600_000 },
+  });
+  return { store, plugins, engine };
+}
+
+function conf(plugins: Array<Record<string, unknown>>, version = '1.0.0', delegates?: unknown[]): Record<string, unknown> {
+  return { cniVersion: version, name: 'net', type: 'steward', delegates: delegates ?? [{ name: 'pod', cniVersion: version, plugins }] };
+}
+
+function req(command: string, containerId: string, config: Record<string, unknown>): CniRequestBody {
+  return { env: { command: command as never, containerId, netns: NETNS, ifname: 'eth0', args: '', path: '/fake' }, config };
+}
+
+const chain = conf([{ type: 'one' }, { type: 'two' }, { type: 'three' }]);
+
+describe('engine: ADD and rollback', () => {
+  test('runs the chain in order, each plugin given the previous result, and journals every step added', async () => {
+    const { engine, plugins, store } = setup();
+    const out = JSON.parse(await engine.handle(req('ADD', 'c1', chain)));
+    assert.deepEqual(plugins.of('ADD'), ['ADD one c1', 'ADD two c1', 'ADD three c1']);
+    assert.equal(plugins.stdins[0]!.prevResult, undefined);
+    assert.equal((plugins.stdins[1]!.prevResult as { cniVersion: string }).cniVersion, '1.0.0');
+    assert.equal(out.cniVersion, '1.0.0');
+    const a = store.currentAttachment({ containerId: 'c1', network: 'net', ifname: 'eth0' })!;
+    assert.equal(a.state, 'added');
+    assert.deepEqual(store.stepsOf(a.id).map((s) => s.state), ['added', 'added', 'added']);
+  });
+
+  test('a failing step rolls back every started step in reverse and returns the original error', async () => {
+    const { engine, plugins, store } = setup();
+    plugins.on('two', (c) => { if (c.command === 'ADD') throw new CniError(222, 'two refuses'); });
+    await assert.rejects(engine.handle(req('ADD', 'c2', chain)), (e: CniError) => e.code === 222 && e.message === 'two refuses');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two c2', 'DEL one c2'], 'the failed step and the one before it, in reverse; three never ran');
+    const a = store.currentAttachment({ containerId: 'c2', network: 'net', ifname: 'eth0' })!;
+    assert.equal(a.state, 'deleted');
+    assert.equal(a.error, 'two refuses');
+  });
+
+  test('a rollback DEL that fails on a confirmed step leaves a teardown the scheduler can retry', async () => {
+    const { engine, plugins, store } = setup();
+    let oneDels = 0;
+    plugins.on('one', (c) => {
+      if (c.command === 'DEL' && ++oneDels === 1) throw new CniError(11, 'one is busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0', ips: [] } : undefined;
+    });
+    plugins.on('two', (c) => { if (c.command === 'ADD') throw new CniError(222, 'two refuses'); });
+    await assert.rejects(engine.handle(req('ADD', 'c3', chain)), (e: CniError) => e.code === 222);
+    const a = store.currentAttachment({ containerId: 'c3', network: 'net', ifname: 'eth0' })!;
+    assert.equal(a.state, 'deleting');
+    const [failed] = store.pendingTeardownSteps();
+    assert.equal(failed!.pluginType, 'one');
+    assert.equal(failed!.state, 'del_failed');
+    assert.ok((failed!.nextAttemptAt ?? 0) > Date.now(), 'scheduled with backoff');
+    assert.deepEqual(store.dueAttachmentIds(Date.now() + 10_000), [a.id]);
+    const outcome = await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(outcome.done, true);
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('a step whose ADD failed and whose DEL fails does not hold back the DEL of the steps before it', async () => {
+    const { engine, plugins, store } = setup();
+    plugins.on('three', (c) => { throw new CniError(11, `three cannot ${c.command}`); });
+    await assert.rejects(engine.handle(req('ADD', 'c4', chain)));
+    assert.deepEqual(plugins.of('DEL'), ['DEL three c4', 'DEL two c4', 'DEL one c4']);
+    const a = store.currentAttachment({ containerId: 'c4', network: 'net', ifname: 'eth0' })!;
+    assert.deepEqual(store.stepsOf(a.id).map((s) => s.state), ['deleted', 'deleted', 'del_failed']);
+  });
+
+  test('a repeated identical ADD is answered from the journal; a different one is a conflict (102)', async () => {
+    const { engine, plugins } = setup();
+    const first = await engine.handle(req('ADD', 'c5', chain));
+    assert.equal(await engine.handle(req('ADD', 'c5', chain)), first);
+    assert.equal(plugins.of('ADD').length, 3, 'no plugin ran the second time');
+    await assert.rejects(engine.handle(req('ADD', 'c5', conf([{ type: 'one' }]))), (e: CniError) => e.code === 102);
+  });
+});
+
+describe('engine: DEL coalescing and tombstones', () => {
+  test('concurrent identical DELs run each plugin once; later ones are answered from the tombstone', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'd1', chain));
+    const gate = deferred();
+    plugins.on('three', async (c) => { if (c.command === 'DEL') await gate.promise; });
+    const storm = Array.from({ length: 20 }, () => engine.handle(req('DEL', 'd1', chain)));
+    await new Promise((r) => setImmediate(r));
+    gate.resolve();
+    assert.deepEqual(await Promise.all(storm), Array(20).fill(''));
+    assert.deepEqual(plugins.of('DEL'), ['DEL three d1', 'DEL two d1', 'DEL one d1']);
+    await engine.handle(req('DEL', 'd1', chain));
+    assert.equal(plugins.of('DEL').length, 3, 'a tombstone answered without running anything');
+  });
+
+  test('a DEL that arrives while an ADD is queued waits for it and tears down what it added', async () => {
+    const { engine, plugins, store } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => { if (c.command === 'ADD') await gate.promise; return c.command === 'ADD' ? { cniVersion: '1.0.0', ips: [] } : undefined; });
+    const add = engine.handle(req('ADD', 'd2', chain));
+    const del = engine.handle(req('DEL', 'd2', chain));
+    gate.resolve();
+    await add;
+    assert.equal(await del, '');
+    assert.deepEqual(plugins.calls.map((c) => c.split(' ')[0]), ['ADD', 'ADD', 'ADD', 'DEL', 'DEL', 'DEL']);
+    assert.equal(store.currentAttachment({ containerId: 'd2', network: 'net', ifname: 'eth0' })!.state, 'deleted');
+  });
+
+  test('a DEL of an attachment never added passes through once, errors ignored, then a tombstone', async () => {
+    const { engine, plugins } = setup();
+    plugins.on('two', () => { throw new CniError(7, 'server_socket is required'); });
+    assert.equal(await engine.handle(req('DEL', 'never', chain)), '');
+    assert.equal(await engine.handle(req('DEL', 'never', chain)), '');
+    assert.deepEqual(plugins.of('DEL'), ['DEL three never', 'DEL two never', 'DEL one never']);
+  });
+});
+
+describe('engine: scheduling', () => {
+  test('with one plugin slot, a queued ADD runs before queued background teardowns', async () => {
+    const { engine, plugins, store } = setup({ maxParallel: 1 });
+    const single = conf([{ type: 'one' }]);
+    for (const id of ['bg1', 'bg2', 'bg3']) await engine.handle(req('ADD', id, single));
+    const ids = ['bg1', 'bg2', 'bg3'].map((id) => store.currentAttachment({ containerId: id, network: 'net', ifname: 'eth0' })!.id);
+    const hold = deferred();
+    plugins.on('one', async (c) => { if (c.command === 'DEL' && c.containerId === 'bg1') await hold.promise; return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined; });
+    const background = ids.map((id) => engine.runTeardown(id, Priority.Background, { force: true }));
+    await new Promise((r) => setImmediate(r));
+    const add = engine.handle(req('ADD', 'urgent', single));
+    await new Promise((r) => setImmediate(r));
+    hold.resolve();
+    await Promise.all([add, ...background]);
+    const order = plugins.calls.slice(3).map((c) => c.split(' ').slice(0, 3).join(' '));
+    assert.deepEqual(order.slice(0, 2), ['DEL one bg1', 'ADD one urgent'], 'the ADD took the first free slot');
+  });
+});
+
+describe('recovery at start', () => {
+  test('rolls back cut-off ADDs, resumes cut-off teardowns, sweeps an earlier boot with an empty netns, and leaves this boot\'s attachments alone', async () => {
+    const store = new Store(':memory:');
+    const before = setup({ store, bootId: 'boot-0' });
+    await before.engine.handle(req('ADD', 'old-boot', chain));
+    const now = setup({ store, bootId: 'boot-1' });
+    await now.engine.handle(req('ADD', 'this-boot', chain));
+    // Journal states a kill -9 leaves behind, written as the engine writes them.
+    const cut = store.atomic(() => {
+      const a = store.createAttachment({ containerId: 'cut-add', network: 'net', ifname: 'eth0', netns: NETNS, cniArgs: '', cniPath: '/fake',
+        cniVersion: '1.0.0', bootId: 'boot-1', config: JSON.stringify(chain) });
+      store.insertStep({ attachmentId: a.id, seq: 0, delegateIndex: 0, delegateName: 'pod', ifname: 'eth0', pluginIndex: 0, pluginType: 'one',
+        config: JSON.stringify({ type: 'one', name: 'pod', cniVersion: '1.0.0' }) });
+      return a;
+    });
+    await now.engine.handle(req('ADD', 'cut-del', chain));
+    const cutDel = store.currentAttachment({ containerId: 'cut-del', network: 'net', ifname: 'eth0' })!;
+    store.atomic(() => {
+      store.setAttachmentState(cutDel.id, 'deleting');
+      store.setStepDeleting(store.stepsOf(cutDel.id)[2]!.id);
+    });
+
+    const fresh = setup({ store, bootId: 'boot-1' });
+    const report = await recover(fresh.engine, 'boot-1', '/nonexistent-spool', log);
+    assert.deepEqual({ stale: report.staleBoot, rolledBack: report.rolledBack, resumed: report.resumed }, { stale: 1, rolledBack: 1, resumed: 1 });
+    assert.equal(store.getAttachment(cut.id)!.state, 'deleted');
+    assert.equal(store.currentAttachment({ containerId: 'cut-del', network: 'net', ifname: 'eth0' })!.state, 'deleted');
+    assert.equal(store.currentAttachment({ containerId: 'old-boot', network: 'net', ifname: 'eth0' })!.state, 'deleted');
+    assert.equal(store.currentAttachment({ containerId: 'this-boot', network: 'net', ifname: 'eth0' })!.state, 'added');
+    assert.equal(fresh.plugins.calls.some((c) => c.endsWith(' this-boot')), false, 'nothing ran for the live attachment');
+    assert.deepEqual(fresh.plugins.of('DEL').filter((c) => c.endsWith(' old-boot')), ['DEL three old-boot', 'DEL two old-boot', 'DEL one old-boot']);
+  });
+});
+
+describe('cut-off journals while running', () => {
+  test('an ADD whose journal write fails after a plugin succeeded answers 11, and reclaimUnfinished rolls it back once writes work', async () => {
+    const store = new Store(':memory:');
+    const { engine, plugins } = setup({ store });
+    // The disk refuses exactly the write that records step two's result, and the rollback's first write.
+    const realAdded = store.setStepAdded.bind(store);
+    let failWrites = false;
+    store.setStepAdded = (id, result) => { if (store.getStep(id)!.pluginType === 'two') failWrites = true; if (failWrites) throw new CniError(11, 'disk full'); realAdded(id, result); };
+    const realAttachmentState = store.setAttachmentState.bind(store);
+    store.setAttachmentState = (id, state) => { if (failWrites) throw new CniError(11, 'disk full'); realAttachmentState(id, state); };
+    const realError = store.setAttachmentError.bind(store);
+    store.setAttachmentError = (id, e) => { if (failWrites) throw new CniError(11, 'disk full'); realError(id, e); };
+    await assert.rejects(engine.handle(req('ADD', 'full', chain)), (e: CniError) => e.code === 11);
+    const a = store.currentAttachment({ containerId: 'full', network: 'net', ifname: 'eth0' })!;
+    assert.equal(a.state, 'adding', 'the journal still says what may be held');
+    assert.equal(engine.isBusy(a.id), false);
+    assert.deepEqual(store.unfinishedAttachmentIds(), [a.id]);
+    await assert.rejects(engine.handle(req('ADD', 'full', chain)), (e: CniError) => e.code === 11, 'a re-ADD meanwhile: 11, not 102');
+
+    failWrites = false;
+    assert.equal((await engine.reclaimUnfinished(a.id)).done, true);
+    assert.deepEqual(plugins.of('DEL'), ['DEL two full', 'DEL one full']);
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+    assert.deepEqual(store.unfinishedAttachmentIds(), []);
+  });
+
+  test('reclaimUnfinished leaves a live ADD alone', async () => {
+    const { engine, plugins, store } = setup();
+    const gate = deferred();
+    plugins.on('two', async (c) => { if (c.command === 'ADD') await gate.promise; return { cniVersion: '1.0.0' }; });
+    const add = engine.handle(req('ADD', 'live', chain));
+    await new Promise((r) => setImmediate(r));
+    const a = store.currentAttachment({ containerId: 'live', network: 'net', ifname: 'eth0' })!;
+    assert.equal(engine.isBusy(a.id), true);
+    const reclaim = engine.reclaimUnfinished(a.id);
+    gate.resolve();
+    await add;
+    assert.equal((await reclaim).done, true);
+    assert.equal(store.getAttachment(a.id)!.state, 'added', 'checked again inside the queue: not cut off');
+    assert.equal(plugins.of('DEL').length, 0);
+  });
+});

@@ -1,0 +1,87 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
+import { parseListenAddress } from '../../daemon/src/metrics-listener.js';
+
+const source = {
+  counts: () => ({ attachments: { added: 2 }, steps: { added: 3, del_failed: 1, abandoned: 2 } }),
+  oldestPendingTeardownAt: () => 10_000,
+  countPendingTeardowns: () => 1,
+};
+
+describe('parseListenAddress', () => {
+  test('accepts ADDR:PORT for IPv4, bracketed and bare IPv6 (as $(HOST_IP):PORT expands), and :PORT', () => {
+    assert.deepEqual(parseListenAddress('127.0.0.1:9631'), { host: '127.0.0.1', port: 9631 });
+    assert.deepEqual(parseListenAddress('[::1]:9631'), { host: '::1', port: 9631 });
+    assert.deepEqual(parseListenAddress('fd00::5:9631'), { host: 'fd00::5', port: 9631 });
+    assert.deepEqual(parseListenAddress(':0'), { host: '0.0.0.0', port: 0 });
+  });
+
+  test('refuses what is not ADDR:PORT, saying so', () => {
+    for (const bad of ['9631', 'localhost', '1.2.3.4:', '1.2.3.4:x', '1.2.3.4:70000', '[::1:9631', 'a b:1', '']) {
+      const r = parseListenAddress(bad);
+      assert.ok('why' in r, bad);
+      assert.match(r.why, /--metrics-listen/);
+    }
+  });
+});
+
+describe('Metrics', () => {
+  test('gauges mirror the source on scrape; every known state is present; readiness follows its function', async () => {
+    const m = new Metrics(source, { now: () => 70_000, version: '9.9.9' });
+    let text = await m.registry.metrics();
+    assert.match(text, /^steward_attachments\{state="deleting"\} 0$/m);
+    assert.match(text, /^steward_attachments\{state="added"\} 2$/m);
+    assert.match(text, /^steward_teardown_pending_steps 1$/m);
+    assert.match(text, /^steward_teardown_abandoned_steps 2$/m);
+    assert.match(text, /^steward_oldest_pending_teardown_seconds 60$/m);
+    assert.match(text, /^steward_ready 0$/m);
+    assert.match(text, /^steward_build_info\{version="9\.9\.9"\} 1$/m);
+    let ready = true;
+    m.setReadiness(() => ready);
+    assert.match(await m.registry.metrics(), /^steward_ready 1$/m);
+    ready = false;
+    text = await m.registry.metrics();
+    assert.match(text, /^steward_ready 0$/m);
+    assert.doesNotMatch(text, /^stewardd_/m);
+  });
+
+  test('instrument counts and times every plugin execution by plugin, command and outcome', async () => {
+    const m = new Metrics(source);
+    const run = m.instrument(async (call) => {
+      if (call.type === 'bad') throw new Error('no');
+      return {};
+    });
+    const call = { command: 'ADD' as const, type: 'bridge', containerId: 'c', netns: '', ifname: 'eth0', args: '', cniPath: '', stdin: {} };
+    await run(call);
+    await assert.rejects(run({ ...call, type: 'bad', command: 'DEL' }));
+    const text = await m.registry.metrics();
+    assert.match(text, /^steward_plugin_executions_total\{plugin="bridge",command="ADD",outcome="ok"\} 1$/m);
+    assert.match(text, /^steward_plugin_executions_total\{plugin="bad",command="DEL",outcome="error"\} 1$/m);
+    assert.match(text, /^steward_plugin_duration_seconds_count\{plugin="bridge",command="ADD"\} 1$/m);
+  });
+
+  test('countWriteError bumps steward_db_write_errors_total', async () => {
+    const m = new Metrics(source);
+    m.countWriteError(new Error('SQLITE_FULL'));
+    m.countWriteError(new Error('SQLITE_IOERR'));
+    assert.match(await m.registry.metrics(), /^steward_db_write_errors_total 2$/m);
+  });
+
+  test('countSpooled counts *.json in the spool dir only, and 0 for a missing dir', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'steward-spool-'));
+    try {
+      writeFileSync(join(dir, 'a.json'), '{}');
+      writeFileSync(join(dir, 'b.json'), '{}');
+      writeFileSync(join(dir, 'c.json.tmp'), '');
+      mkdirSync(join(dir, 'rejected'));
+      assert.equal(countSpooled(dir), 2);
+      assert.equal(countSpooled(join(dir, 'nope')), 0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
