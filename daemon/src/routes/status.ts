@@ -9,7 +9,10 @@ const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'delet
 
 /** The pod fields every view of an attachment carries (null when the runtime named no pod). */
 function podView(a: Attachment | undefined) {
-  return { podNamespace: a?.podNamespace ?? null, podName: a?.podName ?? null, podUid: a?.podUid ?? null };
+  // Echoed capped like error texts: the runtime's CNI_ARGS can carry any length (Kubernetes names are <= 253).
+  return {
+    podNamespace: capNullable(a?.podNamespace ?? null, 256), podName: capNullable(a?.podName ?? null, 256), podUid: capNullable(a?.podUid ?? null, 256),
+  };
 }
 
 /** `?pod=NAMESPACE/NAME`, or undefined when it is not of that form. */
