@@ -142,7 +142,49 @@ function pin(conf: unknown, s: Sandbox, r: Rng): unknown {
 
 export type Stdin = { kind: string; text: string | Buffer };
 
+/**
+ * stdin for one call: valid, mutated, huge, deeply nested or garbage; always sandboxed (below).
+ */
 export function makeStdin(r: Rng, s: Sandbox, clean: boolean): Stdin {
+  const raw = rawStdin(r, s, clean);
+  return { kind: raw.kind, text: sandboxStdin(raw.text, s, r) };
+}
+
+/**
+ * Whatever the generator made, if the shim could read it as a netconf object, that object names
+ * this test's socket and spool dir: without them the shim falls back to /run/steward/stewardd.sock
+ * and /var/lib/steward/spool, the machine's own (a bare `{"a":{"a":…}}` once spooled a DEL there).
+ * The keys are put first by text (JSON.stringify cannot re-encode a 100,000-deep value), then the
+ * result is parsed to check that no later duplicate key overrides them; if one does, a valid
+ * netconf is sent instead.
+ */
+export function sandboxStdin(text: string | Buffer, s: Sandbox, r: Rng): string | Buffer {
+  const str = Buffer.isBuffer(text) ? text.toString('utf8') : text;
+  const safe = (v: unknown) => isSandboxed(v, s);
+  let v: unknown;
+  try {
+    v = JSON.parse(str.replace(/^\ufeff/, ''));
+  } catch {
+    return text; // not JSON: the shim refuses it (code 6) before it looks at a socket
+  }
+  if (safe(v)) return text;
+  const at = str.indexOf('{') + 1;
+  const empty = /^\s*\}/.test(str.slice(at));
+  const patched = `${str.slice(0, at)}"socket":${JSON.stringify(s.socket)},"spoolDir":${JSON.stringify(s.spoolDir)}${empty ? '' : ','}${str.slice(at)}`;
+  try {
+    if (safe(JSON.parse(patched.replace(/^\ufeff/, '')))) return patched;
+  } catch { /* fall through */ }
+  return JSON.stringify(validConf(r, s));
+}
+
+/** Whether a decoded stdin is harmless to the machine: not an object, or one naming the sandbox's socket and spool dir. */
+export function isSandboxed(v: unknown, s: Sandbox): boolean {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return true;
+  const o = v as Record<string, unknown>;
+  return o.socket === s.socket && o.spoolDir === s.spoolDir;
+}
+
+function rawStdin(r: Rng, s: Sandbox, clean: boolean): Stdin {
   const roll = clean ? r.next() * 0.75 : r.next();
   if (roll < 0.35) return { kind: 'valid', text: JSON.stringify(validConf(r, s)) };
   if (roll < 0.75) {

@@ -28,7 +28,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, sh } from '../helpers/env.js';
-import { makeEnv, makeStdin, prng, type Sandbox } from '../helpers/fuzz.js';
+import { isSandboxed, makeEnv, makeStdin, prng, type Sandbox } from '../helpers/fuzz.js';
 
 const CALLS = Number(process.env.FUZZ_CALLS ?? 400);
 const SECONDS = Number(process.env.FUZZ_SECONDS ?? 420);
@@ -115,6 +115,12 @@ describe(`fuzzing dist/steward: ${CALLS} calls, seed ${SEED}`, () => {
       const clean = r.chance(0.4);
       const envVars = makeEnv(r, netnses, clean);
       const stdin = makeStdin(r, s, clean);
+      try {
+        const decoded: unknown = JSON.parse(String(stdin.text).replace(/^\ufeff/, ''));
+        assert.ok(isSandboxed(decoded, s), `call ${calls}: a netconf that does not name the test's socket and spool dir`);
+      } catch (e) {
+        if (e instanceof assert.AssertionError) throw e;
+      }
       const o = await runShim(envVars, stdin.text);
       const cmd = envVars.CNI_COMMAND;
       const label = ['ADD', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC'].includes(cmd ?? '') ? cmd! : 'other';
@@ -175,6 +181,10 @@ describe(`fuzzing dist/steward: ${CALLS} calls, seed ${SEED}`, () => {
       const links = JSON.parse(sh('ip', ['-n', ns.split('/').pop()!, '-j', 'link', 'show'])) as Array<{ ifname: string }>;
       assert.deepEqual(links.map((l) => l.ifname), ['lo'], `interfaces left in ${ns}`);
     }
+    // The sandbox held: nothing of ours in the machine's default spool dir (the shim's fallback).
+    const machineSpool = '/var/lib/steward/spool';
+    const ours = existsSync(machineSpool) ? readdirSync(machineSpool).filter((f) => /-fz-\d-/.test(f)) : [];
+    assert.deepEqual(ours, [], `fuzz DELs spooled into ${machineSpool}`);
     const rejected = join(daemon.spoolDir, 'rejected');
     assert.deepEqual(existsSync(rejected) ? readdirSync(rejected) : [], [], 'files in spool/rejected');
     assert.equal((await daemon.get('/healthz')).status, 200);
