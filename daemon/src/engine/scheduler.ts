@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
-import { ingestSpool } from './recovery.js';
+import { ingestSpool } from './spool.js';
 
 /** Attachments with an abandoned step stay visible in /v1/teardowns at least this long. */
 const ABANDONED_RETENTION_MS = 7 * 24 * 3600_000;

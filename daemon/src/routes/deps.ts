@@ -17,4 +17,6 @@ export interface AppDeps {
   isServing: () => boolean;
   version: string;
   startedAt: number;
+  /** Why the daemon is not healthy (the journal cannot be written, no plugin spawner); [] when it is. */
+  health: () => Promise<string[]>;
 }
