@@ -65,7 +65,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
   });
   const scheduler = new RetryScheduler({
-    engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
+    engine, store, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
   });
   let ready = false;
@@ -88,7 +88,10 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   };
   metrics.setReadiness(isReady);
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
-  const app = buildApp({ engine, metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt, health });
+  const app = buildApp({
+    engine, journal: store, executions: () => ({ slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued }),
+    warnings: () => engine.configWarnings(), metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt, health,
+  });
 
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
   await recover(engine, bootId, cfg.spoolDir, log);

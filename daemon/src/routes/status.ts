@@ -32,8 +32,8 @@ function teardownView(s: Step, a: Attachment | undefined) {
 }
 
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const { engine, metrics } = deps;
-  const store = engine.store;
+  const { metrics } = deps;
+  const store = deps.journal;
   const attachmentOf = (id: number) => store.getAttachment(id);
 
   // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
@@ -57,7 +57,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
       ready: deps.isReady(),
-      warnings: engine.configWarnings(),
+      warnings: deps.warnings(),
       attachments: counts.attachments,
       steps: counts.steps,
       teardownQueue: {
@@ -65,7 +65,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
         oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
         nextAttemptAt: (() => { const t = store.nextTeardownDueAt(); return t === undefined ? null : new Date(t).toISOString(); })(),
       },
-      executions: { slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued },
+      executions: deps.executions(),
       lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) => teardownView(s, attachmentOf(s.attachmentId))),
     };
   });
