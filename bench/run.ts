@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { TestEnv } from '../test/helpers/env.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
+import { benchQuickCheck } from './quickcheck.js';
 import { benchNetns } from './lib/netconf.js';
 import { REPO, shimExecutable } from './lib/paths.js';
 import type { BenchContext, Row } from './lib/report.js';
@@ -30,6 +31,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['shim-storm', benchShimStorm],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
+  ['quickcheck', benchQuickCheck],
   ['scrape', benchScrape],
 ];
 

@@ -1,10 +1,14 @@
-// Wiring for `stewardd run`: config -> store -> engine -> recovery -> server -> listen.
+// Wiring for `stewardd run`: config -> state-dir lock -> socket dir -> store (quick_check) -> engine
+// -> recovery -> server -> listen. A journal that fails its check runs degraded.ts instead.
 // Owns the process-level concerns: signals, readiness, and a bounded graceful close.
 
 import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { createLogger } from './log.js';
 import { type DaemonConfig } from './config.js';
+import { openJournal, startDegraded, type Journal } from './degraded.js';
+import type { RunningDaemon } from './running-daemon.js';
 import { Engine } from './engine/engine.js';
 import { uninstallOnTerm } from './lifecycle/on-term.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
@@ -15,15 +19,18 @@ import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { prepareSocketPath, restrictSocket } from './socket.js';
-import { Store } from './store/store.js';
+import { takeOwnership } from './store/owner.js';
 import { VERSION } from './version.js';
+
+/**
+ * /healthz fails when the journal's filesystem has less room than this: about 256 pages of 4 KiB,
+ * a few hundred journaled steps. Below it, the next burst of ADDs would fail with SQLITE_FULL.
+ */
+export const MIN_JOURNAL_FREE_BYTES = 1024 * 1024;
 
 const DEFAULT_PLUGIN_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
-export interface RunningDaemon {
-  close(reason: string): Promise<void>;
-  closed: Promise<void>;
-}
+export type { RunningDaemon } from './running-daemon.js';
 
 export function readBootId(file: string): string {
   const id = readFileSync(file, 'utf8').trim();
@@ -34,10 +41,22 @@ export function readBootId(file: string): string {
 export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
   const startedAt = Date.now();
   const bootId = readBootId(cfg.bootIdFile);
+  // Before anything reads or writes the journal: a second daemon on this state dir stops here.
+  const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
+  let journal: Journal;
+  try {
+    await prepareSocketPath(cfg.socket);
+    journal = openJournal(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
+  } catch (e) {
+    owner.release();
+    throw e;
+  }
+  if ('corrupt' in journal) return startDegraded(cfg, owner, journal, log, startedAt);
+  const { store } = journal;
+  log.info({ db: cfg.dbPath, ms: Math.round(journal.checkMs) }, 'journal passed PRAGMA quick_check');
   // Every journal write SQLite refuses is counted in steward_db_write_errors_total (the metrics
   // object exists by the time the first write can fail: recovery runs after both are made).
-  const store = new Store(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
-  const metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
+  const metrics: Metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
   const executor = new PluginExecutor({
     binDirs: cfg.binDirs, timeoutMs: cfg.pluginTimeoutMs, path: process.env.PATH ?? DEFAULT_PLUGIN_PATH, log,
   });
@@ -46,20 +65,37 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
   });
   const scheduler = new RetryScheduler({
-    engine, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
+    engine, store, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
   });
   let ready = false;
   const watcher = cfg.cniConfDir ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log }) : undefined;
   const isReady = () => ready && (watcher?.ready() ?? true);
+  let lastHealth = '';
+  const health = async (): Promise<string[]> => {
+    const problems: string[] = [];
+    const db = store.writeProbe(MIN_JOURNAL_FREE_BYTES);
+    if (db !== undefined) problems.push(db);
+    const spawner = await executor.health();
+    if (spawner !== undefined) problems.push(spawner);
+    const now = problems.join('; ');
+    if (now !== lastHealth) {
+      if (now === '') log.info('healthy again');
+      else log.warn({ problems }, 'unhealthy');
+      lastHealth = now;
+    }
+    return problems;
+  };
   metrics.setReadiness(isReady);
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
-  const app = buildApp({ engine, metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt });
+  const app = buildApp({
+    engine, journal: store, executions: () => ({ slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued }),
+    warnings: () => engine.configWarnings(), metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt, health,
+  });
 
   log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
   await recover(engine, bootId, cfg.spoolDir, log);
 
-  await prepareSocketPath(cfg.socket);
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
   ready = true;
@@ -89,6 +125,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       await metricsListener?.close();
       executor.close();
       store.close();
+      owner.release();
       afterClose();
       log.info('stewardd stopped');
       resolveClosed();

@@ -2,9 +2,12 @@
 // It only builds the app; listening, signals and shutdown belong to main.ts.
 
 import Fastify, { LogController } from 'fastify';
+import type { Logger } from 'pino';
 import { CniError, ErrorCode, LATEST_VERSION, MAX_NETCONF_BYTES } from '@cni-steward/shared';
 import { cniRoutes } from './routes/cni.js';
+import { degradedRoutes, type DegradedDeps } from './routes/degraded.js';
 import type { AppDeps } from './routes/deps.js';
+import { capText, MAX_ECHO_DETAILS_BYTES, MAX_ECHO_MSG_BYTES } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
 
 /** CNI error code -> HTTP status. The shim only needs 200 vs not; humans with curl get the rest. */
@@ -38,12 +41,30 @@ function requestCniVersion(body: unknown): string {
   return typeof v === 'string' && v !== '' ? v : LATEST_VERSION;
 }
 
-export function buildApp(deps: AppDeps) {
+/** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
+function baseApp(log: Logger) {
   const app = Fastify({
-    loggerInstance: deps.log,
+    loggerInstance: log,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: MAX_NETCONF_BYTES + 64 * 1024,
     return503OnClosing: true,
+    // A netconf is plain JSON: a "__proto__" or "constructor" key is data (JSON.parse makes it an
+    // own property, never the prototype), accepted and stored as given. Nothing here copies
+    // request keys with assignment, which is where such a key would do harm.
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
+  });
+
+  // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so.
+  app.addHook('preValidation', async (request, reply) => {
+    const q = request.query as Record<string, unknown> | undefined;
+    if (!q || typeof q !== 'object') return;
+    for (const [k, v] of Object.entries(q)) {
+      if (Array.isArray(v)) {
+        return reply.code(400).type('application/json')
+          .send({ error: `query parameter "${capText(k, 64)}" is given ${v.length} times; give it at most once` });
+      }
+    }
   });
 
   app.setErrorHandler((e, request, reply) => {
@@ -59,14 +80,28 @@ export function buildApp(deps: AppDeps) {
       request.log.error({ err: error }, 'unexpected error handling request');
       err = new CniError(ErrorCode.Internal, `internal error in stewardd: ${error.message}`);
     }
-    void reply.code(httpStatusFor(err.code)).type('application/json').send(err.toJSON(requestCniVersion(request.body)));
+    const echoed = new CniError(err.code, capText(err.message, MAX_ECHO_MSG_BYTES),
+      err.details === undefined ? undefined : capText(err.details, MAX_ECHO_DETAILS_BYTES));
+    void reply.code(httpStatusFor(err.code)).type('application/json').send(echoed.toJSON(requestCniVersion(request.body)));
   });
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${request.url}` });
+    void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${capText(request.url, 256)}` });
   });
 
+  return app;
+}
+
+export function buildApp(deps: AppDeps) {
+  const app = baseApp(deps.log);
   void app.register(cniRoutes, deps);
   void app.register(statusRoutes, deps);
+  return app;
+}
+
+/** The app of a daemon whose journal failed its start-up check (routes/degraded.ts). */
+export function buildDegradedApp(deps: DegradedDeps & { log: Logger }) {
+  const app = baseApp(deps.log);
+  void app.register(degradedRoutes, deps);
   return app;
 }

@@ -7,3 +7,4 @@ export * from './cni/convert.js';
 export * from './cni/pod.js';
 export * from './api.js';
 export * from './wire.js';
+export * from './spool.js';

@@ -6,6 +6,25 @@ import type { CniRequestBody, CniWireRequest } from './api.js';
 import { parseCniEnv } from './cni/env.js';
 import { CniError, ErrorCode } from './cni/errors.js';
 
+/**
+ * Deepest nesting of objects and arrays accepted in a request. Real netconfs nest less than ten
+ * levels (prevResult and runtimeConfig included); the engine walks them recursively, and a
+ * netconf nested 10,000 deep overflowed its stack (code 104, found by test/integration/fuzz.test.ts).
+ */
+export const MAX_NETCONF_DEPTH = 100;
+
+/** Whether `value` nests deeper than `max` (iterative: no recursion on hostile input). */
+export function nestsDeeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth >= max) return true;
+    for (const c of Object.values(v as object)) if (c !== null && typeof c === 'object') stack.push([c, depth + 1]);
+  }
+  return false;
+}
+
 export function decodeWireRequest(body: unknown): CniRequestBody {
   if (typeof body !== 'object' || body === null) throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
   const b = body as Partial<Record<keyof CniWireRequest, unknown>>;
@@ -20,6 +39,9 @@ export function decodeWireRequest(body: unknown): CniRequestBody {
   }
   if (typeof b.config !== 'object' || b.config === null || Array.isArray(b.config)) {
     throw new CniError(ErrorCode.InvalidConfig, 'request has no netconf object in "config"');
+  }
+  if (nestsDeeperThan(b.config, MAX_NETCONF_DEPTH)) {
+    throw new CniError(ErrorCode.InvalidConfig, `netconf nests objects and arrays deeper than ${MAX_NETCONF_DEPTH} levels`);
   }
   return { env: parseCniEnv(rawEnv), config: b.config as Record<string, unknown> };
 }

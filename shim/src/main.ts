@@ -1,10 +1,9 @@
 // The `steward` CNI plugin executable: read stdin (bounded), run the skel, print, exit.
 
 import { readSync } from 'node:fs';
-import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { MAX_NETCONF_BYTES, spoolRequest } from '@cni-steward/shared';
 import { postUnix } from './client.js';
 import { runShim } from './skel.js';
-import { spoolRequest } from './spool.js';
 
 function readStdin(limit: number): Buffer {
   const chunks: Buffer[] = [];

@@ -36,7 +36,13 @@ function fail(err: CniError, cniVersion: string): ShimOutput {
 }
 
 export async function runShim(io: ShimIO): Promise<ShimOutput> {
-  const out = await answer(io);
+  let out: ShimOutput;
+  try {
+    out = await answer(io);
+  } catch (e) {
+    // Whatever went wrong, the runtime gets a CNI error on stdout, never a stack trace.
+    out = fail(new CniError(ErrorCode.Internal, `steward shim: unexpected error: ${(e as Error)?.message ?? String(e)}`), LATEST_VERSION);
+  }
   return io.env.CNI_COMMAND === 'DEL' && out.exitCode !== 0 ? failureSafe(out) : out;
 }
 
@@ -97,7 +103,14 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
     const v = io.env[name];
     if (v !== undefined) wireEnv[name] = v;
   }
-  const body = JSON.stringify({ env: wireEnv, config: conf });
+  let body: string;
+  try {
+    body = JSON.stringify({ env: wireEnv, config: conf });
+  } catch (e) {
+    // JSON.parse is iterative, JSON.stringify is not: a netconf nested ~100,000 deep parses and
+    // then overflows the stack here (found by test/integration/fuzz.test.ts).
+    return fail(new CniError(ErrorCode.InvalidConfig, `netconf on stdin cannot be forwarded (nested too deeply?): ${(e as Error).message}`), cniVersion);
+  }
 
   let reply: Reply;
   try {

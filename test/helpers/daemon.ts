@@ -2,7 +2,7 @@
 // talking to it with plain HTTP over that socket (as curl --unix-socket does).
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN, type TestEnv } from './env.js';
@@ -13,6 +13,12 @@ export interface DaemonOptions {
   /** Subdirectory of the env's dir, so one test file can run several daemons. */
   name?: string;
   bootId?: string;
+  /** Another socket path than <home>/run/stewardd.sock. */
+  socket?: string;
+  /** Another state dir than <home>/state (e.g. another daemon's, to try to share it). */
+  stateDir?: string;
+  /** Another stewardd entry script than the checkout's bin/stewardd (e.g. a copy of the tree). */
+  exe?: string;
 }
 
 export class Daemon {
@@ -23,17 +29,19 @@ export class Daemon {
   readonly logFile: string;
   proc: ChildProcess | undefined;
   private readonly args: string[];
+  private readonly exe: string;
 
   constructor(private readonly env: TestEnv, opts: DaemonOptions = {}) {
     const home = join(env.dir, opts.name ?? '');
-    this.socket = join(home, 'run', 'stewardd.sock');
-    this.stateDir = join(home, 'state');
+    this.socket = opts.socket ?? join(home, 'run', 'stewardd.sock');
+    this.stateDir = opts.stateDir ?? join(home, 'state');
     this.spoolDir = join(this.stateDir, 'spool');
     this.bootIdFile = join(home, 'boot_id');
     this.logFile = join(home, 'stewardd.log');
     mkdirSync(home, { recursive: true });
     writeFileSync(this.bootIdFile, `${opts.bootId ?? 'boot-1'}\n`);
     this.args = opts.args ?? [];
+    this.exe = opts.exe ?? join(REPO, 'bin/stewardd');
     env.defer(() => this.kill9());
   }
 
@@ -41,24 +49,45 @@ export class Daemon {
     writeFileSync(this.bootIdFile, `${id}\n`);
   }
 
-  async start(): Promise<void> {
+  /**
+   * Starts a stewardd that is expected to refuse to run: waits for it to exit (never asks its
+   * socket, which may be another daemon's) and returns its exit code and what it logged.
+   */
+  async startExpectingExit(timeoutMs = 30_000): Promise<{ code: number | null; log: string }> {
+    const proc = await this.spawnProc();
+    const code = await Promise.race([
+      new Promise<number | null>((r) => proc.once('exit', (c) => r(c))),
+      new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs)),
+    ]);
+    if (code === 'timeout') throw new Error(`stewardd kept running, but it was expected to refuse to start; see ${this.logFile}`);
+    this.proc = undefined;
+    return { code, log: readFileSync(this.logFile, 'utf8') };
+  }
+
+  private async spawnProc(): Promise<ChildProcess> {
     mkdirSync(this.stateDir, { recursive: true });
     const log = createWriteStream(this.logFile, { flags: 'a' });
     await new Promise((r) => log.once('open', r));
-    const proc = spawn(process.execPath, [join(REPO, 'bin/stewardd'), 'run',
+    const proc = spawn(process.execPath, [this.exe, 'run',
       '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
       '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--log-level', 'debug', ...this.args], {
       stdio: ['ignore', log, log],
     });
     this.proc = proc;
+    return proc;
+  }
+
+  /** Starts stewardd and waits until `probe` (/readyz, or /healthz for a daemon that will never be ready) answers 200. */
+  async start(timeoutMs = 20_000, probe: '/readyz' | '/healthz' = '/readyz'): Promise<void> {
+    const proc = await this.spawnProc();
     const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('wait'), 50))]);
       if (early !== 'wait') throw new Error(`stewardd exited with ${String(early)} during start; see ${this.logFile}`);
       if (existsSync(this.socket)) {
         try {
-          if ((await this.get('/readyz')).status === 200) return;
+          if ((await this.get(probe)).status === 200) return;
         } catch {
           /* not yet */
         }

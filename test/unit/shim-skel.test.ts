@@ -180,9 +180,10 @@ describe('runShim', () => {
     assert.ok(err.msg.includes('/tmp/test-spool'), err.msg);
   });
 
-  test('an error from send that is not UnreachableError propagates instead of being spooled', async () => {
+  test('an error from send that is not UnreachableError is not spooled: it is code 104 on stdout', async () => {
     const { io, spools } = fakeIO({ env: DEL_ENV, reply: () => Promise.reject(new TypeError('bug in client')) });
-    await assert.rejects(runShim(io), /bug in client/);
+    const err = cniErrorOut(await runShim(io), 104);
+    assert.match(err.msg, /bug in client/);
     assert.equal(spools.length, 0);
   });
 
@@ -217,6 +218,20 @@ describe('runShim', () => {
     const body = '{"cniVersion":"1.0.0","code":7,"msg":"plugin xyz not found"}';
     const { io } = fakeIO({ reply: async () => ({ status: 400, body }) });
     assert.deepEqual(await runShim(io), { stdout: body, exitCode: 1 });
+  });
+
+  test('a netconf nested 100,000 deep (parses, but cannot be re-encoded) is code 7, not a stack trace (found by the fuzzer)', async () => {
+    const deep = `{"cniVersion":"1.0.0","name":"n","type":"steward","x":${'{"a":'.repeat(100_000)}1${'}'.repeat(100_000)}}`;
+    const { io, sends } = fakeIO({ stdin: deep });
+    const err = cniErrorOut(await runShim(io), 7);
+    assert.match(err.msg, /cannot be forwarded/);
+    assert.equal(sends.length, 0);
+  });
+
+  test('an unexpected exception inside the shim is still a CNI error on stdout (code 104)', async () => {
+    const { io } = fakeIO({ reply: () => { throw new TypeError('boom'); } });
+    const err = cniErrorOut(await runShim(io), 104);
+    assert.match(err.msg, /unexpected error: boom/);
   });
 
   test('a control character in a CNI variable is code 4', async () => {

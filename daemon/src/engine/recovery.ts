@@ -6,13 +6,10 @@
 //  4. DELs the shim spooled while the daemon was down are ingested.
 // Failures stay journaled as del_failed, so the retry scheduler picks them up.
 
-import { mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
-import { decodeWireRequest } from '@cni-steward/shared';
+import { ingestSpool } from './spool.js';
 
 export interface RecoveryReport {
   staleBoot: number;
@@ -56,41 +53,4 @@ export async function recover(engine: Engine, bootId: string, spoolDir: string, 
   report.spoolRejected = spool.rejected;
   log.info(report, 'recovery finished');
   return report;
-}
-
-/** Handles every spooled DEL like a runtime DEL; unreadable files are moved aside, never lost. */
-export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger): Promise<{ ingested: number; rejected: number }> {
-  let names: string[];
-  try {
-    names = readdirSync(spoolDir).filter((n) => n.endsWith('.json')).sort();
-  } catch {
-    return { ingested: 0, rejected: 0 };
-  }
-  let ingested = 0;
-  let rejected = 0;
-  for (const name of names) {
-    const file = join(spoolDir, name);
-    let req;
-    try {
-      req = decodeWireRequest(JSON.parse(readFileSync(file, 'utf8')));
-      if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
-    } catch (e) {
-      // Never lost: moved aside for an operator to read.
-      const aside = join(spoolDir, 'rejected');
-      mkdirSync(aside, { recursive: true, mode: 0o700 });
-      renameSync(file, join(aside, name));
-      rejected++;
-      log.error({ file, err: (e as Error).message }, 'spooled DEL could not be decoded; moved to spool/rejected');
-      continue;
-    }
-    try {
-      await engine.handle(req);
-    } catch (e) {
-      // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
-      log.warn({ file, containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), err: (e as Error).message }, 'spooled DEL did not complete; its teardown stays queued');
-    }
-    unlinkSync(file);
-    ingested++;
-  }
-  return { ingested, rejected };
 }

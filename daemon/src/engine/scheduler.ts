@@ -3,15 +3,19 @@
 // SQLite, so a restart resumes it where it was. It also prunes old tombstones.
 
 import type { Logger } from 'pino';
+import type { Store } from '../store/store.js';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
-import { ingestSpool } from './recovery.js';
+import { ingestSpool } from './spool.js';
 
 /** Attachments with an abandoned step stay visible in /v1/teardowns at least this long. */
 const ABANDONED_RETENTION_MS = 7 * 24 * 3600_000;
 
 export interface SchedulerOptions {
+  /** Runs the teardowns (through each container's queue). */
   engine: Engine;
+  /** Where the retry schedule and the cut-off journals are read. */
+  store: Store;
   log: Logger;
   /** How often to look for due retries (ms). The query is an indexed scan of failing steps. */
   pollMs: number;
@@ -59,7 +63,7 @@ export class RetryScheduler {
 
   /** Runs every due or failing teardown now (POST /v1/teardowns/retry). */
   async retryNow(): Promise<RetryReport> {
-    const ids = [...new Set(this.o.engine.store.pendingTeardownSteps().map((s) => s.attachmentId))];
+    const ids = [...new Set(this.o.store.pendingTeardownSteps().map((s) => s.attachmentId))];
     return this.runAll(ids, true);
   }
 
@@ -76,14 +80,14 @@ export class RetryScheduler {
     try {
       const spooled = await ingestSpool(engine, this.o.spoolDir, log);
       if (spooled.ingested + spooled.rejected > 0) log.info(spooled, 'spooled DELs ingested');
-      const due = engine.store.dueAttachmentIds(this.now()).filter((id) => !this.inFlight.has(id));
+      const due = this.o.store.dueAttachmentIds(this.now()).filter((id) => !this.inFlight.has(id));
       if (due.length > 0) {
         const report = await this.runAll(due, false);
         log.info(report, 'teardown retries ran');
       }
       // Journals cut off by a failed write while we ran (disk full) are ours to finish: nothing
       // else would look at them before the next restart. Each waits in its container's queue.
-      const cutOff = engine.store.unfinishedAttachmentIds().filter((id) => !this.inFlight.has(id) && !engine.isBusy(id));
+      const cutOff = this.o.store.unfinishedAttachmentIds().filter((id) => !this.inFlight.has(id) && !engine.isBusy(id));
       if (cutOff.length > 0) {
         const report = await this.runAll(cutOff, false, (id) => engine.reclaimUnfinished(id));
         if (report.done > 0 || report.pending > 0) log.info(report, 'cut-off attachments reclaimed');
@@ -91,7 +95,7 @@ export class RetryScheduler {
       if (this.now() - this.lastPrune >= this.o.pruneEveryMs) {
         this.lastPrune = this.now();
         const ttl = this.o.tombstoneTtlMs;
-        const pruned = engine.store.pruneTombstones(this.now() - ttl, this.now() - Math.max(ttl, ABANDONED_RETENTION_MS));
+        const pruned = this.o.store.pruneTombstones(this.now() - ttl, this.now() - Math.max(ttl, ABANDONED_RETENTION_MS));
         if (pruned > 0) log.info({ pruned }, 'pruned finished attachments');
       }
     } catch (e) {

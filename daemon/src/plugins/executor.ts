@@ -43,11 +43,22 @@ export class PluginExecutor {
     this.spawner = new Spawner(opts.log);
   }
 
+  /** Relative CNI_PATH entries already warned about (bounded, so a hostile runtime cannot grow it). */
+  private readonly warnedRelative = new Set<string>();
+
+  private readonly ignoredRelative = (entry: string): void => {
+    if (this.warnedRelative.has(entry)) return;
+    if (this.warnedRelative.size >= 256) this.warnedRelative.clear();
+    this.warnedRelative.add(entry);
+    this.opts.log.warn({ entry: entry.slice(0, 256) }, 'relative CNI_PATH entry ignored: it would resolve against stewardd\'s working directory');
+  };
+
   /** The executable a plugin type resolves to for a request's CNI_PATH. */
-  readonly locate = (type: string, cniPath: string): string => findPlugin(type, pluginSearchPath(this.opts.binDirs, cniPath));
+  readonly locate = (type: string, cniPath: string): string =>
+    findPlugin(type, pluginSearchPath(this.opts.binDirs, cniPath, this.ignoredRelative));
 
   readonly run: PluginRunner = (call) => {
-    const dirs = pluginSearchPath(this.opts.binDirs, call.cniPath);
+    const dirs = pluginSearchPath(this.opts.binDirs, call.cniPath, this.ignoredRelative);
     const file = findPlugin(call.type, dirs);
     const env = {
       CNI_COMMAND: call.command,
@@ -60,6 +71,11 @@ export class PluginExecutor {
     };
     return this.execute(file, call, env);
   };
+
+  /** Undefined while plugins can be started (the spawner answers, or a new one does); else why not. */
+  health(timeoutMs?: number): Promise<string | undefined> {
+    return this.spawner.health(timeoutMs);
+  }
 
   close(): void {
     this.spawner.close();

@@ -1,17 +1,27 @@
 // Finding a delegate plugin's executable: a bare type name, looked up in the daemon's own bin
-// dirs first and then in the request's CNI_PATH. Never a path from the request.
+// dirs first and then in the request's CNI_PATH. Never a path from the request. A relative
+// CNI_PATH entry ("bin", "./x") would resolve against the daemon's working directory, which means
+// nothing to the runtime that sent it: such entries are dropped, and reported to `onIgnored`.
 
 import { accessSync, constants, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { CniError, ErrorCode, checkPluginType } from '@cni-steward/shared';
 
-function splitPath(list: string): string[] {
-  return list.split(':').filter((d) => d !== '');
+function splitPath(list: string, onIgnored?: (entry: string) => void): string[] {
+  return list.split(':').filter((d) => {
+    if (d === '') return false;
+    if (isAbsolute(d)) return true;
+    onIgnored?.(d);
+    return false;
+  });
 }
 
-/** The dir list handed to plugins as CNI_PATH (so bridge finds host-local): ours first, deduplicated. */
-export function pluginSearchPath(binDirs: readonly string[], requestPath: string): string[] {
-  return [...new Set([...binDirs, ...splitPath(requestPath)])];
+/**
+ * The dir list handed to plugins as CNI_PATH (so bridge finds host-local): ours first, then the
+ * request's absolute entries, deduplicated. Relative request entries are left out (`onIgnored`).
+ */
+export function pluginSearchPath(binDirs: readonly string[], requestPath: string, onIgnored?: (entry: string) => void): string[] {
+  return [...new Set([...binDirs, ...splitPath(requestPath, onIgnored)])];
 }
 
 export function findPlugin(type: string, dirs: readonly string[]): string {

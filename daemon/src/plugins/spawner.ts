@@ -13,6 +13,20 @@ const CHILD = new URL('./spawner-child.js', import.meta.url);
 /** Beyond the plugin's own deadline, how long to wait for the spawner's answer before giving up on it. */
 const ANSWER_GRACE_MS = 10_000;
 
+/**
+ * How long a health ping waits for the spawner's answer (an idle spawner answers in about a
+ * millisecond). Two attempts fit in the DaemonSet's 5 s liveness probe timeout.
+ */
+const HEALTH_PING_MS = 2000;
+/**
+ * A spawner forked moments ago is still starting Node (about 0.1 s idle, seconds on a loaded node):
+ * its ping may take this long. One that cannot start at all exits, which fails the ping at once.
+ */
+const BOOT_GRACE_MS = 10_000;
+
+/** What a health ping resolves with (the spawner answered; no plugin ran). */
+const PONG: ProcessOutcome = { code: 0, signal: null, stdout: '', stderr: '', timedOut: false, overflow: false };
+
 interface Call {
   resolve: (o: ProcessOutcome) => void;
   reject: (e: Error) => void;
@@ -22,6 +36,8 @@ interface Call {
 interface Worker {
   child: ChildProcess;
   calls: Map<number, Call>;
+  /** When it was forked: a spawner still starting Node gets BOOT_GRACE_MS to answer a ping. */
+  forkedAt: number;
 }
 
 export class Spawner {
@@ -43,9 +59,60 @@ export class Spawner {
       this.hold(w);
       w.child.send({ id, job }, (err) => {
         if (!err) return;
+        this.retire(w);
         this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `cannot hand plugin ${job.file} to the spawner: ${err.message}`));
       });
     });
+  }
+
+  /**
+   * Whether a spawner answers: the current one, or a new one forked in its place. Undefined when
+   * healthy; otherwise why not, after a second fork also failed to answer (the spawner is dead
+   * and cannot be restarted, e.g. it exits as soon as it starts).
+   */
+  async health(timeoutMs = HEALTH_PING_MS): Promise<string | undefined> {
+    let why: string | undefined;
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      why = await this.ping(timeoutMs);
+      if (why === undefined) return undefined;
+    }
+    return `the plugin spawner is dead and could not be restarted: ${why}`;
+  }
+
+  private ping(timeoutMs: number): Promise<string | undefined> {
+    let w: Worker;
+    try {
+      w = this.ensure();
+    } catch (e) {
+      return Promise.resolve(`cannot fork a plugin spawner: ${(e as Error).message}`);
+    }
+    const id = this.nextId++;
+    const wait = Math.max(timeoutMs, w.forkedAt + BOOT_GRACE_MS - Date.now());
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        if (!w.calls.delete(id)) return;
+        this.hold(w);
+        // Its event loop is stuck (an idle one answers in about a millisecond): replace it.
+        this.retire(w);
+        resolve(`no answer from the plugin spawner (pid ${w.child.pid ?? '?'}) within ${wait} ms`);
+      }, wait);
+      w.calls.set(id, { resolve: () => resolve(undefined), reject: (e) => resolve(e.message), timer });
+      this.hold(w);
+      w.child.send({ id, ping: true }, (err) => {
+        if (!err) return;
+        this.retire(w);
+        this.finish(w, id, undefined, new Error(`cannot reach the plugin spawner: ${err.message}`));
+      });
+    });
+  }
+
+  /**
+   * Stops using a spawner whose channel failed (EPIPE: it died, and its exit is not processed yet)
+   * or that stopped answering: the next call forks a new one. Calls in flight on it fail when it exits.
+   */
+  private retire(w: Worker): void {
+    if (this.current === w) this.current = undefined;
+    if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
   }
 
   close(): void {
@@ -66,14 +133,24 @@ export class Spawner {
   private ensure(): Worker {
     if (this.current?.child.connected) return this.current;
     const child = fork(CHILD, [], { execArgv: [], serialization: 'json', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-    const w: Worker = { child, calls: new Map() };
-    child.on('message', (msg: { id: number; outcome: ProcessOutcome }) => this.finish(w, msg.id, msg.outcome));
+    const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
+    child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true }) =>
+      this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined)));
+    // Without a listener a failed fork (EAGAIN, ENOMEM) would be an uncaught 'error' event.
+    child.on('error', (e) => {
+      this.log.error({ err: e.message }, 'plugin spawner process error');
+      if (this.current === w) this.current = undefined;
+      for (const id of [...w.calls.keys()]) {
+        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `the plugin spawner failed: ${e.message}`));
+      }
+    });
     child.on('exit', (code, signal) => {
       if (this.current === w) this.current = undefined;
       if (w.calls.size === 0) return;
-      this.log.error({ code, signal, inFlight: w.calls.size }, 'plugin spawner exited with plugins in flight');
+      this.log.error({ code, signal, inFlight: w.calls.size }, 'plugin spawner exited with calls in flight');
+      const how = signal ? `killed by ${signal}` : `status ${code}`;
       for (const id of [...w.calls.keys()]) {
-        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, 'the plugin spawner exited while the plugin ran; its outcome is unknown'));
+        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`));
       }
     });
     this.current = w;

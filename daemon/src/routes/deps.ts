@@ -2,12 +2,24 @@
 // app (server.ts) so that routes never import the server, and the server never reaches into them.
 
 import type { Engine } from '../engine/engine.js';
+import type { Store } from '../store/store.js';
 import type { Metrics } from '../metrics.js';
 import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
 
+/** What the operator views read of the journal: queries only, never a write. */
+export type JournalView = Pick<Store,
+  'counts' | 'oldestPendingTeardownAt' | 'nextTeardownDueAt' | 'countPendingTeardowns' | 'pendingTeardownSteps' | 'abandonedSteps'
+  | 'getAttachment' | 'listAttachments' | 'stepsOf'>;
+
 export interface AppDeps {
-  engine: Engine;
+  /** POST /v1/cni hands requests here and nothing else. */
+  engine: Pick<Engine, 'handle'>;
+  journal: JournalView;
+  /** Plugin execution slots: how many, in use, waiting. */
+  executions: () => { slots: number; inUse: number; queued: number };
+  /** Netconf problems the engine noticed (capabilities the runtime will never pass, ...). */
+  warnings: () => string[];
   metrics: Metrics;
   scheduler: RetryScheduler;
   log: Logger;
@@ -17,4 +29,6 @@ export interface AppDeps {
   isServing: () => boolean;
   version: string;
   startedAt: number;
+  /** Why the daemon is not healthy (the journal cannot be written, no plugin spawner); [] when it is. */
+  health: () => Promise<string[]>;
 }

@@ -3,12 +3,16 @@
 import type { FastifyInstance } from 'fastify';
 import type { Attachment, AttachmentState, Step } from '../store/types.js';
 import type { AppDeps } from './deps.js';
+import { capNullable } from './echo.js';
 
 const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
 
 /** The pod fields every view of an attachment carries (null when the runtime named no pod). */
 function podView(a: Attachment | undefined) {
-  return { podNamespace: a?.podNamespace ?? null, podName: a?.podName ?? null, podUid: a?.podUid ?? null };
+  // Echoed capped like error texts: the runtime's CNI_ARGS can carry any length (Kubernetes names are <= 253).
+  return {
+    podNamespace: capNullable(a?.podNamespace ?? null, 256), podName: capNullable(a?.podName ?? null, 256), podUid: capNullable(a?.podUid ?? null, 256),
+  };
 }
 
 /** `?pod=NAMESPACE/NAME`, or undefined when it is not of that form. */
@@ -21,18 +25,24 @@ function parsePod(raw: string): { namespace: string; name: string } | undefined 
 function teardownView(s: Step, a: Attachment | undefined) {
   return {
     step: s.id, attachment: s.attachmentId, containerId: a?.containerId, ...podView(a), delegate: s.delegateName, ifname: s.ifname,
-    plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: s.error,
+    plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: capNullable(s.error),
     nextAttemptAt: s.nextAttemptAt === null ? null : new Date(s.nextAttemptAt).toISOString(),
     failingSince: s.teardownAt === null ? null : new Date(s.teardownAt).toISOString(),
   };
 }
 
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const { engine, metrics } = deps;
-  const store = engine.store;
+  const { metrics } = deps;
+  const store = deps.journal;
   const attachmentOf = (id: number) => store.getAttachment(id);
 
-  app.get('/healthz', async () => ({ ok: true }));
+  // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
+  // answers, or a new one does). 503 with the reasons otherwise.
+  app.get('/healthz', async (_req, reply) => {
+    const problems = await deps.health();
+    if (problems.length > 0) return reply.code(503).send({ ok: false, problems });
+    return { ok: true };
+  });
 
   app.get('/readyz', async (_req, reply) => {
     if (!deps.isReady()) return reply.code(503).send({ ready: false });
@@ -47,7 +57,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
       ready: deps.isReady(),
-      warnings: engine.configWarnings(),
+      warnings: deps.warnings(),
       attachments: counts.attachments,
       steps: counts.steps,
       teardownQueue: {
@@ -55,7 +65,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
         oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
         nextAttemptAt: (() => { const t = store.nextTeardownDueAt(); return t === undefined ? null : new Date(t).toISOString(); })(),
       },
-      executions: { slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued },
+      executions: deps.executions(),
       lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) => teardownView(s, attachmentOf(s.attachmentId))),
     };
   });
@@ -72,9 +82,9 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
     const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, pod, limit: n });
     return rows.map((a) => ({
       id: a.id, containerId: a.containerId, ...podView(a), network: a.network, ifname: a.ifname, netns: a.netns, state: a.state,
-      cniVersion: a.cniVersion, bootId: a.bootId, error: a.error,
+      cniVersion: a.cniVersion, bootId: a.bootId, error: capNullable(a.error),
       createdAt: new Date(a.createdAt).toISOString(), updatedAt: new Date(a.updatedAt).toISOString(),
-      steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: s.error })),
+      steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: capNullable(s.error) })),
     }));
   });
 

@@ -6,7 +6,7 @@
 
 import Database from 'better-sqlite3';
 import { CniError, ErrorCode, clip, failureSafeText } from '@cni-steward/shared';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { MIGRATIONS } from './migrations.js';
 import type { Attachment, AttachmentKey, AttachmentState, NewAttachment, NewStep, Step, StepState } from './types.js';
@@ -214,6 +214,52 @@ export class Store {
 
   close(): void {
     if (this.db.open) this.db.close();
+  }
+
+  // ---- health (additive: probes that need no schema of their own)
+
+  /**
+   * Whether the journal can be written now, and will be for the next burst of writes: one real,
+   * fsync'd commit that needs no table (the header's user_version rewritten with its own value,
+   * which dirties page 1), and at least `minFreeBytes` free on the filesystem that holds the
+   * database. The commit alone is not enough: in WAL mode SQLite reuses the WAL frames it has
+   * already allocated, so a probe commit succeeds on a full filesystem while the next ADDs, which
+   * need the WAL (or the database, at checkpoint) to grow, fail with SQLITE_FULL.
+   * Returns undefined when healthy, else why not.
+   */
+  writeProbe(minFreeBytes: number): string | undefined {
+    try {
+      const v = this.db.pragma('user_version', { simple: true }) as number;
+      this.db.transaction(() => this.db.pragma(`user_version = ${v}`)).immediate();
+    } catch (e) {
+      return `the database ${this.path} cannot be written: ${(e as Error).message}`;
+    }
+    if (this.path === ':memory:') return undefined;
+    try {
+      const fs = statfsSync(dirname(this.path));
+      const free = fs.bavail * fs.bsize;
+      if (free < minFreeBytes) {
+        return `the filesystem holding ${this.path} has ${free} bytes free, less than the ${minFreeBytes} the journal needs to keep writing`;
+      }
+    } catch (e) {
+      return `cannot tell how much room is left for ${this.path}: ${(e as Error).message}`;
+    }
+    return undefined;
+  }
+
+  /**
+   * PRAGMA quick_check: O(N) structural check of every page, without the index cross-checks of
+   * integrity_check. Returns the problems found ([] when "ok"); a database too damaged to check
+   * at all yields the error as its one problem.
+   */
+  quickCheck(maxProblems = 20): string[] {
+    try {
+      const rows = this.db.pragma(`quick_check(${maxProblems})`) as Array<{ quick_check: string }>;
+      const out = rows.map((r) => r.quick_check);
+      return out.length === 1 && out[0] === 'ok' ? [] : out;
+    } catch (e) {
+      return [(e as Error).message];
+    }
   }
 
   // ---- attachments

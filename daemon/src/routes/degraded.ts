@@ -1,0 +1,52 @@
+// The routes of a daemon whose journal failed its start-up check (PRAGMA quick_check, or the
+// database would not open as one): it serves, but is never ready, and says why everywhere.
+// Nothing here reads or writes the journal. ADD, CHECK, STATUS and GC get code 11 (try again
+// later) with the reason; a DEL is spooled into the daemon's own spool dir in the shim's format
+// and answered with success, so a runtime's teardown is never lost: once the database is repaired
+// or replaced, the next start ingests it like any spooled DEL. Operators' views answer 503.
+
+import type { FastifyInstance } from 'fastify';
+import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, spoolRequest } from '@cni-steward/shared';
+
+export interface DegradedDeps {
+  /** Why the journal is not usable (also in the log, /readyz and /v1/status). */
+  reason: string;
+  problems: readonly string[];
+  spoolDir: string;
+  version: string;
+  startedAt: number;
+}
+
+export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): Promise<void> {
+  // Alive: the process answers and can spool DELs; restarting it would not repair the database.
+  app.get('/healthz', async () => ({ ok: true, ready: false, reason: deps.reason }));
+
+  app.get('/readyz', async (_req, reply) => reply.code(503).send({ ready: false, reason: deps.reason }));
+
+  app.get('/v1/status', async () => ({
+    version: deps.version,
+    uptimeSeconds: Math.round((Date.now() - deps.startedAt) / 1000),
+    ready: false,
+    reason: deps.reason,
+    journalProblems: deps.problems,
+  }));
+
+  app.post(CNI_ROUTE, async (request, reply) => {
+    const req = decodeWireRequest(request.body);
+    if (req.env.command !== 'DEL') {
+      throw new CniError(ErrorCode.TryAgainLater, `stewardd cannot serve ${req.env.command}: ${deps.reason}`);
+    }
+    try {
+      const file = spoolRequest(deps.spoolDir, req.env.containerId, JSON.stringify(request.body));
+      request.log.warn({ containerId: req.env.containerId, file }, 'DEL spooled: the journal is not usable');
+    } catch (e) {
+      throw new CniError(ErrorCode.TryAgainLater, `stewardd cannot record this DEL (${deps.reason}) and could not spool it: ${(e as Error).message}`);
+    }
+    return reply.code(200).type('application/json').send('');
+  });
+
+  for (const path of ['/v1/attachments', '/v1/teardowns', '/metrics']) {
+    app.get(path, async (_req, reply) => reply.code(503).send({ error: deps.reason }));
+  }
+  app.post('/v1/teardowns/retry', async (_req, reply) => reply.code(503).send({ error: deps.reason }));
+}

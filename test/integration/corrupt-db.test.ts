@@ -1,0 +1,98 @@
+// A corrupt journal (8 KiB of garbage written mid-file) is found by PRAGMA quick_check at start:
+// the daemon serves but is not ready, says why in /readyz, /v1/status and the log, runs no
+// recovery on it, answers ADD/CHECK with code 11 and spools DELs, which are ingested once the
+// database is replaced. Real stewardd, real shim, real fixture plugin, real kill -9.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('corrupt');
+after(() => env.close());
+
+/** Pads the journal with finished rows (so mid-file is table pages, not the header), then writes 8 KiB of garbage at its middle. */
+function corrupt(dbPath: string): void {
+  const db = new Database(dbPath);
+  const pad = 'p'.repeat(2000);
+  db.transaction(() => {
+    const ins = db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+      state, config, created_at, updated_at) VALUES (?, 'pad', 'eth0', '', '', '', '1.0.0', 'b', 'deleted', ?, 0, 0)`);
+    for (let i = 0; i < 300; i++) ins.run(`pad-${i}`, pad);
+  })();
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+  const size = statSync(dbPath).size;
+  const at = Math.floor(size / 2 / 4096) * 4096;
+  const fd = openSync(dbPath, 'r+');
+  try {
+    writeSync(fd, randomBytes(8192), 0, 8192, at);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe('a corrupt journal at start', () => {
+  it('is not ready and says why, runs no recovery, answers ADD/CHECK 11 and spools DEL; a replaced database ingests the DEL', async () => {
+    const daemon = new Daemon(env, { name: 'c1' });
+    await daemon.start();
+    const fx = join(env.dir, 'fx');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('cnet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 60_000 })])]);
+    // An ADD cut off by kill -9: normal recovery would roll it back (a fixture DEL).
+    const inFlight = shim({ command: 'ADD', containerId: 'cut', netns: env.netns() }, conf);
+    await daemon.waitFor('the fixture ADD to run', () => fixtureCalls(fx, 'ADD').length === 1);
+    await daemon.kill9();
+    await inFlight;
+    const dbPath = join(daemon.stateDir, 'steward.db');
+    corrupt(dbPath);
+
+    await daemon.start(30_000, '/healthz');
+    const ready = await daemon.get('/readyz');
+    assert.equal(ready.status, 503);
+    assert.equal(ready.json.ready, false);
+    assert.match(ready.json.reason, new RegExp(`the journal database ${dbPath} (is corrupt \\(PRAGMA quick_check|cannot be opened)`));
+    const status = await daemon.get('/v1/status');
+    assert.equal(status.json.ready, false);
+    assert.equal(status.json.reason, ready.json.reason);
+    assert.ok(status.json.journalProblems.length >= 1);
+    await daemon.waitFor('the reason in the log', () => readFileSync(daemon.logFile, 'utf8').includes('ran no recovery on it'));
+    const log = readFileSync(daemon.logFile, 'utf8');
+    assert.equal(log.split('recovery finished').length - 1, 1, 'recovery ran on the corrupt journal');
+    assert.deepEqual(fixtureCalls(fx, 'DEL'), [], 'recovery rolled back on a corrupt journal');
+
+    const netns = env.netns();
+    const add = await shim({ command: 'ADD', containerId: 'new', netns }, { ...conf, delegates: [delegate('cnet', '1.0.0', [fixturePlugin(fx)])] });
+    assert.equal(add.code, 1);
+    assert.equal(add.json.code, 11);
+    assert.match(add.json.msg, /is corrupt|cannot be opened/);
+    const check = await shim({ command: 'CHECK', containerId: 'cut', netns }, conf);
+    assert.equal(check.json.code, 11);
+    assert.equal(fixtureCalls(fx, 'ADD').length, 1, 'a plugin ran');
+
+    const del = await shim({ command: 'DEL', containerId: 'cut', netns }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    const spooled = readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json'));
+    assert.equal(spooled.length, 1);
+    const body = JSON.parse(readFileSync(join(daemon.spoolDir, spooled[0]!), 'utf8'));
+    assert.equal(body.env.CNI_COMMAND, 'DEL');
+    assert.equal(body.env.CNI_CONTAINERID, 'cut');
+    assert.deepEqual(fixtureCalls(fx, 'DEL'), [], 'the DEL ran a plugin');
+    assert.equal((await daemon.get('/v1/attachments')).status, 503);
+
+    // The operator moves the database aside; the next start ingests the spooled DEL.
+    await daemon.stop();
+    for (const f of readdirSync(daemon.stateDir).filter((n) => n.startsWith('steward.db'))) {
+      renameSync(join(daemon.stateDir, f), join(daemon.stateDir, `corrupt-${f}`));
+    }
+    await daemon.start(30_000);
+    assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
+    await daemon.waitFor('the spooled DEL to reach the fixture', () => fixtureCalls(fx, 'DEL').length === 1);
+    await daemon.stop();
+  });
+});

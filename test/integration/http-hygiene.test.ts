@@ -1,0 +1,130 @@
+// HTTP hygiene of the daemon's API, against a real stewardd process: repeated query parameters are
+// a 400 with a message (never a 500), a netconf with "__proto__"/"constructor" keys is plain JSON,
+// error texts echoed back are capped, relative CNI_PATH entries are ignored with a warning.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
+import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('http');
+const daemon = new Daemon(env);
+before(() => daemon.start());
+after(() => env.close());
+
+describe('repeated query parameters', () => {
+  for (const q of ['containerId=a&containerId=b', 'state=added&state=deleted', 'limit=1&limit=2', 'containerId=a&state=added&state=added']) {
+    it(`GET /v1/attachments?${q} is 400 with a message`, async () => {
+      const res = await daemon.get(`/v1/attachments?${q}`);
+      assert.equal(res.status, 400, res.text);
+      assert.match(res.json.error, /query parameter "(containerId|state|limit)" is given 2 times; give it at most once/);
+    });
+  }
+
+  it('a 404 for a 10 KB URL echoes at most 256 bytes of it', async () => {
+    const res = await daemon.get(`/no-such-route/${'u'.repeat(10_000)}`);
+    assert.equal(res.status, 404);
+    assert.ok(res.text.length < 400, `${res.text.length} bytes`);
+    assert.match(res.json.error, /\[cut \d+ bytes\]$/);
+  });
+
+  it('single parameters still work', async () => {
+    const res = await daemon.get('/v1/attachments?containerId=a&state=added&limit=5');
+    assert.equal(res.status, 200, res.text);
+    assert.deepEqual(res.json, []);
+  });
+});
+
+describe('a netconf with "__proto__" and "constructor" keys', () => {
+  it('is accepted as plain JSON and stored as given, the keys reaching the delegate too', async () => {
+    const dataDir = join(env.dir, 'ipam-proto');
+    const fx = join(env.dir, 'fx-proto');
+    const netns = env.netns();
+    const bridge = { ...bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }) };
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('protonet', '1.0.0', [bridge, fixturePlugin(fx)])]);
+    // JSON text, so the keys are own properties exactly as a runtime would send them.
+    const text = JSON.stringify(conf).replace(/^\{/, '{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},')
+      .replace('"type":"steward-fixture"', '"type":"steward-fixture","__proto__":{"x":1}');
+    const add = await shim({ command: 'ADD', containerId: 'proto', netns }, text);
+    assert.equal(add.code, 0, add.stdout);
+    assert.equal(fixtureCalls(fx, 'ADD').length, 1);
+    const db = new Database(join(daemon.stateDir, 'steward.db'), { readonly: true });
+    try {
+      const row = db.prepare(`SELECT config FROM attachments WHERE container_id = 'proto'`).get() as { config: string };
+      assert.match(row.config, /"__proto__":\{"polluted":true\}/);
+      assert.match(row.config, /"constructor":\{"prototype":\{"polluted":true\}\}/);
+    } finally {
+      db.close();
+    }
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+    const del = await shim({ command: 'DEL', containerId: 'proto', netns }, text);
+    assert.equal(del.code, 0, del.stdout);
+    assert.deepEqual(leases(dataDir, 'protonet'), []);
+  });
+});
+
+describe('a netconf nested 10,000 deep', () => {
+  it('is code 7 (invalid config) from the daemon, not 104 (a stack overflow in the engine), and from the shim', async () => {
+    const fx = join(env.dir, 'fx-deep');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('deepnet', '1.0.0', [fixturePlugin(fx)])]);
+    const deep = `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`;
+    const netns = env.netns();
+    const wireEnv = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'deep', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+    const body = `{"env":${JSON.stringify(wireEnv)},"config":${JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`)}}`;
+    const res = await daemon.request('POST', '/v1/cni', body);
+    assert.equal(res.status, 400, res.text.slice(0, 300));
+    assert.equal(res.json.code, 7);
+    assert.match(res.json.msg, /deeper than 100 levels/);
+    // Through the shim: refused (by the shim, which cannot re-encode it, or by the daemon), never a stack trace.
+    const add = await shim({ command: 'ADD', containerId: 'deep', netns }, JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`));
+    assert.equal(add.code, 1, add.stdout);
+    assert.equal(add.json.code, 7, add.stdout);
+    assert.equal(fixtureCalls(fx).length, 0);
+  });
+});
+
+describe('error texts echoed back are capped', () => {
+  it('a plugin error quoting a 100 KB CNI_ARGS: the ADD error, /v1/status, /v1/teardowns and /v1/attachments stay small', async () => {
+    const fx = join(env.dir, 'fx-echo');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('echonet', '1.0.0', [
+      fixturePlugin(fx, { failAdd: true, failDelAlways: true, echoArgs: true }),
+    ])]);
+    const args = `IgnoreUnknown=1;K8S_POD_NAME=${'x'.repeat(100 * 1024)}`;
+    const add = await shim({ command: 'ADD', containerId: 'echo', netns, args }, conf);
+    assert.notEqual(add.code, 0);
+    assert.ok(add.json, add.stdout.slice(0, 300));
+    assert.ok(Buffer.byteLength(add.json.msg) <= 1024 + 40, `msg is ${add.json.msg.length} bytes`);
+    assert.match(add.json.msg, /… \[cut \d+ bytes\]$/);
+    if (add.json.details !== undefined) assert.ok(Buffer.byteLength(add.json.details) <= 4096 + 40);
+    assert.ok(add.stdout.length < 8 * 1024, `the shim printed ${add.stdout.length} bytes`);
+
+    await daemon.waitFor('the rollback DEL to fail', () => fixtureCalls(fx, 'DEL').length >= 1);
+    await daemon.waitFor('the failure in /v1/status', async () => (await daemon.status()).lastErrors.some((e: any) => e.containerId === 'echo'));
+    const status = await daemon.get('/v1/status');
+    assert.ok(status.text.length < 16 * 1024, `/v1/status is ${status.text.length} bytes`);
+    for (const e of status.json.lastErrors) if (e.lastError) assert.ok(Buffer.byteLength(e.lastError) <= 1024 + 40);
+    const teardowns = await daemon.get('/v1/teardowns');
+    assert.ok(teardowns.text.length < 16 * 1024, `/v1/teardowns is ${teardowns.text.length} bytes`);
+    const atts = await daemon.get('/v1/attachments?containerId=echo');
+    assert.ok(atts.text.length < 16 * 1024, `/v1/attachments is ${atts.text.length} bytes`);
+  });
+});
+
+describe('relative CNI_PATH entries', () => {
+  it('are ignored with a warning in the log; the absolute ones still work', async () => {
+    const fx = join(env.dir, 'fx-rel');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('relnet', '1.0.0', [fixturePlugin(fx)])]);
+    const add = await shim({ command: 'ADD', containerId: 'relpath', netns: env.netns(), path: 'test/fixtures/bin:./relative-dir:/usr/lib/cni' }, conf);
+    assert.equal(add.code, 0, add.stdout);
+    await daemon.waitFor('the warning', () => readFileSync(daemon.logFile, 'utf8').includes('relative CNI_PATH entry ignored'));
+    const lines = readFileSync(daemon.logFile, 'utf8').split('\n').filter((l) => l.includes('relative CNI_PATH entry ignored'));
+    assert.ok(lines.some((l) => l.includes('"entry":"test/fixtures/bin"')), lines.join('\n'));
+    assert.ok(lines.some((l) => l.includes('"entry":"./relative-dir"')), lines.join('\n'));
+  });
+});

@@ -1,0 +1,96 @@
+// Spool ingest reads only regular files, opened without following links, never blocking, never
+// more than the size cap: a symlink to /dev/zero, a FIFO, an oversized file and a directory, all
+// named *.json, go to spool/rejected/ with a log line, and a valid spooled DEL beside them is still
+// ingested. Real stewardd, real shim spooling, real bridge + host-local.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, leases, linkExists, sh } from '../helpers/env.js';
+import { bridgePlugin, delegate, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('spoolx');
+after(() => env.close());
+
+const jsonIn = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.json'));
+
+/** Plants the four hostile entries; returns their names. */
+function plant(spool: string, tag: string): string[] {
+  mkdirSync(spool, { recursive: true });
+  const names = [`000-${tag}-zero.json`, `000-${tag}-fifo.json`, `000-${tag}-huge.json`, `000-${tag}-dir.json`];
+  symlinkSync('/dev/zero', join(spool, names[0]!));
+  sh('mkfifo', [join(spool, names[1]!)]);
+  // Valid JSON, so only the size can reject it.
+  writeFileSync(join(spool, names[2]!), `{"pad":"${'x'.repeat(MAX_NETCONF_BYTES + 64 * 1024)}"}`);
+  mkdirSync(join(spool, names[3]!));
+  return names;
+}
+
+describe('hostile spool entries', () => {
+  it('at start: the daemon becomes ready, the hostile entries are moved aside with a log line, the valid DEL is ingested', async () => {
+    const daemon = new Daemon(env, { name: 'start' });
+    await daemon.start();
+    const dataDir = join(env.dir, 'ipam-start');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('hostnet', '1.0.0', [
+      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+    ])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'spx', netns }, conf)).code, 0);
+    await daemon.stop();
+    const del = await shim({ command: 'DEL', containerId: 'spx', netns }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    const names = plant(daemon.spoolDir, 'start');
+    assert.equal(jsonIn(daemon.spoolDir).length, 5);
+
+    await daemon.start(60_000);
+    assert.deepEqual(jsonIn(daemon.spoolDir), []);
+    assert.deepEqual(leases(dataDir, 'hostnet'), [], 'the valid spooled DEL was not ingested');
+    assert.equal(linkExists(netns, 'eth0'), false);
+    const rejected = join(daemon.spoolDir, 'rejected');
+    assert.deepEqual(readdirSync(rejected).sort(), [...names].sort());
+    assert.ok(lstatSync(join(rejected, names[0]!)).isSymbolicLink());
+    assert.ok(lstatSync(join(rejected, names[1]!)).isFIFO());
+    assert.ok(lstatSync(join(rejected, names[3]!)).isDirectory());
+    // pino may write asynchronously: wait for the lines rather than reading once.
+    await daemon.waitFor('the rejection log lines', () => (readFileSync(daemon.logFile, 'utf8').match(/spooled DEL rejected/g) ?? []).length >= 4);
+    const log = readFileSync(daemon.logFile, 'utf8');
+    for (const why of ['is a symbolic link', 'is a FIFO', `more than the ${MAX_NETCONF_BYTES + 64 * 1024}`, 'is a directory']) {
+      assert.ok(log.includes(why), `no log line saying "${why}"`);
+    }
+    assert.equal((await daemon.get('/healthz')).status, 200);
+    await daemon.stop();
+  });
+
+  it('while running: a FIFO (with a writer holding it open and silent) never stalls /healthz, and is moved aside', async () => {
+    const daemon = new Daemon(env, { name: 'live' });
+    await daemon.start();
+    const spool = daemon.spoolDir;
+    mkdirSync(spool, { recursive: true });
+    const fifo = join(spool, '000-held-fifo.json');
+    sh('mkfifo', [fifo]);
+    // A writer that opens the FIFO and never writes nor closes it (a blocking read would hang forever).
+    const { spawn } = await import('node:child_process');
+    const writer = spawn('sh', ['-c', `exec 3>"${fifo}"; sleep 120`], { stdio: 'ignore' });
+    env.defer(() => { writer.kill('SIGKILL'); });
+    const planted = plant(spool, 'live');
+    const rejected = join(spool, 'rejected');
+    const deadline = Date.now() + 30_000;
+    let healthy = 0;
+    while (Date.now() < deadline && !(existsSync(rejected) && readdirSync(rejected).length === 5)) {
+      const h = await daemon.get('/healthz');
+      assert.equal(h.status, 200);
+      healthy++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.deepEqual(readdirSync(rejected).sort(), ['000-held-fifo.json', ...planted].sort());
+    assert.ok(healthy > 0);
+    // Still serving after ingest.
+    assert.equal((await daemon.get('/healthz')).status, 200);
+    assert.deepEqual(jsonIn(spool), []);
+    await daemon.stop();
+  });
+});
