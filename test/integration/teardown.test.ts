@@ -192,7 +192,7 @@ describe('spooled while running', () => {
     // Same spool dir, a socket nobody answers: the shim spools, as after a daemon crash mid-request.
     const del = await shim({ command: 'DEL', containerId: 'live-spool', netns }, { ...conf, socket: join(env.dir, 'nobody.sock') });
     assert.equal(del.code, 0, del.stdout);
-    await daemon.waitFor('the spooled DEL to be ingested', () => leases(dataDir, 'livenet').length === 0, 10_000);
+    await daemon.waitFor('the spooled DEL to be ingested', () => leases(dataDir, 'livenet').length === 0, 30_000);
     assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
     await daemon.stop();
   });
