@@ -107,6 +107,20 @@ async function plainChainLoaded(): Promise<void> {
   throw new Error('the plain handler did not reload its conf dir');
 }
 
+/**
+ * RunPodSandbox on the plain handler once its conf dir holds the failing chain just written: the CRI
+ * plugin reloads that dir on inotify, and until it has a pod still starts, so undo it and retry.
+ */
+async function runOnReloadedPlainHandler(k: Kubelet, pod: Pod): Promise<RunOutcome> {
+  let run = await k.runPod(pod, { handler: PLAIN_HANDLER });
+  for (let i = 0; run.id && i < 20; i++) {
+    await k.killPod(pod);
+    await sleep(500);
+    run = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i + 1 });
+  }
+  return run;
+}
+
 after(async () => {
   kubelet = undefined;
   if (!host) return env.close();
@@ -273,13 +287,7 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     const stateDir = join(env.dir, 'fixture-000-plain');
     n.writePlain([{ type: 'steward-fixture', stateDir, failAdd: true, requireAddSuccessForDel: true }]);
     const pod = k.pod('seed-000-plain');
-    // The CRI plugin reloads the handler's conf dir on inotify; until it has, a pod still starts: undo and retry.
-    let run = await k.runPod(pod, { handler: PLAIN_HANDLER });
-    for (let i = 0; run.id && i < 20; i++) {
-      await k.killPod(pod);
-      await sleep(500);
-      run = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i + 1 });
-    }
+    const run = await runOnReloadedPlainHandler(k, pod);
     assert.ok(run.error, 'RunPodSandbox fails');
     assert.match(run.error!.details, /ADD failed on cue/);
     const leasesAfterRun = n.leases().length;
@@ -307,12 +315,7 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
     const stateDir = join(env.dir, 'fixture-002-plain');
     n.writePlain([{ type: 'steward-fixture', stateDir, failAdd: true, failDelTimes: 2 }]);
     const pod = k.pod('seed-002-plain');
-    let run = await k.runPod(pod, { handler: PLAIN_HANDLER });
-    for (let i = 0; run.id && i < 20; i++) {
-      await k.killPod(pod);
-      await sleep(500);
-      run = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i + 1 });
-    }
+    const run = await runOnReloadedPlainHandler(k, pod);
     assert.ok(run.error, 'RunPodSandbox fails');
     const leasesAfterRun = n.leases().length;
     const kill = await k.killPod(pod);

@@ -36,7 +36,14 @@ export function cniEnv(call: ShimCall): Record<string, string> {
 }
 
 /** Runs any CNI plugin executable (the shim, or a delegate directly), or `file args…`, with stdin. */
-export function execPlugin(file: string, env: Record<string, string>, stdin: string | Buffer, args: string[] = []): Promise<ShimAnswer & { stderr: string }> {
+export interface ExecOptions {
+  args?: string[];
+  /** Kill the process after this long (ms); it then reports the signal. */
+  timeoutMs?: number;
+}
+
+export function execPlugin(file: string, env: Record<string, string>, stdin: string | Buffer, opts: string[] | ExecOptions = {}): Promise<ShimAnswer & { stderr: string; signal: NodeJS.Signals | null }> {
+  const { args = [], timeoutMs } = Array.isArray(opts) ? { args: opts } : opts;
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -45,11 +52,13 @@ export function execPlugin(file: string, env: Record<string, string>, stdin: str
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
     child.stdin.on('error', () => undefined);
-    child.on('close', (code) => {
+    const timer = timeoutMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      if (timer) clearTimeout(timer);
       const stdout = Buffer.concat(out).toString('utf8');
       let json: unknown;
       try { json = stdout ? JSON.parse(stdout) : undefined; } catch { json = undefined; }
-      resolve({ code, stdout, json, stderr: Buffer.concat(err).toString('utf8') });
+      resolve({ code, signal, stdout, json, stderr: Buffer.concat(err).toString('utf8') });
     });
     child.stdin.end(stdin);
   });

@@ -23,12 +23,12 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, sh } from '../helpers/env.js';
 import { isSandboxed, makeEnv, makeStdin, prng, type Sandbox } from '../helpers/fuzz.js';
+import { execPlugin } from '../helpers/shim.js';
 
 const CALLS = Number(process.env.FUZZ_CALLS ?? 400);
 const SECONDS = Number(process.env.FUZZ_SECONDS ?? 420);
@@ -49,22 +49,9 @@ after(() => env.close());
 
 interface Outcome { exit: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
 
-function runShim(envVars: Record<string, string>, stdin: string | Buffer): Promise<Outcome> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(SHIM_EXE, [], { env: envVars, stdio: ['pipe', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', reject);
-    child.stdin.on('error', () => undefined);
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('close', (exit, signal) => {
-      clearTimeout(timer);
-      resolve({ exit, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-    });
-    child.stdin.end(stdin);
-  });
+async function runShim(envVars: Record<string, string>, stdin: string | Buffer): Promise<Outcome> {
+  const r = await execPlugin(SHIM_EXE, envVars, stdin, { timeoutMs: 120_000 });
+  return { exit: r.code, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
 }
 
 /** Why `o` breaks the shim's contract, or undefined. */

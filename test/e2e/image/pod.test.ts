@@ -123,7 +123,12 @@ const manifestMain = template.spec.containers.find((c: any) => c.name === 'stewa
  *  5. the probes are removed (podman 4.3 drops startup and readiness probes, and liveness needs
  *     systemd timers, absent here): the test runs each probe's own command with `podman exec`;
  *  6. only for the delete: --uninstall-on-delete auto -> always, what `kubectl delete ds` means
- *     to the daemon; there is no API server to ask here (auto outside a cluster keeps the install).
+ *     to the daemon; there is no API server to ask here (auto outside a cluster keeps the install);
+ *  7. the HOST_IP fieldRef (status.hostIP), where --metrics-listen binds -> 127.0.0.1: podman 4.3
+ *     refuses that fieldPath too, and loopback keeps the test's listener off the machine's interfaces;
+ *  8. the containers' `ports` are removed: podman 4.3 refuses port mappings with host networking
+ *     ("PortMappings can only be used with Bridge or slirp4netns networking"); with hostNetwork the
+ *     port is the host's own anyway, and the test scrapes it there.
  * Kept as written and honoured by podman: hostNetwork (so podman writes no conflist of its own),
  * privileged, the hostPath volumes at their real host paths, mountPropagation, resources,
  * terminationGracePeriodSeconds. Not honoured by podman 4.3 (not rewritten): hostPID, which it
@@ -135,11 +140,13 @@ function renderPod(onDelete: 'manifest' | 'always'): string {
   for (const c of [...spec.initContainers, ...spec.containers]) {
     c.image = IMAGE;
     for (const e of c.env ?? []) {
-      if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') {
+      const literal = { 'metadata.namespace': ds.metadata.namespace, 'status.hostIP': '127.0.0.1' }[e.valueFrom?.fieldRef?.fieldPath as string];
+      if (literal !== undefined) {
         delete e.valueFrom;
-        e.value = ds.metadata.namespace;
+        e.value = literal;
       }
     }
+    delete c.ports;
     delete c.startupProbe;
     delete c.readinessProbe;
     delete c.livenessProbe;
@@ -371,6 +378,11 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     // The daemon in the image runs on Node 24 (the host's tests run on Node 20).
     const v = await pcmd(['exec', daemonCtr, 'node', '--version']);
     assert.match(v.stdout, /^v24\./);
+    // The manifest's metrics listener (--metrics-listen $(HOST_IP):9631) serves /metrics on TCP, and only that.
+    const metrics = await fetch('http://127.0.0.1:9631/metrics');
+    assert.equal(metrics.status, 200);
+    assert.match(await metrics.text(), /^steward_ready 1$/m);
+    assert.equal((await fetch('http://127.0.0.1:9631/v1/status')).status, 404);
   });
 
   async function containerGetsAddress(what: string): Promise<void> {
