@@ -128,7 +128,9 @@ const manifestMain = template.spec.containers.find((c: any) => c.name === 'stewa
  *     refuses that fieldPath too, and loopback keeps the test's listener off the machine's interfaces;
  *  8. the containers' `ports` are removed: podman 4.3 refuses port mappings with host networking
  *     ("PortMappings can only be used with Bridge or slirp4netns networking"); with hostNetwork the
- *     port is the host's own anyway, and the test scrapes it there.
+ *     port is the host's own anyway, and the test scrapes it there;
+ *  9. `$(NAME)` references in args are expanded from the container's env, as the kubelet does:
+ *     podman 4.3 passes them through literally (the daemon would try to listen on "$(HOST_IP)").
  * Kept as written and honoured by podman: hostNetwork (so podman writes no conflist of its own),
  * privileged, the hostPath volumes at their real host paths, mountPropagation, resources,
  * terminationGracePeriodSeconds. Not honoured by podman 4.3 (not rewritten): hostPID, which it
@@ -147,6 +149,8 @@ function renderPod(onDelete: 'manifest' | 'always'): string {
       }
     }
     delete c.ports;
+    const vars = Object.fromEntries((c.env ?? []).filter((e: any) => typeof e.value === 'string').map((e: any) => [e.name, e.value]));
+    if (Array.isArray(c.args)) c.args = c.args.map((a: string) => a.replace(/\$\((\w+)\)/g, (m: string, n: string) => vars[n] ?? m));
     delete c.startupProbe;
     delete c.readinessProbe;
     delete c.livenessProbe;
