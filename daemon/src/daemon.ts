@@ -126,7 +126,12 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       executor.close();
       store.close();
       owner.release();
-      afterClose();
+      try {
+        afterClose();
+      } catch (e) {
+        // Never leave close() unresolved: the process must still exit.
+        log.error({ err: (e as Error).message }, 'purging the state dir after uninstall failed; it stays');
+      }
       log.info('stewardd stopped');
       resolveClosed();
     })();

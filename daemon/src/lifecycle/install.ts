@@ -282,8 +282,9 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
 
 /**
  * Removes the state dir (record, database, spool) while holding the lock, which is released on
- * the way: everything but the lock file first, then the lock, then the empty dir. Returns false
- * if the dir stays because another stewardd took the lock (and put files there) in between.
+ * the way: everything but the lock file first, then the lock, then the empty dir (which stays,
+ * empty, when it is a mount point). Returns false if the dir stays because another stewardd took
+ * the lock (and put files there) in between.
  */
 export function purgeStateDir(held: Lock): boolean {
   for (const name of readdirSync(held.stateDir)) {
@@ -295,6 +296,9 @@ export function purgeStateDir(held: Lock): boolean {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOTEMPTY' || code === 'EEXIST') return false;
+    // A mount point (the DaemonSet's hostPath volume seen from inside the pod): its contents are
+    // gone; the directory itself is the node's, left as the kubelet's DirectoryOrCreate made it.
+    if (code === 'EBUSY') return true;
     if (code !== 'ENOENT') throw e;
   }
   return true;

@@ -75,6 +75,6 @@ export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => vo
     } finally {
       r.held.release();
     }
-    o.log.info({ stateDir: o.stateDir }, 'state dir removed; the node is as it was before install');
+    o.log.info({ stateDir: o.stateDir }, 'state dir purged (removed, or emptied where it is a mount point); the node is as it was before install');
   };
 }
