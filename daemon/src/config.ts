@@ -67,7 +67,8 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --namespace NS           this pod's namespace (default $POD_NAMESPACE)
   --daemonset NAME         this pod's DaemonSet (default $STEWARD_DAEMONSET)
   --metrics-listen ADDR:PORT
-                           also serve GET /metrics (only) on this TCP address for Prometheus, e.g. 0.0.0.0:9631
+                           also serve GET /metrics (only) on this TCP address for Prometheus, e.g. 0.0.0.0:9631;
+                           ADDR is an IP address (or empty for all), never a name
                            (default off; the control API stays on the socket)
   --log-level LEVEL        pino level (default info)`;
 

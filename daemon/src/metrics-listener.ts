@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from './metrics.js';
+import { isIP } from 'node:net';
 
 export interface ListenAddress {
   host: string;
@@ -25,6 +26,9 @@ export function parseListenAddress(raw: string): ListenAddress | { why: string }
   let host = raw.slice(0, colon);
   if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
   if (/[[\]\s/]/.test(host)) return bad;
+  // An IP literal only: a name would be resolved at start (and an unexpanded "$(HOST_IP)" fails
+  // there, late and obscurely); the DaemonSet passes the node's address.
+  if (host !== '' && isIP(host) === 0) return { why: `--metrics-listen address must be an IP address (or empty for all), got "${host}"` };
   return { host: host === '' ? '0.0.0.0' : host, port };
 }
 

@@ -21,7 +21,7 @@ describe('parseListenAddress', () => {
   });
 
   test('refuses what is not ADDR:PORT, saying so', () => {
-    for (const bad of ['9631', 'localhost', '1.2.3.4:', '1.2.3.4:x', '1.2.3.4:70000', '[::1:9631', 'a b:1', '']) {
+    for (const bad of ['9631', 'localhost', '1.2.3.4:', '1.2.3.4:x', '1.2.3.4:70000', '[::1:9631', 'a b:1', '', '$(HOST_IP):9631', 'node-1:9631']) {
       const r = parseListenAddress(bad);
       assert.ok('why' in r, bad);
       assert.match(r.why, /--metrics-listen/);
