@@ -66,6 +66,17 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   const pod = ds.spec.template.spec;
   const init = pod.initContainers.find((c: any) => c.name === 'install');
   const main = pod.containers.find((c: any) => c.name === 'stewardd');
+  /**
+   * A container's args as the kubelet passes them: `$(NAME)` expanded from its env, a fieldRef
+   * standing for what the kubelet would put there (a node address for status.hostIP). A name the
+   * env does not define stays literal, and parsing then refuses it.
+   */
+  const fieldValues: Record<string, string> = { 'status.hostIP': '10.0.0.5', 'metadata.namespace': ds.metadata.namespace };
+  const argsOf = (c: any): string[] => {
+    const vars: Record<string, string> = {};
+    for (const e of c.env ?? []) vars[e.name] = (e.value as string | undefined) ?? fieldValues[e.valueFrom?.fieldRef?.fieldPath as string] ?? '';
+    return (c.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (m, n: string) => vars[n] ?? m));
+  };
   const hostPathOf = (name: string) => pod.volumes.find((v: any) => v.name === name)?.hostPath?.path as string | undefined;
   const mountsOf = (c: any) => c.volumeMounts as Array<{ name: string; mountPath: string; mountPropagation?: string }>;
 
@@ -85,7 +96,7 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   });
 
   it('the daemon\'s flags are its defaults, and the conf dir it watches is mounted', () => {
-    const cfg = parseRunConfig(main.args.slice(1));
+    const cfg = parseRunConfig(argsOf(main).slice(1));
     const defaults = parseRunConfig([]);
     assert.equal(main.args[0], 'run');
     assert.equal(cfg.socket, DEFAULT_SOCKET);
@@ -98,12 +109,12 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
 
   it('install writes what the daemon serves: same socket, spool and dirs as the defaults', () => {
     assert.equal(init.args[0], 'install');
-    const cfg = parseInstallConfig(init.args.slice(1));
+    const cfg = parseInstallConfig(argsOf(init).slice(1));
     assert.deepEqual(cfg, parseInstallConfig([]));
     assert.equal(cfg.shimLibc, 'glibc');
     assert.match(parseInstallConfig(['--shim-libc', 'musl']).shim, /shims\/steward-linux-(x64|arm64)-musl$/);
     assert.throws(() => parseInstallConfig(['--shim-libc', 'uclibc']), /--shim-libc "uclibc" is not glibc or musl/);
-    assert.equal(cfg.socket, parseRunConfig(main.args.slice(1)).socket);
+    assert.equal(cfg.socket, parseRunConfig(argsOf(main).slice(1)).socket);
     for (const p of [cfg.cniBinDir, cfg.cniConfDir, cfg.stateDir]) assert.ok(mountsOf(init).some((m) => m.mountPath === p), `init mounts ${p}`);
   });
 
@@ -128,7 +139,7 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   });
 
   it('the grace period covers drain + request grace + the API check', () => {
-    const cfg = parseRunConfig(main.args.slice(1));
+    const cfg = parseRunConfig(argsOf(main).slice(1));
     const needed = (cfg.drainTimeoutMs + cfg.shutdownGraceMs) / 1000 + 5;
     assert.ok(pod.terminationGracePeriodSeconds >= needed, `${pod.terminationGracePeriodSeconds} < ${needed}`);
   });
