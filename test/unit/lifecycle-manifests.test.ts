@@ -71,7 +71,7 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
    * standing for what the kubelet would put there (a node address for status.hostIP). A name the
    * env does not define stays literal, and parsing then refuses it.
    */
-  const fieldValues: Record<string, string> = { 'status.hostIP': '10.0.0.5', 'metadata.namespace': ds.metadata.namespace };
+  const fieldValues: Record<string, string> = { 'status.hostIP': '10.0.0.5', 'metadata.namespace': ds.metadata?.namespace ?? '' };
   const argsOf = (c: any): string[] => {
     const vars: Record<string, string> = {};
     for (const e of c.env ?? []) vars[e.name] = (e.value as string | undefined) ?? fieldValues[e.valueFrom?.fieldRef?.fieldPath as string] ?? '';
