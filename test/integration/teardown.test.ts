@@ -192,8 +192,12 @@ describe('spooled while running', () => {
     // Same spool dir, a socket nobody answers: the shim spools, as after a daemon crash mid-request.
     const del = await shim({ command: 'DEL', containerId: 'live-spool', netns }, { ...conf, socket: join(env.dir, 'nobody.sock') });
     assert.equal(del.code, 0, del.stdout);
-    await daemon.waitFor('the spooled DEL to be ingested', () => leases(dataDir, 'livenet').length === 0, 30_000);
-    assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
+    // The entry is unlinked only after its DEL finished (a crash in between must not lose it), so the
+    // lease goes a moment before the file does: wait for both.
+    const spooled = () => readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json'));
+    await daemon.waitFor('the spooled DEL to be ingested', () => leases(dataDir, 'livenet').length === 0 && spooled().length === 0, 30_000);
+    assert.deepEqual(spooled(), []);
+    assert.deepEqual(leases(dataDir, 'livenet'), []);
     await daemon.stop();
   });
 });
