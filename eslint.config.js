@@ -8,18 +8,38 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 const SQLITE = { name: 'better-sqlite3', message: 'only daemon/src/store/ talks to SQLite' };
-const CHILD = ['node:child_process', 'child_process'].map((name) => ({ name, message: 'only daemon/src/plugins/ spawns processes' }));
+const CHILD = ['node:child_process', 'child_process'].map((name) => ({
+  name,
+  message: 'only daemon/src/plugins/ spawns processes',
+}));
 const FASTIFY = { name: 'fastify', message: 'only daemon/src/server.ts and daemon/src/routes/ know HTTP' };
-const DAEMON = { group: ['**/daemon/**', '@cni-steward/daemon', '@cni-steward/daemon/**'], message: 'this package must not depend on the daemon' };
-const SHIM = { group: ['**/shim/**', '@cni-steward/shim', '@cni-steward/shim/**'], message: 'this package must not depend on the shim' };
-const ROUTES = { group: ['**/routes/**', '**/server.js'], message: 'the engine knows nothing of HTTP: routes call the engine, never the reverse' };
+const DAEMON = {
+  group: ['**/daemon/**', '@cni-steward/daemon', '@cni-steward/daemon/**'],
+  message: 'this package must not depend on the daemon',
+};
+const SHIM = {
+  group: ['**/shim/**', '@cni-steward/shim', '@cni-steward/shim/**'],
+  message: 'this package must not depend on the shim',
+};
+const ROUTES = {
+  group: ['**/routes/**', '**/server.js'],
+  message: 'the engine knows nothing of HTTP: routes call the engine, never the reverse',
+};
 
 /** One no-restricted-imports entry per area: ESLint replaces (never merges) a rule's options. */
 const restrict = (files, { paths = [], patterns = [] }, ignores = []) => ({
-  files, ignores, rules: { 'no-restricted-imports': ['error', { paths, patterns }] },
+  files,
+  ignores,
+  rules: { 'no-restricted-imports': ['error', { paths, patterns }] },
 });
 
-const DAEMON_AREAS = ['daemon/src/store/**', 'daemon/src/plugins/**', 'daemon/src/routes/**', 'daemon/src/server.ts', 'daemon/src/engine/**'];
+const DAEMON_AREAS = [
+  'daemon/src/store/**',
+  'daemon/src/plugins/**',
+  'daemon/src/routes/**',
+  'daemon/src/server.ts',
+  'daemon/src/engine/**',
+];
 
 export default tseslint.config(
   { ignores: ['**/dist/**', '**/node_modules/**', 'bench-results/**', '.steward/**'] },
@@ -27,7 +47,10 @@ export default tseslint.config(
   ...tseslint.configs.recommended,
   {
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
+      ],
     },
   },
   {

@@ -24,7 +24,13 @@ function ok(what: string, a: ShimAnswer): ShimAnswer {
 function withNetns(env: TestEnv, tag: string): { path: string; remove: () => void } {
   const name = `stwbench-${process.pid % 10000}-${tag}`;
   execFileSync('ip', ['netns', 'add', name]);
-  const remove = () => { try { execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' }); } catch { /* gone */ } };
+  const remove = () => {
+    try {
+      execFileSync('ip', ['netns', 'del', name], { stdio: 'ignore' });
+    } catch {
+      /* gone */
+    }
+  };
   env.defer(remove);
   return { path: `/run/netns/${name}`, remove };
 }
@@ -43,25 +49,55 @@ export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]
     const bridgeExe = join(SYSTEM_CNI_BIN, 'bridge');
 
     const viaSteward = async (cid: string, netns: string) => {
-      ok('steward ADD', await execPlugin(shim.path, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(stewardNet)));
-      ok('steward DEL', await execPlugin(shim.path, cniEnv({ command: 'DEL', containerId: cid, netns }), JSON.stringify(stewardNet)));
+      ok(
+        'steward ADD',
+        await execPlugin(shim.path, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(stewardNet)),
+      );
+      ok(
+        'steward DEL',
+        await execPlugin(shim.path, cniEnv({ command: 'DEL', containerId: cid, netns }), JSON.stringify(stewardNet)),
+      );
     };
     const direct = async (cid: string, netns: string) => {
-      const add = ok('bridge ADD', await execPlugin(bridgeExe, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(directConf)));
-      ok('bridge DEL', await execPlugin(bridgeExe, cniEnv({ command: 'DEL', containerId: cid, netns }),
-        JSON.stringify({ ...directConf, prevResult: add.json })));
+      const add = ok(
+        'bridge ADD',
+        await execPlugin(bridgeExe, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(directConf)),
+      );
+      ok(
+        'bridge DEL',
+        await execPlugin(
+          bridgeExe,
+          cniEnv({ command: 'DEL', containerId: cid, netns }),
+          JSON.stringify({ ...directConf, prevResult: add.json }),
+        ),
+      );
     };
 
     // For the breakdown: the same ADD+DEL sent to the daemon over its socket, without the shim.
     const viaSocket = async (cid: string, netns: string) => {
       for (const command of ['ADD', 'DEL']) {
-        await daemon.cni(JSON.stringify({ env: { CNI_COMMAND: command, CNI_CONTAINERID: cid, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: SYSTEM_CNI_BIN }, config: stewardNet }));
+        await daemon.cni(
+          JSON.stringify({
+            env: {
+              CNI_COMMAND: command,
+              CNI_CONTAINERID: cid,
+              CNI_NETNS: netns,
+              CNI_IFNAME: 'eth0',
+              CNI_PATH: SYSTEM_CNI_BIN,
+            },
+            config: stewardNet,
+          }),
+        );
       }
     };
     const modes = { s: viaSteward, d: direct, h: viaSocket };
     const iters = n(20, ctx);
     const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [] };
-    const orders: Array<Array<keyof typeof modes>> = [['s', 'd', 'h'], ['d', 'h', 's'], ['h', 's', 'd']];
+    const orders: Array<Array<keyof typeof modes>> = [
+      ['s', 'd', 'h'],
+      ['d', 'h', 's'],
+      ['h', 's', 'd'],
+    ];
     for (let i = -1; i < iters; i++) {
       // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
       for (const which of orders[(i + 3) % 3] as Array<keyof typeof modes>) {
@@ -79,24 +115,28 @@ export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]
     const leaked = leases(dataDir, 'podnet');
     if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
     const ratio = pairedRatio(s, d);
-    return [{
-      id: 'chain',
-      title: 'ADD+DEL, bridge + host-local, fresh netns',
-      unit: 'ms',
-      candidate: { label: `${shim.kind} + stewardd`, median: round(median(s)), n: s.length },
-      floor: { label: 'bridge ADD then DEL executed directly', median: round(median(d)), n: d.length },
-      ratio: round(ratio),
-      target: '<= 1.10x',
-      met: ratio <= 1.1,
-      extra: {
-        overheadMs: round(pairedDiff(s, d)),
-        daemonOnlyMs: round(median(h)),
-        daemonOverheadMs: round(pairedDiff(h, d)),
-        shimOverheadMs: round(pairedDiff(s, h)),
-        daemonOnlyRatio: round(pairedRatio(h, d)),
+    return [
+      {
+        id: 'chain',
+        title: 'ADD+DEL, bridge + host-local, fresh netns',
+        unit: 'ms',
+        candidate: { label: `${shim.kind} + stewardd`, median: round(median(s)), n: s.length },
+        floor: { label: 'bridge ADD then DEL executed directly', median: round(median(d)), n: d.length },
+        ratio: round(ratio),
+        target: '<= 1.10x',
+        met: ratio <= 1.1,
+        extra: {
+          overheadMs: round(pairedDiff(s, d)),
+          daemonOnlyMs: round(median(h)),
+          daemonOverheadMs: round(pairedDiff(h, d)),
+          shimOverheadMs: round(pairedDiff(s, h)),
+          daemonOnlyRatio: round(pairedRatio(h, d)),
+        },
+        notes: [
+          'daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)',
+        ],
       },
-      notes: ['daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)'],
-    }];
+    ];
   } finally {
     await daemon.stop();
   }

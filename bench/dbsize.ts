@@ -25,7 +25,8 @@ async function waitPruned(d: BenchDaemon): Promise<Record<string, number>> {
   for (;;) {
     const st = JSON.parse((await d.request('GET', '/v1/status')).text) as { attachments: Record<string, number> };
     if (!st.attachments.deleted) return st.attachments;
-    if (Date.now() > deadline) throw new Error(`tombstones not pruned 20 s after start: ${JSON.stringify(st.attachments)}`);
+    if (Date.now() > deadline)
+      throw new Error(`tombstones not pruned 20 s after start: ${JSON.stringify(st.attachments)}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -51,31 +52,39 @@ export async function benchDbSize(env: TestEnv, ctx: BenchContext): Promise<Row[
     const closed = sizes(d.dbPath);
     const db = new Database(d.dbPath, { readonly: true });
     const pragma = (p: string) => Number(db.pragma(p, { simple: true }));
-    const pages = { pageSize: pragma('page_size'), pageCount: pragma('page_count'), freelist: pragma('freelist_count') };
+    const pages = {
+      pageSize: pragma('page_size'),
+      pageCount: pragma('page_count'),
+      freelist: pragma('freelist_count'),
+    };
     db.close();
-    return [{
-      id: 'dbsize',
-      title: `DB size after ${cycles.toLocaleString('en')} ADD+DEL cycles and pruning`,
-      unit: 'bytes',
-      candidate: { label: 'db + wal + shm after pruning, daemon running', median: afterPrune.total, n: 1 },
-      target: 'bounded; report bytes',
-      met: afterSecond.total <= afterPrune.total * 1.05,
-      extra: {
-        cyclesPerSec: round(load.pairsPerSec, 1),
-        beforePruneBytes: beforePrune.total,
-        beforePruneDbBytes: beforePrune.db,
-        beforePruneWalBytes: beforePrune.wal,
-        afterPruneDbBytes: afterPrune.db,
-        afterPruneWalBytes: afterPrune.wal,
-        [`after${again}MoreCyclesAndPruneBytes`]: afterSecond.total,
-        closedDbBytes: closed.total,
-        pageSize: pages.pageSize,
-        pageCount: pages.pageCount,
-        freelistPages: pages.freelist,
-        bytesPerTombstone: round((beforePrune.db - closed.db + pages.freelist * pages.pageSize) / cycles, 0),
+    return [
+      {
+        id: 'dbsize',
+        title: `DB size after ${cycles.toLocaleString('en')} ADD+DEL cycles and pruning`,
+        unit: 'bytes',
+        candidate: { label: 'db + wal + shm after pruning, daemon running', median: afterPrune.total, n: 1 },
+        target: 'bounded; report bytes',
+        met: afterSecond.total <= afterPrune.total * 1.05,
+        extra: {
+          cyclesPerSec: round(load.pairsPerSec, 1),
+          beforePruneBytes: beforePrune.total,
+          beforePruneDbBytes: beforePrune.db,
+          beforePruneWalBytes: beforePrune.wal,
+          afterPruneDbBytes: afterPrune.db,
+          afterPruneWalBytes: afterPrune.wal,
+          [`after${again}MoreCyclesAndPruneBytes`]: afterSecond.total,
+          closedDbBytes: closed.total,
+          pageSize: pages.pageSize,
+          pageCount: pages.pageCount,
+          freelistPages: pages.freelist,
+          bytesPerTombstone: round((beforePrune.db - closed.db + pages.freelist * pages.pageSize) / cycles, 0),
+        },
+        notes: [
+          'pruning is triggered by restarting the daemon (the scheduler prunes on its first tick, then every 60 s)',
+        ],
       },
-      notes: ['pruning is triggered by restarting the daemon (the scheduler prunes on its first tick, then every 60 s)'],
-    }];
+    ];
   } finally {
     await d.stop();
   }

@@ -36,16 +36,23 @@ export async function benchQuickCheck(env: TestEnv, ctx: BenchContext): Promise<
     db.close();
   }
   ctx.log(`quick_check ${quick.map((x) => x.toFixed(1)).join(' ')} ms`);
-  return [{
-    id: 'quickcheck',
-    title: `PRAGMA quick_check at start, ${attachments.toLocaleString('en')} attachments`,
-    unit: 'ms',
-    candidate: { label: 'Store.quickCheck() on a freshly opened journal', median: round(median(quick), 1), p99: round(p99(quick), 1), n: runs },
-    target: 'reported',
-    met: null,
-    extra: {
-      integrityCheckMedianMs: round(median(integrity), 1),
-      dbBytes: statSync(dbPath).size,
+  return [
+    {
+      id: 'quickcheck',
+      title: `PRAGMA quick_check at start, ${attachments.toLocaleString('en')} attachments`,
+      unit: 'ms',
+      candidate: {
+        label: 'Store.quickCheck() on a freshly opened journal',
+        median: round(median(quick), 1),
+        p99: round(p99(quick), 1),
+        n: runs,
+      },
+      target: 'reported',
+      met: null,
+      extra: {
+        integrityCheckMedianMs: round(median(integrity), 1),
+        dbBytes: statSync(dbPath).size,
+      },
     },
-  }];
+  ];
 }

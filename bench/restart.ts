@@ -33,7 +33,8 @@ export async function benchRestart(env: TestEnv, ctx: BenchContext): Promise<Row
       const m = d.rss();
       if (which === 'full') {
         const st = JSON.parse((await d.request('GET', '/v1/status')).text) as { attachments: Record<string, number> };
-        if (st.attachments.added !== ATTACHMENTS) throw new Error(`expected ${ATTACHMENTS} added attachments, status says ${JSON.stringify(st.attachments)}`);
+        if (st.attachments.added !== ATTACHMENTS)
+          throw new Error(`expected ${ATTACHMENTS} added attachments, status says ${JSON.stringify(st.attachments)}`);
       }
       await d.stop();
       if (r < 0) continue; // first start of each creates files and warms the page cache
@@ -44,18 +45,22 @@ export async function benchRestart(env: TestEnv, ctx: BenchContext): Promise<Row
   }
   const readyMs = median(ms.full);
   const rssMiB = median(rss.full);
-  return [{
-    id: 'restart',
-    title: `restart to ready, ${ATTACHMENTS.toLocaleString('en')} attachments in the DB`,
-    unit: 'ms',
-    candidate: { label: `${ATTACHMENTS} live attachments`, median: round(readyMs, 0), n: ms.full.length },
-    floor: { label: 'same start, empty database', median: round(median(ms.empty), 0), n: ms.empty.length },
-    ratio: round(pairedRatio(ms.full, ms.empty)),
-    target: '<= 2000 ms; RSS <= 100 MiB',
-    met: readyMs <= 2000 && rssMiB <= 100,
-    extra: {
-      rssMiB: round(rssMiB, 1), peakRssMiB: round(median(peak.full), 1),
-      emptyRssMiB: round(median(rss.empty), 1), emptyPeakRssMiB: round(median(peak.empty), 1),
+  return [
+    {
+      id: 'restart',
+      title: `restart to ready, ${ATTACHMENTS.toLocaleString('en')} attachments in the DB`,
+      unit: 'ms',
+      candidate: { label: `${ATTACHMENTS} live attachments`, median: round(readyMs, 0), n: ms.full.length },
+      floor: { label: 'same start, empty database', median: round(median(ms.empty), 0), n: ms.empty.length },
+      ratio: round(pairedRatio(ms.full, ms.empty)),
+      target: '<= 2000 ms; RSS <= 100 MiB',
+      met: readyMs <= 2000 && rssMiB <= 100,
+      extra: {
+        rssMiB: round(rssMiB, 1),
+        peakRssMiB: round(median(peak.full), 1),
+        emptyRssMiB: round(median(rss.empty), 1),
+        emptyPeakRssMiB: round(median(peak.empty), 1),
+      },
     },
-  }];
+  ];
 }

@@ -60,15 +60,18 @@ if (!(scale > 0)) {
 const fmt = (x: number | undefined, unit: string) => (x === undefined || Number.isNaN(x) ? '' : `${x} ${unit}`);
 
 function table(rows: Row[]): string {
-  const lines = [
-    '| benchmark | steward | floor | ratio | target | met |',
-    '|---|--:|--:|--:|---|---|',
-  ];
+  const lines = ['| benchmark | steward | floor | ratio | target | met |', '|---|--:|--:|--:|---|---|'];
   for (const r of rows) {
-    const c = r.candidate.p99 !== undefined
-      ? `p50 ${fmt(r.candidate.median, r.unit)}, p99 ${fmt(r.candidate.p99, r.unit)}` : fmt(r.candidate.median, r.unit);
-    const f = r.floor === undefined ? '—' : r.floor.p99 !== undefined
-      ? `p50 ${fmt(r.floor.median, r.unit)}, p99 ${fmt(r.floor.p99, r.unit)}` : fmt(r.floor.median, r.unit);
+    const c =
+      r.candidate.p99 !== undefined
+        ? `p50 ${fmt(r.candidate.median, r.unit)}, p99 ${fmt(r.candidate.p99, r.unit)}`
+        : fmt(r.candidate.median, r.unit);
+    const f =
+      r.floor === undefined
+        ? '—'
+        : r.floor.p99 !== undefined
+          ? `p50 ${fmt(r.floor.median, r.unit)}, p99 ${fmt(r.floor.p99, r.unit)}`
+          : fmt(r.floor.median, r.unit);
     const ratio = r.ratio === undefined ? '—' : `${r.ratio}×${r.ratioOf ? ` (${r.ratioOf})` : ''}`;
     const met = r.met === null ? 'reported' : r.met ? 'met' : '**missed**';
     lines.push(`| ${r.title} | ${c} | ${f} | ${ratio} | ${r.target} | ${met} |`);
@@ -80,8 +83,11 @@ function details(rows: Row[]): string {
   const out: string[] = [];
   for (const r of rows) {
     const parts = Object.entries(r.extra ?? {}).map(([k, v]) => `${k}=${v}`);
-    out.push(`- ${r.id}: steward = ${r.candidate.label} (n=${r.candidate.n})` +
-      (r.floor ? `; floor = ${r.floor.label} (n=${r.floor.n})` : '') + (parts.length ? `; ${parts.join(', ')}` : ''));
+    out.push(
+      `- ${r.id}: steward = ${r.candidate.label} (n=${r.candidate.n})` +
+        (r.floor ? `; floor = ${r.floor.label} (n=${r.floor.n})` : '') +
+        (parts.length ? `; ${parts.join(', ')}` : ''),
+    );
     for (const note of r.notes ?? []) out.push(`  - ${note}`);
   }
   return out.join('\n');
@@ -110,7 +116,7 @@ async function main(): Promise<number> {
       const t0 = Date.now();
       console.error(`[bench] ${id} ...`);
       try {
-        rows.push(...await bench(env, ctx));
+        rows.push(...(await bench(env, ctx)));
       } catch (e) {
         failures.push(`${id}: ${(e as Error).stack ?? String(e)}`);
         console.error(`[bench] ${id} FAILED: ${(e as Error).message}`);
@@ -122,19 +128,40 @@ async function main(): Promise<number> {
   }
 
   const commit = (() => {
-    try { return execFileSync('git', ['-C', REPO, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { return 'unknown'; }
+    try {
+      return execFileSync('git', ['-C', REPO, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+    } catch {
+      return 'unknown';
+    }
   })();
-  const machine = `${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load ${loadavg().map((l) => l.toFixed(2)).join(' ')}, node ${process.version}`;
-  console.log(`\n${table(rows)}\n\n${details(rows)}\n\ncommit ${commit}; ${machine}; ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  const machine = `${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ')}, node ${process.version}`;
+  console.log(
+    `\n${table(rows)}\n\n${details(rows)}\n\ncommit ${commit}; ${machine}; ${((Date.now() - started) / 1000).toFixed(0)} s`,
+  );
   if (failures.length > 0) console.error(`\nfailed:\n${failures.join('\n')}`);
 
   if (values.json) {
     const file = values.out ?? join(REPO, 'bench-results', 'latest.json');
     mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(file, `${JSON.stringify({
-      date: new Date().toISOString(), commit, machine, shim: shimExecutable().kind, scale,
-      seconds: Math.round((Date.now() - started) / 1000), rows, failures,
-    }, null, 2)}\n`);
+    writeFileSync(
+      file,
+      `${JSON.stringify(
+        {
+          date: new Date().toISOString(),
+          commit,
+          machine,
+          shim: shimExecutable().kind,
+          scale,
+          seconds: Math.round((Date.now() - started) / 1000),
+          rows,
+          failures,
+        },
+        null,
+        2,
+      )}\n`,
+    );
     console.error(`wrote ${file}`);
   }
   if (failures.length > 0) return 1;
@@ -142,7 +169,10 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then((code) => process.exit(code), (e: unknown) => {
-  console.error(e);
-  process.exit(1);
-});
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

@@ -32,7 +32,8 @@ export async function benchScrape(env: TestEnv, ctx: BenchContext): Promise<Row[
   try {
     const urls = { full: `http://127.0.0.1:${fullPort}/metrics`, empty: `http://127.0.0.1:${emptyPort}/metrics` };
     const text = await (await fetch(urls.full)).text();
-    if (!text.includes(`steward_attachments{state="added"} ${ATTACHMENTS}`)) throw new Error('the scrape does not count the populated attachments');
+    if (!text.includes(`steward_attachments{state="added"} ${ATTACHMENTS}`))
+      throw new Error('the scrape does not count the populated attachments');
     const ms = { full: [] as number[], empty: [] as number[] };
     const rounds = n(100, ctx);
     for (let i = -5; i < rounds; i++) {
@@ -44,17 +45,29 @@ export async function benchScrape(env: TestEnv, ctx: BenchContext): Promise<Row[
         if (i >= 0) ms[which].push(t);
       }
     }
-    return [{
-      id: 'scrape',
-      title: `GET /metrics on --metrics-listen, ${ATTACHMENTS.toLocaleString('en')} attachments in the DB`,
-      unit: 'ms',
-      candidate: { label: `${ATTACHMENTS} live attachments`, median: round(median(ms.full), 1), p99: round(p99(ms.full), 1), n: ms.full.length },
-      floor: { label: 'same scrape, empty database', median: round(median(ms.empty), 1), p99: round(p99(ms.empty), 1), n: ms.empty.length },
-      ratio: round(pairedRatio(ms.full, ms.empty)),
-      target: '<= 50 ms median (a 30 s scrape interval)',
-      met: median(ms.full) <= 50,
-      extra: { bytes: text.length },
-    }];
+    return [
+      {
+        id: 'scrape',
+        title: `GET /metrics on --metrics-listen, ${ATTACHMENTS.toLocaleString('en')} attachments in the DB`,
+        unit: 'ms',
+        candidate: {
+          label: `${ATTACHMENTS} live attachments`,
+          median: round(median(ms.full), 1),
+          p99: round(p99(ms.full), 1),
+          n: ms.full.length,
+        },
+        floor: {
+          label: 'same scrape, empty database',
+          median: round(median(ms.empty), 1),
+          p99: round(p99(ms.empty), 1),
+          n: ms.empty.length,
+        },
+        ratio: round(pairedRatio(ms.full, ms.empty)),
+        target: '<= 50 ms median (a 30 s scrape interval)',
+        met: median(ms.full) <= 50,
+        extra: { bytes: text.length },
+      },
+    ];
   } finally {
     await full.stop();
     await empty.stop();

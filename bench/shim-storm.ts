@@ -22,18 +22,28 @@ const PARALLEL = 12;
 
 function startDriver(env: TestEnv, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
   const child = fork(new URL('./lib/shim-storm-driver.ts', import.meta.url).pathname, [], {
-    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  env.defer(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  env.defer(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.on('message', (m: { type: string; report?: ShimStormReport }) => {
       if (m.type !== 'ready') return;
-      resolve(() => new Promise((res, rej) => {
-        child.once('exit', (code) => { if (code !== 0) rej(new Error(`shim storm driver exited with ${code}`)); });
-        child.on('message', (d: { type: string; report?: ShimStormReport }) => { if (d.type === 'done' && d.report) res(d.report); });
-        child.send({ type: 'go' });
-      }));
+      resolve(
+        () =>
+          new Promise((res, rej) => {
+            child.once('exit', (code) => {
+              if (code !== 0) rej(new Error(`shim storm driver exited with ${code}`));
+            });
+            child.on('message', (d: { type: string; report?: ShimStormReport }) => {
+              if (d.type === 'done' && d.report) res(d.report);
+            });
+            child.send({ type: 'go' });
+          }),
+      );
     });
     child.send({ type: 'order', order });
   });
@@ -63,48 +73,73 @@ export async function benchShimStorm(env: TestEnv, ctx: BenchContext): Promise<R
     const during: number[] = [];
     for (let i = 0; i < idleEach; i++) idle.push(await addOnce(`idle-a-${i}`));
     const go = await startDriver(env, {
-      shim: shim.path, env: { ...baseEnv, ...cniVars('DEL', '') }, containers, retries: RETRIES, parallel: PARALLEL, stdin,
+      shim: shim.path,
+      env: { ...baseEnv, ...cniVars('DEL', '') },
+      containers,
+      retries: RETRIES,
+      parallel: PARALLEL,
+      stdin,
     });
     const cpu0 = daemon.cpu();
     let done = false;
-    const report = go().then((r) => { done = true; return r; });
+    const report = go().then((r) => {
+      done = true;
+      return r;
+    });
     let k = 0;
     while (!done) during.push(await addOnce(`during-${k++}`));
     const storm = await report;
     const cpu1 = daemon.cpu();
     for (let i = 0; i < idleEach; i++) idle.push(await addOnce(`idle-b-${i}`));
 
-    const dels = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').filter((l) => l.startsWith('DEL ')) : [];
+    const dels = existsSync(logFile)
+      ? readFileSync(logFile, 'utf8')
+          .split('\n')
+          .filter((l) => l.startsWith('DEL '))
+      : [];
     const perContainer = new Map<string, number>();
-    for (const l of dels) perContainer.set(l.split(' ')[1] as string, (perContainer.get(l.split(' ')[1] as string) ?? 0) + 1);
+    for (const l of dels)
+      perContainer.set(l.split(' ')[1] as string, (perContainer.get(l.split(' ')[1] as string) ?? 0) + 1);
     const wrong = containers.filter((c) => perContainer.get(c) !== 1);
     const failedExecs = storm.execs - (storm.exitCodes['0'] ?? 0);
     const ratio = p99(during) / p99(idle);
     ctx.log(`shim storm: ${storm.execs} shim DELs in ${round(storm.ms, 0)} ms, ${k} ADDs during it`);
-    return [{
-      id: 'shim-storm',
-      title: `ADD through the shim during a kubelet-style storm: ${containers.length} pods × ${RETRIES} DEL execs, ${PARALLEL} at a time`,
-      unit: 'ms',
-      candidate: { label: 'ADD (shim exec, no-op delegate) during the storm', median: round(median(during)), p99: round(p99(during)), n: during.length },
-      floor: { label: 'ADD (shim exec) on the idle daemon', median: round(median(idle)), p99: round(p99(idle)), n: idle.length },
-      ratio: round(ratio),
-      ratioOf: 'p99',
-      target: 'p99 <= 2x, every DEL exits 0, 1 delegate DEL per pod',
-      met: ratio <= 2 && failedExecs === 0 && wrong.length === 0,
-      extra: {
-        p50Ratio: round(median(during) / median(idle)),
-        shimExecs: storm.execs,
-        failedExecs,
-        podsWithWrongDelCount: wrong.length,
-        stormMs: round(storm.ms, 0),
-        shimDelsPerSec: round(storm.execs / (storm.ms / 1000), 0),
-        shimCpuMsPerExec: round(storm.shimCpuMs / storm.execs),
-        daemonCpuMsPerDel: round((cpu1.self - cpu0.self) / Math.max(1, storm.execs + k)),
+    return [
+      {
+        id: 'shim-storm',
+        title: `ADD through the shim during a kubelet-style storm: ${containers.length} pods × ${RETRIES} DEL execs, ${PARALLEL} at a time`,
+        unit: 'ms',
+        candidate: {
+          label: 'ADD (shim exec, no-op delegate) during the storm',
+          median: round(median(during)),
+          p99: round(p99(during)),
+          n: during.length,
+        },
+        floor: {
+          label: 'ADD (shim exec) on the idle daemon',
+          median: round(median(idle)),
+          p99: round(p99(idle)),
+          n: idle.length,
+        },
+        ratio: round(ratio),
+        ratioOf: 'p99',
+        target: 'p99 <= 2x, every DEL exits 0, 1 delegate DEL per pod',
+        met: ratio <= 2 && failedExecs === 0 && wrong.length === 0,
+        extra: {
+          p50Ratio: round(median(during) / median(idle)),
+          shimExecs: storm.execs,
+          failedExecs,
+          podsWithWrongDelCount: wrong.length,
+          stormMs: round(storm.ms, 0),
+          shimDelsPerSec: round(storm.execs / (storm.ms / 1000), 0),
+          shimCpuMsPerExec: round(storm.shimCpuMs / storm.execs),
+          daemonCpuMsPerDel: round((cpu1.self - cpu0.self) / Math.max(1, storm.execs + k)),
+        },
+        notes: [
+          `shim: ${shim.kind}; shimCpuMsPerExec is the CPU of the shim processes alone (reaped by the driver), daemonCpuMsPerDel the daemon's (and its spawner's) per request during the storm`,
+        ],
       },
-      notes: [
-        `shim: ${shim.kind}; shimCpuMsPerExec is the CPU of the shim processes alone (reaped by the driver), daemonCpuMsPerDel the daemon's (and its spawner's) per request during the storm`,
-      ],
-    }];
+    ];
   } finally {
     await daemon.stop();
   }

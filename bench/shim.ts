@@ -25,16 +25,26 @@ interface Cmd {
 }
 
 /** Runs hyperfine on `cmds` for `rounds` rounds, alternating their order; returns ms per run. */
-function alternate(env: TestEnv, cmds: Cmd[], rounds: number, runs: number, baseEnv: NodeJS.ProcessEnv): Map<string, number[]> {
+function alternate(
+  env: TestEnv,
+  cmds: Cmd[],
+  rounds: number,
+  runs: number,
+  baseEnv: NodeJS.ProcessEnv,
+): Map<string, number[]> {
   const out = new Map<string, number[]>(cmds.map((c) => [c.name, []]));
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? cmds : [...cmds].reverse();
     for (const c of order) {
       // One hyperfine per command and round keeps each command's own environment.
       const file = join(env.dir, 'hyperfine.json');
-      execFileSync('hyperfine', ['--shell', 'sh', '--style', 'none', '--warmup', '1', '--runs', String(runs),
-        '--export-json', file, c.line], { env: c.env ?? baseEnv, stdio: ['ignore', 'ignore', 'pipe'] });
-      const times = (JSON.parse(readFileSync(file, 'utf8')) as { results: Array<{ times: number[] }> }).results[0]?.times ?? [];
+      execFileSync(
+        'hyperfine',
+        ['--shell', 'sh', '--style', 'none', '--warmup', '1', '--runs', String(runs), '--export-json', file, c.line],
+        { env: c.env ?? baseEnv, stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      const times =
+        (JSON.parse(readFileSync(file, 'utf8')) as { results: Array<{ times: number[] }> }).results[0]?.times ?? [];
       out.get(c.name)?.push(...times.map((t) => t * 1000));
     }
   }
@@ -43,7 +53,11 @@ function alternate(env: TestEnv, cmds: Cmd[], rounds: number, runs: number, base
 
 /** Peak RSS (MiB) of one execution, by GNU time. */
 function peakMiB(file: string, args: string[], stdinFile: string, env: NodeJS.ProcessEnv): number {
-  const res = spawnSync('/usr/bin/time', ['-f', '%M', file, ...args], { env, input: readFileSync(stdinFile), encoding: 'utf8' });
+  const res = spawnSync('/usr/bin/time', ['-f', '%M', file, ...args], {
+    env,
+    input: readFileSync(stdinFile),
+    encoding: 'utf8',
+  });
   const lines = res.stderr.trim().split('\n');
   return Number(lines[lines.length - 1]) / 1024;
 }
@@ -71,12 +85,16 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
     // which on these machines would include NODE_EXTRA_CA_CERTS: measured separately below).
     const runtimeEnv: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', ...cniVars('DEL', cid) };
     const shimLine = `${q(shim.path)} < ${q(netconfFile)}`;
-    const curlLine = `curl -sS -f --unix-socket ${q(daemon.socket)} -H 'content-type: application/json' ` +
+    const curlLine =
+      `curl -sS -f --unix-socket ${q(daemon.socket)} -H 'content-type: application/json' ` +
       `--data-binary @${q(bodyFile)} http://localhost/v1/cni`;
     // Sanity: both succeed with the same (empty) answer before anything is timed.
     for (const line of [shimLine, curlLine]) execFileSync('sh', ['-c', line], { env: runtimeEnv, stdio: 'ignore' });
 
-    const cmds: Cmd[] = [{ name: 'shim', line: shimLine }, { name: 'curl', line: curlLine }];
+    const cmds: Cmd[] = [
+      { name: 'shim', line: shimLine },
+      { name: 'curl', line: curlLine },
+    ];
     // For the record, in the same rounds: the Node shim (when the shipped one is measured), the
     // start of Node itself (the floor of any Node shim), and the Node shim with NODE_EXTRA_CA_CERTS
     // set as it is on these machines (Node 20 parses the bundle eagerly at start).
@@ -85,7 +103,8 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
     if (shim.path !== nodeShim) cmds.push({ name: 'nodeShim', line: nodeShimLine });
     cmds.push({ name: 'node', line: `${q(process.execPath)} -e 0` });
     const caFile = process.env.NODE_EXTRA_CA_CERTS;
-    if (caFile) cmds.push({ name: 'nodeShim+ca', line: nodeShimLine, env: { ...runtimeEnv, NODE_EXTRA_CA_CERTS: caFile } });
+    if (caFile)
+      cmds.push({ name: 'nodeShim+ca', line: nodeShimLine, env: { ...runtimeEnv, NODE_EXTRA_CA_CERTS: caFile } });
     ctx.log(`shim: ${shim.kind}`);
     const t = alternate(env, cmds, n(10, ctx, 2), 5, runtimeEnv);
     const shimMs = t.get('shim') ?? [];
@@ -94,8 +113,24 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
     const mem = { shim: [] as number[], curl: [] as number[] };
     for (let i = 0; i < 3; i++) {
       mem.shim.push(peakMiB(shim.path, [], netconfFile, runtimeEnv));
-      mem.curl.push(peakMiB('curl', ['-sS', '-f', '--unix-socket', daemon.socket, '-H', 'content-type: application/json',
-        '--data-binary', `@${bodyFile}`, 'http://localhost/v1/cni'], bodyFile, runtimeEnv));
+      mem.curl.push(
+        peakMiB(
+          'curl',
+          [
+            '-sS',
+            '-f',
+            '--unix-socket',
+            daemon.socket,
+            '-H',
+            'content-type: application/json',
+            '--data-binary',
+            `@${bodyFile}`,
+            'http://localhost/v1/cni',
+          ],
+          bodyFile,
+          runtimeEnv,
+        ),
+      );
     }
     const ratio = pairedRatio(shimMs, curlMs);
     const extra: Record<string, number | string> = {
@@ -108,30 +143,38 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
     for (const bin of shimBinaries()) {
       const file = spawnSync('file', ['-b', bin], { encoding: 'utf8' }).stdout ?? '';
       extra[`bytes ${bin.split('/').pop()}`] = statSync(bin).size;
-      extra[`file ${bin.split('/').pop()}`] = file.split(',').slice(0, 2).join(',').trim() + (/interpreter (\S+)/.exec(file) ? `, ${/interpreter (\S+?),?\s/.exec(file)?.[1] ?? ''}` : '');
+      extra[`file ${bin.split('/').pop()}`] =
+        file.split(',').slice(0, 2).join(',').trim() +
+        (/interpreter (\S+)/.exec(file) ? `, ${/interpreter (\S+?),?\s/.exec(file)?.[1] ?? ''}` : '');
     }
     // The image that carries them, when one was built here (npm run build:image): its size in the same run.
     const image = process.env.STEWARD_IMAGE ?? 'cni-steward:0.1.0';
     const inspect = spawnSync('podman', ['image', 'inspect', '--format', '{{.Size}}', image], { encoding: 'utf8' });
     if (inspect.status === 0) extra[`bytes image ${image}`] = Number(inspect.stdout.trim());
-    const info: Array<[string, string]> = [['nodeShim', 'nodeShimMs'], ['node', 'nodeStartMs'], ['nodeShim+ca', 'nodeShimWithNodeExtraCaCertsMs']];
+    const info: Array<[string, string]> = [
+      ['nodeShim', 'nodeShimMs'],
+      ['node', 'nodeStartMs'],
+      ['nodeShim+ca', 'nodeShimWithNodeExtraCaCertsMs'],
+    ];
     for (const [name, key] of info) {
       const ms = t.get(name);
       if (ms && ms.length > 0) extra[key] = round(median(ms));
     }
     const nodeShimMs = t.get('nodeShim');
     if (nodeShimMs && nodeShimMs.length > 0) extra.nodeShimRatio = round(pairedRatio(nodeShimMs, curlMs));
-    return [{
-      id: 'shim-call',
-      title: 'one shim call (DEL answered from a tombstone, no plugin run)',
-      unit: 'ms',
-      candidate: { label: shim.kind, median: round(median(shimMs)), n: shimMs.length },
-      floor: { label: 'curl --unix-socket, same request', median: round(median(curlMs)), n: curlMs.length },
-      ratio: round(ratio),
-      target: '<= 1.5x',
-      met: ratio <= 1.5,
-      extra,
-    }];
+    return [
+      {
+        id: 'shim-call',
+        title: 'one shim call (DEL answered from a tombstone, no plugin run)',
+        unit: 'ms',
+        candidate: { label: shim.kind, median: round(median(shimMs)), n: shimMs.length },
+        floor: { label: 'curl --unix-socket, same request', median: round(median(curlMs)), n: curlMs.length },
+        ratio: round(ratio),
+        target: '<= 1.5x',
+        met: ratio <= 1.5,
+        extra,
+      },
+    ];
   } finally {
     await daemon.stop();
   }

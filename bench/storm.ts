@@ -19,11 +19,17 @@ const CONTAINERS = 100;
 const PER_CONTAINER = 100;
 const SENDERS = 2;
 
-function startDriver(env: TestEnv, order: StormOrder): Promise<{ child: ChildProcess; go: () => Promise<StormReport> }> {
+function startDriver(
+  env: TestEnv,
+  order: StormOrder,
+): Promise<{ child: ChildProcess; go: () => Promise<StormReport> }> {
   const child = fork(new URL('./lib/storm-driver.ts', import.meta.url).pathname, [], {
-    execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  env.defer(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  env.defer(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
   return new Promise((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`storm driver exited early with ${code}`)));
@@ -31,12 +37,17 @@ function startDriver(env: TestEnv, order: StormOrder): Promise<{ child: ChildPro
       if (m.type !== 'ready') return;
       resolve({
         child,
-        go: () => new Promise<StormReport>((res, rej) => {
-          child.removeAllListeners('exit');
-          child.once('exit', (code) => { if (code !== 0) rej(new Error(`storm driver exited with ${code}`)); });
-          child.on('message', (d: { type: string; report?: StormReport }) => { if (d.type === 'done' && d.report) res(d.report); });
-          child.send({ type: 'go' });
-        }),
+        go: () =>
+          new Promise<StormReport>((res, rej) => {
+            child.removeAllListeners('exit');
+            child.once('exit', (code) => {
+              if (code !== 0) rej(new Error(`storm driver exited with ${code}`));
+            });
+            child.on('message', (d: { type: string; report?: StormReport }) => {
+              if (d.type === 'done' && d.report) res(d.report);
+            });
+            child.send({ type: 'go' });
+          }),
       });
     });
     child.send({ type: 'order', order });
@@ -61,10 +72,17 @@ export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]
     const serverAdd = { idle: { sum: 0, count: 0 }, during: { sum: 0, count: 0 } };
     const addHistogram = async () => {
       const text = (await daemon.request('GET', '/metrics')).text;
-      const num = (k: string) => Number(new RegExp(`^steward_cni_request_duration_seconds_${k}\\{command="ADD"\\} (\\S+)`, 'm').exec(text)?.[1] ?? 0);
+      const num = (k: string) =>
+        Number(
+          new RegExp(`^steward_cni_request_duration_seconds_${k}\\{command="ADD"\\} (\\S+)`, 'm').exec(text)?.[1] ?? 0,
+        );
       return { sum: num('sum') * 1000, count: num('count') };
     };
-    const account = (into: { sum: number; count: number }, a: { sum: number; count: number }, b: { sum: number; count: number }) => {
+    const account = (
+      into: { sum: number; count: number },
+      a: { sum: number; count: number },
+      b: { sum: number; count: number },
+    ) => {
       into.sum += b.sum - a.sum;
       into.count += b.count - a.count;
     };
@@ -76,14 +94,23 @@ export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]
       for (let i = 0; i < containers.length; i += 10) {
         await Promise.all(containers.slice(i, i + 10).map((cid) => daemon.cni(wireBody('ADD', cid, conf))));
       }
-      const driver = await startDriver(env, { socket: daemon.socket, containers, perContainer: PER_CONTAINER, senders: SENDERS, conf });
+      const driver = await startDriver(env, {
+        socket: daemon.socket,
+        containers,
+        perContainer: PER_CONTAINER,
+        senders: SENDERS,
+        conf,
+      });
 
       let h0 = await addHistogram();
       for (let i = 0; i < idleEach; i++) idle.push(await addOnce(`idle${r}a-${i}`));
       let h1 = await addHistogram();
       account(serverAdd.idle, h0, h1);
       let stormDone = false;
-      const stormP = driver.go().then((rep) => { stormDone = true; return rep; });
+      const stormP = driver.go().then((rep) => {
+        stormDone = true;
+        return rep;
+      });
       let k = 0;
       while (!stormDone) during.push(await addOnce(`during${r}-${k++}`));
       storms.push(await stormP);
@@ -93,15 +120,23 @@ export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]
       h1 = await addHistogram();
       account(serverAdd.idle, h0, h1);
 
-      const lines = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').filter((l) => l.startsWith('DEL ')) : [];
+      const lines = existsSync(logFile)
+        ? readFileSync(logFile, 'utf8')
+            .split('\n')
+            .filter((l) => l.startsWith('DEL '))
+        : [];
       const counts = new Map<string, number>();
       for (const l of lines) {
         const cid = l.split(' ')[1] as string;
         counts.set(cid, (counts.get(cid) ?? 0) + 1);
       }
-      wrongCounts = wrongCounts.concat(containers.filter((c) => counts.get(c) !== 1).map((c) => `${c}: ${counts.get(c) ?? 0}`));
-      ctx.log(`storm round ${r}: ${storms[r]?.requests} DELs in ${round(storms[r]?.ms ?? 0, 0)} ms, ` +
-        `${lines.length} delegate DELs, ${k} ADDs measured during it`);
+      wrongCounts = wrongCounts.concat(
+        containers.filter((c) => counts.get(c) !== 1).map((c) => `${c}: ${counts.get(c) ?? 0}`),
+      );
+      ctx.log(
+        `storm round ${r}: ${storms[r]?.requests} DELs in ${round(storms[r]?.ms ?? 0, 0)} ms, ` +
+          `${lines.length} delegate DELs, ${k} ADDs measured during it`,
+      );
     }
 
     const non200 = storms.reduce((s, x) => s + x.requests - (x.statuses['200'] ?? 0), 0);
@@ -112,7 +147,11 @@ export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]
         id: 'del-storm',
         title: `DEL storm: ${CONTAINERS} containers × ${PER_CONTAINER} DELs, concurrent`,
         unit: 'delegate DELs/container',
-        candidate: { label: 'delegate DEL executions per container (fixture log)', median: wrongCounts.length === 0 ? 1 : Number.NaN, n: storms.length * CONTAINERS },
+        candidate: {
+          label: 'delegate DEL executions per container (fixture log)',
+          median: wrongCounts.length === 0 ? 1 : Number.NaN,
+          n: storms.length * CONTAINERS,
+        },
         target: 'exactly 1 per container',
         met: wrongCounts.length === 0 && non200 === 0,
         extra: {
@@ -131,7 +170,12 @@ export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]
         id: 'add-during-storm',
         title: 'ADD latency during the DEL storm',
         unit: 'ms',
-        candidate: { label: 'ADD (no-op delegate) during the storm', median: round(median(during)), p99: round(p99(during)), n: during.length },
+        candidate: {
+          label: 'ADD (no-op delegate) during the storm',
+          median: round(median(during)),
+          p99: round(p99(during)),
+          n: during.length,
+        },
         floor: { label: 'ADD on the idle daemon', median: round(median(idle)), p99: round(p99(idle)), n: idle.length },
         ratio: round(p99Ratio),
         ratioOf: 'p99',
@@ -144,7 +188,9 @@ export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]
           daemonMeanMs: round(serverAdd.during.sum / serverAdd.during.count),
           idleDaemonMeanMs: round(serverAdd.idle.sum / serverAdd.idle.count),
         },
-        notes: ['daemonMeanMs: mean ADD time inside stewardd (its request histogram: handler start to reply); the rest of meanMs is queueing before the handler'],
+        notes: [
+          'daemonMeanMs: mean ADD time inside stewardd (its request histogram: handler start to reply); the rest of meanMs is queueing before the handler',
+        ],
       },
     ];
   } finally {

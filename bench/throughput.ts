@@ -22,7 +22,12 @@ export interface LoadResult {
 }
 
 /** Runs `workers` closed loops of ADD+DEL until `pairs` pairs are done or `seconds` pass. */
-export async function addDelLoad(daemon: BenchDaemon, tag: string, workers: number, limit: { seconds?: number; pairs?: number }): Promise<LoadResult> {
+export async function addDelLoad(
+  daemon: BenchDaemon,
+  tag: string,
+  workers: number,
+  limit: { seconds?: number; pairs?: number },
+): Promise<LoadResult> {
   const conf = noopConf(daemon.socket);
   const deadline = limit.seconds === undefined ? Infinity : Date.now() + limit.seconds * 1000;
   const maxPairs = limit.pairs ?? Infinity;
@@ -30,21 +35,27 @@ export async function addDelLoad(daemon: BenchDaemon, tag: string, workers: numb
   const pairMs: number[] = [];
   const cpu0 = daemon.cpu();
   const t0 = process.hrtime.bigint();
-  await Promise.all(Array.from({ length: workers }, async () => {
-    while (Date.now() < deadline && started < maxPairs) {
-      const cid = `${tag}-${started++}`;
-      const a = process.hrtime.bigint();
-      await daemon.cni(wireBody('ADD', cid, conf));
-      await daemon.cni(wireBody('DEL', cid, conf));
-      pairMs.push(Number(process.hrtime.bigint() - a) / 1e6);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (Date.now() < deadline && started < maxPairs) {
+        const cid = `${tag}-${started++}`;
+        const a = process.hrtime.bigint();
+        await daemon.cni(wireBody('ADD', cid, conf));
+        await daemon.cni(wireBody('DEL', cid, conf));
+        pairMs.push(Number(process.hrtime.bigint() - a) / 1e6);
+      }
+    }),
+  );
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu1 = daemon.cpu();
   const ops = pairMs.length * 2;
   return {
-    pairs: pairMs.length, seconds, pairsPerSec: pairMs.length / seconds,
-    cpuMsPerOp: (cpu1.self - cpu0.self) / ops, childCpuMsPerOp: (cpu1.children - cpu0.children) / ops, pairMs,
+    pairs: pairMs.length,
+    seconds,
+    pairsPerSec: pairMs.length / seconds,
+    cpuMsPerOp: (cpu1.self - cpu0.self) / ops,
+    childCpuMsPerOp: (cpu1.children - cpu0.children) / ops,
+    pairMs,
   };
 }
 
@@ -65,23 +76,29 @@ export async function benchThroughput(env: TestEnv, ctx: BenchContext): Promise<
     }
     const m = (rs: LoadResult[], k: keyof Omit<LoadResult, 'pairMs'>) => median(rs.map((x) => x[k]));
     const pps = m(par, 'pairsPerSec');
-    return [{
-      id: 'throughput',
-      title: 'daemon alone: ADD+DEL pairs/s, no-op delegate, synchronous=FULL',
-      unit: 'pairs/s',
-      candidate: { label: '8 concurrent clients, over the socket', median: round(pps, 1), n: par.reduce((s, x) => s + x.pairs, 0) },
-      target: '>= 100 pairs/s',
-      met: pps >= 100,
-      extra: {
-        cpuMsPerOp: round(m(par, 'cpuMsPerOp')),
-        delegateCpuMsPerOp: round(m(par, 'childCpuMsPerOp')),
-        pairMsAt8: round(median(par.flatMap((x) => x.pairMs))),
-        pairsPerSecAt1: round(m(seq, 'pairsPerSec'), 1),
-        pairMsAt1: round(median(seq.flatMap((x) => x.pairMs))),
-        cpuMsPerOpAt1: round(m(seq, 'cpuMsPerOp')),
+    return [
+      {
+        id: 'throughput',
+        title: 'daemon alone: ADD+DEL pairs/s, no-op delegate, synchronous=FULL',
+        unit: 'pairs/s',
+        candidate: {
+          label: '8 concurrent clients, over the socket',
+          median: round(pps, 1),
+          n: par.reduce((s, x) => s + x.pairs, 0),
+        },
+        target: '>= 100 pairs/s',
+        met: pps >= 100,
+        extra: {
+          cpuMsPerOp: round(m(par, 'cpuMsPerOp')),
+          delegateCpuMsPerOp: round(m(par, 'childCpuMsPerOp')),
+          pairMsAt8: round(median(par.flatMap((x) => x.pairMs))),
+          pairsPerSecAt1: round(m(seq, 'pairsPerSec'), 1),
+          pairMsAt1: round(median(seq.flatMap((x) => x.pairMs))),
+          cpuMsPerOpAt1: round(m(seq, 'cpuMsPerOp')),
+        },
+        notes: ['an op is one ADD or one DEL; CPU from /proc/<pid>/stat (10 ms ticks) over each round'],
       },
-      notes: ['an op is one ADD or one DEL; CPU from /proc/<pid>/stat (10 ms ticks) over each round'],
-    }];
+    ];
   } finally {
     await daemon.stop();
   }

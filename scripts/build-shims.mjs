@@ -42,7 +42,9 @@ function hostBun() {
     try {
       const bin = join(dirname(require.resolve(`${pkg}/package.json`)), 'bin', 'bun');
       if (existsSync(bin) && statSync(bin).size > 1_000_000) return bin;
-    } catch { /* not installed */ }
+    } catch {
+      /* not installed */
+    }
   }
   const wrapper = join(dirname(require.resolve('bun/package.json')), 'bin', 'bun.exe');
   if (existsSync(wrapper) && statSync(wrapper).size > 1_000_000) return wrapper;
@@ -56,7 +58,12 @@ function targetRuntime(pkg) {
   if (existsSync(bin)) return bin;
   rmSync(cache, { recursive: true, force: true });
   mkdirSync(cache, { recursive: true });
-  const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', cache, `${pkg}@${bunVersion}`], { encoding: 'utf8' }).trim().split('\n').pop();
+  const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', cache, `${pkg}@${bunVersion}`], {
+    encoding: 'utf8',
+  })
+    .trim()
+    .split('\n')
+    .pop();
   execFileSync('tar', ['-xzf', join(cache, out), '-C', cache]);
   rmSync(join(cache, out));
   if (!existsSync(bin)) throw new Error(`${pkg}@${bunVersion} has no package/bin/bun`);
@@ -79,9 +86,24 @@ export function buildShim(target, outDir) {
   const tmp = `${out}.tmp`;
   // The same flags as dist/steward (scripts/bundle-shim.mjs: no bunfig.toml or .env read from the
   // working directory), plus the target and its runtime.
-  execFileSync(hostBun(), ['build', '--compile', `--target=${t.bunTarget}`, `--compile-executable-path=${targetRuntime(t.pkg)}`,
-    '--bytecode', '--format=esm', '--minify', '--no-compile-autoload-bunfig', '--no-compile-autoload-dotenv',
-    bundle, '--outfile', tmp], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(
+    hostBun(),
+    [
+      'build',
+      '--compile',
+      `--target=${t.bunTarget}`,
+      `--compile-executable-path=${targetRuntime(t.pkg)}`,
+      '--bytecode',
+      '--format=esm',
+      '--minify',
+      '--no-compile-autoload-bunfig',
+      '--no-compile-autoload-dotenv',
+      bundle,
+      '--outfile',
+      tmp,
+    ],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   renameSync(tmp, out);
   const file = execFileSync('file', ['-b', out], { encoding: 'utf8' }).trim();
   return { target, path: out, bytes: statSync(out).size, file };
@@ -89,7 +111,8 @@ export function buildShim(target, outDir) {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { targets: { type: 'string' }, out: { type: 'string' } } });
-  const targets = values.targets === 'host' ? hostTargets() : values.targets ? values.targets.split(',') : DEFAULT_TARGETS;
+  const targets =
+    values.targets === 'host' ? hostTargets() : values.targets ? values.targets.split(',') : DEFAULT_TARGETS;
   const outDir = resolve(values.out ?? join(root, 'dist', 'shims'));
   for (const target of targets) console.log(JSON.stringify(buildShim(target, outDir)));
 }

@@ -24,7 +24,10 @@ const bunTransport = {
   name: 'bun-transport',
   setup(b) {
     b.onResolve({ filter: /^\.\/client\.js$/ }, (args) =>
-      args.importer.endsWith(join('shim', 'src', 'main.ts')) ? { path: resolve('shim/src/transport-bun.ts') } : undefined);
+      args.importer.endsWith(join('shim', 'src', 'main.ts'))
+        ? { path: resolve('shim/src/transport-bun.ts') }
+        : undefined,
+    );
   },
 };
 await build({ ...common, target: 'esnext', outfile: 'shim/dist/steward-bun.mjs', plugins: [bunTransport] });
@@ -37,7 +40,9 @@ function bunBinary() {
     try {
       const bin = join(dirname(require.resolve(`${pkg}/package.json`)), 'bin', 'bun');
       if (existsSync(bin)) return bin;
-    } catch { /* not installed for this platform */ }
+    } catch {
+      /* not installed for this platform */
+    }
   }
   const wrapper = join(dirname(require.resolve('bun/package.json')), 'bin', 'bun.exe');
   if (existsSync(wrapper) && statSync(wrapper).size > 1_000_000) return wrapper;
@@ -49,6 +54,15 @@ mkdirSync('dist', { recursive: true });
 // COMPILE_FLAGS: a compiled Bun executable by default reads bunfig.toml (and runs its `preload`
 // scripts) and .env from its working directory; the runtime runs the shim as root in a directory of
 // its choosing, so neither may be read (test/integration/shim-targets.test.ts).
-const COMPILE_FLAGS = ['--bytecode', '--format=esm', '--minify', '--no-compile-autoload-bunfig', '--no-compile-autoload-dotenv'];
-execFileSync(bunBinary(), ['build', '--compile', ...COMPILE_FLAGS,
-  'shim/dist/steward-bun.mjs', '--outfile', 'dist/steward'], { stdio: ['ignore', 'ignore', 'inherit'] });
+const COMPILE_FLAGS = [
+  '--bytecode',
+  '--format=esm',
+  '--minify',
+  '--no-compile-autoload-bunfig',
+  '--no-compile-autoload-dotenv',
+];
+execFileSync(
+  bunBinary(),
+  ['build', '--compile', ...COMPILE_FLAGS, 'shim/dist/steward-bun.mjs', '--outfile', 'dist/steward'],
+  { stdio: ['ignore', 'ignore', 'inherit'] },
+);

@@ -46,7 +46,11 @@ export class BenchDaemon {
   readonly logFile: string;
   proc: ChildProcess | undefined;
 
-  constructor(env: TestEnv, name: string, private readonly args: string[] = []) {
+  constructor(
+    env: TestEnv,
+    name: string,
+    private readonly args: string[] = [],
+  ) {
     const dir = join(env.dir, name);
     mkdirSync(join(dir, 'run'), { recursive: true });
     this.socket = join(dir, 'run', 's.sock');
@@ -73,17 +77,42 @@ export class BenchDaemon {
     const log = createWriteStream(this.logFile, { flags: 'a' });
     await new Promise((r) => log.once('open', r));
     const t0 = process.hrtime.bigint();
-    const proc = spawn(process.execPath, [...DAEMON_NODE_ARGS, join(REPO, 'bin/stewardd'), 'run',
-      '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
-      '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--bin-dir', BENCH_BIN, '--log-level', 'info', ...this.args], {
-      stdio: ['ignore', log, log], env: daemonEnv(),
-    });
+    const proc = spawn(
+      process.execPath,
+      [
+        ...DAEMON_NODE_ARGS,
+        join(REPO, 'bin/stewardd'),
+        'run',
+        '--socket',
+        this.socket,
+        '--state-dir',
+        this.stateDir,
+        '--boot-id-file',
+        this.bootIdFile,
+        '--bin-dir',
+        SYSTEM_CNI_BIN,
+        '--bin-dir',
+        FIXTURE_BIN,
+        '--bin-dir',
+        BENCH_BIN,
+        '--log-level',
+        'info',
+        ...this.args,
+      ],
+      {
+        stdio: ['ignore', log, log],
+        env: daemonEnv(),
+      },
+    );
     this.proc = proc;
     let exited: number | null | undefined;
-    proc.once('exit', (code) => { exited = code; });
+    proc.once('exit', (code) => {
+      exited = code;
+    });
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline) {
-      if (exited !== undefined) throw new Error(`stewardd exited with ${String(exited)} during start; see ${this.logFile}`);
+      if (exited !== undefined)
+        throw new Error(`stewardd exited with ${String(exited)} during start; see ${this.logFile}`);
       if (existsSync(this.socket)) {
         try {
           if ((await this.request('GET', '/readyz')).status === 200) {
@@ -109,7 +138,10 @@ export class BenchDaemon {
 
   private async signal(sig: NodeJS.Signals): Promise<void> {
     const p = this.proc;
-    if (!p || p.exitCode !== null || p.signalCode !== null) { this.proc = undefined; return; }
+    if (!p || p.exitCode !== null || p.signalCode !== null) {
+      this.proc = undefined;
+      return;
+    }
     const exited = new Promise((r) => p.once('exit', r));
     p.kill(sig);
     await exited;
@@ -172,7 +204,10 @@ function procCpu(pid: number): CpuMs {
   } catch {
     return { self: 0, children: 0 };
   }
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
   const at = (field: number) => (f[field - 3] as number) * (1000 / CLK_TCK);
   return { self: at(14) + at(15), children: at(16) + at(17) };
 }

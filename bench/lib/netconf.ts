@@ -17,27 +17,51 @@ export const FAKE_NETNS = '/var/run/netns/steward-bench';
 export function benchNetns(env: TestEnv): void {
   if (existsSync(FAKE_NETNS)) return;
   execFileSync('ip', ['netns', 'add', 'steward-bench'], { stdio: 'ignore' });
-  env.defer(() => { try { execFileSync('ip', ['netns', 'del', 'steward-bench'], { stdio: 'ignore' }); } catch { /* gone */ } });
+  env.defer(() => {
+    try {
+      execFileSync('ip', ['netns', 'del', 'steward-bench'], { stdio: 'ignore' });
+    } catch {
+      /* gone */
+    }
+  });
 }
 
 export function noopConf(socket: string, logFile?: string): Record<string, unknown> {
   const plugin: Record<string, unknown> = {
-    type: NOOP_TYPE, bridge: 'cni0', isGateway: true, ipMasq: true, hairpinMode: true,
+    type: NOOP_TYPE,
+    bridge: 'cni0',
+    isGateway: true,
+    ipMasq: true,
+    hairpinMode: true,
     ipam: { type: 'host-local', ranges: [[{ subnet: '10.244.1.0/24' }]], routes: [{ dst: '0.0.0.0/0' }] },
   };
   if (logFile !== undefined) plugin.logFile = logFile;
   return {
-    cniVersion: CNI_VERSION, name: 'bench', type: 'steward', socket,
+    cniVersion: CNI_VERSION,
+    name: 'bench',
+    type: 'steward',
+    socket,
     delegates: [{ cniVersion: CNI_VERSION, name: 'podnet', plugins: [plugin] }],
   };
 }
 
 /** The CNI_* variables of one call, in the order the shim forwards them (CNI_ENV_VARS). */
 export function cniVars(command: string, containerId: string, netns = FAKE_NETNS): Record<string, string> {
-  return { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+  return {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_NETNS: netns,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: '/usr/lib/cni',
+  };
 }
 
 /** Exactly the body the shim POSTs for this call. */
-export function wireBody(command: string, containerId: string, conf: Record<string, unknown>, netns = FAKE_NETNS): string {
+export function wireBody(
+  command: string,
+  containerId: string,
+  conf: Record<string, unknown>,
+  netns = FAKE_NETNS,
+): string {
   return JSON.stringify({ env: cniVars(command, containerId, netns), config: conf });
 }

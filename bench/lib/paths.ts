@@ -17,7 +17,7 @@ export const NOOP_TYPE = 'steward-bench-noop';
 export function shimExecutable(): { path: string; kind: string } {
   const candidates: Array<[string, string]> = [
     [join(REPO, 'dist/shims/steward-linux-x64'), 'dist/shims/steward-linux-x64 (shipped x64 binary, Bun baseline)'],
-    [join(REPO, 'dist/steward'), 'dist/steward (this checkout\'s build)'],
+    [join(REPO, 'dist/steward'), "dist/steward (this checkout's build)"],
   ];
   for (const [path, kind] of candidates) {
     try {
@@ -33,7 +33,9 @@ export function shimExecutable(): { path: string; kind: string } {
 /** Every shim binary `npm run build:shims` made: dist/shims/steward-<target>. */
 export function shimBinaries(): string[] {
   try {
-    return readdirSync(join(REPO, 'dist/shims')).filter((f) => f.startsWith('steward-') && !f.endsWith('.tmp')).sort()
+    return readdirSync(join(REPO, 'dist/shims'))
+      .filter((f) => f.startsWith('steward-') && !f.endsWith('.tmp'))
+      .sort()
       .map((f) => join(REPO, 'dist/shims', f));
   } catch {
     return [];

@@ -32,7 +32,10 @@ function childrenCpuMs(): number {
 
 function exec(o: ShimStormOrder, containerId: string): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(o.shim, [], { env: { ...o.env, CNI_CONTAINERID: containerId }, stdio: ['pipe', 'ignore', 'ignore'] });
+    const child = spawn(o.shim, [], {
+      env: { ...o.env, CNI_CONTAINERID: containerId },
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
     child.on('error', () => resolve(-1));
     child.on('close', (code) => resolve(code ?? -1));
     child.stdin.on('error', () => undefined);
@@ -45,16 +48,23 @@ async function storm(o: ShimStormOrder): Promise<ShimStormReport> {
   const cpu0 = childrenCpuMs();
   const t0 = process.hrtime.bigint();
   const queue = [...o.containers];
-  await Promise.all(Array.from({ length: o.parallel }, async () => {
-    for (let cid = queue.shift(); cid !== undefined; cid = queue.shift()) {
-      for (let i = 0; i < o.retries; i++) {
-        const code = String(await exec(o, cid));
-        exitCodes[code] = (exitCodes[code] ?? 0) + 1;
+  await Promise.all(
+    Array.from({ length: o.parallel }, async () => {
+      for (let cid = queue.shift(); cid !== undefined; cid = queue.shift()) {
+        for (let i = 0; i < o.retries; i++) {
+          const code = String(await exec(o, cid));
+          exitCodes[code] = (exitCodes[code] ?? 0) + 1;
+        }
       }
-    }
-  }));
+    }),
+  );
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-  return { ms, execs: Object.values(exitCodes).reduce((a, b) => a + b, 0), exitCodes, shimCpuMs: childrenCpuMs() - cpu0 };
+  return {
+    ms,
+    execs: Object.values(exitCodes).reduce((a, b) => a + b, 0),
+    exitCodes,
+    shimCpuMs: childrenCpuMs() - cpu0,
+  };
 }
 
 let order: ShimStormOrder | undefined;

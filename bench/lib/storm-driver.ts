@@ -22,11 +22,19 @@ export interface StormReport {
 
 function del(socket: string, body: string): Promise<number> {
   return new Promise((resolve) => {
-    const req = request({ socketPath: socket, path: '/v1/cni', method: 'POST', agent: false,
-      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      {
+        socketPath: socket,
+        path: '/v1/cni',
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', () => resolve(-1));
     req.end(body);
   });
@@ -36,18 +44,26 @@ async function storm(o: StormOrder): Promise<StormReport> {
   const statuses: Record<string, number> = {};
   const t0 = process.hrtime.bigint();
   const each = Math.ceil(o.perContainer / o.senders);
-  await Promise.all(o.containers.flatMap((cid) => {
-    const body = JSON.stringify({
-      env: { CNI_COMMAND: 'DEL', CNI_CONTAINERID: cid, CNI_NETNS: '/var/run/netns/steward-bench', CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' },
-      config: o.conf,
-    });
-    return Array.from({ length: o.senders }, async () => {
-      for (let i = 0; i < each; i++) {
-        const s = String(await del(o.socket, body));
-        statuses[s] = (statuses[s] ?? 0) + 1;
-      }
-    });
-  }));
+  await Promise.all(
+    o.containers.flatMap((cid) => {
+      const body = JSON.stringify({
+        env: {
+          CNI_COMMAND: 'DEL',
+          CNI_CONTAINERID: cid,
+          CNI_NETNS: '/var/run/netns/steward-bench',
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: '/usr/lib/cni',
+        },
+        config: o.conf,
+      });
+      return Array.from({ length: o.senders }, async () => {
+        for (let i = 0; i < each; i++) {
+          const s = String(await del(o.socket, body));
+          statuses[s] = (statuses[s] ?? 0) + 1;
+        }
+      });
+    }),
+  );
   const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   return { ms, requests: Object.values(statuses).reduce((a, b) => a + b, 0), statuses };
 }

@@ -36,7 +36,9 @@ for (let i = 0; i < p.samples.length; i++) {
   self.set(id, (self.get(id) ?? 0) + (p.timeDeltas[i] ?? 0));
 }
 const total = [...self.values()].reduce((a, b) => a + b, 0);
-const idle = [...self.entries()].filter(([id]) => byId.get(id)?.callFrame.functionName === '(idle)').reduce((a, [, v]) => a + v, 0);
+const idle = [...self.entries()]
+  .filter(([id]) => byId.get(id)?.callFrame.functionName === '(idle)')
+  .reduce((a, [, v]) => a + v, 0);
 const busy = total - idle;
 
 function where(nd: Node): string {
@@ -77,10 +79,16 @@ for (let i = 0; i < p.samples.length; i++) {
 
 const ms = (us: number) => (us / 1000).toFixed(0).padStart(7);
 const pct = (us: number) => ((100 * us) / busy).toFixed(1).padStart(5);
-console.log(`profile ${((p.endTime - p.startTime) / 1e6).toFixed(1)} s, busy ${(busy / 1e6).toFixed(2)} s, idle ${(idle / 1e6).toFixed(2)} s`);
+console.log(
+  `profile ${((p.endTime - p.startTime) / 1e6).toFixed(1)} s, busy ${(busy / 1e6).toFixed(2)} s, idle ${(idle / 1e6).toFixed(2)} s`,
+);
 console.log('\nself time by package/file (ms, % of busy):');
 for (const [k, v] of [...byPkg].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${ms(v)} ${pct(v)}%  ${k}`);
 console.log('\nself time by function:');
 for (const [k, v] of [...byFn].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${ms(v)} ${pct(v)}%  ${k}`);
 console.log('\ninclusive time (top frames):');
-for (const [k, v] of [...inclusive].filter(([k]) => !k.startsWith('(root)')).sort((a, b) => b[1] - a[1]).slice(0, top * 2)) console.log(`${ms(v)} ${pct(v)}%  ${k}`);
+for (const [k, v] of [...inclusive]
+  .filter(([k]) => !k.startsWith('(root)'))
+  .sort((a, b) => b[1] - a[1])
+  .slice(0, top * 2))
+  console.log(`${ms(v)} ${pct(v)}%  ${k}`);

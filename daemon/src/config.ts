@@ -124,7 +124,8 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   }
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
   const delPolicy = values['del-policy'] ?? 'defer';
-  if (delPolicy !== 'defer' && delPolicy !== 'strict') problems.push(`--del-policy must be defer or strict, got "${delPolicy}"`);
+  if (delPolicy !== 'defer' && delPolicy !== 'strict')
+    problems.push(`--del-policy must be defer or strict, got "${delPolicy}"`);
   const logLevel = level(values['log-level'], problems);
   const retry: RetryPolicy = {
     baseDelayMs: int('retry-base-ms', values['retry-base-ms'], DEFAULT_RETRY_POLICY.baseDelayMs, 1, problems),
@@ -160,12 +161,18 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
 function metricsListen(raw: string | undefined, problems: string[]): ListenAddress | undefined {
   if (raw === undefined) return undefined;
   const a = parseListenAddress(raw);
-  if ('why' in a) { problems.push(a.why); return undefined; }
+  if ('why' in a) {
+    problems.push(a.why);
+    return undefined;
+  }
   return a;
 }
 
 /** In-cluster API access, as client-go's InClusterConfig finds it; undefined outside a cluster. */
-function apiAccess(v: Record<string, string | boolean | string[] | undefined>, problems: string[]): ApiAccess | undefined {
+function apiAccess(
+  v: Record<string, string | boolean | string[] | undefined>,
+  problems: string[],
+): ApiAccess | undefined {
   const str = (k: string) => (typeof v[k] === 'string' ? (v[k] as string) : undefined);
   const tokenFile = str('k8s-token-file') ?? `${SA_DIR}/token`;
   if (!existsSync(tokenFile)) return undefined;
@@ -174,12 +181,19 @@ function apiAccess(v: Record<string, string | boolean | string[] | undefined>, p
   const server = str('k8s-api') ?? (host ? `https://${host.includes(':') ? `[${host}]` : host}:${port}` : undefined);
   const namespace = str('namespace') ?? process.env.POD_NAMESPACE;
   const daemonSet = str('daemonset') ?? process.env.STEWARD_DAEMONSET;
-  if (!server) problems.push(`a service-account token exists (${tokenFile}) but neither --k8s-api nor KUBERNETES_SERVICE_HOST is set`);
-  if (!namespace) problems.push('in a cluster, --namespace or POD_NAMESPACE must name this pod\'s namespace');
-  if (!daemonSet) problems.push('in a cluster, --daemonset or STEWARD_DAEMONSET must name this pod\'s DaemonSet');
+  if (!server)
+    problems.push(
+      `a service-account token exists (${tokenFile}) but neither --k8s-api nor KUBERNETES_SERVICE_HOST is set`,
+    );
+  if (!namespace) problems.push("in a cluster, --namespace or POD_NAMESPACE must name this pod's namespace");
+  if (!daemonSet) problems.push("in a cluster, --daemonset or STEWARD_DAEMONSET must name this pod's DaemonSet");
   if (!server || !namespace || !daemonSet) return undefined;
   return {
-    server, tokenFile, caFile: str('k8s-ca-file') ?? `${SA_DIR}/ca.crt`, namespace, daemonSet,
+    server,
+    tokenFile,
+    caFile: str('k8s-ca-file') ?? `${SA_DIR}/ca.crt`,
+    namespace,
+    daemonSet,
     timeoutMs: int('k8s-timeout', str('k8s-timeout'), 5, 1, problems) * 1000,
   };
 }
@@ -245,18 +259,28 @@ function fail(problems: string[], usage: string): void {
 
 function level(raw: string | undefined, problems: string[]): string {
   const l = raw ?? 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(l)) problems.push(`--log-level "${l}" is not a pino level`);
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(l))
+    problems.push(`--log-level "${l}" is not a pino level`);
   return l;
 }
 
 export function parseInstallConfig(argv: string[]): InstallConfig {
   const { values } = parseArgs({
-    args: argv, strict: true, allowPositionals: false,
-    options: { ...pathOptions, shim: { type: 'string' }, 'shim-libc': { type: 'string' }, 'spool-dir': { type: 'string' }, force: { type: 'boolean' } },
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      ...pathOptions,
+      shim: { type: 'string' },
+      'shim-libc': { type: 'string' },
+      'spool-dir': { type: 'string' },
+      force: { type: 'boolean' },
+    },
   });
   const problems: string[] = [];
   const shimLibc = (values['shim-libc'] ?? 'glibc') as ShimLibc;
-  if (shimLibc !== 'glibc' && shimLibc !== 'musl') problems.push(`--shim-libc "${values['shim-libc']}" is not glibc or musl`);
+  if (shimLibc !== 'glibc' && shimLibc !== 'musl')
+    problems.push(`--shim-libc "${values['shim-libc']}" is not glibc or musl`);
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
   const cfg: InstallConfig = {
     cniBinDir: resolve(values['cni-bin-dir'] ?? '/opt/cni/bin'),
@@ -275,8 +299,15 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
 
 export function parseUninstallConfig(argv: string[]): UninstallConfig {
   const { values } = parseArgs({
-    args: argv, strict: true, allowPositionals: false,
-    options: { ...pathOptions, db: { type: 'string' }, 'drain-timeout': { type: 'string' }, purge: { type: 'boolean' } },
+    args: argv,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      ...pathOptions,
+      db: { type: 'string' },
+      'drain-timeout': { type: 'string' },
+      purge: { type: 'boolean' },
+    },
   });
   const problems: string[] = [];
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
@@ -300,7 +331,10 @@ export const PROBE_USAGE = `usage: stewardd probe [--socket PATH] [--timeout SEC
 
 export function parseProbeArgs(argv: string[]): { socket: string; path: string; timeoutMs: number } {
   const { values, positionals } = parseArgs({
-    args: argv, strict: true, allowPositionals: true, options: { socket: { type: 'string' }, timeout: { type: 'string' } },
+    args: argv,
+    strict: true,
+    allowPositionals: true,
+    options: { socket: { type: 'string' }, timeout: { type: 'string' } },
   });
   const problems: string[] = [];
   const path = positionals[0] ?? '/readyz';

@@ -58,18 +58,36 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   // object exists by the time the first write can fail: recovery runs after both are made).
   const metrics: Metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
   const executor = new PluginExecutor({
-    binDirs: cfg.binDirs, timeoutMs: cfg.pluginTimeoutMs, path: process.env.PATH ?? DEFAULT_PLUGIN_PATH, log,
+    binDirs: cfg.binDirs,
+    timeoutMs: cfg.pluginTimeoutMs,
+    path: process.env.PATH ?? DEFAULT_PLUGIN_PATH,
+    log,
   });
   const run: PluginRunner = metrics.instrument(executor.run);
   const engine = new Engine({
-    store, run, locate: executor.locate, log, metrics, bootId, maxParallel: cfg.maxParallel, delPolicy: cfg.delPolicy, retry: cfg.retry,
+    store,
+    run,
+    locate: executor.locate,
+    log,
+    metrics,
+    bootId,
+    maxParallel: cfg.maxParallel,
+    delPolicy: cfg.delPolicy,
+    retry: cfg.retry,
   });
   const scheduler = new RetryScheduler({
-    engine, store, log, pollMs: Math.min(1000, cfg.retry.baseDelayMs), tombstoneTtlMs: cfg.tombstoneTtlMs, pruneEveryMs: cfg.pruneIntervalMs,
+    engine,
+    store,
+    log,
+    pollMs: Math.min(1000, cfg.retry.baseDelayMs),
+    tombstoneTtlMs: cfg.tombstoneTtlMs,
+    pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
   });
   let ready = false;
-  const watcher = cfg.cniConfDir ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log }) : undefined;
+  const watcher = cfg.cniConfDir
+    ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
+    : undefined;
   const isReady = () => ready && (watcher?.ready() ?? true);
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
@@ -89,11 +107,24 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   metrics.setReadiness(isReady);
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({
-    engine, journal: store, executions: () => ({ slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued }),
-    warnings: () => engine.configWarnings(), metrics, scheduler, log, isReady, isServing: () => ready, version: VERSION, startedAt, health,
+    engine,
+    journal: store,
+    executions: () => ({ slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued }),
+    warnings: () => engine.configWarnings(),
+    metrics,
+    scheduler,
+    log,
+    isReady,
+    isServing: () => ready,
+    version: VERSION,
+    startedAt,
+    health,
   });
 
-  log.info({ db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs }, 'stewardd starting; recovering journal');
+  log.info(
+    { db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs },
+    'stewardd starting; recovering journal',
+  );
   await recover(engine, bootId, cfg.spoolDir, log);
 
   await app.listen({ path: cfg.socket });
@@ -112,13 +143,21 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       watcher?.stop();
       log.info({ reason }, 'stewardd shutting down');
       // kubectl delete vs rolling update: decided (and drained) while still serving.
-      const afterClose = reason === 'SIGTERM'
-        ? await uninstallOnTerm({ mode: cfg.uninstallOnDelete, api: cfg.api, stateDir: cfg.stateDir, dbPath: cfg.dbPath,
-          socket: cfg.socket, drainTimeoutMs: cfg.drainTimeoutMs, log }).catch((e: unknown) => {
-          log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
-          return () => undefined;
-        })
-        : () => undefined;
+      const afterClose =
+        reason === 'SIGTERM'
+          ? await uninstallOnTerm({
+              mode: cfg.uninstallOnDelete,
+              api: cfg.api,
+              stateDir: cfg.stateDir,
+              dbPath: cfg.dbPath,
+              socket: cfg.socket,
+              drainTimeoutMs: cfg.drainTimeoutMs,
+              log,
+            }).catch((e: unknown) => {
+              log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
+              return () => undefined;
+            })
+          : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       await scheduler.stop();

@@ -42,15 +42,31 @@ export function openJournal(dbPath: string, opts: StoreOptions = {}): Journal {
 }
 
 /** Serves the degraded routes on the socket until closed; never recovers, never touches the journal. */
-export async function startDegraded(cfg: DaemonConfig, owner: OwnerLock, j: { corrupt: string; problems: string[] },
-  log: Logger, startedAt: number): Promise<RunningDaemon> {
-  const reason = `${j.corrupt}; stewardd is not ready and ran no recovery on it: restore the database or move it aside, ` +
+export async function startDegraded(
+  cfg: DaemonConfig,
+  owner: OwnerLock,
+  j: { corrupt: string; problems: string[] },
+  log: Logger,
+  startedAt: number,
+): Promise<RunningDaemon> {
+  const reason =
+    `${j.corrupt}; stewardd is not ready and ran no recovery on it: restore the database or move it aside, ` +
     'then restart (DELs received meanwhile are spooled and ingested then)';
   log.error({ db: cfg.dbPath, problems: j.problems.slice(0, 20) }, reason);
-  const app = buildDegradedApp({ log, reason, problems: j.problems.slice(0, 20), spoolDir: cfg.spoolDir, version: VERSION, startedAt });
+  const app = buildDegradedApp({
+    log,
+    reason,
+    problems: j.problems.slice(0, 20),
+    spoolDir: cfg.spoolDir,
+    version: VERSION,
+    startedAt,
+  });
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
-  log.warn({ socket: cfg.socket }, 'stewardd serving, NOT ready: journal unusable; ADD/CHECK answered 11, DELs spooled');
+  log.warn(
+    { socket: cfg.socket },
+    'stewardd serving, NOT ready: journal unusable; ADD/CHECK answered 11, DELs spooled',
+  );
   let resolveClosed!: () => void;
   const closed = new Promise<void>((r) => (resolveClosed = r));
   let closing: Promise<void> | undefined;

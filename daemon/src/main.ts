@@ -2,7 +2,14 @@
 
 import { createLogger } from './log.js';
 import {
-  INSTALL_USAGE, parseInstallConfig, parseProbeArgs, parseRunConfig, parseUninstallConfig, PROBE_USAGE, RUN_USAGE, UNINSTALL_USAGE,
+  INSTALL_USAGE,
+  parseInstallConfig,
+  parseProbeArgs,
+  parseRunConfig,
+  parseUninstallConfig,
+  PROBE_USAGE,
+  RUN_USAGE,
+  UNINSTALL_USAGE,
 } from './config.js';
 
 const USAGE = `usage: stewardd <command> [options]
@@ -22,7 +29,10 @@ async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'run': {
-      if (rest.includes('--help')) { console.log(RUN_USAGE); return 0; }
+      if (rest.includes('--help')) {
+        console.log(RUN_USAGE);
+        return 0;
+      }
       const cfg = parseRunConfig(rest);
       const log = createLogger(cfg.logLevel);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
@@ -33,17 +43,26 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'install': {
-      if (rest.includes('--help')) { console.log(INSTALL_USAGE); return 0; }
+      if (rest.includes('--help')) {
+        console.log(INSTALL_USAGE);
+        return 0;
+      }
       const { runInstall } = await import('./lifecycle/commands.js');
       return runInstall(parseInstallConfig(rest));
     }
     case 'uninstall': {
-      if (rest.includes('--help')) { console.log(UNINSTALL_USAGE); return 0; }
+      if (rest.includes('--help')) {
+        console.log(UNINSTALL_USAGE);
+        return 0;
+      }
       const { runUninstall } = await import('./lifecycle/commands.js');
       return runUninstall(parseUninstallConfig(rest));
     }
     case 'probe': {
-      if (rest.includes('--help')) { console.log(PROBE_USAGE); return 0; }
+      if (rest.includes('--help')) {
+        console.log(PROBE_USAGE);
+        return 0;
+      }
       const { runProbe } = await import('./lifecycle/commands.js');
       return runProbe(parseProbeArgs(rest));
     }

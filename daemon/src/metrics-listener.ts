@@ -28,7 +28,8 @@ export function parseListenAddress(raw: string): ListenAddress | { why: string }
   if (/[[\]\s/]/.test(host)) return bad;
   // An IP literal only: a name would be resolved at start (and an unexpanded "$(HOST_IP)" fails
   // there, late and obscurely); the DaemonSet passes the node's address.
-  if (host !== '' && isIP(host) === 0) return { why: `--metrics-listen address must be an IP address (or empty for all), got "${host}"` };
+  if (host !== '' && isIP(host) === 0)
+    return { why: `--metrics-listen address must be an IP address (or empty for all), got "${host}"` };
   return { host: host === '' ? '0.0.0.0' : host, port };
 }
 
@@ -42,7 +43,9 @@ export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: 
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
-      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('not found: this port serves GET /metrics only\n');
+      res
+        .writeHead(404, { 'content-type': 'text/plain; charset=utf-8' })
+        .end('not found: this port serves GET /metrics only\n');
       return;
     }
     metrics.registry.metrics().then(
@@ -65,12 +68,16 @@ export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: 
   });
   const bound = server.address() as AddressInfo;
   const address = { host: bound.address, port: bound.port };
-  log.info({ metricsListen: `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` }, 'metrics listening (GET /metrics only)');
+  log.info(
+    { metricsListen: `${bound.family === 'IPv6' ? `[${bound.address}]` : bound.address}:${bound.port}` },
+    'metrics listening (GET /metrics only)',
+  );
   return {
     address,
-    close: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

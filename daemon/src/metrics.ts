@@ -35,37 +35,52 @@ export class Metrics {
   readonly registry = new Registry();
   /** Every answered CNI request by command and CNI error code ("0": success). */
   readonly requests = new Counter({
-    name: 'steward_cni_requests_total', help: 'CNI requests answered, by command and CNI error code (0 = success)',
-    labelNames: ['command', 'code'] as const, registers: [this.registry],
+    name: 'steward_cni_requests_total',
+    help: 'CNI requests answered, by command and CNI error code (0 = success)',
+    labelNames: ['command', 'code'] as const,
+    registers: [this.registry],
   });
   readonly requestSeconds = new Histogram({
-    name: 'steward_cni_request_duration_seconds', help: 'Time to answer a CNI request',
-    labelNames: ['command'] as const, registers: [this.registry],
+    name: 'steward_cni_request_duration_seconds',
+    help: 'Time to answer a CNI request',
+    labelNames: ['command'] as const,
+    registers: [this.registry],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   });
   readonly pluginExecutions = new Counter({
-    name: 'steward_plugin_executions_total', help: 'Delegate plugin executions, by plugin type, command and outcome',
-    labelNames: ['plugin', 'command', 'outcome'] as const, registers: [this.registry],
+    name: 'steward_plugin_executions_total',
+    help: 'Delegate plugin executions, by plugin type, command and outcome',
+    labelNames: ['plugin', 'command', 'outcome'] as const,
+    registers: [this.registry],
   });
   readonly pluginSeconds = new Histogram({
-    name: 'steward_plugin_duration_seconds', help: 'Wall time of one delegate plugin execution, by plugin type and command',
-    labelNames: ['plugin', 'command'] as const, registers: [this.registry],
+    name: 'steward_plugin_duration_seconds',
+    help: 'Wall time of one delegate plugin execution, by plugin type and command',
+    labelNames: ['plugin', 'command'] as const,
+    registers: [this.registry],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   });
   readonly teardownFailures = new Counter({
-    name: 'steward_teardown_failures_total', help: 'Failed delegate DELs (each is retried)',
-    labelNames: ['plugin'] as const, registers: [this.registry],
+    name: 'steward_teardown_failures_total',
+    help: 'Failed delegate DELs (each is retried)',
+    labelNames: ['plugin'] as const,
+    registers: [this.registry],
   });
   readonly abandonedSteps = new Counter({
-    name: 'steward_teardown_abandoned_total', help: 'Teardown steps given up on after the retry bound',
-    labelNames: ['plugin'] as const, registers: [this.registry],
+    name: 'steward_teardown_abandoned_total',
+    help: 'Teardown steps given up on after the retry bound',
+    labelNames: ['plugin'] as const,
+    registers: [this.registry],
   });
   readonly coalescedDels = new Counter({
-    name: 'steward_del_coalesced_total', help: 'DELs answered by joining one queued or in flight, or by a tombstone',
-    labelNames: ['how'] as const, registers: [this.registry],
+    name: 'steward_del_coalesced_total',
+    help: 'DELs answered by joining one queued or in flight, or by a tombstone',
+    labelNames: ['how'] as const,
+    registers: [this.registry],
   });
   readonly dbWriteErrors = new Counter({
-    name: 'steward_db_write_errors_total', help: 'Journal writes the database refused (disk full, I/O error, read-only)',
+    name: 'steward_db_write_errors_total',
+    help: 'Journal writes the database refused (disk full, I/O error, read-only)',
     registers: [this.registry],
   });
   private readiness: () => boolean = () => false;
@@ -81,7 +96,15 @@ export class Metrics {
     };
     collectDefaultMetrics({ register: this.registry, prefix: 'steward_' });
     const gauge = (name: string, help: string, collect: (g: Gauge) => void, labelNames: string[] = []) => {
-      const g: Gauge = new Gauge({ name, help, labelNames, registers: [this.registry], collect() { collect(g); } });
+      const g: Gauge = new Gauge({
+        name,
+        help,
+        labelNames,
+        registers: [this.registry],
+        collect() {
+          collect(g);
+        },
+      });
       return g;
     };
     // Every known state is reported, 0 included, so a series never vanishes when its count drops to 0.
@@ -90,24 +113,46 @@ export class Metrics {
       for (const state of known) g.set({ state }, counts[state] ?? 0);
       for (const [state, n] of Object.entries(counts)) if (!known.includes(state)) g.set({ state }, n);
     };
-    gauge('steward_attachments', 'Attachments in the database, by state',
-      (g) => byState(g, ATTACHMENT_STATES, counts().attachments), ['state']);
-    gauge('steward_steps', 'Delegate steps in the database, by state', (g) => byState(g, STEP_STATES, counts().steps), ['state']);
-    gauge('steward_teardown_pending_steps', 'Teardown steps still owing a successful DEL (failed and waiting for a retry, or running)',
-      (g) => g.set(source.countPendingTeardowns()));
-    gauge('steward_teardown_abandoned_steps', 'Teardown steps given up on and still in the database: resources an operator must release by hand',
-      (g) => g.set(counts().steps.abandoned ?? 0));
+    gauge(
+      'steward_attachments',
+      'Attachments in the database, by state',
+      (g) => byState(g, ATTACHMENT_STATES, counts().attachments),
+      ['state'],
+    );
+    gauge('steward_steps', 'Delegate steps in the database, by state', (g) => byState(g, STEP_STATES, counts().steps), [
+      'state',
+    ]);
+    gauge(
+      'steward_teardown_pending_steps',
+      'Teardown steps still owing a successful DEL (failed and waiting for a retry, or running)',
+      (g) => g.set(source.countPendingTeardowns()),
+    );
+    gauge(
+      'steward_teardown_abandoned_steps',
+      'Teardown steps given up on and still in the database: resources an operator must release by hand',
+      (g) => g.set(counts().steps.abandoned ?? 0),
+    );
     gauge('steward_oldest_pending_teardown_seconds', 'Age of the oldest unfinished teardown (0 when none)', (g) => {
       const t = source.oldestPendingTeardownAt();
       g.set(t === undefined ? 0 : Math.max(0, (now() - t) / 1000));
     });
     const spoolDir = opts.spoolDir;
-    gauge('steward_spool_pending_dels', 'DELs the shim spooled while the daemon was unreachable, not ingested yet',
-      (g) => g.set(spoolDir === undefined ? 0 : countSpooled(spoolDir)));
-    gauge('steward_ready', '1 when the daemon is ready to serve ADDs (recovered, not shutting down, primary network known)',
-      (g) => g.set(this.readiness() ? 1 : 0));
-    const info = new Gauge({ name: 'steward_build_info', help: 'Always 1; the version label says which stewardd runs',
-      labelNames: ['version'] as const, registers: [this.registry] });
+    gauge(
+      'steward_spool_pending_dels',
+      'DELs the shim spooled while the daemon was unreachable, not ingested yet',
+      (g) => g.set(spoolDir === undefined ? 0 : countSpooled(spoolDir)),
+    );
+    gauge(
+      'steward_ready',
+      '1 when the daemon is ready to serve ADDs (recovered, not shutting down, primary network known)',
+      (g) => g.set(this.readiness() ? 1 : 0),
+    );
+    const info = new Gauge({
+      name: 'steward_build_info',
+      help: 'Always 1; the version label says which stewardd runs',
+      labelNames: ['version'] as const,
+      registers: [this.registry],
+    });
     info.set({ version: opts.version ?? 'unknown' }, 1);
     // Successes exist from the first scrape, so rate() and error ratios have a denominator.
     for (const command of ['ADD', 'DEL', 'CHECK']) this.requests.inc({ command, code: '0' }, 0);

@@ -61,7 +61,9 @@ function baseApp(log: Logger) {
     if (!q || typeof q !== 'object') return;
     for (const [k, v] of Object.entries(q)) {
       if (Array.isArray(v)) {
-        return reply.code(400).type('application/json')
+        return reply
+          .code(400)
+          .type('application/json')
           .send({ error: `query parameter "${capText(k, 64)}" is given ${v.length} times; give it at most once` });
       }
     }
@@ -80,13 +82,22 @@ function baseApp(log: Logger) {
       request.log.error({ err: error }, 'unexpected error handling request');
       err = new CniError(ErrorCode.Internal, `internal error in stewardd: ${error.message}`);
     }
-    const echoed = new CniError(err.code, capText(err.message, MAX_ECHO_MSG_BYTES),
-      err.details === undefined ? undefined : capText(err.details, MAX_ECHO_DETAILS_BYTES));
-    void reply.code(httpStatusFor(err.code)).type('application/json').send(echoed.toJSON(requestCniVersion(request.body)));
+    const echoed = new CniError(
+      err.code,
+      capText(err.message, MAX_ECHO_MSG_BYTES),
+      err.details === undefined ? undefined : capText(err.details, MAX_ECHO_DETAILS_BYTES),
+    );
+    void reply
+      .code(httpStatusFor(err.code))
+      .type('application/json')
+      .send(echoed.toJSON(requestCniVersion(request.body)));
   });
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).type('application/json').send({ error: `no route ${request.method} ${capText(request.url, 256)}` });
+    void reply
+      .code(404)
+      .type('application/json')
+      .send({ error: `no route ${request.method} ${capText(request.url, 256)}` });
   });
 
   return app;

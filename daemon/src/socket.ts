@@ -10,7 +10,10 @@ import { dirname } from 'node:path';
 function answers(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect({ path });
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
 }
@@ -21,9 +24,11 @@ export function socketDirProblem(dir: string): string | undefined {
   if (!st.isDirectory()) return `${dir} is not a directory`;
   const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
   if ((st.mode & 0o022) !== 0) {
-    return `socket directory ${dir} is writable by group or others (mode ${mode}): anyone who can write there could ` +
-      'replace stewardd\'s socket with their own; put --socket in a directory only its owner can write ' +
-      '(stewardd creates a missing one with mode 0700), e.g. /run/steward/stewardd.sock';
+    return (
+      `socket directory ${dir} is writable by group or others (mode ${mode}): anyone who can write there could ` +
+      "replace stewardd's socket with their own; put --socket in a directory only its owner can write " +
+      '(stewardd creates a missing one with mode 0700), e.g. /run/steward/stewardd.sock'
+    );
   }
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid && st.uid !== 0) {

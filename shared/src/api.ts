@@ -29,4 +29,11 @@ export interface CniRequestBody {
 }
 
 /** The CNI_* variables forwarded from the shim to the daemon. */
-export const CNI_ENV_VARS = ['CNI_COMMAND', 'CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_ARGS', 'CNI_PATH'] as const;
+export const CNI_ENV_VARS = [
+  'CNI_COMMAND',
+  'CNI_CONTAINERID',
+  'CNI_NETNS',
+  'CNI_IFNAME',
+  'CNI_ARGS',
+  'CNI_PATH',
+] as const;

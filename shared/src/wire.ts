@@ -26,7 +26,8 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
 }
 
 export function decodeWireRequest(body: unknown): CniRequestBody {
-  if (typeof body !== 'object' || body === null) throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
+  if (typeof body !== 'object' || body === null)
+    throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
   const b = body as Partial<Record<keyof CniWireRequest, unknown>>;
   if (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env)) {
     throw new CniError(ErrorCode.InvalidEnv, 'request has no "env" object of CNI_* variables');
@@ -41,7 +42,10 @@ export function decodeWireRequest(body: unknown): CniRequestBody {
     throw new CniError(ErrorCode.InvalidConfig, 'request has no netconf object in "config"');
   }
   if (nestsDeeperThan(b.config, MAX_NETCONF_DEPTH)) {
-    throw new CniError(ErrorCode.InvalidConfig, `netconf nests objects and arrays deeper than ${MAX_NETCONF_DEPTH} levels`);
+    throw new CniError(
+      ErrorCode.InvalidConfig,
+      `netconf nests objects and arrays deeper than ${MAX_NETCONF_DEPTH} levels`,
+    );
   }
   return { env: parseCniEnv(rawEnv), config: b.config as Record<string, unknown> };
 }

@@ -19,14 +19,19 @@ export class UnreachableError extends Error {
 export function postUnix(socketPath: string, route: string, body: string, timeoutMs: number): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const payload = Buffer.from(body, 'utf8');
-    const head = `POST ${route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+    const head =
+      `POST ${route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${payload.length}\r\nConnection: close\r\n\r\n`;
     const chunks: Buffer[] = [];
     let connected = false;
     const sock = connect({ path: socketPath });
     sock.setTimeout(timeoutMs, () => {
       sock.destroy();
-      reject(new UnreachableError(connected ? `no answer within ${timeoutMs} ms` : `connect timed out after ${timeoutMs} ms`));
+      reject(
+        new UnreachableError(
+          connected ? `no answer within ${timeoutMs} ms` : `connect timed out after ${timeoutMs} ms`,
+        ),
+      );
     });
     sock.once('connect', () => {
       connected = true;

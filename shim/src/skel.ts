@@ -41,7 +41,10 @@ export async function runShim(io: ShimIO): Promise<ShimOutput> {
     out = await answer(io);
   } catch (e) {
     // Whatever went wrong, the runtime gets a CNI error on stdout, never a stack trace.
-    out = fail(new CniError(ErrorCode.Internal, `steward shim: unexpected error: ${(e as Error)?.message ?? String(e)}`), LATEST_VERSION);
+    out = fail(
+      new CniError(ErrorCode.Internal, `steward shim: unexpected error: ${(e as Error)?.message ?? String(e)}`),
+      LATEST_VERSION,
+    );
   }
   return io.env.CNI_COMMAND === 'DEL' && out.exitCode !== 0 ? failureSafe(out) : out;
 }
@@ -60,7 +63,11 @@ function failureSafe(out: ShimOutput): ShimOutput {
   const err = CniError.fromJSON(parsed);
   if (!err) return { stdout: failureSafeText(out.stdout), exitCode: out.exitCode };
   const v = (parsed as { cniVersion?: unknown }).cniVersion;
-  const safe = new CniError(err.code, failureSafeText(err.message), err.details === undefined ? undefined : failureSafeText(err.details));
+  const safe = new CniError(
+    err.code,
+    failureSafeText(err.message),
+    err.details === undefined ? undefined : failureSafeText(err.details),
+  );
   return { stdout: JSON.stringify(safe.toJSON(typeof v === 'string' ? v : LATEST_VERSION)), exitCode: out.exitCode };
 }
 
@@ -71,10 +78,14 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   if (!overBound && io.stdin.length > 0) {
     try {
       const parsed: unknown = JSON.parse(io.stdin.toString('utf8'));
-      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) conf = parsed as Record<string, unknown>;
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed))
+        conf = parsed as Record<string, unknown>;
       else decodeError = new CniError(ErrorCode.DecodeFailure, 'netconf on stdin is not a JSON object');
     } catch (e) {
-      decodeError = new CniError(ErrorCode.DecodeFailure, `netconf on stdin is not valid JSON: ${(e as Error).message}`);
+      decodeError = new CniError(
+        ErrorCode.DecodeFailure,
+        `netconf on stdin is not valid JSON: ${(e as Error).message}`,
+      );
     }
   }
   const cniVersion = typeof conf?.cniVersion === 'string' ? conf.cniVersion : LATEST_VERSION;
@@ -89,14 +100,20 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   } catch (e) {
     return fail(CniError.from(e), cniVersion);
   }
-  if (overBound) return fail(new CniError(ErrorCode.InvalidConfig, `netconf on stdin is larger than ${MAX_NETCONF_BYTES} bytes`), cniVersion);
+  if (overBound)
+    return fail(
+      new CniError(ErrorCode.InvalidConfig, `netconf on stdin is larger than ${MAX_NETCONF_BYTES} bytes`),
+      cniVersion,
+    );
   if (decodeError) return fail(decodeError, cniVersion);
   if (!conf) return fail(new CniError(ErrorCode.DecodeFailure, 'no netconf on stdin'), cniVersion);
 
   const socket = conf.socket ?? DEFAULT_SOCKET;
   const spoolDir = conf.spoolDir ?? DEFAULT_SPOOL_DIR;
-  if (typeof socket !== 'string' || socket === '') return fail(new CniError(ErrorCode.InvalidConfig, '"socket" must be a non-empty string'), cniVersion);
-  if (typeof spoolDir !== 'string' || spoolDir === '') return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be a non-empty string'), cniVersion);
+  if (typeof socket !== 'string' || socket === '')
+    return fail(new CniError(ErrorCode.InvalidConfig, '"socket" must be a non-empty string'), cniVersion);
+  if (typeof spoolDir !== 'string' || spoolDir === '')
+    return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be a non-empty string'), cniVersion);
 
   const wireEnv: Record<string, string> = {};
   for (const name of CNI_ENV_VARS) {
@@ -109,7 +126,13 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   } catch (e) {
     // JSON.parse is iterative, JSON.stringify is not: a netconf nested ~100,000 deep parses and
     // then overflows the stack here (found by test/integration/fuzz.test.ts).
-    return fail(new CniError(ErrorCode.InvalidConfig, `netconf on stdin cannot be forwarded (nested too deeply?): ${(e as Error).message}`), cniVersion);
+    return fail(
+      new CniError(
+        ErrorCode.InvalidConfig,
+        `netconf on stdin cannot be forwarded (nested too deeply?): ${(e as Error).message}`,
+      ),
+      cniVersion,
+    );
   }
 
   let reply: Reply;
@@ -123,11 +146,19 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
         io.spool(spoolDir, env.containerId, body);
         return { stdout: '', exitCode: 0 };
       } catch (se) {
-        return fail(new CniError(ErrorCode.TryAgainLater,
-          `stewardd is unreachable at ${socket} (${e.reason}) and the DEL could not be spooled to ${spoolDir}: ${(se as Error).message}`), cniVersion);
+        return fail(
+          new CniError(
+            ErrorCode.TryAgainLater,
+            `stewardd is unreachable at ${socket} (${e.reason}) and the DEL could not be spooled to ${spoolDir}: ${(se as Error).message}`,
+          ),
+          cniVersion,
+        );
       }
     }
-    return fail(new CniError(ErrorCode.TryAgainLater, `stewardd is unreachable at ${socket} (${e.reason}); try again later`), cniVersion);
+    return fail(
+      new CniError(ErrorCode.TryAgainLater, `stewardd is unreachable at ${socket} (${e.reason}); try again later`),
+      cniVersion,
+    );
   }
 
   if (reply.status === 200) return { stdout: reply.body, exitCode: 0 };
@@ -137,5 +168,12 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   } catch {
     /* fall through */
   }
-  return fail(new CniError(ErrorCode.Internal, `stewardd answered HTTP ${reply.status} without a CNI error`, reply.body.slice(0, 200)), cniVersion);
+  return fail(
+    new CniError(
+      ErrorCode.Internal,
+      `stewardd answered HTTP ${reply.status} without a CNI error`,
+      reply.body.slice(0, 200),
+    ),
+    cniVersion,
+  );
 }

@@ -9,8 +9,16 @@ import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
 import {
-  Containerd, Podman, RuntimeHost, baseSkipReason, defaultGatewayOf, installShimInOptCniBin, ipv4Of,
-  lexicallyFirstConf, skipOrFail, type BridgeNet,
+  Containerd,
+  Podman,
+  RuntimeHost,
+  baseSkipReason,
+  defaultGatewayOf,
+  installShimInOptCniBin,
+  ipv4Of,
+  lexicallyFirstConf,
+  skipOrFail,
+  type BridgeNet,
 } from '../helpers/runtimes.js';
 
 const env = new TestEnv('e2e-ctr');
@@ -20,7 +28,17 @@ const IMAGE = 'localhost/steward-e2e-busybox:latest';
 let host: RuntimeHost | undefined;
 let containerd: Containerd | undefined;
 let net: BridgeNet | undefined;
-let reason = baseSkipReason(['containerd', 'ctr', 'containerd-shim-runc-v2', 'runc', 'podman', 'conmon', 'ip', 'iptables', 'tar']);
+let reason = baseSkipReason([
+  'containerd',
+  'ctr',
+  'containerd-shim-runc-v2',
+  'runc',
+  'podman',
+  'conmon',
+  'ip',
+  'iptables',
+  'tar',
+]);
 try {
   if (reason === undefined) {
     host = await RuntimeHost.create(env);
@@ -45,9 +63,13 @@ try {
   }
   if (reason === undefined) {
     // "0-" sorts before "00-…" and "87-podman-bridge.conflist", the usual first files.
-    net = host!.bridgeNetwork('ctr', '1.0.0', { steward: { socket: daemon.socket, spoolDir: daemon.spoolDir }, filePrefix: '0-' });
+    net = host!.bridgeNetwork('ctr', '1.0.0', {
+      steward: { socket: daemon.socket, spoolDir: daemon.spoolDir },
+      filePrefix: '0-',
+    });
     const first = lexicallyFirstConf();
-    if (first !== net.file.split('/').pop()) reason = `${first} sorts before this suite's conflist in /etc/cni/net.d, so ctr would not use it`;
+    if (first !== net.file.split('/').pop())
+      reason = `${first} sorts before this suite's conflist in /etc/cni/net.d, so ctr would not use it`;
   }
 } catch (e) {
   await (host ? host.finish() : env.close()); // nothing of a failed setup stays on the machine
@@ -69,8 +91,18 @@ describe('ctr run --cni with the steward conflist first in /etc/cni/net.d', { sk
     const name = `${n.name}-c1`;
     const out = join(env.dir, 'ctr-out');
     mkdirSync(out);
-    const r = await containerd!.ctr(['run', '--rm', '--cni', '--mount', `type=bind,src=${out},dst=/out,options=rbind:rw`,
-      IMAGE, name, '/bin/sh', '-c', 'ip -o -4 addr show eth0 > /out/seen; ip route >> /out/seen']);
+    const r = await containerd!.ctr([
+      'run',
+      '--rm',
+      '--cni',
+      '--mount',
+      `type=bind,src=${out},dst=/out,options=rbind:rw`,
+      IMAGE,
+      name,
+      '/bin/sh',
+      '-c',
+      'ip -o -4 addr show eth0 > /out/seen; ip route >> /out/seen',
+    ]);
     assert.equal(r.code, 0, `ctr run: ${r.stderr}`);
     const seen = readFileSync(join(out, 'seen'), 'utf8');
     const inet = ipv4Of(seen);
@@ -86,7 +118,10 @@ describe('ctr run --cni with the steward conflist first in /etc/cni/net.d', { sk
     });
     const [att] = (await daemon.get(`/v1/attachments?containerId=${cid}`)).json as any[];
     assert.equal(att.network, n.name);
-    assert.match(att.netns, /^\/proc\/\d+\/ns\/net$/, 'ADD came with the task\'s /proc netns');
-    assert.deepEqual(att.steps.map((s: { plugin: string; state: string }) => `${s.plugin}:${s.state}`), ['bridge:deleted']);
+    assert.match(att.netns, /^\/proc\/\d+\/ns\/net$/, "ADD came with the task's /proc netns");
+    assert.deepEqual(
+      att.steps.map((s: { plugin: string; state: string }) => `${s.plugin}:${s.state}`),
+      ['bridge:deleted'],
+    );
   });
 });

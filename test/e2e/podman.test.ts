@@ -9,7 +9,13 @@ import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import {
-  Podman, RuntimeHost, baseSkipReason, defaultGatewayOf, ipv4Of, skipOrFail, type BridgeNet,
+  Podman,
+  RuntimeHost,
+  baseSkipReason,
+  defaultGatewayOf,
+  ipv4Of,
+  skipOrFail,
+  type BridgeNet,
 } from '../helpers/runtimes.js';
 
 const env = new TestEnv('e2e-podman');
@@ -43,10 +49,14 @@ async function attachmentsOf(containerId: string): Promise<any[]> {
 }
 
 async function waitTornDown(h: RuntimeHost, net: BridgeNet, containerId: string, timeoutMs = 30_000): Promise<void> {
-  await daemon.waitFor(`teardown of ${containerId.slice(0, 12)} on ${net.name}`, async () => {
-    const atts = await attachmentsOf(containerId);
-    return h.leases(net).length === 0 && atts.length > 0 && atts.every((a) => a.state === 'deleted');
-  }, timeoutMs);
+  await daemon.waitFor(
+    `teardown of ${containerId.slice(0, 12)} on ${net.name}`,
+    async () => {
+      const atts = await attachmentsOf(containerId);
+      return h.leases(net).length === 0 && atts.length > 0 && atts.every((a) => a.state === 'deleted');
+    },
+    timeoutMs,
+  );
 }
 
 describe('podman runs containers on a steward network', { skip }, () => {
@@ -59,8 +69,11 @@ describe('podman runs containers on a steward network', { skip }, () => {
       const cidFile = join(env.dir, `cid-${version}`);
       const out = join(env.dir, `out-${version}`);
       mkdirSync(out);
-      const r = await podman!.runRm(net.name, ['/bin/sh', '-c', 'ip -o -4 addr show eth0 > /out/seen; ip route >> /out/seen'],
-        ['--cidfile', cidFile, '-v', `${out}:/out`]);
+      const r = await podman!.runRm(
+        net.name,
+        ['/bin/sh', '-c', 'ip -o -4 addr show eth0 > /out/seen; ip route >> /out/seen'],
+        ['--cidfile', cidFile, '-v', `${out}:/out`],
+      );
       assert.equal(r.code, 0, `podman run: ${r.stderr}`);
       const seen = readFileSync(join(out, 'seen'), 'utf8');
       const inet = ipv4Of(seen);
@@ -73,7 +86,10 @@ describe('podman runs containers on a steward network', { skip }, () => {
       const [att] = await attachmentsOf(cid);
       assert.equal(att.network, net.name);
       assert.equal(att.cniVersion, version);
-      assert.deepEqual(att.steps.map((s: { plugin: string; state: string }) => `${s.plugin}:${s.state}`), ['bridge:deleted']);
+      assert.deepEqual(
+        att.steps.map((s: { plugin: string; state: string }) => `${s.plugin}:${s.state}`),
+        ['bridge:deleted'],
+      );
     });
   }
 
@@ -84,17 +100,37 @@ describe('podman runs containers on a steward network', { skip }, () => {
     // output of a short-lived container when many start at once.
     const out = join(env.dir, 'par20-out');
     mkdirSync(out);
-    const runs = await Promise.all(Array.from({ length: 20 }, (_, i) =>
-      podman!.runRm(net.name, ['/bin/sh', '-c', `ip -o -4 addr show eth0 > /out/${i}`], ['--name', `${net.name}-${i}`, '-v', `${out}:/out`], 240_000)));
+    const runs = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        podman!.runRm(
+          net.name,
+          ['/bin/sh', '-c', `ip -o -4 addr show eth0 > /out/${i}`],
+          ['--name', `${net.name}-${i}`, '-v', `${out}:/out`],
+          240_000,
+        ),
+      ),
+    );
     runs.forEach((r, i) => assert.equal(r.code, 0, `container ${i}: ${r.stderr}`));
-    const seen = runs.map((_, i) => (existsSync(join(out, String(i))) ? readFileSync(join(out, String(i)), 'utf8') : '(no file)'));
+    const seen = runs.map((_, i) =>
+      existsSync(join(out, String(i))) ? readFileSync(join(out, String(i)), 'utf8') : '(no file)',
+    );
     const ips = seen.map((text) => ipv4Of(text)?.address);
-    ips.forEach((ip, i) => assert.ok(ip?.startsWith(net.subnet.replace(/0\/24$/, '')), `container ${i} had no address in ${net.subnet}: ${seen[i]}`));
+    ips.forEach((ip, i) =>
+      assert.ok(
+        ip?.startsWith(net.subnet.replace(/0\/24$/, '')),
+        `container ${i} had no address in ${net.subnet}: ${seen[i]}`,
+      ),
+    );
     assert.equal(new Set(ips).size, 20, `addresses not distinct: ${ips.join(' ')}`);
     await daemon.waitFor('all 20 leases released', () => h.leases(net).length === 0, 60_000);
-    const atts = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter((a) => a.network === net.name);
+    const atts = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter(
+      (a) => a.network === net.name,
+    );
     assert.equal(atts.length, 20);
-    assert.ok(atts.every((a) => a.state === 'deleted'), 'every attachment torn down');
+    assert.ok(
+      atts.every((a) => a.state === 'deleted'),
+      'every attachment torn down',
+    );
   });
 
   describe('seed 002: a chained plugin fails ADD and then fails DEL twice; podman never retries', () => {
@@ -108,7 +144,7 @@ describe('podman runs containers on a steward network', { skip }, () => {
       const r = await podman!.runRm(net.name, ['/bin/true']);
       assert.notEqual(r.code, 0, 'the ADD must fail');
       // podman sends one DEL for a failed ADD, which fails at the fixture before reaching bridge.
-      await daemon.waitFor('podman\'s one DEL', () => fixtureCalls(fx, 'DEL').length >= 1, 20_000);
+      await daemon.waitFor("podman's one DEL", () => fixtureCalls(fx, 'DEL').length >= 1, 20_000);
       await new Promise((res) => setTimeout(res, 3000));
       assert.equal(fixtureCalls(fx, 'DEL').length, 1, 'podman sent exactly one DEL and never retried');
       assert.equal(h.leases(net).length, 1, 'the IP host-local allocated is leaked');
@@ -120,11 +156,21 @@ describe('podman runs containers on a steward network', { skip }, () => {
       const net = h.bridgeNetwork('leak-steward', '1.0.0', { steward: steward(), chain: chain(fx) });
       const r = await podman!.runRm(net.name, ['/bin/true']);
       assert.notEqual(r.code, 0, 'the ADD must fail');
-      assert.match(r.stderr, /ADD failed on cue/, 'podman reports the chain\'s original error');
-      await daemon.waitFor('the retried teardown to release the lease', async () => {
-        const atts = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter((a) => a.network === net.name);
-        return h.leases(net).length === 0 && atts.length === 1 && atts[0].steps.every((s: { state: string }) => s.state === 'deleted');
-      }, 30_000);
+      assert.match(r.stderr, /ADD failed on cue/, "podman reports the chain's original error");
+      await daemon.waitFor(
+        'the retried teardown to release the lease',
+        async () => {
+          const atts = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter(
+            (a) => a.network === net.name,
+          );
+          return (
+            h.leases(net).length === 0 &&
+            atts.length === 1 &&
+            atts[0].steps.every((s: { state: string }) => s.state === 'deleted')
+          );
+        },
+        30_000,
+      );
       assert.ok(fixtureCalls(fx, 'DEL').length >= FAIL_DELS + 1, 'the failing DEL was retried until it succeeded');
       assert.equal((await daemon.get('/v1/teardowns')).json.pending.length, 0);
     });
@@ -152,7 +198,13 @@ describe('podman runs containers on a steward network', { skip }, () => {
     const k = await podman!.cmd(['kill', cid]);
     assert.equal(k.code, 0, k.stderr);
     await daemon.waitFor('podman to remove the container', async () => !(await podman!.exists(cid)));
-    const spooled = () => { try { return readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')); } catch { return []; } };
+    const spooled = () => {
+      try {
+        return readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json'));
+      } catch {
+        return [];
+      }
+    };
     await daemon.waitFor('the DEL to be spooled', () => spooled().length >= 1);
     assert.equal(h.leases(net).length, 1, 'nothing is released while stewardd is down');
     await daemon.start();
@@ -170,17 +222,29 @@ describe('per-container time of podman run --rm, with and without steward', { sk
     const direct = h.bridgeNetwork('time-direct', '1.0.0');
     const ms: Record<string, number[]> = { steward: [], direct: [] };
     for (let i = 0; i <= runs; i++) {
-      for (const [k, net] of [['steward', wrapped], ['direct', direct]] as const) {
+      for (const [k, net] of [
+        ['steward', wrapped],
+        ['direct', direct],
+      ] as const) {
         const r = await podman!.runRm(net.name, ['/bin/true']);
         assert.equal(r.code, 0, r.stderr);
         if (i > 0) ms[k]!.push(r.ms); // the first of each is a warm-up
       }
     }
-    const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]!; };
-    const line = (k: string) => `${k}: median ${median(ms[k]!).toFixed(0)} ms over ${runs} runs (min ${Math.min(...ms[k]!).toFixed(0)}, max ${Math.max(...ms[k]!).toFixed(0)}; shim ${h.shim.kind})`;
+    const median = (xs: number[]) => {
+      const s = [...xs].sort((a, b) => a - b);
+      return s[Math.floor(s.length / 2)]!;
+    };
+    const line = (k: string) =>
+      `${k}: median ${median(ms[k]!).toFixed(0)} ms over ${runs} runs (min ${Math.min(...ms[k]!).toFixed(0)}, max ${Math.max(...ms[k]!).toFixed(0)}; shim ${h.shim.kind})`;
     t.diagnostic(line('steward'));
     t.diagnostic(line('direct'));
-    process.stderr.write(`e2e timing: podman run --rm --network NET --rootfs DIR:O /bin/true\n  ${line('steward')}\n  ${line('direct')}\n`);
-    await daemon.waitFor('timing leases released', () => h.leases(wrapped).length === 0 && h.leases(direct).length === 0);
+    process.stderr.write(
+      `e2e timing: podman run --rm --network NET --rootfs DIR:O /bin/true\n  ${line('steward')}\n  ${line('direct')}\n`,
+    );
+    await daemon.waitFor(
+      'timing leases released',
+      () => h.leases(wrapped).length === 0 && h.leases(direct).length === 0,
+    );
   });
 });

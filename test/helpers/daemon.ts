@@ -31,7 +31,10 @@ export class Daemon {
   private readonly args: string[];
   private readonly exe: string;
 
-  constructor(private readonly env: TestEnv, opts: DaemonOptions = {}) {
+  constructor(
+    private readonly env: TestEnv,
+    opts: DaemonOptions = {},
+  ) {
     const home = join(env.dir, opts.name ?? '');
     this.socket = opts.socket ?? join(home, 'run', 'stewardd.sock');
     this.stateDir = opts.stateDir ?? join(home, 'state');
@@ -59,7 +62,8 @@ export class Daemon {
       new Promise<number | null>((r) => proc.once('exit', (c) => r(c))),
       new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), timeoutMs)),
     ]);
-    if (code === 'timeout') throw new Error(`stewardd kept running, but it was expected to refuse to start; see ${this.logFile}`);
+    if (code === 'timeout')
+      throw new Error(`stewardd kept running, but it was expected to refuse to start; see ${this.logFile}`);
     this.proc = undefined;
     return { code, log: readFileSync(this.logFile, 'utf8') };
   }
@@ -68,11 +72,29 @@ export class Daemon {
     mkdirSync(this.stateDir, { recursive: true });
     const log = createWriteStream(this.logFile, { flags: 'a' });
     await new Promise((r) => log.once('open', r));
-    const proc = spawn(process.execPath, [this.exe, 'run',
-      '--socket', this.socket, '--state-dir', this.stateDir, '--boot-id-file', this.bootIdFile,
-      '--bin-dir', SYSTEM_CNI_BIN, '--bin-dir', FIXTURE_BIN, '--log-level', 'debug', ...this.args], {
-      stdio: ['ignore', log, log],
-    });
+    const proc = spawn(
+      process.execPath,
+      [
+        this.exe,
+        'run',
+        '--socket',
+        this.socket,
+        '--state-dir',
+        this.stateDir,
+        '--boot-id-file',
+        this.bootIdFile,
+        '--bin-dir',
+        SYSTEM_CNI_BIN,
+        '--bin-dir',
+        FIXTURE_BIN,
+        '--log-level',
+        'debug',
+        ...this.args,
+      ],
+      {
+        stdio: ['ignore', log, log],
+      },
+    );
     this.proc = proc;
     return proc;
   }
@@ -123,16 +145,23 @@ export class Daemon {
 
   request(method: string, path: string, body?: string): Promise<{ status: number; text: string; json: any }> {
     return new Promise((resolve, reject) => {
-      const req = request({ socketPath: this.socket, path, method, headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let json: unknown;
-          try { json = JSON.parse(text); } catch { json = undefined; }
-          resolve({ status: res.statusCode ?? 0, text, json });
-        });
-      });
+      const req = request(
+        { socketPath: this.socket, path, method, headers: body ? { 'content-type': 'application/json' } : {} },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            let json: unknown;
+            try {
+              json = JSON.parse(text);
+            } catch {
+              json = undefined;
+            }
+            resolve({ status: res.statusCode ?? 0, text, json });
+          });
+        },
+      );
       req.on('error', reject);
       req.end(body);
     });

@@ -25,17 +25,30 @@ function pluginFile(type: string): string {
   return type.startsWith('steward-') ? join(FIXTURE_BIN, type) : join(SYSTEM_CNI_BIN, type);
 }
 
-function run(command: string, net: Net, plugin: Net['plugins'][number], call: DirectCall, prev?: unknown): Promise<ShimAnswer> {
+function run(
+  command: string,
+  net: Net,
+  plugin: Net['plugins'][number],
+  call: DirectCall,
+  prev?: unknown,
+): Promise<ShimAnswer> {
   const env = {
-    PATH: process.env.PATH ?? '/usr/bin:/bin', CNI_COMMAND: command, CNI_CONTAINERID: call.containerId,
-    CNI_NETNS: call.netns, CNI_IFNAME: call.ifname ?? 'eth0', CNI_PATH,
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: call.containerId,
+    CNI_NETNS: call.netns,
+    CNI_IFNAME: call.ifname ?? 'eth0',
+    CNI_PATH,
   };
   const stdin = { ...plugin, name: net.name, cniVersion: net.cniVersion, ...(prev ? { prevResult: prev } : {}) };
   return execPlugin(pluginFile(plugin.type), env, JSON.stringify(stdin));
 }
 
 /** ADD the chain; returns the final result, or the error after the (failing-fast) teardown. */
-export async function directAdd(net: Net, call: DirectCall): Promise<{ ok: boolean; result?: unknown; error?: unknown }> {
+export async function directAdd(
+  net: Net,
+  call: DirectCall,
+): Promise<{ ok: boolean; result?: unknown; error?: unknown }> {
   let prev: unknown;
   for (const plugin of net.plugins) {
     const r = await run('ADD', net, plugin, call, prev);

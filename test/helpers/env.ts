@@ -100,6 +100,8 @@ export function addressesIn(netnsPath: string, ifname: string): string[] {
 export function fixtureCalls(stateDir: string, command?: string): string[] {
   const file = join(stateDir, 'calls.log');
   if (!existsSync(file)) return [];
-  const lines = sh('cat', [file]).split('\n').filter((l) => l !== '');
+  const lines = sh('cat', [file])
+    .split('\n')
+    .filter((l) => l !== '');
   return command ? lines.filter((l) => l.startsWith(`${command} `)) : lines;
 }

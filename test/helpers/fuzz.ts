@@ -28,39 +28,75 @@ const CONTROL = ['\x01', '\x1b[31m', '\n', '\r', '\t', '\x7f'];
 
 function hostileString(r: Rng): string {
   switch (r.int(9)) {
-    case 0: return '';
-    case 1: return 'x'.repeat(r.pick([16, 64, 256, 4096, 100_000]));
-    case 2: return `a${r.pick(CONTROL)}b`;
-    case 3: return r.pick(UNICODE).repeat(r.int(20) + 1);
-    case 4: return r.pick(['../../etc/passwd', '/', '.', '..', 'a/b', 'a b', '-rf', '$(id)', '`id`', '%s%n', 'null']);
-    case 5: return String(r.int(1e9));
-    case 6: return r.pick(['=', ';', '=;=;', 'K=V;K=V', 'a=b=c', ';;;', 'IgnoreUnknown=1;']);
-    case 7: return Array.from({ length: r.int(30) + 1 }, () => String.fromCharCode(32 + r.int(95))).join('');
-    default: return `${r.pick(UNICODE)}${r.pick(CONTROL)}${'y'.repeat(r.int(300))}`;
+    case 0:
+      return '';
+    case 1:
+      return 'x'.repeat(r.pick([16, 64, 256, 4096, 100_000]));
+    case 2:
+      return `a${r.pick(CONTROL)}b`;
+    case 3:
+      return r.pick(UNICODE).repeat(r.int(20) + 1);
+    case 4:
+      return r.pick(['../../etc/passwd', '/', '.', '..', 'a/b', 'a b', '-rf', '$(id)', '`id`', '%s%n', 'null']);
+    case 5:
+      return String(r.int(1e9));
+    case 6:
+      return r.pick(['=', ';', '=;=;', 'K=V;K=V', 'a=b=c', ';;;', 'IgnoreUnknown=1;']);
+    case 7:
+      return Array.from({ length: r.int(30) + 1 }, () => String.fromCharCode(32 + r.int(95))).join('');
+    default:
+      return `${r.pick(UNICODE)}${r.pick(CONTROL)}${'y'.repeat(r.int(300))}`;
   }
 }
 
 function randomValue(r: Rng, depth = 0): unknown {
   switch (r.int(depth > 3 ? 6 : 9)) {
-    case 0: return null;
-    case 1: return r.chance(0.5);
-    case 2: return r.pick([0, -1, 1.5, 1e308, -0, 2 ** 53 + 1, 65536]);
-    case 3: return hostileString(r);
-    case 4: return r.pick(['0.3.1', '1.0.0', '1.1.0', '9.9.9', '', 'v1', '1.0']);
-    case 5: return 'steward';
-    case 6: return Array.from({ length: r.int(4) }, () => randomValue(r, depth + 1));
+    case 0:
+      return null;
+    case 1:
+      return r.chance(0.5);
+    case 2:
+      return r.pick([0, -1, 1.5, 1e308, -0, 2 ** 53 + 1, 65536]);
+    case 3:
+      return hostileString(r);
+    case 4:
+      return r.pick(['0.3.1', '1.0.0', '1.1.0', '9.9.9', '', 'v1', '1.0']);
+    case 5:
+      return 'steward';
+    case 6:
+      return Array.from({ length: r.int(4) }, () => randomValue(r, depth + 1));
     case 7: {
       const o: Record<string, unknown> = {};
       for (let i = r.int(4); i > 0; i--) o[randomKey(r)] = randomValue(r, depth + 1);
       return o;
     }
-    default: return JSON.parse(`{"__proto__":{"polluted":true},"constructor":{"prototype":{"x":1}},"fz":${JSON.stringify(hostileString(r))}}`);
+    default:
+      return JSON.parse(
+        `{"__proto__":{"polluted":true},"constructor":{"prototype":{"x":1}},"fz":${JSON.stringify(hostileString(r))}}`,
+      );
   }
 }
 
 function randomKey(r: Rng): string {
-  return r.pick(['fz', 'fzKey', `fz${r.pick(UNICODE)}`, '__proto__', 'constructor', 'prototype', 'name', 'cniVersion', 'type',
-    'plugins', 'delegates', 'prevResult', 'runtimeConfig', 'capabilities', 'args', 'ifname', '']);
+  return r.pick([
+    'fz',
+    'fzKey',
+    `fz${r.pick(UNICODE)}`,
+    '__proto__',
+    'constructor',
+    'prototype',
+    'name',
+    'cniVersion',
+    'type',
+    'plugins',
+    'delegates',
+    'prevResult',
+    'runtimeConfig',
+    'capabilities',
+    'args',
+    'ifname',
+    '',
+  ]);
 }
 
 // ---- the netconf: a valid one, then mutated, then pinned
@@ -68,7 +104,13 @@ function randomKey(r: Rng): string {
 const SAFE_TYPES = ['bridge', 'loopback'];
 const GARBAGE_TYPES = ['', 'nope-no-such-plugin', '../../bin/sh', '/bin/sh', 'a b', 'x'.repeat(300), 'bridge\n'];
 
-export interface Sandbox { socket: string; spoolDir: string; bridge: string; subnet: string; dataDir: string }
+export interface Sandbox {
+  socket: string;
+  spoolDir: string;
+  bridge: string;
+  subnet: string;
+  dataDir: string;
+}
 
 function validConf(r: Rng, s: Sandbox): Record<string, unknown> {
   const version = r.pick(['0.3.1', '0.4.0', '1.0.0', '1.1.0']);
@@ -101,11 +143,16 @@ function mutateOnce(r: Rng, root: unknown): unknown {
     // Wrong type: wrap in an array, or turn into a string.
     const k = r.pick(keys as Array<string | number>);
     const v = (c as Record<string | number, unknown>)[k];
-    (c as Record<string | number, unknown>)[k] = r.chance(0.5) ? [v] : JSON.stringify(v) ?? 'undefined';
+    (c as Record<string | number, unknown>)[k] = r.chance(0.5) ? [v] : (JSON.stringify(v) ?? 'undefined');
   } else if (Array.isArray(c)) {
     c.push(randomValue(r));
   } else {
-    Object.defineProperty(c, randomKey(r), { value: randomValue(r), enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(c, randomKey(r), {
+      value: randomValue(r),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return root;
 }
@@ -119,12 +166,19 @@ function pin(conf: unknown, s: Sandbox, r: Rng): unknown {
   const pinPlugin = (p: unknown) => {
     if (p === null || typeof p !== 'object' || Array.isArray(p)) return;
     const o = p as Record<string, unknown>;
-    if (typeof o.type === 'string' && !SAFE_TYPES.includes(o.type) && !GARBAGE_TYPES.includes(o.type)) o.type = r.pick([...SAFE_TYPES, ...GARBAGE_TYPES]);
+    if (typeof o.type === 'string' && !SAFE_TYPES.includes(o.type) && !GARBAGE_TYPES.includes(o.type))
+      o.type = r.pick([...SAFE_TYPES, ...GARBAGE_TYPES]);
     o.bridge = s.bridge;
     o.isGateway = true;
     o.ipMasq = false;
-    o.ipam = { type: 'host-local', dataDir: s.dataDir, ranges: [[{ subnet: s.subnet }]], routes: [{ dst: '0.0.0.0/0' }] };
-    for (const k of ['isDefaultGateway', 'macspoofchk', 'vlan', 'vlanTrunk', 'mtu', 'promiscMode', 'enabledad']) delete o[k];
+    o.ipam = {
+      type: 'host-local',
+      dataDir: s.dataDir,
+      ranges: [[{ subnet: s.subnet }]],
+      routes: [{ dst: '0.0.0.0/0' }],
+    };
+    for (const k of ['isDefaultGateway', 'macspoofchk', 'vlan', 'vlanTrunk', 'mtu', 'promiscMode', 'enabledad'])
+      delete o[k];
   };
   const pinList = (l: unknown) => {
     if (!Array.isArray(l)) return;
@@ -173,7 +227,9 @@ export function sandboxStdin(text: string | Buffer, s: Sandbox, r: Rng): string 
   const patched = `${str.slice(0, at)}"socket":${JSON.stringify(s.socket)},"spoolDir":${JSON.stringify(s.spoolDir)}${empty ? '' : ','}${str.slice(at)}`;
   try {
     if (safe(JSON.parse(patched.replace(/^\ufeff/, '')))) return patched;
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   return JSON.stringify(validConf(r, s));
 }
 
@@ -199,18 +255,34 @@ function rawStdin(r: Rng, s: Sandbox, clean: boolean): Stdin {
   }
   if (roll < 0.85) {
     const depth = r.pick([1000, 10_000, 100_000]);
-    const text = r.chance(0.5) ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
-    return { kind: 'deep', text: r.chance(0.5) ? text : JSON.stringify(validConf(r, s)).replace(/\}$/, `,"fzDeep":${text}}`) };
+    const text = r.chance(0.5)
+      ? `${'['.repeat(depth)}${']'.repeat(depth)}`
+      : `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+    return {
+      kind: 'deep',
+      text: r.chance(0.5) ? text : JSON.stringify(validConf(r, s)).replace(/\}$/, `,"fzDeep":${text}}`),
+    };
   }
   switch (r.int(8)) {
-    case 0: return { kind: 'garbage', text: '' };
-    case 1: return { kind: 'garbage', text: r.pick(['null', '[]', '"str"', '123', 'true', '{', '{"a":}', '\ufeff{}']) };
-    case 2: return { kind: 'garbage', text: Buffer.from(Array.from({ length: r.int(2000) + 1 }, () => r.int(256))) };
-    case 3: return { kind: 'garbage', text: Buffer.from([0xff, 0xfe, 0x7b, 0x7d]) };
-    case 4: return { kind: 'garbage', text: JSON.stringify(validConf(r, s)).slice(0, r.int(200)) };
-    case 5: return { kind: 'garbage', text: `${JSON.stringify(validConf(r, s))}${JSON.stringify(validConf(r, s))}` };
-    case 6: return { kind: 'garbage', text: JSON.stringify(validConf(r, s)).replace('"cniVersion"', '"cniVersion":"1.0.0","cniVersion"') };
-    default: return { kind: 'garbage', text: hostileString(r) };
+    case 0:
+      return { kind: 'garbage', text: '' };
+    case 1:
+      return { kind: 'garbage', text: r.pick(['null', '[]', '"str"', '123', 'true', '{', '{"a":}', '\ufeff{}']) };
+    case 2:
+      return { kind: 'garbage', text: Buffer.from(Array.from({ length: r.int(2000) + 1 }, () => r.int(256))) };
+    case 3:
+      return { kind: 'garbage', text: Buffer.from([0xff, 0xfe, 0x7b, 0x7d]) };
+    case 4:
+      return { kind: 'garbage', text: JSON.stringify(validConf(r, s)).slice(0, r.int(200)) };
+    case 5:
+      return { kind: 'garbage', text: `${JSON.stringify(validConf(r, s))}${JSON.stringify(validConf(r, s))}` };
+    case 6:
+      return {
+        kind: 'garbage',
+        text: JSON.stringify(validConf(r, s)).replace('"cniVersion"', '"cniVersion":"1.0.0","cniVersion"'),
+      };
+    default:
+      return { kind: 'garbage', text: hostileString(r) };
   }
 }
 
@@ -228,17 +300,25 @@ export function makeEnv(r: Rng, netnses: string[], clean: boolean): Record<strin
       e[name] = good();
     }
   };
-  maybe('CNI_COMMAND', () => r.pick(['ADD', 'ADD', 'ADD', 'ADD', 'DEL', 'DEL', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC']), 0.1);
+  maybe(
+    'CNI_COMMAND',
+    () => r.pick(['ADD', 'ADD', 'ADD', 'ADD', 'DEL', 'DEL', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC']),
+    0.1,
+  );
   maybe('CNI_CONTAINERID', () => r.pick(CIDS), 0.2);
   maybe('CNI_NETNS', () => r.pick(netnses), 0.15);
-  if (!clean && e.CNI_NETNS === undefined && r.chance(0.5)) e.CNI_NETNS = r.pick(['/etc/passwd', '/dev/null', '/nonexistent/netns', 'relative/ns', '/run/netns']);
+  if (!clean && e.CNI_NETNS === undefined && r.chance(0.5))
+    e.CNI_NETNS = r.pick(['/etc/passwd', '/dev/null', '/nonexistent/netns', 'relative/ns', '/run/netns']);
   maybe('CNI_IFNAME', () => r.pick(['eth0', 'eth0', 'eth0', 'net1']), 0.15);
-  if (r.chance(0.5)) maybe('CNI_ARGS', () => r.pick(['IgnoreUnknown=1;K8S_POD_NAMESPACE=fz;K8S_POD_NAME=p', 'IgnoreUnknown=1']), 0.5);
+  if (r.chance(0.5))
+    maybe('CNI_ARGS', () => r.pick(['IgnoreUnknown=1;K8S_POD_NAMESPACE=fz;K8S_POD_NAME=p', 'IgnoreUnknown=1']), 0.5);
   maybe('CNI_PATH', () => '/usr/lib/cni', 0.3);
   if (!clean && e.CNI_PATH !== undefined && r.chance(0.2)) e.CNI_PATH = `relative-dir:${e.CNI_PATH}:/nonexistent`;
-  e.PATH = clean || r.chance(0.9) ? (process.env.PATH ?? '/usr/bin:/bin') : r.pick(['', '/nonexistent', 'relative', hostileString(r)]);
+  e.PATH =
+    clean || r.chance(0.9)
+      ? (process.env.PATH ?? '/usr/bin:/bin')
+      : r.pick(['', '/nonexistent', 'relative', hostileString(r)]);
   // execve cannot carry NUL; the kernel caps one string at 128 KiB.
   for (const [k, v] of Object.entries(e)) e[k] = v.replaceAll('\0', '0');
   return e;
 }
-

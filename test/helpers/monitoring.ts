@@ -46,8 +46,21 @@ export function dashboardExprs(d = dashboard()): string[] {
   return out;
 }
 
-const NOT_METRICS = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'bool', 'and', 'or', 'unless',
-  'offset', 'inf', 'nan']);
+const NOT_METRICS = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'and',
+  'or',
+  'unless',
+  'offset',
+  'inf',
+  'nan',
+]);
 
 /**
  * The metric names a PromQL expression (or Grafana's label_values(metric, label)) reads: every

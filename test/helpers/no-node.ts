@@ -7,10 +7,25 @@ import { execPlugin, type ShimAnswer } from './shim.js';
 
 const NODE = realpathSync(process.execPath);
 
-export async function execWithoutNode(file: string, env: Record<string, string>, stdin: string, emptyDir: string): Promise<ShimAnswer> {
-  const script = '/usr/bin/mount --bind /dev/null "$1" && shift && node_gone=$(command -v node || true) && [ -z "$node_gone" ] && exec "$@"';
-  const r = await execPlugin('/usr/bin/unshare', { ...env, PATH: emptyDir }, stdin,
-    ['--mount', '--propagation', 'private', '/bin/sh', '-c', script, 'sh', NODE, file]);
+export async function execWithoutNode(
+  file: string,
+  env: Record<string, string>,
+  stdin: string,
+  emptyDir: string,
+): Promise<ShimAnswer> {
+  const script =
+    '/usr/bin/mount --bind /dev/null "$1" && shift && node_gone=$(command -v node || true) && [ -z "$node_gone" ] && exec "$@"';
+  const r = await execPlugin('/usr/bin/unshare', { ...env, PATH: emptyDir }, stdin, [
+    '--mount',
+    '--propagation',
+    'private',
+    '/bin/sh',
+    '-c',
+    script,
+    'sh',
+    NODE,
+    file,
+  ]);
   if (r.code !== 0 && r.stdout === '') throw new Error(`ran nothing (exit ${r.code}): ${r.stderr}`);
   return { code: r.code, stdout: r.stdout, json: r.json };
 }

@@ -21,7 +21,12 @@ export interface NodeTree {
 }
 
 export function nodeTree(root: string): NodeTree {
-  const t = { root, confDir: join(root, 'etc/cni/net.d'), binDir: join(root, 'opt/cni/bin'), stateDir: join(root, 'var/lib/steward') };
+  const t = {
+    root,
+    confDir: join(root, 'etc/cni/net.d'),
+    binDir: join(root, 'opt/cni/bin'),
+    stateDir: join(root, 'var/lib/steward'),
+  };
   mkdirSync(t.confDir, { recursive: true });
   mkdirSync(t.binDir, { recursive: true });
   return t;
@@ -43,7 +48,8 @@ export function snapshot(dir: string): Record<string, string> {
         out[key] = `dir ${(st.mode & 0o7777).toString(8)}`;
         walk(p);
       } else if (st.isFile()) {
-        out[key] = `file ${(st.mode & 0o7777).toString(8)} ${createHash('sha256').update(readFileSync(p)).digest('hex')}`;
+        out[key] =
+          `file ${(st.mode & 0o7777).toString(8)} ${createHash('sha256').update(readFileSync(p)).digest('hex')}`;
       } else {
         out[key] = st.isSocket() ? 'socket' : 'other';
       }
@@ -61,23 +67,50 @@ export interface Run {
 
 export function stewardd(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }));
+    child.on('close', (code) =>
+      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
+    );
   });
 }
 
 /** install with the tree's paths and the daemon's socket. */
 export function installInto(t: NodeTree, socket: string, extra: string[] = []): Promise<Run> {
-  return stewardd(['install', '--cni-bin-dir', t.binDir, '--cni-conf-dir', t.confDir, '--state-dir', t.stateDir, '--socket', socket, ...extra]);
+  return stewardd([
+    'install',
+    '--cni-bin-dir',
+    t.binDir,
+    '--cni-conf-dir',
+    t.confDir,
+    '--state-dir',
+    t.stateDir,
+    '--socket',
+    socket,
+    ...extra,
+  ]);
 }
 
 export function uninstallFrom(t: NodeTree, extra: string[] = []): Promise<Run> {
-  return stewardd(['uninstall', '--cni-bin-dir', t.binDir, '--cni-conf-dir', t.confDir, '--state-dir', t.stateDir, '--drain-timeout', '2', ...extra]);
+  return stewardd([
+    'uninstall',
+    '--cni-bin-dir',
+    t.binDir,
+    '--cni-conf-dir',
+    t.confDir,
+    '--state-dir',
+    t.stateDir,
+    '--drain-timeout',
+    '2',
+    ...extra,
+  ]);
 }
 
 export interface LockHolder {
@@ -97,7 +130,9 @@ export function holdLockInChild(stateDir: string, purpose = 'test'): Promise<Loc
     if (!('held' in r)) { console.log('busy'); process.exit(1); }
     process.stdin.once('data', () => { r.held.release(); process.exit(0); });
     console.log('held');`;
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   return new Promise((resolve, reject) => {
     child.once('error', reject);
@@ -105,8 +140,14 @@ export function holdLockInChild(stateDir: string, purpose = 'test'): Promise<Loc
       if (b.toString().trim() !== 'held') return reject(new Error(`the lock holder says ${b.toString().trim()}`));
       resolve({
         pid: child.pid!,
-        release: async () => { child.stdin!.write('go\n'); await exited; },
-        kill9: async () => { child.kill('SIGKILL'); await exited; },
+        release: async () => {
+          child.stdin!.write('go\n');
+          await exited;
+        },
+        kill9: async () => {
+          child.kill('SIGKILL');
+          await exited;
+        },
       });
     });
   });

@@ -40,7 +40,10 @@ export class Prometheus {
   port = 0;
   private proc: ChildProcess | undefined;
 
-  constructor(private readonly env: TestEnv, private readonly opts: PromOptions) {
+  constructor(
+    private readonly env: TestEnv,
+    private readonly opts: PromOptions,
+  ) {
     this.dir = join(env.dir, 'prometheus');
     this.logFile = join(this.dir, 'prometheus.log');
     mkdirSync(join(this.dir, 'data'), { recursive: true });
@@ -55,21 +58,28 @@ export class Prometheus {
   async start(): Promise<void> {
     const every = `${this.opts.intervalSeconds ?? 1}s`;
     writeFileSync(join(this.dir, 'rules.yaml'), stringify({ groups: this.opts.groups }));
-    writeFileSync(join(this.dir, 'prometheus.yml'), stringify({
-      global: { scrape_interval: every, evaluation_interval: every, scrape_timeout: every },
-      rule_files: [join(this.dir, 'rules.yaml')],
-      scrape_configs: [{ job_name: 'steward', static_configs: [{ targets: this.opts.targets }] }],
-    }));
+    writeFileSync(
+      join(this.dir, 'prometheus.yml'),
+      stringify({
+        global: { scrape_interval: every, evaluation_interval: every, scrape_timeout: every },
+        rule_files: [join(this.dir, 'rules.yaml')],
+        scrape_configs: [{ job_name: 'steward', static_configs: [{ targets: this.opts.targets }] }],
+      }),
+    );
     for (let attempt = 0; attempt < 3; attempt++) {
       this.port = await freeLoopbackPort();
       const log = createWriteStream(this.logFile, { flags: 'a' });
       await new Promise((r) => log.once('open', r));
-      const proc = spawn('prometheus', [
-        `--config.file=${join(this.dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${join(this.dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${this.port}`,
-        '--log.level=info',
-      ], { stdio: ['ignore', log, log] });
+      const proc = spawn(
+        'prometheus',
+        [
+          `--config.file=${join(this.dir, 'prometheus.yml')}`,
+          `--storage.tsdb.path=${join(this.dir, 'data')}`,
+          `--web.listen-address=127.0.0.1:${this.port}`,
+          '--log.level=info',
+        ],
+        { stdio: ['ignore', log, log] },
+      );
       this.proc = proc;
       const exited = new Promise<string>((r) => proc.once('exit', (code) => r(`exited ${String(code)}`)));
       proc.once('error', () => undefined);
@@ -89,7 +99,8 @@ export class Prometheus {
         await this.stop();
         throw new Error(`prometheus not ready within 60 s; see ${this.logFile}`);
       }
-      if (!/address already in use/.test(readFileSync(this.logFile, 'utf8'))) throw new Error(`prometheus ${gone}; see ${this.logFile}`);
+      if (!/address already in use/.test(readFileSync(this.logFile, 'utf8')))
+        throw new Error(`prometheus ${gone}; see ${this.logFile}`);
     }
     throw new Error(`prometheus could not get a free port; see ${this.logFile}`);
   }

@@ -12,8 +12,22 @@
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import {
-  accessSync, constants, createWriteStream, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync,
-  readlinkSync, renameSync, rmSync, rmdirSync, statSync, symlinkSync, unlinkSync, writeFileSync,
+  accessSync,
+  constants,
+  createWriteStream,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  rmdirSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,8 +40,18 @@ export const DROP_IN = join(DROP_IN_DIR, '99-steward-e2e.conf');
 const CNI_CACHE = '/var/lib/cni/results';
 /** Paths the runtimes (or this helper) create on first use; removed at close if absent at setup. */
 const FIRST_USE_PATHS = [
-  '/run/runc', '/run/containerd', '/run/libpod', '/run/containers', '/var/lib/cni', '/var/lib/containers',
-  '/run/mount', '/opt/containerd', join(CNI_CONF_DIR, 'cni.lock'), DROP_IN_DIR, '/opt/cni', '/etc/cni',
+  '/run/runc',
+  '/run/containerd',
+  '/run/libpod',
+  '/run/containers',
+  '/var/lib/cni',
+  '/var/lib/containers',
+  '/run/mount',
+  '/opt/containerd',
+  join(CNI_CONF_DIR, 'cni.lock'),
+  DROP_IN_DIR,
+  '/opt/cni',
+  '/etc/cni',
 ];
 /** Every name this suite writes into shared places carries it. */
 export const E2E_MARK = 'stw-e2e';
@@ -57,7 +81,9 @@ export function run(cmd: string, args: string[], opts: { timeoutMs?: number; inp
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({
-        code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'),
+        code,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
         ms: performance.now() - t0,
       });
     });
@@ -108,7 +134,8 @@ export function baseSkipReason(commands: string[]): string | undefined {
   if (process.getuid?.() !== 0) return 'not root: real runtimes need root (network namespaces, cgroups, mounts)';
   const missing = commands.filter((c) => which(c) === undefined);
   if (!existsSync('/bin/busybox')) missing.push('/bin/busybox (busybox-static)');
-  for (const p of ['bridge', 'host-local']) if (!existsSync(join(SYSTEM_CNI_BIN, p))) missing.push(join(SYSTEM_CNI_BIN, p));
+  for (const p of ['bridge', 'host-local'])
+    if (!existsSync(join(SYSTEM_CNI_BIN, p))) missing.push(join(SYSTEM_CNI_BIN, p));
   if (missing.length > 0) return `missing ${missing.join(', ')}: run \`bash scripts/e2e-setup.sh\` as root`;
   return undefined;
 }
@@ -119,7 +146,8 @@ export function baseSkipReason(commands: string[]): string | undefined {
  */
 export function skipOrFail(what: string, reason: string | undefined): string | false {
   if (reason === undefined) return false;
-  if (process.env.STEWARD_E2E_REQUIRE === '1') throw new Error(`e2e: ${what} cannot run and STEWARD_E2E_REQUIRE=1: ${reason}`);
+  if (process.env.STEWARD_E2E_REQUIRE === '1')
+    throw new Error(`e2e: ${what} cannot run and STEWARD_E2E_REQUIRE=1: ${reason}`);
   process.stderr.write(`\n*** e2e: SKIPPING ${what}: ${reason}\n\n`);
   return `${what}: ${reason}`;
 }
@@ -148,7 +176,13 @@ function iptablesRules(): string[] {
   const lines: string[] = [];
   for (const table of ['filter', 'nat']) {
     const out = quiet('iptables', ['-w', '-t', table, '-S']);
-    if (out !== undefined) lines.push(...out.split('\n').filter((l) => l !== '').map((l) => `${table}: ${l}`));
+    if (out !== undefined)
+      lines.push(
+        ...out
+          .split('\n')
+          .filter((l) => l !== '')
+          .map((l) => `${table}: ${l}`),
+      );
   }
   return lines.sort();
 }
@@ -173,7 +207,8 @@ function onlyHusks(path: string): boolean {
 }
 
 function mountsUnder(dir: string): string[] {
-  return readFileSync('/proc/self/mounts', 'utf8').split('\n')
+  return readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
     .map((l) => (l.split(' ')[1] ?? '').replace(/\\040/g, ' '))
     .filter((m) => m === dir || m.startsWith(`${dir}/`))
     .sort((a, b) => b.length - a.length);
@@ -259,7 +294,13 @@ async function acquireMachineLock(timeoutMs = 15 * 60_000): Promise<() => void> 
     } catch {
       /* being written, or its writer died between mkdir and write */
     }
-    const age = (() => { try { return Date.now() - statSync(LOCK_DIR).mtimeMs; } catch { return 0; } })();
+    const age = (() => {
+      try {
+        return Date.now() - statSync(LOCK_DIR).mtimeMs;
+      } catch {
+        return 0;
+      }
+    })();
     if ((Number.isInteger(owner) && !pidAlive(owner)) || (!Number.isInteger(owner) && age > 10_000)) {
       rmSync(LOCK_DIR, { recursive: true, force: true });
       continue;
@@ -325,7 +366,7 @@ export class RuntimeHost {
   subnet(): string {
     const routes = quiet('ip', ['-4', 'route', 'show', 'table', 'all']) ?? '';
     for (let i = 0; i < 256; i++) {
-      const n = (process.pid * 13 + seq++ * 7) % 250 + 2;
+      const n = ((process.pid * 13 + seq++ * 7) % 250) + 2;
       const net = `172.29.${n}.`;
       if (!routes.includes(net)) return `${net}0/24`;
     }
@@ -334,7 +375,8 @@ export class RuntimeHost {
 
   /** Writes a conflist into /etc/cni/net.d (atomically) and removes it at close. */
   writeConflist(fileName: string, conflist: { name: string }): string {
-    if (!fileName.includes(`${E2E_MARK}-${this.tag}`)) throw new Error(`conflist ${fileName} must carry ${E2E_MARK}-${this.tag}`);
+    if (!fileName.includes(`${E2E_MARK}-${this.tag}`))
+      throw new Error(`conflist ${fileName} must carry ${E2E_MARK}-${this.tag}`);
     mkdirSync(CNI_CONF_DIR, { recursive: true });
     const file = join(CNI_CONF_DIR, fileName);
     const tmp = join(CNI_CONF_DIR, `.${fileName}.tmp`);
@@ -351,12 +393,16 @@ export class RuntimeHost {
   }
 
   /** A bridge + host-local network, wrapped by steward (`socket` given) or listed directly. */
-  bridgeNetwork(what: string, cniVersion: string, opts: {
-    steward?: { socket: string; spoolDir: string };
-    /** Plugins chained after the bridge (e.g. the fault fixture). */
-    chain?: unknown[];
-    filePrefix?: string;
-  } = {}): BridgeNet {
+  bridgeNetwork(
+    what: string,
+    cniVersion: string,
+    opts: {
+      steward?: { socket: string; spoolDir: string };
+      /** Plugins chained after the bridge (e.g. the fault fixture). */
+      chain?: unknown[];
+      filePrefix?: string;
+    } = {},
+  ): BridgeNet {
     const name = this.netName(what);
     const bridge = this.bridge();
     const subnet = this.subnet();
@@ -364,18 +410,26 @@ export class RuntimeHost {
     const dataDir = join(this.env.dir, 'ipam', what);
     const plugins = [
       {
-        type: 'bridge', bridge, isGateway: true, ipMasq: false,
+        type: 'bridge',
+        bridge,
+        isGateway: true,
+        ipMasq: false,
         ipam: { type: 'host-local', dataDir, ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
       },
       ...(opts.chain ?? []),
     ];
     const conflist = opts.steward
       ? {
-          cniVersion, name,
-          plugins: [{
-            type: 'steward', socket: opts.steward.socket, spoolDir: opts.steward.spoolDir,
-            delegates: [{ cniVersion, name, plugins }],
-          }],
+          cniVersion,
+          name,
+          plugins: [
+            {
+              type: 'steward',
+              socket: opts.steward.socket,
+              spoolDir: opts.steward.spoolDir,
+              delegates: [{ cniVersion, name, plugins }],
+            },
+          ],
         }
       : { cniVersion, name, plugins };
     const file = this.writeConflist(`${opts.filePrefix ?? '90-'}${name}.conflist`, conflist);
@@ -392,7 +446,10 @@ export class RuntimeHost {
   }
 
   private ownsCacheEntry(f: string): boolean {
-    return this.networkNames.some((n) => f.startsWith(`${n}-`)) || this.cacheMatchers.some((m) => m.re.test(f) && !m.before.has(f));
+    return (
+      this.networkNames.some((n) => f.startsWith(`${n}-`)) ||
+      this.cacheMatchers.some((m) => m.re.test(f) && !m.before.has(f))
+    );
   }
 
   /** host-local leases of a network (the IPAM network name is the conflist/delegate name). */
@@ -442,16 +499,17 @@ export class RuntimeHost {
     const dest = process.env.STEWARD_E2E_LOG_DIR;
     if (!dest) return;
     mkdirSync(dest, { recursive: true });
-    const walk = (dir: string): string[] => (listDir(dir) ?? []).flatMap((e) => {
-      const p = join(dir, e);
-      try {
-        const st = lstatSync(p);
-        if (st.isDirectory()) return dir.includes('/podman/') || e === 'podman' || e === 'rootfs' ? [] : walk(p);
-        return st.isFile() && e.endsWith('.log') ? [p] : [];
-      } catch {
-        return [];
-      }
-    });
+    const walk = (dir: string): string[] =>
+      (listDir(dir) ?? []).flatMap((e) => {
+        const p = join(dir, e);
+        try {
+          const st = lstatSync(p);
+          if (st.isDirectory()) return dir.includes('/podman/') || e === 'podman' || e === 'rootfs' ? [] : walk(p);
+          return st.isFile() && e.endsWith('.log') ? [p] : [];
+        } catch {
+          return [];
+        }
+      });
     for (const f of walk(this.env.dir)) {
       const name = f.slice(this.env.dir.length + 1).replaceAll('/', '_');
       writeFileSync(join(dest, `${this.env.dir.split('/').pop()}_${name}`), readFileSync(f));
@@ -469,8 +527,10 @@ export class RuntimeHost {
     ];
     if ((this.before.optCniBin === null) !== (now.optCniBin === null)) out.push(`${OPT_CNI_BIN}: existence changed`);
     if ((this.before.dropIns === null) !== (now.dropIns === null)) out.push(`${DROP_IN_DIR}: existence changed`);
-    if (now.ipForward !== this.before.ipForward) out.push(`net.ipv4.ip_forward: ${this.before.ipForward} -> ${now.ipForward}`);
-    for (const p of FIRST_USE_PATHS) if (!this.before.firstUse[p] && now.firstUse[p]) out.push(`${p}: created and left behind`);
+    if (now.ipForward !== this.before.ipForward)
+      out.push(`net.ipv4.ip_forward: ${this.before.ipForward} -> ${now.ipForward}`);
+    for (const p of FIRST_USE_PATHS)
+      if (!this.before.firstUse[p] && now.firstUse[p]) out.push(`${p}: created and left behind`);
     for (const b of this.bridges) if (quiet('ip', ['link', 'show', b]) !== undefined) out.push(`link ${b} left behind`);
     for (const f of listDir(CNI_CACHE) ?? []) {
       if (this.ownsCacheEntry(f)) out.push(`${CNI_CACHE}/${f} left behind`);
@@ -511,7 +571,9 @@ export function buildBusyboxRootfs(dir: string): void {
   mkdirSync(join(dir, 'etc'), { recursive: true });
   for (const d of ['proc', 'sys', 'dev', 'tmp', 'root']) mkdirSync(join(dir, d), { recursive: true });
   writeFileSync(join(dir, 'bin/busybox'), readFileSync('/bin/busybox'), { mode: 0o755 });
-  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' }).split('\n').filter((a) => a !== '' && a !== 'busybox');
+  const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' })
+    .split('\n')
+    .filter((a) => a !== '' && a !== 'busybox');
   for (const a of applets) symlinkSync('busybox', join(dir, 'bin', a));
   writeFileSync(join(dir, 'etc/passwd'), 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n');
   writeFileSync(join(dir, 'etc/group'), 'root:x:0:\nnogroup:x:65534:\n');
@@ -550,22 +612,25 @@ export class Podman {
     const { nofile, nproc } = await hardLimits();
     mkdirSync(DROP_IN_DIR, { recursive: true });
     host.env.defer(() => rmSync(DROP_IN, { force: true }));
-    writeFileSync(DROP_IN, [
-      '# Written by cni-steward\'s e2e suite (test/helpers/runtimes.ts) for one run; removed when it ends.',
-      '[containers]',
-      `default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]`,
-      '',
-      '[engine]',
-      'runtime = "runc"',
-      'cgroup_manager = "cgroupfs"',
-      'events_logger = "file"',
-      '',
-      '[network]',
-      'network_backend = "cni"',
-      `network_config_dir = "${CNI_CONF_DIR}"`,
-      `cni_plugin_dirs = [${(opts.pluginDirs ?? [host.binDir, OPT_CNI_BIN, SYSTEM_CNI_BIN]).map((d) => `"${d}"`).join(', ')}]`,
-      '',
-    ].join('\n'));
+    writeFileSync(
+      DROP_IN,
+      [
+        "# Written by cni-steward's e2e suite (test/helpers/runtimes.ts) for one run; removed when it ends.",
+        '[containers]',
+        `default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]`,
+        '',
+        '[engine]',
+        'runtime = "runc"',
+        'cgroup_manager = "cgroupfs"',
+        'events_logger = "file"',
+        '',
+        '[network]',
+        'network_backend = "cni"',
+        `network_config_dir = "${CNI_CONF_DIR}"`,
+        `cni_plugin_dirs = [${(opts.pluginDirs ?? [host.binDir, OPT_CNI_BIN, SYSTEM_CNI_BIN]).map((d) => `"${d}"`).join(', ')}]`,
+        '',
+      ].join('\n'),
+    );
     // Registered after the drop-in, so it runs before its removal: no container of ours survives.
     host.env.defer(async () => {
       await p.cmd(['rm', '--all', '--force', '--time', '0'], 60_000).catch(() => undefined);
@@ -574,17 +639,34 @@ export class Podman {
   }
 
   cmd(args: string[], timeoutMs = 120_000): Promise<Ran> {
-    return run('podman', ['--root', this.root, '--runroot', this.runroot, '--tmpdir', this.tmp, ...args], { timeoutMs });
+    return run('podman', ['--root', this.root, '--runroot', this.runroot, '--tmpdir', this.tmp, ...args], {
+      timeoutMs,
+    });
   }
 
   /** `podman run --rm --network NET --rootfs ROOTFS:O [extra] CMD...` (foreground). */
   runRm(network: string, command: string[], extra: string[] = [], timeoutMs = 120_000): Promise<Ran> {
-    return this.cmd(['run', '--rm', '--network', network, ...extra, '--rootfs', `${this.host.rootfs}:O`, ...command], timeoutMs);
+    return this.cmd(
+      ['run', '--rm', '--network', network, ...extra, '--rootfs', `${this.host.rootfs}:O`, ...command],
+      timeoutMs,
+    );
   }
 
   /** Starts a detached container that sleeps; returns its id. */
   async runDetached(network: string, name: string): Promise<string> {
-    const r = await this.cmd(['run', '-d', '--rm', '--name', name, '--network', network, '--rootfs', `${this.host.rootfs}:O`, '/bin/sleep', '600']);
+    const r = await this.cmd([
+      'run',
+      '-d',
+      '--rm',
+      '--name',
+      name,
+      '--network',
+      network,
+      '--rootfs',
+      `${this.host.rootfs}:O`,
+      '/bin/sleep',
+      '600',
+    ]);
     if (r.code !== 0) throw new Error(`podman run -d exited ${r.code}: ${r.stderr}`);
     return r.stdout.trim();
   }
@@ -607,7 +689,10 @@ export class Podman {
     const archive = join(this.host.env.dir, 'image.oci.tar');
     const t = await run('tar', ['-C', this.host.rootfs, '-cf', tar, '.']);
     if (t.code !== 0) throw new Error(`tar failed: ${t.stderr}`);
-    for (const args of [['import', tar, ref], ['save', '--format', 'oci-archive', '-o', archive, ref]]) {
+    for (const args of [
+      ['import', tar, ref],
+      ['save', '--format', 'oci-archive', '-o', archive, ref],
+    ]) {
       const r = await this.cmd(args);
       if (r.code !== 0) throw new Error(`podman ${args[0]} failed (${r.code}): ${r.stderr}`);
     }
@@ -624,7 +709,10 @@ export class Containerd {
   readonly logFile: string;
   private proc: ChildProcess | undefined;
 
-  private constructor(readonly host: RuntimeHost, name = 'containerd') {
+  private constructor(
+    readonly host: RuntimeHost,
+    name = 'containerd',
+  ) {
     this.dir = join(host.env.dir, name);
     this.address = join(this.dir, 'containerd.sock');
     this.logFile = join(this.dir, 'containerd.log');
@@ -636,7 +724,10 @@ export class Containerd {
    * stopped at close. `opts.configure` edits the config text further (the CRI suite keeps the CRI
    * plugin on: test/helpers/cri/node.ts); `opts.name` names the dir under the env's.
    */
-  static async start(host: RuntimeHost, opts: { name?: string; configure?: (conf: string, dir: string) => string } = {}): Promise<Containerd> {
+  static async start(
+    host: RuntimeHost,
+    opts: { name?: string; configure?: (conf: string, dir: string) => string } = {},
+  ): Promise<Containerd> {
     const c = new Containerd(host, opts.name);
     mkdirSync(c.dir, { recursive: true });
     const def = await run('containerd', ['config', 'default']);
@@ -648,7 +739,7 @@ export class Containerd {
     conf = conf.replace(/(\[grpc\][^[]*?\n\s*address = )"[^"]*"/, `$1"${c.address}"`);
     // The opt plugin would otherwise create /opt/containerd.
     conf = conf.replace(/path = "\/opt\/containerd"/, `path = "${join(c.dir, 'opt')}"`);
-    if (!conf.includes(`"${c.address}"`)) throw new Error('could not set grpc.address in containerd\'s default config');
+    if (!conf.includes(`"${c.address}"`)) throw new Error("could not set grpc.address in containerd's default config");
     if (opts.configure) conf = opts.configure(conf, c.dir);
     const confFile = join(c.dir, 'config.toml');
     writeFileSync(confFile, conf);
@@ -710,7 +801,17 @@ export class Containerd {
  */
 export function installShimInOptCniBin(host: RuntimeHost): string | undefined {
   const target = join(OPT_CNI_BIN, 'steward');
-  if (existsSync(target) || (() => { try { lstatSync(target); return true; } catch { return false; } })()) {
+  if (
+    existsSync(target) ||
+    (() => {
+      try {
+        lstatSync(target);
+        return true;
+      } catch {
+        return false;
+      }
+    })()
+  ) {
     return `${target} already exists and is not this suite's: not replacing it`;
   }
   const madeOpt = !existsSync('/opt/cni');

@@ -42,7 +42,12 @@ export interface ExecOptions {
   timeoutMs?: number;
 }
 
-export function execPlugin(file: string, env: Record<string, string>, stdin: string | Buffer, opts: string[] | ExecOptions = {}): Promise<ShimAnswer & { stderr: string; signal: NodeJS.Signals | null }> {
+export function execPlugin(
+  file: string,
+  env: Record<string, string>,
+  stdin: string | Buffer,
+  opts: string[] | ExecOptions = {},
+): Promise<ShimAnswer & { stderr: string; signal: NodeJS.Signals | null }> {
   const { args = [], timeoutMs } = Array.isArray(opts) ? { args: opts } : opts;
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -57,7 +62,11 @@ export function execPlugin(file: string, env: Record<string, string>, stdin: str
       if (timer) clearTimeout(timer);
       const stdout = Buffer.concat(out).toString('utf8');
       let json: unknown;
-      try { json = stdout ? JSON.parse(stdout) : undefined; } catch { json = undefined; }
+      try {
+        json = stdout ? JSON.parse(stdout) : undefined;
+      } catch {
+        json = undefined;
+      }
       resolve({ code, signal, stdout, json, stderr: Buffer.concat(err).toString('utf8') });
     });
     child.stdin.end(stdin);
@@ -65,5 +74,9 @@ export function execPlugin(file: string, env: Record<string, string>, stdin: str
 }
 
 export function shim(call: ShimCall, conf: unknown): Promise<ShimAnswer> {
-  return execPlugin(SHIM, cniEnv(call), typeof conf === 'string' || Buffer.isBuffer(conf) ? conf : JSON.stringify(conf));
+  return execPlugin(
+    SHIM,
+    cniEnv(call),
+    typeof conf === 'string' || Buffer.isBuffer(conf) ? conf : JSON.stringify(conf),
+  );
 }

@@ -15,7 +15,8 @@ const daemon = new Daemon(env);
 before(() => daemon.start());
 after(() => env.close());
 
-const good = () => stewardConf(daemon.socket, '1.0.0', [delegate('badnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx'))])]);
+const good = () =>
+  stewardConf(daemon.socket, '1.0.0', [delegate('badnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx'))])]);
 
 async function expectError(call: Parameters<typeof shim>[0], conf: unknown, code: number, msg: RegExp): Promise<void> {
   const res = await shim(call, conf);
@@ -28,14 +29,20 @@ async function expectError(call: Parameters<typeof shim>[0], conf: unknown, code
 
 describe('bad input gets the right CNI error code', () => {
   it('malformed JSON on stdin: code 6', async () => {
-    await expectError({ command: 'ADD', containerId: 'b1', netns: '/run/netns/x' }, '{"cniVersion": "1.0.0", "name":', 6, /not valid JSON/);
+    await expectError(
+      { command: 'ADD', containerId: 'b1', netns: '/run/netns/x' },
+      '{"cniVersion": "1.0.0", "name":',
+      6,
+      /not valid JSON/,
+    );
   });
 
   it('missing env vars: code 4 naming every one of them', async () => {
     const res = await shim({ command: 'ADD', env: { CNI_COMMAND: 'ADD' } }, good());
     assert.equal(res.code, 1);
     assert.equal(res.json.code, 4);
-    for (const v of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']) assert.match(res.json.msg, new RegExp(v));
+    for (const v of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH'])
+      assert.match(res.json.msg, new RegExp(v));
   });
 
   it('CNI_CONTAINERID of ../x: code 4', async () => {
@@ -43,11 +50,21 @@ describe('bad input gets the right CNI error code', () => {
   });
 
   it('an over-long ifname: code 4', async () => {
-    await expectError({ command: 'ADD', containerId: 'b2', netns: '/run/netns/x', ifname: 'a-very-long-ifname0' }, good(), 4, /CNI_IFNAME/);
+    await expectError(
+      { command: 'ADD', containerId: 'b2', netns: '/run/netns/x', ifname: 'a-very-long-ifname0' },
+      good(),
+      4,
+      /CNI_IFNAME/,
+    );
   });
 
   it('an ifname containing "/": code 4', async () => {
-    await expectError({ command: 'ADD', containerId: 'b3', netns: '/run/netns/x', ifname: 'et/h0' }, good(), 4, /CNI_IFNAME/);
+    await expectError(
+      { command: 'ADD', containerId: 'b3', netns: '/run/netns/x', ifname: 'et/h0' },
+      good(),
+      4,
+      /CNI_IFNAME/,
+    );
   });
 
   it('plugin type ../../bin/sh: code 7, nothing executed', async () => {
@@ -83,7 +100,11 @@ describe('bad input gets the right CNI error code', () => {
       await expectError({ command: 'ADD', containerId: `ns-${i}`, netns }, good(), 4, /CNI_NETNS/);
       assert.deepEqual((await daemon.get(`/v1/attachments?containerId=ns-${i}`)).json, []);
     }
-    assert.deepEqual(fixtureCalls(join(env.dir, 'fx')).filter((l) => / ns-\d /.test(l)), [], 'no plugin ran');
+    assert.deepEqual(
+      fixtureCalls(join(env.dir, 'fx')).filter((l) => / ns-\d /.test(l)),
+      [],
+      'no plugin ran',
+    );
   });
 
   it('ADD with CNI_ARGS the reference plugins cannot parse: code 4, nothing journaled', async () => {
@@ -98,7 +119,12 @@ describe('bad input gets the right CNI error code', () => {
   });
 
   it('CHECK of a container never added: code 3', async () => {
-    await expectError({ command: 'CHECK', containerId: 'never-added', netns: '/run/netns/x' }, good(), 3, /no attachment/);
+    await expectError(
+      { command: 'CHECK', containerId: 'never-added', netns: '/run/netns/x' },
+      good(),
+      3,
+      /no attachment/,
+    );
   });
 
   it('an unknown CNI_COMMAND: code 4', async () => {
@@ -122,7 +148,9 @@ describe('a plugin past its deadline', () => {
     const slow = new Daemon(env, { name: 'deadline', args: ['--plugin-timeout', '1'] });
     await slow.start();
     const fx = join(env.dir, 'fx-slow');
-    const conf = stewardConf(slow.socket, '1.0.0', [delegate('slownet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 3000 })])]);
+    const conf = stewardConf(slow.socket, '1.0.0', [
+      delegate('slownet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 3000 })]),
+    ]);
     const started = Date.now();
     const res = await shim({ command: 'ADD', containerId: 'slowpoke', netns: env.netns() }, conf);
     assert.equal(res.code, 1);

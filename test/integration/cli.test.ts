@@ -16,10 +16,15 @@ import { shim } from '../helpers/shim.js';
 const env = new TestEnv('cli');
 after(() => env.close());
 
-const POD_ARGS = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID=uid-web-0';
+const POD_ARGS =
+  'IgnoreUnknown=1;K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID=uid-web-0';
 const OTHER_ARGS = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=team-b;K8S_POD_NAME=db-0;K8S_POD_UID=uid-db-0';
 
-interface Run { code: number | null; stdout: string; stderr: string }
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 
 function cli(args: string[], opts: { asNobody?: boolean } = {}): Promise<Run> {
   const argv = [join(REPO, 'bin/stewardd'), ...args];
@@ -40,7 +45,11 @@ function cli(args: string[], opts: { asNobody?: boolean } = {}): Promise<Run> {
 /** Drops the fields that change between two reads of /v1/status a moment apart. */
 function stable(status: any): any {
   const { uptimeSeconds: _u, teardownQueue, lastErrors, ...rest } = status;
-  return { ...rest, depth: teardownQueue.depth, lastErrors: lastErrors.map((e: any) => ({ ...e, nextAttemptAt: undefined })) };
+  return {
+    ...rest,
+    depth: teardownQueue.depth,
+    lastErrors: lastErrors.map((e: any) => ({ ...e, nextAttemptAt: undefined })),
+  };
 }
 
 describe('stewardd status / attachments / teardowns / retry against a real daemon', () => {
@@ -55,8 +64,13 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
     fx = join(env.dir, 'fx');
     healFile = join(env.dir, 'delegate-broken');
     writeFileSync(healFile, '');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx, { failDelWhileFile: healFile })])]);
-    const add = await shim({ command: 'ADD', containerId: 'ctr-web-0-0123456789', netns: env.netns(), args: POD_ARGS }, conf);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(fx, { failDelWhileFile: healFile })]),
+    ]);
+    const add = await shim(
+      { command: 'ADD', containerId: 'ctr-web-0-0123456789', netns: env.netns(), args: POD_ARGS },
+      conf,
+    );
     assert.equal(add.code, 0, add.stdout);
     const other = await shim({ command: 'ADD', containerId: 'ctr-db-0', netns: env.netns(), args: OTHER_ARGS }, conf);
     assert.equal(other.code, 0, other.stdout);
@@ -69,11 +83,17 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
     const r = await cli(['status', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^stewardd \S+, up \S+, ready$/m);
-    assert.match(r.stdout, /teardowns: +1 pending \(oldest \d+s\), 0 abandoned, next retry \d\d:\d\d:\d\dZ \(in \d+m\d\ds\)/);
+    assert.match(
+      r.stdout,
+      /teardowns: +1 pending \(oldest \d+s\), 0 abandoned, next retry \d\d:\d\d:\d\dZ \(in \d+m\d\ds\)/,
+    );
     assert.match(r.stdout, /STEP +POD +CONTAINER +PLUGIN +STATE +ATTEMPTS +NEXT RETRY +LAST ERROR/);
     const row = r.stdout.split('\n').find((l) => l.includes('team-a/web-0'));
     assert.ok(row, r.stdout);
-    assert.match(row, /team-a\/web-0 +ctr-web-0-01 +steward-fixture +del_failed +1 +\d\d:\d\d:\d\dZ \(in \d+m\d\ds\) +steward-fixture: DEL failed while/);
+    assert.match(
+      row,
+      /team-a\/web-0 +ctr-web-0-01 +steward-fixture +del_failed +1 +\d\d:\d\d:\d\dZ \(in \d+m\d\ds\) +steward-fixture: DEL failed while/,
+    );
 
     const j = await cli(['status', '--socket', daemon.socket, '-o', 'json']);
     assert.equal(j.code, 0, j.stderr);
@@ -109,7 +129,10 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
     const api = (await daemon.get('/v1/attachments?pod=team-a%2Fweb-0')).json;
     assert.deepEqual(JSON.parse(j.stdout), api);
     assert.equal(api.length, 1);
-    assert.deepEqual([api[0].podNamespace, api[0].podName, api[0].podUid, api[0].state], ['team-a', 'web-0', 'uid-web-0', 'deleting']);
+    assert.deepEqual(
+      [api[0].podNamespace, api[0].podName, api[0].podUid, api[0].state],
+      ['team-a', 'web-0', 'uid-web-0', 'deleting'],
+    );
   });
 
   it('teardowns lists the pending step; -o json is the API body', async () => {
@@ -122,7 +145,10 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
   });
 
   it('every log line about the container names its pod, with an ISO-8601 time and a string level', async () => {
-    const lines = readFileSync(daemon.logFile, 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const lines = readFileSync(daemon.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
     assert.ok(lines.length > 3);
     for (const l of lines) {
       assert.match(l.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
@@ -130,7 +156,8 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
     }
     const about = lines.filter((l) => l.containerId === 'ctr-web-0-0123456789');
     assert.ok(about.some((l) => /added/.test(l.msg)) && about.some((l) => l.level === 'warn'), JSON.stringify(about));
-    for (const l of about) assert.deepEqual([l.podNamespace, l.podName, l.podUid], ['team-a', 'web-0', 'uid-web-0'], JSON.stringify(l));
+    for (const l of about)
+      assert.deepEqual([l.podNamespace, l.podName, l.podUid], ['team-a', 'web-0', 'uid-web-0'], JSON.stringify(l));
   });
 
   it('retry runs the pending teardown at once once the delegate heals, and status then shows none pending', async () => {
@@ -162,12 +189,24 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
 
 describe('status --check with an abandoned teardown', () => {
   it('exits 1 and says what to do', async () => {
-    const daemon = new Daemon(env, { name: 'abandon', args: ['--retry-base-ms', '50', '--retry-max-ms', '100', '--retry-max-attempts', '2'] });
+    const daemon = new Daemon(env, {
+      name: 'abandon',
+      args: ['--retry-base-ms', '50', '--retry-max-ms', '100', '--retry-max-attempts', '2'],
+    });
     await daemon.start();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-ab'), { failDelAlways: true })])]);
-    assert.equal((await shim({ command: 'ADD', containerId: 'doomed', netns: env.netns(), args: POD_ARGS }, conf)).code, 0);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-ab'), { failDelAlways: true })]),
+    ]);
+    assert.equal(
+      (await shim({ command: 'ADD', containerId: 'doomed', netns: env.netns(), args: POD_ARGS }, conf)).code,
+      0,
+    );
     assert.equal((await shim({ command: 'DEL', containerId: 'doomed', netns: '', args: POD_ARGS }, conf)).code, 0);
-    await daemon.waitFor('the step to be abandoned', async () => ((await daemon.status()).steps.abandoned ?? 0) === 1, 60_000);
+    await daemon.waitFor(
+      'the step to be abandoned',
+      async () => ((await daemon.status()).steps.abandoned ?? 0) === 1,
+      60_000,
+    );
     const r = await cli(['status', '--check', '--socket', daemon.socket]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stdout, /0 pending, 1 abandoned/);
@@ -183,7 +222,10 @@ describe('CLI errors name the socket and the cause', () => {
     const sock = join(env.dir, 'nothing-here.sock');
     const r = await cli(['status', '--socket', sock]);
     assert.equal(r.code, 3);
-    assert.equal(r.stderr.trim(), `stewardd status: cannot talk to stewardd on ${sock}: the socket does not exist (is stewardd running? give its path with --socket)`);
+    assert.equal(
+      r.stderr.trim(),
+      `stewardd status: cannot talk to stewardd on ${sock}: the socket does not exist (is stewardd running? give its path with --socket)`,
+    );
   });
 
   it('a root-only socket, as an unprivileged user: exit 3, "permission denied"', async () => {
@@ -191,7 +233,10 @@ describe('CLI errors name the socket and the cause', () => {
     await daemon.start();
     const r = await cli(['teardowns', '--socket', daemon.socket], { asNobody: true });
     assert.equal(r.code, 3, r.stdout + r.stderr);
-    assert.match(r.stderr, new RegExp(`cannot talk to stewardd on ${daemon.socket.replace(/[.]/g, '\\.')}: permission denied`));
+    assert.match(
+      r.stderr,
+      new RegExp(`cannot talk to stewardd on ${daemon.socket.replace(/[.]/g, '\\.')}: permission denied`),
+    );
     await daemon.stop();
   });
 
@@ -209,11 +254,20 @@ describe('CLI errors name the socket and the cause', () => {
     const held: Socket[] = [];
     const server = createServer((c) => held.push(c));
     await new Promise<void>((r) => server.listen(sock, r));
-    env.defer(() => new Promise<void>((r) => { for (const c of held) c.destroy(); server.close(() => r()); }));
+    env.defer(
+      () =>
+        new Promise<void>((r) => {
+          for (const c of held) c.destroy();
+          server.close(() => r());
+        }),
+    );
     const t0 = Date.now();
     const r = await cli(['retry', '--socket', sock, '--timeout', '1']);
     assert.equal(r.code, 3, r.stdout + r.stderr);
-    assert.equal(r.stderr.trim(), `stewardd retry: cannot talk to stewardd on ${sock}: the daemon did not answer within 1 s (busy or hung)`);
+    assert.equal(
+      r.stderr.trim(),
+      `stewardd retry: cannot talk to stewardd on ${sock}: the daemon did not answer within 1 s (busy or hung)`,
+    );
     assert.ok(Date.now() - t0 < 30_000);
   });
 });

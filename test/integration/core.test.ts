@@ -18,9 +18,10 @@ for (const version of ['0.3.1', '0.4.0', '1.0.0']) {
   describe(`[${version}] bridge + host-local through steward`, () => {
     const dataDir = join(env.dir, `ipam-${version}`);
     const subnet = env.subnet();
-    const conf = () => stewardConf(daemon.socket, version, [
-      delegate('podnet', version, [bridgePlugin({ bridge: bridgeName, subnet, dataDir })]),
-    ]);
+    const conf = () =>
+      stewardConf(daemon.socket, version, [
+        delegate('podnet', version, [bridgePlugin({ bridge: bridgeName, subnet, dataDir })]),
+      ]);
     const bridgeName = env.bridge();
     const netns = env.netns();
     const cid = `core-${version.replaceAll('.', '')}`;
@@ -63,9 +64,11 @@ for (const version of ['0.3.1', '0.4.0', '1.0.0']) {
 }
 
 describe('the same attachment added again after a DEL', () => {
-  it('a DEL after the second ADD is not answered by the first one\'s tombstone: the lease is released again', async () => {
+  it("a DEL after the second ADD is not answered by the first one's tombstone: the lease is released again", async () => {
     const dataDir = join(env.dir, 'ipam-readd');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('readd', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('readd', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     const netns = env.netns();
     for (let round = 0; round < 3; round++) {
       const add = await shim({ command: 'ADD', containerId: 'readd', netns }, conf);
@@ -73,7 +76,10 @@ describe('the same attachment added again after a DEL', () => {
       assert.equal(leases(dataDir, 'readd').length, 1);
       // Two DELs at once: one runs, one joins or hits the tombstone.
       const dels = await Promise.all([1, 2].map(() => shim({ command: 'DEL', containerId: 'readd', netns }, conf)));
-      assert.deepEqual(dels.map((d) => d.code), [0, 0]);
+      assert.deepEqual(
+        dels.map((d) => d.code),
+        [0, 0],
+      );
       assert.deepEqual(leases(dataDir, 'readd'), [], `round ${round}`);
     }
   });
@@ -109,21 +115,32 @@ describe('50 containers at once', () => {
     const dataDir = join(env.dir, 'ipam-many');
     const bridge = env.bridge();
     const subnet = env.subnet();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('manynet', '1.0.0', [bridgePlugin({ bridge, subnet, dataDir })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('manynet', '1.0.0', [bridgePlugin({ bridge, subnet, dataDir })]),
+    ]);
     const spaces = Array.from({ length: 50 }, () => env.netns());
-    const adds = await Promise.all(spaces.map((netns, i) => shim({ command: 'ADD', containerId: `many-${i}`, netns }, conf)));
+    const adds = await Promise.all(
+      spaces.map((netns, i) => shim({ command: 'ADD', containerId: `many-${i}`, netns }, conf)),
+    );
     adds.forEach((r, i) => assert.equal(r.code, 0, `ADD ${i}: ${r.stdout}`));
     const ips = new Set(adds.map((r) => r.json.ips[0].address));
     assert.equal(ips.size, 50, 'every container got its own address');
     assert.equal(leases(dataDir, 'manynet').length, 50);
-    const dels = await Promise.all(spaces.map((netns, i) => shim({ command: 'DEL', containerId: `many-${i}`, netns }, conf)));
+    const dels = await Promise.all(
+      spaces.map((netns, i) => shim({ command: 'DEL', containerId: `many-${i}`, netns }, conf)),
+    );
     dels.forEach((r, i) => assert.equal(r.code, 0, `DEL ${i}: ${r.stdout}`));
     assert.deepEqual(leases(dataDir, 'manynet'), []);
-    const atts = (await daemon.get('/v1/attachments?limit=100000')).json.filter((a: { containerId: string }) => a.containerId.startsWith('many-'));
+    const atts = (await daemon.get('/v1/attachments?limit=100000')).json.filter((a: { containerId: string }) =>
+      a.containerId.startsWith('many-'),
+    );
     assert.equal(atts.length, 50);
     for (const a of atts) {
       assert.equal(a.state, 'deleted');
-      assert.deepEqual(a.steps.map((s: { state: string }) => s.state), ['deleted']);
+      assert.deepEqual(
+        a.steps.map((s: { state: string }) => s.state),
+        ['deleted'],
+      );
     }
   });
 });

@@ -22,7 +22,8 @@ function corrupt(dbPath: string): void {
   const db = new Database(dbPath);
   const pad = 'p'.repeat(2000);
   db.transaction(() => {
-    const ins = db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+    const ins =
+      db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
       state, config, created_at, updated_at) VALUES (?, 'pad', 'eth0', '', '', '', '1.0.0', 'b', 'deleted', ?, 0, 0)`);
     for (let i = 0; i < 300; i++) ins.run(`pad-${i}`, pad);
   })();
@@ -43,7 +44,9 @@ describe('a corrupt journal at start', () => {
     const daemon = new Daemon(env, { name: 'c1' });
     await daemon.start();
     const fx = join(env.dir, 'fx');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('cnet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 60_000 })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('cnet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 60_000 })]),
+    ]);
     // An ADD cut off by kill -9: normal recovery would roll it back (a fixture DEL).
     const inFlight = shim({ command: 'ADD', containerId: 'cut', netns: env.netns() }, conf);
     await daemon.waitFor('the fixture ADD to run', () => fixtureCalls(fx, 'ADD').length === 1);
@@ -56,18 +59,26 @@ describe('a corrupt journal at start', () => {
     const ready = await daemon.get('/readyz');
     assert.equal(ready.status, 503);
     assert.equal(ready.json.ready, false);
-    assert.match(ready.json.reason, new RegExp(`the journal database ${dbPath} (is corrupt \\(PRAGMA quick_check|cannot be opened)`));
+    assert.match(
+      ready.json.reason,
+      new RegExp(`the journal database ${dbPath} (is corrupt \\(PRAGMA quick_check|cannot be opened)`),
+    );
     const status = await daemon.get('/v1/status');
     assert.equal(status.json.ready, false);
     assert.equal(status.json.reason, ready.json.reason);
     assert.ok(status.json.journalProblems.length >= 1);
-    await daemon.waitFor('the reason in the log', () => readFileSync(daemon.logFile, 'utf8').includes('ran no recovery on it'));
+    await daemon.waitFor('the reason in the log', () =>
+      readFileSync(daemon.logFile, 'utf8').includes('ran no recovery on it'),
+    );
     const log = readFileSync(daemon.logFile, 'utf8');
     assert.equal(log.split('recovery finished').length - 1, 1, 'recovery ran on the corrupt journal');
     assert.deepEqual(fixtureCalls(fx, 'DEL'), [], 'recovery rolled back on a corrupt journal');
 
     const netns = env.netns();
-    const add = await shim({ command: 'ADD', containerId: 'new', netns }, { ...conf, delegates: [delegate('cnet', '1.0.0', [fixturePlugin(fx)])] });
+    const add = await shim(
+      { command: 'ADD', containerId: 'new', netns },
+      { ...conf, delegates: [delegate('cnet', '1.0.0', [fixturePlugin(fx)])] },
+    );
     assert.equal(add.code, 1);
     assert.equal(add.json.code, 11);
     assert.match(add.json.msg, /is corrupt|cannot be opened/);
@@ -91,7 +102,10 @@ describe('a corrupt journal at start', () => {
       renameSync(join(daemon.stateDir, f), join(daemon.stateDir, `corrupt-${f}`));
     }
     await daemon.start(30_000);
-    assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
+    assert.deepEqual(
+      readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')),
+      [],
+    );
     await daemon.waitFor('the spooled DEL to reach the fixture', () => fixtureCalls(fx, 'DEL').length === 1);
     await daemon.stop();
   });

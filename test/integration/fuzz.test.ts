@@ -41,13 +41,20 @@ const DOCUMENTED = new Set([1, 2, 3, 4, 5, 6, 7, 11, 50, 51, 100, 101, 102, 103,
 const DELEGATE_CODES = new Set([999]);
 
 const env = new TestEnv('fuzz');
-const daemon = new Daemon(env, { args: ['--retry-base-ms', '200', '--retry-max-ms', '1000', '--plugin-timeout', '20'] });
+const daemon = new Daemon(env, {
+  args: ['--retry-base-ms', '200', '--retry-max-ms', '1000', '--plugin-timeout', '20'],
+});
 before(() => daemon.start());
 after(() => env.close());
 
 // ---- running the shim
 
-interface Outcome { exit: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+interface Outcome {
+  exit: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
 
 async function runShim(envVars: Record<string, string>, stdin: string | Buffer): Promise<Outcome> {
   const r = await execPlugin(SHIM_EXE, envVars, stdin, { timeoutMs: 120_000 });
@@ -58,7 +65,8 @@ async function runShim(envVars: Record<string, string>, stdin: string | Buffer):
 function violation(command: string | undefined, o: Outcome): string | undefined {
   if (o.signal) return `killed by ${o.signal}`;
   if (o.exit === 0) {
-    if (o.stdout.trim() === '') return command === 'ADD' || command === 'VERSION' ? `${command} succeeded with empty output` : undefined;
+    if (o.stdout.trim() === '')
+      return command === 'ADD' || command === 'VERSION' ? `${command} succeeded with empty output` : undefined;
     try {
       const j = JSON.parse(o.stdout) as Record<string, unknown>;
       if (typeof j.cniVersion !== 'string') return 'success output without cniVersion';
@@ -79,101 +87,158 @@ function violation(command: string | undefined, o: Outcome): string | undefined 
 }
 
 describe(`fuzzing dist/steward: ${CALLS} calls, seed ${SEED}`, () => {
-  it('every call answers by the contract; the daemon stays healthy; nothing is left after DELing every successful ADD', { timeout: (SECONDS + 600) * 1000 }, async () => {
-    assert.ok(existsSync(SHIM_EXE), `${SHIM_EXE} is missing: npm run build`);
-    const r = prng(SEED);
-    const s: Sandbox = {
-      socket: daemon.socket, spoolDir: daemon.spoolDir, bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam'),
-    };
-    const netnses = [env.netns(), env.netns(), env.netns()];
-    const table = new Map<string, number>();
-    const count = (k: string) => table.set(k, (table.get(k) ?? 0) + 1);
-    /** The first message seen for each (command, code), printed in the table. */
-    const example = new Map<string, string>();
-    const violations: string[] = [];
-    /** Code 104 is "a bug in steward" and 100 a delegate that failed without a CNI error: printed with their input. */
-    const notable: string[] = [];
-    const added = new Map<string, { env: Record<string, string>; stdin: string | Buffer }>();
-    const deadline = Date.now() + SECONDS * 1000;
-    let calls = 0;
-    for (; calls < CALLS && Date.now() < deadline; calls++) {
-      // Two calls in five are well-formed CNI calls (some with a mutated netconf), so ADDs succeed,
-      // conflict, are CHECKed and DELed; the rest are hostile.
-      const clean = r.chance(0.4);
-      const envVars = makeEnv(r, netnses, clean);
-      const stdin = makeStdin(r, s, clean);
-      try {
-        const decoded: unknown = JSON.parse(String(stdin.text).replace(/^\ufeff/, ''));
-        assert.ok(isSandboxed(decoded, s), `call ${calls}: a netconf that does not name the test's socket and spool dir`);
-      } catch (e) {
-        if (e instanceof assert.AssertionError) throw e;
+  it(
+    'every call answers by the contract; the daemon stays healthy; nothing is left after DELing every successful ADD',
+    { timeout: (SECONDS + 600) * 1000 },
+    async () => {
+      assert.ok(existsSync(SHIM_EXE), `${SHIM_EXE} is missing: npm run build`);
+      const r = prng(SEED);
+      const s: Sandbox = {
+        socket: daemon.socket,
+        spoolDir: daemon.spoolDir,
+        bridge: env.bridge(),
+        subnet: env.subnet(),
+        dataDir: join(env.dir, 'ipam'),
+      };
+      const netnses = [env.netns(), env.netns(), env.netns()];
+      const table = new Map<string, number>();
+      const count = (k: string) => table.set(k, (table.get(k) ?? 0) + 1);
+      /** The first message seen for each (command, code), printed in the table. */
+      const example = new Map<string, string>();
+      const violations: string[] = [];
+      /** Code 104 is "a bug in steward" and 100 a delegate that failed without a CNI error: printed with their input. */
+      const notable: string[] = [];
+      const added = new Map<string, { env: Record<string, string>; stdin: string | Buffer }>();
+      const deadline = Date.now() + SECONDS * 1000;
+      let calls = 0;
+      for (; calls < CALLS && Date.now() < deadline; calls++) {
+        // Two calls in five are well-formed CNI calls (some with a mutated netconf), so ADDs succeed,
+        // conflict, are CHECKed and DELed; the rest are hostile.
+        const clean = r.chance(0.4);
+        const envVars = makeEnv(r, netnses, clean);
+        const stdin = makeStdin(r, s, clean);
+        try {
+          const decoded: unknown = JSON.parse(String(stdin.text).replace(/^\ufeff/, ''));
+          assert.ok(
+            isSandboxed(decoded, s),
+            `call ${calls}: a netconf that does not name the test's socket and spool dir`,
+          );
+        } catch (e) {
+          if (e instanceof assert.AssertionError) throw e;
+        }
+        const o = await runShim(envVars, stdin.text);
+        const cmd = envVars.CNI_COMMAND;
+        const label = ['ADD', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC'].includes(cmd ?? '') ? cmd! : 'other';
+        let code = 'ok';
+        if (o.exit !== 0) {
+          try {
+            code = String((JSON.parse(o.stdout) as { code: unknown }).code);
+          } catch {
+            code = 'no-json';
+          }
+        }
+        count(`${label}\t${code}`);
+        if (code !== 'ok' && !example.has(`${label}\t${code}`)) {
+          try {
+            example.set(`${label}\t${code}`, String((JSON.parse(o.stdout) as { msg: unknown }).msg).slice(0, 110));
+          } catch {
+            /* counted as a violation */
+          }
+        }
+        if (code === '104' || code === '100') {
+          notable.push(
+            `#${calls} ${label} ${code}: ${o.stdout.slice(0, 500)} env=${JSON.stringify(envVars).slice(0, 300)} stdin(${stdin.kind})=${String(stdin.text).slice(0, 300)}`,
+          );
+        }
+        const bad = violation(cmd, o);
+        if (bad) {
+          violations.push(
+            `#${calls} ${bad}: env=${JSON.stringify(envVars).slice(0, 400)} stdin(${stdin.kind})=` +
+              `${String(stdin.text).slice(0, 200)} stdout=${o.stdout.slice(0, 300)} stderr=${o.stderr.slice(0, 300)}`,
+          );
+        }
+        if (cmd === 'ADD' && o.exit === 0) {
+          added.set(`${envVars.CNI_CONTAINERID}\0${envVars.CNI_IFNAME}\0${envVars.CNI_NETNS}\0${calls}`, {
+            env: envVars,
+            stdin: stdin.text,
+          });
+        }
+        if (calls % 25 === 24) {
+          assert.equal(
+            daemon.proc?.exitCode,
+            null,
+            `stewardd exited during the fuzz (call ${calls}); see ${daemon.logFile}`,
+          );
+          const h = await daemon.get('/healthz');
+          assert.equal(h.status, 200, `call ${calls}: /healthz ${h.text}`);
+        }
       }
-      const o = await runShim(envVars, stdin.text);
-      const cmd = envVars.CNI_COMMAND;
-      const label = ['ADD', 'DEL', 'CHECK', 'VERSION', 'STATUS', 'GC'].includes(cmd ?? '') ? cmd! : 'other';
-      let code = 'ok';
-      if (o.exit !== 0) {
-        try { code = String((JSON.parse(o.stdout) as { code: unknown }).code); } catch { code = 'no-json'; }
-      }
-      count(`${label}\t${code}`);
-      if (code !== 'ok' && !example.has(`${label}\t${code}`)) {
-        try { example.set(`${label}\t${code}`, String((JSON.parse(o.stdout) as { msg: unknown }).msg).slice(0, 110)); } catch { /* counted as a violation */ }
-      }
-      if (code === '104' || code === '100') {
-        notable.push(`#${calls} ${label} ${code}: ${o.stdout.slice(0, 500)} env=${JSON.stringify(envVars).slice(0, 300)} stdin(${stdin.kind})=${String(stdin.text).slice(0, 300)}`);
-      }
-      const bad = violation(cmd, o);
-      if (bad) {
-        violations.push(`#${calls} ${bad}: env=${JSON.stringify(envVars).slice(0, 400)} stdin(${stdin.kind})=` +
-          `${String(stdin.text).slice(0, 200)} stdout=${o.stdout.slice(0, 300)} stderr=${o.stderr.slice(0, 300)}`);
-      }
-      if (cmd === 'ADD' && o.exit === 0) {
-        added.set(`${envVars.CNI_CONTAINERID}\0${envVars.CNI_IFNAME}\0${envVars.CNI_NETNS}\0${calls}`, { env: envVars, stdin: stdin.text });
-      }
-      if (calls % 25 === 24) {
-        assert.equal(daemon.proc?.exitCode, null, `stewardd exited during the fuzz (call ${calls}); see ${daemon.logFile}`);
-        const h = await daemon.get('/healthz');
-        assert.equal(h.status, 200, `call ${calls}: /healthz ${h.text}`);
-      }
-    }
 
-    // The outcome table.
-    const rows = [...table.entries()].sort(([a], [b]) => a.localeCompare(b));
-    const line = (a: string, b: string, c: string) => `${a.padEnd(9)} ${b.padStart(5)} ${c.padStart(6)}`;
-    process.stderr.write(`\nfuzz: ${calls} calls (seed ${SEED}), ${added.size} successful ADDs\n${line('command', 'code', 'calls')}\n` +
-      `${rows.map(([k, v]) => { const [c, code] = k.split('\t'); return `${line(c!, code!, String(v))}  ${JSON.stringify(example.get(k) ?? '')}`; }).join('\n')}\n\n`);
-    if (notable.length > 0) process.stderr.write(`fuzz: calls answered 100 or 104:\n${notable.join('\n')}\n\n`);
-    assert.deepEqual(violations, [], `${violations.length} contract violations`);
-    assert.deepEqual(notable.filter((n) => / 104: /.test(n)), [], 'code 104 is "a bug in steward" (docs/errors.md)');
-    assert.equal(daemon.proc?.exitCode, null, 'stewardd died');
-    assert.equal((await daemon.get('/healthz')).status, 200);
+      // The outcome table.
+      const rows = [...table.entries()].sort(([a], [b]) => a.localeCompare(b));
+      const line = (a: string, b: string, c: string) => `${a.padEnd(9)} ${b.padStart(5)} ${c.padStart(6)}`;
+      process.stderr.write(
+        `\nfuzz: ${calls} calls (seed ${SEED}), ${added.size} successful ADDs\n${line('command', 'code', 'calls')}\n` +
+          `${rows
+            .map(([k, v]) => {
+              const [c, code] = k.split('\t');
+              return `${line(c!, code!, String(v))}  ${JSON.stringify(example.get(k) ?? '')}`;
+            })
+            .join('\n')}\n\n`,
+      );
+      if (notable.length > 0) process.stderr.write(`fuzz: calls answered 100 or 104:\n${notable.join('\n')}\n\n`);
+      assert.deepEqual(violations, [], `${violations.length} contract violations`);
+      assert.deepEqual(
+        notable.filter((n) => / 104: /.test(n)),
+        [],
+        'code 104 is "a bug in steward" (docs/errors.md)',
+      );
+      assert.equal(daemon.proc?.exitCode, null, 'stewardd died');
+      assert.equal((await daemon.get('/healthz')).status, 200);
 
-    // DEL every ADD that succeeded, as the runtime would, with the same environment and netconf.
-    for (const { env: e, stdin } of added.values()) {
-      const o = await runShim({ ...e, CNI_COMMAND: 'DEL' }, stdin);
-      assert.equal(o.exit, 0, `DEL after fuzz failed: ${o.stdout}`);
-    }
-    // Nothing left that was added, nor being added; interfaces and leases gone.
-    await daemon.waitFor('no attachment added/adding', async () => {
-      const live = [...(await daemon.get('/v1/attachments?state=added')).json, ...(await daemon.get('/v1/attachments?state=adding')).json];
-      return live.length === 0;
-    }, 60_000);
-    const leftLeases = existsSync(s.dataDir)
-      ? readdirSync(s.dataDir).flatMap((net) => readdirSync(join(s.dataDir, net))
-        .filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip')).map((f) => `${net}/${f}`))
-      : [];
-    const teardowns = (await daemon.get('/v1/teardowns')).json;
-    assert.deepEqual(leftLeases, [], `leases left; pending teardowns: ${JSON.stringify(teardowns).slice(0, 2000)}`);
-    for (const ns of netnses) {
-      const links = JSON.parse(sh('ip', ['-n', ns.split('/').pop()!, '-j', 'link', 'show'])) as Array<{ ifname: string }>;
-      assert.deepEqual(links.map((l) => l.ifname), ['lo'], `interfaces left in ${ns}`);
-    }
-    // The sandbox held: nothing of ours in the machine's default spool dir (the shim's fallback).
-    const machineSpool = '/var/lib/steward/spool';
-    const ours = existsSync(machineSpool) ? readdirSync(machineSpool).filter((f) => /-fz-\d-/.test(f)) : [];
-    assert.deepEqual(ours, [], `fuzz DELs spooled into ${machineSpool}`);
-    const rejected = join(daemon.spoolDir, 'rejected');
-    assert.deepEqual(existsSync(rejected) ? readdirSync(rejected) : [], [], 'files in spool/rejected');
-    assert.equal((await daemon.get('/healthz')).status, 200);
-  });
+      // DEL every ADD that succeeded, as the runtime would, with the same environment and netconf.
+      for (const { env: e, stdin } of added.values()) {
+        const o = await runShim({ ...e, CNI_COMMAND: 'DEL' }, stdin);
+        assert.equal(o.exit, 0, `DEL after fuzz failed: ${o.stdout}`);
+      }
+      // Nothing left that was added, nor being added; interfaces and leases gone.
+      await daemon.waitFor(
+        'no attachment added/adding',
+        async () => {
+          const live = [
+            ...(await daemon.get('/v1/attachments?state=added')).json,
+            ...(await daemon.get('/v1/attachments?state=adding')).json,
+          ];
+          return live.length === 0;
+        },
+        60_000,
+      );
+      const leftLeases = existsSync(s.dataDir)
+        ? readdirSync(s.dataDir).flatMap((net) =>
+            readdirSync(join(s.dataDir, net))
+              .filter((f) => f !== 'lock' && !f.startsWith('last_reserved_ip'))
+              .map((f) => `${net}/${f}`),
+          )
+        : [];
+      const teardowns = (await daemon.get('/v1/teardowns')).json;
+      assert.deepEqual(leftLeases, [], `leases left; pending teardowns: ${JSON.stringify(teardowns).slice(0, 2000)}`);
+      for (const ns of netnses) {
+        const links = JSON.parse(sh('ip', ['-n', ns.split('/').pop()!, '-j', 'link', 'show'])) as Array<{
+          ifname: string;
+        }>;
+        assert.deepEqual(
+          links.map((l) => l.ifname),
+          ['lo'],
+          `interfaces left in ${ns}`,
+        );
+      }
+      // The sandbox held: nothing of ours in the machine's default spool dir (the shim's fallback).
+      const machineSpool = '/var/lib/steward/spool';
+      const ours = existsSync(machineSpool) ? readdirSync(machineSpool).filter((f) => /-fz-\d-/.test(f)) : [];
+      assert.deepEqual(ours, [], `fuzz DELs spooled into ${machineSpool}`);
+      const rejected = join(daemon.spoolDir, 'rejected');
+      assert.deepEqual(existsSync(rejected) ? readdirSync(rejected) : [], [], 'files in spool/rejected');
+      assert.equal((await daemon.get('/healthz')).status, 200);
+    },
+  );
 });

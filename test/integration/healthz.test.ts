@@ -5,7 +5,19 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeSync, copyFileSync, cpSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  copyFileSync,
+  cpSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, fixtureCalls, sh } from '../helpers/env.js';
@@ -36,7 +48,13 @@ describe('journal cannot be written', () => {
     const mnt = join(env.dir, 'tmpfs');
     mkdirSync(mnt);
     sh('mount', ['-t', 'tmpfs', '-o', 'size=6m,mode=0700', 'steward-test', mnt]);
-    env.defer(() => { try { sh('umount', ['-l', mnt]); } catch { /* not mounted */ } });
+    env.defer(() => {
+      try {
+        sh('umount', ['-l', mnt]);
+      } catch {
+        /* not mounted */
+      }
+    });
     const daemon = new Daemon(env, { name: 'full', stateDir: join(mnt, 'state') });
     await daemon.start();
     assert.equal((await daemon.get('/healthz')).status, 200);
@@ -52,14 +70,21 @@ describe('journal cannot be written', () => {
     }
     try {
       for (;;) writeSync(fd, chunk, 0, 512);
-    } catch { /* full to the byte */ }
+    } catch {
+      /* full to the byte */
+    }
     closeSync(fd);
 
     const sick = await daemon.get('/healthz');
     assert.equal(sick.status, 503, sick.text);
     assert.equal(sick.json.ok, false);
-    assert.match(sick.json.problems.join('\n'), /steward\.db (has \d+ bytes free, less than the \d+ the journal needs|cannot be written)/);
-    await daemon.waitFor('the "unhealthy" log line', () => readFileSync(daemon.logFile, 'utf8').includes('"msg":"unhealthy"'));
+    assert.match(
+      sick.json.problems.join('\n'),
+      /steward\.db (has \d+ bytes free, less than the \d+ the journal needs|cannot be written)/,
+    );
+    await daemon.waitFor('the "unhealthy" log line', () =>
+      readFileSync(daemon.logFile, 'utf8').includes('"msg":"unhealthy"'),
+    );
 
     unlinkSync(filler);
     const well = await daemon.get('/healthz');
@@ -112,9 +137,15 @@ describe('plugin spawner', () => {
     process.kill(spawner, 'SIGKILL');
     const sick = await daemon.get('/healthz');
     assert.equal(sick.status, 503, sick.text);
-    assert.match(sick.json.problems.join('\n'), /the plugin spawner is dead and could not be restarted: (.*exited|cannot reach the plugin spawner)/);
+    assert.match(
+      sick.json.problems.join('\n'),
+      /the plugin spawner is dead and could not be restarted: (.*exited|cannot reach the plugin spawner)/,
+    );
     // The probe command kubelet runs says the same.
-    const probe = sh('sh', ['-c', `node ${join(REPO, 'bin/stewardd')} probe --socket ${daemon.socket} /healthz; echo "exit=$?"`]);
+    const probe = sh('sh', [
+      '-c',
+      `node ${join(REPO, 'bin/stewardd')} probe --socket ${daemon.socket} /healthz; echo "exit=$?"`,
+    ]);
     assert.match(probe, /exit=[1-9]/);
 
     copyFileSync(join(REPO, 'daemon/dist/plugins/spawner-child.js'), child);

@@ -18,11 +18,19 @@ before(() => daemon.start());
 after(() => env.close());
 
 describe('repeated query parameters', () => {
-  for (const q of ['containerId=a&containerId=b', 'state=added&state=deleted', 'limit=1&limit=2', 'containerId=a&state=added&state=added']) {
+  for (const q of [
+    'containerId=a&containerId=b',
+    'state=added&state=deleted',
+    'limit=1&limit=2',
+    'containerId=a&state=added&state=added',
+  ]) {
     it(`GET /v1/attachments?${q} is 400 with a message`, async () => {
       const res = await daemon.get(`/v1/attachments?${q}`);
       assert.equal(res.status, 400, res.text);
-      assert.match(res.json.error, /query parameter "(containerId|state|limit)" is given 2 times; give it at most once/);
+      assert.match(
+        res.json.error,
+        /query parameter "(containerId|state|limit)" is given 2 times; give it at most once/,
+      );
     });
   }
 
@@ -48,7 +56,8 @@ describe('a netconf with "__proto__" and "constructor" keys', () => {
     const bridge = { ...bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }) };
     const conf = stewardConf(daemon.socket, '1.0.0', [delegate('protonet', '1.0.0', [bridge, fixturePlugin(fx)])]);
     // JSON text, so the keys are own properties exactly as a runtime would send them.
-    const text = JSON.stringify(conf).replace(/^\{/, '{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},')
+    const text = JSON.stringify(conf)
+      .replace(/^\{/, '{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},')
       .replace('"type":"steward-fixture"', '"type":"steward-fixture","__proto__":{"x":1}');
     const add = await shim({ command: 'ADD', containerId: 'proto', netns }, text);
     assert.equal(add.code, 0, add.stdout);
@@ -74,14 +83,23 @@ describe('a netconf nested 10,000 deep', () => {
     const conf = stewardConf(daemon.socket, '1.0.0', [delegate('deepnet', '1.0.0', [fixturePlugin(fx)])]);
     const deep = `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`;
     const netns = env.netns();
-    const wireEnv = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'deep', CNI_NETNS: netns, CNI_IFNAME: 'eth0', CNI_PATH: '/usr/lib/cni' };
+    const wireEnv = {
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'deep',
+      CNI_NETNS: netns,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/usr/lib/cni',
+    };
     const body = `{"env":${JSON.stringify(wireEnv)},"config":${JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`)}}`;
     const res = await daemon.request('POST', '/v1/cni', body);
     assert.equal(res.status, 400, res.text.slice(0, 300));
     assert.equal(res.json.code, 7);
     assert.match(res.json.msg, /deeper than 100 levels/);
     // Through the shim: refused (by the shim, which cannot re-encode it, or by the daemon), never a stack trace.
-    const add = await shim({ command: 'ADD', containerId: 'deep', netns }, JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`));
+    const add = await shim(
+      { command: 'ADD', containerId: 'deep', netns },
+      JSON.stringify(conf).replace(/\}$/, `,"deep":${deep}}`),
+    );
     assert.equal(add.code, 1, add.stdout);
     assert.equal(add.json.code, 7, add.stdout);
     assert.equal(fixtureCalls(fx).length, 0);
@@ -92,9 +110,9 @@ describe('error texts echoed back are capped', () => {
   it('a plugin error quoting a 100 KB CNI_ARGS: the ADD error, /v1/status, /v1/teardowns and /v1/attachments stay small', async () => {
     const fx = join(env.dir, 'fx-echo');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('echonet', '1.0.0', [
-      fixturePlugin(fx, { failAdd: true, failDelAlways: true, echoArgs: true }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('echonet', '1.0.0', [fixturePlugin(fx, { failAdd: true, failDelAlways: true, echoArgs: true })]),
+    ]);
     const args = `IgnoreUnknown=1;K8S_POD_NAME=${'x'.repeat(100 * 1024)}`;
     const add = await shim({ command: 'ADD', containerId: 'echo', netns, args }, conf);
     assert.notEqual(add.code, 0);
@@ -105,7 +123,9 @@ describe('error texts echoed back are capped', () => {
     assert.ok(add.stdout.length < 8 * 1024, `the shim printed ${add.stdout.length} bytes`);
 
     await daemon.waitFor('the rollback DEL to fail', () => fixtureCalls(fx, 'DEL').length >= 1);
-    await daemon.waitFor('the failure in /v1/status', async () => (await daemon.status()).lastErrors.some((e: any) => e.containerId === 'echo'));
+    await daemon.waitFor('the failure in /v1/status', async () =>
+      (await daemon.status()).lastErrors.some((e: any) => e.containerId === 'echo'),
+    );
     const status = await daemon.get('/v1/status');
     assert.ok(status.text.length < 16 * 1024, `/v1/status is ${status.text.length} bytes`);
     for (const e of status.json.lastErrors) if (e.lastError) assert.ok(Buffer.byteLength(e.lastError) <= 1024 + 40);
@@ -120,11 +140,29 @@ describe('relative CNI_PATH entries', () => {
   it('are ignored with a warning in the log; the absolute ones still work', async () => {
     const fx = join(env.dir, 'fx-rel');
     const conf = stewardConf(daemon.socket, '1.0.0', [delegate('relnet', '1.0.0', [fixturePlugin(fx)])]);
-    const add = await shim({ command: 'ADD', containerId: 'relpath', netns: env.netns(), path: 'test/fixtures/bin:./relative-dir:/usr/lib/cni' }, conf);
+    const add = await shim(
+      {
+        command: 'ADD',
+        containerId: 'relpath',
+        netns: env.netns(),
+        path: 'test/fixtures/bin:./relative-dir:/usr/lib/cni',
+      },
+      conf,
+    );
     assert.equal(add.code, 0, add.stdout);
-    await daemon.waitFor('the warning', () => readFileSync(daemon.logFile, 'utf8').includes('relative CNI_PATH entry ignored'));
-    const lines = readFileSync(daemon.logFile, 'utf8').split('\n').filter((l) => l.includes('relative CNI_PATH entry ignored'));
-    assert.ok(lines.some((l) => l.includes('"entry":"test/fixtures/bin"')), lines.join('\n'));
-    assert.ok(lines.some((l) => l.includes('"entry":"./relative-dir"')), lines.join('\n'));
+    await daemon.waitFor('the warning', () =>
+      readFileSync(daemon.logFile, 'utf8').includes('relative CNI_PATH entry ignored'),
+    );
+    const lines = readFileSync(daemon.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('relative CNI_PATH entry ignored'));
+    assert.ok(
+      lines.some((l) => l.includes('"entry":"test/fixtures/bin"')),
+      lines.join('\n'),
+    );
+    assert.ok(
+      lines.some((l) => l.includes('"entry":"./relative-dir"')),
+      lines.join('\n'),
+    );
   });
 });

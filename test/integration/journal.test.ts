@@ -20,7 +20,8 @@ async function startDaemon(d: Daemon): Promise<Daemon> {
   return d;
 }
 
-const newDaemon = (name: string) => new Daemon(env, { name, args: ['--retry-base-ms', '200', '--retry-max-ms', '400'] });
+const newDaemon = (name: string) =>
+  new Daemon(env, { name, args: ['--retry-base-ms', '200', '--retry-max-ms', '400'] });
 
 describe('kill -9 mid-ADD', () => {
   it('during the first plugin, which holds a resource: after restart that plugin gets its DEL', async () => {
@@ -28,10 +29,12 @@ describe('kill -9 mid-ADD', () => {
     const fx = join(env.dir, 'crash-first-fx');
     const dataDir = join(env.dir, 'crash-first-ipam');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('firstnet', '1.0.0', [
-      fixturePlugin(fx, { sleepAddMs: 4000 }),
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('firstnet', '1.0.0', [
+        fixturePlugin(fx, { sleepAddMs: 4000 }),
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      ]),
+    ]);
     const add = shim({ command: 'ADD', containerId: 'cut-first', netns }, conf);
     await daemon.waitFor('the first plugin to start', () => fixtureCalls(fx, 'ADD').length === 1);
     await daemon.kill9();
@@ -39,7 +42,11 @@ describe('kill -9 mid-ADD', () => {
     assert.equal(fixtureCalls(fx, 'DEL').length, 0);
 
     await daemon.start();
-    assert.deepEqual(fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]), ['cut-first'], 'the interrupted plugin was DELed');
+    assert.deepEqual(
+      fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]),
+      ['cut-first'],
+      'the interrupted plugin was DELed',
+    );
     assert.equal((await daemon.attachment('cut-first')).state, 'deleted');
     assert.deepEqual(leases(dataDir, 'firstnet'), []);
     await daemon.stop();
@@ -50,10 +57,12 @@ describe('kill -9 mid-ADD', () => {
     const fx = join(env.dir, 'crash-later-fx');
     const dataDir = join(env.dir, 'crash-later-ipam');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('laternet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { sleepAddMs: 4000 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('laternet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { sleepAddMs: 4000 }),
+      ]),
+    ]);
     const add = shim({ command: 'ADD', containerId: 'cut-later', netns }, conf);
     await daemon.waitFor('the second plugin to start', () => fixtureCalls(fx, 'ADD').length === 1);
     assert.equal(leases(dataDir, 'laternet').length, 1);
@@ -62,7 +71,11 @@ describe('kill -9 mid-ADD', () => {
 
     await daemon.start();
     // Were the second step journaled only after its plugin ran, nothing would know to DEL it.
-    assert.deepEqual(fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]), ['cut-later'], 'the interrupted plugin was DELed');
+    assert.deepEqual(
+      fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]),
+      ['cut-later'],
+      'the interrupted plugin was DELed',
+    );
     assert.deepEqual(leases(dataDir, 'laternet'), []);
     assert.equal(linkExists(netns, 'eth0'), false);
     await daemon.stop();
@@ -75,10 +88,12 @@ describe('restart in the same boot', () => {
     const fx = join(env.dir, 'sameboot-fx');
     const dataDir = join(env.dir, 'sameboot-ipam');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('samenet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('samenet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx),
+      ]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'stays', netns }, conf)).code, 0);
     await daemon.restart();
     await daemon.kill9();
@@ -99,15 +114,21 @@ describe('disk full', () => {
     const daemon = newDaemon('diskfull');
     mkdirSync(daemon.stateDir, { recursive: true });
     sh('mount', ['-t', 'tmpfs', '-o', 'size=3m,mode=0700', 'tmpfs', daemon.stateDir]);
-    env.defer(() => { try { sh('umount', ['-l', daemon.stateDir]); } catch { /* not mounted */ } });
+    env.defer(() => {
+      try {
+        sh('umount', ['-l', daemon.stateDir]);
+      } catch {
+        /* not mounted */
+      }
+    });
     await startDaemon(daemon);
     const fx = join(env.dir, 'diskfull-fx');
     const dataDir = join(env.dir, 'diskfull-ipam');
     const netns = env.netns();
     const bridge = bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir });
-    const filling = stewardConf(daemon.socket, '1.0.0', [delegate('fullnet', '1.0.0', [
-      bridge, fixturePlugin(fx, { fillDisk: daemon.stateDir }),
-    ])]);
+    const filling = stewardConf(daemon.socket, '1.0.0', [
+      delegate('fullnet', '1.0.0', [bridge, fixturePlugin(fx, { fillDisk: daemon.stateDir })]),
+    ]);
     const add = await shim({ command: 'ADD', containerId: 'full', netns }, filling);
     assert.equal(add.code, 1);
     assert.equal(add.json.code, 11, add.stdout);
@@ -119,10 +140,20 @@ describe('disk full', () => {
     assert.equal(again.json.code, 11, again.stdout);
 
     rmSync(join(daemon.stateDir, 'fill'));
-    await daemon.waitFor('the scheduler to roll the cut-off ADD back', () => leases(dataDir, 'fullnet').length === 0, 20_000);
+    await daemon.waitFor(
+      'the scheduler to roll the cut-off ADD back',
+      () => leases(dataDir, 'fullnet').length === 0,
+      20_000,
+    );
     assert.equal(linkExists(netns, 'eth0'), false);
-    assert.ok(fixtureCalls(fx, 'DEL').some((l) => l.startsWith('DEL full ')), 'the plugin that filled the disk got its DEL');
-    await daemon.waitFor('the attachment to be deleted', async () => (await daemon.attachment('full')).state === 'deleted');
+    assert.ok(
+      fixtureCalls(fx, 'DEL').some((l) => l.startsWith('DEL full ')),
+      'the plugin that filled the disk got its DEL',
+    );
+    await daemon.waitFor(
+      'the attachment to be deleted',
+      async () => (await daemon.attachment('full')).state === 'deleted',
+    );
 
     const plain = stewardConf(daemon.socket, '1.0.0', [delegate('fullnet', '1.0.0', [bridge, fixturePlugin(fx)])]);
     const readd = await shim({ command: 'ADD', containerId: 'full', netns }, plain);

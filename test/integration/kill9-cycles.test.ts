@@ -37,34 +37,42 @@ describe('kill -9 cycles', () => {
     await daemon.start();
     const dataDir = join(env.dir, 'ipam');
     const fx = join(env.dir, 'fx');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('k9net', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { sleepAddMs: 150, sleepDelMs: 100 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('k9net', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { sleepAddMs: 150, sleepDelMs: 100 }),
+      ]),
+    ]);
     /** Containers the runtime was told are added (ADD answered 0 and no DEL answered 0 since). */
     const live = new Map<string, string>();
     /** Containers whose ADD failed: a runtime DELs them (containerd and podman do, kubelet's sync loop retries). */
     const failed = new Map<string, string>();
     const outcomes: Record<string, number> = {};
-    const count = (k: string) => { outcomes[k] = (outcomes[k] ?? 0) + 1; };
+    const count = (k: string) => {
+      outcomes[k] = (outcomes[k] ?? 0) + 1;
+    };
 
     for (let cycle = 0; cycle < CYCLES; cycle++) {
       const calls: Array<Promise<void>> = [];
       for (let i = 0; i < PER_CYCLE; i++) {
         const id = `k${cycle}-${i}`;
         const netns = env.netns();
-        calls.push(shim({ command: 'ADD', containerId: id, netns }, conf).then((r) => {
-          count(`ADD ${r.code === 0 ? 'ok' : `code ${r.json?.code}`}`);
-          if (r.code === 0) live.set(id, netns);
-          else failed.set(id, netns);
-        }));
+        calls.push(
+          shim({ command: 'ADD', containerId: id, netns }, conf).then((r) => {
+            count(`ADD ${r.code === 0 ? 'ok' : `code ${r.json?.code}`}`);
+            if (r.code === 0) live.set(id, netns);
+            else failed.set(id, netns);
+          }),
+        );
       }
       // DELs of some containers added in earlier cycles run alongside.
       for (const [id, netns] of [...live].slice(0, 3)) {
-        calls.push(shim({ command: 'DEL', containerId: id, netns }, conf).then((r) => {
-          count(`DEL ${r.code === 0 ? 'ok' : `code ${r.json?.code}`}`);
-          if (r.code === 0) live.delete(id);
-        }));
+        calls.push(
+          shim({ command: 'DEL', containerId: id, netns }, conf).then((r) => {
+            count(`DEL ${r.code === 0 ? 'ok' : `code ${r.json?.code}`}`);
+            if (r.code === 0) live.delete(id);
+          }),
+        );
       }
       await new Promise((r) => setTimeout(r, 100 + Math.floor(rand() * 1500)));
       await daemon.kill9();
@@ -81,13 +89,22 @@ describe('kill -9 cycles', () => {
       assert.equal(r.code, 0, `final DEL of ${id}: ${r.stdout}`);
       assert.equal(linkExists(netns, 'eth0'), false, `${id} still has eth0`);
     }
-    await daemon.waitFor('every teardown to finish', async () => (await daemon.status()).teardownQueue.depth === 0, 30_000);
+    await daemon.waitFor(
+      'every teardown to finish',
+      async () => (await daemon.status()).teardownQueue.depth === 0,
+      30_000,
+    );
     const leftLeases = leases(dataDir, 'k9net');
     const status = await daemon.status();
-    const liveRows = (status.attachments.adding ?? 0) + (status.attachments.added ?? 0) + (status.attachments.deleting ?? 0);
-    process.stdout.write(`# kill -9 cycles: ${CYCLES} (seed ${seed}), outcomes ${JSON.stringify(outcomes)}, leases left ${leftLeases.length}, live rows ${liveRows}\n`);
+    const liveRows =
+      (status.attachments.adding ?? 0) + (status.attachments.added ?? 0) + (status.attachments.deleting ?? 0);
+    process.stdout.write(
+      `# kill -9 cycles: ${CYCLES} (seed ${seed}), outcomes ${JSON.stringify(outcomes)}, leases left ${leftLeases.length}, live rows ${liveRows}\n`,
+    );
     if (liveRows > 0 || leftLeases.length > 0) {
-      const rows = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter((a) => a.state !== 'deleted');
+      const rows = ((await daemon.get('/v1/attachments?limit=100000')).json as any[]).filter(
+        (a) => a.state !== 'deleted',
+      );
       process.stdout.write(`# left: ${JSON.stringify(rows)}\n# log: ${daemon.logFile}\n`);
     }
     assert.deepEqual(leftLeases, [], 'no lease left');

@@ -10,7 +10,15 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
-import { holdLockInChild, installInto, nodeTree, snapshot, uninstallFrom, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import {
+  holdLockInChild,
+  installInto,
+  nodeTree,
+  snapshot,
+  uninstallFrom,
+  writeJson,
+  type NodeTree,
+} from '../helpers/node-tree.js';
 
 const LOCK = 'install.lock';
 
@@ -23,7 +31,11 @@ describe('stewardd install / uninstall and the install lock', () => {
   function freshTree(): NodeTree {
     const name = `t${n++}`;
     const t = { ...nodeTree(join(env.dir, name, 'node')), stateDir: join(env.dir, name, 'state') };
-    writeJson(join(t.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0' }] });
+    writeJson(join(t.confDir, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [{ type: 'bridge', bridge: 'cni0' }],
+    });
     return t;
   }
 
@@ -57,10 +69,19 @@ describe('stewardd install / uninstall and the install lock', () => {
       const took = Date.now() - t0;
       assert.equal(r.code, 1, r.stdout + r.stderr);
       assert.ok(took >= 10_000 && took < 20_000, `took ${took} ms`);
-      assert.match(r.stdout, new RegExp(`install gave up, nothing removed or written: timed out after 10 s waiting for the install lock .*install\\.lock, held by stewardd uninstall \\(pid ${holder.pid},`));
+      assert.match(
+        r.stdout,
+        new RegExp(
+          `install gave up, nothing removed or written: timed out after 10 s waiting for the install lock .*install\\.lock, held by stewardd uninstall \\(pid ${holder.pid},`,
+        ),
+      );
       assert.deepEqual(snapshot(t.root), original);
       assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
-      assert.equal(JSON.parse(readFileSync(join(t.stateDir, LOCK), 'utf8')).pid, holder.pid, 'the holder still holds it');
+      assert.equal(
+        JSON.parse(readFileSync(join(t.stateDir, LOCK), 'utf8')).pid,
+        holder.pid,
+        'the holder still holds it',
+      );
     } finally {
       await holder.release();
     }
@@ -80,14 +101,15 @@ describe('stewardd install / uninstall and the install lock', () => {
   });
 });
 
-describe('uninstall racing the daemon\'s watcher (seed 001)', () => {
+describe("uninstall racing the daemon's watcher (seed 001)", () => {
   const env = new TestEnv('lock-race');
   after(() => env.close());
   const confDir = join(env.dir, 'node/etc/cni/net.d');
   const daemon = new Daemon(env, { args: ['--cni-conf-dir', confDir] });
   const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
   const primaryPath = join(tree.confDir, '10-podnet.conflist');
-  const version = (mtu: number) => `${JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0', mtu }] }, null, 2)}\n`;
+  const version = (mtu: number) =>
+    `${JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0', mtu }] }, null, 2)}\n`;
 
   /** Replaces the primary atomically (as a CNI would), so every version is usable and the watcher rewrites our conflist for each. */
   function writePrimary(text: string): void {
@@ -122,7 +144,11 @@ describe('uninstall racing the daemon\'s watcher (seed 001)', () => {
       writePrimary(version(1500));
       // Give the watcher more than a rescan to undo the uninstall, if it still could.
       await new Promise((r) => setTimeout(r, 1500));
-      assert.equal(existsSync(join(tree.confDir, '00-steward.conflist')), false, `round ${round}: a dangling 00-steward.conflist (${changes} primary changes)`);
+      assert.equal(
+        existsSync(join(tree.confDir, '00-steward.conflist')),
+        false,
+        `round ${round}: a dangling 00-steward.conflist (${changes} primary changes)`,
+      );
       assert.deepEqual(snapshot(tree.confDir), original, `round ${round}`);
       assert.equal(existsSync(join(tree.binDir, 'steward')), false, `round ${round}`);
       assert.equal(existsSync(join(tree.stateDir, 'install.json')), false, `round ${round}: the record came back`);

@@ -30,7 +30,8 @@ function run(call: Parameters<typeof cniEnv>[0], conf: unknown) {
 
 describe('dist/steward with no Node.js on the host', () => {
   const dataDir = join(env.dir, 'ipam');
-  const conf = () => stewardConf(daemon.socket, '1.0.0', [delegate('exenet', '1.0.0', [bridgePlugin({ bridge, subnet, dataDir })])]);
+  const conf = () =>
+    stewardConf(daemon.socket, '1.0.0', [delegate('exenet', '1.0.0', [bridgePlugin({ bridge, subnet, dataDir })])]);
   const bridge = env.bridge();
   const subnet = env.subnet();
 

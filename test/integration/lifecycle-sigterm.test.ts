@@ -28,7 +28,10 @@ after(async () => {
 });
 
 /** Install on a fresh node tree, run the daemon in-cluster, optionally leave a teardown pending, then SIGTERM. */
-async function sigtermWith(answer: DaemonSetAnswer | 'unreachable', opts: { extraArgs?: string[]; pendingTeardown?: boolean } = {}): Promise<Outcome> {
+async function sigtermWith(
+  answer: DaemonSetAnswer | 'unreachable',
+  opts: { extraArgs?: string[]; pendingTeardown?: boolean } = {},
+): Promise<Outcome> {
   const env = new TestEnv(`term-${answer}`);
   envs.push(env);
   const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
@@ -36,16 +39,23 @@ async function sigtermWith(answer: DaemonSetAnswer | 'unreachable', opts: { extr
   env.defer(() => api.close());
   api.answer = answer === 'unreachable' ? 'present' : answer;
   const confDir = join(env.dir, 'node/etc/cni/net.d');
-  const daemon = new Daemon(env, { args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...(opts.extraArgs ?? [])] });
+  const daemon = new Daemon(env, {
+    args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...(opts.extraArgs ?? [])],
+  });
   const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
-  writeJson(join(tree.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet',
-    plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })] });
+  writeJson(join(tree.confDir, '10-podnet.conflist'), {
+    cniVersion: '1.0.0',
+    name: 'podnet',
+    plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })],
+  });
   const original = snapshot(tree.root);
   const inst = await installInto(tree, daemon.socket);
   assert.equal(inst.code, 0, inst.stderr);
   await daemon.start();
   if (opts.pendingTeardown) {
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('stuck', '1.0.0', [fixturePlugin(join(env.dir, 'fx'), { failDelAlways: true })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('stuck', '1.0.0', [fixturePlugin(join(env.dir, 'fx'), { failDelAlways: true })]),
+    ]);
     const call = { containerId: 'stuck-1', netns: env.netns() };
     assert.equal((await shim({ command: 'ADD', ...call }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', ...call }, conf)).code, 0);
@@ -57,7 +67,11 @@ async function sigtermWith(answer: DaemonSetAnswer | 'unreachable', opts: { extr
 }
 
 function installed(t: NodeTree): boolean {
-  return existsSync(join(t.confDir, '00-steward.conflist')) && existsSync(join(t.binDir, 'steward')) && existsSync(join(t.stateDir, 'install.json'));
+  return (
+    existsSync(join(t.confDir, '00-steward.conflist')) &&
+    existsSync(join(t.binDir, 'steward')) &&
+    existsSync(join(t.stateDir, 'install.json'))
+  );
 }
 
 describe('SIGTERM in a cluster (against a stand-in API server)', () => {
@@ -65,7 +79,9 @@ describe('SIGTERM in a cluster (against a stand-in API server)', () => {
     const o = await sigtermWith('present');
     assert.equal(o.exitCode, 0);
     assert.ok(installed(o.tree));
-    assert.deepEqual(o.api.requests, [{ path: '/apis/apps/v1/namespaces/steward-system/daemonsets/steward', authorized: true }]);
+    assert.deepEqual(o.api.requests, [
+      { path: '/apis/apps/v1/namespaces/steward-system/daemonsets/steward', authorized: true },
+    ]);
     assert.match(o.log, /DaemonSet steward-system\/steward still exists/);
   });
 

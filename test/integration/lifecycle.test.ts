@@ -11,7 +11,15 @@ import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, leases, linkExists } from '../helpers/env.js';
 import { bridgePlugin } from '../helpers/netconf.js';
-import { installInto, nodeTree, SHIM_EXE, snapshot, uninstallFrom, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import {
+  installInto,
+  nodeTree,
+  SHIM_EXE,
+  snapshot,
+  uninstallFrom,
+  writeJson,
+  type NodeTree,
+} from '../helpers/node-tree.js';
 import { cniEnv, execPlugin } from '../helpers/shim.js';
 
 function readJson(path: string): any {
@@ -30,7 +38,11 @@ describe('installed on a node, with the daemon running', () => {
   const dataDir = join(env.dir, 'ipam');
   const primaryPath = join(tree.confDir, '10-podnet.conflist');
   const ours = join(tree.confDir, '00-steward.conflist');
-  const primary = { cniVersion: '1.0.0', name: 'podnet', plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })] };
+  const primary = {
+    cniVersion: '1.0.0',
+    name: 'podnet',
+    plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })],
+  };
 
   before(async () => {
     writeJson(primaryPath, primary);
@@ -81,7 +93,11 @@ describe('installed on a node, with the daemon running', () => {
     const changed = { ...primary, plugins: [{ ...primary.plugins[0], mtu: 1400 }] };
     const t0 = Date.now();
     writeJson(primaryPath, changed);
-    await daemon.waitFor('the conflist to follow', () => readJson(ours).plugins[0].delegates[0].plugins[0].mtu === 1400, 3000);
+    await daemon.waitFor(
+      'the conflist to follow',
+      () => readJson(ours).plugins[0].delegates[0].plugins[0].mtu === 1400,
+      3000,
+    );
     const took = Date.now() - t0;
     assert.ok(took < 1000, `took ${took} ms`);
     // The record follows too, or uninstall would refuse the regenerated file.
@@ -96,7 +112,13 @@ describe('installed on a node, with the daemon running', () => {
     await daemon.waitFor('not ready', async () => (await daemon.get('/readyz')).status === 503, 3000);
     assert.equal(readFileSync(ours, 'utf8'), before);
     // A CNI that writes its config late (Calico, Cilium): a .conf this time.
-    const late = { cniVersion: '0.4.0', name: 'late', type: 'bridge', bridge: env.bridge(), ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: env.subnet() }]] } };
+    const late = {
+      cniVersion: '0.4.0',
+      name: 'late',
+      type: 'bridge',
+      bridge: env.bridge(),
+      ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: env.subnet() }]] },
+    };
     writeJson(join(tree.confDir, '20-late.conf'), late);
     await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200, 3000);
     const c = readJson(ours);
@@ -119,7 +141,11 @@ describe('install and uninstall leave the node exactly as it was', () => {
 
   function freshTree(name: string): NodeTree {
     const t = { ...nodeTree(join(env.dir, name, 'node')), stateDir: join(env.dir, name, 'state') };
-    writeJson(join(t.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [bridgePlugin({ bridge: 'cni-x', subnet: '10.99.0.0/24', dataDir: '/tmp/x' })] });
+    writeJson(join(t.confDir, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [bridgePlugin({ bridge: 'cni-x', subnet: '10.99.0.0/24', dataDir: '/tmp/x' })],
+    });
     writeFileSync(join(t.confDir, 'README'), 'not a network config\n');
     return t;
   }
@@ -181,13 +207,20 @@ describe('install and uninstall leave the node exactly as it was', () => {
     const otherBin = join(t.root, 'opt/cni/bin2');
     mkdirSync(otherConf, { recursive: true });
     mkdirSync(otherBin, { recursive: true });
-    writeJson(join(otherConf, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [bridgePlugin({ bridge: 'cni-y', subnet: '10.98.0.0/24', dataDir: '/tmp/y' })] });
+    writeJson(join(otherConf, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [bridgePlugin({ bridge: 'cni-y', subnet: '10.98.0.0/24', dataDir: '/tmp/y' })],
+    });
     const original = snapshot(t.root);
     assert.equal((await installInto(t, socket)).code, 0);
     const t2 = { ...t, confDir: otherConf };
     const moved = await installInto(t2, socket);
     assert.equal(moved.code, 0, moved.stdout + moved.stderr);
-    assert.match(moved.stdout, /removed .*etc\/cni\/net\.d\/00-steward\.conflist \(installed earlier at a path no longer used\)/);
+    assert.match(
+      moved.stdout,
+      /removed .*etc\/cni\/net\.d\/00-steward\.conflist \(installed earlier at a path no longer used\)/,
+    );
     assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
     assert.ok(existsSync(join(otherConf, '00-steward.conflist')));
     const t3 = { ...t2, binDir: otherBin };

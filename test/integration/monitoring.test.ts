@@ -24,7 +24,9 @@ const POD_ARGS = 'K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=web-0;K8S_POD_UID=uid-1'
 async function daemonWithListener(name: string, args: string[] = []): Promise<{ daemon: Daemon; addr: string }> {
   const daemon = new Daemon(env, { name, args: ['--metrics-listen', '127.0.0.1:0', ...args] });
   await daemon.start();
-  const line = readFileSync(daemon.logFile, 'utf8').split('\n').find((l) => l.includes('"metricsListen"'));
+  const line = readFileSync(daemon.logFile, 'utf8')
+    .split('\n')
+    .find((l) => l.includes('"metricsListen"'));
   assert.ok(line, 'the daemon logs the address it listens on');
   return { daemon, addr: JSON.parse(line).metricsListen as string };
 }
@@ -41,7 +43,9 @@ async function poll<T>(what: string, timeoutMs: number, probe: () => Promise<T |
     }
     await new Promise((r) => setTimeout(r, 250));
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`,
+  );
 }
 
 describe('--metrics-listen', () => {
@@ -52,8 +56,18 @@ describe('--metrics-listen', () => {
     assert.equal(metrics.status, 200);
     assert.match(metrics.headers.get('content-type') ?? '', /^text\/plain/);
     assert.match(await metrics.text(), /^steward_ready 1$/m);
-    for (const [method, path] of [['GET', '/v1/status'], ['GET', '/v1/attachments'], ['GET', '/v1/teardowns'], ['POST', '/v1/teardowns/retry'],
-      ['POST', '/v1/cni'], ['GET', '/healthz'], ['GET', '/readyz'], ['GET', '/'], ['POST', '/metrics'], ['GET', '/metrics/x']] as const) {
+    for (const [method, path] of [
+      ['GET', '/v1/status'],
+      ['GET', '/v1/attachments'],
+      ['GET', '/v1/teardowns'],
+      ['POST', '/v1/teardowns/retry'],
+      ['POST', '/v1/cni'],
+      ['GET', '/healthz'],
+      ['GET', '/readyz'],
+      ['GET', '/'],
+      ['POST', '/metrics'],
+      ['GET', '/metrics/x'],
+    ] as const) {
       const r = await fetch(`http://${addr}${path}`, { method });
       assert.equal(r.status, 404, `${method} ${path}`);
       await r.text();
@@ -72,13 +86,40 @@ describe('--metrics-listen', () => {
 
 describe('metric names', () => {
   it('every metric the alert rules and the dashboard read exists in a live scrape, and names follow Prometheus conventions', async () => {
-    const { daemon, addr } = await daemonWithListener('names', ['--retry-base-ms', '50', '--retry-max-ms', '100', '--retry-max-attempts', '2']);
-    const conf = (o: Record<string, unknown>) => stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-names'), o)])]);
+    const { daemon, addr } = await daemonWithListener('names', [
+      '--retry-base-ms',
+      '50',
+      '--retry-max-ms',
+      '100',
+      '--retry-max-attempts',
+      '2',
+    ]);
+    const conf = (o: Record<string, unknown>) =>
+      stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-names'), o)])]);
     // Traffic that makes every labelled series appear: a DEL abandoned after its retries, an ADD error.
-    assert.equal((await shim({ command: 'ADD', containerId: 'n1', netns: env.netns(), args: POD_ARGS }, conf({ failDelAlways: true }))).code, 0);
-    assert.equal((await shim({ command: 'DEL', containerId: 'n1', netns: '', args: POD_ARGS }, conf({ failDelAlways: true }))).code, 0);
-    assert.notEqual((await shim({ command: 'ADD', containerId: 'n2', netns: env.netns() }, conf({ failAdd: true }))).code, 0);
-    await daemon.waitFor('the step to be abandoned', async () => ((await daemon.status()).steps.abandoned ?? 0) === 1, 60_000);
+    assert.equal(
+      (
+        await shim(
+          { command: 'ADD', containerId: 'n1', netns: env.netns(), args: POD_ARGS },
+          conf({ failDelAlways: true }),
+        )
+      ).code,
+      0,
+    );
+    assert.equal(
+      (await shim({ command: 'DEL', containerId: 'n1', netns: '', args: POD_ARGS }, conf({ failDelAlways: true })))
+        .code,
+      0,
+    );
+    assert.notEqual(
+      (await shim({ command: 'ADD', containerId: 'n2', netns: env.netns() }, conf({ failAdd: true }))).code,
+      0,
+    );
+    await daemon.waitFor(
+      'the step to be abandoned',
+      async () => ((await daemon.status()).steps.abandoned ?? 0) === 1,
+      60_000,
+    );
 
     const text = await (await fetch(`http://${addr}/metrics`)).text();
     const exposed = exposedNames(text);
@@ -90,7 +131,10 @@ describe('metric names', () => {
     }
 
     // One prefix; counters end in _total; no stewardd_ leftovers.
-    const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => ({ name: m[1] as string, type: m[2] as string }));
+    const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => ({
+      name: m[1] as string,
+      type: m[2] as string,
+    }));
     assert.ok(types.length > 20);
     for (const { name, type } of types) {
       assert.match(name, /^steward_/, name);
@@ -101,7 +145,10 @@ describe('metric names', () => {
     assert.match(text, /^steward_cni_requests_total\{command="ADD",code="201"\} 1$/m);
     assert.match(text, /^steward_teardown_abandoned_steps 1$/m);
     assert.match(text, /^steward_teardown_abandoned_total\{plugin="steward-fixture"\} 1$/m);
-    assert.match(text, /^steward_plugin_executions_total\{plugin="steward-fixture",command="DEL",outcome="error"\} [2-9]$/m);
+    assert.match(
+      text,
+      /^steward_plugin_executions_total\{plugin="steward-fixture",command="DEL",outcome="error"\} [2-9]$/m,
+    );
     assert.match(text, /^steward_plugin_duration_seconds_count\{plugin="steward-fixture",command="ADD"\} 2$/m);
     assert.match(text, /^steward_db_write_errors_total 0$/m);
     await daemon.stop();
@@ -111,20 +158,28 @@ describe('metric names', () => {
     const port = await freeLoopbackPort();
     const daemon = new Daemon(env, { name: 'spool', args: ['--metrics-listen', `127.0.0.1:${port}`] });
     await daemon.start();
-    const scrape = async (name: string) => (await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).match(new RegExp(`^${name} (\\d+)$`, 'm'))?.[1];
+    const scrape = async (name: string) =>
+      (await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).match(new RegExp(`^${name} (\\d+)$`, 'm'))?.[1];
     assert.equal(await scrape('steward_spool_pending_dels'), '0');
     await daemon.stop();
     // What the shim does while the daemon is down: each DEL lands in the spool dir. The delegate's
     // DEL is slow, so the replay at the next start takes seconds and the files wait meanwhile.
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-spool'), { sleepDelMs: 2500 })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-spool'), { sleepDelMs: 2500 })]),
+    ]);
     assert.equal((await shim({ command: 'DEL', containerId: 'sp1', netns: '' }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'sp2', netns: '' }, conf)).code, 0);
     const starting = daemon.start();
     starting.catch(() => undefined);
     await poll('a scrape during the replay to count both spooled DELs', 20_000, async () =>
-      ((await scrape('steward_spool_pending_dels')) === '2' && (await scrape('steward_ready')) === '0' ? true : undefined));
+      (await scrape('steward_spool_pending_dels')) === '2' && (await scrape('steward_ready')) === '0'
+        ? true
+        : undefined,
+    );
     await starting;
-    await poll('the spool to be empty', 30_000, async () => ((await scrape('steward_spool_pending_dels')) === '0' ? true : undefined));
+    await poll('the spool to be empty', 30_000, async () =>
+      (await scrape('steward_spool_pending_dels')) === '0' ? true : undefined,
+    );
     assert.equal(await scrape('steward_ready'), '1');
     await daemon.stop();
   });
@@ -136,9 +191,16 @@ describe('database write errors', () => {
     const { default: Database } = await import('better-sqlite3');
     // Another writer holds the database's write lock past the daemon's busy_timeout (5 s): SQLITE_BUSY.
     const other = new Database(join(daemon.stateDir, 'steward.db'));
-    env.defer(() => { if (other.open) { if (other.inTransaction) other.exec('ROLLBACK'); other.close(); } });
+    env.defer(() => {
+      if (other.open) {
+        if (other.inTransaction) other.exec('ROLLBACK');
+        other.close();
+      }
+    });
     other.exec('BEGIN IMMEDIATE');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-db'))])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-db'))]),
+    ]);
     const add = await shim({ command: 'ADD', containerId: 'db-1', netns: env.netns(), args: POD_ARGS }, conf);
     other.exec('ROLLBACK');
     other.close();
@@ -151,55 +213,79 @@ describe('database write errors', () => {
 });
 
 describe('a real Prometheus scraping a real stewardd', () => {
-  it('sees the shipped stuck-teardown alert go pending and firing while a delegate fails DEL, and resolve once it heals', { timeout: 120_000 }, async (t) => {
-    const t0 = Date.now();
-    const { daemon, addr } = await daemonWithListener('prom', ['--retry-base-ms', '300', '--retry-max-ms', '1000']);
-    const broken = join(env.dir, 'delegate-broken');
-    writeFileSync(broken, '');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-prom'), { failDelWhileFile: broken })])]);
-    assert.equal((await shim({ command: 'ADD', containerId: 'stuck-1', netns: env.netns(), args: POD_ARGS }, conf)).code, 0);
-    assert.equal((await shim({ command: 'DEL', containerId: 'stuck-1', netns: '', args: POD_ARGS }, conf)).code, 0);
-    await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
+  it(
+    'sees the shipped stuck-teardown alert go pending and firing while a delegate fails DEL, and resolve once it heals',
+    { timeout: 120_000 },
+    async (t) => {
+      const t0 = Date.now();
+      const { daemon, addr } = await daemonWithListener('prom', ['--retry-base-ms', '300', '--retry-max-ms', '1000']);
+      const broken = join(env.dir, 'delegate-broken');
+      writeFileSync(broken, '');
+      const conf = stewardConf(daemon.socket, '1.0.0', [
+        delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-prom'), { failDelWhileFile: broken })]),
+      ]);
+      assert.equal(
+        (await shim({ command: 'ADD', containerId: 'stuck-1', netns: env.netns(), args: POD_ARGS }, conf)).code,
+        0,
+      );
+      assert.equal((await shim({ command: 'DEL', containerId: 'stuck-1', netns: '', args: POD_ARGS }, conf)).code, 0);
+      await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
 
-    // The shipped rules, unchanged except for speed: the stuck-teardown alert's threshold (900 s ->
-    // 3 s) and its `for` (5m -> 3s), so it plays out in seconds rather than 20 minutes.
-    const groups = structuredClone(ruleGroups());
-    const stuck = groups.flatMap((g) => g.rules).find((r) => r.alert === 'StewardTeardownStuck');
-    assert.ok(stuck);
-    assert.equal(stuck.expr, 'steward_oldest_pending_teardown_seconds > 900');
-    assert.equal(stuck.for, '5m');
-    stuck.expr = stuck.expr.replace('> 900', '> 3');
-    stuck.for = '3s';
-    const prom = new Prometheus(env, { targets: [addr], groups, intervalSeconds: 1 });
-    await prom.start();
-    const promReady = Date.now();
-    await poll('Prometheus to scrape stewardd', 30_000, async () => ((await prom.targetHealth()).includes('up') ? true : undefined));
+      // The shipped rules, unchanged except for speed: the stuck-teardown alert's threshold (900 s ->
+      // 3 s) and its `for` (5m -> 3s), so it plays out in seconds rather than 20 minutes.
+      const groups = structuredClone(ruleGroups());
+      const stuck = groups.flatMap((g) => g.rules).find((r) => r.alert === 'StewardTeardownStuck');
+      assert.ok(stuck);
+      assert.equal(stuck.expr, 'steward_oldest_pending_teardown_seconds > 900');
+      assert.equal(stuck.for, '5m');
+      stuck.expr = stuck.expr.replace('> 900', '> 3');
+      stuck.for = '3s';
+      const prom = new Prometheus(env, { targets: [addr], groups, intervalSeconds: 1 });
+      await prom.start();
+      const promReady = Date.now();
+      await poll('Prometheus to scrape stewardd', 30_000, async () =>
+        (await prom.targetHealth()).includes('up') ? true : undefined,
+      );
 
-    const seen = new Set<string>();
-    const firing = await poll('StewardTeardownStuck to fire', 60_000, async () => {
-      const alerts = await prom.alerts('StewardTeardownStuck');
-      for (const a of alerts) seen.add(a.state);
-      return alerts.find((a) => a.state === 'firing');
-    });
-    assert.ok(seen.has('pending'), `the alert went through pending first (seen: ${[...seen].join(', ')})`);
-    assert.deepEqual({ instance: firing.labels.instance, job: firing.labels.job, severity: firing.labels.severity },
-      { instance: addr, job: 'steward', severity: 'warning' });
-    assert.ok(Number(firing.value) > 3, firing.value);
-    assert.equal(await prom.ruleState('StewardTeardownStuck'), 'firing');
-    const firedAt = Date.now();
+      const seen = new Set<string>();
+      const firing = await poll('StewardTeardownStuck to fire', 60_000, async () => {
+        const alerts = await prom.alerts('StewardTeardownStuck');
+        for (const a of alerts) seen.add(a.state);
+        return alerts.find((a) => a.state === 'firing');
+      });
+      assert.ok(seen.has('pending'), `the alert went through pending first (seen: ${[...seen].join(', ')})`);
+      assert.deepEqual(
+        { instance: firing.labels.instance, job: firing.labels.job, severity: firing.labels.severity },
+        { instance: addr, job: 'steward', severity: 'warning' },
+      );
+      assert.ok(Number(firing.value) > 3, firing.value);
+      assert.equal(await prom.ruleState('StewardTeardownStuck'), 'firing');
+      const firedAt = Date.now();
 
-    // Heal the delegate: the retry scheduler's next DEL succeeds, the gauge drops to 0, the alert resolves.
-    rmSync(broken);
-    const healedAt = Date.now();
-    await daemon.waitFor('the teardown to finish', async () => (await daemon.status()).teardownQueue.depth === 0, 30_000);
-    await poll('StewardTeardownStuck to resolve', 60_000, async () =>
-      ((await prom.alerts('StewardTeardownStuck')).length === 0 && (await prom.ruleState('StewardTeardownStuck')) === 'inactive' ? true : undefined));
+      // Heal the delegate: the retry scheduler's next DEL succeeds, the gauge drops to 0, the alert resolves.
+      rmSync(broken);
+      const healedAt = Date.now();
+      await daemon.waitFor(
+        'the teardown to finish',
+        async () => (await daemon.status()).teardownQueue.depth === 0,
+        30_000,
+      );
+      await poll('StewardTeardownStuck to resolve', 60_000, async () =>
+        (await prom.alerts('StewardTeardownStuck')).length === 0 &&
+        (await prom.ruleState('StewardTeardownStuck')) === 'inactive'
+          ? true
+          : undefined,
+      );
 
-    t.diagnostic(`prometheus ready to firing: ${((firedAt - promReady) / 1000).toFixed(1)} s; heal to resolved: ${((Date.now() - healedAt) / 1000).toFixed(1)} s`);
-    // Nothing else fired on this healthy-again daemon.
-    for (const r of rules()) if (r.alert !== 'StewardTeardownStuck') assert.deepEqual(await prom.alerts(r.alert), [], r.alert);
-    await prom.stop();
-    await daemon.stop();
-    assert.ok(Date.now() - t0 < 120_000);
-  });
+      t.diagnostic(
+        `prometheus ready to firing: ${((firedAt - promReady) / 1000).toFixed(1)} s; heal to resolved: ${((Date.now() - healedAt) / 1000).toFixed(1)} s`,
+      );
+      // Nothing else fired on this healthy-again daemon.
+      for (const r of rules())
+        if (r.alert !== 'StewardTeardownStuck') assert.deepEqual(await prom.alerts(r.alert), [], r.alert);
+      await prom.stop();
+      await daemon.stop();
+      assert.ok(Date.now() - t0 < 120_000);
+    },
+  );
 });

@@ -16,16 +16,18 @@ after(() => env.close());
 const mode = (p: string) => statSync(p).mode & 0o7777;
 
 describe('a second stewardd on the same state dir', () => {
-  it('exits non-zero naming the owner, touches nothing, and the first daemon\'s in-flight ADD completes intact', async () => {
+  it("exits non-zero naming the owner, touches nothing, and the first daemon's in-flight ADD completes intact", async () => {
     const d1 = new Daemon(env, { name: 'd1' });
     await d1.start();
     const dataDir = join(env.dir, 'ipam-own');
     const fx = join(env.dir, 'fx-own');
     const netns = env.netns();
-    const conf = stewardConf(d1.socket, '1.0.0', [delegate('ownnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { sleepAddMs: 6000 }),
-    ])]);
+    const conf = stewardConf(d1.socket, '1.0.0', [
+      delegate('ownnet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { sleepAddMs: 6000 }),
+      ]),
+    ]);
     const add = shim({ command: 'ADD', containerId: 'own-1', netns }, conf);
     await d1.waitFor('the fixture ADD to be running', () => fixtureCalls(fx, 'ADD').length === 1);
 
@@ -33,7 +35,11 @@ describe('a second stewardd on the same state dir', () => {
     const d2 = new Daemon(env, { name: 'd2', stateDir: d1.stateDir });
     const r2 = await d2.startExpectingExit();
     assert.notEqual(r2.code, 0);
-    assert.match(r2.log, new RegExp(`state dir ${d1.stateDir} is owned by another stewardd \\(pid ${d1.proc!.pid}, started `), r2.log);
+    assert.match(
+      r2.log,
+      new RegExp(`state dir ${d1.stateDir} is owned by another stewardd \\(pid ${d1.proc!.pid}, started `),
+      r2.log,
+    );
     assert.match(r2.log, new RegExp(`serving ${d1.socket}`));
     assert.equal(existsSync(d2.socket), false, 'the refused daemon created its socket');
     // The same socket too (the "already serving" path used to come after recovery).
@@ -47,12 +53,16 @@ describe('a second stewardd on the same state dir', () => {
     assert.notEqual(r4.code, 0);
     assert.match(r4.log, new RegExp(`state dir ${d1.stateDir} is owned by another stewardd \\(pid ${d1.proc!.pid}`));
     assert.equal(existsSync(join(d4.stateDir, 'steward.db')), false);
-    assert.equal(JSON.parse(readFileSync(join(d1.stateDir, 'stewardd.owner.json'), 'utf8')).pid, d1.proc!.pid, 'a refused daemon rewrote the owner file');
+    assert.equal(
+      JSON.parse(readFileSync(join(d1.stateDir, 'stewardd.owner.json'), 'utf8')).pid,
+      d1.proc!.pid,
+      'a refused daemon rewrote the owner file',
+    );
 
     const res = await add;
     assert.equal(res.code, 0, res.stdout);
     assert.equal(linkExists(netns, 'eth0'), true, 'the interface was torn down');
-    const ip = (res.json.ips[0].address as string);
+    const ip = res.json.ips[0].address as string;
     assert.deepEqual(addressesIn(netns, 'eth0'), [ip]);
     assert.deepEqual(leases(dataDir, 'ownnet'), [ip.split('/')[0]], 'the lease is gone');
     assert.deepEqual(fixtureCalls(fx, 'DEL'), [], 'someone ran a DEL');
@@ -104,7 +114,12 @@ describe('the socket directory', () => {
       const d = new Daemon(env, { name: `s${m.toString(8)}`, socket: join(dir, 'stewardd.sock') });
       const r = await d.startExpectingExit();
       assert.notEqual(r.code, 0);
-      assert.match(r.log, new RegExp(`socket directory ${dir} is writable by group or others \\(mode ${m.toString(8).padStart(4, '0')}\\)`));
+      assert.match(
+        r.log,
+        new RegExp(
+          `socket directory ${dir} is writable by group or others \\(mode ${m.toString(8).padStart(4, '0')}\\)`,
+        ),
+      );
       assert.equal(mode(dir), m);
       assert.equal(existsSync(d.socket), false);
       assert.equal(existsSync(join(d.stateDir, 'steward.db')), false, 'it opened the journal before refusing');

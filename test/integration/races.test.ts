@@ -19,10 +19,12 @@ describe('overlapping requests for one attachment', () => {
   it('a DEL sent after a queued re-ADD waits for that ADD and tears it down, instead of joining the earlier DEL', async () => {
     const dataDir = join(env.dir, 'ipam-race');
     const fx = join(env.dir, 'fx-race');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('racenet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { sleepDelMs: 1500 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('racenet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { sleepDelMs: 1500 }),
+      ]),
+    ]);
     const netns = env.netns();
     const call = (command: string) => shim({ command, containerId: 'racer', netns }, conf);
     assert.equal((await call('ADD')).code, 0);
@@ -52,10 +54,12 @@ describe('the plugin spawner dies', () => {
   it('a plugin in flight fails with code 100 and is rolled back; the next request gets a new spawner', async () => {
     const dataDir = join(env.dir, 'ipam-spawner');
     const fx = join(env.dir, 'fx-spawner');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('spawnnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { sleepAddMs: 2000 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('spawnnet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { sleepAddMs: 2000 }),
+      ]),
+    ]);
     const add = shim({ command: 'ADD', containerId: 'orphaned', netns: env.netns() }, conf);
     await daemon.waitFor('the slow plugin to start', () => fixtureCalls(fx, 'ADD').length === 1);
     const spawners = childrenOf(daemon.proc!.pid!);
@@ -70,7 +74,9 @@ describe('the plugin spawner dies', () => {
     await daemon.waitFor('the rollback to finish', async () => (await daemon.status()).teardownQueue.depth === 0);
     assert.deepEqual(leases(dataDir, 'spawnnet'), []);
 
-    const quick = stewardConf(daemon.socket, '1.0.0', [delegate('spawnnet2', '1.0.0', [fixturePlugin(join(env.dir, 'fx-after'))])]);
+    const quick = stewardConf(daemon.socket, '1.0.0', [
+      delegate('spawnnet2', '1.0.0', [fixturePlugin(join(env.dir, 'fx-after'))]),
+    ]);
     const next = await shim({ command: 'ADD', containerId: 'after-spawner', netns: env.netns() }, quick);
     assert.equal(next.code, 0, next.stdout);
     assert.equal(childrenOf(daemon.proc!.pid!).length, 1, 'a new spawner took over');

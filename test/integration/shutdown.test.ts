@@ -15,15 +15,26 @@ after(() => env.close());
 describe('SIGTERM with uninstall', () => {
   it('during the drain a DEL is served and tears down, and an ADD gets code 11', async () => {
     const daemon = new Daemon(env, {
-      args: ['--uninstall-on-delete', 'always', '--drain-timeout', '6', '--retry-base-ms', '200', '--retry-max-ms', '400'],
+      args: [
+        '--uninstall-on-delete',
+        'always',
+        '--drain-timeout',
+        '6',
+        '--retry-base-ms',
+        '200',
+        '--retry-max-ms',
+        '400',
+      ],
     });
     await daemon.start();
     const dataDir = join(env.dir, 'ipam');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('drainnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('drainnet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     // A teardown that keeps failing holds the drain open for its whole timeout.
-    const stuck = stewardConf(daemon.socket, '1.0.0', [delegate('stucknet', '1.0.0', [fixturePlugin(join(env.dir, 'fx'), { failDelAlways: true })])]);
+    const stuck = stewardConf(daemon.socket, '1.0.0', [
+      delegate('stucknet', '1.0.0', [fixturePlugin(join(env.dir, 'fx'), { failDelAlways: true })]),
+    ]);
     const stuckNetns = env.netns();
     assert.equal((await shim({ command: 'ADD', containerId: 'stuck', netns: stuckNetns }, stuck)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'stuck', netns: stuckNetns }, stuck)).code, 0);

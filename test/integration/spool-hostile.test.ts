@@ -36,9 +36,9 @@ describe('hostile spool entries', () => {
     await daemon.start();
     const dataDir = join(env.dir, 'ipam-start');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('hostnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('hostnet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'spx', netns }, conf)).code, 0);
     await daemon.stop();
     const del = await shim({ command: 'DEL', containerId: 'spx', netns }, conf);
@@ -56,9 +56,17 @@ describe('hostile spool entries', () => {
     assert.ok(lstatSync(join(rejected, names[1]!)).isFIFO());
     assert.ok(lstatSync(join(rejected, names[3]!)).isDirectory());
     // pino may write asynchronously: wait for the lines rather than reading once.
-    await daemon.waitFor('the rejection log lines', () => (readFileSync(daemon.logFile, 'utf8').match(/spooled DEL rejected/g) ?? []).length >= 4);
+    await daemon.waitFor(
+      'the rejection log lines',
+      () => (readFileSync(daemon.logFile, 'utf8').match(/spooled DEL rejected/g) ?? []).length >= 4,
+    );
     const log = readFileSync(daemon.logFile, 'utf8');
-    for (const why of ['is a symbolic link', 'is a FIFO', `more than the ${MAX_NETCONF_BYTES + 64 * 1024}`, 'is a directory']) {
+    for (const why of [
+      'is a symbolic link',
+      'is a FIFO',
+      `more than the ${MAX_NETCONF_BYTES + 64 * 1024}`,
+      'is a directory',
+    ]) {
       assert.ok(log.includes(why), `no log line saying "${why}"`);
     }
     assert.equal((await daemon.get('/healthz')).status, 200);
@@ -75,7 +83,9 @@ describe('hostile spool entries', () => {
     // A writer that opens the FIFO and never writes nor closes it (a blocking read would hang forever).
     const { spawn } = await import('node:child_process');
     const writer = spawn('sh', ['-c', `exec 3>"${fifo}"; sleep 120`], { stdio: 'ignore' });
-    env.defer(() => { writer.kill('SIGKILL'); });
+    env.defer(() => {
+      writer.kill('SIGKILL');
+    });
     const planted = plant(spool, 'live');
     const rejected = join(spool, 'rejected');
     const deadline = Date.now() + 30_000;

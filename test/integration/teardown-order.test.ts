@@ -26,10 +26,12 @@ describe('teardown order', () => {
     const dataDir = join(env.dir, 'unconfirmed-ipam');
     const fx = join(env.dir, 'unconfirmed-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('ovnish', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { failAdd: true, failDelAlways: true }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('ovnish', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { failAdd: true, failDelAlways: true }),
+      ]),
+    ]);
     const add = await shim({ command: 'ADD', containerId: 'sandbox-1', netns }, conf);
     assert.equal(add.json.code, 201, add.stdout);
     // No waiting for a retry schedule: the rollback DELed the bridge right after the fixture failed.
@@ -38,14 +40,17 @@ describe('teardown order', () => {
     const steps = (await daemon.attachment('sandbox-1')).steps;
     assert.equal(steps[0].state, 'deleted', 'bridge');
     // Failed and waiting, or already being retried by the scheduler (its backoff here is 200 ms).
-    assert.ok(['del_failed', 'deleting'].includes(steps[1].state), `the fixture is retried on its own, got ${steps[1].state}`);
+    assert.ok(
+      ['del_failed', 'deleting'].includes(steps[1].state),
+      `the fixture is retried on its own, got ${steps[1].state}`,
+    );
     // The runtime's DEL right after the failed ADD returns at once as well.
     assert.equal((await shim({ command: 'DEL', containerId: 'sandbox-1', netns }, conf)).code, 0);
     await daemon.waitFor('the fixture DEL to be retried', () => fixtureCalls(fx, 'DEL').length >= 3);
     await daemon.stop();
   });
 
-  it('each delegate is torn down on its own: a second network whose DEL fails does not keep the first network\'s lease', async () => {
+  it("each delegate is torn down on its own: a second network whose DEL fails does not keep the first network's lease", async () => {
     const daemon = await startDaemon('delegates');
     const dataDir = join(env.dir, 'delegates-ipam');
     const fx = join(env.dir, 'delegates-fx');
@@ -63,7 +68,10 @@ describe('teardown order', () => {
     assert.equal(a.steps[0].state, 'deleted', 'primary');
     assert.ok(['del_failed', 'deleting'].includes(a.steps[1].state), `secondary pending, got ${a.steps[1].state}`);
     const pending = (await daemon.get('/v1/teardowns')).json.pending;
-    assert.deepEqual(pending.map((p: any) => p.plugin), ['steward-fixture']);
+    assert.deepEqual(
+      pending.map((p: any) => p.plugin),
+      ['steward-fixture'],
+    );
     await daemon.stop();
   });
 
@@ -72,16 +80,21 @@ describe('teardown order', () => {
     const dataDir = join(env.dir, 'halts-ipam');
     const fx = join(env.dir, 'halts-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('halting', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { failDelTimes: 100 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('halting', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { failDelTimes: 100 }),
+      ]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'halted', netns }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'halted', netns }, conf)).code, 0);
     assert.equal(leases(dataDir, 'halting').length, 1, 'bridge waits for the portmap-like step after it');
     const a = await daemon.attachment('halted');
     assert.equal(a.steps[0].state, 'added', 'bridge not yet DELed');
-    assert.ok(['del_failed', 'deleting'].includes(a.steps[1].state), `the failing step pending, got ${a.steps[1].state}`);
+    assert.ok(
+      ['del_failed', 'deleting'].includes(a.steps[1].state),
+      `the failing step pending, got ${a.steps[1].state}`,
+    );
     await daemon.stop();
   });
 });
@@ -92,10 +105,12 @@ describe('permanent teardown failures', () => {
     const dataDir = join(env.dir, 'permanent-ipam');
     const fx = join(env.dir, 'permanent-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('picky', '1.0.0', [
-      fixturePlugin(fx),
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('picky', '1.0.0', [
+        fixturePlugin(fx),
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+      ]),
+    ]);
     // Without IgnoreUnknown the reference plugins reject an unknown CNI_ARGS key, on DEL exactly as on ADD.
     const bad = await shim({ command: 'ADD', containerId: 'picky-1', netns, args: 'Frobnicate=1' }, conf);
     assert.equal(bad.json.code, 999, bad.stdout);
@@ -103,14 +118,20 @@ describe('permanent teardown failures', () => {
     assert.equal(fixtureCalls(fx, 'DEL').length, 1, 'the step before the failing bridge is DELed at once');
 
     // A new ADD for the same container and interface, right away: not held off with code 11.
-    const good = await shim({ command: 'ADD', containerId: 'picky-1', netns, args: 'IgnoreUnknown=1;Frobnicate=1' }, conf);
+    const good = await shim(
+      { command: 'ADD', containerId: 'picky-1', netns, args: 'IgnoreUnknown=1;Frobnicate=1' },
+      conf,
+    );
     assert.equal(good.code, 0, good.stdout);
     assert.equal(leases(dataDir, 'picky').length, 1);
     const t = (await daemon.get('/v1/teardowns')).json;
     assert.equal(t.abandoned.length, 1, 'the permanently failing step was abandoned for the new ADD');
     assert.equal(t.abandoned[0].plugin, 'bridge');
     assert.match(t.abandoned[0].lastError, /unknown args/);
-    assert.equal((await shim({ command: 'DEL', containerId: 'picky-1', netns, args: 'IgnoreUnknown=1;Frobnicate=1' }, conf)).code, 0);
+    assert.equal(
+      (await shim({ command: 'DEL', containerId: 'picky-1', netns, args: 'IgnoreUnknown=1;Frobnicate=1' }, conf)).code,
+      0,
+    );
     assert.deepEqual(leases(dataDir, 'picky'), []);
     await daemon.stop();
   });
@@ -120,11 +141,15 @@ describe('permanent teardown failures', () => {
     const fx = join(env.dir, 'bound-fx');
     const netns = env.netns();
     // Code 7 (invalid network configuration) is one of the spec's "bad input" codes.
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('bound', '1.0.0', [
-      fixturePlugin(fx, { failAdd: true, failDelAlways: true, failDelCode: 7 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('bound', '1.0.0', [fixturePlugin(fx, { failAdd: true, failDelAlways: true, failDelCode: 7 })]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'bound-1', netns }, conf)).json.code, 201);
-    await daemon.waitFor('the step to be abandoned', async () => (await daemon.attachment('bound-1')).state === 'deleted', 15_000);
+    await daemon.waitFor(
+      'the step to be abandoned',
+      async () => (await daemon.attachment('bound-1')).state === 'deleted',
+      15_000,
+    );
     assert.equal(fixtureCalls(fx, 'DEL').length, 3);
     const t = (await daemon.get('/v1/teardowns')).json;
     assert.equal(t.abandoned[0].attempts, 3);
@@ -136,11 +161,15 @@ describe('permanent teardown failures', () => {
     const daemon = await startDaemon('transient', ['--retry-max-attempts', '6']);
     const fx = join(env.dir, 'transient-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('transient', '1.0.0', [
-      fixturePlugin(fx, { failAdd: true, failDelAlways: true }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('transient', '1.0.0', [fixturePlugin(fx, { failAdd: true, failDelAlways: true })]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'tr-1', netns }, conf)).json.code, 201);
-    await daemon.waitFor('the step to be abandoned', async () => (await daemon.attachment('tr-1')).state === 'deleted', 20_000);
+    await daemon.waitFor(
+      'the step to be abandoned',
+      async () => (await daemon.attachment('tr-1')).state === 'deleted',
+      20_000,
+    );
     assert.equal(fixtureCalls(fx, 'DEL').length, 6, 'code 11 is not permanent: all 6 attempts ran');
     await daemon.stop();
   });

@@ -28,12 +28,19 @@ describe('seed 000: DEL deadlock and DEL storm', () => {
   it('DEL of a never-added container succeeds, and 200 DELs run the delegate DEL at most once', async () => {
     const daemon = await startDaemon('storm');
     const fx = join(env.dir, 'storm-fx');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('ovn', '1.0.0', [fixturePlugin(fx, { requireAddForDel: true })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('ovn', '1.0.0', [fixturePlugin(fx, { requireAddForDel: true })]),
+    ]);
 
     // Without steward: the delegate rejects every DEL (kube-ovn's "server_socket is required").
-    const bare = { name: 'ovn', cniVersion: '1.0.0', plugins: [fixturePlugin(join(env.dir, 'storm-bare'), { requireAddForDel: true })] };
+    const bare = {
+      name: 'ovn',
+      cniVersion: '1.0.0',
+      plugins: [fixturePlugin(join(env.dir, 'storm-bare'), { requireAddForDel: true })],
+    };
     let bareFailures = 0;
-    for (let i = 0; i < 20; i++) if (!(await directDel(bare, { containerId: 'never-added', netns: '' }))) bareFailures++;
+    for (let i = 0; i < 20; i++)
+      if (!(await directDel(bare, { containerId: 'never-added', netns: '' }))) bareFailures++;
     assert.equal(bareFailures, 20, 'baseline: every direct DEL fails, so the runtime retries forever');
 
     const first = await shim({ command: 'DEL', containerId: 'never-added', netns: '' }, conf);
@@ -84,7 +91,9 @@ describe('seed 002: chained plugins leak an IP when teardown fails', () => {
       await directDel({ ...bare, plugins: [bare.plugins[0]!] }, { containerId: `bare-${i}`, netns: '' });
     }
 
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('chained', '1.0.0', chain(dataDir, join(env.dir, 'chain-fx')))]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('chained', '1.0.0', chain(dataDir, join(env.dir, 'chain-fx'))),
+    ]);
     for (let i = 0; i < 20; i++) {
       const netns = env.netns();
       const add = await shim({ command: 'ADD', containerId: `pod-${i}`, netns }, conf);
@@ -93,7 +102,11 @@ describe('seed 002: chained plugins leak an IP when teardown fails', () => {
       const del = await shim({ command: 'DEL', containerId: `pod-${i}`, netns }, conf);
       assert.equal(del.code, 0, 'the runtime is told the DEL succeeded (policy defer)');
     }
-    await daemon.waitFor('teardown retries to settle', async () => (await daemon.status()).teardownQueue.depth === 0, 30_000);
+    await daemon.waitFor(
+      'teardown retries to settle',
+      async () => (await daemon.status()).teardownQueue.depth === 0,
+      30_000,
+    );
     assert.deepEqual(leases(dataDir, 'chained'), [], 'with steward nothing leaks');
     const status = await daemon.status();
     assert.equal(status.steps.abandoned ?? 0, 0);
@@ -107,10 +120,12 @@ describe('crash mid-chain', () => {
     const dataDir = join(env.dir, 'crash-ipam');
     const fx = join(env.dir, 'crash-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('crashnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { sleepAddMs: 4000 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('crashnet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { sleepAddMs: 4000 }),
+      ]),
+    ]);
     const add = shim({ command: 'ADD', containerId: 'crashy', netns }, conf);
     await daemon.waitFor('the sleeping plugin to start', () => fixtureCalls(fx, 'ADD').length === 1);
     assert.equal(leases(dataDir, 'crashnet').length, 1, 'bridge + host-local ran before the crash');
@@ -132,9 +147,9 @@ describe('seed 003: reboot', () => {
   it('attachments of an earlier boot are torn down at start with an empty netns; every lease is released', async () => {
     const daemon = await startDaemon('reboot');
     const dataDir = join(env.dir, 'reboot-ipam');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('rebootnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('rebootnet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     const spaces = [env.netns(), env.netns(), env.netns()];
     for (const [i, netns] of spaces.entries()) {
       const r = await shim({ command: 'ADD', containerId: `boot-${i}`, netns }, conf);
@@ -158,9 +173,9 @@ describe('daemon down', () => {
     const daemon = await startDaemon('spool');
     const dataDir = join(env.dir, 'spool-ipam');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('spoolnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('spoolnet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'spooled', netns }, conf)).code, 0);
     await daemon.stop();
 
@@ -173,7 +188,10 @@ describe('daemon down', () => {
     assert.equal(add.json.code, 11, 'ADD is not spooled: code 11 at once');
 
     await daemon.start();
-    assert.deepEqual(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')), []);
+    assert.deepEqual(
+      readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')),
+      [],
+    );
     assert.deepEqual(leases(dataDir, 'spoolnet'), []);
     assert.equal(linkExists(netns, 'eth0'), false);
     await daemon.stop();
@@ -185,17 +203,24 @@ describe('spooled while running', () => {
     const daemon = await startDaemon('spool-live');
     const dataDir = join(env.dir, 'spool-live-ipam');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('livenet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('livenet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'live-spool', netns }, conf)).code, 0);
     // Same spool dir, a socket nobody answers: the shim spools, as after a daemon crash mid-request.
-    const del = await shim({ command: 'DEL', containerId: 'live-spool', netns }, { ...conf, socket: join(env.dir, 'nobody.sock') });
+    const del = await shim(
+      { command: 'DEL', containerId: 'live-spool', netns },
+      { ...conf, socket: join(env.dir, 'nobody.sock') },
+    );
     assert.equal(del.code, 0, del.stdout);
     // The entry is unlinked only after its DEL finished (a crash in between must not lose it), so the
     // lease goes a moment before the file does: wait for both.
     const spooled = () => readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json'));
-    await daemon.waitFor('the spooled DEL to be ingested', () => leases(dataDir, 'livenet').length === 0 && spooled().length === 0, 30_000);
+    await daemon.waitFor(
+      'the spooled DEL to be ingested',
+      () => leases(dataDir, 'livenet').length === 0 && spooled().length === 0,
+      30_000,
+    );
     assert.deepEqual(spooled(), []);
     assert.deepEqual(leases(dataDir, 'livenet'), []);
     await daemon.stop();
@@ -208,10 +233,12 @@ describe('retries', () => {
     const dataDir = join(env.dir, 'restart-ipam');
     const fx = join(env.dir, 'restart-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('restartnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { failDelTimes: 2 }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('restartnet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { failDelTimes: 2 }),
+      ]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'flaky', netns }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'flaky', netns }, conf)).code, 0);
     assert.equal(fixtureCalls(fx, 'DEL').length, 1);
@@ -233,16 +260,23 @@ describe('retries', () => {
     const dataDir = join(env.dir, 'abandon-ipam');
     const fx = join(env.dir, 'abandon-fx');
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('abandonnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-      fixturePlugin(fx, { failDelAlways: true }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('abandonnet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { failDelAlways: true }),
+      ]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'doomed', netns }, conf)).code, 0);
     assert.equal((await shim({ command: 'DEL', containerId: 'doomed', netns }, conf)).code, 0);
-    await daemon.waitFor('the step to be abandoned', async () => (await daemon.get('/v1/teardowns')).json.abandoned.length === 1);
+    await daemon.waitFor(
+      'the step to be abandoned',
+      async () => (await daemon.get('/v1/teardowns')).json.abandoned.length === 1,
+    );
     // The bridge step before it runs right after the abandon is journaled.
-    await daemon.waitFor('the attachment to be torn down', async () =>
-      (await daemon.get('/v1/attachments?containerId=doomed')).json[0].state === 'deleted');
+    await daemon.waitFor(
+      'the attachment to be torn down',
+      async () => (await daemon.get('/v1/attachments?containerId=doomed')).json[0].state === 'deleted',
+    );
     assert.equal(fixtureCalls(fx, 'DEL').length, 3);
     assert.deepEqual(leases(dataDir, 'abandonnet'), []);
     const t = (await daemon.get('/v1/teardowns')).json;
@@ -256,7 +290,9 @@ describe('retries', () => {
   it('policy strict returns the teardown error to the runtime, worded so it is never read as success', async () => {
     const daemon = await startDaemon('strict', [...FAST_RETRY, '--del-policy', 'strict']);
     const fx = join(env.dir, 'strict-fx');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('strictnet', '1.0.0', [fixturePlugin(fx, { failDelTimes: 1 })])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('strictnet', '1.0.0', [fixturePlugin(fx, { failDelTimes: 1 })]),
+    ]);
     const netns = env.netns();
     assert.equal((await shim({ command: 'ADD', containerId: 'strict', netns }, conf)).code, 0);
     const del = await shim({ command: 'DEL', containerId: 'strict', netns }, conf);
@@ -274,18 +310,24 @@ describe('GC and STATUS (CNI 1.1)', () => {
   it('GC tears down every attachment missing from cni.dev/valid-attachments and keeps the listed one', async () => {
     const daemon = await startDaemon('gc');
     const dataDir = join(env.dir, 'gc-ipam');
-    const conf = stewardConf(daemon.socket, '1.1.0', [delegate('gcnet', '1.0.0', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.1.0', [
+      delegate('gcnet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
     const ids = ['gc-a', 'gc-b', 'gc-c'];
-    for (const id of ids) assert.equal((await shim({ command: 'ADD', containerId: id, netns: env.netns() }, conf)).code, 0);
+    for (const id of ids)
+      assert.equal((await shim({ command: 'ADD', containerId: id, netns: env.netns() }, conf)).code, 0);
     assert.equal(leases(dataDir, 'gcnet').length, 3);
-    const gc = await shim({ command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } },
-      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gc-b', ifname: 'eth0' }] });
+    const gc = await shim(
+      { command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gc-b', ifname: 'eth0' }] },
+    );
     assert.equal(gc.code, 0, gc.stdout);
     assert.equal(leases(dataDir, 'gcnet').length, 1);
     const live = (await daemon.get('/v1/attachments?state=added')).json;
-    assert.deepEqual(live.map((a: { containerId: string }) => a.containerId), ['gc-b']);
+    assert.deepEqual(
+      live.map((a: { containerId: string }) => a.containerId),
+      ['gc-b'],
+    );
     await daemon.stop();
   });
 
@@ -300,7 +342,15 @@ describe('GC and STATUS (CNI 1.1)', () => {
     const old = await shim({ command: 'GC', env: gcEnv }, { ...conf, cniVersion: '1.0.0' });
     assert.equal(old.json.code, 1);
     // A 1.1 delegate is told which attachments steward still holds.
-    assert.equal((await shim({ command: 'GC', env: gcEnv }, { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] })).code, 0);
+    assert.equal(
+      (
+        await shim(
+          { command: 'GC', env: gcEnv },
+          { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] },
+        )
+      ).code,
+      0,
+    );
     const gcFiles = readdirSync(fx).filter((f) => f.startsWith('gc-'));
     assert.equal(gcFiles.length, 1);
     await daemon.stop();
@@ -312,7 +362,9 @@ describe('GC and STATUS (CNI 1.1)', () => {
     const statusEnv = { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
     const ok = stewardConf(daemon.socket, '1.1.0', [delegate('upnet', '1.1.0', [fixturePlugin(fx)])]);
     assert.equal((await shim({ command: 'STATUS', env: statusEnv }, ok)).code, 0);
-    const down = stewardConf(daemon.socket, '1.1.0', [delegate('downnet', '1.1.0', [fixturePlugin(fx, { failStatus: true })])]);
+    const down = stewardConf(daemon.socket, '1.1.0', [
+      delegate('downnet', '1.1.0', [fixturePlugin(fx, { failStatus: true })]),
+    ]);
     const res = await shim({ command: 'STATUS', env: statusEnv }, down);
     assert.equal(res.code, 1);
     assert.equal(res.json.code, 50);

@@ -24,15 +24,21 @@ function recorded(fx: string, command: string, containerId: string): any {
 }
 
 describe('mixed CNI versions', () => {
-  for (const [outer, inner] of [['1.0.0', '0.4.0'], ['0.4.0', '1.0.0'], ['1.1.0', '0.3.1']] as const) {
+  for (const [outer, inner] of [
+    ['1.0.0', '0.4.0'],
+    ['0.4.0', '1.0.0'],
+    ['1.1.0', '0.3.1'],
+  ] as const) {
     it(`[runtime ${outer}, delegate ${inner}] the chained plugin gets prevResult at ${inner}; the runtime gets ${outer}`, async () => {
       const fx = join(env.dir, `fx-${outer}-${inner}`);
       const netns = env.netns();
       const id = `v-${outer}-${inner}`.replaceAll('.', '');
-      const conf = stewardConf(daemon.socket, outer, [delegate('mixnet', inner, [
-        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') }),
-        fixturePlugin(fx, { recordStdin: true }),
-      ])]);
+      const conf = stewardConf(daemon.socket, outer, [
+        delegate('mixnet', inner, [
+          bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') }),
+          fixturePlugin(fx, { recordStdin: true }),
+        ]),
+      ]);
       const add = await shim({ command: 'ADD', containerId: id, netns }, conf);
       assert.equal(add.code, 0, add.stdout);
       assert.equal(add.json.cniVersion, outer);
@@ -43,18 +49,21 @@ describe('mixed CNI versions', () => {
       assert.ok(seen.prevResult.ips.length >= 1);
       assert.equal((await shim({ command: 'DEL', containerId: id, netns }, conf)).code, 0);
       const del = recorded(fx, 'DEL', id);
-      if (inner !== '0.3.1') assert.equal(del.prevResult.cniVersion, inner, 'DEL gets the stored result at the delegate version');
+      if (inner !== '0.3.1')
+        assert.equal(del.prevResult.cniVersion, inner, 'DEL gets the stored result at the delegate version');
       else assert.equal(del.prevResult, undefined, 'before 0.4.0 DEL gets no prevResult');
     });
   }
 });
 
 describe('CHECK of a delegate older than 0.4.0', () => {
-  it('runs the plugins\' CHECK at a version they support, and fails once the interface is deleted by hand', async () => {
+  it("runs the plugins' CHECK at a version they support, and fails once the interface is deleted by hand", async () => {
     const netns = env.netns();
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('oldnet', '0.3.1', [
-      bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'old-ipam') }),
-    ])]);
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('oldnet', '0.3.1', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'old-ipam') }),
+      ]),
+    ]);
     assert.equal((await shim({ command: 'ADD', containerId: 'old-1', netns }, conf)).code, 0);
     const ok = await shim({ command: 'CHECK', containerId: 'old-1', netns }, conf);
     assert.equal(ok.code, 0, ok.stdout);
@@ -69,7 +78,9 @@ describe('CHECK of a delegate older than 0.4.0', () => {
     // A plugin from before CHECK: it speaks 0.3.x only and records every command it is given.
     const bin = join(env.dir, 'oldbin');
     mkdirSync(bin);
-    writeFileSync(join(bin, 'old-plugin'), `#!/bin/sh
+    writeFileSync(
+      join(bin, 'old-plugin'),
+      `#!/bin/sh
 echo "$CNI_COMMAND" >> ${bin}/calls
 case "$CNI_COMMAND" in
   VERSION) echo '{"cniVersion":"0.3.1","supportedVersions":["0.3.0","0.3.1"]}' ;;
@@ -77,7 +88,9 @@ case "$CNI_COMMAND" in
   DEL) ;;
   *) echo '{"cniVersion":"0.3.1","code":4,"msg":"unsupported command"}'; exit 1 ;;
 esac
-`, { mode: 0o755 });
+`,
+      { mode: 0o755 },
+    );
     const netns = env.netns();
     const path = `${bin}:/usr/lib/cni`;
     const conf = stewardConf(daemon.socket, '1.0.0', [delegate('ancient', '0.3.1', [{ type: 'old-plugin' }])]);
@@ -86,7 +99,11 @@ esac
     assert.equal(res.code, 1);
     assert.equal(res.json.code, 107, res.stdout);
     assert.match(res.json.msg, /cannot verify/);
-    assert.deepEqual(readFileSync(join(bin, 'calls'), 'utf8').trim().split('\n'), ['ADD', 'VERSION'], 'CHECK itself was never run');
+    assert.deepEqual(
+      readFileSync(join(bin, 'calls'), 'utf8').trim().split('\n'),
+      ['ADD', 'VERSION'],
+      'CHECK itself was never run',
+    );
     assert.equal((await shim({ command: 'DEL', containerId: 'anc-1', netns, path }, conf)).code, 0);
   });
 });
@@ -98,7 +115,9 @@ describe('capabilities', () => {
     const netns = env.netns();
     const portmap = { type: 'portmap', capabilities: { portMappings: true }, snat: false };
     const bridge = bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'caps-ipam') });
-    const declared = stewardConf(d.socket, '1.0.0', [delegate('capnet', '1.0.0', [bridge, portmap])], { capabilities: { portMappings: true } });
+    const declared = stewardConf(d.socket, '1.0.0', [delegate('capnet', '1.0.0', [bridge, portmap])], {
+      capabilities: { portMappings: true },
+    });
     assert.equal((await shim({ command: 'ADD', containerId: 'cap-ok', netns }, declared)).code, 0);
     assert.deepEqual((await d.status()).warnings, []);
     assert.equal((await shim({ command: 'DEL', containerId: 'cap-ok', netns }, declared)).code, 0);

@@ -29,21 +29,38 @@ describe('backoffDelay', () => {
       for (let i = 0; i < 100; i++) {
         const r = i / 100;
         const d = backoffDelay(policy, failures, () => r);
-        assert.ok(d >= Math.floor(exact * 0.8) && d <= Math.ceil(exact * 1.2),
-          `failures=${failures} random=${r}: ${d} is outside ${exact} +-20%`);
+        assert.ok(
+          d >= Math.floor(exact * 0.8) && d <= Math.ceil(exact * 1.2),
+          `failures=${failures} random=${r}: ${d} is outside ${exact} +-20%`,
+        );
       }
     }
   });
 
   test('jitter reaches both ends of its range: random 0 gives -20%, random near 1 gives about +20%', () => {
-    assert.equal(backoffDelay(policy, 3, () => 0), 3200);
-    assert.equal(backoffDelay(policy, 3, () => 0.999999), 4800);
-    assert.equal(backoffDelay(policy, 3, () => 0.25), 3600);
+    assert.equal(
+      backoffDelay(policy, 3, () => 0),
+      3200,
+    );
+    assert.equal(
+      backoffDelay(policy, 3, () => 0.999999),
+      4800,
+    );
+    assert.equal(
+      backoffDelay(policy, 3, () => 0.25),
+      3600,
+    );
   });
 
   test('jitter never pushes the delay above the maximum, but may pull it below', () => {
-    assert.equal(backoffDelay(policy, 30, () => 0.999999), 60_000);
-    assert.equal(backoffDelay(policy, 30, () => 0), 48_000);
+    assert.equal(
+      backoffDelay(policy, 30, () => 0.999999),
+      60_000,
+    );
+    assert.equal(
+      backoffDelay(policy, 30, () => 0),
+      48_000,
+    );
   });
 
   test('returns whole milliseconds', () => {

@@ -20,7 +20,10 @@ describe('CI', () => {
     const saved = process.env.STEWARD_E2E_REQUIRE;
     process.env.STEWARD_E2E_REQUIRE = '1';
     try {
-      assert.throws(() => skipOrFail('podman cases', 'podman is not installed'), /cannot run and STEWARD_E2E_REQUIRE=1: podman is not installed/);
+      assert.throws(
+        () => skipOrFail('podman cases', 'podman is not installed'),
+        /cannot run and STEWARD_E2E_REQUIRE=1: podman is not installed/,
+      );
       assert.equal(skipOrFail('podman cases', undefined), false);
     } finally {
       if (saved === undefined) delete process.env.STEWARD_E2E_REQUIRE;
@@ -37,6 +40,7 @@ describe('CI', () => {
     const bundler = readFileSync(join(REPO, 'scripts/bundle-shim.mjs'), 'utf8');
     assert.match(bundler, /outfile: 'shim\/dist\/steward\.mjs'/);
     assert.match(bundler, /'--outfile', 'dist\/steward'/);
-    for (const suite of ['test:unit', 'test:integration', 'test:e2e']) assert.ok(steps.indexOf(`npm run ${suite}`) > 0, suite);
+    for (const suite of ['test:unit', 'test:integration', 'test:e2e'])
+      assert.ok(steps.indexOf(`npm run ${suite}`) > 0, suite);
   });
 });

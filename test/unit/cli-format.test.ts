@@ -18,12 +18,27 @@ describe('CLI time formatting', () => {
 
 describe('CLI status table', () => {
   const row = (step: number, state: string) => ({
-    step, attachment: step, containerId: `ctr-${step}-0123456789abcdef`, podNamespace: 'ns', podName: `p${step}`, podUid: 'u',
-    plugin: 'portmap', delegate: 'd', ifname: 'eth0', state, attempts: 3, lastError: 'iptables: Resource\ntemporarily unavailable',
-    nextAttemptAt: state === 'abandoned' ? null : '2026-01-01T10:01:00.000Z', failingSince: '2026-01-01T09:00:00.000Z',
+    step,
+    attachment: step,
+    containerId: `ctr-${step}-0123456789abcdef`,
+    podNamespace: 'ns',
+    podName: `p${step}`,
+    podUid: 'u',
+    plugin: 'portmap',
+    delegate: 'd',
+    ifname: 'eth0',
+    state,
+    attempts: 3,
+    lastError: 'iptables: Resource\ntemporarily unavailable',
+    nextAttemptAt: state === 'abandoned' ? null : '2026-01-01T10:01:00.000Z',
+    failingSince: '2026-01-01T09:00:00.000Z',
   });
   const status = {
-    version: '1.2.3', uptimeSeconds: 4000, ready: false, attachments: { added: 3, deleting: 12 }, steps: { del_failed: 12, abandoned: 1 },
+    version: '1.2.3',
+    uptimeSeconds: 4000,
+    ready: false,
+    attachments: { added: 3, deleting: 12 },
+    steps: { del_failed: 12, abandoned: 1 },
     teardownQueue: { depth: 12, oldestPendingSeconds: 3600, nextAttemptAt: '2026-01-01T10:00:05.000Z' },
     executions: { slots: 8, inUse: 1, queued: 0 },
     lastErrors: [row(1, 'del_failed'), row(2, 'abandoned')],
@@ -33,7 +48,10 @@ describe('CLI status table', () => {
     const out = formatStatus(status, Date.parse('2026-01-01T10:00:00.000Z'));
     assert.match(out, /^stewardd 1\.2\.3, up 1h06m, NOT READY$/m);
     assert.match(out, /^teardowns: +12 pending \(oldest 1h00m\), 1 abandoned, next retry 10:00:05Z \(in 5s\)$/m);
-    assert.match(out, /^1 +ns\/p1 +ctr-1-012345 +portmap +del_failed +3 +10:01:00Z \(in 1m00s\) +iptables: Resource temporarily unavailable$/m);
+    assert.match(
+      out,
+      /^1 +ns\/p1 +ctr-1-012345 +portmap +del_failed +3 +10:01:00Z \(in 1m00s\) +iptables: Resource temporarily unavailable$/m,
+    );
     assert.match(out, /^2 +ns\/p2 +ctr-2-012345 +portmap +abandoned +3 +never \(abandoned\) /m);
     assert.match(out, /^\(2 of 13 shown: stewardd teardowns lists them all\)$/m);
     assert.match(out, /1 abandoned step\(s\): release what they hold by hand/);

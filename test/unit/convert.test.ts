@@ -31,11 +31,7 @@ function source(version: V): Record<string, unknown> {
       { ...(v0 ? { version: '6' } : {}), interface: 0, address: 'fd00:10:244::5/64', gateway: 'fd00:10:244::1' },
       { ...(v0 ? { version: '4' } : {}), interface: 1, address: '192.168.50.7/28' },
     ],
-    routes: [
-      { dst: '0.0.0.0/0', gw: '10.244.0.1' },
-      { dst: '::/0', gw: 'fd00:10:244::1' },
-      { dst: '10.96.0.0/12' },
-    ],
+    routes: [{ dst: '0.0.0.0/0', gw: '10.244.0.1' }, { dst: '::/0', gw: 'fd00:10:244::1' }, { dst: '10.96.0.0/12' }],
     dns: {
       nameservers: ['10.96.0.10', 'fd00:10:96::a'],
       domain: 'cluster.local',
@@ -72,11 +68,7 @@ const IPS_WITHOUT_VERSION = [
   { interface: 0, address: 'fd00:10:244::5/64', gateway: 'fd00:10:244::1' },
   { interface: 1, address: '192.168.50.7/28' },
 ];
-const ROUTES = [
-  { dst: '0.0.0.0/0', gw: '10.244.0.1' },
-  { dst: '::/0', gw: 'fd00:10:244::1' },
-  { dst: '10.96.0.0/12' },
-];
+const ROUTES = [{ dst: '0.0.0.0/0', gw: '10.244.0.1' }, { dst: '::/0', gw: 'fd00:10:244::1' }, { dst: '10.96.0.0/12' }];
 const DNS = {
   nameservers: ['10.96.0.10', 'fd00:10:96::a'],
   domain: 'cluster.local',
@@ -98,29 +90,99 @@ interface Case {
 // All 25 ordered pairs, each with its expected output spelled out.
 const CASES: Case[] = [
   // from 0.3.0
-  { from: '0.3.0', to: '0.3.0', name: 'keeps the result as it is', want: expected('0.3.0', INTERFACES_BASE, IPS_WITH_VERSION) },
+  {
+    from: '0.3.0',
+    to: '0.3.0',
+    name: 'keeps the result as it is',
+    want: expected('0.3.0', INTERFACES_BASE, IPS_WITH_VERSION),
+  },
   { from: '0.3.0', to: '0.3.1', name: 'keeps ip version', want: expected('0.3.1', INTERFACES_BASE, IPS_WITH_VERSION) },
   { from: '0.3.0', to: '0.4.0', name: 'keeps ip version', want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '0.3.0', to: '1.0.0', name: 'drops ip version', want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
-  { from: '0.3.0', to: '1.1.0', name: 'drops ip version', want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
+  {
+    from: '0.3.0',
+    to: '1.0.0',
+    name: 'drops ip version',
+    want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
+  {
+    from: '0.3.0',
+    to: '1.1.0',
+    name: 'drops ip version',
+    want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
   // from 0.3.1
   { from: '0.3.1', to: '0.3.0', name: 'keeps ip version', want: expected('0.3.0', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '0.3.1', to: '0.3.1', name: 'keeps the result as it is', want: expected('0.3.1', INTERFACES_BASE, IPS_WITH_VERSION) },
+  {
+    from: '0.3.1',
+    to: '0.3.1',
+    name: 'keeps the result as it is',
+    want: expected('0.3.1', INTERFACES_BASE, IPS_WITH_VERSION),
+  },
   { from: '0.3.1', to: '0.4.0', name: 'keeps ip version', want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '0.3.1', to: '1.0.0', name: 'drops ip version', want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
-  { from: '0.3.1', to: '1.1.0', name: 'drops ip version', want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
+  {
+    from: '0.3.1',
+    to: '1.0.0',
+    name: 'drops ip version',
+    want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
+  {
+    from: '0.3.1',
+    to: '1.1.0',
+    name: 'drops ip version',
+    want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
   // from 0.4.0
   { from: '0.4.0', to: '0.3.0', name: 'keeps ip version', want: expected('0.3.0', INTERFACES_BASE, IPS_WITH_VERSION) },
   { from: '0.4.0', to: '0.3.1', name: 'keeps ip version', want: expected('0.3.1', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '0.4.0', to: '0.4.0', name: 'keeps the result as it is', want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '0.4.0', to: '1.0.0', name: 'drops ip version', want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
-  { from: '0.4.0', to: '1.1.0', name: 'drops ip version', want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
+  {
+    from: '0.4.0',
+    to: '0.4.0',
+    name: 'keeps the result as it is',
+    want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION),
+  },
+  {
+    from: '0.4.0',
+    to: '1.0.0',
+    name: 'drops ip version',
+    want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
+  {
+    from: '0.4.0',
+    to: '1.1.0',
+    name: 'drops ip version',
+    want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
   // from 1.0.0
-  { from: '1.0.0', to: '0.3.0', name: 'derives ip version from the address', want: expected('0.3.0', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '1.0.0', to: '0.3.1', name: 'derives ip version from the address', want: expected('0.3.1', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '1.0.0', to: '0.4.0', name: 'derives ip version from the address', want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION) },
-  { from: '1.0.0', to: '1.0.0', name: 'keeps the result as it is', want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
-  { from: '1.0.0', to: '1.1.0', name: 'keeps the result and adds no field', want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
+  {
+    from: '1.0.0',
+    to: '0.3.0',
+    name: 'derives ip version from the address',
+    want: expected('0.3.0', INTERFACES_BASE, IPS_WITH_VERSION),
+  },
+  {
+    from: '1.0.0',
+    to: '0.3.1',
+    name: 'derives ip version from the address',
+    want: expected('0.3.1', INTERFACES_BASE, IPS_WITH_VERSION),
+  },
+  {
+    from: '1.0.0',
+    to: '0.4.0',
+    name: 'derives ip version from the address',
+    want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION),
+  },
+  {
+    from: '1.0.0',
+    to: '1.0.0',
+    name: 'keeps the result as it is',
+    want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
+  {
+    from: '1.0.0',
+    to: '1.1.0',
+    name: 'keeps the result and adds no field',
+    want: expected('1.1.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
   // from 1.1.0
   {
     from: '1.1.0',
@@ -140,8 +202,18 @@ const CASES: Case[] = [
     name: 'derives ip version and drops interface mtu/socketPath/pciID',
     want: expected('0.4.0', INTERFACES_BASE, IPS_WITH_VERSION),
   },
-  { from: '1.1.0', to: '1.0.0', name: 'drops interface mtu/socketPath/pciID', want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION) },
-  { from: '1.1.0', to: '1.1.0', name: 'keeps the result as it is, mtu/socketPath/pciID included', want: expected('1.1.0', INTERFACES_1_1, IPS_WITHOUT_VERSION) },
+  {
+    from: '1.1.0',
+    to: '1.0.0',
+    name: 'drops interface mtu/socketPath/pciID',
+    want: expected('1.0.0', INTERFACES_BASE, IPS_WITHOUT_VERSION),
+  },
+  {
+    from: '1.1.0',
+    to: '1.1.0',
+    name: 'keeps the result as it is, mtu/socketPath/pciID included',
+    want: expected('1.1.0', INTERFACES_1_1, IPS_WITHOUT_VERSION),
+  },
 ];
 
 function isCniError(code: number, ...mentions: string[]) {
@@ -165,7 +237,8 @@ describe('convertResult across every pair of supported versions', () => {
   test('the table covers all 25 ordered pairs', () => {
     const pairs = new Set(CASES.map((c) => `${c.from}>${c.to}`));
     assert.equal(pairs.size, 25);
-    for (const a of SUPPORTED_VERSIONS) for (const b of SUPPORTED_VERSIONS) assert.ok(pairs.has(`${a}>${b}`), `${a} -> ${b}`);
+    for (const a of SUPPORTED_VERSIONS)
+      for (const b of SUPPORTED_VERSIONS) assert.ok(pairs.has(`${a}>${b}`), `${a} -> ${b}`);
   });
 
   for (const c of CASES) {
@@ -306,7 +379,10 @@ describe('convertResult errors', () => {
 
   test('an unknown source version is IncompatibleVersion (1) naming the version', () => {
     for (const from of ['0.2.0', '0.1.0', '1.2.0', '9.9.9']) {
-      assert.throws(() => convertResult({ ...valid, cniVersion: from }, '1.0.0'), isCniError(ErrorCode.IncompatibleVersion, from));
+      assert.throws(
+        () => convertResult({ ...valid, cniVersion: from }, '1.0.0'),
+        isCniError(ErrorCode.IncompatibleVersion, from),
+      );
     }
   });
 

@@ -10,7 +10,13 @@ import { test } from 'node:test';
 const NEEDS: Record<string, string> = { portmap: 'portMappings', bandwidth: 'bandwidth' };
 
 const REPO = new URL('../..', import.meta.url).pathname;
-const files = ['README.md', 'deploy/README.md', ...readdirSync(join(REPO, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const files = [
+  'README.md',
+  'deploy/README.md',
+  ...readdirSync(join(REPO, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 function stewardEntries(value: unknown, out: Record<string, any>[] = []): Record<string, any>[] {
   if (Array.isArray(value)) for (const v of value) stewardEntries(v, out);
@@ -28,7 +34,11 @@ test('every steward entry in a JSON example declares the capabilities its delega
     const text = readFileSync(join(REPO, file), 'utf8');
     for (const [, block] of text.matchAll(/```json\n([\s\S]*?)```/g)) {
       let parsed: unknown;
-      try { parsed = JSON.parse(block!); } catch { continue; }
+      try {
+        parsed = JSON.parse(block!);
+      } catch {
+        continue;
+      }
       for (const entry of stewardEntries(parsed)) {
         checked++;
         for (const d of entry.delegates) {
@@ -36,7 +46,12 @@ test('every steward entry in a JSON example declares the capabilities its delega
             const need = NEEDS[p.type];
             if (need) assert.equal(p.capabilities?.[need], true, `${file}: ${p.type} must declare capability ${need}`);
             for (const [cap, on] of Object.entries(p.capabilities ?? {})) {
-              if (on === true) assert.equal(entry.capabilities?.[cap], true, `${file}: steward entry lacks capability ${cap} that ${p.type} declares`);
+              if (on === true)
+                assert.equal(
+                  entry.capabilities?.[cap],
+                  true,
+                  `${file}: steward entry lacks capability ${cap} that ${p.type} declares`,
+                );
             }
           }
         }

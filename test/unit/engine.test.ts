@@ -36,7 +36,13 @@ class FakePlugins {
     if (b) return b(call);
     if (call.command === 'ADD') {
       const prev = call.stdin.prevResult as Record<string, unknown> | undefined;
-      return prev ?? { cniVersion: call.stdin.cniVersion, interfaces: [{ name: call.ifname }], ips: [{ address: '10.1.0.2/24' }] };
+      return (
+        prev ?? {
+          cniVersion: call.stdin.cniVersion,
+          interfaces: [{ name: call.ifname }],
+          ips: [{ address: '10.1.0.2/24' }],
+        }
+      );
     }
     return undefined;
   };
@@ -56,19 +62,37 @@ function setup(opts: { maxParallel?: number; bootId?: string; store?: Store } = 
   const store = opts.store ?? new Store(':memory:');
   const plugins = new FakePlugins();
   const engine = new Engine({
-    store, run: plugins.run, locate: (type) => `/fake/${type}`, log, metrics: new Metrics(store),
-    bootId: opts.bootId ?? 'boot-1', maxParallel: opts.maxParallel ?? 4, delPolicy: 'defer',
+    store,
+    run: plugins.run,
+    locate: (type) => `/fake/${type}`,
+    log,
+    metrics: new Metrics(store),
+    bootId: opts.bootId ?? 'boot-1',
+    maxParallel: opts.maxParallel ?? 4,
+    delPolicy: 'defer',
     retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 5, maxAgeMs: 3_600_000 },
   });
   return { store, plugins, engine };
 }
 
-function conf(plugins: Array<Record<string, unknown>>, version = '1.0.0', delegates?: unknown[]): Record<string, unknown> {
-  return { cniVersion: version, name: 'net', type: 'steward', delegates: delegates ?? [{ name: 'pod', cniVersion: version, plugins }] };
+function conf(
+  plugins: Array<Record<string, unknown>>,
+  version = '1.0.0',
+  delegates?: unknown[],
+): Record<string, unknown> {
+  return {
+    cniVersion: version,
+    name: 'net',
+    type: 'steward',
+    delegates: delegates ?? [{ name: 'pod', cniVersion: version, plugins }],
+  };
 }
 
 function req(command: string, containerId: string, config: Record<string, unknown>): CniRequestBody {
-  return { env: { command: command as never, containerId, netns: NETNS, ifname: 'eth0', args: '', path: '/fake' }, config };
+  return {
+    env: { command: command as never, containerId, netns: NETNS, ifname: 'eth0', args: '', path: '/fake' },
+    config,
+  };
 }
 
 const chain = conf([{ type: 'one' }, { type: 'two' }, { type: 'three' }]);
@@ -83,14 +107,26 @@ describe('engine: ADD and rollback', () => {
     assert.equal(out.cniVersion, '1.0.0');
     const a = store.currentAttachment({ containerId: 'c1', network: 'net', ifname: 'eth0' })!;
     assert.equal(a.state, 'added');
-    assert.deepEqual(store.stepsOf(a.id).map((s) => s.state), ['added', 'added', 'added']);
+    assert.deepEqual(
+      store.stepsOf(a.id).map((s) => s.state),
+      ['added', 'added', 'added'],
+    );
   });
 
   test('a failing step rolls back every started step in reverse and returns the original error', async () => {
     const { engine, plugins, store } = setup();
-    plugins.on('two', (c) => { if (c.command === 'ADD') throw new CniError(222, 'two refuses'); });
-    await assert.rejects(engine.handle(req('ADD', 'c2', chain)), (e: CniError) => e.code === 222 && e.message === 'two refuses');
-    assert.deepEqual(plugins.of('DEL'), ['DEL two c2', 'DEL one c2'], 'the failed step and the one before it, in reverse; three never ran');
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(222, 'two refuses');
+    });
+    await assert.rejects(
+      engine.handle(req('ADD', 'c2', chain)),
+      (e: CniError) => e.code === 222 && e.message === 'two refuses',
+    );
+    assert.deepEqual(
+      plugins.of('DEL'),
+      ['DEL two c2', 'DEL one c2'],
+      'the failed step and the one before it, in reverse; three never ran',
+    );
     const a = store.currentAttachment({ containerId: 'c2', network: 'net', ifname: 'eth0' })!;
     assert.equal(a.state, 'deleted');
     assert.equal(a.error, 'two refuses');
@@ -103,7 +139,9 @@ describe('engine: ADD and rollback', () => {
       if (c.command === 'DEL' && ++oneDels === 1) throw new CniError(11, 'one is busy');
       return c.command === 'ADD' ? { cniVersion: '1.0.0', ips: [] } : undefined;
     });
-    plugins.on('two', (c) => { if (c.command === 'ADD') throw new CniError(222, 'two refuses'); });
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(222, 'two refuses');
+    });
     await assert.rejects(engine.handle(req('ADD', 'c3', chain)), (e: CniError) => e.code === 222);
     const a = store.currentAttachment({ containerId: 'c3', network: 'net', ifname: 'eth0' })!;
     assert.equal(a.state, 'deleting');
@@ -119,11 +157,16 @@ describe('engine: ADD and rollback', () => {
 
   test('a step whose ADD failed and whose DEL fails does not hold back the DEL of the steps before it', async () => {
     const { engine, plugins, store } = setup();
-    plugins.on('three', (c) => { throw new CniError(11, `three cannot ${c.command}`); });
+    plugins.on('three', (c) => {
+      throw new CniError(11, `three cannot ${c.command}`);
+    });
     await assert.rejects(engine.handle(req('ADD', 'c4', chain)));
     assert.deepEqual(plugins.of('DEL'), ['DEL three c4', 'DEL two c4', 'DEL one c4']);
     const a = store.currentAttachment({ containerId: 'c4', network: 'net', ifname: 'eth0' })!;
-    assert.deepEqual(store.stepsOf(a.id).map((s) => s.state), ['deleted', 'deleted', 'del_failed']);
+    assert.deepEqual(
+      store.stepsOf(a.id).map((s) => s.state),
+      ['deleted', 'deleted', 'del_failed'],
+    );
   });
 
   test('a repeated identical ADD is answered from the journal; a different one is a conflict (102)', async () => {
@@ -140,7 +183,9 @@ describe('engine: DEL coalescing and tombstones', () => {
     const { engine, plugins } = setup();
     await engine.handle(req('ADD', 'd1', chain));
     const gate = deferred();
-    plugins.on('three', async (c) => { if (c.command === 'DEL') await gate.promise; });
+    plugins.on('three', async (c) => {
+      if (c.command === 'DEL') await gate.promise;
+    });
     const storm = Array.from({ length: 20 }, () => engine.handle(req('DEL', 'd1', chain)));
     await new Promise((r) => setImmediate(r));
     gate.resolve();
@@ -153,19 +198,27 @@ describe('engine: DEL coalescing and tombstones', () => {
   test('a DEL that arrives while an ADD is queued waits for it and tears down what it added', async () => {
     const { engine, plugins, store } = setup();
     const gate = deferred();
-    plugins.on('one', async (c) => { if (c.command === 'ADD') await gate.promise; return c.command === 'ADD' ? { cniVersion: '1.0.0', ips: [] } : undefined; });
+    plugins.on('one', async (c) => {
+      if (c.command === 'ADD') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0', ips: [] } : undefined;
+    });
     const add = engine.handle(req('ADD', 'd2', chain));
     const del = engine.handle(req('DEL', 'd2', chain));
     gate.resolve();
     await add;
     assert.equal(await del, '');
-    assert.deepEqual(plugins.calls.map((c) => c.split(' ')[0]), ['ADD', 'ADD', 'ADD', 'DEL', 'DEL', 'DEL']);
+    assert.deepEqual(
+      plugins.calls.map((c) => c.split(' ')[0]),
+      ['ADD', 'ADD', 'ADD', 'DEL', 'DEL', 'DEL'],
+    );
     assert.equal(store.currentAttachment({ containerId: 'd2', network: 'net', ifname: 'eth0' })!.state, 'deleted');
   });
 
   test('a DEL of an attachment never added passes through once, errors ignored, then a tombstone', async () => {
     const { engine, plugins } = setup();
-    plugins.on('two', () => { throw new CniError(7, 'server_socket is required'); });
+    plugins.on('two', () => {
+      throw new CniError(7, 'server_socket is required');
+    });
     assert.equal(await engine.handle(req('DEL', 'never', chain)), '');
     assert.equal(await engine.handle(req('DEL', 'never', chain)), '');
     assert.deepEqual(plugins.of('DEL'), ['DEL three never', 'DEL two never', 'DEL one never']);
@@ -177,9 +230,14 @@ describe('engine: scheduling', () => {
     const { engine, plugins, store } = setup({ maxParallel: 1 });
     const single = conf([{ type: 'one' }]);
     for (const id of ['bg1', 'bg2', 'bg3']) await engine.handle(req('ADD', id, single));
-    const ids = ['bg1', 'bg2', 'bg3'].map((id) => store.currentAttachment({ containerId: id, network: 'net', ifname: 'eth0' })!.id);
+    const ids = ['bg1', 'bg2', 'bg3'].map(
+      (id) => store.currentAttachment({ containerId: id, network: 'net', ifname: 'eth0' })!.id,
+    );
     const hold = deferred();
-    plugins.on('one', async (c) => { if (c.command === 'DEL' && c.containerId === 'bg1') await hold.promise; return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined; });
+    plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && c.containerId === 'bg1') await hold.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
     const background = ids.map((id) => engine.runTeardown(id, Priority.Background, { force: true }));
     await new Promise((r) => setImmediate(r));
     const add = engine.handle(req('ADD', 'urgent', single));
@@ -192,7 +250,7 @@ describe('engine: scheduling', () => {
 });
 
 describe('recovery at start', () => {
-  test('rolls back cut-off ADDs, resumes cut-off teardowns, sweeps an earlier boot with an empty netns, and leaves this boot\'s attachments alone', async () => {
+  test("rolls back cut-off ADDs, resumes cut-off teardowns, sweeps an earlier boot with an empty netns, and leaves this boot's attachments alone", async () => {
     const store = new Store(':memory:');
     const before = setup({ store, bootId: 'boot-0' });
     await before.engine.handle(req('ADD', 'old-boot', chain));
@@ -200,10 +258,27 @@ describe('recovery at start', () => {
     await now.engine.handle(req('ADD', 'this-boot', chain));
     // Journal states a kill -9 leaves behind, written as the engine writes them.
     const cut = store.atomic(() => {
-      const a = store.createAttachment({ containerId: 'cut-add', network: 'net', ifname: 'eth0', netns: NETNS, cniArgs: '', cniPath: '/fake',
-        cniVersion: '1.0.0', bootId: 'boot-1', config: JSON.stringify(chain) });
-      store.insertStep({ attachmentId: a.id, seq: 0, delegateIndex: 0, delegateName: 'pod', ifname: 'eth0', pluginIndex: 0, pluginType: 'one',
-        config: JSON.stringify({ type: 'one', name: 'pod', cniVersion: '1.0.0' }) });
+      const a = store.createAttachment({
+        containerId: 'cut-add',
+        network: 'net',
+        ifname: 'eth0',
+        netns: NETNS,
+        cniArgs: '',
+        cniPath: '/fake',
+        cniVersion: '1.0.0',
+        bootId: 'boot-1',
+        config: JSON.stringify(chain),
+      });
+      store.insertStep({
+        attachmentId: a.id,
+        seq: 0,
+        delegateIndex: 0,
+        delegateName: 'pod',
+        ifname: 'eth0',
+        pluginIndex: 0,
+        pluginType: 'one',
+        config: JSON.stringify({ type: 'one', name: 'pod', cniVersion: '1.0.0' }),
+      });
       return a;
     });
     await now.engine.handle(req('ADD', 'cut-del', chain));
@@ -215,13 +290,26 @@ describe('recovery at start', () => {
 
     const fresh = setup({ store, bootId: 'boot-1' });
     const report = await recover(fresh.engine, 'boot-1', '/nonexistent-spool', log);
-    assert.deepEqual({ stale: report.staleBoot, rolledBack: report.rolledBack, resumed: report.resumed }, { stale: 1, rolledBack: 1, resumed: 1 });
+    assert.deepEqual(
+      { stale: report.staleBoot, rolledBack: report.rolledBack, resumed: report.resumed },
+      { stale: 1, rolledBack: 1, resumed: 1 },
+    );
     assert.equal(store.getAttachment(cut.id)!.state, 'deleted');
     assert.equal(store.currentAttachment({ containerId: 'cut-del', network: 'net', ifname: 'eth0' })!.state, 'deleted');
-    assert.equal(store.currentAttachment({ containerId: 'old-boot', network: 'net', ifname: 'eth0' })!.state, 'deleted');
+    assert.equal(
+      store.currentAttachment({ containerId: 'old-boot', network: 'net', ifname: 'eth0' })!.state,
+      'deleted',
+    );
     assert.equal(store.currentAttachment({ containerId: 'this-boot', network: 'net', ifname: 'eth0' })!.state, 'added');
-    assert.equal(fresh.plugins.calls.some((c) => c.endsWith(' this-boot')), false, 'nothing ran for the live attachment');
-    assert.deepEqual(fresh.plugins.of('DEL').filter((c) => c.endsWith(' old-boot')), ['DEL three old-boot', 'DEL two old-boot', 'DEL one old-boot']);
+    assert.equal(
+      fresh.plugins.calls.some((c) => c.endsWith(' this-boot')),
+      false,
+      'nothing ran for the live attachment',
+    );
+    assert.deepEqual(
+      fresh.plugins.of('DEL').filter((c) => c.endsWith(' old-boot')),
+      ['DEL three old-boot', 'DEL two old-boot', 'DEL one old-boot'],
+    );
   });
 });
 
@@ -232,17 +320,31 @@ describe('cut-off journals while running', () => {
     // The disk refuses exactly the write that records step two's result, and the rollback's first write.
     const realAdded = store.setStepAdded.bind(store);
     let failWrites = false;
-    store.setStepAdded = (id, result) => { if (store.getStep(id)!.pluginType === 'two') failWrites = true; if (failWrites) throw new CniError(11, 'disk full'); realAdded(id, result); };
+    store.setStepAdded = (id, result) => {
+      if (store.getStep(id)!.pluginType === 'two') failWrites = true;
+      if (failWrites) throw new CniError(11, 'disk full');
+      realAdded(id, result);
+    };
     const realAttachmentState = store.setAttachmentState.bind(store);
-    store.setAttachmentState = (id, state) => { if (failWrites) throw new CniError(11, 'disk full'); realAttachmentState(id, state); };
+    store.setAttachmentState = (id, state) => {
+      if (failWrites) throw new CniError(11, 'disk full');
+      realAttachmentState(id, state);
+    };
     const realError = store.setAttachmentError.bind(store);
-    store.setAttachmentError = (id, e) => { if (failWrites) throw new CniError(11, 'disk full'); realError(id, e); };
+    store.setAttachmentError = (id, e) => {
+      if (failWrites) throw new CniError(11, 'disk full');
+      realError(id, e);
+    };
     await assert.rejects(engine.handle(req('ADD', 'full', chain)), (e: CniError) => e.code === 11);
     const a = store.currentAttachment({ containerId: 'full', network: 'net', ifname: 'eth0' })!;
     assert.equal(a.state, 'adding', 'the journal still says what may be held');
     assert.equal(engine.isBusy(a.id), false);
     assert.deepEqual(store.unfinishedAttachmentIds(), [a.id]);
-    await assert.rejects(engine.handle(req('ADD', 'full', chain)), (e: CniError) => e.code === 11, 'a re-ADD meanwhile: 11, not 102');
+    await assert.rejects(
+      engine.handle(req('ADD', 'full', chain)),
+      (e: CniError) => e.code === 11,
+      'a re-ADD meanwhile: 11, not 102',
+    );
 
     failWrites = false;
     assert.equal((await engine.reclaimUnfinished(a.id)).done, true);
@@ -254,7 +356,10 @@ describe('cut-off journals while running', () => {
   test('reclaimUnfinished leaves a live ADD alone', async () => {
     const { engine, plugins, store } = setup();
     const gate = deferred();
-    plugins.on('two', async (c) => { if (c.command === 'ADD') await gate.promise; return { cniVersion: '1.0.0' }; });
+    plugins.on('two', async (c) => {
+      if (c.command === 'ADD') await gate.promise;
+      return { cniVersion: '1.0.0' };
+    });
     const add = engine.handle(req('ADD', 'live', chain));
     await new Promise((r) => setImmediate(r));
     const a = store.currentAttachment({ containerId: 'live', network: 'net', ifname: 'eth0' })!;

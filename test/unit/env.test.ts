@@ -70,7 +70,10 @@ describe('parseCniEnv', () => {
   });
 
   test('still requires CNI_CONTAINERID and CNI_IFNAME for DEL', () => {
-    assert.throws(() => parseCniEnv({ CNI_COMMAND: 'DEL', CNI_PATH: '/opt/cni/bin' }), invalidEnv('CNI_CONTAINERID', 'CNI_IFNAME'));
+    assert.throws(
+      () => parseCniEnv({ CNI_COMMAND: 'DEL', CNI_PATH: '/opt/cni/bin' }),
+      invalidEnv('CNI_CONTAINERID', 'CNI_IFNAME'),
+    );
   });
 
   test('accepts VERSION with nothing else set', () => {
@@ -147,10 +150,17 @@ describe('CNI_ARGS as the reference plugins parse them', () => {
     }
   });
   test('refuses an empty pair, a pair without "=", and a value containing "="', () => {
-    for (const bad of ['IgnoreUnknown=1;', ';A=1', 'A=1;;B=2', 'garbage', 'K=a=b']) assert.match(cniArgsProblem(bad) ?? '', /malformed/, bad);
+    for (const bad of ['IgnoreUnknown=1;', ';A=1', 'A=1;;B=2', 'garbage', 'K=a=b'])
+      assert.match(cniArgsProblem(bad) ?? '', /malformed/, bad);
   });
   test('is checked on ADD and CHECK, never on DEL (a DEL must succeed for as much input as possible)', () => {
-    const base = { CNI_CONTAINERID: 'c1', CNI_NETNS: '/run/netns/x', CNI_IFNAME: 'eth0', CNI_PATH: '/opt/cni/bin', CNI_ARGS: 'garbage' };
+    const base = {
+      CNI_CONTAINERID: 'c1',
+      CNI_NETNS: '/run/netns/x',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: 'garbage',
+    };
     assert.throws(() => parseCniEnv({ ...base, CNI_COMMAND: 'ADD' }), /CNI_ARGS pair "garbage"/);
     assert.throws(() => parseCniEnv({ ...base, CNI_COMMAND: 'CHECK' }), /CNI_ARGS/);
     assert.equal(parseCniEnv({ ...base, CNI_COMMAND: 'DEL' }).args, 'garbage');

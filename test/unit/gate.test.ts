@@ -4,7 +4,6 @@ import { describe, test } from 'node:test';
 import { Gate } from '../../daemon/src/engine/gate.js';
 import { deferred, settle } from '../helpers/async.js';
 
-
 /** A holder that records when it starts and stays inside the gate until released. */
 function holder(log: string[], label: string) {
   const d = deferred();
@@ -29,7 +28,9 @@ describe('Gate', () => {
     const p = [gate.shared(h1.work), gate.shared(h2.work), gate.shared(h3.work)];
     await settle();
     assert.deepEqual(log, ['start s1', 'start s2', 'start s3']);
-    h1.release(); h2.release(); h3.release();
+    h1.release();
+    h2.release();
+    h3.release();
     assert.deepEqual(await Promise.all(p), ['s1', 's2', 's3']);
   });
 
@@ -98,7 +99,8 @@ describe('Gate', () => {
     await px;
     await settle();
     assert.deepEqual(log, ['start x', 'end x', 'start r1', 'start r2']);
-    r1.release(); r2.release();
+    r1.release();
+    r2.release();
     assert.deepEqual(await Promise.all(pr), ['r1', 'r2']);
 
     // And the gate is open again afterwards.

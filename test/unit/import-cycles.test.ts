@@ -19,7 +19,9 @@ function sources(dir: string): string[] {
 /** Relative imports of a module, resolved to source files (`./x.js` is `./x.ts`). */
 function importsOf(file: string): string[] {
   const text = readFileSync(file, 'utf8');
-  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+'(\.{1,2}\/[^']+)'/g)].map((m) => m[1] as string);
+  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+'(\.{1,2}\/[^']+)'/g)].map(
+    (m) => m[1] as string,
+  );
   return specs.map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
 }
 
@@ -44,7 +46,10 @@ function cycles(files: string[]): string[][] {
 
 for (const pkg of ['daemon/src', 'shim/src', 'shared/src']) {
   test(`${pkg} has no import circle`, () => {
-    assert.deepEqual(cycles(sources(join(REPO, pkg))).map((c) => c.join(' -> ')), []);
+    assert.deepEqual(
+      cycles(sources(join(REPO, pkg))).map((c) => c.join(' -> ')),
+      [],
+    );
   });
 }
 

@@ -4,7 +4,6 @@ import { describe, test } from 'node:test';
 import { KeyedQueue } from '../../daemon/src/engine/keyed-queue.js';
 import { deferred, settle } from '../helpers/async.js';
 
-
 describe('KeyedQueue', () => {
   test('runs work for one key strictly one at a time, in arrival order, even when an earlier task rejects', async () => {
     const q = new KeyedQueue();
@@ -41,7 +40,9 @@ describe('KeyedQueue', () => {
     const hold = deferred();
     let secondStarted = false;
     const first = q.run('k', () => hold.promise);
-    const second = q.run('k', async () => { secondStarted = true; });
+    const second = q.run('k', async () => {
+      secondStarted = true;
+    });
     await settle();
     await settle();
     assert.equal(secondStarted, false);
@@ -55,8 +56,15 @@ describe('KeyedQueue', () => {
     const q = new KeyedQueue();
     const holdA = deferred();
     const started: string[] = [];
-    const a = q.run('a', async () => { started.push('a'); await holdA.promise; return 'a'; });
-    const b = q.run('b', async () => { started.push('b'); return 'b'; });
+    const a = q.run('a', async () => {
+      started.push('a');
+      await holdA.promise;
+      return 'a';
+    });
+    const b = q.run('b', async () => {
+      started.push('b');
+      return 'b';
+    });
 
     // b completes while a is still blocked.
     assert.equal(await b, 'b');
@@ -69,7 +77,9 @@ describe('KeyedQueue', () => {
     const q = new KeyedQueue();
     const hold = deferred();
     const a1 = q.run('a', () => hold.promise);
-    const a2 = q.run('a', async () => { throw new Error('nope'); });
+    const a2 = q.run('a', async () => {
+      throw new Error('nope');
+    });
     const b1 = q.run('b', async () => 'b');
     assert.equal(q.size, 2);
 

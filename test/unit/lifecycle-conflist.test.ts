@@ -14,17 +14,27 @@ after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
 function confDir(files: Record<string, string | object>): string {
   const d = mkdtempSync(join(tmpdir(), 'stw-conf-'));
   dirs.push(d);
-  for (const [name, body] of Object.entries(files)) writeFileSync(join(d, name), typeof body === 'string' ? body : JSON.stringify(body));
+  for (const [name, body] of Object.entries(files))
+    writeFileSync(join(d, name), typeof body === 'string' ? body : JSON.stringify(body));
   return d;
 }
 
-const net = (name: string, extra: object = {}) => ({ cniVersion: '1.0.0', name, plugins: [{ type: 'bridge' }], ...extra });
+const net = (name: string, extra: object = {}) => ({
+  cniVersion: '1.0.0',
+  name,
+  plugins: [{ type: 'bridge' }],
+  ...extra,
+});
 
 describe('finding the primary network config', () => {
   it('takes the first .conf/.conflist/.json by name, skipping ours, hidden and temp files', () => {
     const d = confDir({
-      '00-steward.conflist': net('steward'), '.05-hidden.conflist': net('hidden'), '.10-x.conflist.ab12.tmp': net('tmp'),
-      '10-calico.conflist': net('k8s-pod-network'), '20-other.conf': { cniVersion: '0.4.0', name: 'o', type: 'bridge' }, 'README.md': '#',
+      '00-steward.conflist': net('steward'),
+      '.05-hidden.conflist': net('hidden'),
+      '.10-x.conflist.ab12.tmp': net('tmp'),
+      '10-calico.conflist': net('k8s-pod-network'),
+      '20-other.conf': { cniVersion: '0.4.0', name: 'o', type: 'bridge' },
+      'README.md': '#',
     });
     const p = findPrimary(d);
     assert.equal(p.kind, 'found');
@@ -32,7 +42,12 @@ describe('finding the primary network config', () => {
   });
 
   it('orders by bytes as libcni does (uppercase before lowercase)', () => {
-    const p = findPrimary(confDir({ 'b.conf': { cniVersion: '1.0.0', name: 'b', type: 'x' }, 'B.conf': { cniVersion: '1.0.0', name: 'B', type: 'x' } }));
+    const p = findPrimary(
+      confDir({
+        'b.conf': { cniVersion: '1.0.0', name: 'b', type: 'x' },
+        'B.conf': { cniVersion: '1.0.0', name: 'B', type: 'x' },
+      }),
+    );
     assert.equal(p.kind === 'found' && p.file, 'B.conf');
   });
 
@@ -51,22 +66,39 @@ describe('finding the primary network config', () => {
 
 describe('rendering 00-steward.conflist', () => {
   const primary = {
-    cniVersion: '0.4.0', name: 'podnet',
-    plugins: [{ type: 'bridge' }, { type: 'portmap', capabilities: { portMappings: true } }, { type: 'bandwidth', capabilities: { bandwidth: true, other: false } }],
+    cniVersion: '0.4.0',
+    name: 'podnet',
+    plugins: [
+      { type: 'bridge' },
+      { type: 'portmap', capabilities: { portMappings: true } },
+      { type: 'bandwidth', capabilities: { bandwidth: true, other: false } },
+    ],
   };
 
   it('carries the primary as the one delegate, its cniVersion, and the union of enabled capabilities', () => {
-    const c = JSON.parse(renderConflist(primary, { socket: '/run/steward/stewardd.sock', spoolDir: '/var/lib/steward/spool' }));
+    const c = JSON.parse(
+      renderConflist(primary, { socket: '/run/steward/stewardd.sock', spoolDir: '/var/lib/steward/spool' }),
+    );
     assert.deepEqual(c, {
-      cniVersion: '0.4.0', name: 'steward',
-      plugins: [{ type: 'steward', socket: '/run/steward/stewardd.sock', spoolDir: '/var/lib/steward/spool',
-        capabilities: { bandwidth: true, portMappings: true }, delegates: [primary] }],
+      cniVersion: '0.4.0',
+      name: 'steward',
+      plugins: [
+        {
+          type: 'steward',
+          socket: '/run/steward/stewardd.sock',
+          spoolDir: '/var/lib/steward/spool',
+          capabilities: { bandwidth: true, portMappings: true },
+          delegates: [primary],
+        },
+      ],
     });
   });
 
   it('omits capabilities when the primary declares none, and reads a single .conf too', () => {
     assert.deepEqual(capabilitiesOf({ cniVersion: '1.0.0', name: 'x', type: 'bridge' }), {});
-    assert.deepEqual(capabilitiesOf({ cniVersion: '1.0.0', name: 'x', type: 'macvlan', capabilities: { ips: true } }), { ips: true });
+    assert.deepEqual(capabilitiesOf({ cniVersion: '1.0.0', name: 'x', type: 'macvlan', capabilities: { ips: true } }), {
+      ips: true,
+    });
   });
 
   it('is deterministic: same inputs, same bytes', () => {

@@ -36,14 +36,22 @@ function crashingOps(at: number, mode: Mode): { ops: FileOps; count: () => numbe
     throw new Crash(`crash at operation ${at} (${mode})`);
   };
   const ops: FileOps = {
-    write: (p, d, m) => step(() => atomicWrite(p, d, m), () => {
-      // What atomicWrite leaves when it dies before the rename: half a temp file.
-      const buf = typeof d === 'string' ? Buffer.from(d) : d;
-      writeFileSync(join(dirname(p), `.${basename(p)}.0badc0de.tmp`), buf.subarray(0, buf.length >> 1), { mode: m });
-    }),
+    write: (p, d, m) =>
+      step(
+        () => atomicWrite(p, d, m),
+        () => {
+          // What atomicWrite leaves when it dies before the rename: half a temp file.
+          const buf = typeof d === 'string' ? Buffer.from(d) : d;
+          writeFileSync(join(dirname(p), `.${basename(p)}.0badc0de.tmp`), buf.subarray(0, buf.length >> 1), {
+            mode: m,
+          });
+        },
+      ),
     remove: (p) => {
       let removed = false;
-      step(() => { removed = removeDurably(p); });
+      step(() => {
+        removed = removeDurably(p);
+      });
       return removed;
     },
   };
@@ -67,10 +75,14 @@ function tree(): Tree {
   const bin = (name: string) => join(root, 'opt', name);
   for (const d of [conf('net.d'), conf('net2.d'), bin('bin'), bin('bin2')]) mkdirSync(d, { recursive: true });
   for (const d of ['net.d', 'net2.d']) {
-    writeJson(join(conf(d), '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0' }] });
+    writeJson(join(conf(d), '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [{ type: 'bridge', bridge: 'cni0' }],
+    });
     writeFileSync(join(conf(d), 'README'), 'not a network config\n');
   }
-  writeFileSync(join(bin('bin'), 'bridge'), 'someone else\'s plugin\n', { mode: 0o755 });
+  writeFileSync(join(bin('bin'), 'bridge'), "someone else's plugin\n", { mode: 0o755 });
   const shimV1 = join(dir, 'steward-v1');
   const shimV2 = join(dir, 'steward-v2');
   writeFileSync(shimV1, '#!/bin/sh\necho v1\n');
@@ -87,23 +99,50 @@ async function noLockLeft<T>(t: Tree, run: () => Promise<T>): Promise<T> {
   }
 }
 
-function installWith(t: Tree, o: { confDir?: string; binDir?: string; shim?: string; ops?: FileOps } = {}): Promise<InstallReport> {
-  return noLockLeft(t, () => install({
-    cniBinDir: t.bin(o.binDir ?? 'bin'), cniConfDir: t.conf(o.confDir ?? 'net.d'), stateDir: t.state, shim: o.shim ?? t.shimV1,
-    socket, spoolDir, force: false, log, ...(o.ops ? { ops: o.ops } : {}),
-  }));
+function installWith(
+  t: Tree,
+  o: { confDir?: string; binDir?: string; shim?: string; ops?: FileOps } = {},
+): Promise<InstallReport> {
+  return noLockLeft(t, () =>
+    install({
+      cniBinDir: t.bin(o.binDir ?? 'bin'),
+      cniConfDir: t.conf(o.confDir ?? 'net.d'),
+      stateDir: t.state,
+      shim: o.shim ?? t.shimV1,
+      socket,
+      spoolDir,
+      force: false,
+      log,
+      ...(o.ops ? { ops: o.ops } : {}),
+    }),
+  );
 }
 
 function uninstallWith(t: Tree, ops?: FileOps) {
-  return noLockLeft(t, () => uninstall({ stateDir: t.state, dbPath: join(t.state, 'absent.db'), drainTimeoutMs: 100, purge: false, log, ...(ops ? { ops } : {}) }));
+  return noLockLeft(t, () =>
+    uninstall({
+      stateDir: t.state,
+      dbPath: join(t.state, 'absent.db'),
+      drainTimeoutMs: 100,
+      purge: false,
+      log,
+      ...(ops ? { ops } : {}),
+    }),
+  );
 }
 
 /** The operations `run` performs, in order (real ones, nothing crashes). */
 async function operationsOf(run: (ops: FileOps) => Promise<unknown>): Promise<string[]> {
   const seen: string[] = [];
   await run({
-    write: (p, d, m) => { seen.push(`write ${p}`); atomicWrite(p, d, m); },
-    remove: (p) => { seen.push(`remove ${p}`); return removeDurably(p); },
+    write: (p, d, m) => {
+      seen.push(`write ${p}`);
+      atomicWrite(p, d, m);
+    },
+    remove: (p) => {
+      seen.push(`remove ${p}`);
+      return removeDurably(p);
+    },
   });
   return seen;
 }
@@ -115,8 +154,9 @@ async function operationsOf(run: (ops: FileOps) => Promise<unknown>): Promise<st
 async function moveCrashingBeforeRetirement(t: Tree): Promise<void> {
   const probe = tree();
   await installWith(probe);
-  const at = (await operationsOf((ops) => installWith(probe, { confDir: 'net2.d', ops })))
-    .indexOf(`remove ${join(probe.conf('net.d'), '00-steward.conflist')}`);
+  const at = (await operationsOf((ops) => installWith(probe, { confDir: 'net2.d', ops }))).indexOf(
+    `remove ${join(probe.conf('net.d'), '00-steward.conflist')}`,
+  );
   assert.ok(at > 0);
   assert.equal(await crashed(() => installWith(t, { confDir: 'net2.d', ops: crashingOps(at, 'before').ops })), true);
   assert.ok(existsSync(join(t.conf('net2.d'), '00-steward.conflist')));
@@ -142,21 +182,42 @@ interface Scenario {
 }
 
 const primaryChanged = (t: Tree) =>
-  writeJson(join(t.conf('net.d'), '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0', mtu: 1400 }] });
+  writeJson(join(t.conf('net.d'), '10-podnet.conflist'), {
+    cniVersion: '1.0.0',
+    name: 'podnet',
+    plugins: [{ type: 'bridge', bridge: 'cni0', mtu: 1400 }],
+  });
 
 const scenarios: Scenario[] = [
   { name: 'first install', earlier: async () => undefined, crashing: (t, ops) => installWith(t, { ops }) },
   {
     name: 'upgrade: new shim, changed primary',
-    earlier: async (t) => { await installWith(t); primaryChanged(t); },
+    earlier: async (t) => {
+      await installWith(t);
+      primaryChanged(t);
+    },
     othersChange: primaryChanged,
     crashing: (t, ops) => installWith(t, { shim: t.shimV2, ops }),
   },
-  { name: '--cni-conf-dir changed', earlier: async (t) => { await installWith(t); }, crashing: (t, ops) => installWith(t, { confDir: 'net2.d', ops }) },
-  { name: '--cni-bin-dir changed', earlier: async (t) => { await installWith(t); }, crashing: (t, ops) => installWith(t, { binDir: 'bin2', ops }) },
+  {
+    name: '--cni-conf-dir changed',
+    earlier: async (t) => {
+      await installWith(t);
+    },
+    crashing: (t, ops) => installWith(t, { confDir: 'net2.d', ops }),
+  },
+  {
+    name: '--cni-bin-dir changed',
+    earlier: async (t) => {
+      await installWith(t);
+    },
+    crashing: (t, ops) => installWith(t, { binDir: 'bin2', ops }),
+  },
   {
     name: 'both dirs and the shim changed',
-    earlier: async (t) => { await installWith(t); },
+    earlier: async (t) => {
+      await installWith(t);
+    },
     crashing: (t, ops) => installWith(t, { confDir: 'net2.d', binDir: 'bin2', shim: t.shimV2, ops }),
   },
 ];
@@ -194,7 +255,11 @@ describe('install crashing at any point', () => {
           const didCrash = await crashed(() => s.crashing(t, c.ops));
           const r = await uninstallWith(t);
           assert.deepEqual(r.refused, [], `crash at operation ${at}`);
-          assert.deepEqual(snapshot(t.root), original, `crash at operation ${at} (${mode}) left the node changed after uninstall`);
+          assert.deepEqual(
+            snapshot(t.root),
+            original,
+            `crash at operation ${at} (${mode}) left the node changed after uninstall`,
+          );
           assert.equal(existsSync(join(t.state, 'install.json')), false);
           if (!didCrash) break;
           points++;
@@ -207,14 +272,20 @@ describe('install crashing at any point', () => {
       const clean = tree();
       await s.earlier(clean);
       await s.crashing(clean);
-      const want = { node: snapshot(clean.root), record: readFileSync(join(clean.state, 'install.json'), 'utf8').replaceAll(clean.root, '<root>') };
+      const want = {
+        node: snapshot(clean.root),
+        record: readFileSync(join(clean.state, 'install.json'), 'utf8').replaceAll(clean.root, '<root>'),
+      };
       for (const mode of ['before', 'mid', 'after'] as const) {
         await everyCrashPoint(mode, async (at, ops) => {
           const t = tree();
           await s.earlier(t);
           const didCrash = await crashed(() => s.crashing(t, ops));
           await s.crashing(t);
-          const got = { node: snapshot(t.root), record: readFileSync(join(t.state, 'install.json'), 'utf8').replaceAll(t.root, '<root>') };
+          const got = {
+            node: snapshot(t.root),
+            record: readFileSync(join(t.state, 'install.json'), 'utf8').replaceAll(t.root, '<root>'),
+          };
           assert.deepEqual(got, want, `crash at operation ${at} (${mode})`);
           return !didCrash;
         });
@@ -257,7 +328,11 @@ describe('the record is ahead of every write', () => {
     primaryChanged(t);
     // Same shim: operation 0 is the record naming the new conflist sha, operation 1 the conflist itself.
     assert.equal(await crashed(() => installWith(t, { ops: crashingOps(1, 'before').ops })), true);
-    assert.deepEqual(readFileSync(join(t.conf('net.d'), '00-steward.conflist')), oldConflist, 'the crash came before the conflist write');
+    assert.deepEqual(
+      readFileSync(join(t.conf('net.d'), '00-steward.conflist')),
+      oldConflist,
+      'the crash came before the conflist write',
+    );
     const rec = readRecord(t.state)!;
     assert.equal(rec.conflist?.previous, sha256(oldConflist));
     assert.notEqual(rec.conflist?.sha256, sha256(oldConflist));
@@ -294,7 +369,10 @@ describe('changed --cni-conf-dir / --cni-bin-dir', () => {
     const original = snapshot(t.root);
     await installWith(t);
     const r = await installWith(t, { confDir: 'net2.d', binDir: 'bin2' });
-    assert.deepEqual(r.retired.removed.sort(), [join(t.bin('bin'), 'steward'), join(t.conf('net.d'), '00-steward.conflist')].sort());
+    assert.deepEqual(
+      r.retired.removed.sort(),
+      [join(t.bin('bin'), 'steward'), join(t.conf('net.d'), '00-steward.conflist')].sort(),
+    );
     assert.equal(existsSync(join(t.conf('net.d'), '00-steward.conflist')), false);
     assert.equal(existsSync(join(t.bin('bin'), 'steward')), false);
     assert.ok(existsSync(join(t.conf('net2.d'), '00-steward.conflist')));

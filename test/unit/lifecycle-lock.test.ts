@@ -73,7 +73,7 @@ describe('the install lock', () => {
     held(d).release();
   });
 
-  it('keeps processes out of each other\'s read-modify-write (3 processes, 20 increments each, none lost)', async () => {
+  it("keeps processes out of each other's read-modify-write (3 processes, 20 increments each, none lost)", async () => {
     const d = fresh();
     mkdirSync(d);
     const counter = join(d, 'counter');
@@ -88,11 +88,16 @@ describe('the install lock', () => {
           writeFileSync(${JSON.stringify(counter)}, String(n + 1));
         });
       }`;
-    const runs = [0, 1, 2].map(() => new Promise<number | null>((resolve, reject) => {
-      const c = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'inherit' });
-      c.once('error', reject);
-      c.once('exit', resolve);
-    }));
+    const runs = [0, 1, 2].map(
+      () =>
+        new Promise<number | null>((resolve, reject) => {
+          const c = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+            stdio: 'inherit',
+          });
+          c.once('error', reject);
+          c.once('exit', resolve);
+        }),
+    );
     assert.deepEqual(await Promise.all(runs), [0, 0, 0]);
     assert.equal(readFileSync(counter, 'utf8'), '60');
     assert.equal(existsSync(join(d, LOCK_FILE)), false);
@@ -104,7 +109,12 @@ describe('the install lock', () => {
     setTimeout(() => l.release(), 300);
     let waitedFor: Holder | undefined;
     const t0 = Date.now();
-    const got = await lock(d, 'second', { waitMs: 5000, onWait: (h) => { waitedFor = h; } });
+    const got = await lock(d, 'second', {
+      waitMs: 5000,
+      onWait: (h) => {
+        waitedFor = h;
+      },
+    });
     assert.ok(Date.now() - t0 >= 250, `took ${Date.now() - t0} ms`);
     assert.equal(waitedFor?.pid, process.pid);
     assert.equal(holderIn(d).purpose, 'second');
@@ -187,14 +197,31 @@ describe('the install lock', () => {
 describe('install, uninstall and the watcher under the lock', () => {
   function node() {
     const root = fresh();
-    const t = { confDir: join(root, 'net.d'), binDir: join(root, 'bin'), stateDir: join(root, 'state'), shim: join(root, 'steward-src'), socket: join(root, 'd.sock') };
+    const t = {
+      confDir: join(root, 'net.d'),
+      binDir: join(root, 'bin'),
+      stateDir: join(root, 'state'),
+      shim: join(root, 'steward-src'),
+      socket: join(root, 'd.sock'),
+    };
     mkdirSync(t.confDir, { recursive: true });
-    writeJson(join(t.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0' }] });
+    writeJson(join(t.confDir, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [{ type: 'bridge', bridge: 'cni0' }],
+    });
     writeFileSync(t.shim, '#!/bin/sh\n');
     return t;
   }
   const opts = (t: ReturnType<typeof node>) => ({
-    cniBinDir: t.binDir, cniConfDir: t.confDir, stateDir: t.stateDir, shim: t.shim, socket: t.socket, spoolDir: join(t.stateDir, 'spool'), force: false, log,
+    cniBinDir: t.binDir,
+    cniConfDir: t.confDir,
+    stateDir: t.stateDir,
+    shim: t.shim,
+    socket: t.socket,
+    spoolDir: join(t.stateDir, 'spool'),
+    force: false,
+    log,
   });
 
   it('install waits for the lock, or gives up having written nothing', async () => {
@@ -215,10 +242,26 @@ describe('install, uninstall and the watcher under the lock', () => {
     await install(opts(t));
     const l = held(t.stateDir, 'watcher');
     const before = snapshot(join(t.confDir, '..'));
-    await assert.rejects(uninstall({ stateDir: t.stateDir, dbPath: join(t.stateDir, 'absent.db'), drainTimeoutMs: 100, purge: true, log, lockWaitMs: 100 }), LockTimeoutError);
+    await assert.rejects(
+      uninstall({
+        stateDir: t.stateDir,
+        dbPath: join(t.stateDir, 'absent.db'),
+        drainTimeoutMs: 100,
+        purge: true,
+        log,
+        lockWaitMs: 100,
+      }),
+      LockTimeoutError,
+    );
     assert.deepEqual(snapshot(join(t.confDir, '..')), before);
     l.release();
-    const u = await uninstall({ stateDir: t.stateDir, dbPath: join(t.stateDir, 'absent.db'), drainTimeoutMs: 100, purge: true, log });
+    const u = await uninstall({
+      stateDir: t.stateDir,
+      dbPath: join(t.stateDir, 'absent.db'),
+      drainTimeoutMs: 100,
+      purge: true,
+      log,
+    });
     assert.equal(u.removed.length, 2);
     assert.equal(u.purged, true);
     assert.equal(existsSync(t.stateDir), false);
@@ -232,7 +275,11 @@ describe('install, uninstall and the watcher under the lock', () => {
     assert.equal(w.ready(), true);
     const ours = join(t.confDir, '00-steward.conflist');
     const before = readFileSync(ours, 'utf8');
-    writeJson(join(t.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0', mtu: 1400 }] });
+    writeJson(join(t.confDir, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [{ type: 'bridge', bridge: 'cni0', mtu: 1400 }],
+    });
     const l = held(t.stateDir, 'uninstall');
     w.scan();
     assert.equal(readFileSync(ours, 'utf8'), before, 'nothing written while the lock is held');
@@ -248,8 +295,18 @@ describe('install, uninstall and the watcher under the lock', () => {
     await install(opts(t));
     const w = new PrimaryWatcher({ confDir: t.confDir, stateDir: t.stateDir, socket: t.socket, log });
     w.scan();
-    await uninstall({ stateDir: t.stateDir, dbPath: join(t.stateDir, 'absent.db'), drainTimeoutMs: 100, purge: false, log });
-    writeJson(join(t.confDir, '10-podnet.conflist'), { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni1' }] });
+    await uninstall({
+      stateDir: t.stateDir,
+      dbPath: join(t.stateDir, 'absent.db'),
+      drainTimeoutMs: 100,
+      purge: false,
+      log,
+    });
+    writeJson(join(t.confDir, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [{ type: 'bridge', bridge: 'cni1' }],
+    });
     w.scan();
     assert.equal(w.ready(), false);
     assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);

@@ -10,7 +10,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { DEFAULT_SOCKET, DEFAULT_SPOOL_DIR, DEFAULT_STATE_DIR } from '@cni-steward/shared';
-import { DEFAULT_SHIM, defaultShim, parseInstallConfig, parseProbeArgs, parseRunConfig } from '../../daemon/src/config.js';
+import {
+  DEFAULT_SHIM,
+  defaultShim,
+  parseInstallConfig,
+  parseProbeArgs,
+  parseRunConfig,
+} from '../../daemon/src/config.js';
 import { REPO } from '../helpers/env.js';
 
 interface K8sObject {
@@ -21,16 +27,22 @@ interface K8sObject {
 }
 
 const DEPLOY = join(REPO, 'deploy');
-const files = readdirSync(DEPLOY).filter((f) => f.endsWith('.yaml') || f.endsWith('.yml')).sort();
+const files = readdirSync(DEPLOY)
+  .filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'))
+  .sort();
 const objects: Array<{ file: string; obj: K8sObject }> = files.flatMap((file) =>
   parseAllDocuments(readFileSync(join(DEPLOY, file), 'utf8')).map((d) => {
     assert.equal(d.errors.length, 0, `${file}: ${d.errors.map((e) => e.message).join('; ')}`);
     return { file, obj: d.toJS() as K8sObject };
-  }));
+  }),
+);
 
 /** kubernetes-models' generated validator for this apiVersion + kind; throws with the schema errors. */
 async function validate(obj: K8sObject): Promise<void> {
-  const mod = (await import(`kubernetes-models/${obj.apiVersion}`)) as Record<string, new (o: unknown) => { validate(): void }>;
+  const mod = (await import(`kubernetes-models/${obj.apiVersion}`)) as Record<
+    string,
+    new (o: unknown) => { validate(): void }
+  >;
   const Model = mod[obj.kind];
   assert.ok(Model, `kubernetes-models has no ${obj.apiVersion} ${obj.kind}`);
   new Model(obj).validate();
@@ -44,7 +56,13 @@ function only(kind: string): K8sObject {
 
 describe('deploy/ manifests against the Kubernetes API schemas', () => {
   it('has the namespace, service account, RBAC and DaemonSet', () => {
-    assert.deepEqual(objects.map((o) => o.obj.kind).sort(), ['DaemonSet', 'Namespace', 'Role', 'RoleBinding', 'ServiceAccount']);
+    assert.deepEqual(objects.map((o) => o.obj.kind).sort(), [
+      'DaemonSet',
+      'Namespace',
+      'Role',
+      'RoleBinding',
+      'ServiceAccount',
+    ]);
   });
 
   for (const { file, obj } of objects) {
@@ -71,13 +89,18 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
    * standing for what the kubelet would put there (a node address for status.hostIP). A name the
    * env does not define stays literal, and parsing then refuses it.
    */
-  const fieldValues: Record<string, string> = { 'status.hostIP': '10.0.0.5', 'metadata.namespace': ds.metadata?.namespace ?? '' };
+  const fieldValues: Record<string, string> = {
+    'status.hostIP': '10.0.0.5',
+    'metadata.namespace': ds.metadata?.namespace ?? '',
+  };
   const argsOf = (c: any): string[] => {
     const vars: Record<string, string> = {};
-    for (const e of c.env ?? []) vars[e.name] = (e.value as string | undefined) ?? fieldValues[e.valueFrom?.fieldRef?.fieldPath as string] ?? '';
+    for (const e of c.env ?? [])
+      vars[e.name] = (e.value as string | undefined) ?? fieldValues[e.valueFrom?.fieldRef?.fieldPath as string] ?? '';
     return (c.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (m, n: string) => vars[n] ?? m));
   };
-  const hostPathOf = (name: string) => pod.volumes.find((v: any) => v.name === name)?.hostPath?.path as string | undefined;
+  const hostPathOf = (name: string) =>
+    pod.volumes.find((v: any) => v.name === name)?.hostPath?.path as string | undefined;
   const mountsOf = (c: any) => c.volumeMounts as Array<{ name: string; mountPath: string; mountPropagation?: string }>;
 
   it('every mount shows the host path at the same path (the shim on the host and the daemon must agree)', () => {
@@ -88,14 +111,21 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
 
   it('the daemon mounts the socket dir, state dir, CNI dirs and /run/netns (HostToContainer)', () => {
     const paths = Object.fromEntries(mountsOf(main).map((m) => [m.mountPath, m]));
-    for (const p of [dirname(DEFAULT_SOCKET), DEFAULT_STATE_DIR, '/opt/cni/bin', '/etc/cni/net.d', '/run/netns', '/var/lib/cni']) {
+    for (const p of [
+      dirname(DEFAULT_SOCKET),
+      DEFAULT_STATE_DIR,
+      '/opt/cni/bin',
+      '/etc/cni/net.d',
+      '/run/netns',
+      '/var/lib/cni',
+    ]) {
       assert.ok(paths[p], `missing mount ${p}`);
     }
     assert.equal(paths['/run/netns']!.mountPropagation, 'HostToContainer');
     assert.ok(DEFAULT_SPOOL_DIR.startsWith(`${DEFAULT_STATE_DIR}/`), 'the shim spools inside the mounted state dir');
   });
 
-  it('the daemon\'s flags are its defaults, and the conf dir it watches is mounted', () => {
+  it("the daemon's flags are its defaults, and the conf dir it watches is mounted", () => {
     const cfg = parseRunConfig(argsOf(main).slice(1));
     const defaults = parseRunConfig([]);
     assert.equal(main.args[0], 'run');
@@ -115,7 +145,11 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
     assert.match(parseInstallConfig(['--shim-libc', 'musl']).shim, /shims\/steward-linux-(x64|arm64)-musl$/);
     assert.throws(() => parseInstallConfig(['--shim-libc', 'uclibc']), /--shim-libc "uclibc" is not glibc or musl/);
     assert.equal(cfg.socket, parseRunConfig(argsOf(main).slice(1)).socket);
-    for (const p of [cfg.cniBinDir, cfg.cniConfDir, cfg.stateDir]) assert.ok(mountsOf(init).some((m) => m.mountPath === p), `init mounts ${p}`);
+    for (const p of [cfg.cniBinDir, cfg.cniConfDir, cfg.stateDir])
+      assert.ok(
+        mountsOf(init).some((m) => m.mountPath === p),
+        `init mounts ${p}`,
+      );
   });
 
   it('probes ask /healthz and /readyz on the default socket', () => {
@@ -145,8 +179,11 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   });
 
   it('runs on every node and names its own DaemonSet and namespace for the SIGTERM check', () => {
-    assert.ok(pod.tolerations.some((t: any) => t.operator === 'Exists' && t.key === undefined && t.effect === undefined));
-    for (const c of [init, main]) assert.ok(c.resources?.requests?.cpu && c.resources?.requests?.memory, `${c.name} has requests`);
+    assert.ok(
+      pod.tolerations.some((t: any) => t.operator === 'Exists' && t.key === undefined && t.effect === undefined),
+    );
+    for (const c of [init, main])
+      assert.ok(c.resources?.requests?.cpu && c.resources?.requests?.memory, `${c.name} has requests`);
     const env = Object.fromEntries((main.env as any[]).map((e) => [e.name, e.valueFrom.fieldRef.fieldPath]));
     assert.equal(env.POD_NAMESPACE, 'metadata.namespace');
     const label = /^metadata\.labels\['(.+)'\]$/.exec(env.STEWARD_DAEMONSET)?.[1];
@@ -158,9 +195,17 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
     const role = only('Role');
     const binding = only('RoleBinding');
     assert.equal(role.metadata.namespace, ds.metadata.namespace);
-    assert.deepEqual(role.rules, [{ apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: [ds.metadata.name], verbs: ['get'] }]);
-    assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role.metadata.name });
-    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: pod.serviceAccountName, namespace: ds.metadata.namespace }]);
+    assert.deepEqual(role.rules, [
+      { apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: [ds.metadata.name], verbs: ['get'] },
+    ]);
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'Role',
+      name: role.metadata.name,
+    });
+    assert.deepEqual(binding.subjects, [
+      { kind: 'ServiceAccount', name: pod.serviceAccountName, namespace: ds.metadata.namespace },
+    ]);
     assert.equal(only('ServiceAccount').metadata.name, pod.serviceAccountName);
     assert.equal(only('Namespace').metadata.name, ds.metadata.namespace);
   });
@@ -168,7 +213,10 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
   it('the image puts the daemon, probe wrapper and shims where the manifests and defaultShim expect', () => {
     const dockerfile = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
     assert.match(dockerfile, /^WORKDIR \/app$/m);
-    assert.match(dockerfile, /^ENTRYPOINT \["\/usr\/bin\/tini", "-s", "--", "node", "\/app\/daemon\/dist\/main\.js"\]$/m);
+    assert.match(
+      dockerfile,
+      /^ENTRYPOINT \["\/usr\/bin\/tini", "-s", "--", "node", "\/app\/daemon\/dist\/main\.js"\]$/m,
+    );
     assert.match(dockerfile, /^COPY --from=build \/src\/bin\/stewardd bin\/$/m);
     assert.match(dockerfile, /^COPY --from=build \/src\/dist\/shims\/ dist\/shims\/$/m);
     assert.match(dockerfile, /node scripts\/build-shims\.mjs --targets host/);

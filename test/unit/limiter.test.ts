@@ -4,7 +4,6 @@ import { describe, test } from 'node:test';
 import { Limiter, Priority, type PriorityValue } from '../../daemon/src/engine/limiter.js';
 import { deferred, settle } from '../helpers/async.js';
 
-
 describe('Limiter', () => {
   test('refuses to be built with fewer than one slot', () => {
     assert.throws(() => new Limiter(0), /at least one slot/);
@@ -16,18 +15,22 @@ describe('Limiter', () => {
     let inFlight = 0;
     let peak = 0;
     const tasks = Array.from({ length: 12 }, (_, i) =>
-      limiter.run(i % 3 as PriorityValue, async () => {
+      limiter.run((i % 3) as PriorityValue, async () => {
         inFlight++;
         peak = Math.max(peak, inFlight);
         assert.ok(limiter.inUse <= 3, `inUse ${limiter.inUse} exceeds 3 slots`);
         for (let k = 0; k <= i % 4; k++) await settle();
         inFlight--;
         return i;
-      }));
+      }),
+    );
     await settle();
     assert.equal(limiter.inUse, 3);
     assert.equal(limiter.queued, 9);
-    assert.deepEqual(await Promise.all(tasks), Array.from({ length: 12 }, (_, i) => i));
+    assert.deepEqual(
+      await Promise.all(tasks),
+      Array.from({ length: 12 }, (_, i) => i),
+    );
     assert.equal(peak, 3);
     assert.equal(limiter.inUse, 0);
     assert.equal(limiter.queued, 0);
@@ -40,12 +43,11 @@ describe('Limiter', () => {
     const holding = limiter.run(Priority.Add, () => blocker.promise);
     await settle();
 
-    const queue = (label: string, p: PriorityValue) => limiter.run(p, async () => { started.push(label); });
-    const all = [
-      queue('bg1', Priority.Background),
-      queue('del1', Priority.Del),
-      queue('add1', Priority.Add),
-    ];
+    const queue = (label: string, p: PriorityValue) =>
+      limiter.run(p, async () => {
+        started.push(label);
+      });
+    const all = [queue('bg1', Priority.Background), queue('del1', Priority.Del), queue('add1', Priority.Add)];
     await settle();
     assert.deepEqual(started, [], 'nothing may start while the only slot is held');
     assert.equal(limiter.queued, 3);
@@ -63,8 +65,12 @@ describe('Limiter', () => {
     const holding = limiter.run(Priority.Background, () => blocker.promise);
     await settle();
     const all = [
-      limiter.run(Priority.Background, async () => { started.push('bg'); }),
-      limiter.run(Priority.Del, async () => { started.push('del'); }),
+      limiter.run(Priority.Background, async () => {
+        started.push('bg');
+      }),
+      limiter.run(Priority.Del, async () => {
+        started.push('del');
+      }),
     ];
     blocker.resolve();
     await Promise.all([holding, ...all]);
@@ -79,7 +85,11 @@ describe('Limiter', () => {
     await settle();
     const labels = ['b1', 'd1', 'a1', 'b2', 'd2', 'a2', 'b3', 'd3', 'a3'];
     const prio: Record<string, PriorityValue> = { a: Priority.Add, d: Priority.Del, b: Priority.Background };
-    const all = labels.map((l) => limiter.run(prio[l[0] as string] as PriorityValue, async () => { started.push(l); }));
+    const all = labels.map((l) =>
+      limiter.run(prio[l[0] as string] as PriorityValue, async () => {
+        started.push(l);
+      }),
+    );
     blocker.resolve();
     await Promise.all([holding, ...all]);
     assert.deepEqual(started, ['a1', 'a2', 'a3', 'd1', 'd2', 'd3', 'b1', 'b2', 'b3']);
@@ -109,7 +119,12 @@ describe('Limiter', () => {
 
   test('a task that throws synchronously still releases its slot', async () => {
     const limiter = new Limiter(1);
-    await assert.rejects(limiter.run(Priority.Add, () => { throw new Error('sync boom'); }), /sync boom/);
+    await assert.rejects(
+      limiter.run(Priority.Add, () => {
+        throw new Error('sync boom');
+      }),
+      /sync boom/,
+    );
     assert.equal(limiter.inUse, 0);
     assert.equal(await limiter.run(Priority.Add, async () => 'ok'), 'ok');
   });

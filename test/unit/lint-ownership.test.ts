@@ -15,12 +15,42 @@ async function restricted(path: string, code: string): Promise<boolean> {
 }
 
 const cases: Array<[string, string, string, string]> = [
-  ['better-sqlite3 only in store/', "import x from 'better-sqlite3';", 'daemon/src/engine/lint-case.ts', 'daemon/src/store/lint-case.ts'],
-  ['child_process only in plugins/', "import * as x from 'node:child_process';", 'daemon/src/lifecycle/lint-case.ts', 'daemon/src/plugins/lint-case.ts'],
-  ['fastify only in server and routes', "import x from 'fastify';", 'daemon/src/engine/lint-case.ts', 'daemon/src/routes/lint-case.ts'],
-  ['the engine never imports routes', "import { x } from '../routes/cni.js';", 'daemon/src/engine/lint-case.ts', 'daemon/src/lint-case.ts'],
-  ['the shim imports nothing from the daemon', "import { x } from '../../daemon/src/engine/engine.js';", 'shim/src/lint-case.ts', 'daemon/src/lint-case.ts'],
-  ['shared imports nothing from the shim', "import { x } from '../../shim/src/skel.js';", 'shared/src/lint-case.ts', 'test/unit/lint-case.ts'],
+  [
+    'better-sqlite3 only in store/',
+    "import x from 'better-sqlite3';",
+    'daemon/src/engine/lint-case.ts',
+    'daemon/src/store/lint-case.ts',
+  ],
+  [
+    'child_process only in plugins/',
+    "import * as x from 'node:child_process';",
+    'daemon/src/lifecycle/lint-case.ts',
+    'daemon/src/plugins/lint-case.ts',
+  ],
+  [
+    'fastify only in server and routes',
+    "import x from 'fastify';",
+    'daemon/src/engine/lint-case.ts',
+    'daemon/src/routes/lint-case.ts',
+  ],
+  [
+    'the engine never imports routes',
+    "import { x } from '../routes/cni.js';",
+    'daemon/src/engine/lint-case.ts',
+    'daemon/src/lint-case.ts',
+  ],
+  [
+    'the shim imports nothing from the daemon',
+    "import { x } from '../../daemon/src/engine/engine.js';",
+    'shim/src/lint-case.ts',
+    'daemon/src/lint-case.ts',
+  ],
+  [
+    'shared imports nothing from the shim',
+    "import { x } from '../../shim/src/skel.js';",
+    'shared/src/lint-case.ts',
+    'test/unit/lint-case.ts',
+  ],
 ];
 
 describe('ownership rules', () => {

@@ -21,7 +21,18 @@ describe('parseListenAddress', () => {
   });
 
   test('refuses what is not ADDR:PORT, saying so', () => {
-    for (const bad of ['9631', 'localhost', '1.2.3.4:', '1.2.3.4:x', '1.2.3.4:70000', '[::1:9631', 'a b:1', '', '$(HOST_IP):9631', 'node-1:9631']) {
+    for (const bad of [
+      '9631',
+      'localhost',
+      '1.2.3.4:',
+      '1.2.3.4:x',
+      '1.2.3.4:70000',
+      '[::1:9631',
+      'a b:1',
+      '',
+      '$(HOST_IP):9631',
+      'node-1:9631',
+    ]) {
       const r = parseListenAddress(bad);
       assert.ok('why' in r, bad);
       assert.match(r.why, /--metrics-listen/);
@@ -55,7 +66,16 @@ describe('Metrics', () => {
       if (call.type === 'bad') throw new Error('no');
       return {};
     });
-    const call = { command: 'ADD' as const, type: 'bridge', containerId: 'c', netns: '', ifname: 'eth0', args: '', cniPath: '', stdin: {} };
+    const call = {
+      command: 'ADD' as const,
+      type: 'bridge',
+      containerId: 'c',
+      netns: '',
+      ifname: 'eth0',
+      args: '',
+      cniPath: '',
+      stdin: {},
+    };
     await run(call);
     await assert.rejects(run({ ...call, type: 'bad', command: 'DEL' }));
     const text = await m.registry.metrics();

@@ -11,11 +11,23 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
 import { REPO } from '../helpers/env.js';
-import { MONITORING, RULES_FILE, RULES_TEST_FILE, dashboard, dashboardExprs, metricNames, ruleGroups, rules } from '../helpers/monitoring.js';
+import {
+  MONITORING,
+  RULES_FILE,
+  RULES_TEST_FILE,
+  dashboard,
+  dashboardExprs,
+  metricNames,
+  ruleGroups,
+  rules,
+} from '../helpers/monitoring.js';
 
 function promtool(args: string[]): { code: number | null; out: string } {
   const r = spawnSync('promtool', args, { encoding: 'utf8', cwd: MONITORING });
-  if (r.error) throw new Error(`promtool not runnable (${r.error.message}): scripts/setup.sh installs Debian's prometheus package`);
+  if (r.error)
+    throw new Error(
+      `promtool not runnable (${r.error.message}): scripts/setup.sh installs Debian's prometheus package`,
+    );
   return { code: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -33,12 +45,20 @@ describe('alert rules, by promtool', () => {
   });
 
   test('the unit tests cover every alert both ways', () => {
-    const spec = parse(readFileSync(RULES_TEST_FILE, 'utf8')) as { tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts?: unknown[] }> }> };
+    const spec = parse(readFileSync(RULES_TEST_FILE, 'utf8')) as {
+      tests: Array<{ alert_rule_test: Array<{ alertname: string; exp_alerts?: unknown[] }> }>;
+    };
     const cases = spec.tests.flatMap((t) => t.alert_rule_test);
     for (const { alert } of rules()) {
       const mine = cases.filter((c) => c.alertname === alert);
-      assert.ok(mine.some((c) => (c.exp_alerts ?? []).length > 0), `${alert}: no case where it fires`);
-      assert.ok(mine.some((c) => (c.exp_alerts ?? []).length === 0), `${alert}: no case where it stays silent`);
+      assert.ok(
+        mine.some((c) => (c.exp_alerts ?? []).length > 0),
+        `${alert}: no case where it fires`,
+      );
+      assert.ok(
+        mine.some((c) => (c.exp_alerts ?? []).length === 0),
+        `${alert}: no case where it stays silent`,
+      );
     }
   });
 
@@ -47,9 +67,14 @@ describe('alert rules, by promtool', () => {
     const dir = execFileSync('mktemp', ['-d'], { encoding: 'utf8' }).trim();
     try {
       execFileSync('mkdir', ['-p', join(dir, 'tests')]);
-      const broken = readFileSync(RULES_FILE, 'utf8').replace('steward_oldest_pending_teardown_seconds > 900', 'steward_oldest_pending_teardown_seconds > 3600');
+      const broken = readFileSync(RULES_FILE, 'utf8').replace(
+        'steward_oldest_pending_teardown_seconds > 900',
+        'steward_oldest_pending_teardown_seconds > 3600',
+      );
       assert.notEqual(broken, readFileSync(RULES_FILE, 'utf8'));
-      execFileSync('sh', ['-c', `cat > ${dir}/steward-rules.yaml && cp ${RULES_TEST_FILE} ${dir}/tests/`], { input: broken });
+      execFileSync('sh', ['-c', `cat > ${dir}/steward-rules.yaml && cp ${RULES_TEST_FILE} ${dir}/tests/`], {
+        input: broken,
+      });
       const r = promtool(['test', 'rules', join(dir, 'tests/steward-rules.test.yaml')]);
       assert.notEqual(r.code, 0, r.out);
       assert.match(r.out, /StewardTeardownStuck/);
@@ -64,8 +89,19 @@ describe('alert rules, by promtool', () => {
       assert.ok(r.annotations?.summary, `${r.alert} summary`);
       assert.match(r.annotations?.runbook ?? '', /On the node: .*`(stewardd [a-z]+|df|ls)[^`]*`/, `${r.alert} runbook`);
     }
-    assert.deepEqual(rules().map((r) => r.alert).sort(),
-      ['StewardAddErrorRate', 'StewardDatabaseWriteErrors', 'StewardNotReady', 'StewardSpoolBacklog', 'StewardTeardownAbandoned', 'StewardTeardownStuck']);
+    assert.deepEqual(
+      rules()
+        .map((r) => r.alert)
+        .sort(),
+      [
+        'StewardAddErrorRate',
+        'StewardDatabaseWriteErrors',
+        'StewardNotReady',
+        'StewardSpoolBacklog',
+        'StewardTeardownAbandoned',
+        'StewardTeardownStuck',
+      ],
+    );
   });
 });
 
@@ -80,8 +116,12 @@ describe('operator manifests', () => {
   test('the PodMonitor selects the DaemonSet pods and scrapes the metrics port the DaemonSet opens with --metrics-listen', () => {
     const pm = parse(readFileSync(join(MONITORING, 'podmonitor.yaml'), 'utf8'));
     assert.equal(pm.kind, 'PodMonitor');
-    const ds = parseAllDocuments(readFileSync(join(REPO, 'deploy/daemonset.yaml'), 'utf8')).map((d) => d.toJS()).find((d) => d?.kind === 'DaemonSet');
-    assert.deepEqual(pm.spec.selector.matchLabels, { 'app.kubernetes.io/name': ds.spec.template.metadata.labels['app.kubernetes.io/name'] });
+    const ds = parseAllDocuments(readFileSync(join(REPO, 'deploy/daemonset.yaml'), 'utf8'))
+      .map((d) => d.toJS())
+      .find((d) => d?.kind === 'DaemonSet');
+    assert.deepEqual(pm.spec.selector.matchLabels, {
+      'app.kubernetes.io/name': ds.spec.template.metadata.labels['app.kubernetes.io/name'],
+    });
     assert.deepEqual(pm.spec.namespaceSelector.matchNames, [ds.metadata.namespace]);
     const daemon = ds.spec.template.spec.containers.find((c: any) => c.name === 'stewardd');
     const endpoint = pm.spec.podMetricsEndpoints[0];
@@ -91,7 +131,9 @@ describe('operator manifests', () => {
     const i = daemon.args.indexOf('--metrics-listen');
     assert.ok(i > 0, 'the DaemonSet turns the listener on');
     assert.equal(daemon.args[i + 1], `$(HOST_IP):${port.containerPort}`);
-    assert.ok(daemon.env.some((e: any) => e.name === 'HOST_IP' && e.valueFrom?.fieldRef?.fieldPath === 'status.hostIP'));
+    assert.ok(
+      daemon.env.some((e: any) => e.name === 'HOST_IP' && e.valueFrom?.fieldRef?.fieldPath === 'status.hostIP'),
+    );
   });
 
   test('the dashboard is Grafana JSON whose every panel queries steward_ metrics through the datasource variable', () => {
@@ -111,7 +153,12 @@ describe('operator manifests', () => {
   });
 
   test('metricNames finds metric names, and not functions, labels, keywords or variables', () => {
-    assert.deepEqual(metricNames('histogram_quantile(0.99, sum by (le, command) (rate(a_seconds_bucket{command="ADD",x=~"$instance"}[$__rate_interval])))'), ['a_seconds_bucket']);
+    assert.deepEqual(
+      metricNames(
+        'histogram_quantile(0.99, sum by (le, command) (rate(a_seconds_bucket{command="ADD",x=~"$instance"}[$__rate_interval])))',
+      ),
+      ['a_seconds_bucket'],
+    );
     assert.deepEqual(metricNames('b == 0 or up{job=~".*s.*"} == 0'), ['b', 'up']);
     assert.deepEqual(metricNames('count(c == 0) or vector(0)'), ['c']);
     assert.deepEqual(metricNames('label_values(d_info, instance)'), ['d_info']);

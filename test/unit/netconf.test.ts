@@ -19,21 +19,29 @@ function cniError(code: number, ...mentions: string[]) {
 
 describe('parseStewardConf', () => {
   test('normalises a conflist delegate to its plugin chain with the runtime ifname', () => {
-    const plugins = [{ type: 'bridge', bridge: 'cni0' }, { type: 'portmap', capabilities: { portMappings: true } }];
-    const parsed = parseStewardConf(conf([{ name: 'podnet', plugins }], { runtimeConfig: { portMappings: [] } }), 'eth0');
+    const plugins = [
+      { type: 'bridge', bridge: 'cni0' },
+      { type: 'portmap', capabilities: { portMappings: true } },
+    ];
+    const parsed = parseStewardConf(
+      conf([{ name: 'podnet', plugins }], { runtimeConfig: { portMappings: [] } }),
+      'eth0',
+    );
     assert.equal(parsed.name, 'steward-net');
     assert.equal(parsed.cniVersion, '1.0.0');
     assert.deepEqual(parsed.runtimeConfig, { portMappings: [] });
     assert.equal(parsed.disableGC, false);
-    assert.deepEqual(parsed.delegates, [{
-      index: 0,
-      name: 'podnet',
-      cniVersion: '1.0.0',
-      ifname: 'eth0',
-      plugins,
-      disableCheck: false,
-      disableGC: false,
-    }]);
+    assert.deepEqual(parsed.delegates, [
+      {
+        index: 0,
+        name: 'podnet',
+        cniVersion: '1.0.0',
+        ifname: 'eth0',
+        plugins,
+        disableCheck: false,
+        disableGC: false,
+      },
+    ]);
   });
 
   test('normalises a single-conf delegate into a one-plugin chain that keeps its own cniVersion', () => {
@@ -60,13 +68,24 @@ describe('parseStewardConf', () => {
   });
 
   test('gives the first delegate the runtime ifname and later ones net1, net2, ... unless they set ifname', () => {
-    const parsed = parseStewardConf(conf([
-      { name: 'a', type: 'bridge' },
-      { name: 'b', type: 'macvlan' },
-      { name: 'c', type: 'ipvlan', ifname: 'data0' },
-      { name: 'd', plugins: [{ type: 'bridge' }] },
-    ]), 'eth9');
-    assert.deepEqual(parsed.delegates.map((d) => [d.index, d.ifname]), [[0, 'eth9'], [1, 'net1'], [2, 'data0'], [3, 'net3']]);
+    const parsed = parseStewardConf(
+      conf([
+        { name: 'a', type: 'bridge' },
+        { name: 'b', type: 'macvlan' },
+        { name: 'c', type: 'ipvlan', ifname: 'data0' },
+        { name: 'd', plugins: [{ type: 'bridge' }] },
+      ]),
+      'eth9',
+    );
+    assert.deepEqual(
+      parsed.delegates.map((d) => [d.index, d.ifname]),
+      [
+        [0, 'eth9'],
+        [1, 'net1'],
+        [2, 'data0'],
+        [3, 'net3'],
+      ],
+    );
   });
 
   test('the first delegate may override the runtime ifname too', () => {
@@ -76,39 +95,71 @@ describe('parseStewardConf', () => {
 
   test('refuses two delegates on the same interface with code 7', () => {
     assert.throws(
-      () => parseStewardConf(conf([{ name: 'a', type: 'bridge' }, { name: 'b', type: 'macvlan', ifname: 'eth0' }]), 'eth0'),
-      cniError(ErrorCode.InvalidConfig, 'eth0'));
+      () =>
+        parseStewardConf(
+          conf([
+            { name: 'a', type: 'bridge' },
+            { name: 'b', type: 'macvlan', ifname: 'eth0' },
+          ]),
+          'eth0',
+        ),
+      cniError(ErrorCode.InvalidConfig, 'eth0'),
+    );
     assert.throws(
-      () => parseStewardConf(conf([{ name: 'a', type: 'bridge' }, { name: 'b', type: 'x' }, { name: 'c', type: 'y', ifname: 'net1' }]), 'eth0'),
-      cniError(ErrorCode.InvalidConfig, 'net1'));
+      () =>
+        parseStewardConf(
+          conf([
+            { name: 'a', type: 'bridge' },
+            { name: 'b', type: 'x' },
+            { name: 'c', type: 'y', ifname: 'net1' },
+          ]),
+          'eth0',
+        ),
+      cniError(ErrorCode.InvalidConfig, 'net1'),
+    );
   });
 
   test('refuses an unsupported outer cniVersion with code 1', () => {
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', type: 'bridge' }], { cniVersion: '2.0.0' }), 'eth0'),
-      cniError(ErrorCode.IncompatibleVersion, '2.0.0'));
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', type: 'bridge' }], { cniVersion: '2.0.0' }), 'eth0'),
+      cniError(ErrorCode.IncompatibleVersion, '2.0.0'),
+    );
   });
 
   test('refuses an unsupported outer cniVersion with code 1 even when the rest of the netconf is malformed', () => {
-    assert.throws(() => parseStewardConf({ cniVersion: '0.1.0', name: 'x' }, 'eth0'), cniError(ErrorCode.IncompatibleVersion));
+    assert.throws(
+      () => parseStewardConf({ cniVersion: '0.1.0', name: 'x' }, 'eth0'),
+      cniError(ErrorCode.IncompatibleVersion),
+    );
   });
 
   test('refuses an unsupported delegate cniVersion with code 1', () => {
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', type: 'bridge', cniVersion: '0.2.0' }]), 'eth0'),
-      cniError(ErrorCode.IncompatibleVersion, '0.2.0'));
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', cniVersion: '9.9.9', plugins: [{ type: 'bridge' }] }]), 'eth0'),
-      cniError(ErrorCode.IncompatibleVersion, '9.9.9'));
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', type: 'bridge', cniVersion: '0.2.0' }]), 'eth0'),
+      cniError(ErrorCode.IncompatibleVersion, '0.2.0'),
+    );
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', cniVersion: '9.9.9', plugins: [{ type: 'bridge' }] }]), 'eth0'),
+      cniError(ErrorCode.IncompatibleVersion, '9.9.9'),
+    );
   });
 
   test('refuses a plugin type containing "/" with code 7, in a conflist or a single conf', () => {
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', plugins: [{ type: 'bridge' }, { type: '../../bin/sh' }] }]), 'eth0'),
-      cniError(ErrorCode.InvalidConfig, '../../bin/sh'));
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', type: '/usr/bin/evil' }]), 'eth0'),
-      cniError(ErrorCode.InvalidConfig, '/usr/bin/evil'));
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', plugins: [{ type: 'bridge' }, { type: '../../bin/sh' }] }]), 'eth0'),
+      cniError(ErrorCode.InvalidConfig, '../../bin/sh'),
+    );
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', type: '/usr/bin/evil' }]), 'eth0'),
+      cniError(ErrorCode.InvalidConfig, '/usr/bin/evil'),
+    );
   });
 
   test('refuses a netconf without delegates with code 7 and a message naming "delegates"', () => {
-    assert.throws(() => parseStewardConf({ cniVersion: '1.0.0', name: 'steward-net' }, 'eth0'),
-      cniError(ErrorCode.InvalidConfig, 'delegates'));
+    assert.throws(
+      () => parseStewardConf({ cniVersion: '1.0.0', name: 'steward-net' }, 'eth0'),
+      cniError(ErrorCode.InvalidConfig, 'delegates'),
+    );
   });
 
   test('refuses an empty delegates list with code 7', () => {
@@ -116,16 +167,22 @@ describe('parseStewardConf', () => {
   });
 
   test('refuses a delegate with both plugins and type, or neither, with code 7', () => {
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', type: 'bridge', plugins: [{ type: 'bridge' }] }]), 'eth0'),
-      cniError(ErrorCode.InvalidConfig));
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', type: 'bridge', plugins: [{ type: 'bridge' }] }]), 'eth0'),
+      cniError(ErrorCode.InvalidConfig),
+    );
     assert.throws(() => parseStewardConf(conf([{ name: 'a' }]), 'eth0'), cniError(ErrorCode.InvalidConfig));
   });
 
   test('refuses a bad network name with code 7, outer or delegate', () => {
-    assert.throws(() => parseStewardConf(conf([{ name: 'a', type: 'bridge' }], { name: 'bad name!' }), 'eth0'),
-      cniError(ErrorCode.InvalidConfig, 'bad name!'));
-    assert.throws(() => parseStewardConf(conf([{ name: '-dash', type: 'bridge' }]), 'eth0'),
-      cniError(ErrorCode.InvalidConfig, '-dash'));
+    assert.throws(
+      () => parseStewardConf(conf([{ name: 'a', type: 'bridge' }], { name: 'bad name!' }), 'eth0'),
+      cniError(ErrorCode.InvalidConfig, 'bad name!'),
+    );
+    assert.throws(
+      () => parseStewardConf(conf([{ name: '-dash', type: 'bridge' }]), 'eth0'),
+      cniError(ErrorCode.InvalidConfig, '-dash'),
+    );
   });
 
   test('refuses something that is not a JSON object with code 7', () => {
@@ -145,7 +202,13 @@ describe('parseStewardConf', () => {
 
 describe('pluginStdin', () => {
   const delegate: Delegate = {
-    index: 0, name: 'podnet', cniVersion: '1.0.0', ifname: 'eth0', plugins: [], disableCheck: false, disableGC: false,
+    index: 0,
+    name: 'podnet',
+    cniVersion: '1.0.0',
+    ifname: 'eth0',
+    plugins: [],
+    disableCheck: false,
+    disableGC: false,
   };
   const runtimeConfig = {
     portMappings: [{ hostPort: 8080, containerPort: 80, protocol: 'tcp' }],
@@ -181,15 +244,27 @@ describe('pluginStdin', () => {
   });
 
   test('a capability declared false, or absent from the runtime config, is not passed', () => {
-    const out = pluginStdin(delegate, { type: 'bandwidth', capabilities: { bandwidth: false, ipRanges: true } }, runtimeConfig);
+    const out = pluginStdin(
+      delegate,
+      { type: 'bandwidth', capabilities: { bandwidth: false, ipRanges: true } },
+      runtimeConfig,
+    );
     assert.ok(!('runtimeConfig' in out));
-    const plugin = { type: 'portmap', capabilities: { portMappings: true, bandwidth: true }, runtimeConfig: { stale: 1 } };
+    const plugin = {
+      type: 'portmap',
+      capabilities: { portMappings: true, bandwidth: true },
+      runtimeConfig: { stale: 1 },
+    };
     assert.deepEqual(pluginStdin(delegate, plugin, runtimeConfig).runtimeConfig, runtimeConfig);
   });
 
   test('a capability named like an Object.prototype member is not passed when the runtime did not supply it', () => {
     const caps = JSON.parse('{"constructor":true,"toString":true}') as Record<string, boolean>;
-    const out = pluginStdin(delegate, { type: 'odd', capabilities: caps }, JSON.parse('{"portMappings":[]}') as Record<string, unknown>);
+    const out = pluginStdin(
+      delegate,
+      { type: 'odd', capabilities: caps },
+      JSON.parse('{"portMappings":[]}') as Record<string, unknown>,
+    );
     assert.ok(!('runtimeConfig' in out), `got runtimeConfig ${JSON.stringify(out.runtimeConfig)}`);
   });
 });

@@ -19,11 +19,19 @@ describe('takeOwnership', () => {
     const info = JSON.parse(readFileSync(join(a, OWNER_INFO_FILE), 'utf8'));
     assert.equal(info.pid, process.pid);
     assert.equal(info.socket, '/run/x.sock');
-    assert.throws(() => takeOwnership([a], '/run/y.sock'), (e: unknown) => {
-      assert.ok(e instanceof StateDirBusyError);
-      assert.match((e as Error).message, new RegExp(`state dir ${a} is owned by another stewardd \\(pid ${process.pid}, started .*serving /run/x\\.sock\\)`));
-      return true;
-    });
+    assert.throws(
+      () => takeOwnership([a], '/run/y.sock'),
+      (e: unknown) => {
+        assert.ok(e instanceof StateDirBusyError);
+        assert.match(
+          (e as Error).message,
+          new RegExp(
+            `state dir ${a} is owned by another stewardd \\(pid ${process.pid}, started .*serving /run/x\\.sock\\)`,
+          ),
+        );
+        return true;
+      },
+    );
     first.release();
     const again = takeOwnership([a], '/run/y.sock');
     assert.equal(JSON.parse(readFileSync(join(a, OWNER_INFO_FILE), 'utf8')).socket, '/run/y.sock');

@@ -27,21 +27,35 @@ const NETCONF = {
   delegates: [{ name: 'podnet', type: 'bridge' }],
 };
 
-interface SendCall { socket: string; route: string; body: string; timeoutMs: number }
-interface SpoolCall { dir: string; containerId: string; body: string }
+interface SendCall {
+  socket: string;
+  route: string;
+  body: string;
+  timeoutMs: number;
+}
+interface SpoolCall {
+  dir: string;
+  containerId: string;
+  body: string;
+}
 
 /** Fake I/O: records every send and spool; `reply` decides what send does. */
-function fakeIO(opts: {
-  env?: Record<string, string | undefined>;
-  stdin?: Buffer | string | object;
-  reply?: (call: SendCall) => Promise<Reply>;
-  spool?: (call: SpoolCall) => string;
-} = {}) {
+function fakeIO(
+  opts: {
+    env?: Record<string, string | undefined>;
+    stdin?: Buffer | string | object;
+    reply?: (call: SendCall) => Promise<Reply>;
+    spool?: (call: SpoolCall) => string;
+  } = {},
+) {
   const sends: SendCall[] = [];
   const spools: SpoolCall[] = [];
-  const stdin = opts.stdin === undefined ? Buffer.from(JSON.stringify(NETCONF))
-    : Buffer.isBuffer(opts.stdin) ? opts.stdin
-      : Buffer.from(typeof opts.stdin === 'string' ? opts.stdin : JSON.stringify(opts.stdin));
+  const stdin =
+    opts.stdin === undefined
+      ? Buffer.from(JSON.stringify(NETCONF))
+      : Buffer.isBuffer(opts.stdin)
+        ? opts.stdin
+        : Buffer.from(typeof opts.stdin === 'string' ? opts.stdin : JSON.stringify(opts.stdin));
   const io: ShimIO = {
     env: opts.env ?? ADD_ENV,
     stdin,
@@ -91,7 +105,7 @@ describe('runShim', () => {
     assert.equal(sends.length, 0);
   });
 
-  test('reports every missing CNI variable in one code 4 error, in the netconf\'s cniVersion', async () => {
+  test("reports every missing CNI variable in one code 4 error, in the netconf's cniVersion", async () => {
     const { io, sends } = fakeIO({ env: { CNI_COMMAND: 'ADD', HOME: '/root' } });
     const err = cniErrorOut(await runShim(io), 4);
     for (const v of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_PATH']) {
@@ -151,7 +165,7 @@ describe('runShim', () => {
     assert.equal(spools.length, 0);
   });
 
-  test('an unreachable daemon on DEL spools the request to the netconf\'s spoolDir and succeeds silently', async () => {
+  test("an unreachable daemon on DEL spools the request to the netconf's spoolDir and succeeds silently", async () => {
     const { io, sends, spools } = fakeIO({ env: DEL_ENV, reply: unreachable });
     const out = await runShim(io);
     assert.deepEqual(out, { stdout: '', exitCode: 0 });
@@ -172,7 +186,9 @@ describe('runShim', () => {
     const { io, spools } = fakeIO({
       env: DEL_ENV,
       reply: unreachable,
-      spool: () => { throw new Error('EROFS: read-only file system'); },
+      spool: () => {
+        throw new Error('EROFS: read-only file system');
+      },
     });
     const err = cniErrorOut(await runShim(io), 11);
     assert.equal(spools.length, 1);
@@ -200,7 +216,8 @@ describe('runShim', () => {
   });
 
   test('a DEL failure never says "not found" or "no such file or directory", whoever wrote it', async () => {
-    const body = '{"cniVersion":"0.4.0","code":11,"msg":"plugin xyz not found","details":"open /x: no such file or directory"}';
+    const body =
+      '{"cniVersion":"0.4.0","code":11,"msg":"plugin xyz not found","details":"open /x: no such file or directory"}';
     const { io } = fakeIO({ env: DEL_ENV, reply: async () => ({ status: 500, body }) });
     const out = await runShim(io);
     assert.equal(out.exitCode, 1);
@@ -208,7 +225,13 @@ describe('runShim', () => {
     const err = JSON.parse(out.stdout) as { code: number; cniVersion: string; msg: string };
     assert.equal(err.code, 11);
     assert.equal(err.cniVersion, '0.4.0');
-    const spoolFail = fakeIO({ env: DEL_ENV, reply: unreachable, spool: () => { throw new Error('ENOENT: no such file or directory, open x'); } });
+    const spoolFail = fakeIO({
+      env: DEL_ENV,
+      reply: unreachable,
+      spool: () => {
+        throw new Error('ENOENT: no such file or directory, open x');
+      },
+    });
     const out2 = await runShim(spoolFail.io);
     assert.equal(out2.exitCode, 1);
     assert.doesNotMatch(out2.stdout, /not found|no such file or directory/i);
@@ -229,7 +252,11 @@ describe('runShim', () => {
   });
 
   test('an unexpected exception inside the shim is still a CNI error on stdout (code 104)', async () => {
-    const { io } = fakeIO({ reply: () => { throw new TypeError('boom'); } });
+    const { io } = fakeIO({
+      reply: () => {
+        throw new TypeError('boom');
+      },
+    });
     const err = cniErrorOut(await runShim(io), 104);
     assert.match(err.msg, /unexpected error: boom/);
   });
@@ -269,7 +296,7 @@ describe('runShim', () => {
     assert.ok(!('HOME' in sent.env) && !('KUBECONFIG' in sent.env));
   });
 
-  test('uses the netconf\'s socket, and /run/steward/stewardd.sock when it names none', async () => {
+  test("uses the netconf's socket, and /run/steward/stewardd.sock when it names none", async () => {
     const named = fakeIO();
     await runShim(named.io);
     assert.equal(named.sends[0]?.socket, '/tmp/test-steward.sock');

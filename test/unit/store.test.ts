@@ -48,8 +48,14 @@ function newAttachment(over: Partial<NewAttachment> = {}): NewAttachment {
 
 function addStep(store: Store, attachmentId: number, seq = 0) {
   return store.insertStep({
-    attachmentId, seq, delegateIndex: 0, delegateName: 'podnet', ifname: 'eth0',
-    pluginIndex: seq, pluginType: seq === 0 ? 'bridge' : 'portmap', config: '{"type":"bridge"}',
+    attachmentId,
+    seq,
+    delegateIndex: 0,
+    delegateName: 'podnet',
+    ifname: 'eth0',
+    pluginIndex: seq,
+    pluginType: seq === 0 ? 'bridge' : 'portmap',
+    config: '{"type":"bridge"}',
   });
 }
 
@@ -76,11 +82,15 @@ describe('Store schema', () => {
     const db = new Database(path);
     db.exec(MIGRATIONS[0] as string);
     db.pragma('user_version = 1');
-    db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+    db.prepare(
+      `INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
       state, config, created_at, updated_at) VALUES ('old-ctr', 'net', 'eth0', '/ns', 'K8S_POD_NAME=p', '/bin', '1.0.0', 'b',
-      'added', '{}', 1, 2)`).run();
-    db.prepare(`INSERT INTO steps (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
-      config, state, created_at, updated_at) VALUES (1, 0, 0, 'd', 'eth0', 0, 'bridge', '{}', 'added', 1, 2)`).run();
+      'added', '{}', 1, 2)`,
+    ).run();
+    db.prepare(
+      `INSERT INTO steps (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
+      config, state, created_at, updated_at) VALUES (1, 0, 0, 'd', 'eth0', 0, 'bridge', '{}', 'added', 1, 2)`,
+    ).run();
     db.close();
 
     const store = new Store(path);
@@ -93,7 +103,10 @@ describe('Store schema', () => {
     assert.equal(store.stepsOf(old!.id).length, 1);
     // New rows on the migrated file carry their pod, and the pod filter skips the old row.
     store.createAttachment(newAttachment({ podNamespace: 'ns', podName: 'p', podUid: 'u-1' }));
-    assert.deepEqual(store.listAttachments({ pod: { namespace: 'ns', name: 'p' } }).map((a) => a.podUid), ['u-1']);
+    assert.deepEqual(
+      store.listAttachments({ pod: { namespace: 'ns', name: 'p' } }).map((a) => a.podUid),
+      ['u-1'],
+    );
   });
 
   test('refuses a database whose schema version is newer than this build knows', () => {
@@ -210,12 +223,15 @@ describe('Store steps', () => {
     assert.equal(s?.updatedAt, 9_000);
   });
 
-  test('stepsOf lists an attachment\'s steps in seq order', () => {
+  test("stepsOf lists an attachment's steps in seq order", () => {
     const { store } = openStore();
     const a = store.createAttachment(newAttachment());
     addStep(store, a.id, 1);
     addStep(store, a.id, 0);
-    assert.deepEqual(store.stepsOf(a.id).map((s) => s.seq), [0, 1]);
+    assert.deepEqual(
+      store.stepsOf(a.id).map((s) => s.seq),
+      [0, 1],
+    );
   });
 });
 
@@ -264,7 +280,7 @@ describe('Store teardown queue', () => {
 
     assert.equal(store.pruneTombstones(5_000, 5_000), 1);
     assert.equal(store.getAttachment(oldDeleted.id), undefined);
-    assert.equal(store.getStep(oldStep.id), undefined, 'the pruned attachment\'s steps cascade away');
+    assert.equal(store.getStep(oldStep.id), undefined, "the pruned attachment's steps cascade away");
     assert.deepEqual(store.stepsOf(oldDeleted.id), []);
 
     assert.equal(store.getAttachment(oldLive.id)?.state, 'added');
@@ -324,13 +340,20 @@ describe('Store teardown queue', () => {
 describe('Store pods', () => {
   test('attachments keep the pod they were added for; listAttachments filters by namespace and name', () => {
     const { store } = openStore();
-    const a = store.createAttachment(newAttachment({ containerId: 'a', podNamespace: 'team-a', podName: 'web-0', podUid: 'uid-a' }));
-    store.createAttachment(newAttachment({ containerId: 'b', podNamespace: 'team-b', podName: 'web-0', podUid: 'uid-b' }));
+    const a = store.createAttachment(
+      newAttachment({ containerId: 'a', podNamespace: 'team-a', podName: 'web-0', podUid: 'uid-a' }),
+    );
+    store.createAttachment(
+      newAttachment({ containerId: 'b', podNamespace: 'team-b', podName: 'web-0', podUid: 'uid-b' }),
+    );
     store.createAttachment(newAttachment({ containerId: 'c', podNamespace: 'team-a', podName: 'web-1' }));
     const none = store.createAttachment(newAttachment({ containerId: 'd' }));
     assert.deepEqual([a.podNamespace, a.podName, a.podUid], ['team-a', 'web-0', 'uid-a']);
     assert.deepEqual([none.podNamespace, none.podName, none.podUid], [null, null, null]);
-    assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-0' } }).map((x) => x.containerId), ['a']);
+    assert.deepEqual(
+      store.listAttachments({ pod: { namespace: 'team-a', name: 'web-0' } }).map((x) => x.containerId),
+      ['a'],
+    );
     assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'nope' } }), []);
     assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-1' }, state: 'added' }), []);
   });
@@ -350,8 +373,11 @@ describe('durability and write failures', () => {
     const other = new Database(path);
     other.exec('BEGIN IMMEDIATE');
     try {
-      assert.throws(() => store.atomic(() => store.createAttachment(newAttachment())),
-        (e: { code?: number; message?: string }) => e.code === 11 && /could not write its journal \(SQLITE_BUSY/.test(e.message ?? ''));
+      assert.throws(
+        () => store.atomic(() => store.createAttachment(newAttachment())),
+        (e: { code?: number; message?: string }) =>
+          e.code === 11 && /could not write its journal \(SQLITE_BUSY/.test(e.message ?? ''),
+      );
       assert.deepEqual(errors, ['SQLITE_BUSY']);
     } finally {
       other.exec('ROLLBACK');
@@ -362,9 +388,20 @@ describe('durability and write failures', () => {
 
   test('a write that breaks a constraint is a bug (code 104), not "try again later"', () => {
     const { store } = openStore();
-    assert.throws(() => store.insertStep({
-      attachmentId: 999, seq: 0, delegateIndex: 0, delegateName: 'd', ifname: 'eth0', pluginIndex: 0, pluginType: 'bridge', config: '{}',
-    }), (e: { code?: number }) => e.code === 104);
+    assert.throws(
+      () =>
+        store.insertStep({
+          attachmentId: 999,
+          seq: 0,
+          delegateIndex: 0,
+          delegateName: 'd',
+          ifname: 'eth0',
+          pluginIndex: 0,
+          pluginType: 'bridge',
+          config: '{}',
+        }),
+      (e: { code?: number }) => e.code === 104,
+    );
   });
 
   test('stored error texts are capped, so a 100 KB plugin message does not bloat every status page', () => {

@@ -5,12 +5,17 @@ import { CniError } from '../../shared/src/cni/errors.js';
 import { isPermanentFailure, PERMANENT_CODES } from '../../daemon/src/engine/teardown.js';
 
 describe('which DEL failures are permanent', () => {
-  test('the spec\'s bad-input codes (1, 2, 4, 6, 7) are, whatever the message', () => {
-    assert.deepEqual([...PERMANENT_CODES].sort((a, b) => a - b), [1, 2, 4, 6, 7]);
-    for (const code of [1, 2, 4, 6, 7]) assert.equal(isPermanentFailure(new CniError(code, 'x'), null), true, String(code));
+  test("the spec's bad-input codes (1, 2, 4, 6, 7) are, whatever the message", () => {
+    assert.deepEqual(
+      [...PERMANENT_CODES].sort((a, b) => a - b),
+      [1, 2, 4, 6, 7],
+    );
+    for (const code of [1, 2, 4, 6, 7])
+      assert.equal(isPermanentFailure(new CniError(code, 'x'), null), true, String(code));
   });
   test('other codes are not, unless the DEL failed with exactly the error its ADD failed with', () => {
-    for (const code of [3, 5, 11, 100, 101, 999]) assert.equal(isPermanentFailure(new CniError(code, 'flaky'), null), false, String(code));
+    for (const code of [3, 5, 11, 100, 101, 999])
+      assert.equal(isPermanentFailure(new CniError(code, 'flaky'), null), false, String(code));
     const msg = 'ARGS: unknown args ["Foo=1"]';
     assert.equal(isPermanentFailure(new CniError(999, msg), msg), true);
     assert.equal(isPermanentFailure(new CniError(999, 'another message'), msg), false);

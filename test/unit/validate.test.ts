@@ -16,22 +16,23 @@ const CHECKS: Array<[string, Check]> = [
 ];
 
 // true = accepted, false = rejected; columns follow CHECKS.
-const TABLE: Array<[input: string, containerId: boolean, ifName: boolean, networkName: boolean, pluginType: boolean]> = [
-  ['../x', false, false, false, false],
-  ['a/b', false, false, false, false],
-  ['', false, false, false, false],
-  ['eth0', true, true, true, true],
-  [IFNAME_16, true, false, true, true],
-  [IFNAME_15, true, true, true, true],
-  ['.', false, false, false, false],
-  ['..', false, false, false, false],
-  ['e:0', false, false, false, false],
-  ['e 0', false, false, false, false],
-  ['../../bin/sh', false, false, false, false],
-  ['bridge', true, true, true, true],
-  ['host-local', true, true, true, true],
-  ['a', true, true, true, true],
-];
+const TABLE: Array<[input: string, containerId: boolean, ifName: boolean, networkName: boolean, pluginType: boolean]> =
+  [
+    ['../x', false, false, false, false],
+    ['a/b', false, false, false, false],
+    ['', false, false, false, false],
+    ['eth0', true, true, true, true],
+    [IFNAME_16, true, false, true, true],
+    [IFNAME_15, true, true, true, true],
+    ['.', false, false, false, false],
+    ['..', false, false, false, false],
+    ['e:0', false, false, false, false],
+    ['e 0', false, false, false, false],
+    ['../../bin/sh', false, false, false, false],
+    ['bridge', true, true, true, true],
+    ['host-local', true, true, true, true],
+    ['a', true, true, true, true],
+  ];
 
 assert.equal(IFNAME_16.length, 16);
 assert.equal(IFNAME_15.length, 15);

@@ -17,7 +17,10 @@ export const Exit = {
 } as const;
 
 export class CliError extends Error {
-  constructor(message: string, readonly exitCode: number) {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
     super(message);
   }
 }
@@ -34,18 +37,27 @@ function cause(socket: string, e: NodeJS.ErrnoException, timeoutMs: number): str
     case 'ENOTSOCK':
       return `${socket} is not a socket`;
     default:
-      if (/no answer .* within/.test(e.message)) return `the daemon did not answer within ${timeoutMs / 1000} s (busy or hung)`;
+      if (/no answer .* within/.test(e.message))
+        return `the daemon did not answer within ${timeoutMs / 1000} s (busy or hung)`;
       return e.message;
   }
 }
 
 /** GET or POST on the socket; resolves with the parsed JSON body of a 2xx answer. */
-export async function call(socket: string, method: 'GET' | 'POST', path: string, timeoutMs: number): Promise<{ body: string; json: unknown }> {
+export async function call(
+  socket: string,
+  method: 'GET' | 'POST',
+  path: string,
+  timeoutMs: number,
+): Promise<{ body: string; json: unknown }> {
   let r;
   try {
     r = await socketRequest(socket, method, path, timeoutMs);
   } catch (e) {
-    throw new CliError(`cannot talk to stewardd on ${socket}: ${cause(socket, e as NodeJS.ErrnoException, timeoutMs)}`, Exit.Unreachable);
+    throw new CliError(
+      `cannot talk to stewardd on ${socket}: ${cause(socket, e as NodeJS.ErrnoException, timeoutMs)}`,
+      Exit.Unreachable,
+    );
   }
   let json: unknown;
   try {
@@ -55,8 +67,15 @@ export async function call(socket: string, method: 'GET' | 'POST', path: string,
   }
   if (r.status < 200 || r.status > 299) {
     const why = (json as { error?: unknown } | undefined)?.error;
-    throw new CliError(`stewardd on ${socket} answered ${method} ${path} with ${r.status}: ${typeof why === 'string' ? why : r.body.trim()}`, Exit.DaemonError);
+    throw new CliError(
+      `stewardd on ${socket} answered ${method} ${path} with ${r.status}: ${typeof why === 'string' ? why : r.body.trim()}`,
+      Exit.DaemonError,
+    );
   }
-  if (json === undefined) throw new CliError(`stewardd on ${socket} answered ${method} ${path} with a body that is not JSON`, Exit.DaemonError);
+  if (json === undefined)
+    throw new CliError(
+      `stewardd on ${socket} answered ${method} ${path} with a body that is not JSON`,
+      Exit.DaemonError,
+    );
   return { body: r.body, json };
 }

@@ -44,7 +44,11 @@ export interface StatusJson {
 /** Columns padded to their widest cell; the last column is not padded. */
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -73,14 +77,28 @@ export function pod(r: { podNamespace?: string | null; podName?: string | null }
 }
 
 const shortId = (id: string | undefined) => (id === undefined ? '?' : id.length > 12 ? id.slice(0, 12) : id);
-const clip = (s: string | null, n = 70) => (s === null ? '-' : s.length > n ? `${s.slice(0, n - 1)}…` : s).replace(/\s+/g, ' ');
-const counts = (c: Record<string, number>) => Object.entries(c).filter(([, n]) => n > 0).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+const clip = (s: string | null, n = 70) =>
+  (s === null ? '-' : s.length > n ? `${s.slice(0, n - 1)}…` : s).replace(/\s+/g, ' ');
+const counts = (c: Record<string, number>) =>
+  Object.entries(c)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ') || 'none';
 
 export function teardownTable(rows: TeardownRow[], now: number): string {
-  return table(['STEP', 'POD', 'CONTAINER', 'PLUGIN', 'STATE', 'ATTEMPTS', 'NEXT RETRY', 'LAST ERROR'], rows.map((r) => [
-    String(r.step), pod(r), shortId(r.containerId), r.plugin, r.state, String(r.attempts),
-    r.state === 'abandoned' ? 'never (abandoned)' : when(r.nextAttemptAt, now), clip(r.lastError),
-  ]));
+  return table(
+    ['STEP', 'POD', 'CONTAINER', 'PLUGIN', 'STATE', 'ATTEMPTS', 'NEXT RETRY', 'LAST ERROR'],
+    rows.map((r) => [
+      String(r.step),
+      pod(r),
+      shortId(r.containerId),
+      r.plugin,
+      r.state,
+      String(r.attempts),
+      r.state === 'abandoned' ? 'never (abandoned)' : when(r.nextAttemptAt, now),
+      clip(r.lastError),
+    ]),
+  );
 }
 
 export function formatStatus(s: StatusJson, now: number): string {
@@ -89,14 +107,16 @@ export function formatStatus(s: StatusJson, now: number): string {
   const lines = [
     `stewardd ${s.version}, up ${duration(s.uptimeSeconds)}, ${s.ready ? 'ready' : 'NOT READY'}`,
     `attachments:  ${counts(s.attachments)}`,
-    `teardowns:    ${q.depth} pending${q.oldestPendingSeconds === null ? '' : ` (oldest ${duration(q.oldestPendingSeconds)})`}, `
-      + `${abandoned} abandoned${q.nextAttemptAt === null ? '' : `, next retry ${when(q.nextAttemptAt, now)}`}`,
+    `teardowns:    ${q.depth} pending${q.oldestPendingSeconds === null ? '' : ` (oldest ${duration(q.oldestPendingSeconds)})`}, ` +
+      `${abandoned} abandoned${q.nextAttemptAt === null ? '' : `, next retry ${when(q.nextAttemptAt, now)}`}`,
     `plugin slots: ${s.executions.inUse}/${s.executions.slots} in use, ${s.executions.queued} queued`,
   ];
   if (s.lastErrors.length > 0) lines.push('', teardownTable(s.lastErrors, now));
   const shown = s.lastErrors.length;
-  if (shown < q.depth + abandoned) lines.push(`(${shown} of ${q.depth + abandoned} shown: stewardd teardowns lists them all)`);
-  if (abandoned > 0) lines.push('', `${abandoned} abandoned step(s): release what they hold by hand, see docs/teardown.md`);
+  if (shown < q.depth + abandoned)
+    lines.push(`(${shown} of ${q.depth + abandoned} shown: stewardd teardowns lists them all)`);
+  if (abandoned > 0)
+    lines.push('', `${abandoned} abandoned step(s): release what they hold by hand, see docs/teardown.md`);
   return lines.join('\n');
 }
 
@@ -108,9 +128,17 @@ export function formatTeardowns(t: { pending: TeardownRow[]; abandoned: Teardown
 
 export function formatAttachments(rows: AttachmentRow[]): string {
   if (rows.length === 0) return 'no attachments match';
-  return table(['ID', 'POD', 'CONTAINER', 'NETWORK', 'IFNAME', 'STATE', 'STEPS', 'UPDATED'], rows.map((a) => [
-    String(a.id), pod(a), shortId(a.containerId), a.network, a.ifname, a.state,
-    a.steps.map((s) => `${s.plugin}:${s.state}${s.attempts > 1 ? `×${s.attempts}` : ''}`).join(' ') || '-',
-    a.updatedAt.replace(/\.\d+Z$/, 'Z'),
-  ]));
+  return table(
+    ['ID', 'POD', 'CONTAINER', 'NETWORK', 'IFNAME', 'STATE', 'STEPS', 'UPDATED'],
+    rows.map((a) => [
+      String(a.id),
+      pod(a),
+      shortId(a.containerId),
+      a.network,
+      a.ifname,
+      a.state,
+      a.steps.map((s) => `${s.plugin}:${s.state}${s.attempts > 1 ? `×${s.attempts}` : ''}`).join(' ') || '-',
+      a.updatedAt.replace(/\.\d+Z$/, 'Z'),
+    ]),
+  );
 }

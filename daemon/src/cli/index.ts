@@ -6,7 +6,14 @@ import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
 import { call, CliError, Exit } from './client.js';
-import { formatAttachments, formatStatus, formatTeardowns, type AttachmentRow, type StatusJson, type TeardownRow } from './format.js';
+import {
+  formatAttachments,
+  formatStatus,
+  formatTeardowns,
+  type AttachmentRow,
+  type StatusJson,
+  type TeardownRow,
+} from './format.js';
 
 export const CLI_COMMANDS = ['status', 'attachments', 'teardowns', 'retry'] as const;
 export type CliCommand = (typeof CLI_COMMANDS)[number];
@@ -46,32 +53,57 @@ interface Parsed {
 function parse(command: CliCommand, argv: string[]): Parsed {
   const extra: Record<string, { type: 'string' | 'boolean' }> = {
     status: { check: { type: 'boolean' } },
-    attachments: { state: { type: 'string' }, pod: { type: 'string' }, container: { type: 'string' }, limit: { type: 'string' } },
+    attachments: {
+      state: { type: 'string' },
+      pod: { type: 'string' },
+      container: { type: 'string' },
+      limit: { type: 'string' },
+    },
     teardowns: {},
     retry: {},
   }[command] as Record<string, { type: 'string' | 'boolean' }>;
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
-      args: argv, strict: true, allowPositionals: false,
-      options: { socket: { type: 'string' }, output: { type: 'string', short: 'o' }, timeout: { type: 'string' }, ...extra },
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        socket: { type: 'string' },
+        output: { type: 'string', short: 'o' },
+        timeout: { type: 'string' },
+        ...extra,
+      },
     }));
   } catch (e) {
     throw new CliError(`${(e as Error).message}\n\n${CLI_USAGE[command]}`, Exit.Usage);
   }
   const output = (values.output as string | undefined) ?? 'table';
-  if (output !== 'table' && output !== 'json') throw new CliError(`-o must be table or json, got "${output}"`, Exit.Usage);
+  if (output !== 'table' && output !== 'json')
+    throw new CliError(`-o must be table or json, got "${output}"`, Exit.Usage);
   const rawTimeout = (values.timeout as string | undefined) ?? '5';
   const timeout = Number(rawTimeout);
-  if (!(timeout > 0) || !Number.isFinite(timeout)) throw new CliError(`--timeout must be a positive number of seconds, got "${rawTimeout}"`, Exit.Usage);
-  return { socket: resolve((values.socket as string | undefined) ?? DEFAULT_SOCKET), json: output === 'json', timeoutMs: timeout * 1000, values };
+  if (!(timeout > 0) || !Number.isFinite(timeout))
+    throw new CliError(`--timeout must be a positive number of seconds, got "${rawTimeout}"`, Exit.Usage);
+  return {
+    socket: resolve((values.socket as string | undefined) ?? DEFAULT_SOCKET),
+    json: output === 'json',
+    timeoutMs: timeout * 1000,
+    values,
+  };
 }
 
 function attachmentsQuery(v: Parsed['values']): string {
   const q = new URLSearchParams();
   const pod = v.pod as string | undefined;
-  if (pod !== undefined && !/^[^/]+\/[^/]+$/.test(pod)) throw new CliError(`--pod must be NAMESPACE/NAME, got "${pod}"`, Exit.Usage);
-  for (const [flag, param] of [['state', 'state'], ['pod', 'pod'], ['container', 'containerId'], ['limit', 'limit']] as const) {
+  if (pod !== undefined && !/^[^/]+\/[^/]+$/.test(pod))
+    throw new CliError(`--pod must be NAMESPACE/NAME, got "${pod}"`, Exit.Usage);
+  for (const [flag, param] of [
+    ['state', 'state'],
+    ['pod', 'pod'],
+    ['container', 'containerId'],
+    ['limit', 'limit'],
+  ] as const) {
     const value = v[flag];
     if (typeof value === 'string') q.set(param, value);
   }
@@ -102,13 +134,19 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
       }
       case 'teardowns': {
         const r = await call(p.socket, 'GET', '/v1/teardowns', p.timeoutMs);
-        out(p.json, r.body, () => formatTeardowns(r.json as { pending: TeardownRow[]; abandoned: TeardownRow[] }, now()));
+        out(p.json, r.body, () =>
+          formatTeardowns(r.json as { pending: TeardownRow[]; abandoned: TeardownRow[] }, now()),
+        );
         return Exit.Ok;
       }
       case 'retry': {
         const r = await call(p.socket, 'POST', '/v1/teardowns/retry', p.timeoutMs);
         const x = r.json as { attempted: number; done: number; pending: number };
-        out(p.json, r.body, () => `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`);
+        out(
+          p.json,
+          r.body,
+          () => `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`,
+        );
         return Exit.Ok;
       }
     }

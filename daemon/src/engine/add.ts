@@ -4,7 +4,14 @@
 
 import type { Logger } from 'pino';
 import {
-  CniError, ErrorCode, convertResult, podFromCniArgs, podLogFields, type CniEnv, type CniResult, type PluginConf,
+  CniError,
+  ErrorCode,
+  convertResult,
+  podFromCniArgs,
+  podLogFields,
+  type CniEnv,
+  type CniResult,
+  type PluginConf,
 } from '@cni-steward/shared';
 import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
 import type { EngineContext } from './context.js';
@@ -25,8 +32,18 @@ function planSteps(conf: StewardConf): PlannedStep[] {
     for (const [pluginIndex, plugin] of d.plugins.entries()) {
       const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
       plan.push({
-        d, plugin, stdin,
-        row: { seq: plan.length, delegateIndex: d.index, delegateName: d.name, ifname: d.ifname, pluginIndex, pluginType: plugin.type, config: JSON.stringify(stdin) },
+        d,
+        plugin,
+        stdin,
+        row: {
+          seq: plan.length,
+          delegateIndex: d.index,
+          delegateName: d.name,
+          ifname: d.ifname,
+          pluginIndex,
+          pluginType: plugin.type,
+          config: JSON.stringify(stdin),
+        },
       });
     }
   }
@@ -45,16 +62,23 @@ export function checkCapabilities(ctx: EngineContext, conf: StewardConf, config:
     for (const p of d.plugins) {
       for (const [cap, on] of Object.entries(p.capabilities ?? {})) {
         if (on !== true || declared[cap] === true) continue;
-        ctx.warn(`${conf.name}\0${cap}`,
+        ctx.warn(
+          `${conf.name}\0${cap}`,
           `network ${conf.name}: delegate ${d.name} plugin ${p.type} declares capability "${cap}" but the steward entry does not, so the runtime never passes it; add "capabilities": {"${cap}": true} to the steward entry`,
-          { network: conf.name, delegate: d.name, plugin: p.type, capability: cap });
+          { network: conf.name, delegate: d.name, plugin: p.type, capability: cap },
+        );
       }
     }
   }
 }
 
 /** ADD of one attachment; runs inside the container's queue. Resolves with the result text to print. */
-export async function addAttachment(ctx: EngineContext, env: CniEnv, conf: StewardConf, key: AttachmentKey): Promise<string> {
+export async function addAttachment(
+  ctx: EngineContext,
+  env: CniEnv,
+  conf: StewardConf,
+  key: AttachmentKey,
+): Promise<string> {
   const { store } = ctx;
   const configText = JSON.stringify(conf.raw);
   const existing = store.currentAttachment(key);
@@ -63,8 +87,10 @@ export async function addAttachment(ctx: EngineContext, env: CniEnv, conf: Stewa
     if (existing.netns === env.netns && existing.config === configText && existing.result) {
       return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
     }
-    throw new CniError(ErrorCode.AttachmentConflict,
-      `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`);
+    throw new CniError(
+      ErrorCode.AttachmentConflict,
+      `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`,
+    );
   }
   if (existing && (existing.state === 'deleting' || existing.state === 'adding')) {
     // `adding` here (inside the container's queue, so no ADD of it is running) is an ADD whose
@@ -73,9 +99,11 @@ export async function addAttachment(ctx: EngineContext, env: CniEnv, conf: Stewa
     // first: a step that can only fail the same way is abandoned now rather than block this ADD.
     const outcome = await ctx.teardown.run(existing.id, Priority.Add, { force: true, abandonPermanent: true });
     if (!outcome.done) {
-      throw new CniError(ErrorCode.TryAgainLater,
+      throw new CniError(
+        ErrorCode.TryAgainLater,
         `an earlier attachment of container ${key.containerId} on ${key.network}/${key.ifname} is still being torn down`,
-        outcome.error?.message);
+        outcome.error?.message,
+      );
     }
   }
 
@@ -88,12 +116,26 @@ export async function addAttachment(ctx: EngineContext, env: CniEnv, conf: Stewa
   // The attachment and its first step are one commit, on disk before the first plugin runs.
   const { a, first } = store.atomic(() => {
     const a = store.createAttachment({
-      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path, cniVersion: conf.cniVersion,
-      bootId: ctx.bootId, config: configText, podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
+      ...key,
+      netns: env.netns,
+      cniArgs: env.args,
+      cniPath: env.path,
+      cniVersion: conf.cniVersion,
+      bootId: ctx.bootId,
+      config: configText,
+      podNamespace: pod.namespace,
+      podName: pod.name,
+      podUid: pod.uid,
     });
     return { a, first: store.insertStep({ ...(plan[0] as PlannedStep).row, attachmentId: a.id }) };
   });
-  const alog = ctx.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname, attachment: a.id });
+  const alog = ctx.log.child({
+    containerId: key.containerId,
+    ...podLogFields(pod),
+    network: key.network,
+    ifname: key.ifname,
+    attachment: a.id,
+  });
   ctx.adding.add(a.id);
   try {
     return await addAndRollBack(ctx, a, env, conf, plan, first, alog);
@@ -103,7 +145,15 @@ export async function addAttachment(ctx: EngineContext, env: CniEnv, conf: Stewa
 }
 
 /** Runs the chain; on any failure rolls back every started step and rethrows the original error. */
-async function addAndRollBack(ctx: EngineContext, a: Attachment, env: CniEnv, conf: StewardConf, plan: PlannedStep[], first: Step, alog: Logger): Promise<string> {
+async function addAndRollBack(
+  ctx: EngineContext,
+  a: Attachment,
+  env: CniEnv,
+  conf: StewardConf,
+  plan: PlannedStep[],
+  first: Step,
+  alog: Logger,
+): Promise<string> {
   try {
     const text = await runChains(ctx, a, env, conf, plan, first);
     alog.info('attachment added');
@@ -114,7 +164,8 @@ async function addAndRollBack(ctx: EngineContext, a: Attachment, env: CniEnv, co
     try {
       ctx.store.setAttachmentError(a.id, err.message);
       const outcome = await ctx.teardown.run(a.id, Priority.Add, { force: true });
-      if (!outcome.done) alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+      if (!outcome.done)
+        alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
     } catch (re) {
       // The journal could not be written (disk full): every step is still on disk as `adding`
       // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
@@ -125,14 +176,27 @@ async function addAndRollBack(ctx: EngineContext, a: Attachment, env: CniEnv, co
 }
 
 /** One journaled step: its plugin's ADD, the result converted to its delegate's version, or `add_failed`. */
-async function runStep(ctx: EngineContext, env: CniEnv, step: Step, planned: PlannedStep, prev: CniResult | undefined): Promise<CniResult> {
+async function runStep(
+  ctx: EngineContext,
+  env: CniEnv,
+  step: Step,
+  planned: PlannedStep,
+  prev: CniResult | undefined,
+): Promise<CniResult> {
   const { d, plugin, stdin } = planned;
   try {
     const out = await ctx.slots.run(Priority.Add, {
-      command: 'ADD', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
-      args: env.args, cniPath: env.path, stdin: prev ? { ...stdin, prevResult: prev } : stdin,
+      command: 'ADD',
+      type: plugin.type,
+      containerId: env.containerId,
+      netns: env.netns,
+      ifname: d.ifname,
+      args: env.args,
+      cniPath: env.path,
+      stdin: prev ? { ...stdin, prevResult: prev } : stdin,
     });
-    if (out === undefined) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
+    if (out === undefined)
+      throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
     return convertResult(out, d.cniVersion);
   } catch (e) {
     const err = CniError.from(e, ErrorCode.PluginExecFailed);
@@ -146,7 +210,14 @@ async function runStep(ctx: EngineContext, env: CniEnv, step: Step, planned: Pla
  * committed together with the next step's `adding` row (or, after the last, with the attachment's
  * result), so every row is on disk before its plugin runs at one commit per plugin.
  */
-async function runChains(ctx: EngineContext, a: Attachment, env: CniEnv, conf: StewardConf, plan: PlannedStep[], first: Step): Promise<string> {
+async function runChains(
+  ctx: EngineContext,
+  a: Attachment,
+  env: CniEnv,
+  conf: StewardConf,
+  plan: PlannedStep[],
+  first: Step,
+): Promise<string> {
   const { store } = ctx;
   const finals = new Map<number, CniResult>();
   let step = first;

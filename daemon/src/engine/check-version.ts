@@ -5,7 +5,11 @@
 
 import { CniError, ErrorCode, SUPPORTED_VERSIONS, versionAtLeast } from '@cni-steward/shared';
 
-export type VersionProbe = (call: { command: 'VERSION'; type: string; stdin: Record<string, unknown> }) => Promise<unknown>;
+export type VersionProbe = (call: {
+  command: 'VERSION';
+  type: string;
+  stdin: Record<string, unknown>;
+}) => Promise<unknown>;
 
 export async function checkVersionFor(type: string, delegate: string, probe: VersionProbe): Promise<string> {
   const answer = await probe({ command: 'VERSION', type, stdin: { cniVersion: '0.4.0' } });
@@ -14,9 +18,11 @@ export async function checkVersionFor(type: string, delegate: string, probe: Ver
   const usable = SUPPORTED_VERSIONS.filter((v) => versionAtLeast(v, '0.4.0') && supported.includes(v));
   const chosen = usable[0];
   if (chosen === undefined) {
-    throw new CniError(ErrorCode.CheckUnverifiable,
+    throw new CniError(
+      ErrorCode.CheckUnverifiable,
       `CHECK cannot verify delegate ${delegate}: plugin ${type} supports no CNI version with CHECK (0.4.0 or later)`,
-      `it supports: ${supported.join(', ') || 'nothing it would say'}`);
+      `it supports: ${supported.join(', ') || 'nothing it would say'}`,
+    );
   }
   return chosen;
 }

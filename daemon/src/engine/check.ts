@@ -16,12 +16,16 @@ export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: Atta
   const { store } = ctx;
   const a = store.currentAttachment(key);
   if (!a) {
-    throw new CniError(ErrorCode.UnknownContainer,
-      `container ${key.containerId} has no attachment on network ${key.network} interface ${key.ifname}`);
+    throw new CniError(
+      ErrorCode.UnknownContainer,
+      `container ${key.containerId} has no attachment on network ${key.network} interface ${key.ifname}`,
+    );
   }
   if (a.state !== 'added') {
-    throw new CniError(ErrorCode.AttachmentGone,
-      `attachment of container ${key.containerId} on ${key.network}/${key.ifname} is ${a.state}, not added`);
+    throw new CniError(
+      ErrorCode.AttachmentGone,
+      `attachment of container ${key.containerId} on ${key.network}/${key.ifname} is ${a.state}, not added`,
+    );
   }
   const nsWhy = netnsProblem(env.netns);
   if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
@@ -31,10 +35,20 @@ export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: Atta
   for (const step of steps) {
     const d = stored.delegates[step.delegateIndex];
     if (!d || d.disableCheck) continue;
-    const call = { containerId: a.containerId, netns: env.netns, ifname: step.ifname, args: env.args, cniPath: env.path };
-    const version = versionAtLeast(d.cniVersion, '0.4.0') ? d.cniVersion
+    const call = {
+      containerId: a.containerId,
+      netns: env.netns,
+      ifname: step.ifname,
+      args: env.args,
+      cniPath: env.path,
+    };
+    const version = versionAtLeast(d.cniVersion, '0.4.0')
+      ? d.cniVersion
       : await checkVersionFor(step.pluginType, d.name, (probe) => ctx.slots.run(Priority.Add, { ...probe, ...call }));
-    const stdin: Record<string, unknown> = { ...JSON.parse(step.config) as Record<string, unknown>, cniVersion: version };
+    const stdin: Record<string, unknown> = {
+      ...(JSON.parse(step.config) as Record<string, unknown>),
+      cniVersion: version,
+    };
     const prev = finals.get(step.delegateIndex);
     if (prev) stdin.prevResult = convertResult(prev, version);
     await ctx.slots.run(Priority.Add, { command: 'CHECK', type: step.pluginType, stdin, ...call });

@@ -3,9 +3,7 @@
 // teardown rules, and an unknown one gets one best-effort pass-through DEL. An ADD queued for the
 // same attachment invalidates both, so a DEL that races a new ADD always waits for it.
 
-import {
-  CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv,
-} from '@cni-steward/shared';
+import { CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv } from '@cni-steward/shared';
 import { podOf, type AttachmentKey } from '../store/types.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority } from './limiter.js';
@@ -68,18 +66,26 @@ export class Dels {
     const k = keyString(key);
     if (this.tombstones.has(k)) {
       ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
-      ctx.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL answered from a tombstone: already torn down');
+      ctx.log.debug(
+        { containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname },
+        'DEL answered from a tombstone: already torn down',
+      );
       return Promise.resolve('');
     }
     const joined = this.inFlight.get(k);
     if (joined) {
       ctx.metrics.coalescedDels.inc({ how: 'joined' });
-      ctx.log.debug({ containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname }, 'DEL joined one queued or in flight');
+      ctx.log.debug(
+        { containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname },
+        'DEL joined one queued or in flight',
+      );
       return joined;
     }
     const p = ctx.serialize(env.containerId, () => this.delLocked(env, config, key));
     this.inFlight.set(k, p);
-    const forget = () => { if (this.inFlight.get(k) === p) this.inFlight.delete(k); };
+    const forget = () => {
+      if (this.inFlight.get(k) === p) this.inFlight.delete(k);
+    };
     p.then(forget, forget);
     return p;
   }
@@ -92,7 +98,13 @@ export class Dels {
       this.rememberTombstone(key);
       return '';
     }
-    const fields = { containerId: key.containerId, ...podLogFields(podOf(a)), network: key.network, ifname: key.ifname, attachment: a.id };
+    const fields = {
+      containerId: key.containerId,
+      ...podLogFields(podOf(a)),
+      network: key.network,
+      ifname: key.ifname,
+      attachment: a.id,
+    };
     if (a.state === 'deleted') {
       this.rememberTombstone(key);
       ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
@@ -103,7 +115,11 @@ export class Dels {
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
     const outcome = await ctx.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
     if (outcome.done) this.rememberTombstone(key);
-    else ctx.log.info({ ...fields, err: outcome.error?.message }, `DEL: teardown not finished; the retry scheduler owns it (policy ${ctx.delPolicy})`);
+    else
+      ctx.log.info(
+        { ...fields, err: outcome.error?.message },
+        `DEL: teardown not finished; the retry scheduler owns it (policy ${ctx.delPolicy})`,
+      );
     if (!outcome.done && ctx.delPolicy === 'strict') {
       const err = outcome.error ?? new CniError(ErrorCode.TeardownPending, 'teardown is incomplete');
       // Runtimes read "not found" in a DEL error as success: keep a failure a failure.
@@ -125,7 +141,12 @@ export class Dels {
   private async passThrough(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<void> {
     const { ctx } = this;
     const pod = podFromCniArgs(env.args);
-    const log = ctx.log.child({ containerId: key.containerId, ...podLogFields(pod), network: key.network, ifname: key.ifname });
+    const log = ctx.log.child({
+      containerId: key.containerId,
+      ...podLogFields(pod),
+      network: key.network,
+      ifname: key.ifname,
+    });
     let conf: StewardConf | undefined;
     try {
       conf = parseStewardConf(config, env.ifname);
@@ -137,20 +158,39 @@ export class Dels {
         for (const plugin of [...d.plugins].reverse()) {
           try {
             await ctx.slots.run(Priority.Del, {
-              command: 'DEL', type: plugin.type, containerId: env.containerId, netns: env.netns, ifname: d.ifname,
-              args: env.args, cniPath: env.path, stdin: pluginStdin(d, plugin, conf.runtimeConfig),
+              command: 'DEL',
+              type: plugin.type,
+              containerId: env.containerId,
+              netns: env.netns,
+              ifname: d.ifname,
+              args: env.args,
+              cniPath: env.path,
+              stdin: pluginStdin(d, plugin, conf.runtimeConfig),
             });
           } catch (e) {
-            log.warn({ plugin: plugin.type, err: (e as Error).message }, 'pass-through DEL failed; ignored, since this attachment was never added through steward');
+            log.warn(
+              { plugin: plugin.type, err: (e as Error).message },
+              'pass-through DEL failed; ignored, since this attachment was never added through steward',
+            );
           }
         }
       }
     }
-    ctx.store.createAttachment({
-      ...key, netns: env.netns, cniArgs: env.args, cniPath: env.path,
-      cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
-      bootId: ctx.bootId, config: JSON.stringify(config), podNamespace: pod.namespace, podName: pod.name, podUid: pod.uid,
-    }, 'deleted');
+    ctx.store.createAttachment(
+      {
+        ...key,
+        netns: env.netns,
+        cniArgs: env.args,
+        cniPath: env.path,
+        cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
+        bootId: ctx.bootId,
+        config: JSON.stringify(config),
+        podNamespace: pod.namespace,
+        podName: pod.name,
+        podUid: pod.uid,
+      },
+      'deleted',
+    );
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }
 }

@@ -55,11 +55,24 @@ export class Engine {
     this.limiter = new Limiter(opts.maxParallel);
     const slots = new PluginSlots(this.limiter, opts.run);
     this.teardown = new Teardown({
-      store: opts.store, slots, log: opts.log, retry: opts.retry, metrics: opts.metrics, ...(opts.now ? { now: opts.now } : {}),
+      store: opts.store,
+      slots,
+      log: opts.log,
+      retry: opts.retry,
+      metrics: opts.metrics,
+      ...(opts.now ? { now: opts.now } : {}),
     });
     this.ctx = {
-      store: opts.store, slots, teardown: this.teardown, gate: this.gate, log: opts.log, metrics: opts.metrics,
-      bootId: opts.bootId, delPolicy: opts.delPolicy, locate: opts.locate, adding: new Set(),
+      store: opts.store,
+      slots,
+      teardown: this.teardown,
+      gate: this.gate,
+      log: opts.log,
+      metrics: opts.metrics,
+      bootId: opts.bootId,
+      delPolicy: opts.delPolicy,
+      locate: opts.locate,
+      adding: new Set(),
       serialize: (containerId, work) => this.queue.run(containerId, () => this.gate.shared(work)),
       warn: (key, text, fields) => {
         if (this.warnings.has(key) || this.warnings.size >= 100) return;
@@ -74,11 +87,16 @@ export class Engine {
   async handle(req: CniRequestBody): Promise<string> {
     const { env, config } = req;
     switch (env.command) {
-      case 'ADD': return this.add(env, config);
-      case 'DEL': return this.dels.del(env, config);
-      case 'CHECK': return this.check(env, config);
-      case 'GC': return runGc(this.ctx, env, config);
-      case 'STATUS': return runStatus(this.ctx, env, config, this.statusCache);
+      case 'ADD':
+        return this.add(env, config);
+      case 'DEL':
+        return this.dels.del(env, config);
+      case 'CHECK':
+        return this.check(env, config);
+      case 'GC':
+        return runGc(this.ctx, env, config);
+      case 'STATUS':
+        return runStatus(this.ctx, env, config, this.statusCache);
       case 'VERSION':
         throw new CniError(ErrorCode.InvalidEnv, 'VERSION is answered by the steward shim, not the daemon');
     }
@@ -105,10 +123,20 @@ export class Engine {
     if (!a) return Promise.resolve({ done: true });
     return this.ctx.serialize(a.containerId, async () => {
       const now = this.store.getAttachment(attachmentId);
-      const cutOff = now !== undefined && (now.state === 'adding' || this.store.stepsOf(now.id).some((st) => st.state === 'deleting'));
+      const cutOff =
+        now !== undefined &&
+        (now.state === 'adding' || this.store.stepsOf(now.id).some((st) => st.state === 'deleting'));
       if (!cutOff) return { done: true };
-      this.ctx.log.warn({ containerId: now.containerId, network: now.network, ifname: now.ifname, attachment: now.id, state: now.state },
-        'reclaiming an attachment whose journal was cut off (a journal write failed); tearing it down');
+      this.ctx.log.warn(
+        {
+          containerId: now.containerId,
+          network: now.network,
+          ifname: now.ifname,
+          attachment: now.id,
+          state: now.state,
+        },
+        'reclaiming an attachment whose journal was cut off (a journal write failed); tearing it down',
+      );
       return this.teardown.run(attachmentId, Priority.Background, { force: now.state === 'adding' });
     });
   }

@@ -23,7 +23,10 @@ function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
   return list.map((v, i) => {
     const o = v as Record<string, unknown>;
     if (typeof o?.containerID !== 'string' || typeof o?.ifname !== 'string') {
-      throw new CniError(ErrorCode.InvalidConfig, `cni.dev/valid-attachments[${i}] needs string containerID and ifname`);
+      throw new CniError(
+        ErrorCode.InvalidConfig,
+        `cni.dev/valid-attachments[${i}] needs string containerID and ifname`,
+      );
     }
     return { containerID: o.containerID, ifname: o.ifname };
   });
@@ -32,7 +35,10 @@ function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
 export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, unknown>): Promise<string> {
   const conf = parseStewardConf(config, 'eth0');
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
-    throw new CniError(ErrorCode.IncompatibleVersion, `GC needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`);
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      `GC needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`,
+    );
   }
   if (conf.disableGC) return '';
   const valid = new Set(validAttachments(config).map((v) => JSON.stringify([v.containerID, v.ifname])));
@@ -40,11 +46,19 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
 
   return deps.gate.exclusive(async () => {
     // In parallel (the limiter bounds executions): ADDs wait for GC to release the gate.
-    const stale = deps.store.liveAttachmentsOfNetwork(conf.name).filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
-    await Promise.all(stale.map(async (a) => {
-      const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
-      if (!outcome.done) log.warn({ containerId: a.containerId, ...podLogFields(podOf(a)), err: outcome.error?.message }, 'GC teardown incomplete; queued for retry');
-    }));
+    const stale = deps.store
+      .liveAttachmentsOfNetwork(conf.name)
+      .filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
+    await Promise.all(
+      stale.map(async (a) => {
+        const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
+        if (!outcome.done)
+          log.warn(
+            { containerId: a.containerId, ...podLogFields(podOf(a)), err: outcome.error?.message },
+            'GC teardown incomplete; queued for retry',
+          );
+      }),
+    );
     log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
 
     // Delegates that speak 1.1 get GC too, told which of their attachments we still hold.
@@ -57,7 +71,13 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
       for (const plugin of d.plugins) {
         try {
           await deps.slots.run(Priority.Background, {
-            command: 'GC', type: plugin.type, containerId: '', netns: '', ifname: '', args: '', cniPath: env.path,
+            command: 'GC',
+            type: plugin.type,
+            containerId: '',
+            netns: '',
+            ifname: '',
+            args: '',
+            cniPath: env.path,
             stdin: { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid },
           });
         } catch (e) {
@@ -73,7 +93,10 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
 /** Delegate STATUS answers, kept for a few seconds per netconf. */
 export class StatusCache {
   private readonly entries = new Map<string, { at: number; error?: CniError }>();
-  constructor(readonly ttlMs = 5000, private readonly now: () => number = Date.now) {}
+  constructor(
+    readonly ttlMs = 5000,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   get(key: string): { error?: CniError } | undefined {
     const e = this.entries.get(key);
@@ -87,10 +110,18 @@ export class StatusCache {
   }
 }
 
-export async function runStatus(deps: GcDeps, env: CniEnv, config: Record<string, unknown>, cache: StatusCache): Promise<string> {
+export async function runStatus(
+  deps: GcDeps,
+  env: CniEnv,
+  config: Record<string, unknown>,
+  cache: StatusCache,
+): Promise<string> {
   const conf = parseStewardConf(config, 'eth0');
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
-    throw new CniError(ErrorCode.IncompatibleVersion, `STATUS needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`);
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      `STATUS needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`,
+    );
   }
   const key = JSON.stringify(conf.raw);
   const cached = cache.get(key);
@@ -103,7 +134,13 @@ export async function runStatus(deps: GcDeps, env: CniEnv, config: Record<string
       if (!versionAtLeast(d.cniVersion, '1.1.0')) continue;
       for (const plugin of d.plugins) {
         await deps.slots.run(Priority.Add, {
-          command: 'STATUS', type: plugin.type, containerId: '', netns: '', ifname: '', args: '', cniPath: env.path,
+          command: 'STATUS',
+          type: plugin.type,
+          containerId: '',
+          netns: '',
+          ifname: '',
+          args: '',
+          cniPath: env.path,
           stdin: pluginStdin(d, plugin, {}),
         });
       }

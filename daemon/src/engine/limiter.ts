@@ -41,7 +41,10 @@ export class Limiter {
   private release(): void {
     for (const q of this.waiting) {
       const next = q.shift();
-      if (next) { next(); return; } // the slot passes straight to the next waiter
+      if (next) {
+        next();
+        return;
+      } // the slot passes straight to the next waiter
     }
     this.active--;
   }

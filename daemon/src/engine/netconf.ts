@@ -56,7 +56,10 @@ const delegateSchema = {
     disableCheck: { type: 'boolean' },
     disableGC: { type: 'boolean' },
   },
-  oneOf: [{ required: ['plugins'], not: { required: ['type'] } }, { required: ['type'], not: { required: ['plugins'] } }],
+  oneOf: [
+    { required: ['plugins'], not: { required: ['type'] } },
+    { required: ['type'], not: { required: ['plugins'] } },
+  ],
 } as const;
 
 const stewardSchema = {
@@ -92,8 +95,11 @@ export function parseStewardConf(config: unknown, fallbackIfname: string): Stewa
   }
   const raw = config as Record<string, unknown>;
   if (typeof raw.cniVersion === 'string' && !isSupportedVersion(raw.cniVersion)) {
-    throw new CniError(ErrorCode.IncompatibleVersion, `cniVersion "${raw.cniVersion}" is not supported`,
-      `supported: ${SUPPORTED_VERSIONS.join(', ')}`);
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      `cniVersion "${raw.cniVersion}" is not supported`,
+      `supported: ${SUPPORTED_VERSIONS.join(', ')}`,
+    );
   }
   if (!validateShape(raw)) {
     throw new CniError(ErrorCode.InvalidConfig, `invalid steward netconf: ${describe(validateShape.errors)}`);
@@ -103,7 +109,9 @@ export function parseStewardConf(config: unknown, fallbackIfname: string): Stewa
   if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `network name "${name}" ${nameWhy}`);
   const cniVersion = raw.cniVersion as string;
 
-  const delegates = (raw.delegates as Record<string, unknown>[]).map((d, index) => toDelegate(d, index, cniVersion, fallbackIfname));
+  const delegates = (raw.delegates as Record<string, unknown>[]).map((d, index) =>
+    toDelegate(d, index, cniVersion, fallbackIfname),
+  );
   const seen = new Set<string>();
   for (const d of delegates) {
     if (seen.has(d.ifname)) throw new CniError(ErrorCode.InvalidConfig, `two delegates use interface "${d.ifname}"`);
@@ -126,8 +134,11 @@ function toDelegate(d: Record<string, unknown>, index: number, outerVersion: str
   if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `${where}: name ${nameWhy}`);
   const cniVersion = typeof d.cniVersion === 'string' ? d.cniVersion : outerVersion;
   if (!isSupportedVersion(cniVersion)) {
-    throw new CniError(ErrorCode.IncompatibleVersion, `${where}: cniVersion "${cniVersion}" is not supported`,
-      `supported: ${SUPPORTED_VERSIONS.join(', ')}`);
+    throw new CniError(
+      ErrorCode.IncompatibleVersion,
+      `${where}: cniVersion "${cniVersion}" is not supported`,
+      `supported: ${SUPPORTED_VERSIONS.join(', ')}`,
+    );
   }
   // The first delegate takes the runtime's interface; later ones net1, net2, ... unless named.
   const ifname = typeof d.ifname === 'string' ? d.ifname : index === 0 ? fallbackIfname : `net${index}`;
@@ -161,7 +172,11 @@ function toDelegate(d: Record<string, unknown>, index: number, outerVersion: str
  * The stdin one plugin receives, as libcni builds it: the plugin's own config with the network's
  * name and cniVersion, runtimeConfig filtered to the capabilities it declares, and prevResult.
  */
-export function pluginStdin(d: Delegate, plugin: PluginConf, runtimeConfig: Record<string, unknown>): Record<string, unknown> {
+export function pluginStdin(
+  d: Delegate,
+  plugin: PluginConf,
+  runtimeConfig: Record<string, unknown>,
+): Record<string, unknown> {
   const conf: Record<string, unknown> = { ...plugin, name: d.name, cniVersion: d.cniVersion };
   delete conf.prevResult;
   delete conf.runtimeConfig;

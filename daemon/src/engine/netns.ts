@@ -19,7 +19,9 @@ export function netnsProblem(path: string): string | undefined {
     type = statfsSync(path).type;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? `CNI_NETNS "${shown}" does not exist` : `CNI_NETNS "${shown}" cannot be inspected (${code ?? 'error'})`;
+    return code === 'ENOENT'
+      ? `CNI_NETNS "${shown}" does not exist`
+      : `CNI_NETNS "${shown}" cannot be inspected (${code ?? 'error'})`;
   }
   return type === NSFS_MAGIC ? undefined : `CNI_NETNS "${shown}" is not a network namespace`;
 }

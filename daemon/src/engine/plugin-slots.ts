@@ -6,7 +6,10 @@ import type { PluginCall, PluginRunner } from '../plugins/executor.js';
 import type { Limiter, PriorityValue } from './limiter.js';
 
 export class PluginSlots {
-  constructor(readonly limiter: Limiter, private readonly runner: PluginRunner) {}
+  constructor(
+    readonly limiter: Limiter,
+    private readonly runner: PluginRunner,
+  ) {}
 
   /** Waits for a slot at `priority`, runs the plugin, frees the slot; resolves with its decoded stdout. */
   run(priority: PriorityValue, call: PluginCall): Promise<unknown> {

@@ -26,7 +26,9 @@ export async function recover(engine: Engine, bootId: string, spoolDir: string, 
   // A teardown that fails stays journaled for the retry scheduler; start-up never stops on one.
   const tearDown = async (ids: number[], opts: { force: true; emptyNetns?: boolean }) => {
     const results = await Promise.allSettled(ids.map((id) => engine.runTeardown(id, Priority.Background, opts)));
-    for (const r of results) if (r.status === 'rejected') log.error({ err: String(r.reason) }, 'recovery teardown could not run; left for the retry scheduler');
+    for (const r of results)
+      if (r.status === 'rejected')
+        log.error({ err: String(r.reason) }, 'recovery teardown could not run; left for the retry scheduler');
   };
   const handled = new Set<number>();
   /** Ids not yet torn down by an earlier pass (a failed stale-boot teardown is `deleting` now too). */

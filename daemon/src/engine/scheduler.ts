@@ -87,7 +87,9 @@ export class RetryScheduler {
       }
       // Journals cut off by a failed write while we ran (disk full) are ours to finish: nothing
       // else would look at them before the next restart. Each waits in its container's queue.
-      const cutOff = this.o.store.unfinishedAttachmentIds().filter((id) => !this.inFlight.has(id) && !engine.isBusy(id));
+      const cutOff = this.o.store
+        .unfinishedAttachmentIds()
+        .filter((id) => !this.inFlight.has(id) && !engine.isBusy(id));
       if (cutOff.length > 0) {
         const report = await this.runAll(cutOff, false, (id) => engine.reclaimUnfinished(id));
         if (report.done > 0 || report.pending > 0) log.info(report, 'cut-off attachments reclaimed');
@@ -95,7 +97,10 @@ export class RetryScheduler {
       if (this.now() - this.lastPrune >= this.o.pruneEveryMs) {
         this.lastPrune = this.now();
         const ttl = this.o.tombstoneTtlMs;
-        const pruned = this.o.store.pruneTombstones(this.now() - ttl, this.now() - Math.max(ttl, ABANDONED_RETENTION_MS));
+        const pruned = this.o.store.pruneTombstones(
+          this.now() - ttl,
+          this.now() - Math.max(ttl, ABANDONED_RETENTION_MS),
+        );
         if (pruned > 0) log.info({ pruned }, 'pruned finished attachments');
       }
     } catch (e) {
@@ -103,20 +108,28 @@ export class RetryScheduler {
     }
   }
 
-  private async runAll(ids: number[], force: boolean,
-    teardown = (id: number) => this.o.engine.runTeardown(id, Priority.Background, { force })): Promise<RetryReport> {
-    const outcomes = await Promise.all(ids.map(async (id) => {
-      this.inFlight.add(id);
-      try {
-        return await teardown(id);
-      } catch (e) {
-        // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
-        this.o.log.warn({ attachment: id, err: (e as Error).message }, 'teardown could not run; retried on the next tick');
-        return { done: false };
-      } finally {
-        this.inFlight.delete(id);
-      }
-    }));
+  private async runAll(
+    ids: number[],
+    force: boolean,
+    teardown = (id: number) => this.o.engine.runTeardown(id, Priority.Background, { force }),
+  ): Promise<RetryReport> {
+    const outcomes = await Promise.all(
+      ids.map(async (id) => {
+        this.inFlight.add(id);
+        try {
+          return await teardown(id);
+        } catch (e) {
+          // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
+          this.o.log.warn(
+            { attachment: id, err: (e as Error).message },
+            'teardown could not run; retried on the next tick',
+          );
+          return { done: false };
+        } finally {
+          this.inFlight.delete(id);
+        }
+      }),
+    );
     const done = outcomes.filter((o) => o.done).length;
     return { attempted: ids.length, done, pending: ids.length - done };
   }

@@ -5,7 +5,16 @@
 
 import { randomBytes } from 'node:crypto';
 import {
-  closeSync, constants as fsConstants, fstatSync, lstatSync, mkdirSync, openSync, readdirSync, readSync, renameSync, unlinkSync,
+  closeSync,
+  constants as fsConstants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  unlinkSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -25,16 +34,24 @@ function readSpoolFile(file: string): string {
   try {
     fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ELOOP') throw new Error('is a symbolic link; only regular files are read', { cause: e });
+    if ((e as NodeJS.ErrnoException).code === 'ELOOP')
+      throw new Error('is a symbolic link; only regular files are read', { cause: e });
     throw e;
   }
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) {
-      const kind = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device or other special file';
+      const kind = st.isDirectory()
+        ? 'a directory'
+        : st.isFIFO()
+          ? 'a FIFO'
+          : st.isSocket()
+            ? 'a socket'
+            : 'a device or other special file';
       throw new Error(`is ${kind}; only regular files are read`);
     }
-    if (st.size > MAX_SPOOL_FILE_BYTES) throw new Error(`is ${st.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled DEL can be`);
+    if (st.size > MAX_SPOOL_FILE_BYTES)
+      throw new Error(`is ${st.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled DEL can be`);
     const buf = Buffer.alloc(MAX_SPOOL_FILE_BYTES + 1);
     let n = 0;
     for (let r; n < buf.length && (r = readSync(fd, buf, n, buf.length - n, null)) > 0;) n += r;
@@ -50,7 +67,8 @@ function reject(spoolDir: string, name: string): string {
   const aside = join(spoolDir, 'rejected');
   mkdirSync(aside, { recursive: true, mode: 0o700 });
   // Never into a place a link points at: rejected/ must be a real directory.
-  if (!lstatSync(aside).isDirectory()) throw new Error(`${aside} is not a directory (a symbolic link?); not moving anything into it`);
+  if (!lstatSync(aside).isDirectory())
+    throw new Error(`${aside} is not a directory (a symbolic link?); not moving anything into it`);
   let target = join(aside, name);
   if (existsOrLink(target)) target = join(aside, `${name}.${Date.now()}-${randomBytes(3).toString('hex')}`);
   renameSync(join(spoolDir, name), target);
@@ -67,10 +85,16 @@ function existsOrLink(p: string): boolean {
 }
 
 /** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost. */
-export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger): Promise<{ ingested: number; rejected: number }> {
+export async function ingestSpool(
+  engine: Engine,
+  spoolDir: string,
+  log: Logger,
+): Promise<{ ingested: number; rejected: number }> {
   let names: string[];
   try {
-    names = readdirSync(spoolDir).filter((n) => n.endsWith('.json')).sort();
+    names = readdirSync(spoolDir)
+      .filter((n) => n.endsWith('.json'))
+      .sort();
   } catch {
     return { ingested: 0, rejected: 0 };
   }
@@ -90,7 +114,10 @@ export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger)
         rejected++;
         log.error({ file, movedTo: to, err: (e as Error).message }, 'spooled DEL rejected; moved to spool/rejected');
       } catch (me) {
-        log.error({ file, err: (e as Error).message, moveErr: (me as Error).message }, 'spooled DEL rejected and could not be moved aside');
+        log.error(
+          { file, err: (e as Error).message, moveErr: (me as Error).message },
+          'spooled DEL rejected and could not be moved aside',
+        );
       }
       continue;
     }
@@ -98,7 +125,15 @@ export async function ingestSpool(engine: Engine, spoolDir: string, log: Logger)
       await engine.handle(req);
     } catch (e) {
       // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
-      log.warn({ file, containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), err: (e as Error).message }, 'spooled DEL did not complete; its teardown stays queued');
+      log.warn(
+        {
+          file,
+          containerId: req.env.containerId,
+          ...podLogFields(podFromCniArgs(req.env.args)),
+          err: (e as Error).message,
+        },
+        'spooled DEL did not complete; its teardown stays queued',
+      );
     }
     unlinkSync(file);
     ingested++;

@@ -55,7 +55,11 @@ export interface TeardownOptions {
  * config and env are what a retry would send again, so such a DEL can never succeed.
  */
 export const PERMANENT_CODES: ReadonlySet<number> = new Set([
-  ErrorCode.IncompatibleVersion, ErrorCode.UnsupportedField, ErrorCode.InvalidEnv, ErrorCode.DecodeFailure, ErrorCode.InvalidConfig,
+  ErrorCode.IncompatibleVersion,
+  ErrorCode.UnsupportedField,
+  ErrorCode.InvalidEnv,
+  ErrorCode.DecodeFailure,
+  ErrorCode.InvalidConfig,
 ]);
 
 /** A permanently failing step gets this many DELs before it is abandoned. */
@@ -115,7 +119,11 @@ export class Teardown {
     }
   }
 
-  private async runSteps(attachmentId: number, priority: PriorityValue, opts: TeardownOptions): Promise<TeardownOutcome> {
+  private async runSteps(
+    attachmentId: number,
+    priority: PriorityValue,
+    opts: TeardownOptions,
+  ): Promise<TeardownOutcome> {
     const { store, log } = this.d;
     const a = store.getAttachment(attachmentId);
     if (!a) return { done: true };
@@ -124,18 +132,28 @@ export class Teardown {
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
     const netns = opts.emptyNetns ? '' : teardownNetns(a.netns);
-    const alog = log.child({ containerId: a.containerId, ...podLogFields(podOf(a)), network: a.network, ifname: a.ifname, attachment: a.id });
+    const alog = log.child({
+      containerId: a.containerId,
+      ...podLogFields(podOf(a)),
+      network: a.network,
+      ifname: a.ifname,
+      attachment: a.id,
+    });
     // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
     // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
     // between, the step is still `deleting` and recovery DELs it again, which the spec makes harmless.
     let succeeded: Step | undefined;
     let attachmentMarked = a.state === 'deleting';
-    const flush = (then?: () => void) => store.atomic(() => {
-      if (succeeded) store.setStepDeleted(succeeded.id);
-      succeeded = undefined;
-      if (!attachmentMarked) { store.setAttachmentState(a.id, 'deleting'); attachmentMarked = true; }
-      then?.();
-    });
+    const flush = (then?: () => void) =>
+      store.atomic(() => {
+        if (succeeded) store.setStepDeleted(succeeded.id);
+        succeeded = undefined;
+        if (!attachmentMarked) {
+          store.setAttachmentState(a.id, 'deleting');
+          attachmentMarked = true;
+        }
+        then?.();
+      });
 
     let firstFailure: CniError | undefined;
     let unfinished = false;
@@ -147,27 +165,46 @@ export class Teardown {
         if (DONE_STATES.has(step.state)) continue;
         if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.now()) {
           unfinished = true;
-          firstFailure ??= new CniError(ErrorCode.TeardownPending, `teardown of ${step.pluginType} is waiting for its next retry`);
+          firstFailure ??= new CniError(
+            ErrorCode.TeardownPending,
+            `teardown of ${step.pluginType} is waiting for its next retry`,
+          );
           if (confirmed(step)) break;
           continue;
         }
         flush(() => store.setStepDeleting(step.id));
         const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
-        if (!failure) { succeeded = step; continue; }
+        if (!failure) {
+          succeeded = step;
+          continue;
+        }
         const again = store.getStep(step.id) as Step;
         const permanent = isPermanentFailure(failure, a.error);
         if (this.pastBound(again, permanent) || (permanent && opts.abandonPermanent)) {
           store.setStepAbandoned(step.id, failure.message);
           this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
-          alog.error({ step: step.id, plugin: step.pluginType, attempts: again.attempts, permanent, err: failure.message },
-            'teardown step abandoned; resources it holds may be leaked; continuing with the steps before it');
+          alog.error(
+            { step: step.id, plugin: step.pluginType, attempts: again.attempts, permanent, err: failure.message },
+            'teardown step abandoned; resources it holds may be leaked; continuing with the steps before it',
+          );
           continue;
         }
         unfinished = true;
         firstFailure ??= failure;
-        alog.warn({ step: step.id, plugin: step.pluginType, attempts: again.attempts, nextAttemptAt: again.nextAttemptAt, permanent,
-          confirmed: confirmed(step), err: failure.message },
-          confirmed(step) ? 'teardown step failed; queued for retry, the steps before it wait' : 'DEL of a step whose ADD never succeeded failed; retried on its own');
+        alog.warn(
+          {
+            step: step.id,
+            plugin: step.pluginType,
+            attempts: again.attempts,
+            nextAttemptAt: again.nextAttemptAt,
+            permanent,
+            confirmed: confirmed(step),
+            err: failure.message,
+          },
+          confirmed(step)
+            ? 'teardown step failed; queued for retry, the steps before it wait'
+            : 'DEL of a step whose ADD never succeeded failed; retried on its own',
+        );
         if (confirmed(step)) break;
       }
     }
@@ -181,15 +218,27 @@ export class Teardown {
   }
 
   /** Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or undefined. */
-  private async delStep(a: Attachment, step: Step, prev: CniResult | undefined, netns: string, priority: PriorityValue): Promise<CniError | undefined> {
+  private async delStep(
+    a: Attachment,
+    step: Step,
+    prev: CniResult | undefined,
+    netns: string,
+    priority: PriorityValue,
+  ): Promise<CniError | undefined> {
     const { store, slots } = this.d;
     const stdin = JSON.parse(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
     try {
       await slots.run(priority, {
-        command: 'DEL', type: step.pluginType, containerId: a.containerId, netns, ifname: step.ifname,
-        args: a.cniArgs, cniPath: a.cniPath, stdin,
+        command: 'DEL',
+        type: step.pluginType,
+        containerId: a.containerId,
+        netns,
+        ifname: step.ifname,
+        args: a.cniArgs,
+        cniPath: a.cniPath,
+        stdin,
       });
       return undefined;
     } catch (e) {

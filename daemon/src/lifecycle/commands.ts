@@ -23,10 +23,14 @@ export async function runInstall(cfg: InstallConfig): Promise<number> {
         console.log(`conflist: ${c.status} (${cfg.cniConfDir}/00-steward.conflist wraps ${c.primary})`);
         break;
       case 'no-primary':
-        console.log(`conflist: not written yet: no primary network config in ${cfg.cniConfDir}; the daemon (--cni-conf-dir) writes it when one appears`);
+        console.log(
+          `conflist: not written yet: no primary network config in ${cfg.cniConfDir}; the daemon (--cni-conf-dir) writes it when one appears`,
+        );
         break;
       case 'invalid-primary':
-        console.log(`conflist: not written yet: ${c.primary} is not usable (${c.why}); the daemon writes it once it is`);
+        console.log(
+          `conflist: not written yet: ${c.primary} is not usable (${c.why}); the daemon writes it once it is`,
+        );
         break;
       case 'foreign':
         break; // install() threw
@@ -55,7 +59,9 @@ export function printUninstall(r: UninstallReport, stateDir: string): void {
   for (const p of r.removed) console.log(`removed ${p}`);
   for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; not removing anything`);
   if (r.leftovers.length > 0) {
-    console.log(`${r.leftovers.length} teardown(s) still pending: ${r.leftovers.map((l) => `step ${l.step} (container ${l.containerId ?? '?'}, ${l.plugin})`).join(', ')}`);
+    console.log(
+      `${r.leftovers.length} teardown(s) still pending: ${r.leftovers.map((l) => `step ${l.step} (container ${l.containerId ?? '?'}, ${l.plugin})`).join(', ')}`,
+    );
   } else {
     console.log('0 teardowns pending');
   }
@@ -65,7 +71,10 @@ export function printUninstall(r: UninstallReport, stateDir: string): void {
 export async function runUninstall(cfg: UninstallConfig): Promise<number> {
   const log = stderrLog(cfg.logLevel);
   const rec = readRecord(cfg.stateDir);
-  for (const [flag, given, recorded] of [['--cni-bin-dir', cfg.cniBinDir, rec?.cniBinDir], ['--cni-conf-dir', cfg.cniConfDir, rec?.cniConfDir]] as const) {
+  for (const [flag, given, recorded] of [
+    ['--cni-bin-dir', cfg.cniBinDir, rec?.cniBinDir],
+    ['--cni-conf-dir', cfg.cniConfDir, rec?.cniConfDir],
+  ] as const) {
     if (given !== undefined && recorded !== undefined && given !== recorded) {
       console.log(`uninstall refused: ${flag} ${given} differs from the install record (${recorded})`);
       return 1;
@@ -73,7 +82,14 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
   }
   let r: UninstallReport;
   try {
-    r = await uninstall({ stateDir: cfg.stateDir, dbPath: cfg.dbPath, socket: cfg.socket, drainTimeoutMs: cfg.drainTimeoutMs, purge: cfg.purge, log });
+    r = await uninstall({
+      stateDir: cfg.stateDir,
+      dbPath: cfg.dbPath,
+      socket: cfg.socket,
+      drainTimeoutMs: cfg.drainTimeoutMs,
+      purge: cfg.purge,
+      log,
+    });
   } catch (e) {
     if (e instanceof LockTimeoutError) return lockTimeout('uninstall', e, log);
     throw e;

@@ -34,7 +34,13 @@ async function pendingFromDaemon(socket: string): Promise<Leftover[] | undefined
     const r = await socketRequest(socket, 'GET', '/v1/teardowns', 5000);
     if (r.status !== 200) return undefined;
     const body = JSON.parse(r.body) as { pending: Array<Leftover & { attachment: number }> };
-    return body.pending.map((p) => ({ step: p.step, attachment: p.attachment, containerId: p.containerId ?? undefined, plugin: p.plugin, lastError: p.lastError }));
+    return body.pending.map((p) => ({
+      step: p.step,
+      attachment: p.attachment,
+      containerId: p.containerId ?? undefined,
+      plugin: p.plugin,
+      lastError: p.lastError,
+    }));
   } catch {
     return undefined;
   }
@@ -45,7 +51,11 @@ function pendingFromDatabase(dbPath: string): Leftover[] | undefined {
   const store = new Store(dbPath);
   try {
     return store.pendingTeardownSteps().map((s) => ({
-      step: s.id, attachment: s.attachmentId, containerId: store.getAttachment(s.attachmentId)?.containerId, plugin: s.pluginType, lastError: s.error,
+      step: s.id,
+      attachment: s.attachmentId,
+      containerId: store.getAttachment(s.attachmentId)?.containerId,
+      plugin: s.pluginType,
+      lastError: s.error,
     }));
   } finally {
     store.close();
@@ -57,7 +67,10 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
   if (pending === undefined) {
     const fromDb = pendingFromDatabase(o.dbPath);
     if (fromDb === undefined) return { source: 'nothing', leftovers: [] };
-    o.log.warn({ socket: o.socket, db: o.dbPath, pending: fromDb.length }, 'stewardd is not answering; pending teardowns cannot be drained');
+    o.log.warn(
+      { socket: o.socket, db: o.dbPath, pending: fromDb.length },
+      'stewardd is not answering; pending teardowns cannot be drained',
+    );
     return { source: 'database', leftovers: fromDb };
   }
   const deadline = Date.now() + o.timeoutMs;

@@ -3,7 +3,18 @@
 // and uninstall can recognise (and remove) one a crash left behind.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, fchmodSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  fchmodSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 
 export function sha256(data: Buffer | string): string {

@@ -19,8 +19,16 @@ import { drain, type Leftover } from './drain.js';
 import { sha256, sha256File, tempsOf } from './files.js';
 import { describeHolder, lock, LOCK_FILE, withLock, type Lock } from './lock.js';
 import {
-  acceptedAt, readRecord, realFileOps, recordedFiles, removeRecord, settled, writeRecord,
-  type FileOps, type InstallRecord, type RetiredFile,
+  acceptedAt,
+  readRecord,
+  realFileOps,
+  recordedFiles,
+  removeRecord,
+  settled,
+  writeRecord,
+  type FileOps,
+  type InstallRecord,
+  type RetiredFile,
 } from './record.js';
 import type { InstallConfig } from './options.js';
 
@@ -57,7 +65,11 @@ function foreign(onDisk: string | undefined, known: string[], next: string): boo
 }
 
 /** The sha256 of our file now at the path, which a write is about to replace (kept in the record until it is durable). */
-function replaced(onDisk: string | undefined, known: string[], next: string): { previous: string } | Record<string, never> {
+function replaced(
+  onDisk: string | undefined,
+  known: string[],
+  next: string,
+): { previous: string } | Record<string, never> {
   return onDisk !== undefined && onDisk !== next && known.includes(onDisk) ? { previous: onDisk } : {};
 }
 
@@ -65,8 +77,15 @@ function replaced(onDisk: string | undefined, known: string[], next: string): { 
  * One crash-safe file write: `pending` (the record naming the intended and the replaced sha256)
  * is durable before the file is touched, `done` (without the replaced one) only after it is.
  */
-function trackedWrite(stateDir: string, ops: FileOps, pending: InstallRecord, path: string, data: Buffer | string, mode: number,
-  done: InstallRecord): InstallRecord {
+function trackedWrite(
+  stateDir: string,
+  ops: FileOps,
+  pending: InstallRecord,
+  path: string,
+  data: Buffer | string,
+  mode: number,
+  done: InstallRecord,
+): InstallRecord {
   writeRecord(stateDir, pending, ops);
   for (const t of tempsOf(path)) ops.remove(t);
   ops.write(path, data, mode);
@@ -79,10 +98,16 @@ function trackedWrite(stateDir: string, ops: FileOps, pending: InstallRecord, pa
  * Writes the record itself (before and after the file) and returns it: the same object when
  * nothing changed. The caller holds the install lock and read `rec` under it.
  */
-export function syncConflist(stateDir: string, rec: InstallRecord, force: boolean, ops: FileOps = realFileOps): { rec: InstallRecord; outcome: ConflistOutcome } {
+export function syncConflist(
+  stateDir: string,
+  rec: InstallRecord,
+  force: boolean,
+  ops: FileOps = realFileOps,
+): { rec: InstallRecord; outcome: ConflistOutcome } {
   const scan = findPrimary(rec.cniConfDir);
   if (scan.kind === 'none') return { rec, outcome: { status: 'no-primary' } };
-  if (scan.kind === 'invalid') return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why: scan.why } };
+  if (scan.kind === 'invalid')
+    return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why: scan.why } };
   const path = join(rec.cniConfDir, STEWARD_CONFLIST);
   const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir });
   const next = sha256(text);
@@ -94,7 +119,10 @@ export function syncConflist(stateDir: string, rec: InstallRecord, force: boolea
     writeRecord(stateDir, done, ops);
     return { rec: done, outcome: { status: 'unchanged', primary: scan.file } };
   }
-  const pending: InstallRecord = { ...rec, conflist: { path, sha256: next, primary: scan.file, ...replaced(onDisk, known, next) } };
+  const pending: InstallRecord = {
+    ...rec,
+    conflist: { path, sha256: next, primary: scan.file, ...replaced(onDisk, known, next) },
+  };
   trackedWrite(stateDir, ops, pending, path, text, 0o644, done);
   return { rec: done, outcome: { status: 'written', primary: scan.file } };
 }
@@ -103,7 +131,12 @@ export function syncConflist(stateDir: string, rec: InstallRecord, force: boolea
  * Removes the files of an earlier install at paths no longer in use, if they are still ours; a
  * file someone rewrote since is left where it is and forgotten. The record lists them until then.
  */
-function retire(stateDir: string, rec: InstallRecord, ops: FileOps, log: Logger): { rec: InstallRecord; report: InstallReport['retired'] } {
+function retire(
+  stateDir: string,
+  rec: InstallRecord,
+  ops: FileOps,
+  log: Logger,
+): { rec: InstallRecord; report: InstallReport['retired'] } {
   const report: InstallReport['retired'] = { removed: [], kept: [] };
   const retired = rec.retired ?? [];
   if (retired.length === 0) return { rec, report };
@@ -113,15 +146,21 @@ function retire(stateDir: string, rec: InstallRecord, ops: FileOps, log: Logger)
     if (now === undefined) continue;
     const known = acceptedAt(retired, f.path);
     if (!known.includes(now)) {
-      if (!report.kept.some((k) => k.path === f.path)) report.kept.push({ path: f.path, why: `was rewritten since install (sha256 now ${now}); left in place` });
+      if (!report.kept.some((k) => k.path === f.path))
+        report.kept.push({ path: f.path, why: `was rewritten since install (sha256 now ${now}); left in place` });
       continue;
     }
     if (ops.remove(f.path)) report.removed.push(f.path);
   }
   const { retired: _, ...rest } = rec;
   writeRecord(stateDir, rest, ops);
-  if (report.removed.length > 0) log.info({ removed: report.removed }, 'removed the files of the previous install at paths no longer used');
-  if (report.kept.length > 0) log.warn({ kept: report.kept }, 'files of the previous install were rewritten by someone else; left in place and no longer recorded');
+  if (report.removed.length > 0)
+    log.info({ removed: report.removed }, 'removed the files of the previous install at paths no longer used');
+  if (report.kept.length > 0)
+    log.warn(
+      { kept: report.kept },
+      'files of the previous install were rewritten by someone else; left in place and no longer recorded',
+    );
   return { rec: rest, report };
 }
 
@@ -129,7 +168,8 @@ function retire(stateDir: string, rec: InstallRecord, ops: FileOps, log: Logger)
 function lockOptions(stateDir: string, waitMs: number | undefined, log: Logger) {
   return {
     ...(waitMs !== undefined ? { waitMs } : {}),
-    onWait: (h: Parameters<typeof describeHolder>[0]) => log.info({ lock: join(stateDir, LOCK_FILE) }, `waiting for the install lock, held by ${describeHolder(h)}`),
+    onWait: (h: Parameters<typeof describeHolder>[0]) =>
+      log.info({ lock: join(stateDir, LOCK_FILE) }, `waiting for the install lock, held by ${describeHolder(h)}`),
   };
 }
 
@@ -138,7 +178,9 @@ export async function install(o: InstallOptions): Promise<InstallReport> {
   try {
     shimBytes = readFileSync(o.shim);
   } catch (e) {
-    throw new LifecycleError(`cannot read the shim executable ${o.shim}: ${(e as Error).message} (build it with npm run build, or pass --shim)`);
+    throw new LifecycleError(
+      `cannot read the shim executable ${o.shim}: ${(e as Error).message} (build it with npm run build, or pass --shim)`,
+    );
   }
   mkdirSync(o.cniBinDir, { recursive: true });
   mkdirSync(o.cniConfDir, { recursive: true });
@@ -158,21 +200,39 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   const onDisk = sha256File(shimPath);
   const knownShim = acceptedAt(prevFiles, shimPath);
   if (!o.force && foreign(onDisk, knownShim, shimSha)) {
-    throw new LifecycleError(`${shimPath} exists and was not installed by stewardd (sha256 ${onDisk}); refusing to overwrite it (use --force)`);
+    throw new LifecycleError(
+      `${shimPath} exists and was not installed by stewardd (sha256 ${onDisk}); refusing to overwrite it (use --force)`,
+    );
   }
 
   // Our conflist at the (possibly new) conf dir path, if any earlier record knows it.
   const atConflist = prevFiles.find((f) => f.path === conflistPath);
-  const conflist = prev?.conflist?.path === conflistPath ? prev.conflist
-    : atConflist ? { path: atConflist.path, sha256: atConflist.sha256, ...(atConflist.previous !== undefined ? { previous: atConflist.previous } : {}) }
-    : undefined;
+  const conflist =
+    prev?.conflist?.path === conflistPath
+      ? prev.conflist
+      : atConflist
+        ? {
+            path: atConflist.path,
+            sha256: atConflist.sha256,
+            ...(atConflist.previous !== undefined ? { previous: atConflist.previous } : {}),
+          }
+        : undefined;
   // Everything recorded at other paths: the bin or conf dir changed. Removed below, once the new files are in place.
   const retired: RetiredFile[] = prevFiles.filter((f) => f.path !== shimPath && f.path !== conflistPath);
   const base = {
-    version: 1 as const, state: 'installed' as const, cniBinDir: o.cniBinDir, cniConfDir: o.cniConfDir, socket: o.socket, spoolDir: o.spoolDir,
+    version: 1 as const,
+    state: 'installed' as const,
+    cniBinDir: o.cniBinDir,
+    cniConfDir: o.cniConfDir,
+    socket: o.socket,
+    spoolDir: o.spoolDir,
   };
-  const withShim = (shim: InstallRecord['shim']): InstallRecord =>
-    ({ ...base, shim, ...(conflist ? { conflist } : {}), ...(retired.length > 0 ? { retired } : {}) });
+  const withShim = (shim: InstallRecord['shim']): InstallRecord => ({
+    ...base,
+    shim,
+    ...(conflist ? { conflist } : {}),
+    ...(retired.length > 0 ? { retired } : {}),
+  });
 
   for (const p of [shimPath, conflistPath]) for (const t of tempsOf(p)) ops.remove(t);
   const shim = onDisk === shimSha ? 'unchanged' : 'copied';
@@ -190,7 +250,9 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   const c = synced.outcome;
   if (c.status === 'foreign') {
     // The retired files stay recorded: uninstall removes them.
-    throw new LifecycleError(`${c.path} exists and is not the one stewardd wrote; refusing to overwrite it (use --force)`);
+    throw new LifecycleError(
+      `${c.path} exists and is not the one stewardd wrote; refusing to overwrite it (use --force)`,
+    );
   }
   const r = retire(o.stateDir, synced.rec, ops, o.log);
   o.log.info({ shim, shimPath, conflist: c, retired: r.report }, 'install done');
@@ -224,14 +286,26 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   // Read without the lock only to find the socket: the drain below may take many seconds, and the
   // daemon's watcher keeps the conflist (and record) current meanwhile. Re-read under the lock.
   const peek = readRecord(o.stateDir);
-  const report: UninstallReport = { installed: peek !== undefined, removed: [], refused: [], leftovers: [], purged: false };
+  const report: UninstallReport = {
+    installed: peek !== undefined,
+    removed: [],
+    refused: [],
+    leftovers: [],
+    purged: false,
+  };
   const socket = o.socket ?? peek?.socket;
   if (socket !== undefined) {
     const d = await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log });
     report.leftovers = d.leftovers;
     if (d.leftovers.length > 0) {
-      o.log.warn({ count: d.leftovers.length, steps: d.leftovers.map((l) => l.step), containers: d.leftovers.map((l) => l.containerId) },
-        'teardowns still pending at uninstall');
+      o.log.warn(
+        {
+          count: d.leftovers.length,
+          steps: d.leftovers.map((l) => l.step),
+          containers: d.leftovers.map((l) => l.containerId),
+        },
+        'teardowns still pending at uninstall',
+      );
     }
   }
   // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
@@ -262,7 +336,10 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     const now = sha256File(f.path);
     const known = acceptedAt(recordedFiles(rec), f.path);
     if (now !== undefined && !known.includes(now)) {
-      report.refused.push({ path: f.path, why: `was rewritten since install (sha256 now ${now}, installed ${known.join(' or ')})` });
+      report.refused.push({
+        path: f.path,
+        why: `was rewritten since install (sha256 now ${now}, installed ${known.join(' or ')})`,
+      });
     }
   }
   if (report.refused.length > 0) {

@@ -30,20 +30,30 @@ export async function daemonSetState(a: ApiAccess): Promise<DaemonSetState> {
     return { kind: 'unknown', why: `cannot read service-account credentials: ${(e as Error).message}` };
   }
   const path = `/apis/apps/v1/namespaces/${encodeURIComponent(a.namespace)}/daemonsets/${encodeURIComponent(a.daemonSet)}`;
-  const dispatcher = new Agent({ connect: { ca, timeout: a.timeoutMs }, headersTimeout: a.timeoutMs, bodyTimeout: a.timeoutMs });
+  const dispatcher = new Agent({
+    connect: { ca, timeout: a.timeoutMs },
+    headersTimeout: a.timeoutMs,
+    bodyTimeout: a.timeoutMs,
+  });
   try {
     const res = await request(new URL(path, a.server), {
-      method: 'GET', dispatcher, headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+      method: 'GET',
+      dispatcher,
+      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
       signal: AbortSignal.timeout(a.timeoutMs),
     });
     const text = await res.body.text();
     if (res.statusCode === 404) return { kind: 'absent' };
-    if (res.statusCode !== 200) return { kind: 'unknown', why: `API answered HTTP ${res.statusCode}: ${text.slice(0, 200)}` };
+    if (res.statusCode !== 200)
+      return { kind: 'unknown', why: `API answered HTTP ${res.statusCode}: ${text.slice(0, 200)}` };
     const ts = (JSON.parse(text) as { metadata?: { deletionTimestamp?: unknown } }).metadata?.deletionTimestamp;
     return typeof ts === 'string' && ts !== '' ? { kind: 'deleting', deletionTimestamp: ts } : { kind: 'present' };
   } catch (e) {
     const err = e as Error & { code?: string; cause?: { message?: string; code?: string } };
-    return { kind: 'unknown', why: `API unreachable at ${a.server}: ${err.code ?? err.cause?.code ?? ''} ${err.message}`.trim() };
+    return {
+      kind: 'unknown',
+      why: `API unreachable at ${a.server}: ${err.code ?? err.cause?.code ?? ''} ${err.message}`.trim(),
+    };
   } finally {
     await dispatcher.close().catch(() => undefined);
   }

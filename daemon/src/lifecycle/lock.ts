@@ -17,7 +17,17 @@
 
 import { randomBytes } from 'node:crypto';
 import {
-  closeSync, fstatSync, linkSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, renameSync, unlinkSync, writeSync,
+  closeSync,
+  fstatSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 
@@ -45,9 +55,15 @@ export interface Holder {
 }
 
 export class LockTimeoutError extends Error {
-  constructor(readonly path: string, readonly holder: Holder | undefined, waitedMs: number) {
-    super(`timed out after ${waitedMs / 1000} s waiting for the install lock ${path}, held by ${describeHolder(holder)}; ` +
-      'try again once it is done (if no such process is running, remove the file)');
+  constructor(
+    readonly path: string,
+    readonly holder: Holder | undefined,
+    waitedMs: number,
+  ) {
+    super(
+      `timed out after ${waitedMs / 1000} s waiting for the install lock ${path}, held by ${describeHolder(holder)}; ` +
+        'try again once it is done (if no such process is running, remove the file)',
+    );
   }
 }
 
@@ -209,7 +225,8 @@ export function tryLock(stateDir: string, purpose: string): TryLock {
     let released = false;
     return {
       held: {
-        stateDir, path,
+        stateDir,
+        path,
         release() {
           if (released) return;
           released = true;
@@ -244,7 +261,12 @@ export async function lock(stateDir: string, purpose: string, o: LockOptions = {
 }
 
 /** Runs `f` holding the lock, and releases it however `f` ends. */
-export async function withLock<T>(stateDir: string, purpose: string, o: LockOptions, f: (held: Lock) => T | Promise<T>): Promise<T> {
+export async function withLock<T>(
+  stateDir: string,
+  purpose: string,
+  o: LockOptions,
+  f: (held: Lock) => T | Promise<T>,
+): Promise<T> {
   const held = await lock(stateDir, purpose, o);
   try {
     return await f(held);

@@ -8,26 +8,44 @@ import { describeHolder, tryLock } from './lock.js';
 import { daemonSetState, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';
 
-
 export interface TermDecision {
   uninstall: boolean;
   why: string;
 }
 
 /** `api` is undefined when not running in a cluster (no service-account token). */
-export async function decideOnTerm(mode: UninstallMode, api: ApiAccess | undefined, log: Logger): Promise<TermDecision> {
+export async function decideOnTerm(
+  mode: UninstallMode,
+  api: ApiAccess | undefined,
+  log: Logger,
+): Promise<TermDecision> {
   let d: TermDecision;
   if (mode === 'always') d = { uninstall: true, why: '--uninstall-on-delete=always' };
   else if (mode === 'never') d = { uninstall: false, why: '--uninstall-on-delete=never' };
-  else if (!api) d = { uninstall: false, why: 'not running in a cluster (no service-account token); leaving the node as it is' };
+  else if (!api)
+    d = { uninstall: false, why: 'not running in a cluster (no service-account token); leaving the node as it is' };
   else {
     const s = await daemonSetState(api);
     const ds = `${api.namespace}/${api.daemonSet}`;
     switch (s.kind) {
-      case 'absent': d = { uninstall: true, why: `DaemonSet ${ds} no longer exists` }; break;
-      case 'deleting': d = { uninstall: true, why: `DaemonSet ${ds} is being deleted (since ${s.deletionTimestamp})` }; break;
-      case 'present': d = { uninstall: false, why: `DaemonSet ${ds} still exists (rolling update, drain or restart); leaving everything in place` }; break;
-      case 'unknown': d = { uninstall: false, why: `cannot tell whether DaemonSet ${ds} still exists (${s.why}); leaving everything in place` }; break;
+      case 'absent':
+        d = { uninstall: true, why: `DaemonSet ${ds} no longer exists` };
+        break;
+      case 'deleting':
+        d = { uninstall: true, why: `DaemonSet ${ds} is being deleted (since ${s.deletionTimestamp})` };
+        break;
+      case 'present':
+        d = {
+          uninstall: false,
+          why: `DaemonSet ${ds} still exists (rolling update, drain or restart); leaving everything in place`,
+        };
+        break;
+      case 'unknown':
+        d = {
+          uninstall: false,
+          why: `cannot tell whether DaemonSet ${ds} still exists (${s.why}); leaving everything in place`,
+        };
+        break;
     }
   }
   log.info({ mode, uninstall: d.uninstall }, `on SIGTERM: ${d.why}`);
@@ -56,25 +74,44 @@ export interface TermUninstallOptions {
 export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => void> {
   const d = await decideOnTerm(o.mode, o.api, o.log);
   if (!d.uninstall) return () => undefined;
-  const r = await uninstall({ stateDir: o.stateDir, dbPath: o.dbPath, socket: o.socket, drainTimeoutMs: o.drainTimeoutMs, purge: false, log: o.log });
+  const r = await uninstall({
+    stateDir: o.stateDir,
+    dbPath: o.dbPath,
+    socket: o.socket,
+    drainTimeoutMs: o.drainTimeoutMs,
+    purge: false,
+    log: o.log,
+  });
   if (r.refused.length > 0 || r.leftovers.length > 0) {
-    o.log.warn({ stateDir: o.stateDir, refused: r.refused.length, leftovers: r.leftovers.length }, 'keeping the state dir: uninstall was incomplete');
+    o.log.warn(
+      { stateDir: o.stateDir, refused: r.refused.length, leftovers: r.leftovers.length },
+      'keeping the state dir: uninstall was incomplete',
+    );
     return () => undefined;
   }
   return () => {
     const r = tryLock(o.stateDir, 'purge on SIGTERM');
     if ('busy' in r) {
-      o.log.warn({ stateDir: o.stateDir }, `keeping the state dir: the install lock is held by ${describeHolder(r.busy)}`);
+      o.log.warn(
+        { stateDir: o.stateDir },
+        `keeping the state dir: the install lock is held by ${describeHolder(r.busy)}`,
+      );
       return;
     }
     try {
       if (!purgeStateDir(r.held)) {
-        o.log.warn({ stateDir: o.stateDir }, 'keeping the state dir: another stewardd took the install lock while it was being removed');
+        o.log.warn(
+          { stateDir: o.stateDir },
+          'keeping the state dir: another stewardd took the install lock while it was being removed',
+        );
         return;
       }
     } finally {
       r.held.release();
     }
-    o.log.info({ stateDir: o.stateDir }, 'state dir purged (removed, or emptied where it is a mount point); the node is as it was before install');
+    o.log.info(
+      { stateDir: o.stateDir },
+      'state dir purged (removed, or emptied where it is a mount point); the node is as it was before install',
+    );
   };
 }

@@ -8,7 +8,12 @@ export interface SocketReply {
   body: string;
 }
 
-export function socketRequest(socket: string, method: 'GET' | 'POST', path: string, timeoutMs: number): Promise<SocketReply> {
+export function socketRequest(
+  socket: string,
+  method: 'GET' | 'POST',
+  path: string,
+  timeoutMs: number,
+): Promise<SocketReply> {
   return new Promise((resolve, reject) => {
     const req = request({ socketPath: socket, method, path, timeout: timeoutMs, agent: false }, (res) => {
       const chunks: Buffer[] = [];

@@ -43,7 +43,9 @@ export class PrimaryWatcher {
     this.scan();
     try {
       this.fsw = watch(this.o.confDir, { persistent: false }, () => this.soon());
-      this.fsw.on('error', (e) => this.o.log.warn({ err: e }, 'watching the CNI conf dir failed; relying on the periodic rescan'));
+      this.fsw.on('error', (e) =>
+        this.o.log.warn({ err: e }, 'watching the CNI conf dir failed; relying on the periodic rescan'),
+      );
     } catch (e) {
       this.o.log.warn({ err: e, dir: this.o.confDir }, 'cannot watch the CNI conf dir; relying on the periodic rescan');
     }
@@ -78,9 +80,13 @@ export class PrimaryWatcher {
   private notOurs(rec: InstallRecord | undefined): [string, Record<string, unknown>?] | undefined {
     if (!rec) return ['not ready: no install record; run `stewardd install` first'];
     if (rec.state !== 'installed') return ['not ready: uninstall in progress'];
-    if (rec.cniConfDir !== this.o.confDir) return ['not ready: install recorded a different CNI conf dir', { recorded: rec.cniConfDir }];
+    if (rec.cniConfDir !== this.o.confDir)
+      return ['not ready: install recorded a different CNI conf dir', { recorded: rec.cniConfDir }];
     if (rec.socket !== this.o.socket) {
-      return ['not ready: install recorded a different daemon socket', { recorded: rec.socket, serving: this.o.socket }];
+      return [
+        'not ready: install recorded a different daemon socket',
+        { recorded: rec.socket, serving: this.o.socket },
+      ];
     }
     return undefined;
   }
@@ -92,7 +98,10 @@ export class PrimaryWatcher {
       if (skip) return this.notReady(...skip);
       const r = tryLock(this.o.stateDir, 'watcher');
       if ('busy' in r) {
-        this.o.log.debug({ holder: r.busy }, `install lock held by ${describeHolder(r.busy)}; retrying on the next rescan`);
+        this.o.log.debug(
+          { holder: r.busy },
+          `install lock held by ${describeHolder(r.busy)}; retrying on the next rescan`,
+        );
         return;
       }
       try {
@@ -113,7 +122,8 @@ export class PrimaryWatcher {
     switch (c.status) {
       case 'written':
       case 'unchanged':
-        if (c.status === 'written') this.o.log.info({ primary: c.primary }, 'primary network config changed; 00-steward.conflist regenerated');
+        if (c.status === 'written')
+          this.o.log.info({ primary: c.primary }, 'primary network config changed; 00-steward.conflist regenerated');
         this.ok = true;
         this.lastReason = '';
         return;
@@ -122,7 +132,9 @@ export class PrimaryWatcher {
       case 'invalid-primary':
         return this.notReady('not ready: the primary network config is not usable', { primary: c.primary, why: c.why });
       case 'foreign':
-        return this.notReady('not ready: 00-steward.conflist was rewritten by someone else; leaving it alone', { path: c.path });
+        return this.notReady('not ready: 00-steward.conflist was rewritten by someone else; leaving it alone', {
+          path: c.path,
+        });
     }
   }
 }

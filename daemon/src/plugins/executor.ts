@@ -50,7 +50,10 @@ export class PluginExecutor {
     if (this.warnedRelative.has(entry)) return;
     if (this.warnedRelative.size >= 256) this.warnedRelative.clear();
     this.warnedRelative.add(entry);
-    this.opts.log.warn({ entry: entry.slice(0, 256) }, 'relative CNI_PATH entry ignored: it would resolve against stewardd\'s working directory');
+    this.opts.log.warn(
+      { entry: entry.slice(0, 256) },
+      "relative CNI_PATH entry ignored: it would resolve against stewardd's working directory",
+    );
   };
 
   /** The executable a plugin type resolves to for a request's CNI_PATH. */
@@ -88,16 +91,39 @@ export class PluginExecutor {
     const o = await this.spawner.run({ file, env, stdin: JSON.stringify(call.stdin), timeoutMs, maxOutputBytes });
     const stdout = o.stdout.trim();
     const stderr = o.stderr.trim();
-    if (stderr !== '') log.debug({ containerId: call.containerId, ...podLogFields(podFromCniArgs(call.args)), plugin: call.type, command: call.command, stderr }, 'plugin stderr');
-    if (o.spawnError !== undefined) throw new CniError(ErrorCode.PluginExecFailed, `cannot execute plugin ${call.type}: ${o.spawnError}`);
-    if (o.timedOut) throw new CniError(ErrorCode.PluginTimeout, `plugin ${label} did not finish within ${timeoutMs} ms and was killed`);
-    if (o.overflow) throw new CniError(ErrorCode.PluginExecFailed, `plugin ${label} wrote more than ${maxOutputBytes} bytes to stdout`);
+    if (stderr !== '')
+      log.debug(
+        {
+          containerId: call.containerId,
+          ...podLogFields(podFromCniArgs(call.args)),
+          plugin: call.type,
+          command: call.command,
+          stderr,
+        },
+        'plugin stderr',
+      );
+    if (o.spawnError !== undefined)
+      throw new CniError(ErrorCode.PluginExecFailed, `cannot execute plugin ${call.type}: ${o.spawnError}`);
+    if (o.timedOut)
+      throw new CniError(
+        ErrorCode.PluginTimeout,
+        `plugin ${label} did not finish within ${timeoutMs} ms and was killed`,
+      );
+    if (o.overflow)
+      throw new CniError(
+        ErrorCode.PluginExecFailed,
+        `plugin ${label} wrote more than ${maxOutputBytes} bytes to stdout`,
+      );
     if (o.code === 0) {
       if (stdout === '') return undefined;
       try {
         return JSON.parse(stdout);
       } catch {
-        throw new CniError(ErrorCode.PluginExecFailed, `plugin ${label} succeeded but printed invalid JSON`, stdout.slice(0, 500));
+        throw new CniError(
+          ErrorCode.PluginExecFailed,
+          `plugin ${label} succeeded but printed invalid JSON`,
+          stdout.slice(0, 500),
+        );
       }
     }
     throw decodeFailure(label, o.code, o.signal, stdout, stderr);
@@ -105,7 +131,13 @@ export class PluginExecutor {
 }
 
 /** A failed plugin should print a CNI error on stdout; otherwise say what we saw. */
-function decodeFailure(label: string, code: number | null, signal: NodeJS.Signals | null, stdout: string, stderr: string): CniError {
+function decodeFailure(
+  label: string,
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  stdout: string,
+  stderr: string,
+): CniError {
   try {
     const parsed = CniError.fromJSON(JSON.parse(stdout));
     if (parsed) return parsed;

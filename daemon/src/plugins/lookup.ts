@@ -20,7 +20,11 @@ function splitPath(list: string, onIgnored?: (entry: string) => void): string[] 
  * The dir list handed to plugins as CNI_PATH (so bridge finds host-local): ours first, then the
  * request's absolute entries, deduplicated. Relative request entries are left out (`onIgnored`).
  */
-export function pluginSearchPath(binDirs: readonly string[], requestPath: string, onIgnored?: (entry: string) => void): string[] {
+export function pluginSearchPath(
+  binDirs: readonly string[],
+  requestPath: string,
+  onIgnored?: (entry: string) => void,
+): string[] {
   return [...new Set([...binDirs, ...splitPath(requestPath, onIgnored)])];
 }
 
@@ -38,5 +42,9 @@ export function findPlugin(type: string, dirs: readonly string[]): string {
     }
   }
   // Worded without "not found": runtimes read that phrase in a DEL error as success.
-  throw new CniError(ErrorCode.InvalidConfig, `plugin type "${type}" is not in any plugin dir`, `searched: ${dirs.join(':') || '(none)'}`);
+  throw new CniError(
+    ErrorCode.InvalidConfig,
+    `plugin type "${type}" is not in any plugin dir`,
+    `searched: ${dirs.join(':') || '(none)'}`,
+  );
 }

@@ -46,8 +46,11 @@ export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
       settled = true;
       for (const t of timers) clearTimeout(t);
       resolve({
-        ...exit, timedOut, overflow: outBytes > job.maxOutputBytes,
-        stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'),
+        ...exit,
+        timedOut,
+        overflow: outBytes > job.maxOutputBytes,
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
         ...(spawnError !== undefined ? { spawnError } : {}),
       });
     };
@@ -61,24 +64,34 @@ export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
       settle();
       return;
     }
-    timers.push(setTimeout(() => {
-      timedOut = true;
-      killGroup(child.pid);
-    }, job.timeoutMs));
-    child.stdout.on('data', (b: Buffer) => { if ((outBytes += b.length) <= job.maxOutputBytes) out.push(b); });
-    child.stderr.on('data', (b: Buffer) => { if ((errBytes += b.length) <= job.maxOutputBytes) err.push(b); });
-    child.stdin.on('error', () => { /* exited before reading stdin; its exit status says why */ });
+    timers.push(
+      setTimeout(() => {
+        timedOut = true;
+        killGroup(child.pid);
+      }, job.timeoutMs),
+    );
+    child.stdout.on('data', (b: Buffer) => {
+      if ((outBytes += b.length) <= job.maxOutputBytes) out.push(b);
+    });
+    child.stderr.on('data', (b: Buffer) => {
+      if ((errBytes += b.length) <= job.maxOutputBytes) err.push(b);
+    });
+    child.stdin.on('error', () => {
+      /* exited before reading stdin; its exit status says why */
+    });
     child.on('error', (e) => {
       spawnError = e.message;
       if (child.pid === undefined) settle();
     });
     child.on('exit', (code, signal) => {
       exit = { code, signal };
-      timers.push(setTimeout(() => {
-        child.stdout.destroy();
-        child.stderr.destroy();
-        settle();
-      }, PIPE_GRACE_MS));
+      timers.push(
+        setTimeout(() => {
+          child.stdout.destroy();
+          child.stderr.destroy();
+          settle();
+        }, PIPE_GRACE_MS),
+      );
     });
     child.on('close', settle);
     child.stdin.end(job.stdin);

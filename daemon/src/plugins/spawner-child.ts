@@ -6,16 +6,33 @@
 
 import { runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
 
-interface Request { id: number; job?: ProcessJob; ping?: true }
+interface Request {
+  id: number;
+  job?: ProcessJob;
+  ping?: true;
+}
 
 function failed(e: unknown): ProcessOutcome {
-  return { code: null, signal: null, stdout: '', stderr: '', timedOut: false, overflow: false, spawnError: String((e as Error)?.message ?? e) };
+  return {
+    code: null,
+    signal: null,
+    stdout: '',
+    stderr: '',
+    timedOut: false,
+    overflow: false,
+    spawnError: String((e as Error)?.message ?? e),
+  };
 }
 
 process.on('message', (msg: Request) => {
   // A health check: answering at all proves the spawner's loop and IPC work.
-  if (msg.ping || !msg.job) { process.send?.({ id: msg.id, pong: true }); return; }
+  if (msg.ping || !msg.job) {
+    process.send?.({ id: msg.id, pong: true });
+    return;
+  }
   // Whatever one job does, the spawner answers it and stays up for the others.
-  runProcess(msg.job).catch(failed).then((outcome) => process.send?.({ id: msg.id, outcome }));
+  runProcess(msg.job)
+    .catch(failed)
+    .then((outcome) => process.send?.({ id: msg.id, outcome }));
 });
 process.on('disconnect', () => process.exit(0));

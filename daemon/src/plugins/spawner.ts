@@ -53,14 +53,24 @@ export class Spawner {
       const timer = setTimeout(() => {
         if (!w.calls.delete(id)) return;
         this.hold(w);
-        reject(new CniError(ErrorCode.PluginTimeout, `no answer from the plugin spawner for ${job.file} within ${job.timeoutMs + ANSWER_GRACE_MS} ms`));
+        reject(
+          new CniError(
+            ErrorCode.PluginTimeout,
+            `no answer from the plugin spawner for ${job.file} within ${job.timeoutMs + ANSWER_GRACE_MS} ms`,
+          ),
+        );
       }, job.timeoutMs + ANSWER_GRACE_MS);
       w.calls.set(id, { resolve, reject, timer });
       this.hold(w);
       w.child.send({ id, job }, (err) => {
         if (!err) return;
         this.retire(w);
-        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `cannot hand plugin ${job.file} to the spawner: ${err.message}`));
+        this.finish(
+          w,
+          id,
+          undefined,
+          new CniError(ErrorCode.PluginExecFailed, `cannot hand plugin ${job.file} to the spawner: ${err.message}`),
+        );
       });
     });
   }
@@ -132,16 +142,26 @@ export class Spawner {
 
   private ensure(): Worker {
     if (this.current?.child.connected) return this.current;
-    const child = fork(CHILD, [], { execArgv: [], serialization: 'json', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(CHILD, [], {
+      execArgv: [],
+      serialization: 'json',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
     child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true }) =>
-      this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined)));
+      this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined)),
+    );
     // Without a listener a failed fork (EAGAIN, ENOMEM) would be an uncaught 'error' event.
     child.on('error', (e) => {
       this.log.error({ err: e.message }, 'plugin spawner process error');
       if (this.current === w) this.current = undefined;
       for (const id of [...w.calls.keys()]) {
-        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `the plugin spawner failed: ${e.message}`));
+        this.finish(
+          w,
+          id,
+          undefined,
+          new CniError(ErrorCode.PluginExecFailed, `the plugin spawner failed: ${e.message}`),
+        );
       }
     });
     child.on('exit', (code, signal) => {
@@ -150,7 +170,15 @@ export class Spawner {
       this.log.error({ code, signal, inFlight: w.calls.size }, 'plugin spawner exited with calls in flight');
       const how = signal ? `killed by ${signal}` : `status ${code}`;
       for (const id of [...w.calls.keys()]) {
-        this.finish(w, id, undefined, new CniError(ErrorCode.PluginExecFailed, `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`));
+        this.finish(
+          w,
+          id,
+          undefined,
+          new CniError(
+            ErrorCode.PluginExecFailed,
+            `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`,
+          ),
+        );
       }
     });
     this.current = w;
@@ -160,6 +188,12 @@ export class Spawner {
   /** A spawner keeps the daemon alive only while a plugin runs (recovery runs before the server listens). */
   private hold(w: Worker): void {
     const channel = w.child.channel as { ref?: () => void; unref?: () => void } | undefined;
-    if (w.calls.size > 0) { w.child.ref(); channel?.ref?.(); } else { w.child.unref(); channel?.unref?.(); }
+    if (w.calls.size > 0) {
+      w.child.ref();
+      channel?.ref?.();
+    } else {
+      w.child.unref();
+      channel?.unref?.();
+    }
   }
 }

@@ -22,7 +22,16 @@ export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
     } catch (e) {
       const err = CniError.from(e);
       deps.metrics.requests.inc({ command, code: String(err.code) });
-      request.log.warn({ containerId: req.env.containerId, ...podLogFields(podFromCniArgs(req.env.args)), command, code: err.code, err: err.message }, 'CNI request failed');
+      request.log.warn(
+        {
+          containerId: req.env.containerId,
+          ...podLogFields(podFromCniArgs(req.env.args)),
+          command,
+          code: err.code,
+          err: err.message,
+        },
+        'CNI request failed',
+      );
       throw err;
     } finally {
       stop();

@@ -40,7 +40,10 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
       const file = spoolRequest(deps.spoolDir, req.env.containerId, JSON.stringify(request.body));
       request.log.warn({ containerId: req.env.containerId, file }, 'DEL spooled: the journal is not usable');
     } catch (e) {
-      throw new CniError(ErrorCode.TryAgainLater, `stewardd cannot record this DEL (${deps.reason}) and could not spool it: ${(e as Error).message}`);
+      throw new CniError(
+        ErrorCode.TryAgainLater,
+        `stewardd cannot record this DEL (${deps.reason}) and could not spool it: ${(e as Error).message}`,
+      );
     }
     return reply.code(200).type('application/json').send('');
   });

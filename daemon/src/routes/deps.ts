@@ -8,9 +8,18 @@ import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
 
 /** What the operator views read of the journal: queries only, never a write. */
-export type JournalView = Pick<Store,
-  'counts' | 'oldestPendingTeardownAt' | 'nextTeardownDueAt' | 'countPendingTeardowns' | 'pendingTeardownSteps' | 'abandonedSteps'
-  | 'getAttachment' | 'listAttachments' | 'stepsOf'>;
+export type JournalView = Pick<
+  Store,
+  | 'counts'
+  | 'oldestPendingTeardownAt'
+  | 'nextTeardownDueAt'
+  | 'countPendingTeardowns'
+  | 'pendingTeardownSteps'
+  | 'abandonedSteps'
+  | 'getAttachment'
+  | 'listAttachments'
+  | 'stepsOf'
+>;
 
 export interface AppDeps {
   /** POST /v1/cni hands requests here and nothing else. */

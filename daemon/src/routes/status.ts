@@ -11,7 +11,9 @@ const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'delet
 function podView(a: Attachment | undefined) {
   // Echoed capped like error texts: the runtime's CNI_ARGS can carry any length (Kubernetes names are <= 253).
   return {
-    podNamespace: capNullable(a?.podNamespace ?? null, 256), podName: capNullable(a?.podName ?? null, 256), podUid: capNullable(a?.podUid ?? null, 256),
+    podNamespace: capNullable(a?.podNamespace ?? null, 256),
+    podName: capNullable(a?.podName ?? null, 256),
+    podUid: capNullable(a?.podUid ?? null, 256),
   };
 }
 
@@ -24,8 +26,16 @@ function parsePod(raw: string): { namespace: string; name: string } | undefined 
 
 function teardownView(s: Step, a: Attachment | undefined) {
   return {
-    step: s.id, attachment: s.attachmentId, containerId: a?.containerId, ...podView(a), delegate: s.delegateName, ifname: s.ifname,
-    plugin: s.pluginType, state: s.state, attempts: s.attempts, lastError: capNullable(s.error),
+    step: s.id,
+    attachment: s.attachmentId,
+    containerId: a?.containerId,
+    ...podView(a),
+    delegate: s.delegateName,
+    ifname: s.ifname,
+    plugin: s.pluginType,
+    state: s.state,
+    attempts: s.attempts,
+    lastError: capNullable(s.error),
     nextAttemptAt: s.nextAttemptAt === null ? null : new Date(s.nextAttemptAt).toISOString(),
     failingSince: s.teardownAt === null ? null : new Date(s.teardownAt).toISOString(),
   };
@@ -63,30 +73,57 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       teardownQueue: {
         depth: store.countPendingTeardowns(),
         oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
-        nextAttemptAt: (() => { const t = store.nextTeardownDueAt(); return t === undefined ? null : new Date(t).toISOString(); })(),
+        nextAttemptAt: (() => {
+          const t = store.nextTeardownDueAt();
+          return t === undefined ? null : new Date(t).toISOString();
+        })(),
       },
       executions: deps.executions(),
-      lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) => teardownView(s, attachmentOf(s.attachmentId))),
+      lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) =>
+        teardownView(s, attachmentOf(s.attachmentId)),
+      ),
     };
   });
 
-  app.get<{ Querystring: { containerId?: string; state?: string; pod?: string; limit?: string } }>('/v1/attachments', async (req, reply) => {
-    const { containerId, state, limit } = req.query;
-    const pod = req.query.pod === undefined ? undefined : parsePod(req.query.pod);
-    if (req.query.pod !== undefined && pod === undefined) return reply.code(400).send({ error: 'pod must be NAMESPACE/NAME' });
-    if (state !== undefined && !(ATTACHMENT_STATES as readonly string[]).includes(state)) {
-      return reply.code(400).send({ error: `state must be one of ${ATTACHMENT_STATES.join(', ')}` });
-    }
-    const n = limit === undefined ? 1000 : Number(limit);
-    if (!Number.isInteger(n) || n < 1 || n > 100_000) return reply.code(400).send({ error: 'limit must be an integer from 1 to 100000' });
-    const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, pod, limit: n });
-    return rows.map((a) => ({
-      id: a.id, containerId: a.containerId, ...podView(a), network: a.network, ifname: a.ifname, netns: a.netns, state: a.state,
-      cniVersion: a.cniVersion, bootId: a.bootId, error: capNullable(a.error),
-      createdAt: new Date(a.createdAt).toISOString(), updatedAt: new Date(a.updatedAt).toISOString(),
-      steps: store.stepsOf(a.id).map((s) => ({ seq: s.seq, delegate: s.delegateName, ifname: s.ifname, plugin: s.pluginType, state: s.state, attempts: s.attempts, error: capNullable(s.error) })),
-    }));
-  });
+  app.get<{ Querystring: { containerId?: string; state?: string; pod?: string; limit?: string } }>(
+    '/v1/attachments',
+    async (req, reply) => {
+      const { containerId, state, limit } = req.query;
+      const pod = req.query.pod === undefined ? undefined : parsePod(req.query.pod);
+      if (req.query.pod !== undefined && pod === undefined)
+        return reply.code(400).send({ error: 'pod must be NAMESPACE/NAME' });
+      if (state !== undefined && !(ATTACHMENT_STATES as readonly string[]).includes(state)) {
+        return reply.code(400).send({ error: `state must be one of ${ATTACHMENT_STATES.join(', ')}` });
+      }
+      const n = limit === undefined ? 1000 : Number(limit);
+      if (!Number.isInteger(n) || n < 1 || n > 100_000)
+        return reply.code(400).send({ error: 'limit must be an integer from 1 to 100000' });
+      const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, pod, limit: n });
+      return rows.map((a) => ({
+        id: a.id,
+        containerId: a.containerId,
+        ...podView(a),
+        network: a.network,
+        ifname: a.ifname,
+        netns: a.netns,
+        state: a.state,
+        cniVersion: a.cniVersion,
+        bootId: a.bootId,
+        error: capNullable(a.error),
+        createdAt: new Date(a.createdAt).toISOString(),
+        updatedAt: new Date(a.updatedAt).toISOString(),
+        steps: store.stepsOf(a.id).map((s) => ({
+          seq: s.seq,
+          delegate: s.delegateName,
+          ifname: s.ifname,
+          plugin: s.pluginType,
+          state: s.state,
+          attempts: s.attempts,
+          error: capNullable(s.error),
+        })),
+      }));
+    },
+  );
 
   app.get('/v1/teardowns', async () => {
     return {

@@ -30,9 +30,14 @@ export interface Owner {
 }
 
 export class StateDirBusyError extends Error {
-  constructor(readonly dir: string, readonly owner: Owner | undefined) {
-    super(`state dir ${dir} is owned by another stewardd (${describeOwner(owner)}); ` +
-      'one daemon owns a state dir and its database: stop that one first, or give this one another --state-dir');
+  constructor(
+    readonly dir: string,
+    readonly owner: Owner | undefined,
+  ) {
+    super(
+      `state dir ${dir} is owned by another stewardd (${describeOwner(owner)}); ` +
+        'one daemon owns a state dir and its database: stop that one first, or give this one another --state-dir',
+    );
   }
 }
 
@@ -60,8 +65,12 @@ export function describeOwner(o: Owner | undefined): string {
   }
   const live = procStart(o.pid);
   const stale = live === undefined || (o.procStart !== undefined && live !== o.procStart);
-  return `pid ${o.pid}, started ${o.startedAt}, owner since ${o.since}, serving ${o.socket}` +
-    (stale ? `; that pid is no longer that process, so the owner file is stale and the lock holder did not write its own yet` : '');
+  return (
+    `pid ${o.pid}, started ${o.startedAt}, owner since ${o.since}, serving ${o.socket}` +
+    (stale
+      ? `; that pid is no longer that process, so the owner file is stale and the lock holder did not write its own yet`
+      : '')
+  );
 }
 
 function readOwner(dir: string): Owner | undefined {
@@ -118,8 +127,12 @@ export function takeOwnership(dirs: readonly string[], socket: string): OwnerLoc
   const unique = [...new Set(dirs)];
   const now = new Date();
   const base = {
-    pid: process.pid, procStart: procStart(process.pid),
-    startedAt: new Date(now.getTime() - process.uptime() * 1000).toISOString(), since: now.toISOString(), socket, pidns: pidns(),
+    pid: process.pid,
+    procStart: procStart(process.pid),
+    startedAt: new Date(now.getTime() - process.uptime() * 1000).toISOString(),
+    since: now.toISOString(),
+    socket,
+    pidns: pidns(),
   };
   const held: Database.Database[] = [];
   try {

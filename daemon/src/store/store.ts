@@ -120,7 +120,9 @@ export class Store {
         WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
       attachmentById: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE id = ?`),
       setAttachmentState: db.prepare(`UPDATE attachments SET state = @state, updated_at = @now WHERE id = @id`),
-      setAttachmentResult: db.prepare(`UPDATE attachments SET state = 'added', result = @result, error = NULL, updated_at = @now WHERE id = @id`),
+      setAttachmentResult: db.prepare(
+        `UPDATE attachments SET state = 'added', result = @result, error = NULL, updated_at = @now WHERE id = @id`,
+      ),
       setAttachmentError: db.prepare(`UPDATE attachments SET error = @error, updated_at = @now WHERE id = @id`),
       attachmentsInState: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE state = ? ORDER BY id`),
       attachmentsOfOtherBoot: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
@@ -134,17 +136,27 @@ export class Store {
       stepsOf: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`),
       stepById: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`),
       setStepAdded: db.prepare(`UPDATE steps SET state = 'added', result = @result, updated_at = @now WHERE id = @id`),
-      setStepState: db.prepare(`UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`),
-      setStepDeleting: db.prepare(`UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`),
+      setStepState: db.prepare(
+        `UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`,
+      ),
+      setStepDeleting: db.prepare(
+        `UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`,
+      ),
       setStepDelFailed: db.prepare(`UPDATE steps SET state = 'del_failed', error = @error, attempts = attempts + 1,
         next_attempt_at = @nextAttemptAt, updated_at = @now WHERE id = @id`),
-      setStepDeleted: db.prepare(`UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`),
-      setStepAbandoned: db.prepare(`UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`),
+      setStepDeleted: db.prepare(
+        `UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
+      ),
+      setStepAbandoned: db.prepare(
+        `UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
+      ),
       countAttachments: db.prepare(`SELECT state, COUNT(*) AS n FROM attachments GROUP BY state`),
       countSteps: db.prepare(`SELECT state, COUNT(*) AS n FROM steps GROUP BY state`),
       pendingTeardownSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps
         WHERE state IN ('del_failed', 'deleting') ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?`),
-      abandonedSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE state = 'abandoned' ORDER BY id DESC LIMIT ?`),
+      abandonedSteps: db.prepare(
+        `SELECT ${STEP_COLUMNS} FROM steps WHERE state = 'abandoned' ORDER BY id DESC LIMIT ?`,
+      ),
       oldestPendingTeardown: db.prepare(`SELECT MIN(a.updated_at) AS t FROM attachments a WHERE a.state = 'deleting'`),
       dueAttachments: db.prepare(`SELECT DISTINCT attachment_id AS id FROM steps
         WHERE state = 'del_failed' AND next_attempt_at <= ? ORDER BY attachment_id`),
@@ -162,7 +174,9 @@ export class Store {
     const current = this.db.pragma('user_version', { simple: true }) as number;
     if (current > MIGRATIONS.length) {
       this.db.close();
-      throw new Error(`database ${this.path} has schema version ${current}, newer than this stewardd (${MIGRATIONS.length})`);
+      throw new Error(
+        `database ${this.path} has schema version ${current}, newer than this stewardd (${MIGRATIONS.length})`,
+      );
     }
     for (let v = current; v < MIGRATIONS.length; v++) {
       this.db.transaction(() => {
@@ -192,7 +206,10 @@ export class Store {
       const text = `${err.code ?? 'error'}: ${failureSafeText(err.message)}`;
       // The disk, not the request: retrying later can succeed. Anything else (a constraint) is a bug.
       if (/^SQLITE_(FULL|IOERR|READONLY|BUSY|LOCKED|CANTOPEN|NOMEM|PROTOCOL)/.test(err.code ?? '')) {
-        throw new CniError(ErrorCode.TryAgainLater, `stewardd could not write its journal (${text}); nothing was left half-written, try again later`);
+        throw new CniError(
+          ErrorCode.TryAgainLater,
+          `stewardd could not write its journal (${text}); nothing was left half-written, try again later`,
+        );
       }
       throw new CniError(ErrorCode.Internal, `stewardd journal write failed (${text})`);
     } finally {
@@ -267,7 +284,9 @@ export class Store {
   /** A new attachment, `adding` unless given (a tombstone for a DEL of an unknown attachment is born `deleted`). */
   createAttachment(a: NewAttachment, state: AttachmentState = 'adding'): Attachment {
     const pod = { podNamespace: a.podNamespace ?? null, podName: a.podName ?? null, podUid: a.podUid ?? null };
-    return this.write(() => toAttachment(this.stmt.insertAttachment.get({ ...a, ...pod, state, now: this.now() }) as Row));
+    return this.write(() =>
+      toAttachment(this.stmt.insertAttachment.get({ ...a, ...pod, state, now: this.now() }) as Row),
+    );
   }
 
   /** The newest attachment with this key (older rows are finished tombstones). */
@@ -309,9 +328,18 @@ export class Store {
   listAttachments(filter: AttachmentFilter): Attachment[] {
     const where: string[] = [];
     const params: unknown[] = [];
-    if (filter.containerId !== undefined) { where.push('container_id = ?'); params.push(filter.containerId); }
-    if (filter.state !== undefined) { where.push('state = ?'); params.push(filter.state); }
-    if (filter.pod !== undefined) { where.push('pod_namespace = ? AND pod_name = ?'); params.push(filter.pod.namespace, filter.pod.name); }
+    if (filter.containerId !== undefined) {
+      where.push('container_id = ?');
+      params.push(filter.containerId);
+    }
+    if (filter.state !== undefined) {
+      where.push('state = ?');
+      params.push(filter.state);
+    }
+    if (filter.pod !== undefined) {
+      where.push('pod_namespace = ? AND pod_name = ?');
+      params.push(filter.pod.namespace, filter.pod.name);
+    }
     const sql = `SELECT ${ATTACHMENT_COLUMNS} FROM attachments ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
       ORDER BY id DESC LIMIT ?`;
     params.push(filter.limit ?? 1000);
@@ -339,7 +367,9 @@ export class Store {
   }
 
   setStepState(id: number, state: StepState, error: string | null = null): void {
-    this.write(() => this.stmt.setStepState.run({ id, state, error: error === null ? null : storedErrorText(error), now: this.now() }));
+    this.write(() =>
+      this.stmt.setStepState.run({ id, state, error: error === null ? null : storedErrorText(error), now: this.now() }),
+    );
   }
 
   /** Journals a DEL as started; the first one also stamps when teardown of this step began. */
@@ -352,7 +382,9 @@ export class Store {
   }
 
   setStepDelFailed(id: number, error: string, nextAttemptAt: number): void {
-    this.write(() => this.stmt.setStepDelFailed.run({ id, error: storedErrorText(error), nextAttemptAt, now: this.now() }));
+    this.write(() =>
+      this.stmt.setStepDelFailed.run({ id, error: storedErrorText(error), nextAttemptAt, now: this.now() }),
+    );
   }
 
   setStepAbandoned(id: number, error: string): void {
@@ -398,7 +430,9 @@ export class Store {
    * those with an abandoned step, which an operator must see, only when older than `abandonedBefore`.
    */
   pruneTombstones(before: number, abandonedBefore: number): number {
-    return this.atomic(() => this.stmt.pruneTombstones.run(before).changes + this.stmt.pruneAbandoned.run(abandonedBefore).changes);
+    return this.atomic(
+      () => this.stmt.pruneTombstones.run(before).changes + this.stmt.pruneAbandoned.run(abandonedBefore).changes,
+    );
   }
 
   countPendingTeardowns(): number {

@@ -48,8 +48,11 @@ export interface Attachment extends AttachmentKey {
 
 type PodFields = 'podNamespace' | 'podName' | 'podUid';
 
-export type NewAttachment = Omit<Attachment, 'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt' | PodFields>
-  & Partial<Pick<Attachment, PodFields>>;
+export type NewAttachment = Omit<
+  Attachment,
+  'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt' | PodFields
+> &
+  Partial<Pick<Attachment, PodFields>>;
 
 export interface Step {
   id: number;
@@ -73,9 +76,16 @@ export interface Step {
   updatedAt: number;
 }
 
-export type NewStep = Pick<Step, 'attachmentId' | 'seq' | 'delegateIndex' | 'delegateName' | 'ifname' | 'pluginIndex' | 'pluginType' | 'config'>;
+export type NewStep = Pick<
+  Step,
+  'attachmentId' | 'seq' | 'delegateIndex' | 'delegateName' | 'ifname' | 'pluginIndex' | 'pluginType' | 'config'
+>;
 
 /** The pod an attachment was added for, as recorded (all null for rows older than migration 2). */
-export function podOf(a: Pick<Attachment, PodFields>): { namespace: string | null; name: string | null; uid: string | null } {
+export function podOf(a: Pick<Attachment, PodFields>): {
+  namespace: string | null;
+  name: string | null;
+  uid: string | null;
+} {
   return { namespace: a.podNamespace, name: a.podName, uid: a.podUid };
 }

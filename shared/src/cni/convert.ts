@@ -125,7 +125,9 @@ function convertIp(value: unknown, where: string, fromVersion: CniVersion, toVer
   if (!ipsCarryVersion(toVersion)) return rest as unknown as CniIpConfig;
   // Keep a 0.x source's own (valid) version; anything else is derived from the address.
   const version =
-    ipsCarryVersion(fromVersion) && (srcIpVersion === '4' || srcIpVersion === '6') ? srcIpVersion : ipVersionOf(address);
+    ipsCarryVersion(fromVersion) && (srcIpVersion === '4' || srcIpVersion === '6')
+      ? srcIpVersion
+      : ipVersionOf(address);
   return { version, ...rest } as unknown as CniIpConfig;
 }
 
@@ -195,7 +197,8 @@ function optionalString(obj: Json, key: string, where: string): string | undefin
 function optionalNumber(obj: Json, key: string, where: string): number | undefined {
   const v = obj[key];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw decodeError(`${where}.${key} must be a number, got ${describe(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v))
+    throw decodeError(`${where}.${key} must be a number, got ${describe(v)}`);
   return v;
 }
 

@@ -26,7 +26,11 @@ export function parseCniEnv(env: EnvSource): CniEnv {
     throw new CniError(ErrorCode.InvalidEnv, 'CNI_COMMAND is not set', `expected one of ${CNI_COMMANDS.join(', ')}`);
   }
   if (!(CNI_COMMANDS as readonly string[]).includes(rawCommand)) {
-    throw new CniError(ErrorCode.InvalidEnv, `CNI_COMMAND "${rawCommand}" is not a CNI command`, `expected one of ${CNI_COMMANDS.join(', ')}`);
+    throw new CniError(
+      ErrorCode.InvalidEnv,
+      `CNI_COMMAND "${rawCommand}" is not a CNI command`,
+      `expected one of ${CNI_COMMANDS.join(', ')}`,
+    );
   }
   const command = rawCommand as CniCommand;
   for (const name of REQUIRED[command]) {
@@ -83,9 +87,12 @@ export function cniArgsProblem(args: string): string | undefined {
 /** Parses CNI_ARGS ("K=V;K2=V2") into pairs; malformed pairs are a code 4 error. */
 export function parseCniArgs(args: string): Array<[string, string]> {
   if (args === '') return [];
-  return args.split(';').filter((p) => p !== '').map((pair) => {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) throw new CniError(ErrorCode.InvalidEnv, `CNI_ARGS has a malformed pair "${pair}"`);
-    return [pair.slice(0, eq), pair.slice(eq + 1)];
-  });
+  return args
+    .split(';')
+    .filter((p) => p !== '')
+    .map((pair) => {
+      const eq = pair.indexOf('=');
+      if (eq <= 0) throw new CniError(ErrorCode.InvalidEnv, `CNI_ARGS has a malformed pair "${pair}"`);
+      return [pair.slice(0, eq), pair.slice(eq + 1)];
+    });
 }

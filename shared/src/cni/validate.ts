@@ -8,7 +8,8 @@ export const CONTROL_RE = /[\u0000-\u001f\u007f]/;
 /** Container ids and network names share the spec's rule. Returns a reason when invalid. */
 function checkName(name: string): string | undefined {
   if (name === '') return 'is empty';
-  if (!NAME_RE.test(name)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
+  if (!NAME_RE.test(name))
+    return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
   return undefined;
 }
 
@@ -35,6 +36,7 @@ export function checkNetworkName(name: string): string | undefined {
 export function checkPluginType(type: string): string | undefined {
   if (type === '') return 'is empty';
   if (type.includes('/') || type.includes('\\')) return 'must be a bare plugin name, not a path';
-  if (!NAME_RE.test(type)) return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
+  if (!NAME_RE.test(type))
+    return 'must start with an alphanumeric character and contain only alphanumerics, "_", "." and "-"';
   return undefined;
 }

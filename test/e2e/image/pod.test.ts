@@ -15,7 +15,15 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import {
-  copyFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
@@ -23,7 +31,14 @@ import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { REPO, SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
 import {
-  CNI_CONF_DIR, OPT_CNI_BIN, Podman, RuntimeHost, baseSkipReason, ipv4Of, run, skipOrFail,
+  CNI_CONF_DIR,
+  OPT_CNI_BIN,
+  Podman,
+  RuntimeHost,
+  baseSkipReason,
+  ipv4Of,
+  run,
+  skipOrFail,
 } from '../../helpers/runtimes.js';
 
 const env = new TestEnv('e2e-pod');
@@ -35,15 +50,35 @@ const ATTACHMENTS = 10_000;
 const storage = { root: join(env.dir, 'podman', 'root'), runroot: join(env.dir, 'podman', 'runroot') };
 // Podman and buildah bind-mount their overlay dir in the storage: unmounted before the temp dir goes.
 env.defer(() => {
-  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map((l) => l.split(' ')[4] ?? '')
-    .filter((m) => m.startsWith(`${env.dir}/`)).sort((a, b) => b.length - a.length);
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((m) => m.startsWith(`${env.dir}/`))
+    .sort((a, b) => b.length - a.length);
   for (const m of mounts) spawnSync('umount', ['-l', m]);
 });
 const pcmd = (args: string[], timeoutMs = 300_000) =>
-  run('podman', ['--root', storage.root, '--runroot', storage.runroot, '--tmpdir', join(env.dir, 'podman', 'tmp'), ...args], { timeoutMs });
+  run(
+    'podman',
+    ['--root', storage.root, '--runroot', storage.runroot, '--tmpdir', join(env.dir, 'podman', 'tmp'), ...args],
+    { timeoutMs },
+  );
 
-let reason = baseSkipReason(['podman', 'buildah', 'debootstrap', 'catatonit', 'conmon', 'runc', 'ip', 'iptables', 'npm', 'file', 'tar']);
-if (reason === undefined && process.arch !== 'x64') reason = `the image is built and run for x64 here; this is ${process.arch}`;
+let reason = baseSkipReason([
+  'podman',
+  'buildah',
+  'debootstrap',
+  'catatonit',
+  'conmon',
+  'runc',
+  'ip',
+  'iptables',
+  'npm',
+  'file',
+  'tar',
+]);
+if (reason === undefined && process.arch !== 'x64')
+  reason = `the image is built and run for x64 here; this is ${process.arch}`;
 
 /** The image, in the test's own storage: built from the Dockerfile, or copied from STEWARD_POD_IMAGE. */
 async function provideImage(): Promise<string> {
@@ -67,19 +102,43 @@ async function provideImage(): Promise<string> {
   const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
     {
       const child = spawn('bash', [join(REPO, 'scripts/build-image.sh'), IMAGE], {
-        env: { ...process.env, STEWARD_STORAGE_ROOT: storage.root, STEWARD_STORAGE_RUNROOT: storage.runroot, STEWARD_BUILD_REPORT: report },
+        env: {
+          ...process.env,
+          STEWARD_STORAGE_ROOT: storage.root,
+          STEWARD_STORAGE_RUNROOT: storage.runroot,
+          STEWARD_BUILD_REPORT: report,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
-      child.stdout.on('data', (b: Buffer) => { out += b.toString(); });
-      child.stderr.on('data', (b: Buffer) => { out += b.toString(); });
+      child.stdout.on('data', (b: Buffer) => {
+        out += b.toString();
+      });
+      child.stderr.on('data', (b: Buffer) => {
+        out += b.toString();
+      });
       const timer = setTimeout(() => child.kill('SIGKILL'), 45 * 60_000);
-      child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }); });
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, out });
+      });
     }
   });
-  if (r.code !== 0) throw new Error(`scripts/build-image.sh exited ${r.code}:\n${r.out.split('\n').filter((l) => !l.includes('npm warn Unknown')).slice(-40).join('\n')}`);
+  if (r.code !== 0)
+    throw new Error(
+      `scripts/build-image.sh exited ${r.code}:\n${r.out
+        .split('\n')
+        .filter((l) => !l.includes('npm warn Unknown'))
+        .slice(-40)
+        .join('\n')}`,
+    );
   // The figures the docs quote: how long the base and the build took, and each layer's size.
-  process.stderr.write(`\n${r.out.split('\n').filter((l) => l.startsWith('build-image:')).join('\n')}\n`);
+  process.stderr.write(
+    `\n${r.out
+      .split('\n')
+      .filter((l) => l.startsWith('build-image:'))
+      .join('\n')}\n`,
+  );
   return `built in ${((Date.now() - t0) / 1000).toFixed(0)} s`;
 }
 
@@ -142,15 +201,20 @@ function renderPod(onDelete: 'manifest' | 'always'): string {
   for (const c of [...spec.initContainers, ...spec.containers]) {
     c.image = IMAGE;
     for (const e of c.env ?? []) {
-      const literal = { 'metadata.namespace': ds.metadata.namespace, 'status.hostIP': '127.0.0.1' }[e.valueFrom?.fieldRef?.fieldPath as string];
+      const literal = { 'metadata.namespace': ds.metadata.namespace, 'status.hostIP': '127.0.0.1' }[
+        e.valueFrom?.fieldRef?.fieldPath as string
+      ];
       if (literal !== undefined) {
         delete e.valueFrom;
         e.value = literal;
       }
     }
     delete c.ports;
-    const vars = Object.fromEntries((c.env ?? []).filter((e: any) => typeof e.value === 'string').map((e: any) => [e.name, e.value]));
-    if (Array.isArray(c.args)) c.args = c.args.map((a: string) => a.replace(/\$\((\w+)\)/g, (m: string, n: string) => vars[n] ?? m));
+    const vars = Object.fromEntries(
+      (c.env ?? []).filter((e: any) => typeof e.value === 'string').map((e: any) => [e.name, e.value]),
+    );
+    if (Array.isArray(c.args))
+      c.args = c.args.map((a: string) => a.replace(/\$\((\w+)\)/g, (m: string, n: string) => vars[n] ?? m));
     delete c.startupProbe;
     delete c.readinessProbe;
     delete c.livenessProbe;
@@ -160,7 +224,12 @@ function renderPod(onDelete: 'manifest' | 'always'): string {
     }
   }
   spec.restartPolicy = 'OnFailure';
-  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: POD, namespace: ds.metadata.namespace, labels: template.metadata.labels }, spec };
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: POD, namespace: ds.metadata.namespace, labels: template.metadata.labels },
+    spec,
+  };
   const file = join(env.dir, `pod-${onDelete}.yaml`);
   writeFileSync(file, stringify(pod));
   return file;
@@ -200,7 +269,11 @@ function getSocket(path: string): Promise<{ status: number; json: any }> {
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
         let json: unknown;
-        try { json = JSON.parse(text); } catch { json = text; }
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = text;
+        }
         resolve({ status: res.statusCode ?? 0, json });
       });
     });
@@ -213,7 +286,12 @@ function getSocket(path: string): Promise<{ status: number; json: any }> {
 async function waitFor(what: string, cond: () => Promise<boolean> | boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (await Promise.resolve().then(cond).catch(() => false)) return;
+    if (
+      await Promise.resolve()
+        .then(cond)
+        .catch(() => false)
+    )
+      return;
     await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
@@ -229,11 +307,19 @@ async function probe(kind: 'startupProbe' | 'livenessProbe' | 'readinessProbe') 
  * tini and exec'd probes are not node), from /proc/<pid>/status inside the container.
  */
 async function daemonRssMiB(): Promise<{ total: number; each: string[] }> {
-  const r = await pcmd(['exec', daemonCtr, 'sh', '-c',
-    'for d in /proc/[0-9]*; do c=$(tr "\\0" " " < $d/cmdline 2>/dev/null); case "$c" in node*|*/node\\ *) echo "$(grep VmRSS $d/status | tr -s " " | cut -d" " -f2) $c";; esac; done']);
+  const r = await pcmd([
+    'exec',
+    daemonCtr,
+    'sh',
+    '-c',
+    'for d in /proc/[0-9]*; do c=$(tr "\\0" " " < $d/cmdline 2>/dev/null); case "$c" in node*|*/node\\ *) echo "$(grep VmRSS $d/status | tr -s " " | cut -d" " -f2) $c";; esac; done',
+  ]);
   const each = r.stdout.split('\n').filter((l) => /^\d+ /.test(l));
   const total = each.reduce((a, l) => a + Number(l.split(' ')[0]), 0) / 1024;
-  return { total, each: each.map((l) => `${(Number(l.split(' ')[0]) / 1024).toFixed(1)} MiB ${l.split(' ').slice(1, 3).join(' ')}`) };
+  return {
+    total,
+    each: each.map((l) => `${(Number(l.split(' ')[0]) / 1024).toFixed(1)} MiB ${l.split(' ').slice(1, 3).join(' ')}`),
+  };
 }
 
 /** Figures the docs quote, printed and (STEWARD_POD_FIGURES=FILE) kept as JSON. */
@@ -241,20 +327,35 @@ const figures: Record<string, unknown> = {};
 function figure(key: string, value: unknown): void {
   figures[key] = value;
   process.stderr.write(`e2e pod: ${key} = ${JSON.stringify(value)}\n`);
-  if (process.env.STEWARD_POD_FIGURES) writeFileSync(process.env.STEWARD_POD_FIGURES, `${JSON.stringify(figures, null, 2)}\n`);
+  if (process.env.STEWARD_POD_FIGURES)
+    writeFileSync(process.env.STEWARD_POD_FIGURES, `${JSON.stringify(figures, null, 2)}\n`);
 }
 
 /** Runs a CNI plugin as a runtime does: netconf on stdin, CNI_* in a trimmed environment. */
-function callShim(bin: string, stdin: string, cniEnv: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function callShim(
+  bin: string,
+  stdin: string,
+  cniEnv: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const c = spawn(bin, [], { env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', ...cniEnv }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const c = spawn(bin, [], {
+      env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', ...cniEnv },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
-    c.stdout.on('data', (b: Buffer) => { stdout += b.toString(); });
-    c.stderr.on('data', (b: Buffer) => { stderr += b.toString(); });
+    c.stdout.on('data', (b: Buffer) => {
+      stdout += b.toString();
+    });
+    c.stderr.on('data', (b: Buffer) => {
+      stderr += b.toString();
+    });
     const timer = setTimeout(() => c.kill('SIGKILL'), 180_000);
     c.on('error', reject);
-    c.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+    c.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
     c.stdin.end(stdin);
   });
 }
@@ -271,10 +372,13 @@ async function logsOf(ctr: string): Promise<string> {
 async function play(file: string): Promise<void> {
   const r = await pcmd(['kube', 'play', '--network', 'host', file]);
   assert.equal(r.code, 0, `podman kube play: ${r.stderr}`);
-  await waitFor('the daemon container to answer its readiness probe', async () => (await probe('readinessProbe')).code === 0, 180_000)
-    .catch(async (e) => {
-      throw new Error(`${(e as Error).message}\nstewardd: ${(await logsOf(daemonCtr)).slice(-3000)}`);
-    });
+  await waitFor(
+    'the daemon container to answer its readiness probe',
+    async () => (await probe('readinessProbe')).code === 0,
+    180_000,
+  ).catch(async (e) => {
+    throw new Error(`${(e as Error).message}\nstewardd: ${(await logsOf(daemonCtr)).slice(-3000)}`);
+  });
 }
 
 /**
@@ -317,14 +421,25 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     // 10-… sorts before the machine's own conflists, so it is the primary install wraps. ipMasq:
     // the image's iptables adds and removes the NAT rule (the residue check sees any leftover).
     const file = h.writeConflist(`10-${name}.conflist`, {
-      cniVersion: '1.0.0', name,
-      plugins: [{ type: 'bridge', bridge, isGateway: true, ipMasq: true, ipam: { type: 'host-local', ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }] } }],
+      cniVersion: '1.0.0',
+      name,
+      plugins: [
+        {
+          type: 'bridge',
+          bridge,
+          isGateway: true,
+          ipMasq: true,
+          ipam: { type: 'host-local', ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+        },
+      ],
     } as any);
     primary = { name, subnet, bridge, file };
     env.defer(() => rmSync(join(LEASES, name), { recursive: true, force: true }));
     // The daemon sees pod netns mounted after it started only if /run/netns is a shared mount on
     // the host (HostToContainer is a slave of it); `ip netns add` makes it one, as on any node.
-    const mi = readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => l.split(' ')[4] === '/run/netns');
+    const mi = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .find((l) => l.split(' ')[4] === '/run/netns');
     if (!mi || !/ shared:\d+ /.test(mi)) {
       const n = `stw-${env.tag}-share`;
       await run('ip', ['netns', 'add', n]);
@@ -336,7 +451,8 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
       env.defer(() => {
         if (was === null) return rmSync(p, { recursive: true, force: true });
         if (!existsSync(p)) return void mkdirSync(p, { recursive: true, mode: p === STATE_DIR ? 0o700 : 0o755 });
-        for (const q of Object.keys(tree(p) ?? {}).reverse()) if (!(q in was)) rmSync(q, { recursive: true, force: true });
+        for (const q of Object.keys(tree(p) ?? {}).reverse())
+          if (!(q in was)) rmSync(q, { recursive: true, force: true });
       });
     }
     env.defer(async () => {
@@ -345,8 +461,12 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     before0 = { bin: tree(OPT_CNI_BIN), conf: tree(CNI_CONF_DIR) };
     env.defer(() => {
       // A failed run: remove the files the install added (the node as it was before).
-      for (const [dir, was] of [[OPT_CNI_BIN, before0.bin], [CNI_CONF_DIR, before0.conf]] as const) {
-        for (const p of Object.keys(tree(dir) ?? {}).reverse()) if (!was || !(p in was)) rmSync(p, { recursive: true, force: true });
+      for (const [dir, was] of [
+        [OPT_CNI_BIN, before0.bin],
+        [CNI_CONF_DIR, before0.conf],
+      ] as const) {
+        for (const p of Object.keys(tree(dir) ?? {}).reverse())
+          if (!was || !(p in was)) rmSync(p, { recursive: true, force: true });
       }
     });
   });
@@ -358,7 +478,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     assert.ok(before0.conf && !(join(CNI_CONF_DIR, '00-steward.conflist') in before0.conf), 'not installed before');
     const inImage = await pcmd(['exec', daemonCtr, 'sha256sum', '/app/dist/shims/steward-linux-x64']);
     shimInImage = inImage.stdout.split(' ')[0]!;
-    assert.equal(sha256(shim), shimInImage, 'the installed shim is the image\'s x64 glibc one');
+    assert.equal(sha256(shim), shimInImage, "the installed shim is the image's x64 glibc one");
     const file = await run('file', ['-b', shim]);
     assert.match(file.stdout, /x86-64.*interpreter \/lib64\/ld-linux-x86-64\.so\.2/);
     const record = JSON.parse(readFileSync(join(STATE_DIR, 'install.json'), 'utf8'));
@@ -370,7 +490,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     assert.deepEqual(conflist.plugins[0].delegates[0], JSON.parse(readFileSync(primary.file, 'utf8')));
   });
 
-  it('the daemon serves /run/steward/stewardd.sock, and the manifest\'s startup, liveness and readiness probe commands pass', async () => {
+  it("the daemon serves /run/steward/stewardd.sock, and the manifest's startup, liveness and readiness probe commands pass", async () => {
     for (const kind of ['startupProbe', 'livenessProbe', 'readinessProbe'] as const) {
       const r = await probe(kind);
       assert.equal(r.code, 0, `${kind}: ${r.stdout}${r.stderr}`);
@@ -392,20 +512,33 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     mkdirSync(out);
     const cidFile = join(env.dir, `cid-${what}`);
     // The network podman knows is the conflist's name: "steward" (00-steward.conflist).
-    const r = await podman!.runRm('steward', ['/bin/sh', '-c', 'ip -o -4 addr show eth0 > /out/seen'], ['--cidfile', cidFile, '-v', `${out}:/out`]);
+    const r = await podman!.runRm(
+      'steward',
+      ['/bin/sh', '-c', 'ip -o -4 addr show eth0 > /out/seen'],
+      ['--cidfile', cidFile, '-v', `${out}:/out`],
+    );
     assert.equal(r.code, 0, `podman run: ${r.stderr}\nstewardd: ${(await logsOf(daemonCtr)).slice(-2000)}`);
     const inet = ipv4Of(readFileSync(join(out, 'seen'), 'utf8'));
-    assert.ok(inet?.address.startsWith(primary.subnet.replace(/0\/24$/, '')), `address ${inet?.address} not in ${primary.subnet}`);
+    assert.ok(
+      inet?.address.startsWith(primary.subnet.replace(/0\/24$/, '')),
+      `address ${inet?.address} not in ${primary.subnet}`,
+    );
     const cid = readFileSync(cidFile, 'utf8').trim();
-    const leases = () => (existsSync(join(LEASES, primary.name)) ? readdirSync(join(LEASES, primary.name)) : [])
-      .filter((f) => /^\d+\.\d+\.\d+\.\d+$/.test(f));
-    await waitFor('the attachment torn down and its lease gone', async () => {
-      const atts = (await getSocket(`/v1/attachments?containerId=${cid}`)).json as any[];
-      return atts.length === 1 && atts[0].state === 'deleted' && leases().length === 0;
-    }, 60_000);
+    const leases = () =>
+      (existsSync(join(LEASES, primary.name)) ? readdirSync(join(LEASES, primary.name)) : []).filter((f) =>
+        /^\d+\.\d+\.\d+\.\d+$/.test(f),
+      );
+    await waitFor(
+      'the attachment torn down and its lease gone',
+      async () => {
+        const atts = (await getSocket(`/v1/attachments?containerId=${cid}`)).json as any[];
+        return atts.length === 1 && atts[0].state === 'deleted' && leases().length === 0;
+      },
+      60_000,
+    );
   }
 
-  it('a container started by the host\'s podman gets its address through the installed shim and the containerised daemon; the lease is gone after it exits', async () => {
+  it("a container started by the host's podman gets its address through the installed shim and the containerised daemon; the lease is gone after it exits", async () => {
     await containerGetsAddress('first');
     // Idle after one ADD and DEL: the daemon and its spawner (forked on the first plugin call).
     const rss = await daemonRssMiB();
@@ -419,7 +552,13 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
   async function orphanZombies(ctr: string): Promise<string[]> {
     for (let i = 0; i < 20; i++) await pcmd(['exec', ctr, 'sh', '-c', 'sleep 0.2 & exit 0']);
     await new Promise((r) => setTimeout(r, 3000));
-    const r = await pcmd(['exec', ctr, 'sh', '-c', 'for s in /proc/[0-9]*/stat; do cut -d" " -f1-3 "$s" 2>/dev/null; done']);
+    const r = await pcmd([
+      'exec',
+      ctr,
+      'sh',
+      '-c',
+      'for s in /proc/[0-9]*/stat; do cut -d" " -f1-3 "$s" 2>/dev/null; done',
+    ]);
     return r.stdout.split('\n').filter((l) => / Z$/.test(l));
   }
 
@@ -429,7 +568,20 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     const withTini = await orphanZombies(daemonCtr);
     // The control: the same image with node itself as PID 1 (no tini).
     const ctl = `${POD}-pid1-node`;
-    const started = await pcmd(['run', '-d', '--rm', '--network', 'none', '--name', ctl, '--entrypoint', 'node', IMAGE, '-e', 'setInterval(() => {}, 1 << 30)']);
+    const started = await pcmd([
+      'run',
+      '-d',
+      '--rm',
+      '--network',
+      'none',
+      '--name',
+      ctl,
+      '--entrypoint',
+      'node',
+      IMAGE,
+      '-e',
+      'setInterval(() => {}, 1 << 30)',
+    ]);
     assert.equal(started.code, 0, started.stderr);
     let withNode: string[];
     try {
@@ -439,7 +591,10 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     }
     figure('zombiesAfter20Orphans', { tini: withTini.length, nodeAsPid1: withNode.length });
     assert.deepEqual(withTini, [], 'tini reaped every orphan');
-    assert.ok(withNode.length >= 20, `node as PID 1 left ${withNode.length} zombies (the control shows the test can fail)`);
+    assert.ok(
+      withNode.length >= 20,
+      `node as PID 1 left ${withNode.length} zombies (the control shows the test can fail)`,
+    );
   });
 
   it('without the host PID namespace (podman 4.3 ignores hostPID) a /proc/<pid>/ns/net netns is refused, not misapplied', async () => {
@@ -450,15 +605,23 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     const holder = spawn('unshare', ['--net', 'sleep', '300'], { stdio: 'ignore' });
     env.defer(() => void holder.kill('SIGKILL'));
     await new Promise((r) => setTimeout(r, 500));
-    const cni = (command: string) => callShim(join(OPT_CNI_BIN, 'steward'), netconf, {
-      CNI_COMMAND: command, CNI_CONTAINERID: `stw-e2e-${env.tag}-procns`, CNI_NETNS: `/proc/${holder.pid}/ns/net`,
-      CNI_IFNAME: 'eth0', CNI_PATH: OPT_CNI_BIN,
-    });
+    const cni = (command: string) =>
+      callShim(join(OPT_CNI_BIN, 'steward'), netconf, {
+        CNI_COMMAND: command,
+        CNI_CONTAINERID: `stw-e2e-${env.tag}-procns`,
+        CNI_NETNS: `/proc/${holder.pid}/ns/net`,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: OPT_CNI_BIN,
+      });
     const add = await cni('ADD');
     const links = await run('nsenter', ['-t', String(holder.pid), '-n', 'ip', '-o', 'link']);
-    assert.notEqual(add.code, 0, `ADD with a host /proc path succeeded in a pod without the host PID namespace: ${add.stdout}`);
+    assert.notEqual(
+      add.code,
+      0,
+      `ADD with a host /proc path succeeded in a pod without the host PID namespace: ${add.stdout}`,
+    );
     assert.match(add.stdout, /\/proc\/\d+\/ns\/net/, `the error names the netns path: ${add.stdout}`);
-    assert.doesNotMatch(links.stdout, /eth0/, 'nothing was configured in the process\'s netns');
+    assert.doesNotMatch(links.stdout, /eth0/, "nothing was configured in the process's netns");
     const del = await cni('DEL');
     assert.equal(del.code, 0, `DEL of the refused ADD: ${del.stdout}${del.stderr}`);
     holder.kill('SIGKILL');
@@ -499,6 +662,9 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     // daemon empties it and the directory itself stays, as DirectoryOrCreate made it (this test
     // removes it at the end when it made it).
     assert.match(logs, /state dir purged/);
-    assert.ok(!existsSync(STATE_DIR) || readdirSync(STATE_DIR).length === 0, `the state dir is purged: ${existsSync(STATE_DIR) ? readdirSync(STATE_DIR).join(', ') : ''}`);
+    assert.ok(
+      !existsSync(STATE_DIR) || readdirSync(STATE_DIR).length === 0,
+      `the state dir is purged: ${existsSync(STATE_DIR) ? readdirSync(STATE_DIR).join(', ') : ''}`,
+    );
   });
 });

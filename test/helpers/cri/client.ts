@@ -8,8 +8,18 @@ import { fileURLToPath } from 'node:url';
 
 const PROTO = fileURLToPath(new URL('./runtime.proto', import.meta.url));
 
-export interface PodSandboxMetadata { name: string; uid: string; namespace: string; attempt?: number }
-export interface PortMapping { protocol?: 'TCP' | 'UDP' | 'SCTP'; containerPort: number; hostPort: number; hostIp?: string }
+export interface PodSandboxMetadata {
+  name: string;
+  uid: string;
+  namespace: string;
+  attempt?: number;
+}
+export interface PortMapping {
+  protocol?: 'TCP' | 'UDP' | 'SCTP';
+  containerPort: number;
+  hostPort: number;
+  hostIp?: string;
+}
 export interface PodSandboxConfig {
   metadata: PodSandboxMetadata;
   hostname?: string;
@@ -33,23 +43,43 @@ export interface PodSandbox {
 export interface PodSandboxStatus extends PodSandbox {
   network: { ip: string; additionalIps: Array<{ ip: string }> } | null;
 }
-export interface RuntimeCondition { type: string; status: boolean; reason: string; message: string }
+export interface RuntimeCondition {
+  type: string;
+  status: boolean;
+  reason: string;
+  message: string;
+}
 
 /** A CRI call that failed: the gRPC status code and containerd's message. */
 export class CriError extends Error {
-  constructor(readonly method: string, readonly code: number, readonly details: string) {
+  constructor(
+    readonly method: string,
+    readonly code: number,
+    readonly details: string,
+  ) {
     super(`CRI ${method} failed (${grpc.status[code] ?? code}): ${details}`);
   }
 }
 
-type Unary = (req: unknown, meta: grpc.Metadata, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: any) => void) => void;
+type Unary = (
+  req: unknown,
+  meta: grpc.Metadata,
+  opts: grpc.CallOptions,
+  cb: (e: grpc.ServiceError | null, r: any) => void,
+) => void;
 
 let definition: grpc.GrpcObject | undefined;
 /** The RuntimeService of runtime.proto (its `.service` serves a fake runtime in unit tests). */
 export function runtimeServiceCtor(): grpc.ServiceClientConstructor {
-  definition ??= grpc.loadPackageDefinition(protoLoader.loadSync(PROTO, {
-    keepCase: false, longs: String, enums: String, defaults: true, oneofs: true,
-  }));
+  definition ??= grpc.loadPackageDefinition(
+    protoLoader.loadSync(PROTO, {
+      keepCase: false,
+      longs: String,
+      enums: String,
+      defaults: true,
+      oneofs: true,
+    }),
+  );
   const v1 = (definition.runtime as grpc.GrpcObject).v1 as grpc.GrpcObject;
   return v1.RuntimeService as grpc.ServiceClientConstructor;
 }
@@ -59,7 +89,10 @@ export class CriClient {
   /** Calls made per method, for the figures a scenario prints. */
   readonly calls: Record<string, number> = {};
 
-  constructor(readonly socket: string, private readonly timeoutMs = 120_000) {
+  constructor(
+    readonly socket: string,
+    private readonly timeoutMs = 120_000,
+  ) {
     const Ctor = runtimeServiceCtor();
     this.client = new Ctor(`unix://${socket}`, grpc.credentials.createInsecure());
   }
@@ -85,7 +118,9 @@ export class CriClient {
 
   /** Runtime conditions; with verbose, `info.config` and `info.cniconfig` hold containerd's JSON. */
   async status(verbose = false): Promise<{ conditions: RuntimeCondition[]; info: Record<string, string> }> {
-    const r = await this.call<{ status: { conditions: RuntimeCondition[] }; info: Record<string, string> }>('Status', { verbose });
+    const r = await this.call<{ status: { conditions: RuntimeCondition[] }; info: Record<string, string> }>('Status', {
+      verbose,
+    });
     return { conditions: r.status?.conditions ?? [], info: r.info ?? {} };
   }
 

@@ -43,7 +43,10 @@ export class Kubelet {
   stopIntervalMs = 1000;
   stopMaxAttempts = 10;
 
-  constructor(readonly cri: CriClient, private readonly opts: { cgroupParent: string; logRoot: string; tag: string }) {}
+  constructor(
+    readonly cri: CriClient,
+    private readonly opts: { cgroupParent: string; logRoot: string; tag: string },
+  ) {}
 
   pod(name: string, namespace = 'default'): Pod {
     return { name, namespace, uid: randomUUID() };
@@ -71,7 +74,10 @@ export class Kubelet {
   }
 
   /** RunPodSandbox; `handler` is the runtime handler (RuntimeClass), '' for containerd's default. */
-  async runPod(pod: Pod, opts: { attempt?: number; portMappings?: PortMapping[]; handler?: string } = {}): Promise<RunOutcome> {
+  async runPod(
+    pod: Pod,
+    opts: { attempt?: number; portMappings?: PortMapping[]; handler?: string } = {},
+  ): Promise<RunOutcome> {
     const attempt = opts.attempt ?? 0;
     const t0 = performance.now();
     try {
@@ -94,7 +100,8 @@ export class Kubelet {
       } catch (e) {
         if (!(e instanceof CriError)) throw e;
         // As the kubelet does: a sandbox the runtime no longer knows is stopped.
-        if (e.code === grpcStatus.NOT_FOUND) return { id, ok: true, notFound: true, attempts, ms: performance.now() - t0, lastError };
+        if (e.code === grpcStatus.NOT_FOUND)
+          return { id, ok: true, notFound: true, attempts, ms: performance.now() - t0, lastError };
         lastError = e.details;
       }
       if (attempts < maxAttempts) await new Promise((r) => setTimeout(r, this.stopIntervalMs));

@@ -73,8 +73,12 @@ export class CriNode {
     const name = host.netName('cri');
     const subnet = host.subnet();
     this.net = {
-      name, bridge: host.bridge(), subnet, gateway: subnet.replace(/0\/24$/, '1'),
-      dataDir: join(env.dir, 'ipam'), file: join(this.confDir, `10-${name}.conflist`),
+      name,
+      bridge: host.bridge(),
+      subnet,
+      gateway: subnet.replace(/0\/24$/, '1'),
+      dataDir: join(env.dir, 'ipam'),
+      file: join(this.confDir, `10-${name}.conflist`),
     };
     this.daemon = new Daemon(env, { name: 'stewardd', args: ['--cni-conf-dir', this.confDir] });
     this.cgroupParent = `/${host.netName('pods')}`;
@@ -138,9 +142,21 @@ export class CriNode {
 
   /** `bin/stewardd <cmd>` with this node's dirs (install, uninstall). */
   stewardd(args: string[]): Promise<Ran> {
-    return run(process.execPath, [join(REPO, 'bin/stewardd'), ...args,
-      '--cni-conf-dir', this.confDir, '--cni-bin-dir', this.binDir, '--state-dir', this.daemon.stateDir,
-      ...(args[0] === 'install' ? ['--socket', this.daemon.socket] : [])], { timeoutMs: 90_000 });
+    return run(
+      process.execPath,
+      [
+        join(REPO, 'bin/stewardd'),
+        ...args,
+        '--cni-conf-dir',
+        this.confDir,
+        '--cni-bin-dir',
+        this.binDir,
+        '--state-dir',
+        this.daemon.stateDir,
+        ...(args[0] === 'install' ? ['--socket', this.daemon.socket] : []),
+      ],
+      { timeoutMs: 90_000 },
+    );
   }
 
   /** The primary conflist the node's CNI "owns": bridge + host-local + portmap, then `extra` plugins. */
@@ -156,17 +172,30 @@ export class CriNode {
 
   private primaryText(extra: Array<Record<string, unknown>>): string {
     const n = this.net;
-    return `${JSON.stringify({
-      cniVersion: '1.0.0', name: n.name,
-      plugins: [
-        {
-          type: 'bridge', bridge: n.bridge, isGateway: true, ipMasq: false,
-          ipam: { type: 'host-local', dataDir: n.dataDir, ranges: [[{ subnet: n.subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
-        },
-        { type: 'portmap', capabilities: { portMappings: true } },
-        ...extra,
-      ],
-    }, null, 2)}\n`;
+    return `${JSON.stringify(
+      {
+        cniVersion: '1.0.0',
+        name: n.name,
+        plugins: [
+          {
+            type: 'bridge',
+            bridge: n.bridge,
+            isGateway: true,
+            ipMasq: false,
+            ipam: {
+              type: 'host-local',
+              dataDir: n.dataDir,
+              ranges: [[{ subnet: n.subnet }]],
+              routes: [{ dst: '0.0.0.0/0' }],
+            },
+          },
+          { type: 'portmap', capabilities: { portMappings: true } },
+          ...extra,
+        ],
+      },
+      null,
+      2,
+    )}\n`;
   }
 
   /**
@@ -174,12 +203,19 @@ export class CriNode {
    * conflist's source text), other than its own loopback: its name, whether it is steward's, and the
    * primary's plugins (inside steward's delegate when wrapped).
    */
-  async loaded(): Promise<{ ready: boolean; name?: string; steward: boolean; plugins: Array<Record<string, unknown>> }> {
+  async loaded(): Promise<{
+    ready: boolean;
+    name?: string;
+    steward: boolean;
+    plugins: Array<Record<string, unknown>>;
+  }> {
     const s = await this.cri.status(true);
     const ready = s.conditions.find((c) => c.type === 'NetworkReady')?.status === true;
     let conflist: any;
     try {
-      const cni = JSON.parse(s.info.cniconfig ?? '{}') as { Networks?: Array<{ Config: { Name: string; Source: string } }> };
+      const cni = JSON.parse(s.info.cniconfig ?? '{}') as {
+        Networks?: Array<{ Config: { Name: string; Source: string } }>;
+      };
       const net = (cni.Networks ?? []).find((n) => n.Config.Name !== 'cni-loopback');
       conflist = net ? JSON.parse(net.Config.Source) : undefined;
     } catch {
@@ -187,12 +223,16 @@ export class CriNode {
     }
     if (!conflist) return { ready, steward: false, plugins: [] };
     const first = conflist.plugins?.[0];
-    if (first?.type === 'steward') return { ready, name: conflist.name, steward: true, plugins: first.delegates?.[0]?.plugins ?? [] };
+    if (first?.type === 'steward')
+      return { ready, name: conflist.name, steward: true, plugins: first.delegates?.[0]?.plugins ?? [] };
     return { ready, name: conflist.name, steward: false, plugins: conflist.plugins ?? [] };
   }
 
   /** Polls until the CRI plugin reports NetworkReady with a loaded network satisfying `cond`. */
-  async waitForNetwork(cond: (l: Awaited<ReturnType<CriNode['loaded']>>) => boolean, timeoutMs = 30_000): Promise<void> {
+  async waitForNetwork(
+    cond: (l: Awaited<ReturnType<CriNode['loaded']>>) => boolean,
+    timeoutMs = 30_000,
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     let last: unknown;
     while (Date.now() < deadline) {
@@ -201,7 +241,9 @@ export class CriNode {
       if (l.ready && cond(l)) return;
       await new Promise((r) => setTimeout(r, 200));
     }
-    throw new Error(`the CRI plugin did not load the expected CNI config within ${timeoutMs} ms; it has: ${JSON.stringify(last).slice(0, 1500)}`);
+    throw new Error(
+      `the CRI plugin did not load the expected CNI config within ${timeoutMs} ms; it has: ${JSON.stringify(last).slice(0, 1500)}`,
+    );
   }
 
   /**
@@ -210,8 +252,12 @@ export class CriNode {
    */
   async setChain(extra: Array<Record<string, unknown>>, opts: { steward: boolean } = { steward: true }): Promise<void> {
     this.writePrimary(extra);
-    await this.waitForNetwork((l) => l.steward === opts.steward && l.name === (opts.steward ? 'steward' : this.net.name)
-      && isDeepStrictEqual(l.plugins.slice(2), extra));
+    await this.waitForNetwork(
+      (l) =>
+        l.steward === opts.steward &&
+        l.name === (opts.steward ? 'steward' : this.net.name) &&
+        isDeepStrictEqual(l.plugins.slice(2), extra),
+    );
   }
 
   /** host-local leases of the primary network. */
@@ -240,7 +286,11 @@ export class CriNode {
       for (const r of rules) {
         const m = /^-A (\S+) (.*)-j (CNI-HOSTPORT-\S+)$/.exec(r.trim());
         if (m && made.includes(m[3]!) && !m[1]!.startsWith('CNI-HOSTPORT-')) {
-          const args = r.trim().replace(/^-A /, '-D ').match(/"[^"]*"|\S+/g)!.map((a) => a.replace(/^"(.*)"$/, '$1'));
+          const args = r
+            .trim()
+            .replace(/^-A /, '-D ')
+            .match(/"[^"]*"|\S+/g)!
+            .map((a) => a.replace(/^"(.*)"$/, '$1'));
           quiet('iptables', ['-w', '-t', 'nat', ...args]);
         }
       }
@@ -250,8 +300,10 @@ export class CriNode {
   }
 
   private natChains(): string[] {
-    return (quiet('iptables', ['-w', '-t', 'nat', '-S']) ?? '').split('\n')
-      .filter((l) => l.startsWith('-N ')).map((l) => l.slice(3).trim());
+    return (quiet('iptables', ['-w', '-t', 'nat', '-S']) ?? '')
+      .split('\n')
+      .filter((l) => l.startsWith('-N '))
+      .map((l) => l.slice(3).trim());
   }
 
   /** The pods' cgroup parent in each hierarchy (runc removes the pods' own cgroups, not the parent). */

@@ -16,7 +16,11 @@ function sha256(b: Buffer | string): string {
 }
 
 function goArch(): string {
-  return ({ x64: 'amd64', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x' } as Record<string, string>)[process.arch] ?? process.arch;
+  return (
+    ({ x64: 'amd64', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x' } as Record<string, string>)[
+      process.arch
+    ] ?? process.arch
+  );
 }
 
 /** Builds the archive in `dir`; returns its path. */
@@ -30,7 +34,17 @@ export async function buildPauseArchive(dir: string, ref: string): Promise<strin
   if (cc.code !== 0) throw new Error(`gcc -static pause.c failed (${cc.code}): ${cc.stderr}`);
 
   const layerFile = join(dir, 'pause-layer.tar');
-  const tar = await run('tar', ['--numeric-owner', '--owner=0', '--group=0', '--mtime=@0', '-C', rootfs, '-cf', layerFile, 'pause']);
+  const tar = await run('tar', [
+    '--numeric-owner',
+    '--owner=0',
+    '--group=0',
+    '--mtime=@0',
+    '-C',
+    rootfs,
+    '-cf',
+    layerFile,
+    'pause',
+  ]);
   if (tar.code !== 0) throw new Error(`tar of the pause rootfs failed: ${tar.stderr}`);
   const layer = readFileSync(layerFile);
   const layerDigest = sha256(layer);
@@ -41,27 +55,52 @@ export async function buildPauseArchive(dir: string, ref: string): Promise<strin
     return { digest: `sha256:${digest}`, size: Buffer.byteLength(text) };
   };
   writeFileSync(join(blobs, layerDigest), layer);
-  const config = blob(JSON.stringify({
-    architecture: goArch(), os: 'linux',
-    config: { Entrypoint: ['/pause'], WorkingDir: '/' },
-    rootfs: { type: 'layers', diff_ids: [`sha256:${layerDigest}`] },
-  }));
-  const manifest = blob(JSON.stringify({
-    schemaVersion: 2, mediaType: 'application/vnd.oci.image.manifest.v1+json',
-    config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
-    layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: `sha256:${layerDigest}`, size: layer.length }],
-  }));
+  const config = blob(
+    JSON.stringify({
+      architecture: goArch(),
+      os: 'linux',
+      config: { Entrypoint: ['/pause'], WorkingDir: '/' },
+      rootfs: { type: 'layers', diff_ids: [`sha256:${layerDigest}`] },
+    }),
+  );
+  const manifest = blob(
+    JSON.stringify({
+      schemaVersion: 2,
+      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      config: { mediaType: 'application/vnd.oci.image.config.v1+json', ...config },
+      layers: [
+        { mediaType: 'application/vnd.oci.image.layer.v1.tar', digest: `sha256:${layerDigest}`, size: layer.length },
+      ],
+    }),
+  );
   writeFileSync(join(layout, 'oci-layout'), JSON.stringify({ imageLayoutVersion: '1.0.0' }));
-  writeFileSync(join(layout, 'index.json'), JSON.stringify({
-    schemaVersion: 2,
-    manifests: [{
-      mediaType: 'application/vnd.oci.image.manifest.v1+json', ...manifest,
-      platform: { architecture: goArch(), os: 'linux' },
-      annotations: { 'io.containerd.image.name': ref, 'org.opencontainers.image.ref.name': ref.split(':').pop() },
-    }],
-  }));
+  writeFileSync(
+    join(layout, 'index.json'),
+    JSON.stringify({
+      schemaVersion: 2,
+      manifests: [
+        {
+          mediaType: 'application/vnd.oci.image.manifest.v1+json',
+          ...manifest,
+          platform: { architecture: goArch(), os: 'linux' },
+          annotations: { 'io.containerd.image.name': ref, 'org.opencontainers.image.ref.name': ref.split(':').pop() },
+        },
+      ],
+    }),
+  );
   const archive = join(dir, 'pause.oci.tar');
-  const pack = await run('tar', ['--numeric-owner', '--owner=0', '--group=0', '-C', layout, '-cf', archive, 'oci-layout', 'index.json', 'blobs']);
+  const pack = await run('tar', [
+    '--numeric-owner',
+    '--owner=0',
+    '--group=0',
+    '-C',
+    layout,
+    '-cf',
+    archive,
+    'oci-layout',
+    'index.json',
+    'blobs',
+  ]);
   if (pack.code !== 0) throw new Error(`tar of the OCI layout failed: ${pack.stderr}`);
   return archive;
 }
