@@ -211,7 +211,9 @@ function cloneObject(obj: Json, optional: readonly string[] = []): Json {
   const out: Json = {};
   for (const [key, value] of Object.entries(obj)) {
     if (value === undefined || (value === null && optional.includes(key))) continue;
-    out[key] = cloneValue(value);
+    // Defined, not assigned: JSON.parse makes "__proto__" an own key, and assigning it would set the
+    // copy's prototype instead (dropping the key and letting its members pass as the result's own).
+    Object.defineProperty(out, key, { value: cloneValue(value), enumerable: true, writable: true, configurable: true });
   }
   return out;
 }
