@@ -1,6 +1,7 @@
 // The install, uninstall and probe subcommands as the operator sees them: a short report on
 // stdout (what changed, what was refused, which teardowns were left), JSON logs on stderr.
 
+import { existsSync } from 'node:fs';
 import { destination } from 'pino';
 import { createLogger } from '../log.js';
 import type { InstallConfig, UninstallConfig } from './options.js';
@@ -8,6 +9,7 @@ import { install, LifecycleError, uninstall, type UninstallReport } from './inst
 import { LockTimeoutError } from './lock.js';
 import { readRecord } from './record.js';
 import { socketRequest } from './socket-http.js';
+import { StateDirBusyError, takeOwnership, type OwnerLock } from '../store/owner.js';
 
 const stderrLog = (level: string) => createLogger(level, destination(2));
 
@@ -80,6 +82,19 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
       return 1;
     }
   }
+  // --purge deletes the journal: never under a running daemon. The daemon's own ownership lock is held
+  // for the whole uninstall, so none can start mid-purge either. (On SIGTERM the daemon purges itself,
+  // holding that lock already; this is the operator's command.)
+  let owner: OwnerLock | undefined;
+  if (cfg.purge && existsSync(cfg.stateDir)) {
+    try {
+      owner = takeOwnership([cfg.stateDir], 'nothing (stewardd uninstall --purge)');
+    } catch (e) {
+      if (!(e instanceof StateDirBusyError)) throw e;
+      console.log(`uninstall --purge refused, nothing removed: ${e.message}`);
+      return 1;
+    }
+  }
   let r: UninstallReport;
   try {
     r = await uninstall({
@@ -93,6 +108,8 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
   } catch (e) {
     if (e instanceof LockTimeoutError) return lockTimeout('uninstall', e, log);
     throw e;
+  } finally {
+    owner?.release();
   }
   printUninstall(r, cfg.stateDir);
   return r.refused.length > 0 ? 1 : 0;
