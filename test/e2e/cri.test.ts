@@ -12,7 +12,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Store } from '../../daemon/src/store/store.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
-import { RuntimeHost, baseSkipReason, skipOrFail } from '../helpers/runtimes.js';
+import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
+import { RuntimeHost } from '../helpers/runtimes/host.js';
 import { CriNode, PLAIN_HANDLER } from '../helpers/cri/node.js';
 import { Kubelet, median, type Pod, type RunOutcome } from '../helpers/cri/kubelet.js';
 

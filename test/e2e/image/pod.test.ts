@@ -30,16 +30,11 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { REPO, SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
-import {
-  CNI_CONF_DIR,
-  OPT_CNI_BIN,
-  Podman,
-  RuntimeHost,
-  baseSkipReason,
-  ipv4Of,
-  run,
-  skipOrFail,
-} from '../../helpers/runtimes.js';
+import { run } from '../../helpers/runtimes/exec.js';
+import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
+import { CNI_CONF_DIR, OPT_CNI_BIN } from '../../helpers/runtimes/machine.js';
+import { RuntimeHost, ipv4Of } from '../../helpers/runtimes/host.js';
+import { Podman } from '../../helpers/runtimes/podman.js';
 
 const env = new TestEnv('e2e-pod');
 const IMAGE = 'localhost/cni-steward:e2e';

@@ -6,13 +6,14 @@
 // `stewardd run --cni-conf-dir`. Undone at TestEnv.close(), with the machine-wide bits the CRI path
 // leaves (portmap's top-level iptables chains, the pods' cgroup parent) removed when this made them.
 
-import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { Daemon } from '../daemon.js';
 import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from '../env.js';
-import { Containerd, run, type BridgeNet, type Ran, type RuntimeHost } from '../runtimes.js';
+import { quiet, run, type Ran } from '../runtimes/exec.js';
+import type { BridgeNet, RuntimeHost } from '../runtimes/host.js';
+import { Containerd } from '../runtimes/containerd.js';
 import { CriClient } from './client.js';
 import { buildPauseArchive } from './pause-image.js';
 
@@ -22,14 +23,6 @@ export const PLAIN_HANDLER = 'stw-plain';
 /** Plugins the CRI plugin may exec from its bin_dir besides steward (loopback: go-cni's lo network). */
 const LINKED_PLUGINS = ['bridge', 'host-local', 'portmap', 'loopback'];
 const CGROUP_ROOT = '/sys/fs/cgroup';
-
-function quiet(cmd: string, args: string[]): string | undefined {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  } catch {
-    return undefined;
-  }
-}
 
 function writeAtomic(file: string, text: string): void {
   const tmp = join(file, '..', `.${file.split('/').pop()}.tmp`);
