@@ -4,7 +4,8 @@
 import { destination } from 'pino';
 import { createLogger } from '../log.js';
 import type { InstallConfig, UninstallConfig } from './options.js';
-import { install, LifecycleError, uninstall, type UninstallReport } from './install.js';
+import { install, LifecycleError } from './install.js';
+import { uninstall, type UninstallReport } from './uninstall.js';
 import { LockTimeoutError } from './lock.js';
 import { readRecord } from './record.js';
 import { socketRequest } from './socket-http.js';
