@@ -7,7 +7,7 @@
 # debootstrap and file to build the image (scripts/build-image.sh). Idempotent: installs only what is
 # missing, configures nothing.
 # (The suite itself writes its podman drop-in, conflists and containerd config, each under a name of
-# its own or a temp dir, and removes them when it ends: see test/helpers/runtimes.ts.)
+# its own or a temp dir, and removes them when it ends: see test/helpers/runtimes/.)
 #
 # As root on Debian it installs with apt (--no-install-recommends). Otherwise it only says what is
 # missing and exits 0: the suite then skips with a printed reason.

@@ -1,15 +1,18 @@
-// The only reader of the daemon's command line. Every bad value is reported at once.
+// The command lines of the daemon process itself: `stewardd run` (every flag of the serving daemon,
+// into DaemonConfig) and `stewardd probe`. Every bad value is reported at once (flags.ts). The
+// install/uninstall command lines belong to lifecycle/command-line.ts; the operator commands
+// (status, attachments, ...) parse their own few flags in cli/index.ts.
 
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
-import type { InstallConfig, ShimLibc, UninstallConfig, UninstallMode } from './lifecycle/options.js';
+import type { UninstallMode } from './lifecycle/options.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
+import { fail, int, level } from './flags.js';
 
 export interface DaemonConfig {
   socket: string;
@@ -71,16 +74,6 @@ export const RUN_USAGE = `usage: stewardd run [options]
                            ADDR is an IP address (or empty for all), never a name
                            (default off; the control API stays on the socket)
   --log-level LEVEL        pino level (default info)`;
-
-function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
-  if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) {
-    problems.push(`--${name} must be an integer >= ${min}, got "${raw}"`);
-    return fallback;
-  }
-  return n;
-}
 
 export function parseRunConfig(argv: string[]): DaemonConfig {
   const { values } = parseArgs({
@@ -196,134 +189,6 @@ function apiAccess(
     daemonSet,
     timeoutMs: int('k8s-timeout', str('k8s-timeout'), 5, 1, problems) * 1000,
   };
-}
-
-// ---- install / uninstall / probe ----
-
-/** Where builds put the shims: <repo>/dist in a checkout, /app/dist in the image. */
-const DIST = fileURLToPath(new URL('../../dist/', import.meta.url));
-
-/** A checkout's own shim for this machine (npm run build): <repo>/dist/steward. */
-export const DEFAULT_SHIM = join(DIST, 'steward');
-
-/**
- * The shim built for a node of this CPU and libc, as scripts/build-shims.mjs names it:
- * <dist>/shims/steward-linux-<x64|arm64>[-musl]. The CPU is the one this daemon runs on (`uname -m`:
- * an image is built per architecture and runs natively); the libc is the host's, which a container
- * cannot see, so it is a flag (--shim-libc).
- */
-export function shimFor(libc: ShimLibc, arch: string = process.arch, dist: string = DIST): string {
-  return join(dist, 'shims', `steward-linux-${arch}${libc === 'musl' ? '-musl' : ''}`);
-}
-
-/** --shim's default: the per-node shim where the tree carries it (the image), else a checkout's dist/steward (glibc only). */
-export function defaultShim(libc: ShimLibc, arch: string = process.arch, dist: string = DIST): string {
-  const perNode = shimFor(libc, arch, dist);
-  return libc === 'glibc' && !existsSync(perNode) ? join(dist, 'steward') : perNode;
-}
-
-const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime searches (default /opt/cni/bin)
-  --cni-conf-dir DIR       CNI network config dir (default /etc/cni/net.d)
-  --state-dir DIR          where the install record lives (default ${DEFAULT_STATE_DIR})
-  --log-level LEVEL        pino level, logs go to stderr (default info)`;
-
-export const INSTALL_USAGE = `usage: stewardd install [options]
-  copies the steward shim into the CNI bin dir and writes 00-steward.conflist wrapping the primary network
-${LIFECYCLE_PATHS}
-  --shim PATH              the single-executable shim to copy (default: the one for this CPU and
-                           --shim-libc under ${join(DIST, 'shims')}, else ${DEFAULT_SHIM})
-  --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
-  --socket PATH            daemon socket written into the conflist (default ${DEFAULT_SOCKET})
-  --spool-dir DIR          spool dir written into the conflist (default <state-dir>/spool)
-  --force                  overwrite files at our paths that stewardd did not write`;
-
-export const UNINSTALL_USAGE = `usage: stewardd uninstall [options]
-  drains pending teardowns, then removes exactly what install added, if unchanged since
-${LIFECYCLE_PATHS}
-  --socket PATH            daemon socket to drain through (default: the one recorded at install)
-  --db PATH                database read when the daemon is not running (default <state-dir>/steward.db)
-  --drain-timeout SEC      time given to pending teardowns (default 30)
-  --purge                  also remove the state dir`;
-
-const pathOptions = {
-  'cni-bin-dir': { type: 'string' },
-  'cni-conf-dir': { type: 'string' },
-  'state-dir': { type: 'string' },
-  socket: { type: 'string' },
-  'log-level': { type: 'string' },
-} as const;
-
-function fail(problems: string[], usage: string): void {
-  if (problems.length > 0) throw new Error(`invalid options:\n  ${problems.join('\n  ')}\n\n${usage}`);
-}
-
-function level(raw: string | undefined, problems: string[]): string {
-  const l = raw ?? 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(l))
-    problems.push(`--log-level "${l}" is not a pino level`);
-  return l;
-}
-
-export function parseInstallConfig(argv: string[]): InstallConfig {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      ...pathOptions,
-      shim: { type: 'string' },
-      'shim-libc': { type: 'string' },
-      'spool-dir': { type: 'string' },
-      force: { type: 'boolean' },
-    },
-  });
-  const problems: string[] = [];
-  const shimLibc = (values['shim-libc'] ?? 'glibc') as ShimLibc;
-  if (shimLibc !== 'glibc' && shimLibc !== 'musl')
-    problems.push(`--shim-libc "${values['shim-libc']}" is not glibc or musl`);
-  const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
-  const cfg: InstallConfig = {
-    cniBinDir: resolve(values['cni-bin-dir'] ?? '/opt/cni/bin'),
-    cniConfDir: resolve(values['cni-conf-dir'] ?? '/etc/cni/net.d'),
-    stateDir,
-    shim: resolve(values.shim ?? defaultShim(shimLibc)),
-    shimLibc,
-    socket: resolve(values.socket ?? DEFAULT_SOCKET),
-    spoolDir: resolve(values['spool-dir'] ?? join(stateDir, 'spool')),
-    force: values.force ?? false,
-    logLevel: level(values['log-level'], problems),
-  };
-  fail(problems, INSTALL_USAGE);
-  return cfg;
-}
-
-export function parseUninstallConfig(argv: string[]): UninstallConfig {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      ...pathOptions,
-      db: { type: 'string' },
-      'drain-timeout': { type: 'string' },
-      purge: { type: 'boolean' },
-    },
-  });
-  const problems: string[] = [];
-  const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
-  const cfg: UninstallConfig = {
-    // Only cross-checked against the record: uninstall removes what the record names.
-    cniBinDir: values['cni-bin-dir'] ? resolve(values['cni-bin-dir']) : undefined,
-    cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
-    stateDir,
-    dbPath: resolve(values.db ?? join(stateDir, 'steward.db')),
-    socket: values.socket ? resolve(values.socket) : undefined,
-    drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
-    purge: values.purge ?? false,
-    logLevel: level(values['log-level'], problems),
-  };
-  fail(problems, UNINSTALL_USAGE);
-  return cfg;
 }
 
 export const PROBE_USAGE = `usage: stewardd probe [--socket PATH] [--timeout SEC] /healthz|/readyz

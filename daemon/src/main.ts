@@ -1,16 +1,8 @@
 // The stewardd process: subcommand dispatch and signals. Everything else is in daemon.ts.
 
 import { createLogger } from './log.js';
-import {
-  INSTALL_USAGE,
-  parseInstallConfig,
-  parseProbeArgs,
-  parseRunConfig,
-  parseUninstallConfig,
-  PROBE_USAGE,
-  RUN_USAGE,
-  UNINSTALL_USAGE,
-} from './config.js';
+import { parseProbeArgs, parseRunConfig, PROBE_USAGE, RUN_USAGE } from './config.js';
+import { INSTALL_USAGE, parseInstallConfig, parseUninstallConfig, UNINSTALL_USAGE } from './lifecycle/command-line.js';
 
 const USAGE = `usage: stewardd <command> [options]
 commands:

@@ -1,7 +1,7 @@
 // Writing a DEL to the spool: temp file, fsync, rename, fsync of the dir, so the daemon never
 // ingests a half-written request and a crash never loses a written one. The shim spools when the
 // daemon is down; the daemon spools DELs itself when its journal is corrupt (daemon.ts), in the
-// same format, so that one ingest path (engine/recovery.ts ingestSpool) reads both.
+// same format, so that one ingest path (daemon/src/engine/spool.ts ingestSpool) reads both.
 
 import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';

@@ -4,17 +4,30 @@
 // stewardd running with --cni-conf-dir as on a node. One node (test/helpers/cri/node.ts) serves
 // the scenarios, which run in order (the last ones uninstall steward); each prints its figures as
 // "# cri figure: <scenario>: {json}". Issue 11; docs/runtimes.md, "Kubernetes' path: containerd's CRI plugin".
+// Over 300 lines on purpose: the scenarios share one node (containerd, pause image, install), set up
+// once, and run in order (the last ones uninstall steward), so they stay in one file; the helpers
+// they share are test/helpers/cri/scenario.ts.
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Store } from '../../daemon/src/store/store.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
-import { RuntimeHost, baseSkipReason, skipOrFail } from '../helpers/runtimes.js';
+import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
+import { RuntimeHost } from '../helpers/runtimes/host.js';
 import { CriNode, PLAIN_HANDLER } from '../helpers/cri/node.js';
 import { Kubelet, median, type Pod, type RunOutcome } from '../helpers/cri/kubelet.js';
+import {
+  figure,
+  journaledCniArgs,
+  natRulesNow,
+  parseCniArgs,
+  plainChainLoaded,
+  round,
+  runOnReloadedPlainHandler,
+  sleep,
+  within,
+} from '../helpers/cri/scenario.js';
 
 const env = new TestEnv('e2e-cri');
 let host: RuntimeHost | undefined;
@@ -44,60 +57,10 @@ const skip = skipOrFail('containerd CRI end-to-end suite', reason);
 const TIMING_RUNS = Math.max(1, Number(process.env.STEWARD_E2E_TIMING_RUNS ?? 7));
 const CNI_CACHE = '/var/lib/cni/results';
 
-function figure(what: string, values: Record<string, unknown>): void {
-  process.stdout.write(`# cri figure: ${what}: ${JSON.stringify(values)}\n`);
-}
-
-const round = (ms: number): number => Math.round(ms);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `cond` every 200 ms; returns the ms it took, or fails naming `what`. */
-async function within(what: string, timeoutMs: number, cond: () => boolean | Promise<boolean>): Promise<number> {
-  const t0 = performance.now();
-  for (;;) {
-    if (await cond()) return performance.now() - t0;
-    if (performance.now() - t0 > timeoutMs) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(200);
-  }
-}
-
 async function attachments(query = ''): Promise<any[]> {
   const r = await node!.daemon.get(`/v1/attachments${query}`);
   assert.equal(r.status, 200, r.text);
   return r.json as any[];
-}
-
-/** CNI_ARGS as stewardd journaled them (the attachments API does not return them on this branch). */
-function journaledCniArgs(containerIds: string[]): Map<string, string> {
-  const store = new Store(join(node!.daemon.stateDir, 'steward.db'));
-  try {
-    return new Map(
-      store
-        .listAttachments({ limit: 100_000 })
-        .filter((a) => containerIds.includes(a.containerId))
-        .map((a) => [a.containerId, a.cniArgs]),
-    );
-  } finally {
-    store.close();
-  }
-}
-
-function parseCniArgs(text: string): Record<string, string> {
-  return Object.fromEntries(
-    text
-      .split(';')
-      .filter((kv) => kv !== '')
-      .map((kv) => {
-        const i = kv.indexOf('=');
-        return [kv.slice(0, i), kv.slice(i + 1)];
-      }),
-  );
-}
-
-function natRulesNow(): string[] {
-  return execFileSync('iptables', ['-w', '-t', 'nat', '-S'], { encoding: 'utf8' })
-    .split('\n')
-    .filter((l) => l !== '');
 }
 
 async function status(): Promise<any> {
@@ -109,33 +72,6 @@ async function runAndKill(pod: Pod, attempt: number, maxStops = kubelet!.stopMax
   const run = await kubelet!.runPod(pod, { attempt });
   const kill = await kubelet!.killPod(pod, maxStops);
   return { run, kill };
-}
-
-/** Waits until a pod on the plain handler starts again (its conf dir reloaded without the fixture), then removes it. */
-async function plainChainLoaded(): Promise<void> {
-  const k = kubelet!;
-  const pod = k.pod('plain-probe');
-  for (let i = 0; i < 40; i++) {
-    const r = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i });
-    await k.killPod(pod, 30);
-    if (r.id) return;
-    await sleep(250);
-  }
-  throw new Error('the plain handler did not reload its conf dir');
-}
-
-/**
- * RunPodSandbox on the plain handler once its conf dir holds the failing chain just written: the CRI
- * plugin reloads that dir on inotify, and until it has a pod still starts, so undo it and retry.
- */
-async function runOnReloadedPlainHandler(k: Kubelet, pod: Pod): Promise<RunOutcome> {
-  let run = await k.runPod(pod, { handler: PLAIN_HANDLER });
-  for (let i = 0; run.id && i < 20; i++) {
-    await k.killPod(pod);
-    await sleep(500);
-    run = await k.runPod(pod, { handler: PLAIN_HANDLER, attempt: i + 1 });
-  }
-  return run;
 }
 
 after(async () => {
@@ -187,7 +123,7 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
 
     // The attachment of each sandbox: pod namespace/name/uid from the API (podNamespace, podName,
     // podUid, taken from CNI_ARGS by stewardd), and the journaled CNI_ARGS themselves.
-    const args = journaledCniArgs(ids);
+    const args = journaledCniArgs(node!, ids);
     for (const [i, id] of ids.entries()) {
       const [att] = await attachments(`?containerId=${id}`);
       assert.ok(att, `no attachment for sandbox ${id}`);
@@ -410,7 +346,7 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
       );
       assert.deepEqual(n.leases(), []);
       n.writePlain([]);
-      await plainChainLoaded();
+      await plainChainLoaded(k);
     },
   );
 

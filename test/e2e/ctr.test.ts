@@ -1,6 +1,6 @@
 // containerd 1.6's `ctr run --cni`, through go-cni: the lexically first conflist in /etc/cni/net.d,
 // the shim in /opt/cni/bin, CNI_CONTAINERID "<namespace>-<name>", an empty CNI_NETNS on DEL and no
-// VERSION call. containerd runs as a child with a temp root/state/socket (test/helpers/runtimes.ts).
+// VERSION call. containerd runs as a child with a temp root/state/socket (test/helpers/runtimes/).
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,18 +8,10 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
-import {
-  Containerd,
-  Podman,
-  RuntimeHost,
-  baseSkipReason,
-  defaultGatewayOf,
-  installShimInOptCniBin,
-  ipv4Of,
-  lexicallyFirstConf,
-  skipOrFail,
-  type BridgeNet,
-} from '../helpers/runtimes.js';
+import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
+import { RuntimeHost, defaultGatewayOf, ipv4Of, type BridgeNet } from '../helpers/runtimes/host.js';
+import { Podman } from '../helpers/runtimes/podman.js';
+import { Containerd, installShimInOptCniBin, lexicallyFirstConf } from '../helpers/runtimes/containerd.js';
 
 const env = new TestEnv('e2e-ctr');
 const daemon = new Daemon(env);

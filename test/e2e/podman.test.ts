@@ -1,6 +1,6 @@
 // podman 4.3 (CNI backend) running real containers whose network is a conflist pointing at the
 // steward shim: the runtime's own VERSION/ADD/DEL calls, its trimmed-env cleanup process, its lack of
-// DEL retries. Setup and cleanup are test/helpers/runtimes.ts; the machine is checked at the end.
+// DEL retries. Setup and cleanup are test/helpers/runtimes/; the machine is checked at the end.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,15 +8,9 @@ import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
-import {
-  Podman,
-  RuntimeHost,
-  baseSkipReason,
-  defaultGatewayOf,
-  ipv4Of,
-  skipOrFail,
-  type BridgeNet,
-} from '../helpers/runtimes.js';
+import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
+import { RuntimeHost, defaultGatewayOf, ipv4Of, type BridgeNet } from '../helpers/runtimes/host.js';
+import { Podman } from '../helpers/runtimes/podman.js';
 
 const env = new TestEnv('e2e-podman');
 // Short teardown retries so the seed 002 case settles in seconds.

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { defaultShim } from '../../daemon/src/config.js';
+import { defaultShim } from '../../daemon/src/lifecycle/shim-path.js';
 import { REPO } from './env.js';
 
 /** The shim `stewardd install` copies by default: dist/shims/steward-linux-<arch> if built, else dist/steward. */

@@ -27,7 +27,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, sh } from '../helpers/env.js';
-import { isSandboxed, makeEnv, makeStdin, prng, type Sandbox } from '../helpers/fuzz.js';
+import { prng } from '../helpers/fuzz-values.js';
+import { isSandboxed, makeEnv, makeStdin, type Sandbox } from '../helpers/fuzz.js';
 import { execPlugin } from '../helpers/shim.js';
 
 const CALLS = Number(process.env.FUZZ_CALLS ?? 400);

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO } from '../helpers/env.js';
-import { skipOrFail } from '../helpers/runtimes.js';
+import { skipOrFail } from '../helpers/runtimes/skip.js';
 
 describe('CI', () => {
   it('.ci/run sets STEWARD_E2E_REQUIRE=1 before running the suite', () => {

@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { pino } from 'pino';
-import { install, uninstall, type InstallReport } from '../../daemon/src/lifecycle/install.js';
+import { install, type InstallReport } from '../../daemon/src/lifecycle/install.js';
+import { uninstall } from '../../daemon/src/lifecycle/uninstall.js';
 import { atomicWrite, removeDurably, sha256 } from '../../daemon/src/lifecycle/files.js';
 import { LOCK_FILE } from '../../daemon/src/lifecycle/lock.js';
 import { readRecord, type FileOps } from '../../daemon/src/lifecycle/record.js';

@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { install, uninstall } from '../../daemon/src/lifecycle/install.js';
+import { install } from '../../daemon/src/lifecycle/install.js';
+import { uninstall } from '../../daemon/src/lifecycle/uninstall.js';
 import { lock, LOCK_FILE, LockTimeoutError, tryLock, type Holder, type Lock } from '../../daemon/src/lifecycle/lock.js';
 import { readRecord } from '../../daemon/src/lifecycle/record.js';
 import { PrimaryWatcher } from '../../daemon/src/lifecycle/watcher.js';

@@ -10,13 +10,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { DEFAULT_SOCKET, DEFAULT_SPOOL_DIR, DEFAULT_STATE_DIR } from '@cni-steward/shared';
-import {
-  DEFAULT_SHIM,
-  defaultShim,
-  parseInstallConfig,
-  parseProbeArgs,
-  parseRunConfig,
-} from '../../daemon/src/config.js';
+import { parseProbeArgs, parseRunConfig } from '../../daemon/src/config.js';
+import { parseInstallConfig } from '../../daemon/src/lifecycle/command-line.js';
+import { DEFAULT_SHIM, defaultShim } from '../../daemon/src/lifecycle/shim-path.js';
 import { REPO } from '../helpers/env.js';
 
 interface K8sObject {

@@ -30,6 +30,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import type { Logger } from 'pino';
 
 export const LOCK_FILE = 'install.lock';
 /** How long `stewardd install` / `uninstall` wait for the lock before giving up. */
@@ -245,6 +246,15 @@ export interface LockOptions {
   waitMs?: number;
   /** Called once, when the lock is busy at the first attempt. */
   onWait?: (holder: Holder | undefined) => void;
+}
+
+/** LockOptions that say once on the log whom the caller waits for. */
+export function loggedWait(stateDir: string, waitMs: number | undefined, log: Logger): LockOptions {
+  return {
+    ...(waitMs !== undefined ? { waitMs } : {}),
+    onWait: (h) =>
+      log.info({ lock: join(stateDir, LOCK_FILE) }, `waiting for the install lock, held by ${describeHolder(h)}`),
+  };
 }
 
 /** Waits (polling, without blocking the event loop) for the lock; LockTimeoutError after `waitMs`. */

@@ -3,7 +3,7 @@
 // everything must stay in place. Only the API server knows which; when it cannot be asked, stay.
 
 import type { Logger } from 'pino';
-import { purgeStateDir, uninstall } from './install.js';
+import { purgeStateDir, uninstall } from './uninstall.js';
 import { describeHolder, tryLock } from './lock.js';
 import { daemonSetState, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';

@@ -1,5 +1,5 @@
 // The options of the node-lifecycle commands (install, uninstall, the SIGTERM decision). Owned
-// here, next to the code that uses them; config.ts parses the command line into them.
+// here, next to the code that uses them; command-line.ts parses the command line into them.
 
 /** What SIGTERM does to the node's install: auto asks the API server whether the DaemonSet is gone. */
 export type UninstallMode = 'auto' | 'always' | 'never';

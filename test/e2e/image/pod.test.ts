@@ -6,14 +6,16 @@
 // address through that shim and the containerised daemon. A restart leaves the install; a delete
 // with --uninstall-on-delete always leaves both CNI dirs byte-identical to before.
 //
-// What podman 4.3 cannot take as the manifest says is rewritten, and only that (renderPod lists each).
+// What podman 4.3 cannot take as the manifest says is rewritten, and only that (renderPod in
+// test/helpers/pod/manifest.ts lists each; the image is test/helpers/pod/image.ts).
 // STEWARD_POD_IMAGE=IMAGE uses an image already in the machine's storage (copied into the test's own)
 // instead of building one. The build alone takes 5-10 minutes here, and node's --test-timeout bounds a
 // whole file: `npm run test:e2e` runs this directory in a second `node --test` with 40 minutes.
+// Over 300 lines on purpose: the scenarios share one image and one pod, set up once, and run in order
+// (play, restart, delete), so they stay in one file.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
 import {
   copyFileSync,
   existsSync,
@@ -21,25 +23,20 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
-import { request } from 'node:http';
 import { join } from 'node:path';
-import { parse, stringify } from 'yaml';
-import { REPO, SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
-import {
-  CNI_CONF_DIR,
-  OPT_CNI_BIN,
-  Podman,
-  RuntimeHost,
-  baseSkipReason,
-  ipv4Of,
-  run,
-  skipOrFail,
-} from '../../helpers/runtimes.js';
+import { SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
+import { run } from '../../helpers/runtimes/exec.js';
+import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
+import { CNI_CONF_DIR, OPT_CNI_BIN } from '../../helpers/runtimes/machine.js';
+import { RuntimeHost, ipv4Of } from '../../helpers/runtimes/host.js';
+import { Podman } from '../../helpers/runtimes/podman.js';
+import { podmanIn, provideImage } from '../../helpers/pod/image.js';
+import { manifestMain, renderPod } from '../../helpers/pod/manifest.js';
+import { callShim, getSocket, sha256, tree, waitFor } from '../../helpers/pod/observe.js';
 
 const env = new TestEnv('e2e-pod');
 const IMAGE = 'localhost/cni-steward:e2e';
@@ -47,7 +44,11 @@ const SOCKET = '/run/steward/stewardd.sock';
 const STATE_DIR = '/var/lib/steward';
 const LEASES = '/var/lib/cni/networks';
 const ATTACHMENTS = 10_000;
-const storage = { root: join(env.dir, 'podman', 'root'), runroot: join(env.dir, 'podman', 'runroot') };
+const storage = {
+  root: join(env.dir, 'podman', 'root'),
+  runroot: join(env.dir, 'podman', 'runroot'),
+  tmp: join(env.dir, 'podman', 'tmp'),
+};
 // Podman and buildah bind-mount their overlay dir in the storage: unmounted before the temp dir goes.
 env.defer(() => {
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
@@ -57,12 +58,7 @@ env.defer(() => {
     .sort((a, b) => b.length - a.length);
   for (const m of mounts) spawnSync('umount', ['-l', m]);
 });
-const pcmd = (args: string[], timeoutMs = 300_000) =>
-  run(
-    'podman',
-    ['--root', storage.root, '--runroot', storage.runroot, '--tmpdir', join(env.dir, 'podman', 'tmp'), ...args],
-    { timeoutMs },
-  );
+const pcmd = podmanIn(storage);
 
 let reason = baseSkipReason([
   'podman',
@@ -80,74 +76,12 @@ let reason = baseSkipReason([
 if (reason === undefined && process.arch !== 'x64')
   reason = `the image is built and run for x64 here; this is ${process.arch}`;
 
-/** The image, in the test's own storage: built from the Dockerfile, or copied from STEWARD_POD_IMAGE. */
-async function provideImage(): Promise<string> {
-  for (const d of [storage.root, storage.runroot, join(env.dir, 'podman', 'tmp')]) mkdirSync(d, { recursive: true });
-  const t0 = Date.now();
-  const given = process.env.STEWARD_POD_IMAGE;
-  if (given) {
-    const archive = join(env.dir, 'image.tar');
-    const s = await run('podman', ['save', '--format', 'oci-archive', '-o', archive, given], { timeoutMs: 300_000 });
-    if (s.code !== 0) throw new Error(`podman save ${given}: ${s.stderr}`);
-    const l = await pcmd(['load', '-i', archive]);
-    if (l.code !== 0) throw new Error(`podman load: ${l.stderr}`);
-    const loaded = /Loaded image(?:\(s\))?: *(\S+)/.exec(l.stdout)?.[1];
-    if (!loaded) throw new Error(`podman load said: ${l.stdout}`);
-    const t = await pcmd(['tag', loaded, IMAGE]);
-    if (t.code !== 0) throw new Error(`podman tag: ${t.stderr}`);
-    rmSync(archive, { force: true });
-    return `copied ${given} in ${((Date.now() - t0) / 1000).toFixed(0)} s`;
-  }
-  const report = join(env.dir, 'build-report.jsonl');
-  const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
-    {
-      const child = spawn('bash', [join(REPO, 'scripts/build-image.sh'), IMAGE], {
-        env: {
-          ...process.env,
-          STEWARD_STORAGE_ROOT: storage.root,
-          STEWARD_STORAGE_RUNROOT: storage.runroot,
-          STEWARD_BUILD_REPORT: report,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      child.stdout.on('data', (b: Buffer) => {
-        out += b.toString();
-      });
-      child.stderr.on('data', (b: Buffer) => {
-        out += b.toString();
-      });
-      const timer = setTimeout(() => child.kill('SIGKILL'), 45 * 60_000);
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, out });
-      });
-    }
-  });
-  if (r.code !== 0)
-    throw new Error(
-      `scripts/build-image.sh exited ${r.code}:\n${r.out
-        .split('\n')
-        .filter((l) => !l.includes('npm warn Unknown'))
-        .slice(-40)
-        .join('\n')}`,
-    );
-  // The figures the docs quote: how long the base and the build took, and each layer's size.
-  process.stderr.write(
-    `\n${r.out
-      .split('\n')
-      .filter((l) => l.startsWith('build-image:'))
-      .join('\n')}\n`,
-  );
-  return `built in ${((Date.now() - t0) / 1000).toFixed(0)} s`;
-}
-
 let host: RuntimeHost | undefined;
 let podman: Podman | undefined;
 try {
   if (reason === undefined) {
     // Built before taking the machine-wide lock: the build touches only the test's own storage.
-    process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage()}\n`);
+    process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage(storage, IMAGE, env.dir)}\n`);
     host = await RuntimeHost.create(env);
     // The host's podman finds `steward` only where the init container put it.
     podman = await Podman.setup(host, { pluginDirs: [OPT_CNI_BIN, SYSTEM_CNI_BIN] });
@@ -165,137 +99,12 @@ after(async () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// The pod, rendered from deploy/daemonset.yaml.
+// The pod (rendered from deploy/daemonset.yaml by test/helpers/pod/manifest.ts), and what the test
+// does to it through podman.
 
 const POD = `steward-${env.tag}`;
-const ds = parse(readFileSync(join(REPO, 'deploy/daemonset.yaml'), 'utf8'));
-const template = ds.spec.template;
-const manifestMain = template.spec.containers.find((c: any) => c.name === 'stewardd');
-
-/**
- * The DaemonSet's pod template as a Pod podman 4.3 runs. Each rewrite, and why:
- *  1. kind Pod named steward-<tag>, in the DaemonSet's namespace, with the template's labels;
- *  2. every image -> the image built here (IMAGE);
- *  3. the POD_NAMESPACE fieldRef (metadata.namespace) -> that namespace as a literal: podman 4.3
- *     refuses the fieldPath (the labels fieldRef for STEWARD_DAEMONSET is kept: podman supports it);
- *  4. restartPolicy OnFailure: a DaemonSet's Always would make podman re-run the init container;
- *  5. the probes are removed (podman 4.3 drops startup and readiness probes, and liveness needs
- *     systemd timers, absent here): the test runs each probe's own command with `podman exec`;
- *  6. only for the delete: --uninstall-on-delete auto -> always, what `kubectl delete ds` means
- *     to the daemon; there is no API server to ask here (auto outside a cluster keeps the install);
- *  7. the HOST_IP fieldRef (status.hostIP), where --metrics-listen binds -> 127.0.0.1: podman 4.3
- *     refuses that fieldPath too, and loopback keeps the test's listener off the machine's interfaces;
- *  8. the containers' `ports` are removed: podman 4.3 refuses port mappings with host networking
- *     ("PortMappings can only be used with Bridge or slirp4netns networking"); with hostNetwork the
- *     port is the host's own anyway, and the test scrapes it there;
- *  9. `$(NAME)` references in args are expanded from the container's env, as the kubelet does:
- *     podman 4.3 passes them through literally (the daemon would try to listen on "$(HOST_IP)").
- * Kept as written and honoured by podman: hostNetwork (so podman writes no conflist of its own),
- * privileged, the hostPath volumes at their real host paths, mountPropagation, resources,
- * terminationGracePeriodSeconds. Not honoured by podman 4.3 (not rewritten): hostPID, which it
- * ignores (the pod gets a PID namespace of its own), and the service account, tolerations and
- * priority class, which mean nothing without a cluster.
- */
-function renderPod(onDelete: 'manifest' | 'always'): string {
-  const spec = structuredClone(template.spec);
-  for (const c of [...spec.initContainers, ...spec.containers]) {
-    c.image = IMAGE;
-    for (const e of c.env ?? []) {
-      const literal = { 'metadata.namespace': ds.metadata.namespace, 'status.hostIP': '127.0.0.1' }[
-        e.valueFrom?.fieldRef?.fieldPath as string
-      ];
-      if (literal !== undefined) {
-        delete e.valueFrom;
-        e.value = literal;
-      }
-    }
-    delete c.ports;
-    const vars = Object.fromEntries(
-      (c.env ?? []).filter((e: any) => typeof e.value === 'string').map((e: any) => [e.name, e.value]),
-    );
-    if (Array.isArray(c.args))
-      c.args = c.args.map((a: string) => a.replace(/\$\((\w+)\)/g, (m: string, n: string) => vars[n] ?? m));
-    delete c.startupProbe;
-    delete c.readinessProbe;
-    delete c.livenessProbe;
-    if (onDelete === 'always' && Array.isArray(c.args)) {
-      const i = c.args.indexOf('--uninstall-on-delete');
-      if (i >= 0) c.args[i + 1] = 'always';
-    }
-  }
-  spec.restartPolicy = 'OnFailure';
-  const pod = {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: POD, namespace: ds.metadata.namespace, labels: template.metadata.labels },
-    spec,
-  };
-  const file = join(env.dir, `pod-${onDelete}.yaml`);
-  writeFileSync(file, stringify(pod));
-  return file;
-}
-
 // podman names a pod's containers <pod>-<container>; it removes init containers once they ran.
 const daemonCtr = `${POD}-stewardd`;
-
-/** A file tree as path -> sha256 / symlink target / 'dir', to compare bytes before and after. */
-function tree(dir: string): Record<string, string> | null {
-  if (!existsSync(dir)) return null;
-  const out: Record<string, string> = {};
-  const walk = (d: string) => {
-    for (const e of readdirSync(d).sort()) {
-      const p = join(d, e);
-      const st = lstatSync(p);
-      if (st.isDirectory()) {
-        out[p] = `dir ${st.mode.toString(8)}`;
-        walk(p);
-      } else if (st.isSymbolicLink()) out[p] = `-> ${readlinkSync(p)}`;
-      else out[p] = `${st.mode.toString(8)} ${createHash('sha256').update(readFileSync(p)).digest('hex')}`;
-    }
-  };
-  walk(dir);
-  return out;
-}
-
-function sha256(path: string): string {
-  return createHash('sha256').update(readFileSync(path)).digest('hex');
-}
-
-function getSocket(path: string): Promise<{ status: number; json: any }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: SOCKET, path, method: 'GET', timeout: 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = text;
-        }
-        resolve({ status: res.statusCode ?? 0, json });
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-async function waitFor(what: string, cond: () => Promise<boolean> | boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (
-      await Promise.resolve()
-        .then(cond)
-        .catch(() => false)
-    )
-      return;
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
 
 /** Runs one of the manifest's probes (its exec command) in the daemon container. */
 async function probe(kind: 'startupProbe' | 'livenessProbe' | 'readinessProbe') {
@@ -329,35 +138,6 @@ function figure(key: string, value: unknown): void {
   process.stderr.write(`e2e pod: ${key} = ${JSON.stringify(value)}\n`);
   if (process.env.STEWARD_POD_FIGURES)
     writeFileSync(process.env.STEWARD_POD_FIGURES, `${JSON.stringify(figures, null, 2)}\n`);
-}
-
-/** Runs a CNI plugin as a runtime does: netconf on stdin, CNI_* in a trimmed environment. */
-function callShim(
-  bin: string,
-  stdin: string,
-  cniEnv: Record<string, string>,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const c = spawn(bin, [], {
-      env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', ...cniEnv },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    c.stdout.on('data', (b: Buffer) => {
-      stdout += b.toString();
-    });
-    c.stderr.on('data', (b: Buffer) => {
-      stderr += b.toString();
-    });
-    const timer = setTimeout(() => c.kill('SIGKILL'), 180_000);
-    c.on('error', reject);
-    c.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    c.stdin.end(stdin);
-  });
 }
 
 async function logsOf(ctr: string): Promise<string> {
@@ -472,7 +252,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
   });
 
   it('kube play: the init container installs the shim for this node into /opt/cni/bin and 00-steward.conflist wrapping the primary', async () => {
-    await play(renderPod('manifest'));
+    await play(renderPod('manifest', { name: POD, image: IMAGE, dir: env.dir }));
     // The daemon container runs only once the init container exited 0.
     const shim = join(OPT_CNI_BIN, 'steward');
     assert.ok(before0.conf && !(join(CNI_CONF_DIR, '00-steward.conflist') in before0.conf), 'not installed before');
@@ -495,7 +275,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
       const r = await probe(kind);
       assert.equal(r.code, 0, `${kind}: ${r.stdout}${r.stderr}`);
     }
-    const s = await getSocket('/v1/status');
+    const s = await getSocket(SOCKET, '/v1/status');
     assert.equal(s.status, 200);
     // The daemon in the image runs on Node 24 (the host's tests run on Node 20).
     const v = await pcmd(['exec', daemonCtr, 'node', '--version']);
@@ -531,7 +311,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     await waitFor(
       'the attachment torn down and its lease gone',
       async () => {
-        const atts = (await getSocket(`/v1/attachments?containerId=${cid}`)).json as any[];
+        const atts = (await getSocket(SOCKET, `/v1/attachments?containerId=${cid}`)).json as any[];
         return atts.length === 1 && atts[0].state === 'deleted' && leases().length === 0;
       },
       60_000,
@@ -630,7 +410,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
   it('a plain restart (delete and re-create the pod, as a rolling update does) leaves everything installed and the new pod serves', async () => {
     const ino = (p: string) => `${lstatSync(p).ino}:${lstatSync(p).mtimeMs}`;
     const installed = [join(OPT_CNI_BIN, 'steward'), join(CNI_CONF_DIR, '00-steward.conflist')];
-    const logs = await down(renderPod('manifest'));
+    const logs = await down(renderPod('manifest', { name: POD, image: IMAGE, dir: env.dir }));
     assert.match(logs, /on SIGTERM: not running in a cluster/);
     const kept = installed.map(ino);
     assert.equal(sha256(join(OPT_CNI_BIN, 'steward')), shimInImage, 'the shim stays');
@@ -643,18 +423,18 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
     populate(join(STATE_DIR, 'steward.db'), ATTACHMENTS, bootId, noopConf(SOCKET));
     // The next pod is the one deleted for good below.
-    await play(renderPod('always'));
+    await play(renderPod('always', { name: POD, image: IMAGE, dir: env.dir }));
     // The new init container found its install unchanged and rewrote nothing (a write is a rename: a new inode).
     assert.deepEqual(installed.map(ino), kept);
     await containerGetsAddress('after-restart');
-    const st = (await getSocket('/v1/status')).json;
+    const st = (await getSocket(SOCKET, '/v1/status')).json;
     assert.ok(st.attachments.added >= ATTACHMENTS, `status: ${JSON.stringify(st.attachments)}`);
     const rss = await daemonRssMiB();
     figure('rss10kMiB', { total: Number(rss.total.toFixed(1)), processes: rss.each });
   });
 
   it('kube down with --uninstall-on-delete always leaves /etc/cni/net.d and /opt/cni/bin byte-identical to before', async () => {
-    const logs = await down(renderPod('always'));
+    const logs = await down(renderPod('always', { name: POD, image: IMAGE, dir: env.dir }));
     assert.match(logs, /on SIGTERM: --uninstall-on-delete=always/);
     assert.deepEqual(tree(OPT_CNI_BIN), before0.bin);
     assert.deepEqual(tree(CNI_CONF_DIR), before0.conf);

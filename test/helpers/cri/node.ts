@@ -4,16 +4,19 @@
 // conflist (also served unwrapped to a second runtime handler, PLAIN_HANDLER, through its own
 // cni_conf_dir), and steward put on it as a node would: `stewardd install` into those dirs and
 // `stewardd run --cni-conf-dir`. Undone at TestEnv.close(), with the machine-wide bits the CRI path
-// leaves (portmap's top-level iptables chains, the pods' cgroup parent) removed when this made them.
+// leaves (portmap's top-level iptables chains, the pods' cgroup parent) removed when this made them
+// (leftovers.ts).
 
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { Daemon } from '../daemon.js';
 import { FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from '../env.js';
-import { Containerd, run, type BridgeNet, type Ran, type RuntimeHost } from '../runtimes.js';
+import { run, type Ran } from '../runtimes/exec.js';
+import type { BridgeNet, RuntimeHost } from '../runtimes/host.js';
+import { Containerd } from '../runtimes/containerd.js';
 import { CriClient } from './client.js';
+import { cgroupDirs, removeCgroupDirs, removePortmapChainsAtClose } from './leftovers.js';
 import { buildPauseArchive } from './pause-image.js';
 
 export const PAUSE_IMAGE = 'localhost/stw-e2e-pause:1';
@@ -21,15 +24,6 @@ export const PAUSE_IMAGE = 'localhost/stw-e2e-pause:1';
 export const PLAIN_HANDLER = 'stw-plain';
 /** Plugins the CRI plugin may exec from its bin_dir besides steward (loopback: go-cni's lo network). */
 const LINKED_PLUGINS = ['bridge', 'host-local', 'portmap', 'loopback'];
-const CGROUP_ROOT = '/sys/fs/cgroup';
-
-function quiet(cmd: string, args: string[]): string | undefined {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  } catch {
-    return undefined;
-  }
-}
 
 function writeAtomic(file: string, text: string): void {
   const tmp = join(file, '..', `.${file.split('/').pop()}.tmp`);
@@ -85,8 +79,8 @@ export class CriNode {
     // libcni's result cache: "<network>-<64 hex sandbox id>-<ifname>" for steward's conflist, the
     // primary (after uninstall) and go-cni's loopback network.
     host.claimCniCache(new RegExp(`^(steward|cni-loopback|${name})-[0-9a-f]{64}-`));
-    this.cleanUpPortmapChains();
-    env.defer(() => this.removeCgroupParent());
+    removePortmapChainsAtClose(env);
+    env.defer(() => removeCgroupDirs(this.cgroupParent));
   }
 
   /** The node with steward installed and running, containerd's CRI plugin reporting NetworkReady. */
@@ -274,61 +268,8 @@ export class CriNode {
     }
   }
 
-  /** portmap's top-level chains (CNI-HOSTPORT-*) outlive every pod: removed if this run made them and no pod's rule is left. */
-  private cleanUpPortmapChains(): void {
-    const had = new Set(this.natChains());
-    this.host.env.defer(() => {
-      const made = this.natChains().filter((c) => c.startsWith('CNI-HOSTPORT-') && !had.has(c));
-      if (made.length === 0) return;
-      const dnat = quiet('iptables', ['-w', '-t', 'nat', '-S', 'CNI-HOSTPORT-DNAT']) ?? '';
-      if (dnat.split('\n').some((l) => l.startsWith('-A '))) return; // a pod's rule is still there: residue() reports it
-      const rules = (quiet('iptables', ['-w', '-t', 'nat', '-S']) ?? '').split('\n');
-      for (const r of rules) {
-        const m = /^-A (\S+) (.*)-j (CNI-HOSTPORT-\S+)$/.exec(r.trim());
-        if (m && made.includes(m[3]!) && !m[1]!.startsWith('CNI-HOSTPORT-')) {
-          const args = r
-            .trim()
-            .replace(/^-A /, '-D ')
-            .match(/"[^"]*"|\S+/g)!
-            .map((a) => a.replace(/^"(.*)"$/, '$1'));
-          quiet('iptables', ['-w', '-t', 'nat', ...args]);
-        }
-      }
-      for (const c of made) quiet('iptables', ['-w', '-t', 'nat', '-F', c]);
-      for (const c of made) quiet('iptables', ['-w', '-t', 'nat', '-X', c]);
-    });
-  }
-
-  private natChains(): string[] {
-    return (quiet('iptables', ['-w', '-t', 'nat', '-S']) ?? '')
-      .split('\n')
-      .filter((l) => l.startsWith('-N '))
-      .map((l) => l.slice(3).trim());
-  }
-
   /** The pods' cgroup parent in each hierarchy (runc removes the pods' own cgroups, not the parent). */
   cgroupDirs(): string[] {
-    const name = this.cgroupParent.slice(1);
-    const found: string[] = [];
-    for (const top of readdirSync(CGROUP_ROOT)) {
-      for (const p of [join(CGROUP_ROOT, top, name), join(CGROUP_ROOT, name)]) {
-        if (existsSync(p) && !found.includes(p)) found.push(p);
-      }
-    }
-    return found;
-  }
-
-  private removeCgroupParent(): void {
-    for (const dir of this.cgroupDirs()) {
-      const rm = (d: string): void => {
-        try {
-          for (const e of readdirSync(d, { withFileTypes: true })) if (e.isDirectory()) rm(join(d, e.name));
-          rmdirSync(d);
-        } catch {
-          /* busy: reported by the suite's residue check */
-        }
-      };
-      rm(dir);
-    }
+    return cgroupDirs(this.cgroupParent);
   }
 }

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { run } from '../runtimes.js';
+import { run } from '../runtimes/exec.js';
 
 const SOURCE = fileURLToPath(new URL('./pause.c', import.meta.url));
 

@@ -1,0 +1,27 @@
+// The value checks every stewardd subcommand's parser shares: each appends a sentence naming the
+// flag to `problems` instead of throwing, so that `fail` reports every bad value at once, followed
+// by the subcommand's usage.
+
+/** An integer flag >= min; the fallback when absent or bad (the bad value is reported). */
+export function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) {
+    problems.push(`--${name} must be an integer >= ${min}, got "${raw}"`);
+    return fallback;
+  }
+  return n;
+}
+
+/** --log-level: a pino level, info when absent. */
+export function level(raw: string | undefined, problems: string[]): string {
+  const l = raw ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(l))
+    problems.push(`--log-level "${l}" is not a pino level`);
+  return l;
+}
+
+/** Throws one error listing every problem, then the usage; does nothing when there are none. */
+export function fail(problems: string[], usage: string): void {
+  if (problems.length > 0) throw new Error(`invalid options:\n  ${problems.join('\n  ')}\n\n${usage}`);
+}

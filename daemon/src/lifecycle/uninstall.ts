@@ -1,0 +1,141 @@
+// `stewardd uninstall` (also the SIGTERM path, on-term.ts): drain pending teardowns through the
+// daemon, then, holding the install lock (lock.ts), take away exactly the files install.ts recorded
+// (record.ts), each only if it is still byte-for-byte one we wrote; with --purge, the state dir too.
+
+import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { drain, type Leftover } from './drain.js';
+import { sha256File, tempsOf } from './files.js';
+import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
+import {
+  acceptedAt,
+  readRecord,
+  realFileOps,
+  recordedFiles,
+  removeRecord,
+  writeRecord,
+  type FileOps,
+} from './record.js';
+
+export interface UninstallOptions {
+  stateDir: string;
+  dbPath: string;
+  /** The daemon socket to drain through; defaults to the one recorded at install. */
+  socket?: string;
+  drainTimeoutMs: number;
+  purge: boolean;
+  log: Logger;
+  /** How files are written and removed; tests pass failing ones to simulate a crash. */
+  ops?: FileOps;
+  /** How long to wait for the install lock (lock.ts); LOCK_WAIT_MS by default. */
+  lockWaitMs?: number;
+}
+
+export interface UninstallReport {
+  installed: boolean;
+  removed: string[];
+  refused: Array<{ path: string; why: string }>;
+  leftovers: Leftover[];
+  purged: boolean;
+}
+
+export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
+  const ops = o.ops ?? realFileOps;
+  // Read without the lock only to find the socket: the drain below may take many seconds, and the
+  // daemon's watcher keeps the conflist (and record) current meanwhile. Re-read under the lock.
+  const peek = readRecord(o.stateDir);
+  const report: UninstallReport = {
+    installed: peek !== undefined,
+    removed: [],
+    refused: [],
+    leftovers: [],
+    purged: false,
+  };
+  const socket = o.socket ?? peek?.socket;
+  if (socket !== undefined) {
+    const d = await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log });
+    report.leftovers = d.leftovers;
+    if (d.leftovers.length > 0) {
+      o.log.warn(
+        {
+          count: d.leftovers.length,
+          steps: d.leftovers.map((l) => l.step),
+          containers: d.leftovers.map((l) => l.containerId),
+        },
+        'teardowns still pending at uninstall',
+      );
+    }
+  }
+  // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
+  if (!existsSync(o.stateDir)) {
+    report.installed = false;
+    report.purged = o.purge;
+    return report;
+  }
+  const held = await lock(o.stateDir, 'uninstall', loggedWait(o.stateDir, o.lockWaitMs, o.log));
+  try {
+    removeRecorded(o, ops, report);
+    if (o.purge && report.refused.length === 0) report.purged = purgeStateDir(held);
+  } finally {
+    held.release();
+  }
+  return report;
+}
+
+/** uninstall's check and removal, holding the lock: the record is read here, not before. */
+function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport): void {
+  const rec = readRecord(o.stateDir);
+  report.installed = rec !== undefined;
+  if (!rec) return;
+  // Conflists first: from then on the runtime stops calling us, so the shims can go. A file may
+  // have either sha256 the record accepts (a crash during an install's write leaves either).
+  const files = recordedFiles(rec).filter((f, i, all) => all.findIndex((g) => g.path === f.path) === i);
+  for (const f of files) {
+    const now = sha256File(f.path);
+    const known = acceptedAt(recordedFiles(rec), f.path);
+    if (now !== undefined && !known.includes(now)) {
+      report.refused.push({
+        path: f.path,
+        why: `was rewritten since install (sha256 now ${now}, installed ${known.join(' or ')})`,
+      });
+    }
+  }
+  if (report.refused.length > 0) {
+    o.log.error({ refused: report.refused }, 'uninstall refused: files changed since install; nothing removed');
+    return;
+  }
+  // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
+  // that no watcher acts on, and a second uninstall finishes the job.
+  writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+  for (const f of files) {
+    for (const t of tempsOf(f.path)) ops.remove(t);
+    if (ops.remove(f.path)) report.removed.push(f.path);
+  }
+  removeRecord(o.stateDir, ops);
+  o.log.info({ removed: report.removed }, 'uninstall done');
+}
+
+/**
+ * Removes the state dir (record, database, spool) while holding the lock, which is released on
+ * the way: everything but the lock file first, then the lock, then the empty dir (which stays,
+ * empty, when it is a mount point). Returns false if the dir stays because another stewardd took
+ * the lock (and put files there) in between.
+ */
+export function purgeStateDir(held: Lock): boolean {
+  for (const name of readdirSync(held.stateDir)) {
+    if (name !== LOCK_FILE) rmSync(join(held.stateDir, name), { recursive: true, force: true });
+  }
+  held.release();
+  try {
+    rmdirSync(held.stateDir);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOTEMPTY' || code === 'EEXIST') return false;
+    // A mount point (the DaemonSet's hostPath volume seen from inside the pod): its contents are
+    // gone; the directory itself is the node's, left as the kubelet's DirectoryOrCreate made it.
+    if (code === 'EBUSY') return true;
+    if (code !== 'ENOENT') throw e;
+  }
+  return true;
+}

@@ -1,0 +1,180 @@
+// The machine-wide places the e2e suite touches, and the snapshot of them that proves the suite
+// leaves the machine as it found it: /etc/cni/net.d, /opt/cni/bin, the podman drop-in dir,
+// iptables' filter and nat tables, ip_forward, and the directories runtimes create on first use.
+// `snapshot()` is taken at setup, `machineDiff()` compares it with now (RuntimeHost.residue adds
+// what the host itself made), `restoreMachineState()` puts back what a run may have changed, and
+// `removeStaleFiles()` removes what an earlier run that died before its cleanup left.
+
+import {
+  existsSync,
+  lstatSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO } from '../env.js';
+import { quiet } from './exec.js';
+
+export const CNI_CONF_DIR = '/etc/cni/net.d';
+export const OPT_CNI_BIN = '/opt/cni/bin';
+export const DROP_IN_DIR = '/etc/containers/containers.conf.d';
+export const DROP_IN = join(DROP_IN_DIR, '99-steward-e2e.conf');
+export const CNI_CACHE = '/var/lib/cni/results';
+/** Paths the runtimes (or this helper) create on first use; removed at close if absent at setup. */
+const FIRST_USE_PATHS = [
+  '/run/runc',
+  '/run/containerd',
+  '/run/libpod',
+  '/run/containers',
+  '/var/lib/cni',
+  '/var/lib/containers',
+  '/run/mount',
+  '/opt/containerd',
+  join(CNI_CONF_DIR, 'cni.lock'),
+  DROP_IN_DIR,
+  '/opt/cni',
+  '/etc/cni',
+];
+/** Every name this suite writes into shared places carries it. */
+export const E2E_MARK = 'stw-e2e';
+
+export interface MachineState {
+  confDir: string[];
+  optCniBin: string[] | null;
+  dropIns: string[] | null;
+  iptables: string[];
+  ipForward: string;
+  firstUse: Record<string, boolean>;
+}
+
+export function listDir(dir: string): string[] | null {
+  try {
+    return readdirSync(dir).sort();
+  } catch {
+    return null;
+  }
+}
+
+function iptablesRules(): string[] {
+  const lines: string[] = [];
+  for (const table of ['filter', 'nat']) {
+    const out = quiet('iptables', ['-w', '-t', table, '-S']);
+    if (out !== undefined)
+      lines.push(
+        ...out
+          .split('\n')
+          .filter((l) => l !== '')
+          .map((l) => `${table}: ${l}`),
+      );
+  }
+  return lines.sort();
+}
+
+export function snapshot(): MachineState {
+  return {
+    confDir: listDir(CNI_CONF_DIR) ?? [],
+    optCniBin: listDir(OPT_CNI_BIN),
+    dropIns: listDir(DROP_IN_DIR),
+    iptables: iptablesRules(),
+    ipForward: readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim(),
+    firstUse: Object.fromEntries(FIRST_USE_PATHS.map((p) => [p, existsSync(p)])),
+  };
+}
+
+/** True when the tree holds nothing but directories, empty files and lock files. */
+function onlyHusks(path: string): boolean {
+  const st = lstatSync(path);
+  if (st.isDirectory()) return readdirSync(path).every((e) => onlyHusks(join(path, e)));
+  if (st.isFile()) return st.size === 0 || /(^|\.)lock$/.test(path.split('/').pop() ?? '');
+  return false;
+}
+
+export function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .map((l) => (l.split(' ')[1] ?? '').replace(/\\040/g, ' '))
+    .filter((m) => m === dir || m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+}
+
+export function processesMentioning(needle: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+      if (cmd.includes(needle)) found.push(`${pid}: ${cmd.slice(0, 200)}`);
+    } catch {
+      /* exited */
+    }
+  }
+  return found;
+}
+
+function diff(label: string, before: readonly string[], after: readonly string[]): string[] {
+  const b = new Set(before);
+  const a = new Set(after);
+  return [
+    ...after.filter((x) => !b.has(x)).map((x) => `${label}: added ${x}`),
+    ...before.filter((x) => !a.has(x)).map((x) => `${label}: removed ${x}`),
+  ];
+}
+
+/** What differs in the machine-wide places between two snapshots; [] when nothing does. */
+export function machineDiff(before: MachineState, now: MachineState): string[] {
+  const out = [
+    ...diff(CNI_CONF_DIR, before.confDir, now.confDir),
+    ...diff(OPT_CNI_BIN, before.optCniBin ?? [], now.optCniBin ?? []),
+    ...diff(DROP_IN_DIR, before.dropIns ?? [], now.dropIns ?? []),
+    ...diff('iptables', before.iptables, now.iptables),
+  ];
+  if ((before.optCniBin === null) !== (now.optCniBin === null)) out.push(`${OPT_CNI_BIN}: existence changed`);
+  if ((before.dropIns === null) !== (now.dropIns === null)) out.push(`${DROP_IN_DIR}: existence changed`);
+  if (now.ipForward !== before.ipForward) out.push(`net.ipv4.ip_forward: ${before.ipForward} -> ${now.ipForward}`);
+  for (const p of FIRST_USE_PATHS)
+    if (!before.firstUse[p] && now.firstUse[p]) out.push(`${p}: created and left behind`);
+  return out;
+}
+
+/** Puts ip_forward back and removes first-use paths that were absent and now hold only husks. */
+export function restoreMachineState(before: MachineState): void {
+  const now = readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim();
+  if (now !== before.ipForward) writeFileSync('/proc/sys/net/ipv4/ip_forward', before.ipForward);
+  // Deepest first, so /var/lib/cni/results goes before /var/lib/cni.
+  for (const p of [...FIRST_USE_PATHS].sort((a, b) => b.length - a.length)) {
+    if (before.firstUse[p] || !existsSync(p)) continue;
+    try {
+      if (onlyHusks(p)) rmSync(p, { recursive: true, force: true });
+    } catch {
+      /* reported by residue() */
+    }
+  }
+}
+
+/** Files of an earlier run of this suite that died before its cleanup (their temp dirs are gone). */
+export function removeStaleFiles(): void {
+  const tmp = tmpdir();
+  for (const f of listDir(CNI_CONF_DIR) ?? []) {
+    if (!f.includes(`${E2E_MARK}-`)) continue;
+    const text = (() => {
+      try {
+        return readFileSync(join(CNI_CONF_DIR, f), 'utf8');
+      } catch {
+        return '';
+      }
+    })();
+    const paths = [...text.matchAll(/"(\/[^"]+)"/g)].map((m) => m[1]!).filter((p) => p.startsWith(`${tmp}/stw-`));
+    if (paths.length > 0 && paths.every((p) => !existsSync(p))) rmSync(join(CNI_CONF_DIR, f), { force: true });
+  }
+  const link = join(OPT_CNI_BIN, 'steward');
+  try {
+    if (lstatSync(link).isSymbolicLink() && readlinkSync(link).startsWith(`${REPO}/`)) unlinkSync(link);
+  } catch {
+    /* none */
+  }
+}

@@ -1,0 +1,94 @@
+// CNI 1.1 GC and STATUS through the shim and a real daemon process: GC tears down exactly the
+// attachments missing from cni.dev/valid-attachments (real bridge + host-local leases), and STATUS
+// reports a delegate that is not available. Moved out of teardown.test.ts, which keeps the seeds.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
+import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('gc-status');
+after(() => env.close());
+
+/** Short retry intervals, as in teardown.test.ts where these tests were. */
+const FAST_RETRY = ['--retry-base-ms', '100', '--retry-max-ms', '400'];
+
+async function startDaemon(name: string, args: string[] = FAST_RETRY): Promise<Daemon> {
+  const d = new Daemon(env, { name, args });
+  await d.start();
+  return d;
+}
+
+describe('GC and STATUS (CNI 1.1)', () => {
+  it('GC tears down every attachment missing from cni.dev/valid-attachments and keeps the listed one', async () => {
+    const daemon = await startDaemon('gc');
+    const dataDir = join(env.dir, 'gc-ipam');
+    const conf = stewardConf(daemon.socket, '1.1.0', [
+      delegate('gcnet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
+    const ids = ['gc-a', 'gc-b', 'gc-c'];
+    for (const id of ids)
+      assert.equal((await shim({ command: 'ADD', containerId: id, netns: env.netns() }, conf)).code, 0);
+    assert.equal(leases(dataDir, 'gcnet').length, 3);
+    const gc = await shim(
+      { command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gc-b', ifname: 'eth0' }] },
+    );
+    assert.equal(gc.code, 0, gc.stdout);
+    assert.equal(leases(dataDir, 'gcnet').length, 1);
+    const live = (await daemon.get('/v1/attachments?state=added')).json;
+    assert.deepEqual(
+      live.map((a: { containerId: string }) => a.containerId),
+      ['gc-b'],
+    );
+    await daemon.stop();
+  });
+
+  it('GC with disableGC does nothing, and GC below 1.1.0 is refused with code 1', async () => {
+    const daemon = await startDaemon('gc2');
+    const fx = join(env.dir, 'gc2-fx');
+    const conf = stewardConf(daemon.socket, '1.1.0', [delegate('gc2net', '1.1.0', [fixturePlugin(fx)])]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'keep', netns: env.netns() }, conf)).code, 0);
+    const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' };
+    assert.equal((await shim({ command: 'GC', env: gcEnv }, { ...conf, disableGC: true })).code, 0);
+    assert.equal((await daemon.get('/v1/attachments?state=added')).json.length, 1);
+    const old = await shim({ command: 'GC', env: gcEnv }, { ...conf, cniVersion: '1.0.0' });
+    assert.equal(old.json.code, 1);
+    // A 1.1 delegate is told which attachments steward still holds.
+    assert.equal(
+      (
+        await shim(
+          { command: 'GC', env: gcEnv },
+          { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'keep', ifname: 'eth0' }] },
+        )
+      ).code,
+      0,
+    );
+    const gcFiles = readdirSync(fx).filter((f) => f.startsWith('gc-'));
+    assert.equal(gcFiles.length, 1);
+    await daemon.stop();
+  });
+
+  it('STATUS reports a delegate that is not available with its code, and success otherwise', async () => {
+    const daemon = await startDaemon('status');
+    const fx = join(env.dir, 'status-fx');
+    const statusEnv = { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
+    const ok = stewardConf(daemon.socket, '1.1.0', [delegate('upnet', '1.1.0', [fixturePlugin(fx)])]);
+    assert.equal((await shim({ command: 'STATUS', env: statusEnv }, ok)).code, 0);
+    const down = stewardConf(daemon.socket, '1.1.0', [
+      delegate('downnet', '1.1.0', [fixturePlugin(fx, { failStatus: true })]),
+    ]);
+    const res = await shim({ command: 'STATUS', env: statusEnv }, down);
+    assert.equal(res.code, 1);
+    assert.equal(res.json.code, 50);
+    // Cached: a second STATUS within the TTL runs no plugin.
+    const before = fixtureCalls(fx, 'STATUS').length;
+    await shim({ command: 'STATUS', env: statusEnv }, down);
+    assert.equal(fixtureCalls(fx, 'STATUS').length, before);
+    await daemon.stop();
+  });
+});
