@@ -4,8 +4,8 @@
 // docs/packaging.md from it (lib/docs-block.ts). --check writes nothing and exits 1 when a file's
 // block is not what docs/bench/latest.json renders.
 
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BLOCKS, DOC_RESULTS, extract, replace } from './lib/docs-block.js';
 import { REPO } from './lib/paths.js';
@@ -28,6 +28,7 @@ if (!values.check) {
     console.error(`${from} is not a bench result of schema 2 (written by an older bench/run.ts?)`);
     process.exit(2);
   }
+  mkdirSync(dirname(committed), { recursive: true });
   writeFileSync(committed, `${JSON.stringify(res, null, 2)}\n`);
   console.error(`copied ${from} to ${DOC_RESULTS}`);
 }

@@ -37,6 +37,8 @@ export function alternate(
   rounds: number,
   runs: number,
   baseEnv: NodeJS.ProcessEnv,
+  /** When given: per command and round, hyperfine's mean user + system CPU ms per run. */
+  cpu?: Map<string, number[]>,
 ): Map<string, number[]> {
   const out = new Map<string, number[]>(cmds.map((c) => [c.name, []]));
   for (let r = 0; r < rounds; r++) {
@@ -49,9 +51,11 @@ export function alternate(
         ['--shell', 'sh', '--style', 'none', '--warmup', '1', '--runs', String(runs), '--export-json', file, c.line],
         { env: c.env ?? baseEnv, stdio: ['ignore', 'ignore', 'pipe'] },
       );
-      const times =
-        (JSON.parse(readFileSync(file, 'utf8')) as { results: Array<{ times: number[] }> }).results[0]?.times ?? [];
-      out.get(c.name)?.push(...times.map((t) => t * 1000));
+      const result = (
+        JSON.parse(readFileSync(file, 'utf8')) as { results: Array<{ times: number[]; user: number; system: number }> }
+      ).results[0];
+      out.get(c.name)?.push(...(result?.times ?? []).map((t) => t * 1000));
+      if (cpu && result) cpu.set(c.name, [...(cpu.get(c.name) ?? []), (result.user + result.system) * 1000]);
     }
   }
   return out;
