@@ -128,7 +128,9 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
         { name: 'shim+ca', line: shimLine, env: { ...runtimeEnv, NODE_EXTRA_CA_CERTS: caFile } },
       );
     ctx.log(`shim: ${shim.kind}`);
-    const t = alternate(env, cmds, n(10, ctx, 2), 5, runtimeEnv);
+    // CPU per run (hyperfine's user + system): steadier than wall time on a loaded machine.
+    const cpu = new Map<string, number[]>();
+    const t = alternate(env, cmds, n(10, ctx, 2), 5, runtimeEnv, cpu);
     const shimMs = t.get('shim') ?? [];
     const curlMs = t.get('curl') ?? [];
 
@@ -161,6 +163,10 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
       curlPeakMiB: round(median(mem.curl), 1),
       shimP99Ms: round(p99(shimMs)),
       curlP99Ms: round(p99(curlMs)),
+      shimCpuMs: round(median(cpu.get('shim') ?? [])),
+      curlCpuMs: round(median(cpu.get('curl') ?? [])),
+      bunWriteCpuMs: round(median(cpu.get('bunWrite') ?? [])),
+      bunFetchCpuMs: round(median(cpu.get('bunFetch') ?? [])),
     };
     for (const bin of shimBinaries()) {
       const file = spawnSync('file', ['-b', bin], { encoding: 'utf8' }).stdout ?? '';
@@ -207,6 +213,7 @@ export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]>
         extra,
         notes: [
           'bunWrite: a Bun-compiled program that writes {} and exits; bunFetch: one that makes the same POST with fetch({unix}); both with the shipped runtime and flags, in the same rounds (the floor of any Bun shim)',
+          '*CpuMs: user + system CPU per run (hyperfine, median over the rounds), steadier than wall time when the machine is loaded',
         ],
       },
     ];
