@@ -1,11 +1,14 @@
-// `npm run bench [-- --json [FILE]] [--only a,b] [--scale X] [--strict]`: runs every benchmark
-// against its floor in the same run, prints a Markdown table, and with --json writes the same
-// figures to FILE (default bench-results/latest.json). Every netns, bridge, process and temp dir
-// a benchmark makes is registered with one TestEnv and removed at the end, on failure or Ctrl-C.
+// `npm run bench [-- --json] [--out FILE] [--only a,b] [--scale X] [--strict]`: runs every benchmark
+// against its floor in the same run, prints a Markdown table against issue 14's targets
+// (lib/targets.ts) with the run's machine, load, node and commit, and with --json writes the same
+// to FILE (default bench-results/latest.json), which `npm run bench:docs` puts into the docs.
+// Every netns, bridge, process and temp dir a benchmark makes is registered with one TestEnv and
+// removed at the end, on failure or Ctrl-C.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { TestEnv } from '../test/helpers/env.js';
@@ -14,7 +17,9 @@ import { benchDbSize } from './dbsize.js';
 import { benchQuickCheck } from './quickcheck.js';
 import { benchNetns } from './lib/netconf.js';
 import { REPO, shimExecutable } from './lib/paths.js';
-import type { BenchContext, Row } from './lib/report.js';
+import { LOAD_LIMIT, type BenchContext, type BenchResults, type Row } from './lib/report.js';
+import { report } from './lib/table.js';
+import { applyTargets } from './lib/targets.js';
 import { benchRestart } from './restart.js';
 import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
@@ -57,40 +62,23 @@ if (!(scale > 0)) {
   process.exit(2);
 }
 
-const fmt = (x: number | undefined, unit: string) => (x === undefined || Number.isNaN(x) ? '' : `${x} ${unit}`);
+const load1 = () => Math.round((loadavg()[0] ?? 0) * 100) / 100;
 
-function table(rows: Row[]): string {
-  const lines = ['| benchmark | steward | floor | ratio | target | met |', '|---|--:|--:|--:|---|---|'];
-  for (const r of rows) {
-    const c =
-      r.candidate.p99 !== undefined
-        ? `p50 ${fmt(r.candidate.median, r.unit)}, p99 ${fmt(r.candidate.p99, r.unit)}`
-        : fmt(r.candidate.median, r.unit);
-    const f =
-      r.floor === undefined
-        ? '—'
-        : r.floor.p99 !== undefined
-          ? `p50 ${fmt(r.floor.median, r.unit)}, p99 ${fmt(r.floor.p99, r.unit)}`
-          : fmt(r.floor.median, r.unit);
-    const ratio = r.ratio === undefined ? '—' : `${r.ratio}×${r.ratioOf ? ` (${r.ratioOf})` : ''}`;
-    const met = r.met === null ? 'reported' : r.met ? 'met' : '**missed**';
-    lines.push(`| ${r.title} | ${c} | ${f} | ${ratio} | ${r.target} | ${met} |`);
+function git(...args: string[]): string | undefined {
+  try {
+    return execFileSync('git', ['-C', REPO, ...args], { encoding: 'utf8' }).trim();
+  } catch {
+    return undefined;
   }
-  return lines.join('\n');
 }
 
-function details(rows: Row[]): string {
-  const out: string[] = [];
-  for (const r of rows) {
-    const parts = Object.entries(r.extra ?? {}).map(([k, v]) => `${k}=${v}`);
-    out.push(
-      `- ${r.id}: steward = ${r.candidate.label} (n=${r.candidate.n})` +
-        (r.floor ? `; floor = ${r.floor.label} (n=${r.floor.n})` : '') +
-        (parts.length ? `; ${parts.join(', ')}` : ''),
-    );
-    for (const note of r.notes ?? []) out.push(`  - ${note}`);
+function bunVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url).resolve('bun/package.json');
+    return (JSON.parse(readFileSync(pkg, 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
   }
-  return out.join('\n');
 }
 
 async function main(): Promise<number> {
@@ -110,6 +98,10 @@ async function main(): Promise<number> {
   const rows: Row[] = [];
   const failures: string[] = [];
   const started = Date.now();
+  const loadBefore = load1();
+  const samples: number[] = [];
+  const sampler = setInterval(() => samples.push(load1()), 5000);
+  sampler.unref();
   try {
     for (const [id, bench] of BENCHES) {
       if (only && !only.includes(id)) continue;
@@ -127,45 +119,47 @@ async function main(): Promise<number> {
     await env.close();
   }
 
-  const commit = (() => {
-    try {
-      return execFileSync('git', ['-C', REPO, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-    } catch {
-      return 'unknown';
-    }
-  })();
-  const machine = `${cpus().length} cores (${cpus()[0]?.model ?? '?'}), load ${loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ')}, node ${process.version}`;
-  console.log(
-    `\n${table(rows)}\n\n${details(rows)}\n\ncommit ${commit}; ${machine}; ${((Date.now() - started) / 1000).toFixed(0)} s`,
-  );
+  clearInterval(sampler);
+  const loadAfter = load1();
+  const during = samples.length > 0 ? samples : [loadBefore];
+  const duringMean = Math.round((during.reduce((x, y) => x + y, 0) / during.length) * 100) / 100;
+  const res: BenchResults = {
+    schema: 2,
+    date: new Date().toISOString(),
+    commit: git('rev-parse', '--short', 'HEAD') ?? 'unknown',
+    dirty: (git('status', '--porcelain') ?? '') !== '',
+    node: process.version,
+    bun: bunVersion(),
+    machine: {
+      cpuModel: cpus()[0]?.model ?? '?',
+      cores: cpus().length,
+      kernel: release(),
+      memMiB: Math.round(totalmem() / 2 ** 20),
+    },
+    load: {
+      before: loadBefore,
+      during: { mean: duringMean, max: Math.max(...during), samples: samples.length },
+      after: loadAfter,
+    },
+    quiet: loadBefore < LOAD_LIMIT && duringMean < LOAD_LIMIT && loadAfter < LOAD_LIMIT,
+    shim: shimExecutable().kind,
+    scale,
+    only: only ?? null,
+    seconds: Math.round((Date.now() - started) / 1000),
+    rows: applyTargets(rows),
+    failures,
+  };
+  console.log(`\n${report(res)}`);
   if (failures.length > 0) console.error(`\nfailed:\n${failures.join('\n')}`);
 
-  if (values.json) {
+  if (values.json || values.out) {
     const file = values.out ?? join(REPO, 'bench-results', 'latest.json');
     mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(
-      file,
-      `${JSON.stringify(
-        {
-          date: new Date().toISOString(),
-          commit,
-          machine,
-          shim: shimExecutable().kind,
-          scale,
-          seconds: Math.round((Date.now() - started) / 1000),
-          rows,
-          failures,
-        },
-        null,
-        2,
-      )}\n`,
-    );
-    console.error(`wrote ${file}`);
+    writeFileSync(file, `${JSON.stringify(res, null, 2)}\n`);
+    console.error(`wrote ${file}; \`npm run bench:docs\` puts it into README.md and docs/`);
   }
   if (failures.length > 0) return 1;
-  if (values.strict && rows.some((r) => r.met === false)) return 3;
+  if (values.strict && res.rows.some((r) => r.met === false)) return 3;
   return 0;
 }
 

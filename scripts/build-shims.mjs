@@ -76,16 +76,31 @@ function hostTargets() {
   return [`linux-${arch}`, `linux-${arch}-musl`];
 }
 
-export function buildShim(target, outDir) {
+/**
+ * The compile flags of every shipped shim (dist/steward and dist/shims/*). Measured one by one
+ * against curl in docs/performance.md ("The shim call", `bench/tools/shim-variants.ts`): only
+ * --bytecode changes the time per call (without it every start parses the bundle); --format=cjs,
+ * --minify, --compile-exec-argv=--smol and --compile-jit-policy are within the noise. The two
+ * --no-compile-autoload-* flags keep the shim from reading bunfig.toml (its `preload` scripts) and
+ * .env from the working directory the runtime runs it in (test/integration/shim-targets.test.ts).
+ */
+export const COMPILE_FLAGS = [
+  '--bytecode',
+  '--format=esm',
+  '--minify',
+  '--no-compile-autoload-bunfig',
+  '--no-compile-autoload-dotenv',
+];
+
+/**
+ * Compiles `entry` (a bundled .mjs) into a self-contained executable for `target` with `flags`
+ * (default COMPILE_FLAGS); written to a temp name and renamed, so `out` is never half-written.
+ */
+export function compileFor(target, entry, out, flags = COMPILE_FLAGS) {
   const t = TARGETS[target];
   if (!t) throw new Error(`unknown target ${target}; known: ${Object.keys(TARGETS).join(', ')}`);
-  const bundle = join(root, 'shim', 'dist', 'steward-bun.mjs');
-  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run npm run build first`);
-  mkdirSync(outDir, { recursive: true });
-  const out = join(outDir, `steward-${target}`);
+  mkdirSync(dirname(out), { recursive: true });
   const tmp = `${out}.tmp`;
-  // The same flags as dist/steward (scripts/bundle-shim.mjs: no bunfig.toml or .env read from the
-  // working directory), plus the target and its runtime.
   execFileSync(
     hostBun(),
     [
@@ -93,18 +108,21 @@ export function buildShim(target, outDir) {
       '--compile',
       `--target=${t.bunTarget}`,
       `--compile-executable-path=${targetRuntime(t.pkg)}`,
-      '--bytecode',
-      '--format=esm',
-      '--minify',
-      '--no-compile-autoload-bunfig',
-      '--no-compile-autoload-dotenv',
-      bundle,
+      ...flags,
+      entry,
       '--outfile',
       tmp,
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   renameSync(tmp, out);
+  return out;
+}
+
+export function buildShim(target, outDir) {
+  const bundle = join(root, 'shim', 'dist', 'steward-bun.mjs');
+  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run npm run build first`);
+  const out = compileFor(target, bundle, join(outDir, `steward-${target}`));
   const file = execFileSync('file', ['-b', out], { encoding: 'utf8' }).trim();
   return { target, path: out, bytes: statSync(out).size, file };
 }

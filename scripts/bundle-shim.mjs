@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
+import { COMPILE_FLAGS } from './build-shims.mjs';
 
 const common = {
   entryPoints: ['shim/src/main.ts'],
@@ -50,19 +51,12 @@ function bunBinary() {
 }
 
 mkdirSync('dist', { recursive: true });
-// --bytecode: precompiled code, no parse at start; ESM bytecode is supported since Bun 1.3.
-// COMPILE_FLAGS: a compiled Bun executable by default reads bunfig.toml (and runs its `preload`
-// scripts) and .env from its working directory; the runtime runs the shim as root in a directory of
-// its choosing, so neither may be read (test/integration/shim-targets.test.ts).
-const COMPILE_FLAGS = [
-  '--bytecode',
-  '--format=esm',
-  '--minify',
-  '--no-compile-autoload-bunfig',
-  '--no-compile-autoload-dotenv',
-];
+// The same flags as every shipped binary (scripts/build-shims.mjs COMPILE_FLAGS: --bytecode, no
+// bunfig.toml or .env read from the working directory), for this machine's own Bun.
 execFileSync(
   bunBinary(),
   ['build', '--compile', ...COMPILE_FLAGS, 'shim/dist/steward-bun.mjs', '--outfile', 'dist/steward'],
-  { stdio: ['ignore', 'ignore', 'inherit'] },
+  {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  },
 );

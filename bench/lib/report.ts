@@ -32,3 +32,29 @@ export interface BenchContext {
 }
 
 export const n = (base: number, ctx: BenchContext, min = 3): number => Math.max(min, Math.round(base * ctx.scale));
+
+/** The 1-minute load average under which a run counts for issue 14's done condition. */
+export const LOAD_LIMIT = 1.5;
+
+/** What `npm run bench -- --json` writes (bench-results/latest.json) and bench/docs.ts reads. */
+export interface BenchResults {
+  schema: 2;
+  /** ISO date the run ended. */
+  date: string;
+  commit: string;
+  /** Uncommitted changes (tracked or untracked, not ignored) in the tree that was benchmarked. */
+  dirty: boolean;
+  node: string;
+  bun: string;
+  machine: { cpuModel: string; cores: number; kernel: string; memMiB: number };
+  /** 1-minute load average: before the first benchmark, sampled every 5 s during, after the last. */
+  load: { before: number; during: { mean: number; max: number; samples: number }; after: number };
+  /** before, after and the mean during all below LOAD_LIMIT. */
+  quiet: boolean;
+  shim: string;
+  scale: number;
+  only: string[] | null;
+  seconds: number;
+  rows: Row[];
+  failures: string[];
+}

@@ -1,6 +1,9 @@
 // The `steward` CNI plugin executable: read stdin (bounded), run the skel, print, exit.
+// stdout is written with writeSync on fd 1, not process.stdout: in the Bun-compiled shim the first
+// touch of process.stdout builds a stream and costs ~3 ms CPU of a ~14 ms call (docs/performance.md,
+// "The shim call").
 
-import { readSync } from 'node:fs';
+import { readSync, writeSync } from 'node:fs';
 import { MAX_NETCONF_BYTES, spoolRequest } from '@cni-steward/shared';
 import { postUnix } from './client.js';
 import { runShim } from './skel.js';
@@ -27,11 +30,22 @@ function readStdin(limit: number): Buffer {
   return Buffer.concat(chunks);
 }
 
+/** Writes all of `data` to fd 1, also when the runtime handed over a non-blocking pipe. */
+function writeAll(data: Buffer): void {
+  for (let off = 0; off < data.length;) {
+    try {
+      off += writeSync(1, data, off);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+    }
+  }
+}
+
 const out = await runShim({
   env: process.env,
   stdin: readStdin(MAX_NETCONF_BYTES + 1),
   send: postUnix,
   spool: spoolRequest,
 });
-process.stdout.write(out.stdout);
+writeAll(Buffer.from(out.stdout, 'utf8'));
 process.exitCode = out.exitCode;
