@@ -1,7 +1,8 @@
 // Lint rules, and the ownership rules of the tree as import restrictions (docs/architecture.md):
 // better-sqlite3 only in daemon/src/store/, child_process only in daemon/src/plugins/, fastify only in
 // daemon/src/server.ts and routes/, the engine never imports routes/ or fastify, the shim imports
-// nothing from the daemon, and shared/ nothing from either. `npm run lint` runs it.
+// nothing from the daemon, shared/ nothing from either, and bench/ nothing from test/ or a build output.
+// `npm run lint` runs it.
 
 import js from '@eslint/js';
 import globals from 'globals';
@@ -21,6 +22,11 @@ const SHIM = {
   group: ['**/shim/**', '@cni-steward/shim', '@cni-steward/shim/**'],
   message: 'this package must not depend on the shim',
 };
+const TESTS = {
+  group: ['**/test/**'],
+  message: 'bench keeps its own helpers (bench/lib/): a benchmark must not change when a test helper does',
+};
+const BUILT = { group: ['**/dist/**'], message: 'import the sources (run by tsx), not a build output' };
 const ROUTES = {
   group: ['**/routes/**', '**/server.js'],
   message: 'the engine knows nothing of HTTP: routes call the engine, never the reverse',
@@ -69,4 +75,5 @@ export default tseslint.config(
   restrict(['daemon/src/engine/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [SHIM, ROUTES] }),
   restrict(['shim/src/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [DAEMON] }),
   restrict(['shared/src/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [DAEMON, SHIM] }),
+  restrict(['bench/**/*.ts'], { patterns: [TESTS, BUILT] }),
 );

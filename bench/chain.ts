@@ -5,9 +5,8 @@
 
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { leases, type TestEnv } from '../test/helpers/env.js';
-import { bridgePlugin, delegate, stewardConf } from '../test/helpers/netconf.js';
-import { cniEnv, execPlugin, type ShimAnswer } from '../test/helpers/shim.js';
+import type { Scratch } from './lib/scratch.js';
+import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
@@ -15,13 +14,13 @@ import { median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
 
 const VERSION = '1.0.0';
 
-function ok(what: string, a: ShimAnswer): ShimAnswer {
+function ok(what: string, a: Executed): Executed {
   if (a.code !== 0) throw new Error(`${what} exited ${a.code}: ${a.stdout.slice(0, 300)}`);
   return a;
 }
 
 /** A netns for one iteration, removed right after it (and by env.close() if we fail first). */
-function withNetns(env: TestEnv, tag: string): { path: string; remove: () => void } {
+function withNetns(env: Scratch, tag: string): { path: string; remove: () => void } {
   const name = `stwbench-${process.pid % 10000}-${tag}`;
   execFileSync('ip', ['netns', 'add', name]);
   const remove = () => {
@@ -35,7 +34,7 @@ function withNetns(env: TestEnv, tag: string): { path: string; remove: () => voi
   return { path: `/run/netns/${name}`, remove };
 }
 
-export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const shim = shimExecutable();
   const daemon = new BenchDaemon(env, 'chain');
   await daemon.start();
@@ -43,32 +42,36 @@ export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]
     const bridge = env.bridge();
     const subnet = env.subnet();
     const dataDir = join(env.dir, 'chain-ipam');
-    const plugin = bridgePlugin({ bridge, subnet, dataDir });
-    const stewardNet = stewardConf(daemon.socket, VERSION, [delegate('podnet', VERSION, [plugin])]);
+    const plugin = {
+      type: 'bridge',
+      bridge,
+      isGateway: true,
+      ipMasq: false,
+      ipam: { type: 'host-local', dataDir, ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+    };
+    const stewardNet = {
+      cniVersion: VERSION,
+      name: 'steward',
+      type: 'steward',
+      socket: daemon.socket,
+      spoolDir: join(daemon.stateDir, 'spool'),
+      delegates: [{ cniVersion: VERSION, name: 'podnet', plugins: [plugin] }],
+    };
     const directConf = { cniVersion: VERSION, name: 'podnet', ...plugin };
     const bridgeExe = join(SYSTEM_CNI_BIN, 'bridge');
 
     const viaSteward = async (cid: string, netns: string) => {
-      ok(
-        'steward ADD',
-        await execPlugin(shim.path, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(stewardNet)),
-      );
-      ok(
-        'steward DEL',
-        await execPlugin(shim.path, cniEnv({ command: 'DEL', containerId: cid, netns }), JSON.stringify(stewardNet)),
-      );
+      ok('steward ADD', await execCni(shim.path, callEnv('ADD', cid, netns), JSON.stringify(stewardNet)));
+      ok('steward DEL', await execCni(shim.path, callEnv('DEL', cid, netns), JSON.stringify(stewardNet)));
     };
     const direct = async (cid: string, netns: string) => {
-      const add = ok(
-        'bridge ADD',
-        await execPlugin(bridgeExe, cniEnv({ command: 'ADD', containerId: cid, netns }), JSON.stringify(directConf)),
-      );
+      const add = ok('bridge ADD', await execCni(bridgeExe, callEnv('ADD', cid, netns), JSON.stringify(directConf)));
       ok(
         'bridge DEL',
-        await execPlugin(
+        await execCni(
           bridgeExe,
-          cniEnv({ command: 'DEL', containerId: cid, netns }),
-          JSON.stringify({ ...directConf, prevResult: add.json }),
+          callEnv('DEL', cid, netns),
+          JSON.stringify({ ...directConf, prevResult: JSON.parse(add.stdout) }),
         ),
       );
     };
@@ -112,7 +115,7 @@ export async function benchChain(env: TestEnv, ctx: BenchContext): Promise<Row[]
       }
     }
     const { s, d, h } = t;
-    const leaked = leases(dataDir, 'podnet');
+    const leaked = leasedAddresses(dataDir, 'podnet');
     if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
     const ratio = pairedRatio(s, d);
     return [

@@ -6,7 +6,7 @@
 
 import Database from 'better-sqlite3';
 import { existsSync, statSync } from 'node:fs';
-import type { TestEnv } from '../test/helpers/env.js';
+import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { round } from './lib/stats.js';
@@ -31,7 +31,7 @@ async function waitPruned(d: BenchDaemon): Promise<Record<string, number>> {
   }
 }
 
-export async function benchDbSize(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchDbSize(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const cycles = n(10_000, ctx, 100);
   const d = new BenchDaemon(env, 'dbsize', ['--tombstone-ttl', '0']);
   await d.start();

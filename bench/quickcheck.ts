@@ -8,14 +8,14 @@ import Database from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { TestEnv } from '../test/helpers/env.js';
-import { Store } from '../daemon/dist/store/store.js';
+import type { Scratch } from './lib/scratch.js';
+import { Store } from '../daemon/src/store/store.js';
 import { noopConf } from './lib/netconf.js';
 import { populate } from './lib/populate.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, p99, round } from './lib/stats.js';
 
-export async function benchQuickCheck(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchQuickCheck(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const attachments = n(10_000, ctx, 100);
   const dbPath = join(env.dir, 'quickcheck.db');
   populate(dbPath, attachments, 'bench-boot', noopConf(join(env.dir, 'qc.sock')));

@@ -4,7 +4,7 @@
 // /proc/<pid>/status once ready: VmRSS, and VmHWM for the peak during start-up.
 
 import { readFileSync } from 'node:fs';
-import type { TestEnv } from '../test/helpers/env.js';
+import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { noopConf } from './lib/netconf.js';
 import { populate } from './lib/populate.js';
@@ -13,7 +13,7 @@ import { median, pairedRatio, round } from './lib/stats.js';
 
 const ATTACHMENTS = 10_000;
 
-export async function benchRestart(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchRestart(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const full = new BenchDaemon(env, 'restart-10k');
   const empty = new BenchDaemon(env, 'restart-empty');
   const bootId = readFileSync(full.bootIdFile, 'utf8').trim();

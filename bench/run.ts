@@ -2,7 +2,7 @@
 // against its floor in the same run, prints a Markdown table against issue 14's targets
 // (lib/targets.ts) with the run's machine, load, node and commit, and with --json writes the same
 // to FILE (default bench-results/latest.json), which `npm run bench:docs` puts into the docs.
-// Every netns, bridge, process and temp dir a benchmark makes is registered with one TestEnv and
+// Every netns, bridge, process and temp dir a benchmark makes is registered with one Scratch and
 // removed at the end, on failure or Ctrl-C.
 
 import { execFileSync } from 'node:child_process';
@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { TestEnv } from '../test/helpers/env.js';
+import { Scratch } from './lib/scratch.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
 import { benchQuickCheck } from './quickcheck.js';
@@ -27,7 +27,7 @@ import { benchShimStorm } from './shim-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
-type Bench = (env: TestEnv, ctx: BenchContext) => Promise<Row[]>;
+type Bench = (env: Scratch, ctx: BenchContext) => Promise<Row[]>;
 const BENCHES: Array<[string, Bench]> = [
   ['shim', benchShim],
   ['chain', benchChain],
@@ -82,7 +82,7 @@ function bunVersion(): string {
 }
 
 async function main(): Promise<number> {
-  const env = new TestEnv('bench');
+  const env = new Scratch('bench');
   let interrupted = false;
   const onSignal = (sig: NodeJS.Signals) => {
     if (interrupted) return;

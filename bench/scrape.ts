@@ -4,8 +4,8 @@
 // that mirror the database are computed at scrape time (metrics.ts), so this is their cost.
 
 import { readFileSync } from 'node:fs';
-import type { TestEnv } from '../test/helpers/env.js';
-import { freeLoopbackPort } from '../test/helpers/prometheus.js';
+import type { Scratch } from './lib/scratch.js';
+import { createServer } from 'node:net';
 import { BenchDaemon } from './lib/daemon.js';
 import { noopConf } from './lib/netconf.js';
 import { populate } from './lib/populate.js';
@@ -22,7 +22,18 @@ async function scrapeMs(url: string): Promise<number> {
   return performance.now() - t;
 }
 
-export async function benchScrape(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+/** A loopback TCP port nothing listens on right now (the kernel picks it; released before use). */
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function benchScrape(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const [fullPort, emptyPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
   const full = new BenchDaemon(env, 'scrape-10k', ['--metrics-listen', `127.0.0.1:${fullPort}`]);
   const empty = new BenchDaemon(env, 'scrape-empty', ['--metrics-listen', `127.0.0.1:${emptyPort}`]);

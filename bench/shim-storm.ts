@@ -7,8 +7,8 @@
 import { fork } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TestEnv } from '../test/helpers/env.js';
-import { execPlugin } from '../test/helpers/shim.js';
+import type { Scratch } from './lib/scratch.js';
+import { execCni } from './lib/exec.js';
 import { BenchDaemon, daemonEnv } from './lib/daemon.js';
 import { cniVars, noopConf, wireBody } from './lib/netconf.js';
 import { shimExecutable } from './lib/paths.js';
@@ -20,7 +20,7 @@ const CONTAINERS = 60;
 const RETRIES = 10;
 const PARALLEL = 12;
 
-function startDriver(env: TestEnv, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
+function startDriver(env: Scratch, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
   const child = fork(new URL('./lib/shim-storm-driver.ts', import.meta.url).pathname, [], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -49,7 +49,7 @@ function startDriver(env: TestEnv, order: ShimStormOrder): Promise<() => Promise
   });
 }
 
-export async function benchShimStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchShimStorm(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const shim = shimExecutable();
   const daemon = new BenchDaemon(env, 'shim-storm');
   await daemon.start();
@@ -62,7 +62,7 @@ export async function benchShimStorm(env: TestEnv, ctx: BenchContext): Promise<R
     const stdin = JSON.stringify(conf);
     const addOnce = async (cid: string) => {
       const t0 = process.hrtime.bigint();
-      const r = await execPlugin(shim.path, { ...baseEnv, ...cniVars('ADD', cid) }, stdin);
+      const r = await execCni(shim.path, { ...baseEnv, ...cniVars('ADD', cid) }, stdin);
       if (r.code !== 0) throw new Error(`ADD through the shim failed: ${r.stdout}`);
       return Number(process.hrtime.bigint() - t0) / 1e6;
     };

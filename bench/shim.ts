@@ -14,7 +14,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TestEnv } from '../test/helpers/env.js';
+import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cniVars, noopConf, wireBody } from './lib/netconf.js';
 import { REPO, shimBinaries, shimExecutable } from './lib/paths.js';
@@ -32,7 +32,7 @@ export interface Cmd {
 
 /** Runs hyperfine on `cmds` for `rounds` rounds, alternating their order; returns ms per run. */
 export function alternate(
-  env: TestEnv,
+  env: Scratch,
   cmds: Cmd[],
   rounds: number,
   runs: number,
@@ -72,7 +72,7 @@ function peakMiB(file: string, args: string[], stdinFile: string, env: NodeJS.Pr
   return Number(lines[lines.length - 1]) / 1024;
 }
 
-export async function benchShim(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchShim(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   // The binaries for every node (dist/shims): the x64 one is timed, all are sized.
   if (shimBinaries().length === 0) {
     ctx.log('building dist/shims (npm run build:shims)');

@@ -8,7 +8,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { TestEnv } from '../test/helpers/env.js';
+import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { noopConf, wireBody } from './lib/netconf.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
@@ -20,7 +20,7 @@ const PER_CONTAINER = 100;
 const SENDERS = 2;
 
 function startDriver(
-  env: TestEnv,
+  env: Scratch,
   order: StormOrder,
 ): Promise<{ child: ChildProcess; go: () => Promise<StormReport> }> {
   const child = fork(new URL('./lib/storm-driver.ts', import.meta.url).pathname, [], {
@@ -54,7 +54,7 @@ function startDriver(
   });
 }
 
-export async function benchStorm(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchStorm(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const daemon = new BenchDaemon(env, 'storm');
   await daemon.start();
   try {

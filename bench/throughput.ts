@@ -6,7 +6,7 @@
 // is the daemon's own utime+stime from /proc/<pid>/stat over the round, divided by ADDs + DELs;
 // the delegates' CPU (reaped children) is reported apart.
 
-import type { TestEnv } from '../test/helpers/env.js';
+import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { noopConf, wireBody } from './lib/netconf.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
@@ -59,7 +59,7 @@ export async function addDelLoad(
   };
 }
 
-export async function benchThroughput(env: TestEnv, ctx: BenchContext): Promise<Row[]> {
+export async function benchThroughput(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const daemon = new BenchDaemon(env, 'throughput');
   await daemon.start();
   try {

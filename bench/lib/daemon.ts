@@ -6,7 +6,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
-import type { TestEnv } from '../../test/helpers/env.js';
+import type { Scratch } from './scratch.js';
 import { BENCH_BIN, FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from './paths.js';
 
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -47,7 +47,7 @@ export class BenchDaemon {
   proc: ChildProcess | undefined;
 
   constructor(
-    env: TestEnv,
+    env: Scratch,
     name: string,
     private readonly args: string[] = [],
   ) {

@@ -3,7 +3,7 @@
 
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import type { TestEnv } from '../../test/helpers/env.js';
+import type { Scratch } from './scratch.js';
 import { NOOP_TYPE } from './paths.js';
 
 export const CNI_VERSION = '1.0.0';
@@ -14,7 +14,7 @@ export const CNI_VERSION = '1.0.0';
 export const FAKE_NETNS = '/var/run/netns/steward-bench';
 
 /** Creates FAKE_NETNS for the run (removed at env.close()) unless it exists already. */
-export function benchNetns(env: TestEnv): void {
+export function benchNetns(env: Scratch): void {
   if (existsSync(FAKE_NETNS)) return;
   execFileSync('ip', ['netns', 'add', 'steward-bench'], { stdio: 'ignore' });
   env.defer(() => {

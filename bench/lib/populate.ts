@@ -3,7 +3,7 @@
 // the Store's connection instead of one fsync'd transaction per row.
 
 import type Database from 'better-sqlite3';
-import { Store } from '../../daemon/dist/store/store.js';
+import { Store } from '../../daemon/src/store/store.js';
 
 const STEP_RESULT = JSON.stringify({
   cniVersion: '1.0.0',

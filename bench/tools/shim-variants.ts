@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import { TestEnv } from '../../test/helpers/env.js';
+import { Scratch } from '../lib/scratch.js';
 import { COMPILE_FLAGS, compileFor } from '../../scripts/build-shims.mjs';
 import { BenchDaemon } from '../lib/daemon.js';
 import { benchNetns, cniVars, noopConf, wireBody } from '../lib/netconf.js';
@@ -85,7 +85,7 @@ const VARIANTS: Variant[] = [
 
 async function main(): Promise<void> {
   const rounds = Number(process.argv[2] ?? 8);
-  const env = new TestEnv('shim-variants');
+  const env = new Scratch('shim-variants');
   benchNetns(env);
   const daemon = new BenchDaemon(env, 'variants');
   try {

@@ -51,6 +51,18 @@ const cases: Array<[string, string, string, string]> = [
     'shared/src/lint-case.ts',
     'test/unit/lint-case.ts',
   ],
+  [
+    'bench imports nothing from test/',
+    "import { x } from '../test/helpers/env.js';",
+    'bench/lint-case.ts',
+    'test/lint-case.ts',
+  ],
+  [
+    'bench imports sources, not a build output',
+    "import { x } from '../daemon/dist/store/store.js';",
+    'bench/lint-case.ts',
+    'test/lint-case.ts',
+  ],
 ];
 
 describe('ownership rules', () => {
