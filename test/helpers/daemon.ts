@@ -190,3 +190,13 @@ export class Daemon {
     throw new Error(`timed out waiting for ${what}`);
   }
 }
+
+/** Retry intervals short enough that backoff plays out within a test (base 100 ms, cap 400 ms). */
+export const FAST_RETRY = ['--retry-base-ms', '100', '--retry-max-ms', '400'];
+
+/** A started daemon in env/<name> with FAST_RETRY (or the flags given instead). */
+export async function startDaemon(env: TestEnv, name: string, args: string[] = FAST_RETRY): Promise<Daemon> {
+  const d = new Daemon(env, { name, args });
+  await d.start();
+  return d;
+}

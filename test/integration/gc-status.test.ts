@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Daemon } from '../helpers/daemon.js';
+import { startDaemon as startTestDaemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
@@ -14,14 +14,7 @@ import { shim } from '../helpers/shim.js';
 const env = new TestEnv('gc-status');
 after(() => env.close());
 
-/** Short retry intervals, as in teardown.test.ts where these tests were. */
-const FAST_RETRY = ['--retry-base-ms', '100', '--retry-max-ms', '400'];
-
-async function startDaemon(name: string, args: string[] = FAST_RETRY): Promise<Daemon> {
-  const d = new Daemon(env, { name, args });
-  await d.start();
-  return d;
-}
+const startDaemon = (name: string, args?: string[]) => startTestDaemon(env, name, args);
 
 describe('GC and STATUS (CNI 1.1)', () => {
   it('GC tears down every attachment missing from cni.dev/valid-attachments and keeps the listed one', async () => {

@@ -6,7 +6,7 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Daemon } from '../helpers/daemon.js';
+import { FAST_RETRY, startDaemon as startTestDaemon } from '../helpers/daemon.js';
 import { directAdd, directDel } from '../helpers/direct.js';
 import { TestEnv, fixtureCalls, leases, linkExists, sh } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -15,14 +15,7 @@ import { shim } from '../helpers/shim.js';
 const env = new TestEnv('teardown');
 after(() => env.close());
 
-/** Short retry intervals so backoff plays out in seconds. */
-const FAST_RETRY = ['--retry-base-ms', '100', '--retry-max-ms', '400'];
-
-async function startDaemon(name: string, args: string[] = FAST_RETRY): Promise<Daemon> {
-  const d = new Daemon(env, { name, args });
-  await d.start();
-  return d;
-}
+const startDaemon = (name: string, args?: string[]) => startTestDaemon(env, name, args);
 
 describe('seed 000: DEL deadlock and DEL storm', () => {
   it('DEL of a never-added container succeeds, and 200 DELs run the delegate DEL at most once', async () => {
