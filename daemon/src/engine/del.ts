@@ -56,6 +56,10 @@ export class Dels {
     };
   }
 
+  isTombstoned(key: AttachmentKey): boolean {
+    return this.tombstones.has(keyString(key));
+  }
+
   del(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const { ctx } = this;
     // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):
