@@ -36,6 +36,8 @@ export interface EngineOptions {
   maxParallel: number;
   delPolicy: DelPolicy;
   retry: RetryPolicy;
+  /** See EngineContext.answerBeforeFinalCommit (the daemon sets it; default off). */
+  answerBeforeFinalCommit?: boolean;
   now?: () => number;
 }
 
@@ -72,6 +74,7 @@ export class Engine {
       metrics: opts.metrics,
       bootId: opts.bootId,
       delPolicy: opts.delPolicy,
+      answerBeforeFinalCommit: opts.answerBeforeFinalCommit ?? false,
       locate: opts.locate,
       adding: new Set(),
       serialize: (containerId, work) => this.queue.run(containerId, () => this.gate.shared(work)),
