@@ -52,14 +52,22 @@ export const HINT_HEADERS = {
   network: 'x-cni-network',
 } as const;
 
-/** The hint headers for a request body's env and netconf (only those whose value is a string). */
+/**
+ * Longest hint value sent (percent-encoded). A longer value is left out (a hint is optional), so the
+ * four stay far below the HTTP server's 16 KiB header limit whatever a runtime passes.
+ */
+export const MAX_HINT_BYTES = 1024;
+
+/** The hint headers for a request body's env and netconf (strings only, each at most MAX_HINT_BYTES encoded). */
 export function hintHeaders(
   env: Record<string, string | undefined>,
   config: Record<string, unknown>,
 ): Record<string, string> {
   const h: Record<string, string> = {};
   const put = (name: string, v: unknown) => {
-    if (typeof v === 'string') h[name] = encodeURIComponent(v);
+    if (typeof v !== 'string') return;
+    const encoded = encodeURIComponent(v);
+    if (encoded.length <= MAX_HINT_BYTES) h[name] = encoded;
   };
   put(HINT_HEADERS.command, env.CNI_COMMAND);
   put(HINT_HEADERS.containerId, env.CNI_CONTAINERID);

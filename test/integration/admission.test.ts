@@ -168,6 +168,20 @@ describe('an ADD while slow DELs fill the DEL admission cap', () => {
   });
 });
 
+describe('hints too long to send', () => {
+  it('a 20 KB container id is left out of the hints (no 431), and the request is served', async () => {
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('longnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-long'))]),
+    ]);
+    const w = wire('DEL', 'x'.repeat(20_000), conf);
+    assert.equal(w.hints['x-cni-containerid'], undefined);
+    assert.equal(w.hints['x-cni-command'], 'DEL');
+    const res = await post(w, w.hints);
+    assert.notEqual(res.status, 431, res.text);
+    assert.ok(res.json === undefined || res.json.code !== 104, res.text);
+  });
+});
+
 describe('requests without hint headers (an older shim, curl)', () => {
   it('ADD, DEL and a repeated DEL are served as before', async () => {
     const fx = join(env.dir, 'fx-old');
