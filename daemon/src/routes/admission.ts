@@ -2,9 +2,10 @@
 // A request carrying the shim's hint headers (routes/hints.ts) names its command up front, so a
 // DEL storm (a runtime retrying StopPodSandbox for hundreds of pods) cannot keep ADDs waiting:
 //
-//  - DELs are admitted at most `maxDels` at a time (`maxDelsWhileAdding` while an ADD, CHECK or
-//    any other hinted request is in flight); the others wait with only their headers parsed, in
-//    arrival order, and are admitted as admitted ones are answered. Every DEL is still answered.
+//  - DELs for the engine are admitted at most `maxDels` at a time (`maxDelsWhileAdding` while an
+//    ADD, CHECK or any other hinted request is in flight), DELs answered from a tombstone at most 2
+//    (1); the others wait with only their headers parsed, in arrival order, and are admitted as
+//    admitted ones are answered. Every DEL is still answered.
 //  - An admitted DEL whose attachment the engine already tore down (its tombstone set) is served
 //    here from its raw body: one JSON.parse, the shared decoder, the hints checked against the
 //    body, and the engine's own DEL path (which answers a tombstone at once) — no fastify.
@@ -47,6 +48,8 @@ interface Parked {
 
 export class Admission {
   private delsAdmitted = 0;
+  /** Of those, DELs being answered here from a tombstone. */
+  private earlyAdmitted = 0;
   private answeredEarly = 0;
   private othersInFlight = 0;
   private readonly parked: Parked[] = [];
@@ -94,18 +97,34 @@ export class Admission {
     this.pump();
   }
 
+  /**
+   * Admits waiting DELs in arrival order. DELs for the engine (which may run a plugin for seconds)
+   * and DELs answered here from a tombstone (well under a millisecond each) have caps of their own:
+   * the first bounds plugin slots taken from ADDs, the second how many DELs each event loop turn
+   * answers ahead of an ADD's connection (a fast DEL's slot is free again within the turn).
+   */
   private pump(): void {
-    const limit = this.othersInFlight > 0 ? this.o.maxDelsWhileAdding : this.o.maxDels;
-    while (this.delsAdmitted < limit && this.parked.length > 0) {
-      const p = this.parked.shift() as Parked;
-      if (p.req.socket.destroyed) continue; // the client gave up while waiting
+    const adding = this.othersInFlight > 0;
+    const engineCap = adding ? this.o.maxDelsWhileAdding : this.o.maxDels;
+    const earlyCap = adding ? 1 : Math.min(2, this.o.maxDels);
+    while (this.parked.length > 0) {
+      const p = this.parked[0] as Parked;
+      if (p.req.socket.destroyed) {
+        this.parked.shift(); // the client gave up while waiting
+        continue;
+      }
+      const json = /^application\/json\b/i.test(p.req.headers['content-type'] ?? '');
+      const early = json && this.o.isTombstoned(p.hints);
+      if (early ? this.earlyAdmitted >= earlyCap : this.delsAdmitted - this.earlyAdmitted >= engineCap) return;
+      this.parked.shift();
       this.delsAdmitted++;
+      if (early) this.earlyAdmitted++;
       p.res.once('close', () => {
         this.delsAdmitted--;
+        if (early) this.earlyAdmitted--;
         this.pump();
       });
-      const json = /^application\/json\b/i.test(p.req.headers['content-type'] ?? '');
-      if (json && this.o.isTombstoned(p.hints)) this.serveEarly(p);
+      if (early) this.serveEarly(p);
       else this.next(p.req, p.res);
     }
   }
