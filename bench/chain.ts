@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
 import { BenchDaemon } from './lib/daemon.js';
+import { bridgeHostLocal, stewardOver } from './lib/netconf.js';
 import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
@@ -42,21 +43,8 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
     const bridge = env.bridge();
     const subnet = env.subnet();
     const dataDir = join(env.dir, 'chain-ipam');
-    const plugin = {
-      type: 'bridge',
-      bridge,
-      isGateway: true,
-      ipMasq: false,
-      ipam: { type: 'host-local', dataDir, ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
-    };
-    const stewardNet = {
-      cniVersion: VERSION,
-      name: 'steward',
-      type: 'steward',
-      socket: daemon.socket,
-      spoolDir: join(daemon.stateDir, 'spool'),
-      delegates: [{ cniVersion: VERSION, name: 'podnet', plugins: [plugin] }],
-    };
+    const plugin = bridgeHostLocal(bridge, subnet, dataDir);
+    const stewardNet = stewardOver(daemon.socket, [plugin], join(daemon.stateDir, 'spool'));
     const directConf = { cniVersion: VERSION, name: 'podnet', ...plugin };
     const bridgeExe = join(SYSTEM_CNI_BIN, 'bridge');
 

@@ -6,6 +6,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
+import { hintHeaders } from '@cni-steward/shared';
 import type { Scratch } from './scratch.js';
 import { BENCH_BIN, FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from './paths.js';
 
@@ -170,9 +171,9 @@ export class BenchDaemon {
   }
 
   /** One HTTP request on a fresh connection (agent: false), as one shim exec makes. */
-  request(method: string, path: string, body?: string): Promise<Reply> {
+  request(method: string, path: string, body?: string, extraHeaders: Record<string, string> = {}): Promise<Reply> {
     return new Promise((resolve, reject) => {
-      const headers: Record<string, string | number> = {};
+      const headers: Record<string, string | number> = { ...extraHeaders };
       if (body !== undefined) {
         headers['content-type'] = 'application/json';
         headers['content-length'] = Buffer.byteLength(body);
@@ -188,9 +189,10 @@ export class BenchDaemon {
     });
   }
 
-  /** POST /v1/cni with the body the shim would send; throws unless the daemon answers 200. */
+  /** POST /v1/cni with the body and hint headers the shim would send; throws unless the daemon answers 200. */
   async cni(body: string): Promise<string> {
-    const r = await this.request('POST', '/v1/cni', body);
+    const wire = JSON.parse(body) as { env: Record<string, string>; config: Record<string, unknown> };
+    const r = await this.request('POST', '/v1/cni', body, hintHeaders(wire.env, wire.config));
     if (r.status !== 200) throw new Error(`stewardd answered ${r.status}: ${r.text.slice(0, 300)}`);
     return r.text;
   }

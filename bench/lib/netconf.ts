@@ -65,3 +65,26 @@ export function wireBody(
 ): string {
   return JSON.stringify({ env: cniVars(command, containerId, netns), config: conf });
 }
+
+/** The bridge + host-local network the chain benchmarks run, as one plugin entry. */
+export function bridgeHostLocal(bridge: string, subnet: string, dataDir: string): Record<string, unknown> {
+  return {
+    type: 'bridge',
+    bridge,
+    isGateway: true,
+    ipMasq: false,
+    ipam: { type: 'host-local', dataDir, ranges: [[{ subnet }]], routes: [{ dst: '0.0.0.0/0' }] },
+  };
+}
+
+/** The runtime's netconf for steward wrapping one delegate network `podnet` of these plugins. */
+export function stewardOver(socket: string, plugins: unknown[], spoolDir?: string): Record<string, unknown> {
+  return {
+    cniVersion: CNI_VERSION,
+    name: 'steward',
+    type: 'steward',
+    socket,
+    ...(spoolDir === undefined ? {} : { spoolDir }),
+    delegates: [{ cniVersion: CNI_VERSION, name: 'podnet', plugins }],
+  };
+}

@@ -4,6 +4,7 @@
 // arrive while one is in flight), each on a fresh connection, and reports {done} with the answers.
 
 import { request } from 'node:http';
+import { hintHeaders } from '@cni-steward/shared';
 
 export interface StormOrder {
   socket: string;
@@ -20,7 +21,7 @@ export interface StormReport {
   statuses: Record<string, number>;
 }
 
-function del(socket: string, body: string): Promise<number> {
+function del(socket: string, body: string, hints: Record<string, string>): Promise<number> {
   return new Promise((resolve) => {
     const req = request(
       {
@@ -28,7 +29,8 @@ function del(socket: string, body: string): Promise<number> {
         path: '/v1/cni',
         method: 'POST',
         agent: false,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        // The shipped shim's hint headers (routes/admission.ts in the daemon).
+        headers: { ...hints, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       },
       (res) => {
         res.resume();
@@ -46,19 +48,18 @@ async function storm(o: StormOrder): Promise<StormReport> {
   const each = Math.ceil(o.perContainer / o.senders);
   await Promise.all(
     o.containers.flatMap((cid) => {
-      const body = JSON.stringify({
-        env: {
-          CNI_COMMAND: 'DEL',
-          CNI_CONTAINERID: cid,
-          CNI_NETNS: '/var/run/netns/steward-bench',
-          CNI_IFNAME: 'eth0',
-          CNI_PATH: '/usr/lib/cni',
-        },
-        config: o.conf,
-      });
+      const env = {
+        CNI_COMMAND: 'DEL',
+        CNI_CONTAINERID: cid,
+        CNI_NETNS: '/var/run/netns/steward-bench',
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/usr/lib/cni',
+      };
+      const body = JSON.stringify({ env, config: o.conf });
+      const hints = hintHeaders(env, o.conf);
       return Array.from({ length: o.senders }, async () => {
         for (let i = 0; i < each; i++) {
-          const s = String(await del(o.socket, body));
+          const s = String(await del(o.socket, body, hints));
           statuses[s] = (statuses[s] ?? 0) + 1;
         }
       });

@@ -63,6 +63,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     path: process.env.PATH ?? DEFAULT_PLUGIN_PATH,
     log,
   });
+  executor.warm();
   const run: PluginRunner = metrics.instrument(executor.run);
   const engine = new Engine({
     store,
@@ -74,6 +75,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     maxParallel: cfg.maxParallel,
     delPolicy: cfg.delPolicy,
     retry: cfg.retry,
+    answerBeforeFinalCommit: true,
   });
   const scheduler = new RetryScheduler({
     engine,

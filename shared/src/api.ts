@@ -37,3 +37,41 @@ export const CNI_ENV_VARS = [
   'CNI_ARGS',
   'CNI_PATH',
 ] as const;
+
+/**
+ * Request headers the shim adds to POST /v1/cni so the daemon can admit a request before it parses
+ * the body (a DEL storm must not delay ADDs; a DEL already torn down is answered at once). They are
+ * hints: the body stays the contract, a request without them is served as before, and one whose
+ * body disagrees with them is refused with code 4 (InvalidEnv). Values are percent-encoded
+ * (encodeURIComponent), so any container id or network name fits in a header.
+ */
+export const HINT_HEADERS = {
+  command: 'x-cni-command',
+  containerId: 'x-cni-containerid',
+  ifname: 'x-cni-ifname',
+  network: 'x-cni-network',
+} as const;
+
+/**
+ * Longest hint value sent (percent-encoded). A longer value is left out (a hint is optional), so the
+ * four stay far below the HTTP server's 16 KiB header limit whatever a runtime passes.
+ */
+export const MAX_HINT_BYTES = 1024;
+
+/** The hint headers for a request body's env and netconf (strings only, each at most MAX_HINT_BYTES encoded). */
+export function hintHeaders(
+  env: Record<string, string | undefined>,
+  config: Record<string, unknown>,
+): Record<string, string> {
+  const h: Record<string, string> = {};
+  const put = (name: string, v: unknown) => {
+    if (typeof v !== 'string') return;
+    const encoded = encodeURIComponent(v);
+    if (encoded.length <= MAX_HINT_BYTES) h[name] = encoded;
+  };
+  put(HINT_HEADERS.command, env.CNI_COMMAND);
+  put(HINT_HEADERS.containerId, env.CNI_CONTAINERID);
+  put(HINT_HEADERS.ifname, env.CNI_IFNAME);
+  put(HINT_HEADERS.network, config.name);
+  return h;
+}

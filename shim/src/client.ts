@@ -16,12 +16,23 @@ export class UnreachableError extends Error {
   }
 }
 
-export function postUnix(socketPath: string, route: string, body: string, timeoutMs: number): Promise<Reply> {
+export function postUnix(
+  socketPath: string,
+  route: string,
+  body: string,
+  timeoutMs: number,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const payload = Buffer.from(body, 'utf8');
     const head =
       `POST ${route} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${payload.length}\r\nConnection: close\r\n\r\n`;
+      `Content-Length: ${payload.length}\r\nConnection: close\r\n` +
+      // Hint values are percent-encoded by the caller: no CR or LF can reach the head.
+      Object.entries(headers)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('') +
+      '\r\n';
     const chunks: Buffer[] = [];
     let connected = false;
     const sock = connect({ path: socketPath });

@@ -12,6 +12,7 @@ import {
   LATEST_VERSION,
   MAX_NETCONF_BYTES,
   SUPPORTED_VERSIONS,
+  hintHeaders,
   failureSafeText,
   parseCniEnv,
   type EnvSource,
@@ -22,7 +23,14 @@ export interface ShimIO {
   env: EnvSource;
   /** stdin as read, at most MAX_NETCONF_BYTES + 1 bytes (more means over the bound). */
   stdin: Buffer;
-  send(socket: string, route: string, body: string, timeoutMs: number): Promise<Reply>;
+  /** `headers`: the admission hints (HINT_HEADERS in the shared contract); the body is the contract. */
+  send(
+    socket: string,
+    route: string,
+    body: string,
+    timeoutMs: number,
+    headers?: Record<string, string>,
+  ): Promise<Reply>;
   spool(dir: string, containerId: string, body: string): string;
 }
 
@@ -137,7 +145,7 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
 
   let reply: Reply;
   try {
-    reply = await io.send(socket, CNI_ROUTE, body, DEFAULT_SHIM_TIMEOUT_MS);
+    reply = await io.send(socket, CNI_ROUTE, body, DEFAULT_SHIM_TIMEOUT_MS, hintHeaders(wireEnv, conf));
   } catch (e) {
     if (!(e instanceof UnreachableError)) throw e;
     if (env.command === 'DEL') {

@@ -8,12 +8,18 @@ import { UnreachableError, type Reply } from './client.js';
 /** Bun's RequestInit extension; not in Node's types. */
 type UnixRequestInit = RequestInit & { unix: string };
 
-export async function postUnix(socketPath: string, route: string, body: string, timeoutMs: number): Promise<Reply> {
+export async function postUnix(
+  socketPath: string,
+  route: string,
+  body: string,
+  timeoutMs: number,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
   const init: UnixRequestInit = {
     method: 'POST',
     unix: socketPath,
     body,
-    headers: { 'content-type': 'application/json', connection: 'close' },
+    headers: { ...headers, 'content-type': 'application/json', connection: 'close' },
     signal: AbortSignal.timeout(timeoutMs),
   };
   try {

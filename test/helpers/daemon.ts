@@ -143,10 +143,20 @@ export class Daemon {
     await this.start();
   }
 
-  request(method: string, path: string, body?: string): Promise<{ status: number; text: string; json: any }> {
+  request(
+    method: string,
+    path: string,
+    body?: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; text: string; json: any }> {
     return new Promise((resolve, reject) => {
       const req = request(
-        { socketPath: this.socket, path, method, headers: body ? { 'content-type': 'application/json' } : {} },
+        {
+          socketPath: this.socket,
+          path,
+          method,
+          headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));

@@ -21,6 +21,12 @@ export interface EngineContext {
   metrics: Metrics;
   bootId: string;
   delPolicy: DelPolicy;
+  /**
+   * A runtime DEL is answered before its final journal commit (the last step and the attachment
+   * `deleted`), which follows at once, still inside the container's queue: one fsync fewer on the
+   * DEL's path. Every plugin still runs only after its own row is on disk.
+   */
+  answerBeforeFinalCommit: boolean;
   /** Resolves a plugin type to its executable, throwing a CniError when there is none. */
   locate: (type: string, cniPath: string) => string;
   /** Runs `work` after everything queued for this container, holding the gate shared (FIFO per container). */

@@ -56,6 +56,10 @@ export class Dels {
     };
   }
 
+  isTombstoned(key: AttachmentKey): boolean {
+    return this.tombstones.has(keyString(key));
+  }
+
   del(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const { ctx } = this;
     // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):
@@ -81,22 +85,57 @@ export class Dels {
       );
       return joined;
     }
-    const p = ctx.serialize(env.containerId, () => this.delLocked(env, config, key));
-    this.inFlight.set(k, p);
+    // The answer settles as soon as the teardown is done; the container's queue is held until the
+    // final commit (deferred past the answer, see answerBeforeFinalCommit) is on disk too, and
+    // identical DELs arriving in between join the answer rather than run again.
+    let answered!: (text: string) => void;
+    let failed!: (e: unknown) => void;
+    const answer = new Promise<string>((resolve, reject) => {
+      answered = resolve;
+      failed = reject;
+    });
+    const work = ctx.serialize(env.containerId, async () => {
+      const { text, commit } = await this.delLocked(env, config, key);
+      answered(text);
+      if (commit) {
+        // After this turn's microtasks, in which the HTTP layer writes the answer.
+        await new Promise((r) => setImmediate(r));
+        this.finalCommit(key, commit);
+      }
+    });
+    work.catch(failed);
+    this.inFlight.set(k, answer);
     const forget = () => {
-      if (this.inFlight.get(k) === p) this.inFlight.delete(k);
+      if (this.inFlight.get(k) === answer) this.inFlight.delete(k);
     };
-    p.then(forget, forget);
-    return p;
+    work.then(forget, forget);
+    return answer;
   }
 
-  private async delLocked(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<string> {
+  /** The final commit of a DEL already answered; a failure leaves the step `deleting`, which the scheduler reclaims. */
+  private finalCommit(key: AttachmentKey, commit: () => void): void {
+    try {
+      commit();
+      this.rememberTombstone(key);
+    } catch (e) {
+      this.ctx.log.error(
+        { containerId: key.containerId, network: key.network, ifname: key.ifname, err: (e as Error).message },
+        'DEL answered, but its final journal write failed; the last step stays `deleting` and is torn down again by the retry scheduler',
+      );
+    }
+  }
+
+  private async delLocked(
+    env: CniEnv,
+    config: Record<string, unknown>,
+    key: AttachmentKey,
+  ): Promise<{ text: string; commit?: () => void }> {
     const { ctx } = this;
     const a = ctx.store.currentAttachment(key);
     if (!a) {
       await this.passThrough(env, config, key);
       this.rememberTombstone(key);
-      return '';
+      return { text: '' };
     }
     const fields = {
       containerId: key.containerId,
@@ -109,11 +148,15 @@ export class Dels {
       this.rememberTombstone(key);
       ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
       ctx.log.info(fields, 'DEL of an attachment already torn down (rolled back, or DELed before)');
-      return '';
+      return { text: '' };
     }
     // The first DEL runs at once. Once a teardown is failing, repeated DELs do not re-run the
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
-    const outcome = await ctx.teardown.run(a.id, Priority.Del, { force: a.state !== 'deleting' });
+    const outcome = await ctx.teardown.run(a.id, Priority.Del, {
+      force: a.state !== 'deleting',
+      deferFinalCommit: ctx.answerBeforeFinalCommit,
+    });
+    if (outcome.commit) return { text: '', commit: outcome.commit };
     if (outcome.done) this.rememberTombstone(key);
     else
       ctx.log.info(
@@ -125,7 +168,7 @@ export class Dels {
       // Runtimes read "not found" in a DEL error as success: keep a failure a failure.
       throw new CniError(err.code, failureSafeText(err.message), err.details && failureSafeText(err.details));
     }
-    return '';
+    return { text: '' };
   }
 
   private rememberTombstone(key: AttachmentKey): void {

@@ -9,6 +9,7 @@ import { CniError, ErrorCode, type CniEnv, type CniRequestBody } from '@cni-stew
 import type { Metrics } from '../metrics.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
+import type { AttachmentKey } from '../store/types.js';
 import { addAttachment, checkCapabilities } from './add.js';
 import { checkAttachment } from './check.js';
 import type { DelPolicy, EngineContext } from './context.js';
@@ -35,6 +36,8 @@ export interface EngineOptions {
   maxParallel: number;
   delPolicy: DelPolicy;
   retry: RetryPolicy;
+  /** See EngineContext.answerBeforeFinalCommit (the daemon sets it; default off). */
+  answerBeforeFinalCommit?: boolean;
   now?: () => number;
 }
 
@@ -71,6 +74,7 @@ export class Engine {
       metrics: opts.metrics,
       bootId: opts.bootId,
       delPolicy: opts.delPolicy,
+      answerBeforeFinalCommit: opts.answerBeforeFinalCommit ?? false,
       locate: opts.locate,
       adding: new Set(),
       serialize: (containerId, work) => this.queue.run(containerId, () => this.gate.shared(work)),
@@ -100,6 +104,15 @@ export class Engine {
       case 'VERSION':
         throw new CniError(ErrorCode.InvalidEnv, 'VERSION is answered by the steward shim, not the daemon');
     }
+  }
+
+  /**
+   * Whether a DEL of this key would be answered from the tombstone set (already torn down, no ADD
+   * queued for it since): the admission path then serves it without fastify. Only a hint: the DEL
+   * itself still goes through handle(), which decides again.
+   */
+  isTombstoned(key: AttachmentKey): boolean {
+    return this.dels.isTombstoned(key);
   }
 
   /**

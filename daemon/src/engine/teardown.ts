@@ -47,6 +47,13 @@ export interface TeardownOptions {
   emptyNetns?: boolean;
   /** Abandon a permanently failing step at once (a new ADD of this attachment is waiting). */
   abandonPermanent?: boolean;
+  /**
+   * When every step is torn down, leave the last commit (the last step `deleted`, the attachment
+   * `deleted`) to the caller: the outcome's `commit`, which a runtime DEL runs right after its
+   * answer is written. Every DEL still ran after its `deleting` row was on disk; should the daemon
+   * die before `commit`, the last step is still `deleting` and is DELed again (harmless by the spec).
+   */
+  deferFinalCommit?: boolean;
 }
 
 /**
@@ -74,6 +81,8 @@ export interface TeardownOutcome {
   done: boolean;
   /** The failure that halted teardown, when not done. */
   error?: CniError;
+  /** With deferFinalCommit: the final commit, still owed (synchronous; throws like any journal write). */
+  commit?: () => void;
 }
 
 export interface TeardownDeps {
@@ -212,8 +221,12 @@ export class Teardown {
       flush();
       return { done: false, error: firstFailure as CniError };
     }
-    flush(() => store.setAttachmentState(a.id, 'deleted'));
-    alog.info('attachment torn down');
+    const commit = () => {
+      flush(() => store.setAttachmentState(a.id, 'deleted'));
+      alog.info('attachment torn down');
+    };
+    if (opts.deferFinalCommit) return { done: true, commit };
+    commit();
     return { done: true };
   }
 

@@ -80,6 +80,11 @@ export class PluginExecutor {
     return this.spawner.health(timeoutMs);
   }
 
+  /** Starts the spawner process ahead of the first plugin call (Spawner.warm). */
+  warm(): void {
+    this.spawner.warm();
+  }
+
   close(): void {
     this.spawner.close();
   }

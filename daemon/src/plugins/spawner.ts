@@ -76,6 +76,18 @@ export class Spawner {
   }
 
   /**
+   * Forks the spawner now rather than at the first plugin call, which would otherwise wait for a
+   * Node start (0.1 s idle, seconds on a loaded node). A failure here is retried by that call.
+   */
+  warm(): void {
+    try {
+      this.hold(this.ensure());
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, 'cannot fork the plugin spawner yet; the first plugin call retries');
+    }
+  }
+
+  /**
    * Whether a spawner answers: the current one, or a new one forked in its place. Undefined when
    * healthy; otherwise why not, after a second fork also failed to answer (the spawner is dead
    * and cannot be restarted, e.g. it exits as soon as it starts).

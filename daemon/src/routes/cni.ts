@@ -1,40 +1,55 @@
 // POST /v1/cni: the shim's one request. Decodes the envelope with the shared contract's decoder,
-// hands it to the engine, and answers 200 with the text to print or a CNI error.
+// checks it against the request's admission hints (routes/hints.ts), hands it to the engine, and
+// answers 200 with the text to print or a CNI error. serveCni is shared with the admission path
+// (routes/admission.ts), which answers DELs of torn-down attachments without going through fastify.
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { AppDeps } from './deps.js';
+import { checkHints, readHints, type Hints } from './hints.js';
+
+/** Serves one request body; resolves with the text to print, rejects with a CniError. */
+export async function serveCni(
+  deps: AppDeps,
+  body: unknown,
+  hints: Hints | undefined,
+  log: Pick<FastifyBaseLogger, 'warn'>,
+): Promise<string> {
+  const req = decodeWireRequest(body);
+  if (hints) checkHints(hints, req);
+  // While shutting down (the SIGTERM drain can take a while) DELs are still served: the shim
+  // spools only when the daemon is unreachable, so a refused DEL would simply fail.
+  if (req.env.command !== 'DEL' && !deps.isServing()) {
+    throw new CniError(ErrorCode.TryAgainLater, 'stewardd is shutting down; try again later');
+  }
+  const command = req.env.command;
+  const stop = deps.metrics.requestSeconds.startTimer({ command });
+  try {
+    const text = await deps.engine.handle(req);
+    deps.metrics.requests.inc({ command, code: '0' });
+    return text;
+  } catch (e) {
+    const err = CniError.from(e);
+    deps.metrics.requests.inc({ command, code: String(err.code) });
+    log.warn(
+      {
+        containerId: req.env.containerId,
+        ...podLogFields(podFromCniArgs(req.env.args)),
+        command,
+        code: err.code,
+        err: err.message,
+      },
+      'CNI request failed',
+    );
+    throw err;
+  } finally {
+    stop();
+  }
+}
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
-    const req = decodeWireRequest(request.body);
-    // While shutting down (the SIGTERM drain can take a while) DELs are still served: the shim
-    // spools only when the daemon is unreachable, so a refused DEL would simply fail.
-    if (req.env.command !== 'DEL' && !deps.isServing()) {
-      throw new CniError(ErrorCode.TryAgainLater, 'stewardd is shutting down; try again later');
-    }
-    const command = req.env.command;
-    const stop = deps.metrics.requestSeconds.startTimer({ command });
-    try {
-      const text = await deps.engine.handle(req);
-      deps.metrics.requests.inc({ command, code: '0' });
-      return reply.code(200).type('application/json').send(text);
-    } catch (e) {
-      const err = CniError.from(e);
-      deps.metrics.requests.inc({ command, code: String(err.code) });
-      request.log.warn(
-        {
-          containerId: req.env.containerId,
-          ...podLogFields(podFromCniArgs(req.env.args)),
-          command,
-          code: err.code,
-          err: err.message,
-        },
-        'CNI request failed',
-      );
-      throw err;
-    } finally {
-      stop();
-    }
+    const text = await serveCni(deps, request.body, readHints(request.headers), request.log);
+    return reply.code(200).type('application/json').send(text);
   });
 }

@@ -6,6 +6,7 @@ import type { Store } from '../store/store.js';
 import type { Metrics } from '../metrics.js';
 import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
+import type { AdmissionStats } from './admission.js';
 
 /** What the operator views read of the journal: queries only, never a write. */
 export type JournalView = Pick<
@@ -23,7 +24,7 @@ export type JournalView = Pick<
 
 export interface AppDeps {
   /** POST /v1/cni hands requests here and nothing else. */
-  engine: Pick<Engine, 'handle'>;
+  engine: Pick<Engine, 'handle' | 'isTombstoned'>;
   journal: JournalView;
   /** Plugin execution slots: how many, in use, waiting. */
   executions: () => { slots: number; inUse: number; queued: number };
@@ -38,6 +39,8 @@ export interface AppDeps {
   isServing: () => boolean;
   version: string;
   startedAt: number;
+  /** The admission path's counters (routes/admission.ts), shown in /v1/status; set by buildApp. */
+  admission?: () => AdmissionStats;
   /** Why the daemon is not healthy (the journal cannot be written, no plugin spawner); [] when it is. */
   health: () => Promise<string[]>;
 }

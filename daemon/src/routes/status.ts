@@ -79,6 +79,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
         })(),
       },
       executions: deps.executions(),
+      ...(deps.admission ? { admission: deps.admission() } : {}),
       lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) =>
         teardownView(s, attachmentOf(s.attachmentId)),
       ),

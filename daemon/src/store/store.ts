@@ -1,67 +1,20 @@
-// The only module that imports better-sqlite3 and the only one that knows SQL.
+// The only module that imports better-sqlite3 and, with rows.ts, the only one that knows SQL.
 // WAL + synchronous=FULL: a journal row is on disk before the plugin it describes runs.
 // Statements are prepared once; every method is one short synchronous transaction.
-// A write that fails (disk full, I/O error, read-only file system) is a CniError with code 11:
-// the request can be retried once the disk is fixed, and nothing half-done is assumed committed.
+// A write that fails (disk full, I/O error, read-only file system) is a CniError with code 11
+// (write-error.ts): the request can be retried once the disk is fixed, and nothing half-done is
+// assumed committed. Row mapping lives in rows.ts, the prepared statements in statements.ts; what
+// remains (~330 lines) is the one Store class callers use, mostly one-line methods over those.
 
 import Database from 'better-sqlite3';
-import { CniError, ErrorCode, clip, failureSafeText } from '@cni-steward/shared';
+import { CniError, clip } from '@cni-steward/shared';
 import { mkdirSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { MIGRATIONS } from './migrations.js';
+import { ATTACHMENT_COLUMNS, toAttachment, toStep, type Row } from './rows.js';
+import { prepareStatements, type Statements } from './statements.js';
 import type { Attachment, AttachmentKey, AttachmentState, NewAttachment, NewStep, Step, StepState } from './types.js';
-
-type Row = Record<string, unknown>;
-
-const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
-  state, config, result, error, pod_namespace, pod_name, pod_uid, created_at, updated_at`;
-const STEP_COLUMNS = `id, attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
-  config, state, result, error, attempts, next_attempt_at, teardown_at, created_at, updated_at`;
-
-function toAttachment(r: Row): Attachment {
-  return {
-    id: r.id as number,
-    containerId: r.container_id as string,
-    network: r.network as string,
-    ifname: r.ifname as string,
-    netns: r.netns as string,
-    cniArgs: r.cni_args as string,
-    cniPath: r.cni_path as string,
-    cniVersion: r.cni_version as string,
-    bootId: r.boot_id as string,
-    state: r.state as AttachmentState,
-    config: r.config as string,
-    result: (r.result as string | null) ?? null,
-    error: (r.error as string | null) ?? null,
-    podNamespace: (r.pod_namespace as string | null) ?? null,
-    podName: (r.pod_name as string | null) ?? null,
-    podUid: (r.pod_uid as string | null) ?? null,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
-  };
-}
-
-function toStep(r: Row): Step {
-  return {
-    id: r.id as number,
-    attachmentId: r.attachment_id as number,
-    seq: r.seq as number,
-    delegateIndex: r.delegate_index as number,
-    delegateName: r.delegate_name as string,
-    ifname: r.ifname as string,
-    pluginIndex: r.plugin_index as number,
-    pluginType: r.plugin_type as string,
-    config: r.config as string,
-    state: r.state as StepState,
-    result: (r.result as string | null) ?? null,
-    error: (r.error as string | null) ?? null,
-    attempts: r.attempts as number,
-    nextAttemptAt: (r.next_attempt_at as number | null) ?? null,
-    teardownAt: (r.teardown_at as number | null) ?? null,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
-  };
-}
+import { writeError } from './write-error.js';
 
 /** Error texts are stored (and shown in /v1/status) at most this long. */
 const MAX_ERROR_CHARS = 2048;
@@ -90,7 +43,7 @@ export class Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
   private readonly onWriteError: ((err: Error) => void) | undefined;
-  private readonly stmt;
+  private readonly stmt: Statements;
   /** Nesting depth of atomic(): a failure inside is translated once, at the outermost level. */
   private depth = 0;
 
@@ -108,66 +61,7 @@ export class Store {
     // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
     this.db.pragma('journal_size_limit = 4194304');
     this.migrate();
-    const db = this.db;
-    this.stmt = {
-      insertAttachment: db.prepare(`INSERT INTO attachments
-        (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config,
-         pod_namespace, pod_name, pod_uid, created_at, updated_at)
-        VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config,
-         @podNamespace, @podName, @podUid, @now, @now)
-        RETURNING ${ATTACHMENT_COLUMNS}`),
-      currentAttachment: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
-        WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`),
-      attachmentById: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE id = ?`),
-      setAttachmentState: db.prepare(`UPDATE attachments SET state = @state, updated_at = @now WHERE id = @id`),
-      setAttachmentResult: db.prepare(
-        `UPDATE attachments SET state = 'added', result = @result, error = NULL, updated_at = @now WHERE id = @id`,
-      ),
-      setAttachmentError: db.prepare(`UPDATE attachments SET error = @error, updated_at = @now WHERE id = @id`),
-      attachmentsInState: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE state = ? ORDER BY id`),
-      attachmentsOfOtherBoot: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
-        WHERE boot_id != ? AND state IN ('adding', 'added', 'deleting') ORDER BY id`),
-      liveAttachmentsOfNetwork: db.prepare(`SELECT ${ATTACHMENT_COLUMNS} FROM attachments
-        WHERE network = ? AND state IN ('adding', 'added') ORDER BY id`),
-      insertStep: db.prepare(`INSERT INTO steps
-        (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type, config, state, created_at, updated_at)
-        VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, 'adding', @now, @now)
-        RETURNING ${STEP_COLUMNS}`),
-      stepsOf: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`),
-      stepById: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`),
-      setStepAdded: db.prepare(`UPDATE steps SET state = 'added', result = @result, updated_at = @now WHERE id = @id`),
-      setStepState: db.prepare(
-        `UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`,
-      ),
-      setStepDeleting: db.prepare(
-        `UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`,
-      ),
-      setStepDelFailed: db.prepare(`UPDATE steps SET state = 'del_failed', error = @error, attempts = attempts + 1,
-        next_attempt_at = @nextAttemptAt, updated_at = @now WHERE id = @id`),
-      setStepDeleted: db.prepare(
-        `UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
-      ),
-      setStepAbandoned: db.prepare(
-        `UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
-      ),
-      countAttachments: db.prepare(`SELECT state, COUNT(*) AS n FROM attachments GROUP BY state`),
-      countSteps: db.prepare(`SELECT state, COUNT(*) AS n FROM steps GROUP BY state`),
-      pendingTeardownSteps: db.prepare(`SELECT ${STEP_COLUMNS} FROM steps
-        WHERE state IN ('del_failed', 'deleting') ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?`),
-      abandonedSteps: db.prepare(
-        `SELECT ${STEP_COLUMNS} FROM steps WHERE state = 'abandoned' ORDER BY id DESC LIMIT ?`,
-      ),
-      oldestPendingTeardown: db.prepare(`SELECT MIN(a.updated_at) AS t FROM attachments a WHERE a.state = 'deleting'`),
-      dueAttachments: db.prepare(`SELECT DISTINCT attachment_id AS id FROM steps
-        WHERE state = 'del_failed' AND next_attempt_at <= ? ORDER BY attachment_id`),
-      nextDueAt: db.prepare(`SELECT MIN(next_attempt_at) AS t FROM steps WHERE state = 'del_failed'`),
-      pruneTombstones: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?
-        AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.attachment_id = attachments.id AND s.state = 'abandoned')`),
-      pruneAbandoned: db.prepare(`DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?`),
-      countPendingTeardowns: db.prepare(`SELECT COUNT(*) AS n FROM steps WHERE state IN ('del_failed', 'deleting')`),
-      unfinishedAttachments: db.prepare(`SELECT id FROM attachments WHERE state = 'adding'
-        UNION SELECT attachment_id AS id FROM steps WHERE state = 'deleting' ORDER BY id`),
-    };
+    this.stmt = prepareStatements(this.db);
   }
 
   private migrate(): void {
@@ -201,17 +95,8 @@ export class Store {
       return fn();
     } catch (e) {
       if (this.depth > 1 || e instanceof CniError) throw e;
-      const err = e as Error & { code?: string };
-      this.onWriteError?.(err);
-      const text = `${err.code ?? 'error'}: ${failureSafeText(err.message)}`;
-      // The disk, not the request: retrying later can succeed. Anything else (a constraint) is a bug.
-      if (/^SQLITE_(FULL|IOERR|READONLY|BUSY|LOCKED|CANTOPEN|NOMEM|PROTOCOL)/.test(err.code ?? '')) {
-        throw new CniError(
-          ErrorCode.TryAgainLater,
-          `stewardd could not write its journal (${text}); nothing was left half-written, try again later`,
-        );
-      }
-      throw new CniError(ErrorCode.Internal, `stewardd journal write failed (${text})`);
+      this.onWriteError?.(e as Error);
+      throw writeError(e as Error & { code?: string });
     } finally {
       this.depth--;
     }

@@ -1,0 +1,167 @@
+// Admission of CNI requests at the HTTP server, before fastify routes a request or parses its body.
+// A request carrying the shim's hint headers (routes/hints.ts) names its command up front, so a
+// DEL storm (a runtime retrying StopPodSandbox for hundreds of pods) cannot keep ADDs waiting:
+//
+//  - DELs for the engine are admitted at most `maxDels` at a time (`maxDelsWhileAdding` while an
+//    ADD, CHECK or any other hinted request is in flight), DELs answered from a tombstone at most 2
+//    (1); the others wait with only their headers parsed, in arrival order, and are admitted as
+//    admitted ones are answered. Every DEL is still answered.
+//  - An admitted DEL whose attachment the engine already tore down (its tombstone set) is served
+//    here from its raw body: one JSON.parse, the shared decoder, the hints checked against the
+//    body, and the engine's own DEL path (which answers a tombstone at once) — no fastify.
+//  - Every other request, and every request without hints (an older shim, curl), goes to fastify
+//    unchanged. The body stays the contract: hints that disagree with it are refused (code 4).
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
+import { cniErrorAnswer } from './http-status.js';
+import { readHints, type Hints } from './hints.js';
+
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+export interface AdmissionOptions {
+  /** DELs admitted at once while no other hinted request is in flight. */
+  maxDels: number;
+  /** DELs admitted at once while an ADD (or another non-DEL hinted request) is in flight. */
+  maxDelsWhileAdding: number;
+  maxBodyBytes: number;
+  /** Whether the engine would answer this DEL from its tombstone set (nothing left to tear down). */
+  isTombstoned(h: Hints): boolean;
+  /** Serves a request body as POST /v1/cni does (routes/cni.ts serveCni). */
+  serve(body: unknown, hints: Hints): Promise<string>;
+}
+
+export interface AdmissionStats {
+  delsWaiting: number;
+  delsAdmitted: number;
+  othersInFlight: number;
+  delsAnsweredEarly: number;
+  maxDels: number;
+  maxDelsWhileAdding: number;
+}
+
+interface Parked {
+  req: IncomingMessage;
+  res: ServerResponse;
+  hints: Hints;
+}
+
+export class Admission {
+  private delsAdmitted = 0;
+  /** Of those, DELs being answered here from a tombstone. */
+  private earlyAdmitted = 0;
+  private answeredEarly = 0;
+  private othersInFlight = 0;
+  private readonly parked: Parked[] = [];
+  private next: Handler = () => undefined;
+
+  constructor(private readonly o: AdmissionOptions) {}
+
+  /** The request listener for http.createServer; `next` is fastify's. */
+  listener(next: Handler): Handler {
+    this.next = next;
+    return (req, res) => this.admit(req, res);
+  }
+
+  /** What /v1/status shows: DELs waiting and admitted, other hinted requests in flight, DELs served here. */
+  get stats(): AdmissionStats {
+    return {
+      delsWaiting: this.parked.length,
+      delsAdmitted: this.delsAdmitted,
+      othersInFlight: this.othersInFlight,
+      delsAnsweredEarly: this.answeredEarly,
+      maxDels: this.o.maxDels,
+      maxDelsWhileAdding: this.o.maxDelsWhileAdding,
+    };
+  }
+
+  private admit(req: IncomingMessage, res: ServerResponse): void {
+    let hints: Hints | undefined;
+    if (req.method === 'POST' && (req.url ?? '').split('?')[0] === CNI_ROUTE) {
+      try {
+        hints = readHints(req.headers);
+      } catch {
+        // Malformed hints: fastify's route reads them again and refuses the request with code 4.
+      }
+    }
+    if (!hints) return this.next(req, res);
+    if (hints.command !== 'DEL') {
+      this.othersInFlight++;
+      res.once('close', () => {
+        this.othersInFlight--;
+        this.pump();
+      });
+      return this.next(req, res);
+    }
+    this.parked.push({ req, res, hints });
+    this.pump();
+  }
+
+  /**
+   * Admits waiting DELs in arrival order. DELs for the engine (which may run a plugin for seconds)
+   * and DELs answered here from a tombstone (well under a millisecond each) have caps of their own:
+   * the first bounds plugin slots taken from ADDs, the second how many DELs each event loop turn
+   * answers ahead of an ADD's connection (a fast DEL's slot is free again within the turn).
+   */
+  private pump(): void {
+    const adding = this.othersInFlight > 0;
+    const engineCap = adding ? this.o.maxDelsWhileAdding : this.o.maxDels;
+    const earlyCap = adding ? 1 : Math.min(2, this.o.maxDels);
+    while (this.parked.length > 0) {
+      const p = this.parked[0] as Parked;
+      if (p.req.socket.destroyed) {
+        this.parked.shift(); // the client gave up while waiting
+        continue;
+      }
+      const json = /^application\/json\b/i.test(p.req.headers['content-type'] ?? '');
+      const early = json && this.o.isTombstoned(p.hints);
+      if (early ? this.earlyAdmitted >= earlyCap : this.delsAdmitted - this.earlyAdmitted >= engineCap) return;
+      this.parked.shift();
+      this.delsAdmitted++;
+      if (early) this.earlyAdmitted++;
+      p.res.once('close', () => {
+        this.delsAdmitted--;
+        if (early) this.earlyAdmitted--;
+        this.pump();
+      });
+      if (early) this.serveEarly(p);
+      else this.next(p.req, p.res);
+    }
+  }
+
+  private serveEarly({ req, res, hints }: Parked): void {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (b: Buffer) => {
+      size += b.length;
+      if (size <= this.o.maxBodyBytes) chunks.push(b);
+    });
+    req.once('error', () => res.destroy());
+    req.once('end', () => {
+      let body: unknown;
+      const answer = (status: number, text: string) => {
+        if (res.writableEnded || res.destroyed) return;
+        res.writeHead(status, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(text),
+        });
+        res.end(text);
+      };
+      const fail = (e: unknown) => {
+        const { status, json } = cniErrorAnswer(CniError.from(e), body);
+        answer(status, JSON.stringify(json));
+      };
+      if (size > this.o.maxBodyBytes)
+        return fail(new CniError(ErrorCode.InvalidConfig, `request body is larger than ${this.o.maxBodyBytes} bytes`));
+      try {
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch (e) {
+        return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
+      }
+      this.o.serve(body, hints).then((text) => {
+        this.answeredEarly++;
+        answer(200, text);
+      }, fail);
+    });
+  }
+}

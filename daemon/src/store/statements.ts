@@ -1,0 +1,59 @@
+// Every prepared statement of the journal, in one place: better-sqlite3 prepares each once per
+// connection. The SQL of the two tables' queries and updates; store.ts runs them.
+
+import type Database from 'better-sqlite3';
+import { ATTACHMENT_COLUMNS, STEP_COLUMNS } from './rows.js';
+
+const SQL = {
+  insertAttachment: `INSERT INTO attachments
+      (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config,
+       pod_namespace, pod_name, pod_uid, created_at, updated_at)
+      VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config,
+       @podNamespace, @podName, @podUid, @now, @now)
+      RETURNING ${ATTACHMENT_COLUMNS}`,
+  currentAttachment: `SELECT ${ATTACHMENT_COLUMNS} FROM attachments
+      WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`,
+  attachmentById: `SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE id = ?`,
+  setAttachmentState: `UPDATE attachments SET state = @state, updated_at = @now WHERE id = @id`,
+  setAttachmentResult: `UPDATE attachments SET state = 'added', result = @result, error = NULL, updated_at = @now WHERE id = @id`,
+  setAttachmentError: `UPDATE attachments SET error = @error, updated_at = @now WHERE id = @id`,
+  attachmentsInState: `SELECT ${ATTACHMENT_COLUMNS} FROM attachments WHERE state = ? ORDER BY id`,
+  attachmentsOfOtherBoot: `SELECT ${ATTACHMENT_COLUMNS} FROM attachments
+      WHERE boot_id != ? AND state IN ('adding', 'added', 'deleting') ORDER BY id`,
+  liveAttachmentsOfNetwork: `SELECT ${ATTACHMENT_COLUMNS} FROM attachments
+      WHERE network = ? AND state IN ('adding', 'added') ORDER BY id`,
+  insertStep: `INSERT INTO steps
+      (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type, config, state, created_at, updated_at)
+      VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, 'adding', @now, @now)
+      RETURNING ${STEP_COLUMNS}`,
+  stepsOf: `SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`,
+  stepById: `SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`,
+  setStepAdded: `UPDATE steps SET state = 'added', result = @result, updated_at = @now WHERE id = @id`,
+  setStepState: `UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`,
+  setStepDeleting: `UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`,
+  setStepDelFailed: `UPDATE steps SET state = 'del_failed', error = @error, attempts = attempts + 1,
+      next_attempt_at = @nextAttemptAt, updated_at = @now WHERE id = @id`,
+  setStepDeleted: `UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
+  setStepAbandoned: `UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
+  countAttachments: `SELECT state, COUNT(*) AS n FROM attachments GROUP BY state`,
+  countSteps: `SELECT state, COUNT(*) AS n FROM steps GROUP BY state`,
+  pendingTeardownSteps: `SELECT ${STEP_COLUMNS} FROM steps
+      WHERE state IN ('del_failed', 'deleting') ORDER BY COALESCE(next_attempt_at, 0), id LIMIT ?`,
+  abandonedSteps: `SELECT ${STEP_COLUMNS} FROM steps WHERE state = 'abandoned' ORDER BY id DESC LIMIT ?`,
+  oldestPendingTeardown: `SELECT MIN(a.updated_at) AS t FROM attachments a WHERE a.state = 'deleting'`,
+  dueAttachments: `SELECT DISTINCT attachment_id AS id FROM steps
+      WHERE state = 'del_failed' AND next_attempt_at <= ? ORDER BY attachment_id`,
+  nextDueAt: `SELECT MIN(next_attempt_at) AS t FROM steps WHERE state = 'del_failed'`,
+  pruneTombstones: `DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?
+      AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.attachment_id = attachments.id AND s.state = 'abandoned')`,
+  pruneAbandoned: `DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?`,
+  countPendingTeardowns: `SELECT COUNT(*) AS n FROM steps WHERE state IN ('del_failed', 'deleting')`,
+  unfinishedAttachments: `SELECT id FROM attachments WHERE state = 'adding'
+      UNION SELECT attachment_id AS id FROM steps WHERE state = 'deleting' ORDER BY id`,
+};
+
+export type Statements = Record<keyof typeof SQL, Database.Statement>;
+
+export function prepareStatements(db: Database.Database): Statements {
+  return Object.fromEntries(Object.entries(SQL).map(([name, sql]) => [name, db.prepare(sql)])) as Statements;
+}

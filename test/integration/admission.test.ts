@@ -1,0 +1,199 @@
+// Admission before the body is parsed (daemon/src/routes/admission.ts), against a real stewardd:
+// hints that disagree with the body are refused with code 4 and nothing runs; a DEL of a torn-down
+// attachment is answered at admission; while slow DELs fill the DEL admission cap, an ADD is still
+// admitted and answered; requests without hint headers (an older shim, curl) are served as before.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { hintHeaders } from '@cni-steward/shared';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, fixtureCalls, SYSTEM_CNI_BIN } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+
+const env = new TestEnv('admit');
+const daemon = new Daemon(env);
+let netns = '';
+before(async () => {
+  await daemon.start();
+  netns = env.netns();
+});
+after(() => env.close());
+
+function wire(command: string, containerId: string, conf: Record<string, unknown>) {
+  const e = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_NETNS: netns,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: SYSTEM_CNI_BIN,
+  };
+  return { body: JSON.stringify({ env: e, config: conf }), hints: hintHeaders(e, conf) };
+}
+
+/** POST /v1/cni with the given headers (the shim's hints, altered ones, or none). */
+function post(w: { body: string }, headers: Record<string, string>) {
+  return daemon.request('POST', '/v1/cni', w.body, headers);
+}
+
+/** The fixture's "COMMAND containerId ifname" lines (it appends more fields, e.g. netns=). */
+function delCalls(fx: string): string[] {
+  return fixtureCalls(fx, 'DEL').map((l) => l.split(' ').slice(0, 3).join(' '));
+}
+
+async function admission(): Promise<{
+  delsWaiting: number;
+  delsAdmitted: number;
+  delsAnsweredEarly: number;
+  maxDels: number;
+}> {
+  return (await daemon.status()).admission;
+}
+
+describe('hint headers that disagree with the body', () => {
+  it('an ADD body sent with X-CNI-Command: DEL is refused with code 4, and nothing runs', async () => {
+    const fx = join(env.dir, 'fx-lie-cmd');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('lienet', '1.0.0', [fixturePlugin(fx)])]);
+    const w = wire('ADD', 'lie-cmd', conf);
+    const res = await post(w, { ...w.hints, 'x-cni-command': 'DEL' });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.code, 4);
+    assert.match(res.json.msg, /x-cni-command .*disagrees with the body/);
+    assert.deepEqual(fixtureCalls(fx), []);
+    assert.deepEqual(await daemon.get('/v1/attachments?containerId=lie-cmd').then((r) => r.json), []);
+  });
+
+  it('a DEL whose headers name a torn-down container but whose body names a live one is refused, the live one untouched', async () => {
+    const fx = join(env.dir, 'fx-lie-cid');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('lienet2', '1.0.0', [fixturePlugin(fx)])]);
+    // "gone" is torn down (a tombstone): its hints alone would be answered at admission.
+    const gone = wire('ADD', 'lie-gone', conf);
+    assert.equal((await post(gone, gone.hints)).status, 200);
+    const goneDel = wire('DEL', 'lie-gone', conf);
+    assert.equal((await post(goneDel, goneDel.hints)).status, 200);
+    const live = wire('ADD', 'lie-live', conf);
+    assert.equal((await post(live, live.hints)).status, 200);
+
+    const liveDel = wire('DEL', 'lie-live', conf);
+    const res = await post(liveDel, goneDel.hints);
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.code, 4);
+    assert.match(res.json.msg, /x-cni-containerid .*"lie-gone".*disagrees with the body.*"lie-live"/);
+    assert.equal((await daemon.attachment('lie-live')).state, 'added');
+    assert.deepEqual(delCalls(fx), ['DEL lie-gone eth0']);
+  });
+
+  it('a hint that is not percent-encoded text is refused with code 4', async () => {
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('lienet3', '1.0.0', [fixturePlugin(join(env.dir, 'fx3'))]),
+    ]);
+    const w = wire('DEL', 'lie-enc', conf);
+    const res = await post(w, { ...w.hints, 'x-cni-network': '%E0%A4%A' });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.code, 4);
+  });
+});
+
+describe('a DEL of an attachment already torn down', () => {
+  it('is answered 200 at admission, without running the delegate again', async () => {
+    const fx = join(env.dir, 'fx-tomb');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('tombnet', '1.0.0', [fixturePlugin(fx)])]);
+    const add = wire('ADD', 'tomb-1', conf);
+    assert.equal((await post(add, add.hints)).status, 200);
+    const del = wire('DEL', 'tomb-1', conf);
+    assert.equal((await post(del, del.hints)).status, 200);
+    const early0 = (await admission()).delsAnsweredEarly;
+    for (let i = 0; i < 5; i++) {
+      const res = await post(del, del.hints);
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.text, '');
+    }
+    assert.equal((await admission()).delsAnsweredEarly, early0 + 5);
+    assert.deepEqual(delCalls(fx), ['DEL tomb-1 eth0']);
+  });
+
+  it('an ADD of the same container after it is not answered from the tombstone: the next DEL tears it down', async () => {
+    const fx = join(env.dir, 'fx-tomb2');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('tombnet2', '1.0.0', [fixturePlugin(fx)])]);
+    const add = wire('ADD', 'tomb-2', conf);
+    const del = wire('DEL', 'tomb-2', conf);
+    assert.equal((await post(add, add.hints)).status, 200);
+    assert.equal((await post(del, del.hints)).status, 200);
+    assert.equal((await post(add, add.hints)).status, 200);
+    assert.equal((await post(del, del.hints)).status, 200);
+    assert.deepEqual(delCalls(fx), ['DEL tomb-2 eth0', 'DEL tomb-2 eth0']);
+  });
+});
+
+describe('an ADD while slow DELs fill the DEL admission cap', () => {
+  it('is admitted and answered while DELs wait; every DEL is answered 200 and runs its delegate once', async () => {
+    const fx = join(env.dir, 'fx-slow');
+    const slow = stewardConf(daemon.socket, '1.0.0', [
+      delegate('slownet', '1.0.0', [fixturePlugin(fx, { sleepDelMs: 8000 })]),
+    ]);
+    const { maxDels } = await admission();
+    const n = maxDels + 4;
+    const cids = Array.from({ length: n }, (_, i) => `slow-${i}`);
+    for (const cid of cids) {
+      const w = wire('ADD', cid, slow);
+      assert.equal((await post(w, w.hints)).status, 200);
+    }
+    let delsAnswered = 0;
+    const dels = cids.map((cid) => {
+      const w = wire('DEL', cid, slow);
+      return post(w, w.hints).then((r) => {
+        delsAnswered++;
+        return r;
+      });
+    });
+    await daemon.waitFor('the DEL admission cap to fill', async () => {
+      const a = await admission();
+      return a.delsAdmitted === maxDels && a.delsWaiting === n - maxDels;
+    });
+
+    const fast = stewardConf(daemon.socket, '1.0.0', [
+      delegate('fastnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-fast'))]),
+    ]);
+    const add = wire('ADD', 'fast-1', fast);
+    const res = await post(add, add.hints);
+    assert.equal(res.status, 200, res.text);
+    assert.equal(delsAnswered, 0, 'the ADD was answered only after DELs that were still sleeping in their delegate');
+    assert.ok((await admission()).delsWaiting > 0, 'DELs were still waiting for admission when the ADD was answered');
+
+    for (const r of await Promise.all(dels)) assert.equal(r.status, 200, r.text);
+    const calls = delCalls(fx);
+    assert.equal(calls.length, n, calls.join('\n'));
+    assert.equal(new Set(calls).size, n);
+    assert.deepEqual(await admission().then((a) => [a.delsAdmitted, a.delsWaiting]), [0, 0]);
+  });
+});
+
+describe('hints too long to send', () => {
+  it('a 20 KB container id is left out of the hints (no 431), and the request is served', async () => {
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('longnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-long'))]),
+    ]);
+    const w = wire('DEL', 'x'.repeat(20_000), conf);
+    assert.equal(w.hints['x-cni-containerid'], undefined);
+    assert.equal(w.hints['x-cni-command'], 'DEL');
+    const res = await post(w, w.hints);
+    assert.notEqual(res.status, 431, res.text);
+    assert.ok(res.json === undefined || res.json.code !== 104, res.text);
+  });
+});
+
+describe('requests without hint headers (an older shim, curl)', () => {
+  it('ADD, DEL and a repeated DEL are served as before', async () => {
+    const fx = join(env.dir, 'fx-old');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('oldnet', '1.0.0', [fixturePlugin(fx)])]);
+    const early0 = (await admission()).delsAnsweredEarly;
+    const add = wire('ADD', 'old-1', conf);
+    const r1 = await post(add, {});
+    assert.equal(r1.status, 200, r1.text);
+    assert.equal(r1.json.cniVersion, '1.0.0');
+    const del = wire('DEL', 'old-1', conf);
+    for (let i = 0; i < 3; i++) assert.equal((await post(del, {})).status, 200);
+    assert.deepEqual(delCalls(fx), ['DEL old-1 eth0']);
+    assert.equal((await admission()).delsAnsweredEarly, early0, 'no hints, no admission path');
+  });
+});
