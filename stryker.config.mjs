@@ -24,6 +24,7 @@ export default {
   tap: {
     testFiles: [
       'test/unit/backoff.test.ts',
+      'test/unit/cni-contract.test.ts',
       'test/unit/convert.test.ts',
       'test/unit/engine.test.ts',
       'test/unit/engine-commands.test.ts',

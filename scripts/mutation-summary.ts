@@ -33,8 +33,8 @@ export interface Tally {
   timeout: number;
   /** Compile and runtime errors: invalid mutants, left out of the score as Stryker does. */
   errors: number;
-  /** Detected (killed + timeout) over valid (detected + survived + no coverage), in percent. */
-  score: number;
+  /** Detected (killed + timeout) over valid (detected + survived + no coverage), in percent; null with none valid. */
+  score: number | null;
 }
 
 export interface Survivor {
@@ -56,7 +56,7 @@ export function summarize(report: Report): Tally[] {
   const get = (scope: string): Tally => {
     let t = tallies.get(scope);
     if (!t) {
-      t = { scope, killed: 0, survived: 0, noCoverage: 0, timeout: 0, errors: 0, score: 0 };
+      t = { scope, killed: 0, survived: 0, noCoverage: 0, timeout: 0, errors: 0, score: null };
       tallies.set(scope, t);
     }
     return t;
@@ -75,7 +75,7 @@ export function summarize(report: Report): Tally[] {
   for (const t of tallies.values()) {
     const detected = t.killed + t.timeout;
     const valid = detected + t.survived + t.noCoverage;
-    t.score = valid === 0 ? 100 : (100 * detected) / valid;
+    t.score = valid === 0 ? null : (100 * detected) / valid;
   }
   return [...tallies.values()];
 }
@@ -107,7 +107,7 @@ export function formatTable(tallies: Tally[]): string {
     String(t.noCoverage),
     String(t.timeout),
     String(t.errors),
-    `${t.score.toFixed(2)}%`,
+    t.score === null ? 'n/a' : `${t.score.toFixed(2)}%`,
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
   const line = (cells: string[]) =>

@@ -41,7 +41,7 @@ describe('mutation summary', () => {
       noCoverage: 0,
       timeout: 0,
       errors: 0,
-      score: 100,
+      score: null,
     });
     assert.equal(other!.scope, 'other');
     assert.equal(other!.score, 0);
@@ -63,5 +63,6 @@ describe('mutation summary', () => {
     assert.equal(lines.length, 5);
     assert.match(lines[1]!, /^daemon\/src\/engine\/\s+2\s+1\s+1\s+1\s+1\s+60\.00%$/);
     assert.equal(new Set(lines.map((l) => l.length)).size, 1, 'columns aligned');
+    assert.match(lines[3]!, /^shared\/src\/cni\/\s+0\s+0\s+0\s+0\s+0\s+n\/a$/, 'no mutants: no score');
   });
 });
