@@ -49,10 +49,11 @@ export default {
   concurrency: 2,
   incremental: true,
   incrementalFile: 'reports/stryker-incremental.json',
-  ignorePatterns: ['/dist', '/bench-results', '/.steward'],
+  ignorePatterns: ['/dist', '/bench-results', '/.steward', '/.stryker-tmp-*'],
   tempDirName: '.stryker-tmp',
   reporters: ['clear-text', 'progress-append-only', 'json', 'html'],
-  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  // STRYKER_REPORT: another JSON report path, for two runs side by side (with --tempDirName).
+  jsonReporter: { fileName: process.env.STRYKER_REPORT ?? 'reports/mutation/mutation.json' },
   htmlReporter: { fileName: 'reports/mutation/mutation.html' },
   clearTextReporter: { allowColor: false, logTests: false, reportTests: false, reportMutants: false },
 };
