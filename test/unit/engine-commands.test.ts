@@ -62,6 +62,45 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.match(warnings[0]!, /"capabilities": \{"portMappings": true\}/);
   });
 
+  test('at most 100 netconf warnings are kept', async () => {
+    const { engine } = setup();
+    const caps = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`cap${i}`, true]));
+    await engine.handle(req('ADD', 'many', conf([{ type: 'one', capabilities: caps }])));
+    assert.equal(engine.configWarnings().length, 100);
+  });
+
+  test('an ADD after one cut off mid-chain (left adding) first rolls the old one back', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'cut', chain));
+    const old = store.currentAttachment({ containerId: 'cut', ...KEY })!;
+    store.setAttachmentState(old.id, 'adding');
+    await engine.handle(req('ADD', 'cut', chain));
+    assert.equal(store.getAttachment(old.id)!.state, 'deleted');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two cut', 'DEL one cut']);
+    const now = store.currentAttachment({ containerId: 'cut', ...KEY })!;
+    assert.notEqual(now.id, old.id);
+    assert.equal(now.state, 'added');
+  });
+
+  test('a DEL that finishes while an ADD of the same key is queued leaves no tombstone behind', async () => {
+    const { engine, plugins, store } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && c.containerId === 'race') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const del = engine.handle(req('DEL', 'race', chain));
+    await new Promise((r) => setImmediate(r));
+    const add = engine.handle(req('ADD', 'race', chain));
+    gate.resolve();
+    await Promise.all([del, add]);
+    assert.equal(store.currentAttachment({ containerId: 'race', ...KEY })!.state, 'added');
+    const before = plugins.of('DEL').length;
+    await engine.handle(req('DEL', 'race', chain));
+    assert.equal(plugins.of('DEL').length, before + 2, 'the later DEL tore the new attachment down');
+    assert.equal(store.currentAttachment({ containerId: 'race', ...KEY })!.state, 'deleted');
+  });
+
   test('an ADD records the pod named in CNI_ARGS and its CNI_PATH and netns', async () => {
     const { engine, store } = setup();
     const args = 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9';
