@@ -38,6 +38,7 @@ export default {
       'test/unit/pod.test.ts',
       'test/unit/spool-scheduler.test.ts',
       'test/unit/store.test.ts',
+      'test/unit/store-queries.test.ts',
       'test/unit/teardown-permanent.test.ts',
       'test/unit/validate.test.ts',
     ],
