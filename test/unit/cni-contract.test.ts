@@ -183,6 +183,10 @@ describe('CNI environment and CNI_ARGS', () => {
         'CNI_ARGS pair "k" is malformed: want KEY=VALUE pairs separated by ";" (no empty pair, no "=" in a value)',
     );
     assert.equal(
+      message(() => parseCniEnv({ CNI_COMMAND: 'CHECK' })),
+      'invalid CNI environment: CNI_CONTAINERID is not set; CNI_NETNS is not set; CNI_IFNAME is not set; CNI_PATH is not set',
+    );
+    assert.equal(
       message(() => parseCniEnv({ ...base, CNI_NETNS: '/n\n' })),
       'invalid CNI environment: CNI_NETNS contains control characters',
     );
@@ -229,6 +233,7 @@ describe('CNI environment and CNI_ARGS', () => {
     });
     assert.deepEqual(podFromCniArgs('K8S_POD_NAME=a=b'), { namespace: null, name: 'a=b', uid: null });
     assert.deepEqual(podFromCniArgs(null), { namespace: null, name: null, uid: null });
+    assert.deepEqual(podFromCniArgs('K8S_POD_NAMEx'), { namespace: null, name: null, uid: null }, 'no "=": no pair');
     assert.deepEqual(podFromCniArgs('toString=x;constructor=y'), { namespace: null, name: null, uid: null });
     assert.equal(podLabel({ namespace: 'ns', name: 'p' }), 'ns/p');
     assert.equal(podLabel({ namespace: null, name: 'p' }), 'p');
@@ -302,6 +307,62 @@ describe('malformed results: the exact error texts', () => {
       at({ cniVersion: '1.0.0', routes: 'r' }),
       'malformed CNI result: routes must be an array, got the string "r"',
     );
+  });
+
+  test('unsupported versions say which are supported; a missing cniVersion is named as missing', () => {
+    const details = (fn: () => unknown) => {
+      try {
+        fn();
+      } catch (e) {
+        return (e as CniError).details;
+      }
+      return undefined;
+    };
+    const supported = 'supported versions: 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0';
+    assert.equal(
+      details(() => convertResult({ cniVersion: '1.0.0' }, '2.0.0')),
+      supported,
+    );
+    assert.equal(
+      details(() => convertResult({ cniVersion: '2.0.0' }, '1.0.0')),
+      supported,
+    );
+    assert.equal(at({}), 'malformed CNI result: the CNI result has no cniVersion');
+    assert.equal(at({ cniVersion: '' }), 'malformed CNI result: the CNI result has no cniVersion');
+  });
+
+  test('every optional string and number field is type-checked; null means absent', () => {
+    const iface = (extra: Record<string, unknown>) =>
+      at({ cniVersion: '1.1.0', interfaces: [{ name: 'e', ...extra }] });
+    for (const key of ['sandbox', 'socketPath', 'pciID']) {
+      assert.equal(iface({ [key]: 1 }), `malformed CNI result: interfaces[0].${key} must be a string, got number 1`);
+    }
+    assert.equal(
+      at({ cniVersion: '1.0.0', routes: [{ dst: '0.0.0.0/0', gw: 1 }] }),
+      'malformed CNI result: routes[0].gw must be a string, got number 1',
+    );
+    assert.equal(
+      at({ cniVersion: '1.0.0', interfaces: 'x' }),
+      'malformed CNI result: interfaces must be an array, got the string "x"',
+    );
+    assert.deepEqual(convertResult({ cniVersion: '1.1.0', interfaces: [{ name: 'e', mtu: null }] }, '1.1.0'), {
+      cniVersion: '1.1.0',
+      interfaces: [{ name: 'e' }],
+    });
+  });
+
+  test('nested unknown values are deep-copied, not shared with the input', () => {
+    const input = { cniVersion: '1.0.0', interfaces: [{ name: 'e', extra: { deep: { n: 1 } } }] };
+    const out = convertResult(input, '1.0.0');
+    const extra = out.interfaces![0]!.extra as { deep: { n: number } };
+    assert.deepEqual(extra, { deep: { n: 1 } });
+    assert.notEqual(extra, input.interfaces[0]!.extra);
+    assert.notEqual(extra.deep, input.interfaces[0]!.extra.deep);
+  });
+
+  test('a 0.x source saying "4" for an IPv6 address is kept as said', () => {
+    const out = convertResult({ cniVersion: '0.4.0', ips: [{ version: '4', address: 'fd00::2/64' }] }, '0.3.1');
+    assert.equal(out.ips![0]!.version, '4');
   });
 
   test('null optional fields and sections are absent; a null ip interface is dropped, index 0 kept', () => {
