@@ -35,6 +35,7 @@ export default {
       'test/unit/limiter.test.ts',
       'test/unit/netconf.test.ts',
       'test/unit/owner.test.ts',
+      'test/unit/owner-describe.test.ts',
       'test/unit/pod.test.ts',
       'test/unit/spool-scheduler.test.ts',
       'test/unit/store.test.ts',
