@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 
+import { CniError } from '@cni-steward/shared';
 import { Store, storedErrorText } from '../../daemon/src/store/store.js';
 import type { NewAttachment } from '../../daemon/src/store/types.js';
 
@@ -195,6 +196,29 @@ describe('Store: the teardown queue', () => {
     assert.equal(store.getStep(s[0]!.id)!.state, 'add_failed');
     assert.equal(storedErrorText('z'.repeat(2048)), 'z'.repeat(2048));
     assert.match(storedErrorText('z'.repeat(2049)), /\[1 more characters cut\]$/);
+  });
+});
+
+describe('Store: failed writes', () => {
+  test('a CniError thrown inside atomic() passes through untouched; a constraint failure is code 104 naming it', () => {
+    const { store } = openStore();
+    const mine = new CniError(11, 'disk full');
+    assert.throws(
+      () =>
+        store.atomic(() => {
+          throw mine;
+        }),
+      (e: unknown) => e === mine,
+    );
+    const a = store.createAttachment(att());
+    step(store, a.id, 0);
+    assert.throws(
+      () => store.atomic(() => step(store, a.id, 0)),
+      (e: CniError) =>
+        e.code === 104 &&
+        /^stewardd journal write failed \(SQLITE_CONSTRAINT_UNIQUE: UNIQUE constraint failed/.test(e.message),
+    );
+    assert.equal(store.stepsOf(a.id).length, 1, 'nothing of the failed transaction was kept');
   });
 });
 
