@@ -1,0 +1,467 @@
+// The engine's CHECK, GC, STATUS and VERSION, and the ADD checks made before anything is journaled
+// (netns, plugins present, capabilities), without root: in-memory store, fake plugin runner.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { CniError } from '@cni-steward/shared';
+import { checkVersionFor } from '../../daemon/src/engine/check-version.js';
+import { StatusCache } from '../../daemon/src/engine/gc-status.js';
+import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+
+const KEY = { network: 'net', ifname: 'eth0' };
+const chain = conf([{ type: 'one' }, { type: 'two' }]);
+const v11 = (plugins: Array<Record<string, unknown>>) => conf(plugins, '1.1.0');
+
+const code = (n: number) => (e: CniError) => e.code === n;
+
+describe('engine: requests refused before anything is journaled', () => {
+  test('VERSION is the shim’s to answer: code 4', async () => {
+    const { engine } = setup();
+    await assert.rejects(engine.handle(req('VERSION', 'c', chain)), (e: CniError) => {
+      return e.code === 4 && /answered by the steward shim/.test(e.message);
+    });
+  });
+
+  test('an ADD whose netns is not an absolute path, or does not exist, is code 4 and runs nothing', async () => {
+    const { engine, plugins, store } = setup();
+    await assert.rejects(engine.handle(req('ADD', 'rel', chain, { netns: 'ns/x' })), (e: CniError) => {
+      return e.code === 4 && /not an absolute path/.test(e.message);
+    });
+    await assert.rejects(engine.handle(req('ADD', 'gone', chain, { netns: '/nonexistent/ns' })), (e: CniError) => {
+      return e.code === 4 && /does not exist/.test(e.message);
+    });
+    await assert.rejects(engine.handle(req('ADD', 'file', chain, { netns: '/proc/self/stat' })), (e: CniError) => {
+      return e.code === 4 && /is not a network namespace/.test(e.message);
+    });
+    assert.equal(plugins.calls.length, 0);
+    assert.equal(store.listAttachments({}).length, 0);
+  });
+
+  test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {
+    const { engine, plugins, store, located } = setup({ missing: ['two'] });
+    await assert.rejects(engine.handle(req('ADD', 'c', chain, { path: '/opt/x' })), /plugin two not found/);
+    assert.deepEqual(located, ['one@/opt/x', 'two@/opt/x']);
+    assert.equal(plugins.calls.length, 0);
+    assert.equal(store.currentAttachment({ containerId: 'c', ...KEY }), undefined);
+  });
+
+  test('a plugin capability the steward entry does not declare is warned about once per network and capability', async () => {
+    const { engine } = setup();
+    const withCap = (entryCaps?: Record<string, boolean>) => ({
+      ...conf([{ type: 'one', capabilities: { portMappings: true, bandwidth: false } }]),
+      ...(entryCaps ? { capabilities: entryCaps } : {}),
+    });
+    await engine.handle(req('ADD', 'a', withCap({ portMappings: true })));
+    assert.deepEqual(engine.configWarnings(), [], 'declared by the entry: no warning; false capabilities never warn');
+    await engine.handle(req('ADD', 'b', withCap()));
+    await engine.handle(req('ADD', 'c', withCap({ portMappings: false })));
+    const warnings = engine.configWarnings();
+    assert.equal(warnings.length, 1);
+    assert.match(warnings[0]!, /network net: delegate pod plugin one declares capability "portMappings"/);
+    assert.match(warnings[0]!, /"capabilities": \{"portMappings": true\}/);
+  });
+
+  test('at most 100 netconf warnings are kept', async () => {
+    const { engine } = setup();
+    const caps = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`cap${i}`, true]));
+    await engine.handle(req('ADD', 'many', conf([{ type: 'one', capabilities: caps }])));
+    assert.equal(engine.configWarnings().length, 100);
+  });
+
+  test('an ADD after one cut off mid-chain (left adding) first rolls the old one back', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'cut', chain));
+    const old = store.currentAttachment({ containerId: 'cut', ...KEY })!;
+    store.setAttachmentState(old.id, 'adding');
+    await engine.handle(req('ADD', 'cut', chain));
+    assert.equal(store.getAttachment(old.id)!.state, 'deleted');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two cut', 'DEL one cut']);
+    const now = store.currentAttachment({ containerId: 'cut', ...KEY })!;
+    assert.notEqual(now.id, old.id);
+    assert.equal(now.state, 'added');
+  });
+
+  test('a DEL that finishes while an ADD of the same key is queued leaves no tombstone behind', async () => {
+    const { engine, plugins, store } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && c.containerId === 'race') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const del = engine.handle(req('DEL', 'race', chain));
+    await new Promise((r) => setImmediate(r));
+    const add = engine.handle(req('ADD', 'race', chain));
+    gate.resolve();
+    await Promise.all([del, add]);
+    assert.equal(store.currentAttachment({ containerId: 'race', ...KEY })!.state, 'added');
+    const before = plugins.of('DEL').length;
+    await engine.handle(req('DEL', 'race', chain));
+    assert.equal(plugins.of('DEL').length, before + 2, 'the later DEL tore the new attachment down');
+    assert.equal(store.currentAttachment({ containerId: 'race', ...KEY })!.state, 'deleted');
+  });
+
+  test('an ADD records the pod named in CNI_ARGS and its CNI_PATH and netns', async () => {
+    const { engine, store } = setup();
+    const args = 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9';
+    await engine.handle(req('ADD', 'pod', chain, { args, path: '/opt/cni' }));
+    const a = store.currentAttachment({ containerId: 'pod', ...KEY })!;
+    assert.deepEqual(
+      [a.podNamespace, a.podName, a.podUid, a.cniArgs, a.cniPath, a.netns, a.bootId, a.cniVersion],
+      ['ns1', 'web', 'u-9', args, '/opt/cni', NETNS, 'boot-1', '1.0.0'],
+    );
+    assert.deepEqual(JSON.parse(a.config), chain);
+  });
+
+  test('a plugin ADD that prints nothing is a failure (100) and is rolled back', async () => {
+    const { engine, plugins, store } = setup();
+    plugins.on('two', () => undefined);
+    await assert.rejects(engine.handle(req('ADD', 'quiet', chain)), (e: CniError) => {
+      return e.code === 100 && /plugin two ADD succeeded but printed no result/.test(e.message);
+    });
+    assert.deepEqual(plugins.of('DEL'), ['DEL two quiet', 'DEL one quiet']);
+    const a = store.currentAttachment({ containerId: 'quiet', ...KEY })!;
+    const steps = store.stepsOf(a.id);
+    assert.match(steps[1]!.error!, /printed no result/);
+  });
+
+  test('a plain Error from a plugin is code 100 in the answer and journaled as the step’s error', async () => {
+    const { engine, plugins, store } = setup();
+    plugins.on('one', (c) => {
+      if (c.command === 'ADD') throw new Error('exec format error');
+    });
+    await assert.rejects(engine.handle(req('ADD', 'plain', chain)), (e: CniError) => {
+      return e instanceof CniError && e.code === 100 && e.message === 'exec format error';
+    });
+    const a = store.currentAttachment({ containerId: 'plain', ...KEY })!;
+    assert.equal(store.stepsOf(a.id)[0]!.state, 'deleted');
+    assert.equal(store.stepsOf(a.id)[0]!.error, 'exec format error');
+    assert.equal(a.error, 'exec format error');
+  });
+
+  test('the answer is the first delegate’s final result at the netconf version; prevResult stays within a delegate', async () => {
+    const { engine, plugins } = setup();
+    const two = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }, { type: 'two' }] },
+      { name: 'side', cniVersion: '0.4.0', type: 'three' },
+    ]);
+    plugins.on('two', (c) => ({ ...(c.stdin.prevResult as object), dns: { nameservers: ['10.0.0.10'] } }));
+    const out = JSON.parse(await engine.handle(req('ADD', 'multi', two)));
+    assert.deepEqual(out, {
+      cniVersion: '1.0.0',
+      interfaces: [{ name: 'eth0' }],
+      ips: [{ address: '10.1.0.2/24' }],
+      dns: { nameservers: ['10.0.0.10'] },
+    });
+    const three = plugins.callsOf('ADD')[2]!;
+    assert.equal(three.type, 'three');
+    assert.equal(three.ifname, 'net1', 'a later delegate gets net1 unless it names its own');
+    assert.equal(three.stdin.prevResult, undefined, 'no prevResult across delegates');
+    assert.equal(three.stdin.cniVersion, '0.4.0');
+    assert.equal(three.stdin.name, 'side');
+  });
+
+  test('a repeated ADD with another netns is a conflict (102); after a DEL the same ADD runs again', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'again', chain));
+    await assert.rejects(
+      engine.handle(req('ADD', 'again', chain, { netns: `/proc/${process.pid}/ns/net` })),
+      code(102),
+    );
+    await engine.handle(req('DEL', 'again', chain));
+    await engine.handle(req('ADD', 'again', chain));
+    assert.deepEqual(plugins.of('ADD'), ['ADD one again', 'ADD two again', 'ADD one again', 'ADD two again']);
+  });
+
+  test('a repeated ADD answered from the journal is converted to the version asked for', async () => {
+    const { engine } = setup();
+    await engine.handle(req('ADD', 'conv', chain));
+    const again = JSON.parse(await engine.handle(req('ADD', 'conv', chain)));
+    assert.equal(again.cniVersion, '1.0.0');
+    assert.equal(again.ips[0].version, undefined);
+  });
+});
+
+describe('engine: CHECK', () => {
+  test('CHECK of an unknown attachment is code 3; of one torn down, code 106', async () => {
+    const { engine } = setup();
+    await assert.rejects(engine.handle(req('CHECK', 'nobody', chain)), (e: CniError) => {
+      return e.code === 3 && /container nobody has no attachment on network net interface eth0/.test(e.message);
+    });
+    await engine.handle(req('ADD', 'gone', chain));
+    await engine.handle(req('DEL', 'gone', chain));
+    await assert.rejects(engine.handle(req('CHECK', 'gone', chain)), (e: CniError) => {
+      return e.code === 106 && /is deleted, not added/.test(e.message);
+    });
+  });
+
+  test('CHECK with a netns that is not a namespace is code 4 and asks no plugin', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'c', chain));
+    await assert.rejects(engine.handle(req('CHECK', 'c', chain, { netns: '/nonexistent' })), code(4));
+    assert.deepEqual(plugins.of('CHECK'), []);
+  });
+
+  test('every step gets CHECK with its stored config, the request’s env and its delegate’s final result', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'chk', chain));
+    const out = await engine.handle(req('CHECK', 'chk', chain, { args: 'A=b', path: '/p' }));
+    assert.equal(out, '');
+    const checks = plugins.callsOf('CHECK');
+    assert.deepEqual(
+      checks.map((c) => [c.type, c.containerId, c.netns, c.ifname, c.args, c.cniPath]),
+      [
+        ['one', 'chk', NETNS, 'eth0', 'A=b', '/p'],
+        ['two', 'chk', NETNS, 'eth0', 'A=b', '/p'],
+      ],
+    );
+    for (const c of checks) {
+      assert.equal(c.stdin.cniVersion, '1.0.0');
+      assert.equal(c.stdin.name, 'pod');
+      assert.deepEqual(c.stdin.prevResult, {
+        cniVersion: '1.0.0',
+        interfaces: [{ name: 'eth0' }],
+        ips: [{ address: '10.1.0.2/24' }],
+      });
+    }
+  });
+
+  test('a failing CHECK is the answer; a delegate with disableCheck is not asked', async () => {
+    const { engine, plugins } = setup();
+    const two = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }] },
+      { name: 'side', type: 'two', disableCheck: true },
+    ]);
+    await engine.handle(req('ADD', 'dc', two));
+    await engine.handle(req('CHECK', 'dc', two));
+    assert.deepEqual(plugins.of('CHECK'), ['CHECK one dc']);
+    plugins.on('one', (c) => {
+      if (c.command === 'CHECK') throw new CniError(51, 'no route');
+    });
+    await assert.rejects(engine.handle(req('CHECK', 'dc', two)), (e: CniError) => e.code === 51);
+  });
+
+  test('a delegate older than 0.4.0 is checked at the lowest version its plugin supports, prevResult converted', async () => {
+    const { engine, plugins } = setup();
+    const old = conf([{ type: 'one' }], '0.3.1');
+    plugins.on('one', (c) => {
+      if (c.command === 'VERSION') return { supportedVersions: ['0.3.1', 7, '1.0.0', '0.4.0'] };
+      if (c.command === 'ADD') return { cniVersion: '0.3.1', ips: [{ version: '4', address: '10.2.0.3/24' }] };
+      return undefined;
+    });
+    await engine.handle(req('ADD', 'old', old));
+    await engine.handle(req('CHECK', 'old', old));
+    const [probe] = plugins.callsOf('VERSION');
+    assert.deepEqual(probe!.stdin, { cniVersion: '0.4.0' });
+    assert.equal(probe!.containerId, 'old');
+    const [check] = plugins.callsOf('CHECK');
+    assert.equal(check!.stdin.cniVersion, '0.4.0');
+    assert.deepEqual(check!.stdin.prevResult, { cniVersion: '0.4.0', ips: [{ version: '4', address: '10.2.0.3/24' }] });
+  });
+
+  test('checkVersionFor: code 107 when the plugin supports nothing from 0.4.0 on, saying what it supports', async () => {
+    await assert.rejects(
+      checkVersionFor('old', 'pod', async () => ({ supportedVersions: ['0.3.0', '0.3.1'] })),
+      (e: CniError) =>
+        e.code === 107 &&
+        /CHECK cannot verify delegate pod: plugin old supports no CNI version with CHECK/.test(e.message) &&
+        e.details === 'it supports: 0.3.0, 0.3.1',
+    );
+    await assert.rejects(
+      checkVersionFor('mute', 'pod', async () => undefined),
+      (e: CniError) => e.code === 107 && e.details === 'it supports: nothing it would say',
+    );
+    await assert.rejects(
+      checkVersionFor('odd', 'pod', async () => ({ supportedVersions: '1.0.0' })),
+      (e: CniError) => e.code === 107,
+    );
+    assert.equal(await checkVersionFor('p', 'pod', async () => ({ supportedVersions: ['1.1.0', '1.0.0'] })), '1.0.0');
+  });
+});
+
+describe('engine: GC', () => {
+  test('GC needs cniVersion 1.1.0 (code 1); disableGC answers at once', async () => {
+    const { engine, plugins } = setup();
+    await assert.rejects(engine.handle(req('GC', '', chain)), (e: CniError) => {
+      return e.code === 1 && /GC needs cniVersion 1.1.0 or later, the netconf says 1.0.0/.test(e.message);
+    });
+    const off = { ...v11([{ type: 'one' }]), disableGC: true, 'cni.dev/valid-attachments': 'not a list' };
+    assert.equal(await engine.handle(req('GC', '', off)), '');
+    assert.equal(plugins.calls.length, 0);
+  });
+
+  test('a malformed valid-attachments list is code 7', async () => {
+    const { engine } = setup();
+    const base = v11([{ type: 'one' }]);
+    await assert.rejects(engine.handle(req('GC', '', { ...base, 'cni.dev/valid-attachments': {} })), (e: CniError) => {
+      return e.code === 7 && /must be a list/.test(e.message);
+    });
+    const bad = [{ containerID: 'a', ifname: 'eth0' }, { containerID: 'b' }];
+    await assert.rejects(engine.handle(req('GC', '', { ...base, 'cni.dev/valid-attachments': bad })), (e: CniError) => {
+      return e.code === 7 && /valid-attachments\[1\] needs string containerID and ifname/.test(e.message);
+    });
+    await assert.rejects(
+      engine.handle(req('GC', '', { ...base, 'cni.dev/valid-attachments': [null] })),
+      (e: CniError) => e.code === 7,
+    );
+  });
+
+  test('GC tears down the attachments the runtime no longer lists, then passes GC to 1.1 delegates', async () => {
+    const { engine, plugins, store } = setup();
+    const net = conf([], '1.1.0', [
+      { name: 'pod', plugins: [{ type: 'one' }, { type: 'two' }] },
+      { name: 'side', ifname: 'side0', type: 'three' },
+      { name: 'old', cniVersion: '1.0.0', type: 'four' },
+      { name: 'nogc', type: 'five', disableGC: true },
+    ]);
+    for (const id of ['keep', 'stale']) await engine.handle(req('ADD', id, net));
+    const other = { ...net, name: 'othernet' };
+    await engine.handle(req('ADD', 'elsewhere', other));
+    plugins.calls.length = 0;
+    const valid = [{ containerID: 'keep', ifname: 'eth0' }];
+    assert.equal(
+      await engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': valid }, { path: '/gc' })),
+      '',
+    );
+
+    assert.equal(store.currentAttachment({ containerId: 'stale', ...KEY })!.state, 'deleted');
+    assert.equal(store.currentAttachment({ containerId: 'keep', ...KEY })!.state, 'added');
+    assert.equal(
+      store.currentAttachment({ containerId: 'elsewhere', network: 'othernet', ifname: 'eth0' })!.state,
+      'added',
+    );
+    assert.deepEqual(
+      plugins.of('DEL').map((c) => c.split(' ')[2]),
+      ['stale', 'stale', 'stale', 'stale', 'stale'],
+    );
+    const gcs = plugins.callsOf('GC');
+    assert.deepEqual(
+      gcs.map((c) => c.type),
+      ['one', 'two', 'three'],
+      'not the 1.0.0 delegate, not the one with disableGC',
+    );
+    for (const c of gcs) {
+      assert.deepEqual([c.containerId, c.netns, c.ifname, c.args, c.cniPath], ['', '', '', '', '/gc']);
+    }
+    assert.deepEqual(gcs[0]!.stdin['cni.dev/valid-attachments'], [{ containerID: 'keep', ifname: 'eth0' }]);
+    assert.equal(gcs[0]!.stdin.name, 'pod');
+    assert.deepEqual(
+      gcs[2]!.stdin['cni.dev/valid-attachments'],
+      [{ containerID: 'keep', ifname: 'side0' }],
+      'a later delegate is told its own interface',
+    );
+  });
+
+  test('GC reads the older cni.dev/attachments key, and with no list tears down every attachment of the network', async () => {
+    const a = setup();
+    const net = v11([{ type: 'one' }]);
+    for (const id of ['x', 'y']) await a.engine.handle(req('ADD', id, net));
+    await a.engine.handle(req('GC', '', { ...net, 'cni.dev/attachments': [{ containerID: 'x', ifname: 'eth0' }] }));
+    assert.equal(a.store.currentAttachment({ containerId: 'x', ...KEY })!.state, 'added');
+    assert.equal(a.store.currentAttachment({ containerId: 'y', ...KEY })!.state, 'deleted');
+    await a.engine.handle(req('GC', '', net));
+    assert.equal(a.store.currentAttachment({ containerId: 'x', ...KEY })!.state, 'deleted');
+  });
+
+  test('a delegate GC failure fails the GC (100) naming each plugin, after every plugin was asked', async () => {
+    const { engine, plugins } = setup();
+    const net = v11([{ type: 'one' }, { type: 'two' }, { type: 'three' }]);
+    for (const t of ['one', 'three']) {
+      plugins.on(t, (c) => {
+        if (c.command === 'GC') throw new Error(`${t} broke`);
+      });
+    }
+    await assert.rejects(engine.handle(req('GC', '', net)), (e: CniError) => {
+      return e.code === 100 && e.message === 'delegate GC failed: pod/one: one broke; pod/three: three broke';
+    });
+    assert.deepEqual(plugins.of('GC'), ['GC one ', 'GC two ', 'GC three ']);
+  });
+
+  test('an incomplete GC teardown is left to the retry scheduler; GC still answers', async () => {
+    const { engine, plugins, store } = setup();
+    const net = v11([{ type: 'one' }]);
+    await engine.handle(req('ADD', 'sticky', net));
+    plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+    });
+    assert.equal(await engine.handle(req('GC', '', net)), '');
+    assert.equal(store.currentAttachment({ containerId: 'sticky', ...KEY })!.state, 'deleting');
+  });
+
+  test('GC waits for a running ADD, and an ADD that arrives during GC waits for it', async () => {
+    const { engine, plugins, store } = setup();
+    const net = v11([{ type: 'one' }]);
+    const hold = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'ADD' && c.containerId === 'first') await hold.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.1.0' } : undefined;
+    });
+    const add = engine.handle(req('ADD', 'first', net));
+    await new Promise((r) => setImmediate(r));
+    const gc = engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': [] }));
+    await new Promise((r) => setImmediate(r));
+    const later = engine.handle(req('ADD', 'later', net));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(plugins.of('ADD'), ['ADD one first'], 'the later ADD waits behind the waiting GC');
+    hold.resolve();
+    await Promise.all([add, gc, later]);
+    assert.equal(store.currentAttachment({ containerId: 'first', ...KEY })!.state, 'deleted', 'GC ran after it');
+    assert.equal(store.currentAttachment({ containerId: 'later', ...KEY })!.state, 'added', 'ran after GC');
+  });
+});
+
+describe('engine: STATUS', () => {
+  test('STATUS needs 1.1.0 (code 1), asks each plugin of the 1.1 delegates, and caches the answer', async () => {
+    const { engine, plugins } = setup();
+    await assert.rejects(engine.handle(req('STATUS', '', chain)), (e: CniError) => {
+      return e.code === 1 && /STATUS needs cniVersion 1.1.0 or later, the netconf says 1.0.0/.test(e.message);
+    });
+    const net = conf([], '1.1.0', [
+      { name: 'pod', plugins: [{ type: 'one' }, { type: 'two' }] },
+      { name: 'old', cniVersion: '1.0.0', type: 'three' },
+    ]);
+    assert.equal(await engine.handle(req('STATUS', '', net, { path: '/s' })), '');
+    assert.deepEqual(plugins.of('STATUS'), ['STATUS one ', 'STATUS two ']);
+    const [first] = plugins.callsOf('STATUS');
+    assert.deepEqual([first!.netns, first!.ifname, first!.args, first!.cniPath], ['', '', '', '/s']);
+    assert.equal(first!.stdin.name, 'pod');
+    assert.equal(await engine.handle(req('STATUS', '', net)), '');
+    assert.equal(plugins.of('STATUS').length, 2, 'answered from the cache');
+  });
+
+  test('a failing STATUS is cached too: the same error, without asking again; a plain Error is code 50', async () => {
+    const { engine, plugins } = setup();
+    const net = v11([{ type: 'one' }, { type: 'two' }]);
+    plugins.on('one', (c) => {
+      if (c.command === 'STATUS') throw new Error('bridge down');
+    });
+    const e1 = await engine.handle(req('STATUS', '', net)).catch((e: CniError) => e);
+    assert.ok(e1 instanceof CniError);
+    assert.equal((e1 as CniError).code, 50);
+    assert.equal((e1 as CniError).message, 'bridge down');
+    const e2 = await engine.handle(req('STATUS', '', net)).catch((e: CniError) => e);
+    assert.equal(e2, e1);
+    assert.deepEqual(plugins.of('STATUS'), ['STATUS one ']);
+  });
+
+  test('StatusCache: entries expire after the TTL; a full cache starts over', () => {
+    const clock = { t: 1000 };
+    const cache = new StatusCache(5000, () => clock.t);
+    assert.equal(cache.get('k'), undefined);
+    const err = new CniError(50, 'x');
+    cache.set('k', err);
+    cache.set('ok');
+    assert.equal(cache.get('k')!.error, err);
+    assert.deepEqual(Object.keys(cache.get('ok')!), ['at']);
+    clock.t += 5000;
+    assert.ok(cache.get('k'), 'still valid at exactly the TTL');
+    clock.t += 1;
+    assert.equal(cache.get('k'), undefined);
+    const full = new StatusCache(5000, () => clock.t);
+    for (let i = 0; i < 257; i++) full.set(`n${i}`);
+    assert.ok(full.get('n0'), '257 entries are kept');
+    full.set('one-more');
+    assert.equal(full.get('n0'), undefined, 'past 256 the cache is cleared');
+    assert.ok(full.get('one-more'));
+  });
+});

@@ -1,0 +1,352 @@
+// The teardown rules (docs/teardown.md) and DEL's answers without root: retry schedule and bounds,
+// abandoning, prevResult and netns on DEL, delegates torn down independently, the strict policy,
+// pass-through DELs and tombstones. In-memory store, fake plugin runner, an injected clock.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+
+import { CniError } from '@cni-steward/shared';
+import { Priority } from '../../daemon/src/engine/limiter.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { NETNS, conf, counterValue, req, setup } from '../helpers/engine-fakes.js';
+
+const KEY = { network: 'net', ifname: 'eth0' };
+const chain = conf([{ type: 'one' }, { type: 'two' }]);
+
+function failDel(plugins: ReturnType<typeof setup>['plugins'], type: string, err: () => Error) {
+  plugins.on(type, (c) => {
+    if (c.command === 'DEL') throw err();
+    return c.command === 'ADD' ? { cniVersion: c.stdin.cniVersion, ips: [{ address: '10.9.0.1/24' }] } : undefined;
+  });
+}
+
+describe('teardown: what each DEL is given', () => {
+  test('a DEL gets the stored config, the delegate’s final result as prevResult and the stored env', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'p', chain, { args: 'K=V', path: '/stored' }));
+    await engine.handle(req('DEL', 'p', chain, { args: 'OTHER=1', path: '/asked' }));
+    const dels = plugins.callsOf('DEL');
+    assert.deepEqual(
+      dels.map((c) => [c.type, c.netns, c.ifname, c.args, c.cniPath]),
+      [
+        ['two', NETNS, 'eth0', 'K=V', '/stored'],
+        ['one', NETNS, 'eth0', 'K=V', '/stored'],
+      ],
+    );
+    for (const c of dels) {
+      assert.equal(c.stdin.name, 'pod');
+      assert.deepEqual(c.stdin.prevResult, {
+        cniVersion: '1.0.0',
+        interfaces: [{ name: 'eth0' }],
+        ips: [{ address: '10.1.0.2/24' }],
+      });
+    }
+  });
+
+  test('a 0.3.x delegate gets no prevResult on DEL (libcni passes it from 0.4.0 on)', async () => {
+    const { engine, plugins } = setup();
+    const old = conf([{ type: 'one' }], '0.3.1');
+    await engine.handle(req('ADD', 'old', old));
+    await engine.handle(req('DEL', 'old', old));
+    const [del] = plugins.callsOf('DEL');
+    assert.equal(del!.stdin.cniVersion, '0.3.1');
+    assert.equal('prevResult' in del!.stdin, false);
+  });
+
+  test('with emptyNetns (a reboot sweep) every DEL gets an empty CNI_NETNS', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'rb', chain));
+    const a = store.currentAttachment({ containerId: 'rb', ...KEY })!;
+    const outcome = await engine.runTeardown(a.id, Priority.Background, { force: true, emptyNetns: true });
+    assert.deepEqual(outcome, { done: true });
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => c.netns),
+      ['', ''],
+    );
+  });
+
+  test('a stored netns that is no longer a namespace is passed as empty', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'ns', chain));
+    const a = store.currentAttachment({ containerId: 'ns', ...KEY })!;
+    // The namespace's bind mount is gone: the stored path no longer names one.
+    const moved = store.atomic(() => {
+      const b = store.createAttachment({ ...a, netns: '/nonexistent/netns' }, 'added');
+      for (const s of store.stepsOf(a.id)) {
+        const st = store.insertStep({ ...s, attachmentId: b.id });
+        store.setStepAdded(st.id, s.result!);
+      }
+      return b;
+    });
+    await engine.runTeardown(moved.id, Priority.Background, { force: true });
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => c.netns),
+      ['', ''],
+    );
+  });
+
+  test('teardown of an unknown or already deleted attachment is done at once', async () => {
+    const { engine, plugins, store } = setup();
+    assert.deepEqual(await engine.runTeardown(9999, Priority.Background), { done: true });
+    assert.deepEqual(await engine.reclaimUnfinished(9999), { done: true });
+    await engine.handle(req('ADD', 'd', chain));
+    await engine.handle(req('DEL', 'd', chain));
+    const a = store.currentAttachment({ containerId: 'd', ...KEY })!;
+    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background, { force: true }), { done: true });
+    assert.equal(plugins.of('DEL').length, 2);
+  });
+});
+
+describe('teardown: failures, retries and bounds', () => {
+  test('a failed DEL is journaled del_failed with backoff (base delay +-20%) and counted per plugin', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store, metrics } = setup({ now: () => clock.t });
+    await engine.handle(req('ADD', 'f', chain));
+    failDel(plugins, 'one', () => new CniError(11, 'one is busy'));
+    assert.equal(await engine.handle(req('DEL', 'f', chain)), '', 'the default policy (defer) answers success');
+    const a = store.currentAttachment({ containerId: 'f', ...KEY })!;
+    assert.equal(a.state, 'deleting');
+    const [two, one] = [store.stepsOf(a.id)[1]!, store.stepsOf(a.id)[0]!];
+    assert.equal(two.state, 'deleted');
+    assert.equal(one.state, 'del_failed');
+    assert.equal(one.attempts, 1);
+    assert.equal(one.error, 'one is busy');
+    const delay = one.nextAttemptAt! - clock.t;
+    assert.ok(delay >= 800 && delay <= 1200, `first retry after ~1 s, got ${delay}`);
+    assert.equal(await counterValue(metrics.teardownFailures, { plugin: 'one' }), 1);
+    assert.equal(await counterValue(metrics.teardownFailures, { plugin: 'two' }), 0);
+  });
+
+  test('a step not yet due is not run again without force: the outcome says teardown is pending (105)', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({ now: () => clock.t });
+    await engine.handle(req('ADD', 'due', chain));
+    failDel(plugins, 'one', () => new CniError(11, 'busy'));
+    await engine.handle(req('DEL', 'due', chain));
+    const a = store.currentAttachment({ containerId: 'due', ...KEY })!;
+    const before = plugins.of('DEL').length;
+
+    const waiting = await engine.runTeardown(a.id, Priority.Background);
+    assert.equal(waiting.done, false);
+    assert.equal(waiting.error!.code, 105);
+    assert.match(waiting.error!.message, /teardown of one is waiting for its next retry/);
+    assert.equal(plugins.of('DEL').length, before, 'nothing ran');
+    // A repeated runtime DEL does not re-run the failing plugin either (the schedule owns it).
+    assert.equal(await engine.handle(req('DEL', 'due', chain)), '');
+    assert.equal(plugins.of('DEL').length, before);
+
+    clock.t += 10_000;
+    plugins.on('one', () => undefined);
+    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background), { done: true }, 'due now: it runs');
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('a confirmed step that keeps failing is abandoned after maxAttempts; the steps before it then run', async () => {
+    const { engine, plugins, store, metrics } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 2, maxAgeMs: 3_600_000 },
+    });
+    await engine.handle(req('ADD', 'ab', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'two is stuck'));
+    await engine.handle(req('DEL', 'ab', chain));
+    assert.deepEqual(plugins.of('DEL'), ['DEL two ab'], 'a confirmed step halts the steps before it');
+    const a = store.currentAttachment({ containerId: 'ab', ...KEY })!;
+    const outcome = await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.deepEqual(outcome, { done: true });
+    assert.deepEqual(plugins.of('DEL'), ['DEL two ab', 'DEL two ab', 'DEL one ab']);
+    const [one, two] = store.stepsOf(a.id);
+    assert.equal(two!.state, 'abandoned');
+    assert.equal(two!.error, 'two is stuck');
+    assert.equal(two!.nextAttemptAt, null);
+    assert.equal(one!.state, 'deleted');
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+    assert.equal(await counterValue(metrics.abandonedSteps, { plugin: 'two' }), 1);
+    assert.equal(store.abandonedSteps().length, 1);
+  });
+
+  test('a permanent failure (a bad-input code) is abandoned after 3 DELs even when maxAttempts is higher', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000 },
+    });
+    await engine.handle(req('ADD', 'perm', chain));
+    failDel(plugins, 'two', () => new CniError(7, 'bad config'));
+    await engine.handle(req('DEL', 'perm', chain));
+    const a = store.currentAttachment({ containerId: 'perm', ...KEY })!;
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[1]!.state, 'del_failed', 'two attempts: not yet');
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[1]!.state, 'abandoned', 'the third attempt abandons it');
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('a transient failure is retried up to maxAttempts, not abandoned after 3', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 4, maxAgeMs: 3_600_000 },
+    });
+    await engine.handle(req('ADD', 'tr', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'busy'));
+    await engine.handle(req('DEL', 'tr', chain));
+    const a = store.currentAttachment({ containerId: 'tr', ...KEY })!;
+    for (let i = 0; i < 2; i++) await engine.runTeardown(a.id, Priority.Background, { force: true });
+    const two = store.stepsOf(a.id)[1]!;
+    assert.equal(two.state, 'del_failed');
+    assert.equal(two.attempts, 3);
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[1]!.state, 'abandoned');
+  });
+
+  test('a DEL failing with exactly the error its ADD failed with is permanent', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000 },
+    });
+    plugins.on('two', () => {
+      throw new CniError(11, 'server_socket is required');
+    });
+    await assert.rejects(engine.handle(req('ADD', 'same', chain)));
+    const a = store.currentAttachment({ containerId: 'same', ...KEY })!;
+    for (let i = 0; i < 2; i++) await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[1]!.state, 'abandoned', 'three DELs, then abandoned');
+  });
+
+  test('a step whose teardown is older than maxAgeMs is abandoned at its next failure', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({
+      now: () => clock.t,
+      store: new Store(':memory:', () => clock.t),
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 50, maxAgeMs: 60_000 },
+    });
+    await engine.handle(req('ADD', 'age', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'busy'));
+    await engine.handle(req('DEL', 'age', chain));
+    const a = store.currentAttachment({ containerId: 'age', ...KEY })!;
+    clock.t += 59_999;
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[1]!.state, 'del_failed');
+    clock.t += 1;
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[1]!.state, 'abandoned');
+  });
+
+  test('each delegate is torn down on its own, last delegate first: a stuck one does not hold back another', async () => {
+    const { engine, plugins, store } = setup();
+    const two = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }, { type: 'two' }] },
+      { name: 'side', plugins: [{ type: 'three' }, { type: 'four' }] },
+    ]);
+    await engine.handle(req('ADD', 'dd', two));
+    failDel(plugins, 'four', () => new CniError(11, 'four is stuck'));
+    await engine.handle(req('DEL', 'dd', two));
+    assert.deepEqual(plugins.of('DEL'), ['DEL four dd', 'DEL two dd', 'DEL one dd']);
+    const a = store.currentAttachment({ containerId: 'dd', ...KEY })!;
+    assert.deepEqual(
+      store.stepsOf(a.id).map((s) => s.state),
+      ['deleted', 'deleted', 'added', 'del_failed'],
+    );
+  });
+
+  test('strict policy: an unfinished teardown fails the DEL with its code, never saying "not found"', async () => {
+    const { engine, plugins } = setup({ delPolicy: 'strict' });
+    await engine.handle(req('ADD', 's', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'device not found', 'No such file or directory here'));
+    await assert.rejects(engine.handle(req('DEL', 's', chain)), (e: CniError) => {
+      return e.code === 11 && e.message === 'device not-found' && e.details === 'ENOENT here';
+    });
+    // Retried DEL within the backoff: still failing, now as "waiting for its next retry".
+    await assert.rejects(engine.handle(req('DEL', 's', chain)), (e: CniError) => e.code === 105);
+  });
+
+  test('a new ADD first finishes the old teardown; one still failing makes the ADD "try again later" (11)', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 're', chain));
+    failDel(plugins, 'one', () => new CniError(11, 'still busy'));
+    await engine.handle(req('DEL', 're', chain));
+    await assert.rejects(engine.handle(req('ADD', 're', chain)), (e: CniError) => {
+      return e.code === 11 && /still being torn down/.test(e.message) && e.details === 'still busy';
+    });
+    plugins.on('one', (c) => (c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined));
+    await engine.handle(req('ADD', 're', chain));
+    assert.equal(store.currentAttachment({ containerId: 're', ...KEY })!.state, 'added');
+  });
+
+  test('a new ADD abandons at once an old step that can only fail the same way, then proceeds', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'pa', chain));
+    const old = store.currentAttachment({ containerId: 'pa', ...KEY })!;
+    failDel(plugins, 'two', () => new CniError(4, 'invalid env'));
+    await engine.handle(req('DEL', 'pa', chain));
+    plugins.on('two', (c) => (c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined));
+    failDel(plugins, 'two', () => new CniError(4, 'invalid env'));
+    await engine.handle(req('ADD', 'pa', chain));
+    assert.equal(store.stepsOf(old.id)[1]!.state, 'abandoned');
+    assert.equal(store.getAttachment(old.id)!.state, 'deleted');
+    const now = store.currentAttachment({ containerId: 'pa', ...KEY })!;
+    assert.notEqual(now.id, old.id);
+    assert.equal(now.state, 'added');
+  });
+});
+
+describe('DEL: input, pass-through and tombstones', () => {
+  test('a DEL whose netconf has no network name is code 7', async () => {
+    const { engine } = setup();
+    await assert.rejects(engine.handle(req('DEL', 'x', { cniVersion: '1.0.0' })), (e: CniError) => {
+      return e.code === 7 && /no network "name"/.test(e.message);
+    });
+    await assert.rejects(engine.handle(req('DEL', 'x', { name: '' })), (e: CniError) => e.code === 7);
+  });
+
+  test('a DEL of an unknown attachment with an unusable netconf runs nothing and still writes a tombstone', async () => {
+    const { engine, plugins, store } = setup();
+    const broken = { name: 'net', cniVersion: 7, delegates: 'none' };
+    assert.equal(await engine.handle(req('DEL', 'u', broken, { args: 'K8S_POD_NAMESPACE=n;K8S_POD_NAME=p' })), '');
+    assert.equal(plugins.calls.length, 0);
+    const t = store.currentAttachment({ containerId: 'u', ...KEY })!;
+    assert.equal(t.state, 'deleted');
+    assert.equal(t.cniVersion, '', 'a non-string cniVersion is stored empty');
+    assert.deepEqual([t.podNamespace, t.podName], ['n', 'p']);
+    assert.deepEqual(JSON.parse(t.config), broken);
+  });
+
+  test('a pass-through DEL runs delegates last first, each chain in reverse, with the request’s env', async () => {
+    const { engine, plugins, store } = setup();
+    const two = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }, { type: 'two' }] },
+      { name: 'side', type: 'three' },
+    ]);
+    assert.equal(await engine.handle(req('DEL', 'pt', two, { args: 'A=1', path: '/req', netns: '' })), '');
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => [c.type, c.ifname, c.args, c.cniPath, c.netns]),
+      [
+        ['three', 'net1', 'A=1', '/req', ''],
+        ['two', 'eth0', 'A=1', '/req', ''],
+        ['one', 'eth0', 'A=1', '/req', ''],
+      ],
+    );
+    assert.equal(store.currentAttachment({ containerId: 'pt', ...KEY })!.cniVersion, '1.0.0');
+  });
+
+  test('tombstones and joins are counted; an ADD queued for the key invalidates the tombstone', async () => {
+    const { engine, plugins, metrics } = setup();
+    await engine.handle(req('ADD', 't', chain));
+    await engine.handle(req('DEL', 't', chain));
+    await engine.handle(req('DEL', 't', chain));
+    assert.equal(await counterValue(metrics.coalescedDels, { how: 'tombstone' }), 1);
+    await engine.handle(req('ADD', 't', chain));
+    await engine.handle(req('DEL', 't', chain));
+    assert.equal(plugins.of('DEL').length, 4, 'the DEL after the new ADD ran every plugin again');
+    const both = [engine.handle(req('DEL', 'j', chain)), engine.handle(req('DEL', 'j', chain))];
+    await Promise.all(both);
+    assert.equal(await counterValue(metrics.coalescedDels, { how: 'joined' }), 1);
+  });
+
+  test('a DEL of an attachment torn down by rollback is answered from the journal, then from memory', async () => {
+    const { engine, plugins, metrics } = setup();
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(100, 'no');
+    });
+    await assert.rejects(engine.handle(req('ADD', 'rb', chain)));
+    const dels = plugins.of('DEL').length;
+    assert.equal(await engine.handle(req('DEL', 'rb', chain)), '');
+    assert.equal(await engine.handle(req('DEL', 'rb', chain)), '');
+    assert.equal(plugins.of('DEL').length, dels, 'nothing ran again');
+    assert.equal(await counterValue(metrics.coalescedDels, { how: 'tombstone' }), 2);
+  });
+});

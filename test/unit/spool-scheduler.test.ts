@@ -1,0 +1,271 @@
+// The DEL spool and the retry scheduler without root: spool entries in a temp dir ingested as
+// runtime DELs (unreadable ones moved to spool/rejected/), and the scheduler's retries, reclaims
+// and pruning against the in-memory store with an injected clock.
+
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+
+import { CniError } from '@cni-steward/shared';
+import { recover } from '../../daemon/src/engine/recovery.js';
+import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
+import { MAX_SPOOL_FILE_BYTES, ingestSpool } from '../../daemon/src/engine/spool.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { NETNS, conf, req, setup, silentLog } from '../helpers/engine-fakes.js';
+
+const root = mkdtempSync(join(tmpdir(), 'steward-spool-test-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+const freshDir = () => {
+  const d = join(root, `spool-${++n}`);
+  mkdirSync(d);
+  return d;
+};
+
+const KEY = { network: 'net', ifname: 'eth0' };
+const chain = conf([{ type: 'one' }, { type: 'two' }]);
+
+function wire(command: string, containerId: string, config: Record<string, unknown> = chain) {
+  return JSON.stringify({
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: containerId,
+      CNI_NETNS: NETNS,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/fake',
+    },
+    config,
+  });
+}
+
+describe('spool', () => {
+  test('a missing spool dir ingests nothing', async () => {
+    const { engine } = setup();
+    assert.deepEqual(await ingestSpool(engine, join(root, 'nope'), silentLog), { ingested: 0, rejected: 0 });
+  });
+
+  test('each spooled DEL is handled like a runtime DEL, in name order, and its file removed', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'a', chain));
+    const dir = freshDir();
+    writeFileSync(join(dir, '2.json'), wire('DEL', 'b'));
+    writeFileSync(join(dir, '1.json'), wire('DEL', 'a'));
+    writeFileSync(join(dir, 'notes.txt'), 'not a spool entry');
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 2, rejected: 0 });
+    assert.deepEqual(plugins.of('DEL'), ['DEL two a', 'DEL one a', 'DEL two b', 'DEL one b']);
+    assert.equal(store.currentAttachment({ containerId: 'a', ...KEY })!.state, 'deleted');
+    assert.deepEqual(readdirSync(dir), ['notes.txt']);
+  });
+
+  test('a spooled DEL that fails is still consumed: its teardown stays journaled', async () => {
+    const { engine, plugins, store } = setup({ delPolicy: 'strict' });
+    await engine.handle(req('ADD', 'f', chain));
+    plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const dir = freshDir();
+    writeFileSync(join(dir, 'x.json'), wire('DEL', 'f'));
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 1, rejected: 0 });
+    assert.deepEqual(readdirSync(dir), []);
+    assert.equal(store.currentAttachment({ containerId: 'f', ...KEY })!.state, 'deleting');
+  });
+
+  test('what cannot be read safely is moved to spool/rejected/, never lost and never run', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    writeFileSync(join(dir, 'add.json'), wire('ADD', 'x'));
+    writeFileSync(join(dir, 'garbage.json'), '{not json');
+    writeFileSync(join(dir, 'big.json'), Buffer.alloc(MAX_SPOOL_FILE_BYTES + 1, 0x20));
+    writeFileSync(join(root, 'target.json'), wire('DEL', 'y'));
+    symlinkSync(join(root, 'target.json'), join(dir, 'link.json'));
+    mkdirSync(join(dir, 'dir.json'));
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 0, rejected: 5 });
+    assert.equal(plugins.calls.length, 0);
+    assert.deepEqual(readdirSync(dir), ['rejected']);
+    assert.deepEqual(readdirSync(join(dir, 'rejected')).sort(), [
+      'add.json',
+      'big.json',
+      'dir.json',
+      'garbage.json',
+      'link.json',
+    ]);
+    assert.ok(existsSync(join(root, 'target.json')), 'the link target is untouched');
+
+    // A second rejected entry of the same name does not replace the first.
+    writeFileSync(join(dir, 'add.json'), wire('ADD', 'x2'));
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 0, rejected: 1 });
+    const names = readdirSync(join(dir, 'rejected'));
+    assert.equal(names.length, 6);
+    assert.ok(names.some((f) => /^add\.json\.\d+-[0-9a-f]{6}$/.test(f)));
+  });
+
+  test('a spooled file of exactly the size limit is read', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    const body = wire('DEL', 'exact');
+    writeFileSync(join(dir, 'e.json'), body + ' '.repeat(MAX_SPOOL_FILE_BYTES - Buffer.byteLength(body)));
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 1, rejected: 0 });
+    assert.equal(plugins.of('DEL').length, 2);
+  });
+
+  test('when rejected/ is not a directory nothing is moved into it, and the entry stays', async () => {
+    const { engine } = setup();
+    const dir = freshDir();
+    writeFileSync(join(dir, 'rejected'), 'a file in the way');
+    writeFileSync(join(dir, 'bad.json'), 'nope');
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 0, rejected: 0 });
+    assert.ok(existsSync(join(dir, 'bad.json')));
+  });
+});
+
+describe('recovery', () => {
+  test('ingests the spool after the journal passes and reports what it did', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    writeFileSync(join(dir, '1.json'), wire('DEL', 'sp'));
+    writeFileSync(join(dir, '2.json'), 'x');
+    const report = await recover(engine, 'boot-1', dir, silentLog);
+    assert.deepEqual(report, { staleBoot: 0, rolledBack: 0, resumed: 0, spooled: 1, spoolRejected: 1 });
+    assert.deepEqual(plugins.of('DEL'), ['DEL two sp', 'DEL one sp']);
+  });
+
+  test('an attachment of an earlier boot is swept once with an empty netns, even when its teardown fails', async () => {
+    const store = new Store(':memory:');
+    const before = setup({ store, bootId: 'boot-0' });
+    await before.engine.handle(req('ADD', 'old', chain));
+    const now = setup({ store, bootId: 'boot-1' });
+    now.plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+    });
+    const report = await recover(now.engine, 'boot-1', join(root, 'none'), silentLog);
+    assert.deepEqual(
+      [report.staleBoot, report.rolledBack, report.resumed],
+      [1, 0, 0],
+      'a failed sweep (now deleting) is not resumed again',
+    );
+    assert.deepEqual(
+      now.plugins.callsOf('DEL').map((c) => [c.type, c.netns]),
+      [
+        ['two', ''],
+        ['one', ''],
+      ],
+    );
+  });
+});
+
+describe('retry scheduler', () => {
+  function scheduler(env: ReturnType<typeof setup>, clock: { t: number }, extra: Partial<{ ttl: number }> = {}) {
+    return new RetryScheduler({
+      engine: env.engine,
+      store: env.store,
+      log: silentLog,
+      pollMs: 10,
+      tombstoneTtlMs: extra.ttl ?? 3_600_000,
+      pruneEveryMs: 60_000,
+      spoolDir: join(root, 'no-spool'),
+      now: () => clock.t,
+    });
+  }
+
+  test('retryNow runs every failing teardown at once and reports attempted, done and pending', async () => {
+    const clock = { t: 1_000_000 };
+    const env = setup({ now: () => clock.t });
+    for (const id of ['r1', 'r2']) await env.engine.handle(req('ADD', id, chain));
+    let failing = true;
+    env.plugins.on('one', (c) => {
+      if (c.command === 'DEL' && (failing || c.containerId === 'r2')) throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    for (const id of ['r1', 'r2']) await env.engine.handle(req('DEL', id, chain));
+    failing = false;
+    const s = scheduler(env, clock);
+    assert.deepEqual(await s.retryNow(), { attempted: 2, done: 1, pending: 1 });
+    assert.equal(env.store.currentAttachment({ containerId: 'r1', ...KEY })!.state, 'deleted');
+    assert.equal(env.store.currentAttachment({ containerId: 'r2', ...KEY })!.state, 'deleting');
+  });
+
+  test('a tick retries what is due, ingests the spool and prunes old tombstones', async () => {
+    const clock = { t: 1_000_000 };
+    const store = new Store(':memory:', () => clock.t);
+    const env = setup({ now: () => clock.t, store });
+    await env.engine.handle(req('ADD', 'due', chain));
+    await env.engine.handle(req('ADD', 'old', chain));
+    await env.engine.handle(req('DEL', 'old', chain));
+    const oldId = store.currentAttachment({ containerId: 'old', ...KEY })!.id;
+    let fail = true;
+    env.plugins.on('one', (c) => {
+      if (c.command === 'DEL' && fail) throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await env.engine.handle(req('DEL', 'due', chain));
+    const dueId = store.currentAttachment({ containerId: 'due', ...KEY })!.id;
+    fail = false;
+    clock.t += 2 * 3_600_000;
+    const s = new RetryScheduler({
+      engine: env.engine,
+      store,
+      log: silentLog,
+      pollMs: 10,
+      tombstoneTtlMs: 3_600_000,
+      pruneEveryMs: 60_000,
+      spoolDir: join(root, 'no-spool'),
+      now: () => clock.t,
+    });
+    s.start();
+    try {
+      const deadline = Date.now() + 20_000;
+      while (store.getAttachment(dueId)?.state !== 'deleted' || store.getAttachment(oldId) !== undefined) {
+        assert.ok(Date.now() < deadline, 'the scheduler retried and pruned within 20 s');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await s.stop();
+    }
+    assert.equal(store.getAttachment(oldId), undefined, 'the tombstone older than the TTL was pruned');
+    assert.equal(store.getAttachment(dueId)!.state, 'deleted', 'pruned only on a later pass');
+  });
+
+  test('a tick reclaims an attachment whose journal was cut off while the daemon ran', async () => {
+    const clock = { t: 1_000_000 };
+    const env = setup({ now: () => clock.t });
+    await env.engine.handle(req('ADD', 'cut', chain));
+    const a = env.store.currentAttachment({ containerId: 'cut', ...KEY })!;
+    env.store.atomic(() => {
+      env.store.setAttachmentState(a.id, 'deleting');
+      env.store.setStepDeleting(env.store.stepsOf(a.id)[1]!.id);
+    });
+    const s = scheduler(env, clock);
+    s.start();
+    try {
+      const deadline = Date.now() + 20_000;
+      while (env.store.getAttachment(a.id)!.state !== 'deleted') {
+        assert.ok(Date.now() < deadline, 'reclaimed within 20 s');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await s.stop();
+    }
+    assert.deepEqual(env.plugins.of('DEL'), ['DEL two cut', 'DEL one cut']);
+  });
+
+  test('a stopped scheduler runs no more ticks', async () => {
+    const clock = { t: 1_000_000 };
+    const env = setup({ now: () => clock.t });
+    const s = scheduler(env, clock);
+    s.start();
+    await s.stop();
+    await env.engine.handle(req('ADD', 'late', chain));
+    env.plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await env.engine.handle(req('DEL', 'late', chain));
+    const dels = env.plugins.of('DEL').length;
+    clock.t += 3_600_000;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(env.plugins.of('DEL').length, dels);
+  });
+});
