@@ -12,6 +12,7 @@ import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Scratch } from './lib/scratch.js';
+import { otherCpu } from './lib/other-cpu.js';
 import { benchChain } from './chain.js';
 import { benchDbSize } from './dbsize.js';
 import { benchQuickCheck } from './quickcheck.js';
@@ -99,6 +100,7 @@ async function main(): Promise<number> {
   const failures: string[] = [];
   const started = Date.now();
   const loadBefore = load1();
+  const othersCpu = otherCpu();
   const samples: number[] = [];
   const sampler = setInterval(() => samples.push(load1()), 5000);
   sampler.unref();
@@ -121,6 +123,7 @@ async function main(): Promise<number> {
 
   clearInterval(sampler);
   const loadAfter = load1();
+  const otherCores = othersCpu();
   const during = samples.length > 0 ? samples : [loadBefore];
   const duringMean = Math.round((during.reduce((x, y) => x + y, 0) / during.length) * 100) / 100;
   const res: BenchResults = {
@@ -140,8 +143,11 @@ async function main(): Promise<number> {
       before: loadBefore,
       during: { mean: duringMean, max: Math.max(...during), samples: samples.length },
       after: loadAfter,
+      otherCores,
     },
-    quiet: loadBefore < LOAD_LIMIT && duringMean < LOAD_LIMIT && loadAfter < LOAD_LIMIT,
+    // The load average during the run counts the run's own processes (the storm alone keeps both cores
+    // busy), so what qualifies a run is the load it started in and what everything else burnt meanwhile.
+    quiet: loadBefore < LOAD_LIMIT && otherCores < LOAD_LIMIT,
     shim: shimExecutable().kind,
     scale,
     only: only ?? null,

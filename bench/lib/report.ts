@@ -47,9 +47,13 @@ export interface BenchResults {
   node: string;
   bun: string;
   machine: { cpuModel: string; cores: number; kernel: string; memMiB: number };
-  /** 1-minute load average: before the first benchmark, sampled every 5 s during, after the last. */
-  load: { before: number; during: { mean: number; max: number; samples: number }; after: number };
-  /** before, after and the mean during all below LOAD_LIMIT. */
+  /**
+   * 1-minute load average: before the first benchmark, sampled every 5 s during (the run's own
+   * processes included), after the last; otherCores: the CPU every other process on the machine used
+   * during the run, in cores (bench/lib/other-cpu.ts).
+   */
+  load: { before: number; during: { mean: number; max: number; samples: number }; after: number; otherCores?: number };
+  /** Load before the run and the other processes' CPU during it both below LOAD_LIMIT. */
   quiet: boolean;
   shim: string;
   scale: number;

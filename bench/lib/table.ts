@@ -49,10 +49,11 @@ export function describe(res: BenchResults): string {
     `${res.machine.cores} cores (${res.machine.cpuModel}), ${res.machine.memMiB} MiB, Linux ${res.machine.kernel}; ` +
     `node ${res.node}, bun ${res.bun}; shim ${res.shim}. ` +
     `Load average (1 min): ${l.before} before, ${l.during.mean} mean / ${l.during.max} max during ` +
-    `(${l.during.samples} samples), ${l.after} after: ` +
+    `(${l.during.samples} samples, the run's own processes included), ${l.after} after; ` +
+    `other processes' CPU during the run: ${l.otherCores ?? '?'} cores: ` +
     (res.quiet
-      ? `below ${LOAD_LIMIT} throughout, so the run qualifies for issue 14's done condition.`
-      : `**not** below ${LOAD_LIMIT} throughout, so the run does not qualify for issue 14's done condition.`)
+      ? `the machine was quiet (load before and other CPU below ${LOAD_LIMIT}), so the run qualifies for issue 14's done condition.`
+      : `**not** quiet (load before or other CPU not below ${LOAD_LIMIT}), so the run does not qualify for issue 14's done condition.`)
   );
 }
 
