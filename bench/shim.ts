@@ -74,8 +74,12 @@ function peakMiB(file: string, args: string[], stdinFile: string, env: NodeJS.Pr
 
 export async function benchShim(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   // The binaries for every node (dist/shims): the x64 one is timed, all are sized.
-  if (shimBinaries().length === 0) {
-    ctx.log('building dist/shims (npm run build:shims)');
+  // Rebuilt when missing or older than the bundle they are compiled from: a stale binary would time
+  // an older shim than the tree's.
+  const bundle = statSync(join(REPO, 'shim/dist/steward-bun.mjs')).mtimeMs;
+  const bins = shimBinaries();
+  if (bins.length === 0 || bins.some((b) => statSync(b).mtimeMs < bundle)) {
+    ctx.log('building dist/shims (npm run build:shims): missing or older than shim/dist/steward-bun.mjs');
     execFileSync(process.execPath, [join(REPO, 'scripts/build-shims.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] });
   }
   const shim = shimExecutable();
