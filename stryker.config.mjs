@@ -26,6 +26,8 @@ export default {
       'test/unit/backoff.test.ts',
       'test/unit/cni-contract.test.ts',
       'test/unit/convert.test.ts',
+      'test/unit/convert-proto.test.ts',
+      'test/unit/del-final-commit.test.ts',
       'test/unit/engine.test.ts',
       'test/unit/engine-commands.test.ts',
       'test/unit/engine-teardown.test.ts',
