@@ -8,6 +8,7 @@
 // the holder in its error. The side file is never trusted for the decision itself.
 
 import Database from 'better-sqlite3';
+import { retain } from './retain.js';
 import { mkdirSync, readFileSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -96,16 +97,16 @@ export interface OwnerLock {
 /** Locks one dir, or throws StateDirBusyError naming its owner. Creates the dir (0700) if missing. */
 function lockDir(dir: string, info: Omit<Owner, 'stateDir'> & { stateDir: string }): Database.Database {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const db = new Database(join(dir, OWNER_LOCK_FILE), { timeout: 0 });
+  const db = retain(new Database(join(dir, OWNER_LOCK_FILE), { timeout: 0 })); // retain.ts
   try {
-    db.pragma('locking_mode = EXCLUSIVE');
+    db.exec('PRAGMA locking_mode = EXCLUSIVE');
     // A write (in a rollback journal, not WAL: WAL ignores exclusive mode for readers on the
     // shm) takes the EXCLUSIVE lock, and exclusive mode keeps it after the commit.
-    db.pragma('journal_mode = DELETE');
+    db.exec('PRAGMA journal_mode = DELETE');
     db.exec('CREATE TABLE IF NOT EXISTS owner (pid INTEGER)');
     db.exec('BEGIN EXCLUSIVE');
-    db.prepare('DELETE FROM owner').run();
-    db.prepare('INSERT INTO owner (pid) VALUES (?)').run(info.pid);
+    db.exec('DELETE FROM owner');
+    db.exec(`INSERT INTO owner (pid) VALUES (${Math.trunc(info.pid)})`);
     db.exec('COMMIT');
   } catch (e) {
     db.close();

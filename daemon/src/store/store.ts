@@ -10,6 +10,7 @@ import Database from 'better-sqlite3';
 import { CniError, clip } from '@cni-steward/shared';
 import { mkdirSync, statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { retain } from './retain.js';
 import { MIGRATIONS } from './migrations.js';
 import { ATTACHMENT_COLUMNS, toAttachment, toStep, type Row } from './rows.js';
 import { prepareStatements, type Statements } from './statements.js';
@@ -44,6 +45,8 @@ export class Store {
   private readonly now: () => number;
   private readonly onWriteError: ((err: Error) => void) | undefined;
   private readonly stmt: Statements;
+  /** Statements of SQL built at run time (pragmas, attachment filters), prepared once each. */
+  private readonly statements = new Map<string, Database.Statement>();
   /** Nesting depth of atomic(): a failure inside is translated once, at the outermost level. */
   private depth = 0;
 
@@ -53,19 +56,20 @@ export class Store {
     this.now = o.now ?? Date.now;
     this.onWriteError = o.onWriteError;
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    this.db = new Database(path);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = FULL');
-    this.db.pragma('foreign_keys = ON');
-    this.db.pragma('busy_timeout = 5000');
+    // Retained, and pragmas set with exec: see retain.ts (Node 24 aborts on a collected better-sqlite3 object).
+    this.db = retain(new Database(path));
+    this.db.exec('PRAGMA journal_mode = WAL');
+    this.db.exec('PRAGMA synchronous = FULL');
+    this.db.exec('PRAGMA foreign_keys = ON');
+    this.db.exec('PRAGMA busy_timeout = 5000');
     // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
-    this.db.pragma('journal_size_limit = 4194304');
+    this.db.exec('PRAGMA journal_size_limit = 4194304');
     this.migrate();
-    this.stmt = prepareStatements(this.db);
+    this.stmt = retain(prepareStatements(this.db));
   }
 
   private migrate(): void {
-    const current = this.db.pragma('user_version', { simple: true }) as number;
+    const current = this.pragmaValue('user_version') as number;
     if (current > MIGRATIONS.length) {
       this.db.close();
       throw new Error(
@@ -75,7 +79,7 @@ export class Store {
     for (let v = current; v < MIGRATIONS.length; v++) {
       this.db.transaction(() => {
         this.db.exec(MIGRATIONS[v] as string);
-        this.db.pragma(`user_version = ${v + 1}`);
+        this.db.exec(`PRAGMA user_version = ${v + 1}`);
       })();
     }
   }
@@ -105,13 +109,28 @@ export class Store {
   /** How the journal is made durable, read back from SQLite (tests pin it: FULL, WAL). */
   durability(): { journalMode: string; synchronous: number } {
     return {
-      journalMode: this.db.pragma('journal_mode', { simple: true }) as string,
-      synchronous: this.db.pragma('synchronous', { simple: true }) as number,
+      journalMode: this.pragmaValue('journal_mode') as string,
+      synchronous: this.pragmaValue('synchronous') as number,
     };
   }
 
   get schemaVersion(): number {
-    return this.db.pragma('user_version', { simple: true }) as number;
+    return this.pragmaValue('user_version') as number;
+  }
+
+  /** A statement prepared once per SQL text and kept (retain.ts). */
+  private cached(sql: string): Database.Statement {
+    let st = this.statements.get(sql);
+    if (st === undefined) {
+      st = retain(this.db.prepare(sql));
+      this.statements.set(sql, st);
+    }
+    return st;
+  }
+
+  /** The value of a read-only pragma, e.g. user_version. */
+  private pragmaValue(name: string): unknown {
+    return this.cached(`PRAGMA ${name}`).pluck().get();
   }
 
   close(): void {
@@ -131,8 +150,8 @@ export class Store {
    */
   writeProbe(minFreeBytes: number): string | undefined {
     try {
-      const v = this.db.pragma('user_version', { simple: true }) as number;
-      this.db.transaction(() => this.db.pragma(`user_version = ${v}`)).immediate();
+      const v = this.pragmaValue('user_version') as number;
+      this.db.transaction(() => this.db.exec(`PRAGMA user_version = ${v}`)).immediate();
     } catch (e) {
       return `the database ${this.path} cannot be written: ${(e as Error).message}`;
     }
@@ -156,7 +175,9 @@ export class Store {
    */
   quickCheck(maxProblems = 20): string[] {
     try {
-      const rows = this.db.pragma(`quick_check(${maxProblems})`) as Array<{ quick_check: string }>;
+      const rows = this.cached(`PRAGMA quick_check(${Math.trunc(maxProblems)})`).all() as Array<{
+        quick_check: string;
+      }>;
       const out = rows.map((r) => r.quick_check);
       return out.length === 1 && out[0] === 'ok' ? [] : out;
     } catch (e) {
@@ -228,7 +249,7 @@ export class Store {
     const sql = `SELECT ${ATTACHMENT_COLUMNS} FROM attachments ${where.length ? 'WHERE ' + where.join(' AND ') : ''}
       ORDER BY id DESC LIMIT ?`;
     params.push(filter.limit ?? 1000);
-    return (this.db.prepare(sql).all(...params) as Row[]).map(toAttachment);
+    return (this.cached(sql).all(...params) as Row[]).map(toAttachment);
   }
 
   // ---- steps

@@ -1,0 +1,15 @@
+// Why no better-sqlite3 object may become garbage: on Node >= 24.19 (the image's runtime), better-sqlite3
+// 12's Statement and Database destructors call RemoveEnvironmentCleanupHook, which aborts the process
+// ("Assertion failed: (env) != nullptr", SIGABRT) when an idle GC finalises them outside any JS context.
+// A daemon that prepared a statement per /healthz probe died minutes after start. So statements are
+// prepared once per SQL text and kept, setting pragmas goes through exec (no Statement object), and
+// every Database and Statement this process makes is referenced here until it exits.
+// (better-sqlite3 13 fixes it, but needs Node >= 22; the development machines run Node 20.)
+
+const RETAINED: unknown[] = [];
+
+/** Keeps `x` reachable for the life of the process; returns it. */
+export function retain<T>(x: T): T {
+  RETAINED.push(x);
+  return x;
+}
