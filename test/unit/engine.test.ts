@@ -4,96 +4,12 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { pino } from 'pino';
 
-import { CniError, type CniRequestBody } from '@cni-steward/shared';
-import { Engine } from '../../daemon/src/engine/engine.js';
+import { CniError } from '@cni-steward/shared';
 import { Priority } from '../../daemon/src/engine/limiter.js';
 import { recover } from '../../daemon/src/engine/recovery.js';
-import type { PluginCall } from '../../daemon/src/plugins/executor.js';
-import { Metrics } from '../../daemon/src/metrics.js';
 import { Store } from '../../daemon/src/store/store.js';
-
-const NETNS = '/proc/self/ns/net';
-const log = pino({ level: 'silent' });
-
-type Behaviour = (call: PluginCall) => unknown | Promise<unknown>;
-
-/** A plugin runner that records calls as "COMMAND type containerId" and answers per type. */
-class FakePlugins {
-  readonly calls: string[] = [];
-  readonly stdins: Record<string, unknown>[] = [];
-  private readonly behaviours = new Map<string, Behaviour>();
-
-  on(type: string, b: Behaviour): void {
-    this.behaviours.set(type, b);
-  }
-
-  readonly run = async (call: PluginCall): Promise<unknown> => {
-    this.calls.push(`${call.command} ${call.type} ${call.containerId}`);
-    this.stdins.push(call.stdin);
-    const b = this.behaviours.get(call.type);
-    if (b) return b(call);
-    if (call.command === 'ADD') {
-      const prev = call.stdin.prevResult as Record<string, unknown> | undefined;
-      return (
-        prev ?? {
-          cniVersion: call.stdin.cniVersion,
-          interfaces: [{ name: call.ifname }],
-          ips: [{ address: '10.1.0.2/24' }],
-        }
-      );
-    }
-    return undefined;
-  };
-
-  of(command: string): string[] {
-    return this.calls.filter((c) => c.startsWith(`${command} `));
-  }
-}
-
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  return { promise, resolve };
-}
-
-function setup(opts: { maxParallel?: number; bootId?: string; store?: Store } = {}) {
-  const store = opts.store ?? new Store(':memory:');
-  const plugins = new FakePlugins();
-  const engine = new Engine({
-    store,
-    run: plugins.run,
-    locate: (type) => `/fake/${type}`,
-    log,
-    metrics: new Metrics(store),
-    bootId: opts.bootId ?? 'boot-1',
-    maxParallel: opts.maxParallel ?? 4,
-    delPolicy: 'defer',
-    retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 5, maxAgeMs: 3_600_000 },
-  });
-  return { store, plugins, engine };
-}
-
-function conf(
-  plugins: Array<Record<string, unknown>>,
-  version = '1.0.0',
-  delegates?: unknown[],
-): Record<string, unknown> {
-  return {
-    cniVersion: version,
-    name: 'net',
-    type: 'steward',
-    delegates: delegates ?? [{ name: 'pod', cniVersion: version, plugins }],
-  };
-}
-
-function req(command: string, containerId: string, config: Record<string, unknown>): CniRequestBody {
-  return {
-    env: { command: command as never, containerId, netns: NETNS, ifname: 'eth0', args: '', path: '/fake' },
-    config,
-  };
-}
+import { conf, deferred, NETNS, req, setup, silentLog as log } from '../helpers/engine-fakes.js';
 
 const chain = conf([{ type: 'one' }, { type: 'two' }, { type: 'three' }]);
 
