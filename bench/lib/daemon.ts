@@ -2,15 +2,14 @@
 // debug), driven over its Unix socket with one connection per request (as each shim exec makes),
 // and observed through /proc (CPU ticks, RSS) so figures are the daemon's own.
 
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { hintHeaders } from '@cni-steward/shared';
 import type { Scratch } from './scratch.js';
 import { BENCH_BIN, FIXTURE_BIN, REPO, SYSTEM_CNI_BIN } from './paths.js';
-
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+import { CLK_TCK } from './other-cpu.js';
 
 /**
  * Extra node flags for stewardd, for profiling a benchmark, e.g.

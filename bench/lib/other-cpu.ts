@@ -6,7 +6,8 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+/** Clock ticks per second: the unit of every CPU time in /proc (proc(5)). */
+export const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 /** Busy jiffies of all CPUs: user, nice, system, irq, softirq, steal (idle and iowait left out). */
 function machineBusy(): number {

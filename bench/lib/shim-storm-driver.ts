@@ -3,8 +3,9 @@
 // calls StopPodSandbox again), `parallel` containers at a time. The shims' CPU is this process's
 // reaped children's CPU (cutime + cstime in /proc/self/stat), kept apart from the daemon's.
 
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { CLK_TCK } from './other-cpu.js';
 
 export interface ShimStormOrder {
   shim: string;
@@ -21,8 +22,6 @@ export interface ShimStormReport {
   exitCodes: Record<string, number>;
   shimCpuMs: number;
 }
-
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 function childrenCpuMs(): number {
   const stat = readFileSync('/proc/self/stat', 'utf8');
