@@ -82,10 +82,20 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
  * with 2 (1) 2.6x, DEL throughput the same. The price: slow plugin DELs run at most 2 at a time for
  * runtime requests (the retry scheduler's teardowns are not admitted here). DELs answered from a
  * tombstone have their own cap (admission.ts). The rest wait with only their headers parsed.
+ *
+ * While ADDs are being served (one in flight or answered within the last second), tombstoned DELs are
+ * answered at most one per millisecond. Measured at load ~1.5 (npm run bench -- --only storm): the
+ * HTTP storm's ADD p99 fell from 4–7x idle to 1.0x, its repeated DELs from ~3,000/s to ~600/s; a
+ * runtime retrying StopPodSandbox through shim executions sends about a tenth of that.
  */
-export function admissionLimits(pluginSlots: number): { maxDels: number; maxDelsWhileAdding: number } {
+export function admissionLimits(pluginSlots: number): {
+  maxDels: number;
+  maxDelsWhileAdding: number;
+  tombstonePaceMs: number;
+  priorityMs: number;
+} {
   const maxDels = Math.max(1, Math.min(2, pluginSlots - 2));
-  return { maxDels, maxDelsWhileAdding: 1 };
+  return { maxDels, maxDelsWhileAdding: 1, tombstonePaceMs: 1, priorityMs: 1000 };
 }
 
 export function buildApp(deps: AppDeps) {

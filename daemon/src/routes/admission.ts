@@ -6,6 +6,10 @@
 //    ADD, CHECK or any other hinted request is in flight), DELs answered from a tombstone at most 2
 //    (1); the others wait with only their headers parsed, in arrival order, and are admitted as
 //    admitted ones are answered. Every DEL is still answered.
+//  - While ADDs are being served (one in flight, or one answered within the last `priorityMs`), DELs
+//    answered from a tombstone are paced to one per `tombstonePaceMs`. A storm's repeated DELs are
+//    cheap for the daemon, but their senders are not: a client that retries as fast as it is answered
+//    takes the CPU a pod's ADD (its plugins, its runtime) needs. Without ADDs they go at full speed.
 //  - An admitted DEL whose attachment the engine already tore down (its tombstone set) is served
 //    here from its raw body: one JSON.parse, the shared decoder, the hints checked against the
 //    body, and the engine's own DEL path (which answers a tombstone at once) — no fastify.
@@ -24,6 +28,10 @@ export interface AdmissionOptions {
   maxDels: number;
   /** DELs admitted at once while an ADD (or another non-DEL hinted request) is in flight. */
   maxDelsWhileAdding: number;
+  /** While ADDs are being served, at most one DEL answered from a tombstone per this many ms. */
+  tombstonePaceMs: number;
+  /** ADDs count as being served for this long after the last one is answered. */
+  priorityMs: number;
   maxBodyBytes: number;
   /** Whether the engine would answer this DEL from its tombstone set (nothing left to tear down). */
   isTombstoned(h: Hints): boolean;
@@ -38,6 +46,8 @@ export interface AdmissionStats {
   delsAnsweredEarly: number;
   maxDels: number;
   maxDelsWhileAdding: number;
+  /** Whether ADDs are being served, so tombstoned DELs are paced. */
+  addPriority: boolean;
 }
 
 interface Parked {
@@ -54,6 +64,11 @@ export class Admission {
   private othersInFlight = 0;
   private readonly parked: Parked[] = [];
   private next: Handler = () => undefined;
+  /** performance.now() when the last ADD (or other hinted non-DEL) was answered. */
+  private lastOtherEnded = -Infinity;
+  /** performance.now() when the last DEL was admitted to be answered from a tombstone. */
+  private lastEarly = -Infinity;
+  private paceTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: AdmissionOptions) {}
 
@@ -72,7 +87,12 @@ export class Admission {
       delsAnsweredEarly: this.answeredEarly,
       maxDels: this.o.maxDels,
       maxDelsWhileAdding: this.o.maxDelsWhileAdding,
+      addPriority: this.addPriority(performance.now()),
     };
+  }
+
+  private addPriority(now: number): boolean {
+    return this.othersInFlight > 0 || now - this.lastOtherEnded < this.o.priorityMs;
   }
 
   private admit(req: IncomingMessage, res: ServerResponse): void {
@@ -89,6 +109,7 @@ export class Admission {
       this.othersInFlight++;
       res.once('close', () => {
         this.othersInFlight--;
+        this.lastOtherEnded = performance.now();
         this.pump();
       });
       return this.next(req, res);
@@ -101,9 +122,11 @@ export class Admission {
    * Admits waiting DELs in arrival order. DELs for the engine (which may run a plugin for seconds)
    * and DELs answered here from a tombstone (well under a millisecond each) have caps of their own:
    * the first bounds plugin slots taken from ADDs, the second how many DELs each event loop turn
-   * answers ahead of an ADD's connection (a fast DEL's slot is free again within the turn).
+   * answers ahead of an ADD's connection (a fast DEL's slot is free again within the turn). While
+   * ADDs are being served, tombstoned DELs are also paced (see the top of this file).
    */
   private pump(): void {
+    const now = performance.now();
     const adding = this.othersInFlight > 0;
     const engineCap = adding ? this.o.maxDelsWhileAdding : this.o.maxDels;
     const earlyCap = adding ? 1 : Math.min(2, this.o.maxDels);
@@ -116,9 +139,16 @@ export class Admission {
       const json = /^application\/json\b/i.test(p.req.headers['content-type'] ?? '');
       const early = json && this.o.isTombstoned(p.hints);
       if (early ? this.earlyAdmitted >= earlyCap : this.delsAdmitted - this.earlyAdmitted >= engineCap) return;
+      if (early && this.addPriority(now)) {
+        const wait = this.lastEarly + this.o.tombstonePaceMs - now;
+        if (wait > 0) return this.pumpIn(wait);
+      }
       this.parked.shift();
       this.delsAdmitted++;
-      if (early) this.earlyAdmitted++;
+      if (early) {
+        this.earlyAdmitted++;
+        this.lastEarly = now;
+      }
       p.res.once('close', () => {
         this.delsAdmitted--;
         if (early) this.earlyAdmitted--;
@@ -127,6 +157,15 @@ export class Admission {
       if (early) this.serveEarly(p);
       else this.next(p.req, p.res);
     }
+  }
+
+  /** Pumps again when the pace allows the next tombstoned DEL (an answered request pumps sooner). */
+  private pumpIn(ms: number): void {
+    if (this.paceTimer) return;
+    this.paceTimer = setTimeout(() => {
+      this.paceTimer = undefined;
+      this.pump();
+    }, Math.ceil(ms));
   }
 
   private serveEarly({ req, res, hints }: Parked): void {
