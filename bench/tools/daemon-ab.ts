@@ -144,6 +144,7 @@ console.log(
     median: Object.fromEntries(names.map((n) => [n, +med(t[n]!).toFixed(2)])),
     ratio: { base: +pr(t.base!, t.direct!).toFixed(3), new: +pr(t.new!, t.direct!).toFixed(3) },
     overheadMs: { base: +pd(t.base!, t.direct!).toFixed(2), new: +pd(t.new!, t.direct!).toFixed(2) },
+    newMinusBaseMs: +pd(t.new!, t.base!).toFixed(2),
   }),
 );
 await env.close();

@@ -6,7 +6,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, request, type Server, type ServerResponse } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,8 +20,10 @@ const dir = mkdtempSync(join(tmpdir(), 'steward-admission-'));
 const socket = join(dir, 's.sock');
 let server: Server;
 let admission: Admission;
-/** ADD responses the test holds open, answered when it says so. */
-const heldAdds: ServerResponse[] = [];
+/** ADDs the test holds open, answered when it says so. */
+const heldAdds: Array<(text: string) => void> = [];
+/** Requests that reached fastify's place (none should: every request here is hinted JSON). */
+let unparsed = 0;
 
 before(async () => {
   admission = new Admission({
@@ -31,12 +33,15 @@ before(async () => {
     priorityMs: PRIORITY_MS,
     maxBodyBytes: 1 << 20,
     isTombstoned: (h) => h.command === 'DEL',
-    serve: () => Promise.resolve('{"cniVersion":"1.0.0"}'),
+    serve: (_body, hints) =>
+      hints.command === 'ADD'
+        ? new Promise<string>((resolve) => heldAdds.push(resolve))
+        : Promise.resolve('{"cniVersion":"1.0.0"}'),
   });
   server = createServer(
-    admission.listener((req, res) => {
-      req.resume();
-      req.once('end', () => heldAdds.push(res));
+    admission.listener((_req, res) => {
+      unparsed++;
+      res.writeHead(500).end();
     }),
   );
   await new Promise<void>((r) => server.listen(socket, r));
@@ -98,7 +103,7 @@ describe('tombstoned DELs while ADDs are served', () => {
     const ms = await delsTake(4, 'busy');
     // The first may go at once; the other three each wait a pace after the one before.
     assert.ok(ms >= 3 * PACE_MS - 5, `4 DELs took ${ms} ms, less than 3 paces of ${PACE_MS} ms`);
-    heldAdds.shift()?.end('{}');
+    heldAdds.shift()?.('{}');
     assert.equal(await add, 200);
   });
 
@@ -118,7 +123,8 @@ describe('tombstoned DELs while ADDs are served', () => {
     const second = post('ADD', 'pod-b');
     await until('the second ADD reaches its handler while DELs still wait', () => heldAdds.length === 2);
     assert.ok(admission.stats.delsWaiting >= 1, 'DELs were still waiting when the ADD got through');
-    for (const r of heldAdds.splice(0)) r.end('{}');
+    for (const answer of heldAdds.splice(0)) answer('{}');
+    assert.equal(unparsed, 0, 'every hinted JSON request is served at admission');
     assert.deepEqual(await Promise.all([first, second]), [200, 200]);
     await dels;
   });
