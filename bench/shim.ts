@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { cniVars, noopConf, wireBody } from './lib/netconf.js';
-import { REPO, shimBinaries, shimExecutable } from './lib/paths.js';
+import { REPO, ensureFreshShims, shimBinaries, shimExecutable } from './lib/paths.js';
 import { compileFor } from '../scripts/build-shims.mjs';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedRatio, p99, round } from './lib/stats.js';
@@ -74,14 +74,7 @@ function peakMiB(file: string, args: string[], stdinFile: string, env: NodeJS.Pr
 
 export async function benchShim(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   // The binaries for every node (dist/shims): the x64 one is timed, all are sized.
-  // Rebuilt when missing or older than the bundle they are compiled from: a stale binary would time
-  // an older shim than the tree's.
-  const bundle = statSync(join(REPO, 'shim/dist/steward-bun.mjs')).mtimeMs;
-  const bins = shimBinaries();
-  if (bins.length === 0 || bins.some((b) => statSync(b).mtimeMs < bundle)) {
-    ctx.log('building dist/shims (npm run build:shims): missing or older than shim/dist/steward-bun.mjs');
-    execFileSync(process.execPath, [join(REPO, 'scripts/build-shims.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] });
-  }
+  ensureFreshShims(ctx.log);
   const shim = shimExecutable();
   const daemon = new BenchDaemon(env, 'shim');
   await daemon.start();

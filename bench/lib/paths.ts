@@ -1,6 +1,7 @@
 // Where things are: the checkout, plugin dirs, and which shim executable to benchmark.
 
-import { accessSync, constants, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { accessSync, constants, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const REPO = new URL('../..', import.meta.url).pathname.replace(/\/$/, '');
@@ -40,4 +41,17 @@ export function shimBinaries(): string[] {
   } catch {
     return [];
   }
+}
+
+/**
+ * Builds dist/shims (npm run build:shims) when a binary is missing or older than the bundle it is
+ * compiled from, so that no benchmark times an older shim than the tree's. Run before the first
+ * benchmark: the shim, chain and shim-storm rows all execute the x64 binary.
+ */
+export function ensureFreshShims(log: (m: string) => void): void {
+  const bundle = statSync(join(REPO, 'shim/dist/steward-bun.mjs')).mtimeMs;
+  const bins = shimBinaries();
+  if (bins.length > 0 && bins.every((b) => statSync(b).mtimeMs >= bundle)) return;
+  log('building dist/shims (npm run build:shims): missing or older than shim/dist/steward-bun.mjs');
+  execFileSync(process.execPath, [join(REPO, 'scripts/build-shims.mjs')], { stdio: ['ignore', 'ignore', 'inherit'] });
 }
