@@ -82,7 +82,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
       }
     };
     const modes = { s: viaSteward, d: direct, h: viaSocket };
-    const iters = n(20, ctx);
+    const iters = n(60, ctx);
     const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [] };
     const orders: Array<Array<keyof typeof modes>> = [
       ['s', 'd', 'h'],

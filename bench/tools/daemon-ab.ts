@@ -12,7 +12,8 @@ import { Scratch } from '../lib/scratch.js';
 import { callEnv, execCni } from '../lib/exec.js';
 import { bridgeHostLocal, stewardOver } from '../lib/netconf.js';
 import { daemonEnv } from '../lib/daemon.js';
-import { SYSTEM_CNI_BIN } from '../lib/paths.js';
+import { BENCH_BIN, SYSTEM_CNI_BIN } from '../lib/paths.js';
+import { noopConf } from '../lib/netconf.js';
 import { hintHeaders } from '@cni-steward/shared';
 
 if (!process.env.AB_BASE) throw new Error('set AB_BASE to the other tree (built)');
@@ -61,6 +62,8 @@ async function startDaemon(name: string, exe: string) {
       join(dir, 'boot'),
       '--bin-dir',
       SYSTEM_CNI_BIN,
+      '--bin-dir',
+      BENCH_BIN,
       '--log-level',
       'info',
     ],
@@ -85,6 +88,51 @@ const sockets = {
   base: await startDaemon('base', join(process.env.AB_BASE ?? '', 'bin/stewardd')),
   new: await startDaemon('new', join(process.cwd(), 'bin/stewardd')),
 };
+// AB_NOOP=1: base against new only, with the no-op delegate in one netns (no bridge, no netns per
+// iteration): what each daemon adds to a request, with far less scatter than the bridge chain.
+if (process.env.AB_NOOP) {
+  const ns = `stwside-noop-${process.pid}`;
+  execFileSync('ip', ['netns', 'add', ns]);
+  env.defer(() => execFileSync('ip', ['netns', 'del', ns]));
+  const pair = async (socket: string, cid: string) => {
+    const conf = noopConf(socket);
+    const t0 = performance.now();
+    for (const command of ['ADD', 'DEL']) {
+      const e = {
+        CNI_COMMAND: command,
+        CNI_CONTAINERID: cid,
+        CNI_NETNS: `/run/netns/${ns}`,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: BENCH_BIN,
+      };
+      const r = await post(socket, '/v1/cni', JSON.stringify({ env: e, config: conf }), hintHeaders(e, conf));
+      if (r.status !== 200) throw new Error(r.text);
+    }
+    return performance.now() - t0;
+  };
+  const N = Number(process.env.N ?? 300);
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let i = -20; i < N; i++) {
+    const first = i % 2 === 0;
+    const x = await pair(first ? sockets.base : sockets.new, `noop-${i}-x`);
+    const y = await pair(first ? sockets.new : sockets.base, `noop-${i}-y`);
+    if (i < 0) continue;
+    a.push(first ? x : y);
+    b.push(first ? y : x);
+  }
+  const med = (v: number[]) => [...v].sort((p, q) => p - q)[Math.floor(v.length / 2)]!;
+  console.log(
+    JSON.stringify({
+      n: N,
+      load: execFileSync('cat', ['/proc/loadavg']).toString().trim(),
+      pairMs: { base: +med(a).toFixed(3), new: +med(b).toFixed(3) },
+      newMinusBaseMs: +med(b.map((v, k) => v - a[k]!)).toFixed(3),
+    }),
+  );
+  await env.close();
+  process.exit(0);
+}
 const bridge = env.bridge();
 const subnet = env.subnet();
 const plugin = bridgeHostLocal(bridge, subnet, join(env.dir, 'ipam'));

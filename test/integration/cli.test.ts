@@ -9,7 +9,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { REPO, TestEnv } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -187,15 +187,22 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
   });
 });
 
-describe('status --check with an abandoned teardown', () => {
+describe('status --check with an abandoned teardown, and retry --abandoned', () => {
+  // The delegate's DEL fails while this file exists (the test heals it by removing the file).
+  const broken = join(env.dir, 'fx-ab-broken');
+  let daemon: Daemon;
+  let conf: Record<string, unknown>;
+  after(() => daemon?.stop());
+
   it('exits 1 and says what to do', async () => {
-    const daemon = new Daemon(env, {
+    daemon = new Daemon(env, {
       name: 'abandon',
       args: ['--retry-base-ms', '50', '--retry-max-ms', '100', '--retry-max-attempts', '2'],
     });
     await daemon.start();
-    const conf = stewardConf(daemon.socket, '1.0.0', [
-      delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-ab'), { failDelAlways: true })]),
+    writeFileSync(broken, '');
+    conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-ab'), { failDelWhileFile: broken })]),
     ]);
     assert.equal(
       (await shim({ command: 'ADD', containerId: 'doomed', netns: env.netns(), args: POD_ARGS }, conf)).code,
@@ -213,7 +220,48 @@ describe('status --check with an abandoned teardown', () => {
     assert.match(r.stdout, /team-a\/web-0 +doomed +steward-fixture +abandoned +2 +never \(abandoned\)/);
     assert.match(r.stdout, /1 abandoned step\(s\): release what they hold by hand/);
     assert.equal((await cli(['status', '--socket', daemon.socket])).code, 0, 'without --check the same status exits 0');
-    await daemon.stop();
+  });
+
+  it('retry --abandoned while the plugin still fails: the step is retried and abandoned again', async () => {
+    const dels = () => fixtureCalls(join(env.dir, 'fx-ab'), 'DEL').length;
+    const before = dels();
+    const r = await cli(['retry', '--abandoned', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(
+      r.stdout,
+      /^re-armed 1 abandoned step\(s\); retried 1 attachment\(s\): 0 torn down, 1 still pending$/m,
+    );
+    await daemon.waitFor(
+      'the step to be abandoned again',
+      async () => ((await daemon.status()).steps.abandoned ?? 0) === 1 && dels() >= before + 2,
+      60_000,
+    );
+    assert.equal(dels(), before + 2, 'exactly --retry-max-attempts more DELs, then given up again');
+    assert.equal((await cli(['status', '--check', '--socket', daemon.socket])).code, 1);
+  });
+
+  it('retry --abandoned once the plugin is healed: the DEL runs, the step is cleared, status --check exits 0', async () => {
+    rmSync(broken);
+    const r = await cli(['retry', '--abandoned', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { attempted: 1, done: 1, pending: 0, rearmed: 1 });
+    const s = await daemon.status();
+    assert.equal(s.steps.abandoned ?? 0, 0);
+    assert.equal((await cli(['status', '--check', '--socket', daemon.socket])).code, 0);
+    const rows = (await daemon.request('GET', '/v1/attachments?containerId=doomed')).json as Array<{ state: string }>;
+    assert.deepEqual(
+      rows.map((a) => a.state),
+      ['deleted'],
+    );
+    // Nothing left to re-arm: a second call re-arms none and runs nothing.
+    const again = await cli(['retry', '--abandoned', '--socket', daemon.socket]);
+    assert.match(again.stdout, /^re-armed 0 abandoned step\(s\); retried 0 attachment\(s\)/m);
+  });
+
+  it('POST /v1/teardowns/retry?abandoned= refuses a value other than true or false', async () => {
+    const res = await daemon.request('POST', '/v1/teardowns/retry?abandoned=yes');
+    assert.equal(res.status, 400);
+    assert.match(res.text, /abandoned/);
   });
 });
 

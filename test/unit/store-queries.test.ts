@@ -244,3 +244,35 @@ describe('Store: health probes', () => {
     assert.match(problems[0]!, /not open/);
   });
 });
+
+describe('Store: re-arming abandoned steps (stewardd retry --abandoned)', () => {
+  test('an abandoned step becomes a failed step due now with attempts reset; its torn-down attachment is deleting again', () => {
+    const { store, clock } = openStore();
+    const a = store.createAttachment(att()).id;
+    const kept = step(store, a, 1).id;
+    const lost = step(store, a, 2).id;
+    store.setStepDeleted(kept);
+    store.setStepDelFailed(lost, 'boom', 2_000);
+    store.setStepDelFailed(lost, 'boom', 3_000);
+    store.setStepAbandoned(lost, 'boom for good');
+    store.setAttachmentState(a, 'deleted');
+    const other = store.createAttachment(att({ containerId: 'other' })).id;
+    store.setAttachmentState(other, 'deleted');
+    assert.deepEqual(store.abandonedAttachmentIds(), [a]);
+
+    clock.t = 9_000;
+    assert.equal(store.rearmAbandoned(a), 1);
+    const s = store.getStep(lost);
+    assert.equal(s?.state, 'del_failed');
+    assert.equal(s?.attempts, 0);
+    assert.equal(s?.nextAttemptAt, 9_000);
+    assert.equal(s?.error, 'boom for good', 'the last error stays readable');
+    assert.equal(store.getStep(kept)?.state, 'deleted', 'a step already torn down is left alone');
+    assert.equal(store.getAttachment(a)?.state, 'deleting');
+    assert.deepEqual(store.dueAttachmentIds(9_000), [a]);
+    assert.deepEqual(store.abandonedAttachmentIds(), []);
+
+    assert.equal(store.rearmAbandoned(other), 0, 'nothing abandoned: nothing re-armed');
+    assert.equal(store.getAttachment(other)?.state, 'deleted', 'and the attachment stays torn down');
+  });
+});

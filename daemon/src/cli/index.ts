@@ -35,8 +35,11 @@ ${COMMON}`,
   teardowns: `usage: stewardd teardowns [options]
   every pending and abandoned teardown step
 ${COMMON}`,
-  retry: `usage: stewardd retry [options]
+  retry: `usage: stewardd retry [--abandoned] [options]
   run every pending teardown now instead of at its next scheduled retry
+  --abandoned          first give every abandoned teardown step another round of attempts (after
+                       fixing its plugin, or releasing by hand what it held: the DEL then succeeds
+                       and clears the step; one that still fails is abandoned again)
 ${COMMON}`,
 };
 
@@ -60,7 +63,7 @@ function parse(command: CliCommand, argv: string[]): Parsed {
       limit: { type: 'string' },
     },
     teardowns: {},
-    retry: {},
+    retry: { abandoned: { type: 'boolean' } },
   }[command] as Record<string, { type: 'string' | 'boolean' }>;
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -140,12 +143,15 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
         return Exit.Ok;
       }
       case 'retry': {
-        const r = await call(p.socket, 'POST', '/v1/teardowns/retry', p.timeoutMs);
-        const x = r.json as { attempted: number; done: number; pending: number };
+        const path = p.values.abandoned === true ? '/v1/teardowns/retry?abandoned=true' : '/v1/teardowns/retry';
+        const r = await call(p.socket, 'POST', path, p.timeoutMs);
+        const x = r.json as { attempted: number; done: number; pending: number; rearmed?: number };
         out(
           p.json,
           r.body,
-          () => `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`,
+          () =>
+            (p.values.abandoned === true ? `re-armed ${x.rearmed ?? 0} abandoned step(s); ` : '') +
+            `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`,
         );
         return Exit.Ok;
       }

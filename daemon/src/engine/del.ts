@@ -60,6 +60,11 @@ export class Dels {
     return this.tombstones.has(keyString(key));
   }
 
+  /** The key has teardown work again (an abandoned step re-armed): DELs must reach the journal. */
+  forgetTombstone(key: AttachmentKey): void {
+    this.tombstones.delete(keyString(key));
+  }
+
   del(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const { ctx } = this;
     // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):

@@ -5,11 +5,11 @@
 // through PluginSlots. Every step is journaled before its plugin runs.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
+import { CniError, ErrorCode, podLogFields, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
 import type { Metrics } from '../metrics.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import type { AttachmentKey } from '../store/types.js';
+import { podOf, type AttachmentKey } from '../store/types.js';
 import { addAttachment, checkCapabilities } from './add.js';
 import { checkAttachment } from './check.js';
 import type { DelPolicy, EngineContext } from './context.js';
@@ -152,6 +152,40 @@ export class Engine {
       );
       return this.teardown.run(attachmentId, Priority.Background, { force: now.state === 'adding' });
     });
+  }
+
+  /**
+   * `stewardd retry --abandoned`: every abandoned teardown step is re-armed (due now, attempts reset),
+   * each in its container's queue so no request of that container is mid-flight. The retry scheduler
+   * then runs them; a step whose plugin still fails is abandoned again by the usual rules. After an
+   * operator released the resources by hand the DEL succeeds (the spec makes DEL of what is gone a
+   * success), which clears the step. Returns how many steps were re-armed.
+   */
+  async rearmAbandoned(): Promise<number> {
+    let steps = 0;
+    for (const id of this.store.abandonedAttachmentIds()) {
+      const a = this.store.getAttachment(id);
+      if (!a) continue;
+      steps += await this.ctx.serialize(a.containerId, async () => {
+        const n = this.store.rearmAbandoned(id);
+        if (n > 0) {
+          this.dels.forgetTombstone(a);
+          this.ctx.log.warn(
+            {
+              containerId: a.containerId,
+              ...podLogFields(podOf(a)),
+              network: a.network,
+              ifname: a.ifname,
+              attachment: id,
+              steps: n,
+            },
+            'abandoned teardown steps re-armed by an operator; retrying them',
+          );
+        }
+        return n;
+      });
+    }
+    return steps;
   }
 
   /** True while a request of this process is working on the attachment (its rows are live, not cut off). */

@@ -24,7 +24,7 @@ export type JournalView = Pick<
 
 export interface AppDeps {
   /** POST /v1/cni hands requests here and nothing else. */
-  engine: Pick<Engine, 'handle' | 'isTombstoned'>;
+  engine: Pick<Engine, 'handle' | 'isTombstoned' | 'rearmAbandoned'>;
   journal: JournalView;
   /** Plugin execution slots: how many, in use, waiting. */
   executions: () => { slots: number; inUse: number; queued: number };

@@ -35,6 +35,10 @@ const SQL = {
       next_attempt_at = @nextAttemptAt, updated_at = @now WHERE id = @id`,
   setStepDeleted: `UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
   setStepAbandoned: `UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
+  rearmAbandonedSteps: `UPDATE steps SET state = 'del_failed', attempts = 0, next_attempt_at = @now, updated_at = @now
+      WHERE attachment_id = @id AND state = 'abandoned'`,
+  reopenDeletedAttachment: `UPDATE attachments SET state = 'deleting', updated_at = @now WHERE id = @id AND state = 'deleted'`,
+  abandonedAttachmentIds: `SELECT DISTINCT attachment_id AS id FROM steps WHERE state = 'abandoned' ORDER BY attachment_id`,
   countAttachments: `SELECT state, COUNT(*) AS n FROM attachments GROUP BY state`,
   countSteps: `SELECT state, COUNT(*) AS n FROM steps GROUP BY state`,
   pendingTeardownSteps: `SELECT ${STEP_COLUMNS} FROM steps

@@ -297,6 +297,24 @@ export class Store {
     this.write(() => this.stmt.setStepAbandoned.run({ id, error: storedErrorText(error), now: this.now() }));
   }
 
+  /**
+   * An operator's second chance for an attachment's abandoned steps (`stewardd retry --abandoned`):
+   * each becomes a failed step due now with its attempts reset, and a torn-down attachment is
+   * `deleting` again, in one commit. Returns how many steps were re-armed.
+   */
+  rearmAbandoned(attachmentId: number): number {
+    return this.atomic(() => {
+      const now = this.now();
+      const n = this.stmt.rearmAbandonedSteps.run({ id: attachmentId, now }).changes;
+      if (n > 0) this.stmt.reopenDeletedAttachment.run({ id: attachmentId, now });
+      return n;
+    });
+  }
+
+  abandonedAttachmentIds(): number[] {
+    return (this.stmt.abandonedAttachmentIds.all() as Row[]).map((r) => r.id as number);
+  }
+
   // ---- teardown queue
 
   pendingTeardownSteps(limit = 100_000): Step[] {
