@@ -40,6 +40,7 @@ export default {
       'test/unit/owner-describe.test.ts',
       'test/unit/pod.test.ts',
       'test/unit/spool-scheduler.test.ts',
+      'test/unit/scheduler-prune.test.ts',
       'test/unit/store.test.ts',
       'test/unit/store-queries.test.ts',
       'test/unit/teardown-permanent.test.ts',
