@@ -156,6 +156,30 @@ describe('recovery', () => {
   });
 });
 
+describe('recovery resumes cut-off teardowns at once', () => {
+  test('a teardown whose failed step is not due for an hour is run at start, not left to its schedule', async () => {
+    const clock = { t: 1_000_000 };
+    const store = new Store(':memory:', () => clock.t);
+    const before = setup({ store, now: () => clock.t });
+    await before.engine.handle(req('ADD', 'later', chain));
+    before.plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await before.engine.handle(req('DEL', 'later', chain));
+    const a = store.currentAttachment({ containerId: 'later', ...KEY })!;
+    assert.equal(a.state, 'deleting');
+    const failed = store.stepsOf(a.id).find((st) => st.state === 'del_failed')!;
+    store.setStepDelFailed(failed.id, 'busy', clock.t + 3_600_000);
+
+    const now = setup({ store, now: () => clock.t });
+    const report = await recover(now.engine, 'boot-1', join(root, 'none'), silentLog);
+    assert.equal(report.resumed, 1);
+    assert.deepEqual(now.plugins.of('DEL'), ['DEL one later'], 'the failed step is DELed during recovery');
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+});
+
 describe('retry scheduler', () => {
   function scheduler(env: ReturnType<typeof setup>, clock: { t: number }, extra: Partial<{ ttl: number }> = {}) {
     return new RetryScheduler({
