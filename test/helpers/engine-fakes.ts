@@ -11,6 +11,7 @@ import type { RetryPolicy } from '../../daemon/src/engine/teardown.js';
 import type { PluginCall } from '../../daemon/src/plugins/executor.js';
 import { Metrics } from '../../daemon/src/metrics.js';
 import { Store } from '../../daemon/src/store/store.js';
+import type { NewAttachment } from '../../daemon/src/store/types.js';
 
 export const NETNS = '/proc/self/ns/net';
 export const silentLog = pino({ level: 'silent' });
@@ -141,4 +142,20 @@ export async function counterValue(
   const { values } = await counter.get();
   const hit = values.find((v) => Object.entries(labels).every(([k, val]) => v.labels[k] === val));
   return hit?.value ?? 0;
+}
+
+/** An attachment row as the engine would journal it, for tests that write the store directly. */
+export function newAttachment(over: Partial<NewAttachment> = {}): NewAttachment {
+  return {
+    containerId: 'c',
+    network: 'net',
+    ifname: 'eth0',
+    netns: '/ns',
+    cniArgs: '',
+    cniPath: '/p',
+    cniVersion: '1.0.0',
+    bootId: 'b1',
+    config: '{}',
+    ...over,
+  };
 }

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 
 import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
 import { Store } from '../../daemon/src/store/store.js';
-import { setup, silentLog } from '../helpers/engine-fakes.js';
+import { newAttachment, setup, silentLog } from '../helpers/engine-fakes.js';
 
 const DAY = 24 * 3_600_000;
 // A TTL shorter than the prune interval, so an attachment can outlive it within one interval.
@@ -30,20 +30,7 @@ function world() {
   });
   /** A torn-down attachment journaled now; with `abandoned`, one of its steps was given up on. */
   const finished = (containerId: string, abandoned = false): number => {
-    const a = store.createAttachment(
-      {
-        containerId,
-        network: 'net',
-        ifname: 'eth0',
-        netns: '/ns',
-        cniArgs: '',
-        cniPath: '/p',
-        cniVersion: '1.0.0',
-        bootId: 'boot-1',
-        config: '{}',
-      },
-      'deleted',
-    );
+    const a = store.createAttachment(newAttachment({ containerId, bootId: 'boot-1' }), 'deleted');
     const st = store.insertStep({
       attachmentId: a.id,
       seq: 0,

@@ -10,7 +10,7 @@ import { after, afterEach, describe, test } from 'node:test';
 
 import { CniError } from '@cni-steward/shared';
 import { Store, storedErrorText } from '../../daemon/src/store/store.js';
-import type { NewAttachment } from '../../daemon/src/store/types.js';
+import { newAttachment } from '../helpers/engine-fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-store-queries-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -27,20 +27,7 @@ function openStore() {
   return { store, clock };
 }
 
-function att(over: Partial<NewAttachment> = {}): NewAttachment {
-  return {
-    containerId: 'c',
-    network: 'net',
-    ifname: 'eth0',
-    netns: '/ns',
-    cniArgs: '',
-    cniPath: '/p',
-    cniVersion: '1.0.0',
-    bootId: 'b1',
-    config: '{}',
-    ...over,
-  };
-}
+const att = newAttachment;
 
 function step(store: Store, attachmentId: number, seq: number, pluginType = `p${seq}`) {
   return store.insertStep({
