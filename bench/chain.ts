@@ -3,7 +3,8 @@
 // with the ADD result as prevResult; bridge runs host-local itself). Iterations alternate the two
 // (ABBA), each in its own new netns made and removed outside the timing, on one shared bridge.
 
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { hintHeaders } from '@cni-steward/shared';
 import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
@@ -33,6 +34,16 @@ function withNetns(env: Scratch, tag: string): { path: string; remove: () => voi
   };
   env.defer(remove);
   return { path: `/run/netns/${name}`, remove };
+}
+
+/** Runs curl with `stdin` as its input; rejects unless it exits 0 (-f: an HTTP error is a failure). */
+function curl(args: string[], stdin: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = execFile('curl', args, (err, _out, stderr) =>
+      err ? reject(new Error(`curl failed: ${stderr || err.message}`)) : resolve(),
+    );
+    child.stdin?.end(stdin);
+  });
 }
 
 export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]> {
@@ -81,17 +92,39 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
         );
       }
     };
-    const modes = { s: viaSteward, d: direct, h: viaSocket };
+    // The floor of any executed client: the same two requests, each one `curl --unix-socket` process
+    // (what the shim call is measured against), so the shim's ratio can be read against it.
+    const viaCurl = async (cid: string, netns: string) => {
+      for (const command of ['ADD', 'DEL']) {
+        const e = {
+          CNI_COMMAND: command,
+          CNI_CONTAINERID: cid,
+          CNI_NETNS: netns,
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: SYSTEM_CNI_BIN,
+        };
+        const headers = Object.entries({ ...hintHeaders(e, stewardNet), 'content-type': 'application/json' }).flatMap(
+          ([k, v]) => ['-H', `${k}: ${v}`],
+        );
+        const args = ['-sS', '-f', '-o', '/dev/null', '--unix-socket', daemon.socket, ...headers];
+        await curl(
+          [...args, '--data-binary', '@-', 'http://localhost/v1/cni'],
+          JSON.stringify({ env: e, config: stewardNet }),
+        );
+      }
+    };
+    const modes = { s: viaSteward, d: direct, h: viaSocket, c: viaCurl };
     const iters = n(60, ctx);
-    const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [] };
+    const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [], c: [] };
     const orders: Array<Array<keyof typeof modes>> = [
-      ['s', 'd', 'h'],
-      ['d', 'h', 's'],
-      ['h', 's', 'd'],
+      ['s', 'd', 'h', 'c'],
+      ['d', 'h', 'c', 's'],
+      ['h', 'c', 's', 'd'],
+      ['c', 's', 'd', 'h'],
     ];
     for (let i = -1; i < iters; i++) {
       // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
-      for (const which of orders[(i + 3) % 3] as Array<keyof typeof modes>) {
+      for (const which of orders[(i + orders.length) % orders.length] as Array<keyof typeof modes>) {
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
           const cid = `bench-chain-${which}-${i + 1}`;
@@ -102,7 +135,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
         }
       }
     }
-    const { s, d, h } = t;
+    const { s, d, h, c } = t;
     const leaked = leasedAddresses(dataDir, 'podnet');
     if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
     const ratio = pairedRatio(s, d);
@@ -122,9 +155,13 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
           daemonOverheadMs: round(pairedDiff(h, d)),
           shimOverheadMs: round(pairedDiff(s, h)),
           daemonOnlyRatio: round(pairedRatio(h, d)),
+          curlMs: round(median(c)),
+          curlRatio: round(pairedRatio(c, d)),
+          shimMinusCurlMs: round(pairedDiff(s, c)),
         },
         notes: [
           'daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)',
+          'curl: the same ADD+DEL with each request one `curl --unix-socket` process, the floor of any executed client (shimMinusCurlMs: what the shim costs over it per ADD+DEL)',
         ],
       },
     ];
