@@ -18,6 +18,7 @@
 //    unchanged. The body stays the contract: hints that disagree with it are refused (code 4).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
 import { cniErrorAnswer } from './http-status.js';
 import { readHints, type Hints } from './hints.js';
@@ -55,6 +56,9 @@ interface Parked {
   req: IncomingMessage;
   res: ServerResponse;
   hints: Hints;
+  /** Admitted by pump (counted in delsAdmitted), and whether to be answered from a tombstone. */
+  admitted: boolean;
+  early: boolean;
 }
 
 export class Admission {
@@ -108,14 +112,25 @@ export class Admission {
     if (!hints) return this.next(req, res);
     if (hints.command !== 'DEL') {
       this.othersInFlight++;
-      res.once('close', () => {
+      whenDone(req, res, () => {
         this.othersInFlight--;
         this.lastOtherEnded = performance.now();
         this.pump();
       });
       return isJson(req) ? this.serveRaw(req, res, hints, false) : this.next(req, res);
     }
-    this.parked.push({ req, res, hints });
+    const p: Parked = { req, res, hints, admitted: false, early: false };
+    this.parked.push(p);
+    whenDone(req, res, () => {
+      if (p.admitted) {
+        this.delsAdmitted--;
+        if (p.early) this.earlyAdmitted--;
+      } else {
+        const i = this.parked.indexOf(p); // the client gave up while waiting
+        if (i >= 0) this.parked.splice(i, 1);
+      }
+      this.pump();
+    });
     this.pump();
   }
 
@@ -145,16 +160,13 @@ export class Admission {
         if (wait > 0) return this.pumpIn(wait);
       }
       this.parked.shift();
+      p.admitted = true;
+      p.early = early;
       this.delsAdmitted++;
       if (early) {
         this.earlyAdmitted++;
         this.lastEarly = now;
       }
-      p.res.once('close', () => {
-        this.delsAdmitted--;
-        if (early) this.earlyAdmitted--;
-        this.pump();
-      });
       if (json) this.serveRaw(p.req, p.res, p.hints, early);
       else this.next(p.req, p.res);
     }
@@ -182,10 +194,11 @@ export class Admission {
     const onData = (b: Buffer) => {
       size += b.length;
       if (size <= this.o.maxBodyBytes) return chunks.push(b);
-      // Refused at once: the rest of an oversized body is not read (the connection closes after the answer).
+      // Refused at once; the rest of the body is still read and dropped (node:http does so once the
+      // answer is written): a client still writing when the connection closed would get EPIPE and
+      // never read the answer (the shim would report the daemon unreachable, and spool a DEL).
       req.off('data', onData);
       req.off('end', onEnd);
-      res.once('finish', () => req.destroy());
       fail(tooLarge());
     };
     let body: unknown;
@@ -203,7 +216,9 @@ export class Admission {
     };
     const onEnd = () => {
       try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        const text = Buffer.concat(chunks).toString('utf8');
+        // A leading byte-order mark is skipped, as fastify's JSON parser does.
+        body = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
       } catch (e) {
         return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
       }
@@ -218,6 +233,39 @@ export class Admission {
   }
 }
 
+/** What fastify's JSON parser takes: the media type application/json, with or without parameters. */
 function isJson(req: IncomingMessage): boolean {
-  return /^application\/json\b/i.test(req.headers['content-type'] ?? '');
+  return /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
+}
+
+/** The 'close' listeners of each connection with a hinted request on it (one listener per connection). */
+const onConnectionClose = new WeakMap<Socket, Set<() => void>>();
+
+/**
+ * Calls `fn` once, when the response is done or its connection closes, whichever comes first. A
+ * pipelined response queued behind another never emits 'close' when its connection dies, so the
+ * response alone would leave a counter taken for good.
+ */
+function whenDone(req: IncomingMessage, res: ServerResponse, fn: () => void): void {
+  const sock = req.socket;
+  let fns = onConnectionClose.get(sock);
+  if (!fns) {
+    const set = new Set<() => void>();
+    onConnectionClose.set(sock, (fns = set));
+    sock.once('close', () => {
+      for (const f of set) f();
+    });
+  }
+  const set = fns;
+  let done = false;
+  const once = () => {
+    if (done) return;
+    done = true;
+    set.delete(once);
+    res.off('close', once);
+    fn();
+  };
+  set.add(once);
+  res.once('close', once);
+  if (sock.closed) queueMicrotask(once);
 }
