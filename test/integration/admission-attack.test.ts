@@ -364,3 +364,81 @@ describe('hints', () => {
     await assertAtRest();
   });
 });
+
+/** One hinted request over its own connection (as the shim sends it); resolves with the answer and when it came. */
+async function hinted(w: { body: string; hints: Record<string, string> }): Promise<Answer & { at: number }> {
+  const a = await once([...withLength(w.body), ...hintList(w.hints)], w.body);
+  return { ...a, at: Date.now() };
+}
+
+describe('racing and storms', () => {
+  it('a hinted ADD and DEL of the same container racing: both 200, and the container ends torn down or added, never half', async () => {
+    const c = conf('racenet');
+    for (let i = 0; i < 5; i++) {
+      const add = wire('ADD', `race-${i}`, c);
+      const del = wire('DEL', `race-${i}`, c);
+      const [a, d] = await Promise.all([hinted(add), hinted(del)]);
+      assert.equal(a.status, 200, a.text);
+      assert.equal(d.status, 200, d.text);
+      const state = (await daemon.attachment(`race-${i}`))?.state;
+      assert.ok(state === undefined || state === 'added' || state === 'deleted', String(state));
+      // Whatever the order was, a DEL after it leaves nothing.
+      assert.equal((await hinted(del)).status, 200);
+      const after = (await daemon.attachment(`race-${i}`))?.state;
+      assert.ok(after === undefined || after === 'deleted', String(after));
+    }
+    await assertAtRest();
+  });
+
+  it('a DEL storm while an ADD hangs in a slow plugin: every DEL answered 200, torn-down ones before the ADD', async () => {
+    const fast = conf('stormfast');
+    const tombs = Array.from({ length: 4 }, (_, i) => `storm-t${i}`);
+    for (const cid of tombs) {
+      assert.equal((await hinted(wire('ADD', cid, fast))).status, 200);
+      assert.equal((await hinted(wire('DEL', cid, fast))).status, 200);
+    }
+    const lives = Array.from({ length: 3 }, (_, i) => `storm-l${i}`);
+    for (const cid of lives) assert.equal((await hinted(wire('ADD', cid, fast))).status, 200);
+
+    const slow = conf('stormslow', { sleepAddMs: 8000 });
+    const started = Date.now();
+    const add = hinted(wire('ADD', 'storm-hang', slow));
+    await daemon.waitFor('the slow ADD in flight', async () => (await admission()).othersInFlight === 1);
+    // The storm: torn-down DELs repeated, DELs with a teardown to do, and one DEL of the hanging ADD's container.
+    const sameDel = hinted(wire('DEL', 'storm-hang', slow));
+    const tombDels = Array.from({ length: 60 }, (_, i) => hinted(wire('DEL', tombs[i % tombs.length] as string, fast)));
+    const liveDels = lives.map((cid) => hinted(wire('DEL', cid, fast)));
+    const tombAnswers = await Promise.all(tombDels);
+    const liveAnswers = await Promise.all(liveDels);
+    const a = await add;
+    assert.equal(a.status, 200, a.text);
+    for (const r of [...tombAnswers, ...liveAnswers]) assert.equal(r.status, 200, r.text);
+    const s = await sameDel;
+    assert.equal(s.status, 200, s.text);
+    // Torn-down and other containers' DELs do not wait for a plugin of another container.
+    const lastOther = Math.max(...tombAnswers.map((r) => r.at), ...liveAnswers.map((r) => r.at));
+    assert.ok(
+      lastOther < a.at,
+      `the storm's DELs were answered ${lastOther - started} ms in, the slow ADD ${a.at - started} ms in`,
+    );
+    await assertAtRest();
+  });
+
+  it('a DEL waiting for admission whose client goes away leaves the queue at once', async () => {
+    const slowDel = conf('parknet', { sleepDelMs: 6000 });
+    const { maxDels } = await admission();
+    const cids = Array.from({ length: maxDels }, (_, i) => `park-${i}`);
+    for (const cid of cids) assert.equal((await hinted(wire('ADD', cid, slowDel))).status, 200);
+    const busy = cids.map((cid) => hinted(wire('DEL', cid, slowDel)));
+    await daemon.waitFor('the DEL cap full', async () => (await admission()).delsAdmitted === maxDels);
+    const w = wire('DEL', 'park-gone', slowDel);
+    const r = new Raw();
+    await r.write(head([...withLength(w.body), ...hintList(w.hints)]) + w.body);
+    await daemon.waitFor('the DEL parked', async () => (await admission()).delsWaiting === 1);
+    r.destroy();
+    await daemon.waitFor('the parked DEL dropped', async () => (await admission()).delsWaiting === 0, 4000);
+    assert.equal((await admission()).delsAdmitted, maxDels, 'the slow DELs were still running');
+    for (const b of await Promise.all(busy)) assert.equal(b.status, 200, b.text);
+    await assertAtRest();
+  });
+});
