@@ -442,3 +442,48 @@ describe('racing and storms', () => {
     await assertAtRest();
   });
 });
+
+describe('SIGTERM while DELs wait for admission', () => {
+  /** A second daemon with slow DELs filling the cap and three more waiting, then SIGTERM; what each client got. */
+  async function termWithParked(grace: string): Promise<{ answers: string[]; exitedMs: number }> {
+    const d = new Daemon(env, {
+      name: `term-${grace}`,
+      args: ['--uninstall-on-delete', 'never', '--shutdown-grace', grace],
+    });
+    await d.start();
+    const mk = (name: string, b: Record<string, unknown> = {}) =>
+      stewardConf(d.socket, '1.0.0', [
+        delegate(name, '1.0.0', [fixturePlugin(join(env.dir, `fx-${grace}-${name}`), b)]),
+      ]);
+    const slow = mk('slow', { sleepDelMs: 6000 });
+    const fast = mk('fast');
+    const send = (cmd: string, cid: string, c: Record<string, unknown>) => {
+      const w = wire(cmd, cid, c);
+      return postUnix(d.socket, CNI_ROUTE, w.body, 60_000, w.hints).then(
+        (r) => `${cid} ${r.status} ${r.status === 200 ? '' : String(JSON.parse(r.body).code)}`.trim(),
+        (e: Error) => `${cid} unreachable: ${e.message}`,
+      );
+    };
+    for (const cid of ['s1', 's2', 's3']) assert.match(await send('ADD', cid, slow), /200/);
+    assert.match(await send('ADD', 'f1', fast), /200/);
+    const dels = [send('DEL', 's1', slow), send('DEL', 's2', slow)];
+    await d.waitFor('the DEL cap full', async () => (await d.status()).admission.delsAdmitted === 2);
+    dels.push(send('DEL', 's3', slow), send('DEL', 'f1', fast));
+    await d.waitFor('two DELs waiting', async () => (await d.status()).admission.delsWaiting === 2);
+    const t0 = Date.now();
+    const exited = new Promise<number>((r) => d.proc!.once('exit', () => r(Date.now() - t0)));
+    d.proc!.kill('SIGTERM');
+    return { answers: await Promise.all(dels), exitedMs: await exited };
+  }
+
+  it('within the grace every admitted and waiting DEL is answered 200 before the daemon exits', async () => {
+    const { answers } = await termWithParked('40');
+    assert.deepEqual(answers, ['s1 200', 's2 200', 's3 200', 'f1 200']);
+  });
+
+  it('past the grace the daemon exits and every DEL still open sees its connection closed (the shim spools it), never a CNI error', async () => {
+    const { answers, exitedMs } = await termWithParked('1');
+    for (const a of answers) assert.match(a, /unreachable: connection closed before a complete HTTP response/);
+    assert.ok(exitedMs >= 900, `exited ${exitedMs} ms after SIGTERM`);
+  });
+});
