@@ -356,6 +356,22 @@ describe('how the body arrives', () => {
 });
 
 describe('hints', () => {
+  it('a query string (?x=1&x=2) is answered as fastify answers it, hinted or not', async () => {
+    const w = wire('ADD', 'query-1', conf('querynet'));
+    for (const path of ['/v1/cni?x=1&x=2', '/v1/cni?']) {
+      const ask = async (hints: Record<string, string>) => {
+        const c = new Raw();
+        await c.write(head([...withLength(w.body), ...hintList(hints)], path) + w.body);
+        const [a] = await c.read(1);
+        c.destroy();
+        return a;
+      };
+      const [h, p] = [await ask(w.hints), await ask({})];
+      assert.deepEqual([h?.status, h?.json?.code], [p?.status, p?.json?.code], `${path}: ${h?.text} vs ${p?.text}`);
+    }
+    await assertAtRest();
+  });
+
   it('duplicated hint headers are refused with code 4, as without hints they are served', async () => {
     const w = wire('ADD', 'dup-1', conf('dupnet'));
     const a = await once([...withLength(w.body), ...hintList(w.hints), ['X-CNI-Command', 'ADD']], w.body);

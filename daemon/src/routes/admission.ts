@@ -110,7 +110,8 @@ export class Admission {
 
   private admit(req: IncomingMessage, res: ServerResponse): void {
     let hints: Hints | undefined;
-    if (req.method === 'POST' && (req.url ?? '').split('?')[0] === CNI_ROUTE) {
+    // Only the shim's exact path: a query string goes to fastify, whose hook refuses repeated parameters.
+    if (req.method === 'POST' && req.url === CNI_ROUTE) {
       try {
         hints = readHints(req.headers);
       } catch {
