@@ -241,11 +241,17 @@ export class Admission {
     const onData = (b: Buffer) => {
       size += b.length;
       if (size <= this.o.maxBodyBytes) return chunks.push(b);
-      // Refused at once; the rest of the body is still read and dropped (node:http does so once the
-      // answer is written): a client still writing when the connection closed would get EPIPE and
-      // never read the answer (the shim would report the daemon unreachable, and spool a DEL).
+      // Refused; the rest of the body is still read and dropped: a client still writing when the
+      // connection closed would get EPIPE and never read the answer (the shim would report the daemon
+      // unreachable, and spool a DEL). A keep-alive connection stays open after the answer (node:http
+      // drops the rest), so it is answered at once; one closed after it (the shim's Connection:
+      // close) only once the whole body is in.
       req.off('data', onData);
       req.off('end', onEnd);
+      if (!res.shouldKeepAlive) {
+        req.on('data', () => undefined);
+        return void req.once('end', () => fail(tooLarge()));
+      }
       fail(tooLarge());
     };
     let body: unknown;
