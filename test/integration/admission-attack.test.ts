@@ -202,6 +202,8 @@ describe('bodies a buggy client sends, hinted vs not', () => {
     ]) {
       const w = wire('ADD', `ct-${i++}`, c);
       await compare(ct, w.body, w.hints, ct);
+      const d = wire('DEL', `ct-${i - 1}`, c);
+      await compare(`DEL ${ct}`, d.body, d.hints, ct);
     }
     await assertAtRest();
   });
@@ -341,6 +343,36 @@ describe('how the body arrives', () => {
       [200, 200, 200],
       answers.map((a) => a.text).join('\n'),
     );
+    await assertAtRest();
+  });
+
+  it('40 pipelined requests (ADD, then DELs torn down and not, a refused one among them): answered in order', async () => {
+    const c = conf('pipe40');
+    const one = (w: { body: string; hints: Record<string, string> }, hints = w.hints) =>
+      head([...withLength(w.body), ...hintList(hints)]) + w.body;
+    const add = wire('ADD', 'pipe40-a', c);
+    const del = wire('DEL', 'pipe40-a', c);
+    const other = wire('DEL', 'pipe40-b', c);
+    let out = one(add);
+    const expected = [200];
+    for (let i = 0; i < 39; i++) {
+      if (i === 20) {
+        out += one(other, del.hints); // hints naming another container: refused with code 4
+        expected.push(400);
+      } else {
+        out += one(i % 3 === 2 ? other : del);
+        expected.push(200);
+      }
+    }
+    const r = new Raw();
+    await r.write(out);
+    const answers = await r.read(40);
+    r.destroy();
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      expected,
+    );
+    assert.equal(answers[21]?.json?.code, 4, answers[21]?.text);
     await assertAtRest();
   });
 
