@@ -452,7 +452,7 @@ describe('racing and storms', () => {
     const lives = Array.from({ length: 3 }, (_, i) => `storm-l${i}`);
     for (const cid of lives) assert.equal((await hinted(wire('ADD', cid, fast))).status, 200);
 
-    const slow = conf('stormslow', { sleepAddMs: 8000 });
+    const slow = conf('stormslow', { sleepAddMs: 12_000 });
     const started = Date.now();
     const add = hinted(wire('ADD', 'storm-hang', slow));
     await daemon.waitFor('the slow ADD in flight', async () => (await admission()).othersInFlight === 1);
@@ -477,7 +477,7 @@ describe('racing and storms', () => {
   });
 
   it('a DEL waiting for admission whose client goes away leaves the queue at once', async () => {
-    const slowDel = conf('parknet', { sleepDelMs: 6000 });
+    const slowDel = conf('parknet', { sleepDelMs: 12_000 });
     const { maxDels } = await admission();
     const cids = Array.from({ length: maxDels }, (_, i) => `park-${i}`);
     for (const cid of cids) assert.equal((await hinted(wire('ADD', cid, slowDel))).status, 200);
@@ -488,7 +488,7 @@ describe('racing and storms', () => {
     await r.write(head([...withLength(w.body), ...hintList(w.hints)]) + w.body);
     await daemon.waitFor('the DEL parked', async () => (await admission()).delsWaiting === 1);
     r.destroy();
-    await daemon.waitFor('the parked DEL dropped', async () => (await admission()).delsWaiting === 0, 4000);
+    await daemon.waitFor('the parked DEL dropped', async () => (await admission()).delsWaiting === 0, 5000);
     assert.equal((await admission()).delsAdmitted, maxDels, 'the slow DELs were still running');
     for (const b of await Promise.all(busy)) assert.equal(b.status, 200, b.text);
     await assertAtRest();
