@@ -4,8 +4,10 @@
 //
 //  - DELs for the engine are admitted at most `maxDels` at a time (`maxDelsWhileAdding` while an
 //    ADD, CHECK or any other hinted request is in flight), DELs answered from a tombstone at most 2
-//    (1); the others wait with only their headers parsed, in arrival order, and are admitted as
-//    admitted ones are answered. Every DEL is still answered.
+//    (1); the others wait with only their headers parsed, each kind in arrival order, and are
+//    admitted as admitted ones are answered. A DEL of a container with a hinted ADD or CHECK in
+//    flight is admitted at once, uncapped: it waits in the engine's queue behind that request, not
+//    in a slot. Every DEL is still answered.
 //  - While ADDs are being served (one in flight, or one answered within the last `priorityMs`), DELs
 //    answered from a tombstone are paced to one per `tombstonePaceMs`. A storm's repeated DELs are
 //    cheap for the daemon, but their senders are not: a client that retries as fast as it is answered
@@ -18,6 +20,7 @@
 //    unchanged. The body stays the contract: hints that disagree with it are refused (code 4).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
 import { cniErrorAnswer } from './http-status.js';
 import { readHints, type Hints } from './hints.js';
@@ -55,14 +58,23 @@ interface Parked {
   req: IncomingMessage;
   res: ServerResponse;
   hints: Hints;
+  /** Admitted by pump (counted in delsAdmitted), and whether to be answered from a tombstone. */
+  admitted: boolean;
+  early: boolean;
+  /** Admitted uncapped behind its container's ADD or CHECK in flight (see pump). */
+  behind: boolean;
 }
 
 export class Admission {
   private delsAdmitted = 0;
   /** Of those, DELs being answered here from a tombstone. */
   private earlyAdmitted = 0;
+  /** Of those, DELs admitted uncapped behind their container's ADD or CHECK in flight. */
+  private behindAdmitted = 0;
   private answeredEarly = 0;
   private othersInFlight = 0;
+  /** Hinted non-DEL requests in flight by container id (a DEL of one of these is uncapped, see pump). */
+  private readonly othersByContainer = new Map<string, number>();
   private readonly parked: Parked[] = [];
   private next: Handler = () => undefined;
   /** performance.now() when the last ADD (or other hinted non-DEL) was answered. */
@@ -98,7 +110,8 @@ export class Admission {
 
   private admit(req: IncomingMessage, res: ServerResponse): void {
     let hints: Hints | undefined;
-    if (req.method === 'POST' && (req.url ?? '').split('?')[0] === CNI_ROUTE) {
+    // Only the shim's exact path: a query string goes to fastify, whose hook refuses repeated parameters.
+    if (req.method === 'POST' && req.url === CNI_ROUTE) {
       try {
         hints = readHints(req.headers);
       } catch {
@@ -108,53 +121,99 @@ export class Admission {
     if (!hints) return this.next(req, res);
     if (hints.command !== 'DEL') {
       this.othersInFlight++;
-      res.once('close', () => {
+      const cid = hints.containerId;
+      if (cid !== undefined) this.othersByContainer.set(cid, (this.othersByContainer.get(cid) ?? 0) + 1);
+      whenDone(req, res, () => {
         this.othersInFlight--;
+        if (cid !== undefined) {
+          const n = (this.othersByContainer.get(cid) ?? 1) - 1;
+          if (n > 0) this.othersByContainer.set(cid, n);
+          else this.othersByContainer.delete(cid);
+        }
         this.lastOtherEnded = performance.now();
         this.pump();
       });
       return isJson(req) ? this.serveRaw(req, res, hints, false) : this.next(req, res);
     }
-    this.parked.push({ req, res, hints });
+    const p: Parked = { req, res, hints, admitted: false, early: false, behind: false };
+    this.parked.push(p);
+    whenDone(req, res, () => {
+      if (p.admitted) {
+        this.delsAdmitted--;
+        if (p.early) this.earlyAdmitted--;
+        if (p.behind) this.behindAdmitted--;
+      } else {
+        const i = this.parked.indexOf(p); // the client gave up while waiting
+        if (i >= 0) this.parked.splice(i, 1);
+      }
+      this.pump();
+    });
     this.pump();
   }
 
   /**
-   * Admits waiting DELs in arrival order. DELs for the engine (which may run a plugin for seconds)
-   * and DELs answered here from a tombstone (well under a millisecond each) have caps of their own:
-   * the first bounds plugin slots taken from ADDs, the second how many DELs each event loop turn
-   * answers ahead of an ADD's connection (a fast DEL's slot is free again within the turn). While
-   * ADDs are being served, tombstoned DELs are also paced (see the top of this file).
+   * Admits waiting DELs, each kind in arrival order. DELs for the engine (which may run a plugin for
+   * seconds) and DELs answered here from a tombstone (well under a millisecond each) have caps of
+   * their own: the first bounds plugin slots taken from ADDs, the second how many DELs each event
+   * loop turn answers ahead of an ADD's connection (a fast DEL's slot is free again within the turn).
+   * While ADDs are being served, tombstoned DELs are also paced (see the top of this file). A DEL
+   * that cannot be admitted yet does not hold up the other kind, and a DEL of a container whose ADD
+   * or CHECK is in flight goes to the engine at once, uncapped (the engine queues it behind that
+   * request, in arrival order): a runtime giving up on a slow ADD and deleting its sandbox must not
+   * hold the one engine DEL slot, and with it every other pod's DEL, for the plugin's timeout.
    */
   private pump(): void {
     const now = performance.now();
     const adding = this.othersInFlight > 0;
     const engineCap = adding ? this.o.maxDelsWhileAdding : this.o.maxDels;
     const earlyCap = adding ? 1 : Math.min(2, this.o.maxDels);
-    while (this.parked.length > 0) {
-      const p = this.parked[0] as Parked;
+    let earlyHeld = false;
+    let engineHeld = false;
+    for (let i = 0; i < this.parked.length && !(earlyHeld && engineHeld);) {
+      const p = this.parked[i] as Parked;
       if (p.req.socket.destroyed) {
-        this.parked.shift(); // the client gave up while waiting
+        this.parked.splice(i, 1); // the client gave up while waiting
         continue;
       }
       const json = isJson(p.req);
       const early = json && this.o.isTombstoned(p.hints);
-      if (early ? this.earlyAdmitted >= earlyCap : this.delsAdmitted - this.earlyAdmitted >= engineCap) return;
+      // A DEL of a container with a hinted ADD or CHECK in flight is admitted at once and uncapped: the
+      // engine queues it behind that request (in arrival order), so it takes no slot until it is done.
+      const behind = !early && p.hints.containerId !== undefined && this.othersByContainer.has(p.hints.containerId);
+      if (early ? earlyHeld : engineHeld && !behind) {
+        i++;
+        continue;
+      }
+      if (
+        !behind &&
+        (early
+          ? this.earlyAdmitted >= earlyCap
+          : this.delsAdmitted - this.earlyAdmitted - this.behindAdmitted >= engineCap)
+      ) {
+        if (early) earlyHeld = true;
+        else engineHeld = true;
+        i++;
+        continue;
+      }
       if (early && this.addPriority(now)) {
         const wait = this.lastEarly + this.o.tombstonePaceMs - now;
-        if (wait > 0) return this.pumpIn(wait);
+        if (wait > 0) {
+          this.pumpIn(wait);
+          earlyHeld = true;
+          i++;
+          continue;
+        }
       }
-      this.parked.shift();
+      this.parked.splice(i, 1);
+      p.admitted = true;
+      p.early = early;
+      p.behind = behind;
       this.delsAdmitted++;
+      if (behind) this.behindAdmitted++;
       if (early) {
         this.earlyAdmitted++;
         this.lastEarly = now;
       }
-      p.res.once('close', () => {
-        this.delsAdmitted--;
-        if (early) this.earlyAdmitted--;
-        this.pump();
-      });
       if (json) this.serveRaw(p.req, p.res, p.hints, early);
       else this.next(p.req, p.res);
     }
@@ -182,10 +241,17 @@ export class Admission {
     const onData = (b: Buffer) => {
       size += b.length;
       if (size <= this.o.maxBodyBytes) return chunks.push(b);
-      // Refused at once: the rest of an oversized body is not read (the connection closes after the answer).
+      // Refused; the rest of the body is still read and dropped: a client still writing when the
+      // connection closed would get EPIPE and never read the answer (the shim would report the daemon
+      // unreachable, and spool a DEL). A keep-alive connection stays open after the answer (node:http
+      // drops the rest), so it is answered at once; one closed after it (the shim's Connection:
+      // close) only once the whole body is in.
       req.off('data', onData);
       req.off('end', onEnd);
-      res.once('finish', () => req.destroy());
+      if (!res.shouldKeepAlive) {
+        req.on('data', () => undefined);
+        return void req.once('end', () => fail(tooLarge()));
+      }
       fail(tooLarge());
     };
     let body: unknown;
@@ -203,7 +269,9 @@ export class Admission {
     };
     const onEnd = () => {
       try {
-        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        const text = Buffer.concat(chunks).toString('utf8');
+        // A leading byte-order mark is skipped, as fastify's JSON parser does.
+        body = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
       } catch (e) {
         return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
       }
@@ -218,6 +286,39 @@ export class Admission {
   }
 }
 
+/** What fastify's JSON parser takes: the media type application/json, with or without parameters. */
 function isJson(req: IncomingMessage): boolean {
-  return /^application\/json\b/i.test(req.headers['content-type'] ?? '');
+  return /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
+}
+
+/** The 'close' listeners of each connection with a hinted request on it (one listener per connection). */
+const onConnectionClose = new WeakMap<Socket, Set<() => void>>();
+
+/**
+ * Calls `fn` once, when the response is done or its connection closes, whichever comes first. A
+ * pipelined response queued behind another never emits 'close' when its connection dies, so the
+ * response alone would leave a counter taken for good.
+ */
+function whenDone(req: IncomingMessage, res: ServerResponse, fn: () => void): void {
+  const sock = req.socket;
+  let fns = onConnectionClose.get(sock);
+  if (!fns) {
+    const set = new Set<() => void>();
+    onConnectionClose.set(sock, (fns = set));
+    sock.once('close', () => {
+      for (const f of set) f();
+    });
+  }
+  const set = fns;
+  let done = false;
+  const once = () => {
+    if (done) return;
+    done = true;
+    set.delete(once);
+    res.off('close', once);
+    fn();
+  };
+  set.add(once);
+  res.once('close', once);
+  if (sock.closed) queueMicrotask(once);
 }
