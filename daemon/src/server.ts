@@ -54,7 +54,7 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
     if (error instanceof CniError) {
       err = error;
     } else if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      err = new CniError(ErrorCode.InvalidConfig, `request body is larger than ${MAX_NETCONF_BYTES} bytes`);
+      err = new CniError(ErrorCode.InvalidConfig, `request body is larger than ${BODY_LIMIT} bytes`);
     } else if (error.statusCode === 400 || error.code?.startsWith('FST_ERR_CTP')) {
       err = new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${error.message}`);
     } else {

@@ -12,18 +12,18 @@
 //    answered from a tombstone are paced to one per `tombstonePaceMs`. A storm's repeated DELs are
 //    cheap for the daemon, but their senders are not: a client that retries as fast as it is answered
 //    takes the CPU a pod's ADD (its plugins, its runtime) needs. Without ADDs they go at full speed.
-//  - A hinted JSON request is served here from its raw body (serveRaw): one JSON.parse, the shared
-//    decoder, the hints checked against the body, and serveCni — the route's own code, without
-//    fastify's routing, hooks and body parser (about 0.2 ms of a request's 0.4 ms before the engine).
-//    A DEL whose attachment the engine already tore down (its tombstone set) is answered at once.
+//  - A hinted JSON request to exactly POST /v1/cni is served from its raw body (routes/raw-cni.ts):
+//    serveCni, the route's own code, without fastify's routing, hooks and body parser (about 0.2 ms
+//    of a request's 0.4 ms before the engine). A DEL whose attachment the engine already tore down
+//    (its tombstone set) is answered at once.
 //  - Every request without hints (an older shim, curl) or not sent as JSON goes to fastify
 //    unchanged. The body stays the contract: hints that disagree with it are refused (code 4).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
-import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
-import { cniErrorAnswer } from './http-status.js';
+import { CNI_ROUTE } from '@cni-steward/shared';
 import { readHints, type Hints } from './hints.js';
+import { isRawJson, serveRawCni } from './raw-cni.js';
+import { whenDone } from './when-done.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -133,7 +133,7 @@ export class Admission {
         this.lastOtherEnded = performance.now();
         this.pump();
       });
-      return isJson(req) ? this.serveRaw(req, res, hints, false) : this.next(req, res);
+      return isRawJson(req) ? serveRawCni(req, res, hints, this.o) : this.next(req, res);
     }
     const p: Parked = { req, res, hints, admitted: false, early: false, behind: false };
     this.parked.push(p);
@@ -175,7 +175,7 @@ export class Admission {
         this.parked.splice(i, 1); // the client gave up while waiting
         continue;
       }
-      const json = isJson(p.req);
+      const json = isRawJson(p.req);
       const early = json && this.o.isTombstoned(p.hints);
       // A DEL of a container with a hinted ADD or CHECK in flight is admitted at once and uncapped: the
       // engine queues it behind that request (in arrival order), so it takes no slot until it is done.
@@ -214,7 +214,7 @@ export class Admission {
         this.earlyAdmitted++;
         this.lastEarly = now;
       }
-      if (json) this.serveRaw(p.req, p.res, p.hints, early);
+      if (json) serveRawCni(p.req, p.res, p.hints, this.o, early ? () => this.answeredEarly++ : undefined);
       else this.next(p.req, p.res);
     }
   }
@@ -227,98 +227,4 @@ export class Admission {
       this.pump();
     }, Math.ceil(ms));
   }
-
-  /**
-   * Serves a hinted JSON request from its raw body, as the fastify route would (routes/cni.ts
-   * serveCni, the same error answers) but without routing, hooks or a content-type parser: for
-   * every CNI request of the shim. `early`: a DEL answered from a tombstone (counted in stats).
-   */
-  private serveRaw(req: IncomingMessage, res: ServerResponse, hints: Hints, early: boolean): void {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const tooLarge = () =>
-      new CniError(ErrorCode.InvalidConfig, `request body is larger than ${this.o.maxBodyBytes} bytes`);
-    const onData = (b: Buffer) => {
-      size += b.length;
-      if (size <= this.o.maxBodyBytes) return chunks.push(b);
-      // Refused; the rest of the body is still read and dropped: a client still writing when the
-      // connection closed would get EPIPE and never read the answer (the shim would report the daemon
-      // unreachable, and spool a DEL). A keep-alive connection stays open after the answer (node:http
-      // drops the rest), so it is answered at once; one closed after it (the shim's Connection:
-      // close) only once the whole body is in.
-      req.off('data', onData);
-      req.off('end', onEnd);
-      if (!res.shouldKeepAlive) {
-        req.on('data', () => undefined);
-        return void req.once('end', () => fail(tooLarge()));
-      }
-      fail(tooLarge());
-    };
-    let body: unknown;
-    const answer = (status: number, text: string) => {
-      if (res.writableEnded || res.destroyed) return;
-      res.writeHead(status, {
-        'content-type': 'application/json; charset=utf-8',
-        'content-length': Buffer.byteLength(text),
-      });
-      res.end(text);
-    };
-    const fail = (e: unknown) => {
-      const { status, json } = cniErrorAnswer(CniError.from(e), body);
-      answer(status, JSON.stringify(json));
-    };
-    const onEnd = () => {
-      try {
-        const text = Buffer.concat(chunks).toString('utf8');
-        // A leading byte-order mark is skipped, as fastify's JSON parser does.
-        body = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
-      } catch (e) {
-        return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
-      }
-      this.o.serve(body, hints).then((text) => {
-        if (early) this.answeredEarly++;
-        answer(200, text);
-      }, fail);
-    };
-    req.on('data', onData);
-    req.once('error', () => res.destroy());
-    req.once('end', onEnd);
-  }
-}
-
-/** What fastify's JSON parser takes: the media type application/json, with or without parameters. */
-function isJson(req: IncomingMessage): boolean {
-  return /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
-}
-
-/** The 'close' listeners of each connection with a hinted request on it (one listener per connection). */
-const onConnectionClose = new WeakMap<Socket, Set<() => void>>();
-
-/**
- * Calls `fn` once, when the response is done or its connection closes, whichever comes first. A
- * pipelined response queued behind another never emits 'close' when its connection dies, so the
- * response alone would leave a counter taken for good.
- */
-function whenDone(req: IncomingMessage, res: ServerResponse, fn: () => void): void {
-  const sock = req.socket;
-  let fns = onConnectionClose.get(sock);
-  if (!fns) {
-    const set = new Set<() => void>();
-    onConnectionClose.set(sock, (fns = set));
-    sock.once('close', () => {
-      for (const f of set) f();
-    });
-  }
-  const set = fns;
-  let done = false;
-  const once = () => {
-    if (done) return;
-    done = true;
-    set.delete(once);
-    res.off('close', once);
-    fn();
-  };
-  set.add(once);
-  res.once('close', once);
-  if (sock.closed) queueMicrotask(once);
 }
