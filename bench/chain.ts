@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
 import { BenchDaemon } from './lib/daemon.js';
-import { bridgeHostLocal, stewardOver } from './lib/netconf.js';
+import { bridgeHostLocal, cniVars, stewardOver } from './lib/netconf.js';
 import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
@@ -80,13 +80,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
       for (const command of ['ADD', 'DEL']) {
         await daemon.cni(
           JSON.stringify({
-            env: {
-              CNI_COMMAND: command,
-              CNI_CONTAINERID: cid,
-              CNI_NETNS: netns,
-              CNI_IFNAME: 'eth0',
-              CNI_PATH: SYSTEM_CNI_BIN,
-            },
+            env: cniVars(command, cid, netns),
             config: stewardNet,
           }),
         );
@@ -96,13 +90,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
     // (what the shim call is measured against), so the shim's ratio can be read against it.
     const viaCurl = async (cid: string, netns: string) => {
       for (const command of ['ADD', 'DEL']) {
-        const e = {
-          CNI_COMMAND: command,
-          CNI_CONTAINERID: cid,
-          CNI_NETNS: netns,
-          CNI_IFNAME: 'eth0',
-          CNI_PATH: SYSTEM_CNI_BIN,
-        };
+        const e = cniVars(command, cid, netns);
         const headers = Object.entries({ ...hintHeaders(e, stewardNet), 'content-type': 'application/json' }).flatMap(
           ([k, v]) => ['-H', `${k}: ${v}`],
         );

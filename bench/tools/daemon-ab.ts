@@ -10,10 +10,9 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { Scratch } from '../lib/scratch.js';
 import { callEnv, execCni } from '../lib/exec.js';
-import { bridgeHostLocal, stewardOver } from '../lib/netconf.js';
+import { bridgeHostLocal, cniVars, noopConf, stewardOver } from '../lib/netconf.js';
 import { daemonEnv } from '../lib/daemon.js';
 import { BENCH_BIN, SYSTEM_CNI_BIN } from '../lib/paths.js';
-import { noopConf } from '../lib/netconf.js';
 import { hintHeaders } from '@cni-steward/shared';
 
 if (!process.env.AB_BASE) throw new Error('set AB_BASE to the other tree (built)');
@@ -140,13 +139,7 @@ const directConf = { cniVersion: '1.0.0', name: 'podnet', ...plugin };
 const viaSocket = (socket: string) => async (cid: string, netns: string) => {
   const conf = stewardOver(socket, [plugin]);
   for (const command of ['ADD', 'DEL']) {
-    const e = {
-      CNI_COMMAND: command,
-      CNI_CONTAINERID: cid,
-      CNI_NETNS: netns,
-      CNI_IFNAME: 'eth0',
-      CNI_PATH: SYSTEM_CNI_BIN,
-    };
+    const e = cniVars(command, cid, netns);
     const r = await post(socket, '/v1/cni', JSON.stringify({ env: e, config: conf }), hintHeaders(e, conf));
     if (r.status !== 200) throw new Error(r.text);
   }

@@ -1,6 +1,7 @@
 // Netconf builders for tests: a steward network wrapping real Debian plugins and fixtures.
 
 import { join } from 'node:path';
+import { hintHeaders } from '@cni-steward/shared';
 
 export interface BridgeOpts {
   bridge: string;
@@ -43,4 +44,22 @@ export function stewardConf(
 
 export function delegate(name: string, cniVersion: string, plugins: unknown[]) {
   return { cniVersion, name, plugins };
+}
+
+/** The body the shim POSTs for one call and its admission hint headers (shared/src/api.ts hintHeaders). */
+export function hintedWire(
+  command: string,
+  containerId: string,
+  netns: string,
+  conf: Record<string, unknown>,
+  cniPath = '/usr/lib/cni',
+): { body: string; hints: Record<string, string> } {
+  const e = {
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: containerId,
+    CNI_NETNS: netns,
+    CNI_IFNAME: 'eth0',
+    CNI_PATH: cniPath,
+  };
+  return { body: JSON.stringify({ env: e, config: conf }), hints: hintHeaders(e, conf) };
 }

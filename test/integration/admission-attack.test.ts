@@ -9,11 +9,11 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { CNI_ROUTE, hintHeaders } from '@cni-steward/shared';
+import { CNI_ROUTE } from '@cni-steward/shared';
 import { postUnix } from '../../shim/src/client.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, SYSTEM_CNI_BIN } from '../helpers/env.js';
-import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 
 const env = new TestEnv('attack');
 const daemon = new Daemon(env);
@@ -24,15 +24,9 @@ before(async () => {
 });
 after(() => env.close());
 
+/** The shim's body and hint headers for one call in this file's netns. */
 function wire(command: string, containerId: string, conf: Record<string, unknown>) {
-  const e = {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: containerId,
-    CNI_NETNS: netns,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: SYSTEM_CNI_BIN,
-  };
-  return { body: JSON.stringify({ env: e, config: conf }), hints: hintHeaders(e, conf) };
+  return hintedWire(command, containerId, netns, conf, SYSTEM_CNI_BIN);
 }
 
 interface Answer {

@@ -6,10 +6,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { hintHeaders } from '@cni-steward/shared';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, SYSTEM_CNI_BIN } from '../helpers/env.js';
-import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 
 const env = new TestEnv('admit');
 const daemon = new Daemon(env);
@@ -20,15 +19,9 @@ before(async () => {
 });
 after(() => env.close());
 
+/** The shim's body and hint headers for one call in this file's netns. */
 function wire(command: string, containerId: string, conf: Record<string, unknown>) {
-  const e = {
-    CNI_COMMAND: command,
-    CNI_CONTAINERID: containerId,
-    CNI_NETNS: netns,
-    CNI_IFNAME: 'eth0',
-    CNI_PATH: SYSTEM_CNI_BIN,
-  };
-  return { body: JSON.stringify({ env: e, config: conf }), hints: hintHeaders(e, conf) };
+  return hintedWire(command, containerId, netns, conf, SYSTEM_CNI_BIN);
 }
 
 /** POST /v1/cni with the given headers (the shim's hints, altered ones, or none). */
