@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
 import { BenchDaemon } from './lib/daemon.js';
-import { bridgeHostLocal, cniVars, stewardOver } from './lib/netconf.js';
+import { bridgeHostLocal, cniVars, stewardOver, wireBody } from './lib/netconf.js';
 import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
@@ -78,41 +78,34 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
     // For the breakdown: the same ADD+DEL sent to the daemon over its socket, without the shim.
     const viaSocket = async (cid: string, netns: string) => {
       for (const command of ['ADD', 'DEL']) {
-        await daemon.cni(
-          JSON.stringify({
-            env: cniVars(command, cid, netns),
-            config: stewardNet,
-          }),
-        );
+        await daemon.cni(wireBody(command, cid, stewardNet, netns));
       }
     };
     // The floor of any executed client: the same two requests, each one `curl --unix-socket` process
     // (what the shim call is measured against), so the shim's ratio can be read against it.
     const viaCurl = async (cid: string, netns: string) => {
       for (const command of ['ADD', 'DEL']) {
-        const e = cniVars(command, cid, netns);
-        const headers = Object.entries({ ...hintHeaders(e, stewardNet), 'content-type': 'application/json' }).flatMap(
-          ([k, v]) => ['-H', `${k}: ${v}`],
-        );
+        const hints = hintHeaders(cniVars(command, cid, netns), stewardNet);
+        const headers = Object.entries({ ...hints, 'content-type': 'application/json' }).flatMap(([k, v]) => [
+          '-H',
+          `${k}: ${v}`,
+        ]);
         const args = ['-sS', '-f', '-o', '/dev/null', '--unix-socket', daemon.socket, ...headers];
         await curl(
           [...args, '--data-binary', '@-', 'http://localhost/v1/cni'],
-          JSON.stringify({ env: e, config: stewardNet }),
+          wireBody(command, cid, stewardNet, netns),
         );
       }
     };
     const modes = { s: viaSteward, d: direct, h: viaSocket, c: viaCurl };
     const iters = n(60, ctx);
     const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [], c: [] };
-    const orders: Array<Array<keyof typeof modes>> = [
-      ['s', 'd', 'h', 'c'],
-      ['d', 'h', 'c', 's'],
-      ['h', 'c', 's', 'd'],
-      ['c', 's', 'd', 'h'],
-    ];
+    // Iteration i runs the modes rotated by i, so each comes first, second, ... equally often.
+    const names = Object.keys(modes) as Array<keyof typeof modes>;
+    const rotated = (r: number) => names.map((_, k) => names[(k + r) % names.length] as keyof typeof modes);
     for (let i = -1; i < iters; i++) {
       // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
-      for (const which of orders[(i + orders.length) % orders.length] as Array<keyof typeof modes>) {
+      for (const which of rotated(i + names.length)) {
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
           const cid = `bench-chain-${which}-${i + 1}`;

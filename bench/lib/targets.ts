@@ -21,50 +21,62 @@ export const ISSUE_14_TARGETS: Record<string, Target> = {
   'add-during-storm': { target: 'p99 <= 2x idle', met: ratioAtMost(2) },
 };
 
-/** The chain row's daemon-only figures as a row of their own (unless chain.ts already made one). */
-function daemonRow(rows: Row[]): Row | undefined {
-  const chain = rows.find((r) => r.id === 'chain');
-  if (!chain || rows.some((r) => r.id === 'chain-daemon')) return undefined;
-  const ms = chain.extra?.daemonOnlyMs;
-  const ratio = chain.extra?.daemonOnlyRatio;
-  if (typeof ms !== 'number' || typeof ratio !== 'number') return undefined;
-  return {
-    id: 'chain-daemon',
-    title: 'ADD+DEL, bridge + host-local: stewardd over its socket, no shim',
-    unit: chain.unit,
-    candidate: { label: 'the same ADD+DEL sent to stewardd over its socket', median: ms, n: chain.candidate.n },
-    ...(chain.floor ? { floor: chain.floor } : {}),
-    ratio,
-    target: '',
-    met: null,
-    notes: ['from the chain benchmark, same iterations (bench/chain.ts daemonOnly)'],
-  };
+/** A figure the chain benchmark reports as extras of its row (same iterations), shown as a row of its own. */
+interface ChainFigure {
+  id: string;
+  title: string;
+  label: string;
+  msKey: string;
+  ratioKey: string;
+  target: string;
+  note: string;
 }
 
-/** The chain row's curl figures (each request one `curl --unix-socket` process) as a row of their own. */
-function curlRow(rows: Row[]): Row | undefined {
-  const chain = rows.find((r) => r.id === 'chain');
-  if (!chain || rows.some((r) => r.id === 'chain-curl')) return undefined;
-  const ms = chain.extra?.curlMs;
-  const ratio = chain.extra?.curlRatio;
-  if (typeof ms !== 'number' || typeof ratio !== 'number') return undefined;
-  return {
+const CHAIN_FIGURES: ChainFigure[] = [
+  {
+    id: 'chain-daemon',
+    title: 'ADD+DEL, bridge + host-local: stewardd over its socket, no shim',
+    label: 'the same ADD+DEL sent to stewardd over its socket',
+    msKey: 'daemonOnlyMs',
+    ratioKey: 'daemonOnlyRatio',
+    target: '',
+    note: 'from the chain benchmark, same iterations (bench/chain.ts daemonOnly)',
+  },
+  {
     id: 'chain-curl',
     title: "ADD+DEL, bridge + host-local: each request one curl --unix-socket process (an executed client's floor)",
+    label: 'the same ADD+DEL, each request one curl process',
+    msKey: 'curlMs',
+    ratioKey: 'curlRatio',
+    target: 'reported (the shim row against it: shimMinusCurlMs)',
+    note: 'from the chain benchmark, same iterations (bench/chain.ts curl mode)',
+  },
+];
+
+/** The chain row's figure `f` as a row of its own (unless chain.ts already made one). */
+function chainFigureRow(rows: Row[], f: ChainFigure): Row | undefined {
+  const chain = rows.find((r) => r.id === 'chain');
+  if (!chain || rows.some((r) => r.id === f.id)) return undefined;
+  const ms = chain.extra?.[f.msKey];
+  const ratio = chain.extra?.[f.ratioKey];
+  if (typeof ms !== 'number' || typeof ratio !== 'number') return undefined;
+  return {
+    id: f.id,
+    title: f.title,
     unit: chain.unit,
-    candidate: { label: 'the same ADD+DEL, each request one curl process', median: ms, n: chain.candidate.n },
+    candidate: { label: f.label, median: ms, n: chain.candidate.n },
     ...(chain.floor ? { floor: chain.floor } : {}),
     ratio,
-    target: 'reported (the shim row against it: shimMinusCurlMs)',
+    target: f.target,
     met: null,
-    notes: ['from the chain benchmark, same iterations (bench/chain.ts curl mode)'],
+    notes: [f.note],
   };
 }
 
 /** Adds the derived rows and sets issue 14's target and met/missed on every row it names. */
 export function applyTargets(rows: Row[]): Row[] {
   const out: Row[] = [];
-  const derived = [daemonRow(rows), curlRow(rows)].filter((r): r is Row => r !== undefined);
+  const derived = CHAIN_FIGURES.map((f) => chainFigureRow(rows, f)).filter((r): r is Row => r !== undefined);
   for (const r of rows) {
     out.push(r);
     if (r.id === 'chain') out.push(...derived);

@@ -10,7 +10,7 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { Scratch } from '../lib/scratch.js';
 import { callEnv, execCni } from '../lib/exec.js';
-import { bridgeHostLocal, cniVars, noopConf, stewardOver } from '../lib/netconf.js';
+import { bridgeHostLocal, cniVars, noopConf, stewardOver, wireBody } from '../lib/netconf.js';
 import { daemonEnv } from '../lib/daemon.js';
 import { BENCH_BIN, SYSTEM_CNI_BIN } from '../lib/paths.js';
 import { hintHeaders } from '@cni-steward/shared';
@@ -139,8 +139,12 @@ const directConf = { cniVersion: '1.0.0', name: 'podnet', ...plugin };
 const viaSocket = (socket: string) => async (cid: string, netns: string) => {
   const conf = stewardOver(socket, [plugin]);
   for (const command of ['ADD', 'DEL']) {
-    const e = cniVars(command, cid, netns);
-    const r = await post(socket, '/v1/cni', JSON.stringify({ env: e, config: conf }), hintHeaders(e, conf));
+    const r = await post(
+      socket,
+      '/v1/cni',
+      wireBody(command, cid, conf, netns),
+      hintHeaders(cniVars(command, cid, netns), conf),
+    );
     if (r.status !== 200) throw new Error(r.text);
   }
 };
