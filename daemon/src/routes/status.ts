@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Attachment, AttachmentState, Step } from '../store/types.js';
 import type { AppDeps } from './deps.js';
-import { capNullable, capText } from './echo.js';
+import { capNullable } from './echo.js';
 
 const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
 
@@ -135,16 +135,11 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
 
   // ?abandoned=true first re-arms the abandoned steps (stewardd retry --abandoned): the operator
   // fixed the plugin, or released by hand what it held, and wants the record cleared.
-  app.post('/v1/teardowns/retry', async (request, reply) => {
-    const q = request.query as Record<string, string | undefined>;
-    const flag = q.abandoned;
-    if (flag !== undefined && !['true', 'false', '1', '0'].includes(flag)) {
-      return reply
-        .code(400)
-        .type('application/json')
-        .send({ error: `query parameter "abandoned" is ${JSON.stringify(capText(flag, 64))}; give true or false` });
-    }
-    const rearmed = flag === 'true' || flag === '1' ? await deps.engine.rearmAbandoned() : 0;
+  app.post<{ Querystring: { abandoned?: string } }>('/v1/teardowns/retry', async (req, reply) => {
+    const { abandoned } = req.query;
+    if (abandoned !== undefined && !['true', 'false', '1', '0'].includes(abandoned))
+      return reply.code(400).send({ error: 'abandoned must be true or false' });
+    const rearmed = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : 0;
     const result = await deps.scheduler.retryNow();
     return { ...result, rearmed };
   });
