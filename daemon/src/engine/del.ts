@@ -4,7 +4,7 @@
 // same attachment invalidates both, so a DEL that races a new ADD always waits for it.
 
 import { CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv } from '@cni-steward/shared';
-import { podOf, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
@@ -142,13 +142,7 @@ export class Dels {
       this.rememberTombstone(key);
       return { text: '' };
     }
-    const fields = {
-      containerId: key.containerId,
-      ...podLogFields(podOf(a)),
-      network: key.network,
-      ifname: key.ifname,
-      attachment: a.id,
-    };
+    const fields = attachmentLogFields(a);
     if (a.state === 'deleted') {
       this.rememberTombstone(key);
       ctx.metrics.coalescedDels.inc({ how: 'tombstone' });

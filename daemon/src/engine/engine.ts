@@ -5,11 +5,11 @@
 // through PluginSlots. Every step is journaled before its plugin runs.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, podLogFields, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
+import { CniError, ErrorCode, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
 import type { Metrics } from '../metrics.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import { podOf, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { addAttachment, checkCapabilities } from './add.js';
 import { checkAttachment } from './check.js';
 import type { DelPolicy, EngineContext } from './context.js';
@@ -171,14 +171,7 @@ export class Engine {
         if (n > 0) {
           this.dels.forgetTombstone(a);
           this.ctx.log.warn(
-            {
-              containerId: a.containerId,
-              ...podLogFields(podOf(a)),
-              network: a.network,
-              ifname: a.ifname,
-              attachment: id,
-              steps: n,
-            },
+            { ...attachmentLogFields(a), steps: n },
             'abandoned teardown steps re-armed by an operator; retrying them',
           );
         }

@@ -15,9 +15,9 @@
 //    PERMANENT_MAX_ATTEMPTS, or at once when a new ADD of the same attachment is waiting for it.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniResult } from '@cni-steward/shared';
+import { CniError, ErrorCode, versionAtLeast, type CniResult } from '@cni-steward/shared';
 import { storedErrorText, type Store } from '../store/store.js';
-import { podOf, type Attachment, type Step } from '../store/types.js';
+import { attachmentLogFields, type Attachment, type Step } from '../store/types.js';
 import type { PriorityValue } from './limiter.js';
 import type { PluginSlots } from './plugin-slots.js';
 import type { Metrics } from '../metrics.js';
@@ -141,13 +141,7 @@ export class Teardown {
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
     const netns = opts.emptyNetns ? '' : teardownNetns(a.netns);
-    const alog = log.child({
-      containerId: a.containerId,
-      ...podLogFields(podOf(a)),
-      network: a.network,
-      ifname: a.ifname,
-      attachment: a.id,
-    });
+    const alog = log.child(attachmentLogFields(a));
     // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
     // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
     // between, the step is still `deleting` and recovery DELs it again, which the spec makes harmless.

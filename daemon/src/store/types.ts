@@ -1,5 +1,7 @@
 // The domain records the store persists. Nothing outside store/ sees rows or SQL.
 
+import { podLogFields } from '@cni-steward/shared';
+
 /**
  * adding   - ADD in progress (steps being journaled and run)
  * added    - every step added; the runtime holds this attachment
@@ -88,4 +90,15 @@ export function podOf(a: Pick<Attachment, PodFields>): {
   uid: string | null;
 } {
   return { namespace: a.podNamespace, name: a.podName, uid: a.podUid };
+}
+
+/** The fields every log line about an attachment carries: its key, its pod (when named) and its id. */
+export function attachmentLogFields(a: Attachment): Record<string, string | number> {
+  return {
+    containerId: a.containerId,
+    ...podLogFields(podOf(a)),
+    network: a.network,
+    ifname: a.ifname,
+    attachment: a.id,
+  };
 }
