@@ -413,3 +413,61 @@ describe('durability and write failures', () => {
     assert.match(kept, /more characters cut/);
   });
 });
+
+describe('Store plugin processes (schema 3)', () => {
+  const proc = { pid: 4242, startTime: 987654, bootId: 'b-1', pidNamespace: 'pid:[4026531836]' };
+
+  test('a step records the process its plugin runs as; only steps left `adding` or `deleting` are listed', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(newAttachment());
+    const s0 = addStep(store, a.id, 0);
+    const s1 = addStep(store, a.id, 1);
+    const s2 = addStep(store, a.id, 2);
+    store.setStepProcess(s0.id, proc);
+    store.setStepProcess(s1.id, { ...proc, pid: 4243 });
+    store.setStepProcess(s2.id, { ...proc, pid: 4244 });
+    store.setStepAdded(s1.id, '{}');
+    store.setStepDeleting(s2.id);
+    assert.deepEqual(store.runningStepProcesses(), [
+      { stepId: s0.id, attachmentId: a.id, pluginType: 'bridge', state: 'adding', process: proc },
+      { stepId: s2.id, attachmentId: a.id, pluginType: 'portmap', state: 'deleting', process: { ...proc, pid: 4244 } },
+    ]);
+    // A step whose plugin never started is not listed.
+    addStep(store, a.id, 3);
+    assert.equal(store.runningStepProcesses().length, 2);
+  });
+
+  test('recording a process (a commit without fsync) leaves the journal at synchronous=FULL', () => {
+    const { store } = openStore();
+    const s = addStep(store, store.createAttachment(newAttachment()).id);
+    store.setStepProcess(s.id, proc);
+    assert.deepEqual(store.durability(), { journalMode: 'wal', synchronous: 2 });
+  });
+
+  test('a schema-2 database migrates: its steps carry no process, and new ones can', () => {
+    const path = join(root, 'schema-2.db');
+    const db = new Database(path);
+    db.exec(MIGRATIONS[0] as string);
+    db.exec(MIGRATIONS[1] as string);
+    db.pragma('user_version = 2');
+    db.prepare(
+      `INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+      state, config, created_at, updated_at) VALUES ('old-ctr', 'net', 'eth0', '/ns', '', '/bin', '1.0.0', 'b',
+      'adding', '{}', 1, 2)`,
+    ).run();
+    db.prepare(
+      `INSERT INTO steps (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
+      config, state, created_at, updated_at) VALUES (1, 0, 0, 'd', 'eth0', 0, 'bridge', '{}', 'adding', 1, 2)`,
+    ).run();
+    db.close();
+    const store = new Store(path);
+    open.push(store);
+    assert.equal(store.schemaVersion, MIGRATIONS.length);
+    assert.deepEqual(store.runningStepProcesses(), []);
+    store.setStepProcess(1, proc);
+    assert.deepEqual(
+      store.runningStepProcesses().map((r) => r.process),
+      [proc],
+    );
+  });
+});

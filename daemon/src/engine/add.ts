@@ -17,6 +17,7 @@ import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
+import { journalProcess } from './plugin-processes.js';
 
 interface PlannedStep {
   d: Delegate;
@@ -194,6 +195,7 @@ async function runStep(
       args: env.args,
       cniPath: env.path,
       stdin: prev ? { ...stdin, prevResult: prev } : stdin,
+      onStart: journalProcess(ctx.store, ctx.log, step.id),
     });
     if (out === undefined)
       throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);

@@ -1,4 +1,6 @@
 // Start-up recovery, run before the socket accepts requests:
+//  0. plugins the dead daemon left running (steps journaled `adding` or `deleting` with a process)
+//     are killed, and waited for, before anything is rolled back (plugin-processes.ts);
 //  1. reboot sweep: live attachments recorded under another kernel boot id are torn down with an
 //     empty CNI_NETNS (their netns died with that boot; the spec allows an empty netns on DEL);
 //  2. ADDs cut off mid-chain (attachments left `adding`) are rolled back;
@@ -9,6 +11,7 @@
 import type { Logger } from 'pino';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
+import { stopCutOffPlugins } from './plugin-processes.js';
 import { ingestSpool } from './spool.js';
 
 export interface RecoveryReport {
@@ -37,6 +40,9 @@ export async function recover(engine: Engine, bootId: string, spoolDir: string, 
     for (const id of ids) handled.add(id);
     return ids;
   };
+
+  // Before any rollback: a plugin still running could allocate after its step was rolled back.
+  await stopCutOffPlugins(store, log);
 
   const stale = fresh(store.attachmentsOfOtherBoot(bootId));
   await tearDown(stale, { force: true, emptyNetns: true });

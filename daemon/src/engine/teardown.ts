@@ -22,6 +22,7 @@ import type { PriorityValue } from './limiter.js';
 import type { PluginSlots } from './plugin-slots.js';
 import type { Metrics } from '../metrics.js';
 import { teardownNetns } from './netns.js';
+import { journalProcess } from './plugin-processes.js';
 
 export interface RetryPolicy {
   /** First retry delay; doubles per attempt up to maxDelayMs, with +-20% jitter. */
@@ -246,6 +247,7 @@ export class Teardown {
         args: a.cniArgs,
         cniPath: a.cniPath,
         stdin,
+        onStart: journalProcess(store, this.d.log, step.id),
       });
       return undefined;
     } catch (e) {

@@ -5,7 +5,10 @@
 import type { Logger } from 'pino';
 import { CniError, ErrorCode, podFromCniArgs, podLogFields, type CniCommand } from '@cni-steward/shared';
 import { findPlugin, pluginSearchPath } from './lookup.js';
+import type { PluginProcess } from './process-group.js';
 import { Spawner } from './spawner.js';
+
+export type { PluginProcess } from './process-group.js';
 
 export interface PluginCall {
   command: CniCommand;
@@ -18,6 +21,11 @@ export interface PluginCall {
   cniPath: string;
   /** The plugin's stdin: its config with name, cniVersion and prevResult injected. */
   stdin: Record<string, unknown>;
+  /**
+   * Told the plugin's process (pid, start time, boot id) as soon as it exists, before its outcome:
+   * the engine journals it, so that recovery can kill the group if the daemon dies meanwhile.
+   */
+  onStart?: (p: PluginProcess) => void;
 }
 
 export interface ExecutorOptions {
@@ -93,7 +101,10 @@ export class PluginExecutor {
     const { timeoutMs, log } = this.opts;
     const maxOutputBytes = this.opts.maxOutputBytes ?? 4 * 1024 * 1024;
     const label = `${call.type} ${call.command}`;
-    const o = await this.spawner.run({ file, env, stdin: JSON.stringify(call.stdin), timeoutMs, maxOutputBytes });
+    const o = await this.spawner.run(
+      { file, env, stdin: JSON.stringify(call.stdin), timeoutMs, maxOutputBytes },
+      call.onStart,
+    );
     const stdout = o.stdout.trim();
     const stderr = o.stderr.trim();
     if (stderr !== '')

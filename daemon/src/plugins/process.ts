@@ -1,8 +1,11 @@
 // Running one executable to completion: no shell, the given environment only, stdin written
-// then closed, stdout/stderr captured up to a cap, and a deadline after which the whole process
-// group is killed (the child is a group leader, so what it started dies with it).
+// then closed, stdout/stderr captured up to a cap, and its own process group (the child is a group
+// leader), which is killed when the deadline passes and again as soon as the plugin exits: what it
+// started and left behind (a grandchild holding stdout, say) dies with it. Groups still running
+// are listed, so the spawner can kill them all when the daemon dies (killRunningGroups).
 
 import { spawn } from 'node:child_process';
+import { killGroup } from './process-group.js';
 
 export interface ProcessJob {
   file: string;
@@ -30,7 +33,23 @@ export interface ProcessOutcome {
  */
 const PIPE_GRACE_MS = 2000;
 
-export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
+/** Process groups of the plugins started here and not yet exited. */
+const running = new Set<number>();
+
+/** SIGKILL to the process group of every plugin still running; returns how many were signalled. */
+export function killRunningGroups(): number {
+  let n = 0;
+  for (const pid of running) if (killGroup(pid)) n++;
+  running.clear();
+  return n;
+}
+
+export interface ProcessHooks {
+  /** Called once the process exists (before it is likely to have done anything), with its pid. */
+  onStart?: (pid: number) => void;
+}
+
+export function runProcess(job: ProcessJob, hooks: ProcessHooks = {}): Promise<ProcessOutcome> {
   return new Promise((resolve) => {
     const out: Buffer[] = [];
     const err: Buffer[] = [];
@@ -64,10 +83,17 @@ export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
       settle();
       return;
     }
+    const pid = child.pid;
+    if (pid !== undefined) {
+      running.add(pid);
+      hooks.onStart?.(pid);
+    }
     timers.push(
       setTimeout(() => {
+        // Only while it runs: after its exit the group is already killed, and the id may be free.
+        if (pid === undefined || !running.has(pid)) return;
         timedOut = true;
-        killGroup(child.pid);
+        killGroup(pid);
       }, job.timeoutMs),
     );
     child.stdout.on('data', (b: Buffer) => {
@@ -85,6 +111,12 @@ export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
     });
     child.on('exit', (code, signal) => {
       exit = { code, signal };
+      // The plugin is done: whatever it left in its group goes too. Its group id stays reserved
+      // while any member lives, so this never reaches another process's group.
+      if (pid !== undefined) {
+        running.delete(pid);
+        killGroup(pid);
+      }
       timers.push(
         setTimeout(() => {
           child.stdout.destroy();
@@ -96,13 +128,4 @@ export function runProcess(job: ProcessJob): Promise<ProcessOutcome> {
     child.on('close', settle);
     child.stdin.end(job.stdin);
   });
-}
-
-function killGroup(pid: number | undefined): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    /* already gone */
-  }
 }

@@ -1,16 +1,26 @@
 // The spawner process: a small Node process forked by the daemon that starts delegate plugins.
 // Node forks synchronously on its event loop, and fork's cost grows with the forking process's
 // memory (about 2 ms at 50 MiB, 14 ms at 160 MiB here): done in the daemon it would stall every
-// request. Here it costs little and stalls nothing. It exits when the daemon goes away; plugins
-// already running finish on their own (each is its own process group), as they would anyway.
+// request. Here it costs little and stalls nothing.
+//
+// No plugin outlives the daemon: when the daemon goes away (its IPC channel closes, which the
+// kernel does when the daemon dies however it dies, or our parent pid changes, polled as a
+// backstop), the spawner kills the process group of every plugin still running and exits. Linux's
+// parent-death signal would do the same for the spawner itself but is not reachable from Node.
+// Each plugin start is reported to the daemon (pid, start time, boot id) before its outcome, so
+// the daemon can journal it and a later recovery can kill the group should the spawner die too.
 
-import { runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
+import { describeProcess } from './process-group.js';
+import { killRunningGroups, runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
 
 interface Request {
   id: number;
   job?: ProcessJob;
   ping?: true;
 }
+
+/** How often the parent pid is checked, in case the IPC channel's close is missed. */
+const PARENT_POLL_MS = 500;
 
 function failed(e: unknown): ProcessOutcome {
   return {
@@ -24,6 +34,13 @@ function failed(e: unknown): ProcessOutcome {
   };
 }
 
+const parent = process.ppid;
+
+function daemonGone(): never {
+  killRunningGroups();
+  process.exit(0);
+}
+
 process.on('message', (msg: Request) => {
   // A health check: answering at all proves the spawner's loop and IPC work.
   if (msg.ping || !msg.job) {
@@ -31,8 +48,16 @@ process.on('message', (msg: Request) => {
     return;
   }
   // Whatever one job does, the spawner answers it and stays up for the others.
-  runProcess(msg.job)
+  runProcess(msg.job, {
+    onStart: (pid) => {
+      const started = describeProcess(pid);
+      if (started) process.send?.({ id: msg.id, started });
+    },
+  })
     .catch(failed)
     .then((outcome) => process.send?.({ id: msg.id, outcome }));
 });
-process.on('disconnect', () => process.exit(0));
+process.on('disconnect', daemonGone);
+setInterval(() => {
+  if (process.ppid !== parent) daemonGone();
+}, PARENT_POLL_MS).unref();

@@ -1,12 +1,15 @@
 // The daemon's side of the spawner process: jobs go over the IPC channel and outcomes come back.
-// If a spawner dies, the calls it had in flight fail with code 100 (their plugin's outcome is
-// unknown, so the engine treats them like any failed step: rolled back or retried) and the next
-// call forks a new one. Each spawner has its own table of calls, so one dying never fails another's.
+// If a spawner dies, the process groups of the plugins it had running are killed (they would run
+// on under init with no deadline) and waited for; only then do those calls fail with code 100
+// (their plugin's outcome is unknown, so the engine treats them like any failed step: rolled back
+// or retried, never while the plugin still runs) and the next call forks a new one. Each spawner
+// has its own table of calls, so one dying never fails another's.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { ProcessJob, ProcessOutcome } from './process.js';
+import { stopGroups, type PluginProcess } from './process-group.js';
 
 const CHILD = new URL('./spawner-child.js', import.meta.url);
 
@@ -31,6 +34,9 @@ interface Call {
   resolve: (o: ProcessOutcome) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout;
+  /** The plugin's process, once the spawner reported it started. */
+  process?: PluginProcess;
+  onStart?: ((p: PluginProcess) => void) | undefined;
 }
 
 interface Worker {
@@ -46,7 +52,8 @@ export class Spawner {
 
   constructor(private readonly log: Logger) {}
 
-  run(job: ProcessJob): Promise<ProcessOutcome> {
+  /** Runs a job; `onStart` is told the plugin's process as soon as it exists (to journal it). */
+  run(job: ProcessJob, onStart?: (p: PluginProcess) => void): Promise<ProcessOutcome> {
     const w = this.ensure();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
@@ -60,7 +67,7 @@ export class Spawner {
           ),
         );
       }, job.timeoutMs + ANSWER_GRACE_MS);
-      w.calls.set(id, { resolve, reject, timer });
+      w.calls.set(id, { resolve, reject, timer, onStart });
       this.hold(w);
       w.child.send({ id, job }, (err) => {
         if (!err) return;
@@ -142,6 +149,17 @@ export class Spawner {
     this.current = undefined;
   }
 
+  private started(w: Worker, id: number, p: PluginProcess): void {
+    const call = w.calls.get(id);
+    if (!call) return;
+    call.process = p;
+    try {
+      call.onStart?.(p);
+    } catch (e) {
+      this.log.error({ err: (e as Error).message, pid: p.pid }, 'cannot record a plugin process');
+    }
+  }
+
   private finish(w: Worker, id: number, outcome: ProcessOutcome | undefined, error?: Error): void {
     const call = w.calls.get(id);
     if (!call) return;
@@ -160,9 +178,10 @@ export class Spawner {
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
-    child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true }) =>
-      this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined)),
-    );
+    child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true; started?: PluginProcess }) => {
+      if (msg.started) this.started(w, msg.id, msg.started);
+      else this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined));
+    });
     // Without a listener a failed fork (EAGAIN, ENOMEM) would be an uncaught 'error' event.
     child.on('error', (e) => {
       this.log.error({ err: e.message }, 'plugin spawner process error');
@@ -179,19 +198,37 @@ export class Spawner {
     child.on('exit', (code, signal) => {
       if (this.current === w) this.current = undefined;
       if (w.calls.size === 0) return;
-      this.log.error({ code, signal, inFlight: w.calls.size }, 'plugin spawner exited with calls in flight');
+      const orphans = [...w.calls.values()].flatMap((c) => (c.process ? [c.process] : []));
+      this.log.error(
+        { code, signal, inFlight: w.calls.size, orphans: orphans.map((p) => p.pid) },
+        'plugin spawner exited with calls in flight; killing the plugins it was running',
+      );
       const how = signal ? `killed by ${signal}` : `status ${code}`;
-      for (const id of [...w.calls.keys()]) {
-        this.finish(
-          w,
-          id,
-          undefined,
-          new CniError(
-            ErrorCode.PluginExecFailed,
-            `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`,
-          ),
-        );
-      }
+      const fail = () => {
+        for (const id of [...w.calls.keys()]) {
+          this.finish(
+            w,
+            id,
+            undefined,
+            new CniError(
+              ErrorCode.PluginExecFailed,
+              `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`,
+            ),
+          );
+        }
+      };
+      // The calls fail (and their steps are rolled back) only once their plugins are gone.
+      stopGroups(orphans).then(
+        (out) => {
+          if (out.survivors.length > 0)
+            this.log.error({ survivors: out.survivors }, 'plugin processes survived SIGKILL (stuck in the kernel)');
+          fail();
+        },
+        (e: unknown) => {
+          this.log.error({ err: String(e) }, 'cannot kill the plugins of a dead spawner');
+          fail();
+        },
+      );
     });
     this.current = w;
     return w;

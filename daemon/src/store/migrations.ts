@@ -55,4 +55,15 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE attachments ADD COLUMN pod_uid TEXT;
   CREATE INDEX attachments_by_pod ON attachments (pod_namespace, pod_name);
   `,
+  // 3: the process of the plugin a step last started (its pid, which is its process group id, the
+  // start time from /proc/PID/stat, the kernel boot id and the PID namespace, which together
+  // cannot name a reused pid), so that recovery can kill a plugin the dead daemon left running
+  // before it rolls the step back. Null for steps whose plugin never started, and for rows older
+  // than this migration.
+  `
+  ALTER TABLE steps ADD COLUMN plugin_pid INTEGER;
+  ALTER TABLE steps ADD COLUMN plugin_start INTEGER;
+  ALTER TABLE steps ADD COLUMN plugin_boot TEXT;
+  ALTER TABLE steps ADD COLUMN plugin_pidns TEXT;
+  `,
 ];

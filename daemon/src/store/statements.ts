@@ -28,6 +28,10 @@ const SQL = {
       RETURNING ${STEP_COLUMNS}`,
   stepsOf: `SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`,
   stepById: `SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`,
+  setStepProcess: `UPDATE steps SET plugin_pid = @pid, plugin_start = @startTime, plugin_boot = @bootId,
+      plugin_pidns = @pidNamespace WHERE id = @id`,
+  runningStepProcesses: `SELECT id, attachment_id, plugin_type, state, plugin_pid, plugin_start, plugin_boot, plugin_pidns
+      FROM steps WHERE state IN ('adding', 'deleting') AND plugin_pid IS NOT NULL ORDER BY id`,
   setStepAdded: `UPDATE steps SET state = 'added', result = @result, updated_at = @now WHERE id = @id`,
   setStepState: `UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`,
   setStepDeleting: `UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`,

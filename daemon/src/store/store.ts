@@ -14,7 +14,17 @@ import { retain } from './retain.js';
 import { MIGRATIONS } from './migrations.js';
 import { ATTACHMENT_COLUMNS, toAttachment, toStep, type Row } from './rows.js';
 import { prepareStatements, type Statements } from './statements.js';
-import type { Attachment, AttachmentKey, AttachmentState, NewAttachment, NewStep, Step, StepState } from './types.js';
+import type {
+  Attachment,
+  AttachmentKey,
+  AttachmentState,
+  NewAttachment,
+  NewStep,
+  RunningStep,
+  Step,
+  StepProcess,
+  StepState,
+} from './types.js';
 import { writeError } from './write-error.js';
 
 /** Error texts are stored (and shown in /v1/status) at most this long. */
@@ -266,6 +276,40 @@ export class Store {
 
   stepsOf(attachmentId: number): Step[] {
     return (this.stmt.stepsOf.all(attachmentId) as Row[]).map(toStep);
+  }
+
+  /**
+   * Records the process a step's plugin runs as, without an fsync: a commit with synchronous=NORMAL
+   * survives the death of this process (the WAL frames are in the kernel's page cache) and is lost
+   * only with the kernel (a crash or power loss), which takes the plugin with it. The next FULL
+   * commit makes it durable along with everything before it. Never inside atomic(): it is called
+   * from the spawner's message, between commits.
+   */
+  setStepProcess(id: number, p: StepProcess): void {
+    this.write(() => {
+      this.db.exec('PRAGMA synchronous = NORMAL');
+      try {
+        this.stmt.setStepProcess.run({ id, ...p });
+      } finally {
+        this.db.exec('PRAGMA synchronous = FULL');
+      }
+    });
+  }
+
+  /** Steps journaled as running their plugin (`adding`, `deleting`) with the process it was started as. */
+  runningStepProcesses(): RunningStep[] {
+    return (this.stmt.runningStepProcesses.all() as Row[]).map((r) => ({
+      stepId: r.id as number,
+      attachmentId: r.attachment_id as number,
+      pluginType: r.plugin_type as string,
+      state: r.state as StepState,
+      process: {
+        pid: r.plugin_pid as number,
+        startTime: r.plugin_start as number,
+        bootId: (r.plugin_boot as string | null) ?? '',
+        pidNamespace: (r.plugin_pidns as string | null) ?? '',
+      },
+    }));
   }
 
   setStepAdded(id: number, result: string): void {

@@ -78,6 +78,27 @@ export interface Step {
   updatedAt: number;
 }
 
+/**
+ * The process a step's plugin ran as (schema 3): enough to find its process group again after the
+ * daemon died, and to tell it from an unrelated process that got the same pid later.
+ */
+export interface StepProcess {
+  pid: number;
+  /** Field 22 of /proc/<pid>/stat. */
+  startTime: number;
+  bootId: string;
+  pidNamespace: string;
+}
+
+/** A step journaled as running its plugin (`adding` or `deleting`) and the process it started. */
+export interface RunningStep {
+  stepId: number;
+  attachmentId: number;
+  pluginType: string;
+  state: StepState;
+  process: StepProcess;
+}
+
 export type NewStep = Pick<
   Step,
   'attachmentId' | 'seq' | 'delegateIndex' | 'delegateName' | 'ifname' | 'pluginIndex' | 'pluginType' | 'config'
