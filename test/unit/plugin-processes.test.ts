@@ -1,0 +1,90 @@
+// The engine's side of plugin processes: each step's plugin process is journaled (a failed write is
+// logged, never thrown into the spawner's message handler), and recovery hands the stopper exactly
+// the processes of steps left running, before anything else.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import pino from 'pino';
+import { journalProcess, stopCutOffPlugins } from '../../daemon/src/engine/plugin-processes.js';
+import type { PluginProcess } from '../../daemon/src/plugins/process-group.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { silentLog } from '../helpers/engine-fakes.js';
+
+const proc = (pid: number): PluginProcess => ({ pid, startTime: 100 + pid, bootId: 'b', pidNamespace: 'pid:[1]' });
+
+function withSteps() {
+  const store = new Store(':memory:');
+  const a = store.createAttachment({
+    containerId: 'c1',
+    network: 'net',
+    ifname: 'eth0',
+    netns: '/run/netns/x',
+    cniArgs: '',
+    cniPath: '/opt/cni/bin',
+    cniVersion: '1.0.0',
+    bootId: 'b',
+    config: '{}',
+  });
+  const step = (seq: number) =>
+    store.insertStep({
+      attachmentId: a.id,
+      seq,
+      delegateIndex: 0,
+      delegateName: 'd',
+      ifname: 'eth0',
+      pluginIndex: seq,
+      pluginType: `p${seq}`,
+      config: '{}',
+    });
+  return { store, step };
+}
+
+describe('plugin processes in the journal', () => {
+  test("journalProcess records the process on the step's row", () => {
+    const { store, step } = withSteps();
+    const s = step(0);
+    journalProcess(store, silentLog, s.id)(proc(7));
+    assert.deepEqual(store.runningStepProcesses()[0]?.process, proc(7));
+  });
+
+  test('a journal write that fails is logged, not thrown (it runs in the spawner message handler)', () => {
+    const { store, step } = withSteps();
+    const s = step(0);
+    const lines: string[] = [];
+    const log = pino({ level: 'error' }, { write: (l: string) => void lines.push(l) });
+    store.close();
+    assert.doesNotThrow(() => journalProcess(store, log, s.id)(proc(7)));
+    assert.match(lines.join(''), /cannot journal the plugin process of a step/);
+  });
+
+  test('recovery stops exactly the processes of steps left adding or deleting, and reports what it killed', async () => {
+    const { store, step } = withSteps();
+    const [s0, s1, s2, s3] = [step(0), step(1), step(2), step(3)];
+    store.setStepProcess(s0.id, proc(10));
+    store.setStepAdded(s0.id, '{}');
+    store.setStepProcess(s1.id, proc(11));
+    store.setStepState(s1.id, 'add_failed', 'x');
+    store.setStepProcess(s2.id, proc(12));
+    store.setStepDeleting(s2.id);
+    store.setStepProcess(s3.id, proc(13));
+    const asked: PluginProcess[][] = [];
+    const out = await stopCutOffPlugins(store, silentLog, async (list) => {
+      asked.push(list);
+      return { killed: [proc(13)], survivors: [] };
+    });
+    assert.deepEqual(asked, [[proc(12), proc(13)]]);
+    assert.deepEqual(out, { journaled: 2, killed: 1, survivors: [] });
+  });
+
+  test('with nothing journaled as running, the stopper is not called', async () => {
+    const { store, step } = withSteps();
+    step(0);
+    let called = false;
+    const out = await stopCutOffPlugins(store, silentLog, async () => {
+      called = true;
+      return { killed: [], survivors: [] };
+    });
+    assert.equal(called, false);
+    assert.deepEqual(out, { journaled: 0, killed: 0, survivors: [] });
+  });
+});
