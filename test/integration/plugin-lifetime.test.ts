@@ -184,6 +184,27 @@ describe('plugin process lifetime', () => {
     await daemon.stop();
   });
 
+  it('SIGTERM: a plugin still running when --shutdown-grace is over is killed, and rolled back at the next start', async () => {
+    const daemon = new Daemon(env, { name: 'term', args: ['--shutdown-grace', '1', '--uninstall-on-delete', 'never'] });
+    await daemon.start();
+    const fx = join(env.dir, 'term-fx');
+    env.defer(() => killRecorded(fx));
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('termnet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 60_000, trackAddPid: true })]),
+    ]);
+    const add = shim({ command: 'ADD', containerId: 'term-1', netns: env.netns() }, conf);
+    const pidFile = join(fx, 'add-term-1-eth0.pid');
+    await until('the ADD to be running', () => existsSync(pidFile));
+    const plugin = readPid(pidFile);
+    await daemon.stop();
+    await add;
+    await until(`plugin ${plugin} to be killed with its daemon`, () => !alive(plugin), 5000);
+    await daemon.start();
+    assert.equal((await daemon.attachment('term-1')).state, 'deleted');
+    assert.equal(existsSync(join(fx, 'del-while-add-running-term-1')), false);
+    await daemon.stop();
+  });
+
   it(`kill -9 of stewardd during ADD (${ROUNDS} rounds): no plugin survives, rollback only after it is gone, no lease left`, async () => {
     const daemon = new Daemon(env, { name: 'k9', args: ['--retry-base-ms', '200', '--retry-max-ms', '1000'] });
     await daemon.start();
