@@ -14,7 +14,7 @@
 # secret `npm-ca` (never written into a layer) and the build runs with host networking.
 #
 # usage: scripts/build-image.sh [IMAGE]     (default cni-steward:0.1.0, or $STEWARD_IMAGE)
-# env:   STEWARD_NODE_VERSION (24.21.0), STEWARD_NPM_VERSION (11), STEWARD_DEBIAN_MIRROR (from apt's
+# env:   STEWARD_NODE_VERSION (.node-version), STEWARD_NPM_VERSION (11), STEWARD_DEBIAN_MIRROR (from apt's
 #        sources), STEWARD_BUILD_REPORT=FILE (also write the timings and layer sizes there as JSON lines),
 #        STEWARD_STORAGE_ROOT + STEWARD_STORAGE_RUNROOT (a container storage of its own instead of the
 #        machine's /var/lib/containers/storage: the e2e pod test builds there and deletes it all after)
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 IMAGE=${1:-${STEWARD_IMAGE:-cni-steward:0.1.0}}
-NODE_VERSION=${STEWARD_NODE_VERSION:-24.21.0}
+NODE_VERSION=${STEWARD_NODE_VERSION:-$(tr -d " \n" <.node-version)}
 NPM_VERSION=${STEWARD_NPM_VERSION:-11}
 CA=${NODE_EXTRA_CA_CERTS:-${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}}
 REPORT=${STEWARD_BUILD_REPORT:-}

@@ -28,5 +28,11 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<18)) { console.error("setup: Node.js >= 20.18 is required, found "+process.version); process.exit(1) }'
+# The Node.js the image ships (.node-version): the machine's own if it is that major version,
+# else the official binary fetched into .node/ (scripts/node-env.sh). npm ci runs under it, so
+# dependencies' engines are checked against it and better-sqlite3 is compiled for it, once.
+source scripts/node-env.sh
+steward_node_install
+steward_node_use
+echo "setup: Node $(node --version) ($(command -v node))"
 npm ci --no-audit --no-fund

@@ -3,6 +3,8 @@
 # (no root needed to serve; running delegate plugins in real netns needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/node-env.sh
+steward_node_use
 mkdir -p .steward
 exec node bin/stewardd run \
   --socket "${STEWARD_SOCKET:-$PWD/.steward/stewardd.sock}" \

@@ -3,7 +3,9 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO } from '../helpers/env.js';
 import { skipOrFail } from '../helpers/runtimes/skip.js';
@@ -42,5 +44,46 @@ describe('CI', () => {
     assert.match(bundler, /'--outfile', 'dist\/steward'/);
     for (const suite of ['test:unit', 'test:integration', 'test:e2e'])
       assert.ok(steps.indexOf(`npm run ${suite}`) > 0, suite);
+  });
+
+  describe('scripts/test.sh as a user who is not root', () => {
+    // The script decides before it installs anything, so only test.sh itself is needed: it runs from
+    // a copy in a temp dir every user can read (the checkout's own path may not be).
+    const runAs = (env: Record<string, string>) => {
+      const dir = mkdtempSync(join(tmpdir(), 'stw-testsh-'));
+      try {
+        mkdirSync(join(dir, 'scripts'));
+        copyFileSync(join(REPO, 'scripts/test.sh'), join(dir, 'scripts/test.sh'));
+        chmodSync(dir, 0o755);
+        const asRoot = process.getuid?.() === 0;
+        // As root, drop to nobody; otherwise this process already is not root.
+        const cmd = asRoot ? 'setpriv' : 'bash';
+        const args = asRoot
+          ? ['--reuid=nobody', '--regid=nogroup', '--clear-groups', 'bash', 'scripts/test.sh']
+          : ['scripts/test.sh'];
+        return spawnSync(cmd, args, {
+          cwd: dir,
+          encoding: 'utf8',
+          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, ...env },
+          timeout: 30_000,
+        });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+
+    it('fails with STEWARD_E2E_REQUIRE=1, naming the root suites it cannot run', () => {
+      const r = runAs({ STEWARD_E2E_REQUIRE: '1' });
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /SKIPPED test:integration and test:e2e/);
+      assert.match(r.stderr, /FAILED: STEWARD_E2E_REQUIRE=1 requires the root suites/);
+      assert.doesNotMatch(r.stdout, /setup:/, 'nothing is installed before the decision');
+    });
+
+    it('without STEWARD_E2E_REQUIRE goes on to the root-free suites (stopped here by STEWARD_TEST_DECIDE_ONLY)', () => {
+      const r = runAs({ STEWARD_TEST_DECIDE_ONLY: '1' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.match(r.stdout, /would run the whole suite/);
+    });
   });
 });
