@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
-import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { bridgePlugin, delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('http');
@@ -75,6 +75,93 @@ describe('a netconf with "__proto__" and "constructor" keys', () => {
     assert.equal(del.code, 0, del.stdout);
     assert.deepEqual(leases(dataDir, 'protonet'), []);
   });
+});
+
+// The shim's requests carry hint headers and are parsed by routes/raw-cni.ts from the raw body; a
+// request without them goes through fastify's JSON parser. Both must treat "__proto__",
+// "constructor" and "prototype" keys as plain data, so each case runs on both paths.
+describe('"__proto__" / "constructor" payloads on both request paths', () => {
+  const paths = [
+    { name: 'hinted, as the shim sends it (routes/raw-cni.ts)', hinted: true },
+    { name: "without hints (fastify's JSON parser)", hinted: false },
+  ];
+  const post = (
+    command: string,
+    containerId: string,
+    netns: string,
+    conf: Record<string, unknown>,
+    hinted: boolean,
+  ) => {
+    const { body, hints } = hintedWire(command, containerId, netns, conf);
+    return { body, send: (text = body) => daemon.request('POST', '/v1/cni', text, hinted ? hints : {}) };
+  };
+  // Own "__proto__" keys, written as JSON text the way a runtime would send them.
+  const poison = (text: string) =>
+    text.replace(
+      /"delegates":\[/,
+      '"__proto__":{"ifname":"polluted0","polluted":true},"constructor":{"prototype":{"ifname":"polluted1"}},"delegates":[',
+    );
+
+  for (const p of paths) {
+    it(`[${p.name}] the keys are stored as data and no prototype in the daemon is touched`, async () => {
+      const fx = join(env.dir, `fx-poison-${p.hinted}`);
+      const netns = env.netns();
+      const conf = stewardConf(daemon.socket, '1.0.0', [
+        delegate(`poison${p.hinted ? 'h' : 'p'}`, '1.0.0', [fixturePlugin(fx)]),
+      ]);
+      const cid = `poison-${p.hinted}`;
+      const { body, send } = post('ADD', cid, netns, conf, p.hinted);
+      const add = await send(poison(body));
+      assert.equal(add.status, 200, add.text);
+      const stored = await daemon.attachment(cid);
+      assert.ok(stored, 'the attachment is journalled');
+      // Afterwards a request whose second delegate names no ifname still gets net1: had
+      // Object.prototype.ifname been set in the daemon, the delegate would inherit "polluted0".
+      const fx2 = join(env.dir, `fx-clean-${p.hinted}`);
+      const clean = stewardConf(daemon.socket, '1.0.0', [
+        delegate(`first${p.hinted ? 'h' : 'p'}`, '1.0.0', [fixturePlugin(fx2)]),
+        delegate(`second${p.hinted ? 'h' : 'p'}`, '1.0.0', [fixturePlugin(fx2)]),
+      ]);
+      const ok = await post('ADD', `clean-${p.hinted}`, env.netns(), clean, p.hinted).send();
+      assert.equal(ok.status, 200, ok.text);
+      const ifnames = fixtureCalls(fx2, 'ADD').map((l) => l.split(' ')[2]);
+      assert.deepEqual(ifnames, ['eth0', 'net1']);
+      for (const [c, n] of [
+        [cid, netns],
+        [`clean-${p.hinted}`, ''],
+      ] as const) {
+        const del = await post('DEL', c, n, c === cid ? conf : clean, p.hinted).send();
+        assert.equal(del.status, 200, del.text);
+      }
+    });
+
+    it(`[${p.name}] a value reachable only through "__proto__" counts as missing: the same CNI error as without the key`, async () => {
+      const conf = stewardConf(daemon.socket, '1.0.0', [
+        delegate('protomissing', '1.0.0', [fixturePlugin(join(env.dir, 'fx-miss'))]),
+      ]);
+      const { delegates, ...noDelegates } = conf as Record<string, unknown>;
+      const withProto = JSON.stringify(noDelegates).replace(
+        /^\{/,
+        `{"__proto__":{"delegates":${JSON.stringify(delegates)}},`,
+      );
+      const { body, send } = post('ADD', 'protomissing', env.netns(), noDelegates, p.hinted);
+      const plain = await send();
+      const poisoned = await send(body.replace(JSON.stringify(noDelegates), withProto));
+      assert.equal(plain.status, 400, plain.text);
+      assert.equal(plain.json.code, 7, plain.text);
+      assert.equal(poisoned.status, plain.status, poisoned.text);
+      assert.deepEqual(poisoned.json, plain.json);
+      // And "delegates" given as an object with a "__proto__" array inside is not a list.
+      const objDelegates = await send(
+        body.replace(
+          JSON.stringify(noDelegates),
+          JSON.stringify(noDelegates).replace(/\}$/, ',"delegates":{"__proto__":[]}}'),
+        ),
+      );
+      assert.equal(objDelegates.status, 400, objDelegates.text);
+      assert.equal(objDelegates.json.code, 7, objDelegates.text);
+    });
+  }
 });
 
 describe('a netconf nested 10,000 deep', () => {
