@@ -12,6 +12,7 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { Daemon } from '../helpers/daemon.js';
 import { FIXTURE_BIN, TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -27,6 +28,8 @@ const ROUNDS = Number(process.env.PLUGIN_KILL9_ROUNDS ?? 20);
 const PER_ROUND = 3;
 /** How long the fixture's ADD sleeps before it takes its host-local lease. */
 const SLEEP_ADD_MS = 1500;
+/** The kill -9 rounds' ADD sleep: longer than any restart, so only a kill can stop it. */
+const ORPHAN_SLEEP_MS = 30_000;
 
 /** Whether a pid names a live (not zombie) process. */
 function alive(pid: number): boolean {
@@ -64,6 +67,8 @@ async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Pro
 }
 
 const readPid = (file: string): number => Number(readFileSync(file, 'utf8'));
+/** Whether the fixture has written its pid (the file exists a moment before its content does). */
+const pidWritten = (file: string): boolean => existsSync(file) && readPid(file) > 0;
 
 /** Kills (at cleanup) every process group a test's fixture recorded, should an assertion fail first. */
 function killRecorded(dir: string): void {
@@ -163,7 +168,7 @@ describe('plugin process lifetime', () => {
     const startedAt = Date.now();
     const add = shim({ command: 'ADD', containerId: 'sp-1', netns: env.netns() }, conf);
     const pidFile = join(fx, 'add-sp-1-eth0.pid');
-    await until('the ADD to be running', () => existsSync(pidFile));
+    await until('the ADD to be running', () => pidWritten(pidFile));
     await new Promise((r) => setTimeout(r, 200));
     const plugin = readPid(pidFile);
     const spawners = childrenOf(daemon.proc?.pid as number, 'spawner-child');
@@ -194,7 +199,7 @@ describe('plugin process lifetime', () => {
     ]);
     const add = shim({ command: 'ADD', containerId: 'term-1', netns: env.netns() }, conf);
     const pidFile = join(fx, 'add-term-1-eth0.pid');
-    await until('the ADD to be running', () => existsSync(pidFile));
+    await until('the ADD to be running', () => pidWritten(pidFile));
     const plugin = readPid(pidFile);
     await daemon.stop();
     await add;
@@ -205,6 +210,20 @@ describe('plugin process lifetime', () => {
     await daemon.stop();
   });
 
+  /** How many of these containers' steps have their plugin's process journalled (schema 3). */
+  const journalledPlugins = (daemon: Daemon, ids: string[]): number => {
+    const db = new Database(join(daemon.stateDir, 'steward.db'), { readonly: true, fileMustExist: true });
+    try {
+      const q = db.prepare(
+        `SELECT count(*) AS n FROM steps s JOIN attachments a ON a.id = s.attachment_id
+          WHERE a.container_id = ? AND s.plugin_pid IS NOT NULL`,
+      );
+      return ids.reduce((n, id) => n + (q.get(id) as { n: number }).n, 0);
+    } finally {
+      db.close();
+    }
+  };
+
   it(`kill -9 of stewardd during ADD (${ROUNDS} rounds): no plugin survives, rollback only after it is gone, no lease left`, async () => {
     const daemon = new Daemon(env, { name: 'k9', args: ['--retry-base-ms', '200', '--retry-max-ms', '1000'] });
     await daemon.start();
@@ -214,7 +233,7 @@ describe('plugin process lifetime', () => {
     const conf = stewardConf(daemon.socket, '1.0.0', [
       delegate('k9life', '1.0.0', [
         fixturePlugin(fx, {
-          sleepAddMs: SLEEP_ADD_MS,
+          sleepAddMs: ORPHAN_SLEEP_MS,
           delegateIpam: true,
           trackAddPid: true,
           ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: env.subnet() }]] },
@@ -228,13 +247,13 @@ describe('plugin process lifetime', () => {
       // Odd rounds kill the spawner with stewardd: only the journal can name the plugins then.
       const withSpawner = round % 2 === 1;
       const ids = Array.from({ length: PER_ROUND }, (_, k) => `r${round}-${k}`);
-      const startedAt = Date.now();
       const adds = ids.map((id) => shim({ command: 'ADD', containerId: id, netns }, conf));
       const pidFiles = ids.map((id) => join(fx, `add-${id}-eth0.pid`));
-      await until('every ADD to be running', () => pidFiles.every((f) => existsSync(f)));
-      // The spawner reports each start before the plugin can have started Node; give the journal
-      // write (one event-loop turn of the daemon's) a moment on a loaded machine.
-      await new Promise((r) => setTimeout(r, 200));
+      await until('every ADD to be running', () => pidFiles.every(pidWritten));
+      // The spawner reports each start over IPC and stewardd journals it; on a loaded machine that
+      // can lag the plugin's own pid file, so wait for the journal to name every plugin (a plugin
+      // killed with both before it is journalled is the window docs/teardown.md names).
+      await until('every running plugin to be journalled', () => journalledPlugins(daemon, ids) === ids.length);
       const plugins = pidFiles.map(readPid);
       assert.ok(plugins.every(alive), 'the ADDs are running when stewardd is killed');
 
@@ -274,9 +293,9 @@ describe('plugin process lifetime', () => {
           `${id} was rolled back while its ADD ran`,
         );
       }
-      // Past the moment each ADD would have finished had it lived on: none did (the fixture writes
-      // its marker after the sleep), and no lease is left.
-      await new Promise((r) => setTimeout(r, Math.max(0, startedAt + SLEEP_ADD_MS + 300 - Date.now())));
+      // Each plugin would sleep far longer than a restart takes (so a slow restart on a loaded
+      // machine cannot let it finish first); it is dead now, so it can never write its marker
+      // later. None did, and no lease is left.
       for (const id of ids)
         assert.equal(existsSync(join(fx, `added-${id}-eth0`)), false, `the ADD of ${id} ran to its end`);
       assert.deepEqual(leases(dataDir, 'k9life'), [], `round ${round}: no lease left`);
