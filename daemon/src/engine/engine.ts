@@ -89,6 +89,27 @@ export class Engine {
 
   /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
   async handle(req: CniRequestBody): Promise<string> {
+    // A container with spooled DELs not drained yet: the runtime sent those DELs before this
+    // request, so it waits for them (spool.ts). Other containers are not held.
+    const hold = req.env.command === 'ADD' || req.env.command === 'DEL' || req.env.command === 'CHECK'
+      ? this.spoolHold?.(req.env.containerId)
+      : undefined;
+    if (hold) return hold.then(() => this.handleNow(req));
+    return this.handleNow(req);
+  }
+
+  /**
+   * Set by the spool drain (spool.ts) while spooled DELs are pending: a promise to wait on for a
+   * container that still has some, undefined for any other.
+   */
+  spoolHold: ((containerId: string) => Promise<void> | undefined) | undefined;
+
+  /** A spooled DEL: coalesced like a runtime DEL, run at background priority, never held. */
+  spooledDel(req: CniRequestBody): Promise<string> {
+    return this.dels.del(req.env, req.config, Priority.Background);
+  }
+
+  private handleNow(req: CniRequestBody): Promise<string> {
     const { env, config } = req;
     switch (env.command) {
       case 'ADD':
