@@ -55,8 +55,14 @@ describe('spool', () => {
     writeFileSync(join(dir, 'notes.txt'), 'not a spool entry');
     assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 2, rejected: 0 });
     const dels = plugins.of('DEL');
-    assert.deepEqual(dels.filter((d) => d.endsWith(' a')), ['DEL two a', 'DEL one a']);
-    assert.deepEqual(dels.filter((d) => d.endsWith(' b')), ['DEL two b', 'DEL one b']);
+    assert.deepEqual(
+      dels.filter((d) => d.endsWith(' a')),
+      ['DEL two a', 'DEL one a'],
+    );
+    assert.deepEqual(
+      dels.filter((d) => d.endsWith(' b')),
+      ['DEL two b', 'DEL one b'],
+    );
     assert.equal(dels.length, 4);
     assert.equal(store.currentAttachment({ containerId: 'a', ...KEY })!.state, 'deleted');
     assert.deepEqual(readdirSync(dir), ['notes.txt']);

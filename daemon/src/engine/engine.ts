@@ -91,9 +91,10 @@ export class Engine {
   async handle(req: CniRequestBody): Promise<string> {
     // A container with spooled DELs not drained yet: the runtime sent those DELs before this
     // request, so it waits for them (spool.ts). Other containers are not held.
-    const hold = req.env.command === 'ADD' || req.env.command === 'DEL' || req.env.command === 'CHECK'
-      ? this.spoolHold?.(req.env.containerId)
-      : undefined;
+    const hold =
+      req.env.command === 'ADD' || req.env.command === 'DEL' || req.env.command === 'CHECK'
+        ? this.spoolHold?.(req.env.containerId)
+        : undefined;
     if (hold) return hold.then(() => this.handleNow(req));
     return this.handleNow(req);
   }

@@ -90,7 +90,6 @@ function existsOrLink(p: string): boolean {
   }
 }
 
-
 /** Names the shim's spoolRequest (shared/src/spool.ts) gives: time, first 64 chars of the container id, random. */
 const SPOOL_NAME = /^(\d{15})-(.+)-[0-9a-f]{8}\.json$/;
 
@@ -155,7 +154,10 @@ async function drainOnce(
           try {
             const to = reject(spoolDir, name);
             report.rejected++;
-            log.error({ file, movedTo: to, err: (e as Error).message }, 'spooled DEL rejected; moved to spool/rejected');
+            log.error(
+              { file, movedTo: to, err: (e as Error).message },
+              'spooled DEL rejected; moved to spool/rejected',
+            );
           } catch (me) {
             log.error(
               { file, err: (e as Error).message, moveErr: (me as Error).message },
@@ -219,6 +221,8 @@ export function ingestSpool(engine: Engine, spoolDir: string, log: Logger): Prom
 export class SpoolDrain {
   private readonly perContainer = new Map<string, { left: number; release: () => void; held: Promise<void> }>();
   private total = 0;
+  /** Entries the scan counted whose names are not spoolRequest's (they hold no container). */
+  private unnamed = 0;
   private scanStartedAt = 0;
   private running: Promise<SpoolReport> | undefined;
 
@@ -244,8 +248,13 @@ export class SpoolDrain {
     }
     try {
       for (let ent = dir.readSync(); ent !== null; ent = dir.readSync()) {
+        if (!ent.name.endsWith('.json')) continue;
+        this.total++;
         const m = SPOOL_NAME.exec(ent.name);
-        if (!m) continue;
+        if (!m) {
+          this.unnamed++;
+          continue;
+        }
         const prefix = m[2] as string;
         let c = this.perContainer.get(prefix);
         if (!c) {
@@ -255,7 +264,6 @@ export class SpoolDrain {
           this.perContainer.set(prefix, c);
         }
         c.left++;
-        this.total++;
       }
     } finally {
       dir.closeSync();
@@ -296,8 +304,15 @@ export class SpoolDrain {
 
   private settled(name: string): void {
     const m = SPOOL_NAME.exec(name);
+    if (!m) {
+      if (this.unnamed > 0) {
+        this.unnamed--;
+        this.total--;
+      }
+      return;
+    }
     // Written after the scan: not one the scan counted.
-    if (!m || Number(m[1]) > this.scanStartedAt) return;
+    if (Number(m[1]) > this.scanStartedAt) return;
     const c = this.perContainer.get(m[2] as string);
     if (!c || c.left === 0) return;
     c.left--;
@@ -312,6 +327,7 @@ export class SpoolDrain {
     for (const c of this.perContainer.values()) c.release();
     this.perContainer.clear();
     this.total = 0;
+    this.unnamed = 0;
     this.engine.spoolHold = undefined;
   }
 }
