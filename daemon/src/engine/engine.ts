@@ -89,13 +89,22 @@ export class Engine {
 
   /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
   async handle(req: CniRequestBody): Promise<string> {
-    // A container with spooled DELs not drained yet: the runtime sent those DELs before this
-    // request, so it waits for them (spool.ts). Other containers are not held.
-    const hold =
-      req.env.command === 'ADD' || req.env.command === 'DEL' || req.env.command === 'CHECK'
-        ? this.spoolHold?.(req.env.containerId)
-        : undefined;
-    if (hold) return hold.then(() => this.handleNow(req));
+    // A container with spooled DELs not drained yet: the runtime sent those DELs before this ADD or
+    // CHECK, so it waits for them (spool.ts); other containers are not held. A DEL is a repeat of the
+    // spooled ones and needs no wait, unless an ADD or CHECK of the container is held: then it keeps
+    // its place behind that request, as a DEL the runtime sent after an ADD always does.
+    const { command, containerId } = req.env;
+    const holds = command === 'ADD' || command === 'CHECK' || (command === 'DEL' && this.heldRequests.has(containerId));
+    const hold = holds ? this.spoolHold?.(containerId) : undefined;
+    if (hold) {
+      this.heldRequests.set(containerId, (this.heldRequests.get(containerId) ?? 0) + 1);
+      return hold.then(() => {
+        const left = (this.heldRequests.get(containerId) ?? 1) - 1;
+        if (left > 0) this.heldRequests.set(containerId, left);
+        else this.heldRequests.delete(containerId);
+        return this.handleNow(req);
+      });
+    }
     return this.handleNow(req);
   }
 
@@ -104,6 +113,8 @@ export class Engine {
    * container that still has some, undefined for any other.
    */
   spoolHold: ((containerId: string) => Promise<void> | undefined) | undefined;
+  /** Requests waiting on spoolHold, per container. */
+  private readonly heldRequests = new Map<string, number>();
 
   /** A spooled DEL: coalesced like a runtime DEL, run at background priority, never held. */
   spooledDel(req: CniRequestBody): Promise<string> {
