@@ -146,6 +146,29 @@ describe('the start-up spool drain', () => {
   const spoolName = (t: number, id: string, i: number) =>
     `${String(t).padStart(15, '0')}-${id}-${i.toString(16).padStart(8, '0')}.json`;
 
+  test('a runtime DEL of a held container is not held, unless an ADD of it is waiting', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    writeFileSync(join(dir, spoolName(t, 'h', 1)), wire('DEL', 'h'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 1);
+    // A repeat of the spooled DEL: served at once (pass-through), not held until the drain.
+    await engine.handle(req('DEL', 'h', chain));
+    assert.deepEqual(plugins.of('DEL'), ['DEL two h', 'DEL one h']);
+    // An ADD is held; a DEL after it keeps its place behind it.
+    const add = engine.handle(req('ADD', 'h', chain));
+    const del = engine.handle(req('DEL', 'h', chain));
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(plugins.of('ADD').length, 0, 'the ADD waits for the spooled DEL');
+    assert.equal(plugins.of('DEL').length, 2, 'the DEL waits behind the held ADD');
+    await drain.start();
+    await add;
+    await del;
+    const last = plugins.calls.slice(-4);
+    assert.deepEqual(last, ['ADD one h', 'ADD two h', 'DEL two h', 'DEL one h']);
+  });
+
   test('one delegate DEL per attachment however many files name it; holds only the containers named', async () => {
     const { engine, plugins } = setup();
     await engine.handle(req('ADD', 'known', chain));
