@@ -25,6 +25,7 @@ import { benchRestart } from './restart.js';
 import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
 import { benchShimStorm } from './shim-storm.js';
+import { benchSpoolDrain } from './spool-drain.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -39,6 +40,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],
   ['scrape', benchScrape],
+  ['spool-drain', benchSpoolDrain],
 ];
 
 const { values } = parseArgs({

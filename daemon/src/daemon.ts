@@ -13,6 +13,7 @@ import { Engine } from './engine/engine.js';
 import { uninstallOnTerm } from './lifecycle/on-term.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { recover } from './engine/recovery.js';
+import { SpoolDrain } from './engine/spool.js';
 import { RetryScheduler } from './engine/scheduler.js';
 import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
@@ -86,6 +87,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
   });
+  const spool = new SpoolDrain(engine, cfg.spoolDir, log);
   let ready = false;
   const watcher = cfg.cniConfDir
     ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
@@ -118,6 +120,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     log,
     isReady,
     isServing: () => ready,
+    spoolDraining: () => spool.pending,
     version: VERSION,
     startedAt,
     health,
@@ -127,12 +130,15 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     { db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs },
     'stewardd starting; recovering journal',
   );
-  await recover(engine, bootId, cfg.spoolDir, log);
+  await recover(engine, bootId, log);
+  // Spooled DELs are drained after the socket opens (spool.ts); their containers wait for them.
+  spool.scan();
 
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
   ready = true;
   watcher?.start();
+  void spool.start();
   scheduler.start();
   log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
 

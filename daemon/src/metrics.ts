@@ -2,7 +2,7 @@
 // gauges that mirror the database or the spool dir are computed on scrape so they never drift.
 // docs/metrics.md lists every metric and what to alert on; deploy/monitoring/ ships the rules.
 
-import { readdirSync } from 'node:fs';
+import { opendirSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PluginRunner } from './plugins/executor.js';
 
@@ -24,11 +24,20 @@ export interface MetricsOptions {
 
 /** Spool files the shim wrote that the daemon has not ingested yet; 0 when the dir does not exist. */
 export function countSpooled(dir: string): number {
+  // Iterated, not listed at once: a backlog can be 100,000 files.
+  let d;
   try {
-    return readdirSync(dir).filter((f) => f.endsWith('.json')).length;
+    d = opendirSync(dir, { bufferSize: 256 });
   } catch {
     return 0;
   }
+  let n = 0;
+  try {
+    for (let e = d.readSync(); e !== null; e = d.readSync()) if (e.name.endsWith('.json')) n++;
+  } finally {
+    d.closeSync();
+  }
+  return n;
 }
 
 export class Metrics {

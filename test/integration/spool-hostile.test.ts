@@ -47,6 +47,8 @@ describe('hostile spool entries', () => {
     assert.equal(jsonIn(daemon.spoolDir).length, 5);
 
     await daemon.start(60_000);
+    // Drained in the background once the socket is open.
+    await daemon.waitFor('the spool to drain', () => jsonIn(daemon.spoolDir).length === 0);
     assert.deepEqual(jsonIn(daemon.spoolDir), []);
     assert.deepEqual(leases(dataDir, 'hostnet'), [], 'the valid spooled DEL was not ingested');
     assert.equal(linkExists(netns, 'eth0'), false);

@@ -181,9 +181,10 @@ describe('daemon down', () => {
     assert.equal(add.json.code, 11, 'ADD is not spooled: code 11 at once');
 
     await daemon.start();
-    assert.deepEqual(
-      readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')),
-      [],
+    // Drained in the background once the socket is open.
+    await daemon.waitFor(
+      'the spool to drain',
+      () => readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')).length === 0,
     );
     assert.deepEqual(leases(dataDir, 'spoolnet'), []);
     assert.equal(linkExists(netns, 'eth0'), false);

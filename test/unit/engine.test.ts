@@ -205,7 +205,7 @@ describe('recovery at start', () => {
     });
 
     const fresh = setup({ store, bootId: 'boot-1' });
-    const report = await recover(fresh.engine, 'boot-1', '/nonexistent-spool', log);
+    const report = await recover(fresh.engine, 'boot-1', log);
     assert.deepEqual(
       { stale: report.staleBoot, rolledBack: report.rolledBack, resumed: report.resumed },
       { stale: 1, rolledBack: 1, resumed: 1 },

@@ -11,7 +11,7 @@ import { after, describe, test } from 'node:test';
 import { CniError } from '@cni-steward/shared';
 import { recover } from '../../daemon/src/engine/recovery.js';
 import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
-import { MAX_SPOOL_FILE_BYTES, ingestSpool } from '../../daemon/src/engine/spool.js';
+import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestSpool } from '../../daemon/src/engine/spool.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, req, setup, silentLog } from '../helpers/engine-fakes.js';
 
@@ -46,7 +46,7 @@ describe('spool', () => {
     assert.deepEqual(await ingestSpool(engine, join(root, 'nope'), silentLog), { ingested: 0, rejected: 0 });
   });
 
-  test('each spooled DEL is handled like a runtime DEL, in name order, and its file removed', async () => {
+  test('each spooled DEL is handled like a runtime DEL and its file removed', async () => {
     const { engine, plugins, store } = setup();
     await engine.handle(req('ADD', 'a', chain));
     const dir = freshDir();
@@ -54,7 +54,16 @@ describe('spool', () => {
     writeFileSync(join(dir, '1.json'), wire('DEL', 'a'));
     writeFileSync(join(dir, 'notes.txt'), 'not a spool entry');
     assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 2, rejected: 0 });
-    assert.deepEqual(plugins.of('DEL'), ['DEL two a', 'DEL one a', 'DEL two b', 'DEL one b']);
+    const dels = plugins.of('DEL');
+    assert.deepEqual(
+      dels.filter((d) => d.endsWith(' a')),
+      ['DEL two a', 'DEL one a'],
+    );
+    assert.deepEqual(
+      dels.filter((d) => d.endsWith(' b')),
+      ['DEL two b', 'DEL one b'],
+    );
+    assert.equal(dels.length, 4);
     assert.equal(store.currentAttachment({ containerId: 'a', ...KEY })!.state, 'deleted');
     assert.deepEqual(readdirSync(dir), ['notes.txt']);
   });
@@ -122,14 +131,78 @@ describe('spool', () => {
 });
 
 describe('recovery', () => {
-  test('ingests the spool after the journal passes and reports what it did', async () => {
+  test('leaves the spool to the background drain and reports what it did', async () => {
     const { engine, plugins } = setup();
     const dir = freshDir();
     writeFileSync(join(dir, '1.json'), wire('DEL', 'sp'));
-    writeFileSync(join(dir, '2.json'), 'x');
-    const report = await recover(engine, 'boot-1', dir, silentLog);
-    assert.deepEqual(report, { staleBoot: 0, rolledBack: 0, resumed: 0, spooled: 1, spoolRejected: 1 });
-    assert.deepEqual(plugins.of('DEL'), ['DEL two sp', 'DEL one sp']);
+    const report = await recover(engine, 'boot-1', silentLog);
+    assert.deepEqual(report, { staleBoot: 0, rolledBack: 0, resumed: 0 });
+    assert.deepEqual(plugins.of('DEL'), []);
+    assert.deepEqual(readdirSync(dir), ['1.json']);
+  });
+});
+
+describe('the start-up spool drain', () => {
+  const spoolName = (t: number, id: string, i: number) =>
+    `${String(t).padStart(15, '0')}-${id}-${i.toString(16).padStart(8, '0')}.json`;
+
+  test('a runtime DEL of a held container is not held, unless an ADD of it is waiting', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    writeFileSync(join(dir, spoolName(t, 'h', 1)), wire('DEL', 'h'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 1);
+    // A repeat of the spooled DEL: served at once (pass-through), not held until the drain.
+    await engine.handle(req('DEL', 'h', chain));
+    assert.deepEqual(plugins.of('DEL'), ['DEL two h', 'DEL one h']);
+    // An ADD is held; a DEL after it keeps its place behind it.
+    const add = engine.handle(req('ADD', 'h', chain));
+    const del = engine.handle(req('DEL', 'h', chain));
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(plugins.of('ADD').length, 0, 'the ADD waits for the spooled DEL');
+    assert.equal(plugins.of('DEL').length, 2, 'the DEL waits behind the held ADD');
+    await drain.start();
+    await add;
+    await del;
+    const last = plugins.calls.slice(-4);
+    assert.deepEqual(last, ['ADD one h', 'ADD two h', 'DEL two h', 'DEL one h']);
+  });
+
+  test('one delegate DEL per attachment however many files name it; holds only the containers named', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'known', chain));
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    for (let i = 0; i < 600; i++) writeFileSync(join(dir, spoolName(t, 'known', i)), wire('DEL', 'known'));
+    for (let i = 0; i < 30; i++) writeFileSync(join(dir, spoolName(t, `gone${i}`, i)), wire('DEL', `gone${i}`));
+    writeFileSync(join(dir, spoolName(t, 'bad', 1)), '{not json');
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 631);
+    assert.equal(drain.pending, 631);
+    assert.ok(engine.spoolHold?.('known'), 'a container with spooled DELs is held');
+    assert.equal(engine.spoolHold?.('other'), undefined, 'another container is not');
+    // An ADD for the held container waits for its spooled DELs (the runtime sent them first).
+    const add = engine.handle(req('ADD', 'known', chain));
+    const other = engine.handle(req('ADD', 'other', chain));
+    await other;
+    assert.equal(plugins.of('DEL').length, 0, 'nothing drained before start()');
+    const report = await drain.start();
+    await add;
+    assert.deepEqual(report, { ingested: 630, rejected: 1 });
+    assert.equal(drain.pending, 0);
+    assert.equal(engine.spoolHold, undefined);
+    const dels = plugins.of('DEL');
+    assert.deepEqual(
+      dels.filter((d) => d.endsWith(' known')),
+      ['DEL two known', 'DEL one known'],
+      'one DEL chain for 600 files',
+    );
+    for (let i = 0; i < 30; i++) assert.equal(dels.filter((d) => d.endsWith(` gone${i}`)).length, 2);
+    const adds = plugins.of('ADD').filter((d) => d.endsWith(' known'));
+    assert.equal(adds.length, 4, 'the held ADD ran, after the DEL');
+    assert.ok(plugins.calls.findIndex((c) => c === 'DEL one known') < plugins.calls.lastIndexOf('ADD one known'));
+    assert.deepEqual(readdirSync(dir), ['rejected']);
   });
 
   test('an attachment of an earlier boot is swept once with an empty netns, even when its teardown fails', async () => {
@@ -140,7 +213,7 @@ describe('recovery', () => {
     now.plugins.on('one', (c) => {
       if (c.command === 'DEL') throw new CniError(11, 'busy');
     });
-    const report = await recover(now.engine, 'boot-1', join(root, 'none'), silentLog);
+    const report = await recover(now.engine, 'boot-1', silentLog);
     assert.deepEqual(
       [report.staleBoot, report.rolledBack, report.resumed],
       [1, 0, 0],
@@ -173,7 +246,7 @@ describe('recovery resumes cut-off teardowns at once', () => {
     store.setStepDelFailed(failed.id, 'busy', clock.t + 3_600_000);
 
     const now = setup({ store, now: () => clock.t });
-    const report = await recover(now.engine, 'boot-1', join(root, 'none'), silentLog);
+    const report = await recover(now.engine, 'boot-1', silentLog);
     assert.equal(report.resumed, 1);
     assert.deepEqual(now.plugins.of('DEL'), ['DEL one later'], 'the failed step is DELed during recovery');
     assert.equal(store.getAttachment(a.id)!.state, 'deleted');

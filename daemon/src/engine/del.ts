@@ -6,7 +6,7 @@
 import { CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv } from '@cni-steward/shared';
 import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { keyString, type EngineContext } from './context.js';
-import { Priority } from './limiter.js';
+import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
 
 /** A bounded set that forgets its oldest entries first. */
@@ -65,7 +65,8 @@ export class Dels {
     this.tombstones.delete(keyString(key));
   }
 
-  del(env: CniEnv, config: Record<string, unknown>): Promise<string> {
+  /** `priority`: Del for a runtime's DEL, Background for a spooled one (spool.ts drains behind ADDs). */
+  del(env: CniEnv, config: Record<string, unknown>, priority: PriorityValue = Priority.Del): Promise<string> {
     const { ctx } = this;
     // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):
     // only the network name is needed to find the attachment; the stored config does the rest.
@@ -100,7 +101,7 @@ export class Dels {
       failed = reject;
     });
     const work = ctx.serialize(env.containerId, async () => {
-      const { text, commit } = await this.delLocked(env, config, key);
+      const { text, commit } = await this.delLocked(env, config, key, priority);
       answered(text);
       if (commit) {
         // After this turn's microtasks, in which the HTTP layer writes the answer.
@@ -134,11 +135,12 @@ export class Dels {
     env: CniEnv,
     config: Record<string, unknown>,
     key: AttachmentKey,
+    priority: PriorityValue,
   ): Promise<{ text: string; commit?: () => void }> {
     const { ctx } = this;
     const a = ctx.store.currentAttachment(key);
     if (!a) {
-      await this.passThrough(env, config, key);
+      await this.passThrough(env, config, key, priority);
       this.rememberTombstone(key);
       return { text: '' };
     }
@@ -151,7 +153,7 @@ export class Dels {
     }
     // The first DEL runs at once. Once a teardown is failing, repeated DELs do not re-run the
     // failing plugin (that is how a DEL storm becomes an outage); the retry schedule owns it.
-    const outcome = await ctx.teardown.run(a.id, Priority.Del, {
+    const outcome = await ctx.teardown.run(a.id, priority, {
       force: a.state !== 'deleting',
       deferFinalCommit: ctx.answerBeforeFinalCommit,
     });
@@ -180,7 +182,12 @@ export class Dels {
    * best-effort DEL through the request's delegates, errors logged and not returned, then a
    * tombstone so repeats return at once without running anything.
    */
-  private async passThrough(env: CniEnv, config: Record<string, unknown>, key: AttachmentKey): Promise<void> {
+  private async passThrough(
+    env: CniEnv,
+    config: Record<string, unknown>,
+    key: AttachmentKey,
+    priority: PriorityValue,
+  ): Promise<void> {
     const { ctx } = this;
     const pod = podFromCniArgs(env.args);
     const log = ctx.log.child({
@@ -199,7 +206,7 @@ export class Dels {
       for (const d of [...conf.delegates].reverse()) {
         for (const plugin of [...d.plugins].reverse()) {
           try {
-            await ctx.slots.run(Priority.Del, {
+            await ctx.slots.run(priority, {
               command: 'DEL',
               type: plugin.type,
               containerId: env.containerId,

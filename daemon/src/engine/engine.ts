@@ -89,6 +89,39 @@ export class Engine {
 
   /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
   async handle(req: CniRequestBody): Promise<string> {
+    // A container with spooled DELs not drained yet: the runtime sent those DELs before this ADD or
+    // CHECK, so it waits for them (spool.ts); other containers are not held. A DEL is a repeat of the
+    // spooled ones and needs no wait, unless an ADD or CHECK of the container is held: then it keeps
+    // its place behind that request, as a DEL the runtime sent after an ADD always does.
+    const { command, containerId } = req.env;
+    const holds = command === 'ADD' || command === 'CHECK' || (command === 'DEL' && this.heldRequests.has(containerId));
+    const hold = holds ? this.spoolHold?.(containerId) : undefined;
+    if (hold) {
+      this.heldRequests.set(containerId, (this.heldRequests.get(containerId) ?? 0) + 1);
+      return hold.then(() => {
+        const left = (this.heldRequests.get(containerId) ?? 1) - 1;
+        if (left > 0) this.heldRequests.set(containerId, left);
+        else this.heldRequests.delete(containerId);
+        return this.handleNow(req);
+      });
+    }
+    return this.handleNow(req);
+  }
+
+  /**
+   * Set by the spool drain (spool.ts) while spooled DELs are pending: a promise to wait on for a
+   * container that still has some, undefined for any other.
+   */
+  spoolHold: ((containerId: string) => Promise<void> | undefined) | undefined;
+  /** Requests waiting on spoolHold, per container. */
+  private readonly heldRequests = new Map<string, number>();
+
+  /** A spooled DEL: coalesced like a runtime DEL, run at background priority, never held. */
+  spooledDel(req: CniRequestBody): Promise<string> {
+    return this.dels.del(req.env, req.config, Priority.Background);
+  }
+
+  private handleNow(req: CniRequestBody): Promise<string> {
     const { env, config } = req;
     switch (env.command) {
       case 'ADD':

@@ -5,26 +5,24 @@
 //     empty CNI_NETNS (their netns died with that boot; the spec allows an empty netns on DEL);
 //  2. ADDs cut off mid-chain (attachments left `adding`) are rolled back;
 //  3. teardowns cut off (attachments left `deleting`) are resumed;
-//  4. DELs the shim spooled while the daemon was down are ingested.
+// DELs the shim spooled while the daemon was down are drained after the socket opens, in the
+// background (spool.ts SpoolDrain), so a spool backlog never keeps stewardd off its socket.
 // Failures stay journaled as del_failed, so the retry scheduler picks them up.
 
 import type { Logger } from 'pino';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
 import { stopCutOffPlugins } from './plugin-processes.js';
-import { ingestSpool } from './spool.js';
 
 export interface RecoveryReport {
   staleBoot: number;
   rolledBack: number;
   resumed: number;
-  spooled: number;
-  spoolRejected: number;
 }
 
-export async function recover(engine: Engine, bootId: string, spoolDir: string, log: Logger): Promise<RecoveryReport> {
+export async function recover(engine: Engine, bootId: string, log: Logger): Promise<RecoveryReport> {
   const { store } = engine;
-  const report: RecoveryReport = { staleBoot: 0, rolledBack: 0, resumed: 0, spooled: 0, spoolRejected: 0 };
+  const report: RecoveryReport = { staleBoot: 0, rolledBack: 0, resumed: 0 };
 
   // A teardown that fails stays journaled for the retry scheduler; start-up never stops on one.
   const tearDown = async (ids: number[], opts: { force: true; emptyNetns?: boolean }) => {
@@ -56,9 +54,6 @@ export async function recover(engine: Engine, bootId: string, spoolDir: string, 
   await tearDown(resumed, { force: true });
   report.resumed = resumed.length;
 
-  const spool = await ingestSpool(engine, spoolDir, log);
-  report.spooled = spool.ingested;
-  report.spoolRejected = spool.rejected;
   log.info(report, 'recovery finished');
   return report;
 }

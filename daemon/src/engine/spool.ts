@@ -1,6 +1,11 @@
 // The DEL spool: requests the shim (or a degraded daemon) wrote while stewardd could not take them,
-// ingested at start (recovery.ts) and on every scheduler tick. Every entry is handled like a runtime
-// DEL; what cannot be read safely (a link, a FIFO, a directory, an oversized or undecodable file) is
+// drained in the background once the socket is open (SpoolDrain, started by daemon.ts) and then on
+// every scheduler tick (ingestSpool). Every entry is handled like a runtime DEL, coalesced per
+// attachment by the engine's DEL path (one delegate DEL however many files name it) and run at
+// background priority, behind ADDs and CHECKs; its file is removed only once that DEL is done or
+// journaled as teardown work. A container with spooled DELs pending holds its new requests until
+// they are drained. Reading is bounded: the directory is iterated in batches (opendir), each file
+// read into a buffer of its own size. What cannot be read safely (a link, a FIFO, a directory, an oversized or undecodable file) is
 // moved to spool/rejected/ for an operator, never deleted and never allowed to block the event loop.
 
 import { randomBytes } from 'node:crypto';
@@ -11,7 +16,7 @@ import {
   lstatSync,
   mkdirSync,
   openSync,
-  readdirSync,
+  opendirSync,
   readSync,
   renameSync,
   unlinkSync,
@@ -52,10 +57,11 @@ function readSpoolFile(file: string): string {
     }
     if (st.size > MAX_SPOOL_FILE_BYTES)
       throw new Error(`is ${st.size} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled DEL can be`);
-    const buf = Buffer.alloc(MAX_SPOOL_FILE_BYTES + 1);
+    // One byte more than fstat said, to notice a file still growing; never more than the cap + 1.
+    const buf = Buffer.allocUnsafe(Math.min(st.size, MAX_SPOOL_FILE_BYTES) + 1);
     let n = 0;
     for (let r; n < buf.length && (r = readSync(fd, buf, n, buf.length - n, null)) > 0;) n += r;
-    if (n > MAX_SPOOL_FILE_BYTES) throw new Error(`grew past ${MAX_SPOOL_FILE_BYTES} bytes while being read`);
+    if (n > st.size) throw new Error(`grew past its ${st.size} bytes while being read`);
     return buf.subarray(0, n).toString('utf8');
   } finally {
     closeSync(fd);
@@ -84,59 +90,244 @@ function existsOrLink(p: string): boolean {
   }
 }
 
-/** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost. */
-export async function ingestSpool(
+/** Names the shim's spoolRequest (shared/src/spool.ts) gives: time, first 64 chars of the container id, random. */
+const SPOOL_NAME = /^(\d{15})-(.+)-[0-9a-f]{8}\.json$/;
+
+/** How many entries one batch reads, and how many bytes of requests it holds at most. */
+const BATCH_FILES = 256;
+const BATCH_BYTES = 8 * 1024 * 1024;
+
+export interface SpoolReport {
+  ingested: number;
+  rejected: number;
+}
+
+/** Dirs being drained by this process: never two drains of one dir at once. */
+const draining = new Set<string>();
+
+/**
+ * One pass over the spool: batches of at most BATCH_FILES entries (BATCH_BYTES of requests), each
+ * batch's DELs run together (identical ones coalesce in the engine), then their files removed.
+ * `settled(name)` is told of every entry handled or moved aside.
+ */
+async function drainOnce(
   engine: Engine,
   spoolDir: string,
   log: Logger,
-): Promise<{ ingested: number; rejected: number }> {
-  let names: string[];
+  settled: (name: string) => void = () => undefined,
+): Promise<SpoolReport> {
+  const report: SpoolReport = { ingested: 0, rejected: 0 };
+  if (draining.has(spoolDir)) return report;
+  let dir;
   try {
-    names = readdirSync(spoolDir)
-      .filter((n) => n.endsWith('.json'))
-      .sort();
+    dir = opendirSync(spoolDir, { bufferSize: 64 });
   } catch {
-    return { ingested: 0, rejected: 0 };
+    return report;
   }
-  let ingested = 0;
-  let rejected = 0;
-  for (const name of names) {
-    const file = join(spoolDir, name);
-    let req;
-    try {
-      req = decodeWireRequest(JSON.parse(readSpoolFile(file)));
-      if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // gone since readdir
-      // Never lost: moved aside for an operator to read.
-      try {
-        const to = reject(spoolDir, name);
-        rejected++;
-        log.error({ file, movedTo: to, err: (e as Error).message }, 'spooled DEL rejected; moved to spool/rejected');
-      } catch (me) {
-        log.error(
-          { file, err: (e as Error).message, moveErr: (me as Error).message },
-          'spooled DEL rejected and could not be moved aside',
-        );
+  draining.add(spoolDir);
+  try {
+    for (;;) {
+      const batch: { name: string; req: ReturnType<typeof decodeWireRequest> }[] = [];
+      let bytes = 0;
+      let end = false;
+      while (batch.length < BATCH_FILES && bytes < BATCH_BYTES) {
+        const ent = dir.readSync();
+        if (ent === null) {
+          end = true;
+          break;
+        }
+        const name = ent.name;
+        if (!name.endsWith('.json')) continue;
+        const file = join(spoolDir, name);
+        try {
+          const text = readSpoolFile(file);
+          bytes += text.length;
+          const req = decodeWireRequest(JSON.parse(text));
+          if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
+          batch.push({ name, req });
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
+            settled(name);
+            continue; // gone since it was listed
+          }
+          // Never lost: moved aside for an operator to read.
+          try {
+            const to = reject(spoolDir, name);
+            report.rejected++;
+            log.error(
+              { file, movedTo: to, err: (e as Error).message },
+              'spooled DEL rejected; moved to spool/rejected',
+            );
+          } catch (me) {
+            log.error(
+              { file, err: (e as Error).message, moveErr: (me as Error).message },
+              'spooled DEL rejected and could not be moved aside',
+            );
+          }
+          settled(name);
+        }
       }
-      continue;
+      await Promise.all(
+        batch.map(async ({ name, req }) => {
+          const file = join(spoolDir, name);
+          try {
+            await engine.spooledDel(req);
+          } catch (e) {
+            // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
+            log.warn(
+              {
+                file,
+                containerId: req.env.containerId,
+                ...podLogFields(podFromCniArgs(req.env.args)),
+                err: (e as Error).message,
+              },
+              'spooled DEL did not complete; its teardown stays queued',
+            );
+          }
+          try {
+            unlinkSync(file);
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+          }
+          report.ingested++;
+          settled(name);
+        }),
+      );
+      if (end) break;
+      // Let requests on the socket in between batches.
+      await new Promise((r) => setImmediate(r));
+    }
+  } finally {
+    draining.delete(spoolDir);
+    try {
+      dir.closeSync();
+    } catch {
+      // already closed
+    }
+  }
+  return report;
+}
+
+/** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost (scheduler ticks). */
+export function ingestSpool(engine: Engine, spoolDir: string, log: Logger): Promise<SpoolReport> {
+  return drainOnce(engine, spoolDir, log);
+}
+
+/**
+ * The start-up drain. scan() (before the socket opens) lists only names, in batches, counting the
+ * spooled DELs per container and holding that container's requests (Engine.spoolHold); start()
+ * (after) drains in the background and releases each container when its last counted file is done.
+ */
+export class SpoolDrain {
+  private readonly perContainer = new Map<string, { left: number; release: () => void; held: Promise<void> }>();
+  private total = 0;
+  /** Entries the scan counted whose names are not spoolRequest's (they hold no container). */
+  private unnamed = 0;
+  private scanStartedAt = 0;
+  private running: Promise<SpoolReport> | undefined;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly spoolDir: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Spooled DELs found at start and not drained yet. */
+  get pending(): number {
+    return this.total;
+  }
+
+  /** Lists the spool (names only) and holds the containers it names; returns how many DELs wait. */
+  scan(): number {
+    this.scanStartedAt = Date.now();
+    let dir;
+    try {
+      dir = opendirSync(this.spoolDir, { bufferSize: 256 });
+    } catch {
+      return 0;
     }
     try {
-      await engine.handle(req);
-    } catch (e) {
-      // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
-      log.warn(
-        {
-          file,
-          containerId: req.env.containerId,
-          ...podLogFields(podFromCniArgs(req.env.args)),
-          err: (e as Error).message,
-        },
-        'spooled DEL did not complete; its teardown stays queued',
+      for (let ent = dir.readSync(); ent !== null; ent = dir.readSync()) {
+        if (!ent.name.endsWith('.json')) continue;
+        this.total++;
+        const m = SPOOL_NAME.exec(ent.name);
+        if (!m) {
+          this.unnamed++;
+          continue;
+        }
+        const prefix = m[2] as string;
+        let c = this.perContainer.get(prefix);
+        if (!c) {
+          let release!: () => void;
+          const held = new Promise<void>((r) => (release = r));
+          c = { left: 0, release, held };
+          this.perContainer.set(prefix, c);
+        }
+        c.left++;
+      }
+    } finally {
+      dir.closeSync();
+    }
+    if (this.total > 0) {
+      this.engine.spoolHold = (containerId) => this.perContainer.get(containerId.slice(0, 64))?.held;
+      this.log.info(
+        { spooled: this.total, containers: this.perContainer.size },
+        `draining ${this.total} spooled DELs in the background`,
       );
     }
-    unlinkSync(file);
-    ingested++;
+    return this.total;
   }
-  return { ingested, rejected };
+
+  /** Drains in the background; resolves when done (every held container is released by then). */
+  start(): Promise<SpoolReport> {
+    if (this.total === 0) return Promise.resolve({ ingested: 0, rejected: 0 });
+    const t0 = Date.now();
+    this.running ??= (async () => {
+      // A tick of the scheduler may be in one pass already: wait for it, then drain everything.
+      let report: SpoolReport = { ingested: 0, rejected: 0 };
+      for (let i = 0; i < 2 && this.total > 0; i++) {
+        const r = await drainOnce(this.engine, this.spoolDir, this.log, (name) => this.settled(name)).catch(
+          (e: unknown) => {
+            this.log.error({ err: (e as Error).message }, 'spool drain failed; the scheduler retries it on its ticks');
+            return { ingested: 0, rejected: 0 };
+          },
+        );
+        report = { ingested: report.ingested + r.ingested, rejected: report.rejected + r.rejected };
+        if (this.total > 0) await new Promise((r) => setTimeout(r, 200));
+      }
+      this.finish();
+      this.log.info({ ...report, ms: Date.now() - t0 }, 'spooled DELs drained');
+      return report;
+    })();
+    return this.running;
+  }
+
+  private settled(name: string): void {
+    const m = SPOOL_NAME.exec(name);
+    if (!m) {
+      if (this.unnamed > 0) {
+        this.unnamed--;
+        this.total--;
+      }
+      return;
+    }
+    // Written after the scan: not one the scan counted.
+    if (Number(m[1]) > this.scanStartedAt) return;
+    const c = this.perContainer.get(m[2] as string);
+    if (!c || c.left === 0) return;
+    c.left--;
+    this.total--;
+    if (c.left === 0) {
+      this.perContainer.delete(m[2] as string);
+      c.release();
+    }
+  }
+
+  private finish(): void {
+    for (const c of this.perContainer.values()) c.release();
+    this.perContainer.clear();
+    this.total = 0;
+    this.unnamed = 0;
+    this.engine.spoolHold = undefined;
+  }
 }

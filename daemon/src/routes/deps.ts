@@ -37,6 +37,8 @@ export interface AppDeps {
   isReady: () => boolean;
   /** False once shutdown begins: ADD and CHECK are then refused with code 11, DEL still served. */
   isServing: () => boolean;
+  /** Spooled DELs found at start and still being drained in the background (0 once done). */
+  spoolDraining?: () => number;
   version: string;
   startedAt: number;
   /** The admission path's counters (routes/admission.ts), shown in /v1/status; set by buildApp. */

@@ -54,9 +54,16 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
     return { ok: true };
   });
 
+  // Draining the spool does not make the daemon unready: it serves ADDs meanwhile (only a container
+  // with spooled DELs pending waits for them), so /readyz stays 200 and says what is going on.
+  const draining = () => {
+    const n = deps.spoolDraining?.() ?? 0;
+    return n > 0 ? { spool: { draining: n, message: `draining ${n} spooled DELs` } } : {};
+  };
+
   app.get('/readyz', async (_req, reply) => {
-    if (!deps.isReady()) return reply.code(503).send({ ready: false });
-    return { ready: true };
+    if (!deps.isReady()) return reply.code(503).send({ ready: false, ...draining() });
+    return { ready: true, ...draining() };
   });
 
   app.get('/v1/status', async () => {
@@ -67,6 +74,11 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
       ready: deps.isReady(),
+      spool: { draining: deps.spoolDraining?.() ?? 0 },
+      ...(() => {
+        const n = deps.spoolDraining?.() ?? 0;
+        return n > 0 ? { message: `draining ${n} spooled DELs` } : {};
+      })(),
       warnings: deps.warnings(),
       attachments: counts.attachments,
       steps: counts.steps,
