@@ -25,6 +25,7 @@ import { benchRestart } from './restart.js';
 import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
 import { benchShimStorm } from './shim-storm.js';
+import { benchStatus } from './status.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -35,6 +36,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['throughput', benchThroughput],
   ['storm', benchStorm],
   ['shim-storm', benchShimStorm],
+  ['status', benchStatus],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],
