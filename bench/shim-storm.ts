@@ -209,7 +209,7 @@ export async function benchShimStorm(env: Scratch, ctx: BenchContext): Promise<R
           daemonCpuMsPerCurlDel: round(c.daemonCpuMsPerReq),
         },
         notes: [
-          'the same storm, ADDs and daemon, one after the other in one run: the shim storm first, then the curl storm (as many pods of its own); the ratio is the shim storm ADD p99 over the curl storm ADD p99, the shim\'s own cost under contention',
+          "the same storm, ADDs and daemon, one after the other in one run: the shim storm first, then the curl storm (as many pods of its own); the ratio is the shim storm ADD p99 over the curl storm ADD p99, the shim's own cost under contention",
         ],
       },
     ];

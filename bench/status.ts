@@ -105,10 +105,19 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
     return [
       {
         id: 'status',
-        title: 'CPU per CNI STATUS exec through the shipped shim (shim + stewardd) vs one Go CNI plugin exec (bridge VERSION)',
+        title:
+          'CPU per CNI STATUS exec through the shipped shim (shim + stewardd) vs one Go CNI plugin exec (bridge VERSION)',
         unit: 'ms CPU',
-        candidate: { label: 'STATUS through the shim: the shim process + the daemon, user + system CPU per exec', median: round(totalMs), n: execs },
-        floor: { label: "Debian's /usr/lib/cni/bridge with CNI_COMMAND=VERSION, user + system CPU per exec", median: round(goMs), n: execs },
+        candidate: {
+          label: 'STATUS through the shim: the shim process + the daemon, user + system CPU per exec',
+          median: round(totalMs),
+          n: execs,
+        },
+        floor: {
+          label: "Debian's /usr/lib/cni/bridge with CNI_COMMAND=VERSION, user + system CPU per exec",
+          median: round(goMs),
+          n: execs,
+        },
         ratio: round(ratio),
         ratioOf: 'CPU',
         target: '<= 1.5x, and <= 0.2 % of one core at a 5 s period',

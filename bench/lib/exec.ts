@@ -62,7 +62,18 @@ export function curlCall(
   ]);
   return {
     file: 'curl',
-    args: ['-sS', '-f', '-o', '/dev/null', '--unix-socket', socket, ...headers, '--data-binary', '@-', 'http://localhost/v1/cni'],
+    args: [
+      '-sS',
+      '-f',
+      '-o',
+      '/dev/null',
+      '--unix-socket',
+      socket,
+      ...headers,
+      '--data-binary',
+      '@-',
+      'http://localhost/v1/cni',
+    ],
     stdin: wireBody(command, containerId, conf, netns),
   };
 }

@@ -30,7 +30,9 @@ export function perPod(before: Sums, after: Sums, pods: number): Record<string, 
   for (const [k, v] of after) {
     const d = v - (before.get(k) ?? 0);
     if (d === 0) continue;
-    const labels = Object.fromEntries([...(k.match(/(\w+)="([^"]*)"/g) ?? [])].map((p) => p.replace(/"/g, '').split('=')));
+    const labels = Object.fromEntries(
+      [...(k.match(/(\w+)="([^"]*)"/g) ?? [])].map((p) => p.replace(/"/g, '').split('=')),
+    );
     const ms = (d * 1000) / pods;
     if (k.startsWith('steward_cni_request_duration_seconds_sum')) {
       out[`daemon${labels.command}Ms`] = Math.round(ms * 10) / 10;
