@@ -26,6 +26,7 @@ import { benchScrape } from './scrape.js';
 import { benchShim } from './shim.js';
 import { benchShimStorm } from './shim-storm.js';
 import { benchSpoolDrain } from './spool-drain.js';
+import { benchStatus } from './status.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 
@@ -36,6 +37,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['throughput', benchThroughput],
   ['storm', benchStorm],
   ['shim-storm', benchShimStorm],
+  ['status', benchStatus],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],

@@ -4,16 +4,22 @@
 import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { cniVars } from './netconf.js';
+import { hintHeaders } from '@cni-steward/shared';
+import { FAKE_NETNS, cniVars, wireBody } from './netconf.js';
 
 export interface Executed {
   code: number | null;
   stdout: string;
 }
 
-export function execCni(file: string, env: Record<string, string>, stdin: string): Promise<Executed> {
+export function execCni(
+  file: string,
+  env: Record<string, string>,
+  stdin: string,
+  args: string[] = [],
+): Promise<Executed> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, [], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+    const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'ignore'] });
     const out: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.once('error', reject);
@@ -35,4 +41,39 @@ export function leasedAddresses(dataDir: string, network: string): string[] {
   } catch {
     return [];
   }
+}
+
+/**
+ * One request as a `curl --unix-socket` process sends it (an executed C client, the floor of any
+ * executed client): the body and hint headers the shim would send, the body on stdin. -f: an HTTP
+ * error exits non-zero.
+ */
+export function curlCall(
+  socket: string,
+  command: string,
+  containerId: string,
+  conf: Record<string, unknown>,
+  netns = FAKE_NETNS,
+): { file: string; args: string[]; stdin: string } {
+  const hints = hintHeaders(cniVars(command, containerId, netns), conf);
+  const headers = Object.entries({ ...hints, 'content-type': 'application/json' }).flatMap(([k, v]) => [
+    '-H',
+    `${k}: ${v}`,
+  ]);
+  return {
+    file: 'curl',
+    args: [
+      '-sS',
+      '-f',
+      '-o',
+      '/dev/null',
+      '--unix-socket',
+      socket,
+      ...headers,
+      '--data-binary',
+      '@-',
+      'http://localhost/v1/cni',
+    ],
+    stdin: wireBody(command, containerId, conf, netns),
+  };
 }

@@ -1,25 +1,34 @@
 // The kubelet-style DEL storm of bench/shim-storm.ts, in its own process: for every container,
-// `retries` executions of the shipped shim in a row (each a new process, as the kubelet's sync loop
-// calls StopPodSandbox again), `parallel` containers at a time. The shims' CPU is this process's
-// reaped children's CPU (cutime + cstime in /proc/self/stat), kept apart from the daemon's.
+// `retries` executions of its client in a row (each a new process, as the kubelet's sync loop calls
+// StopPodSandbox again), `parallel` containers at a time. The client is the shipped shim, or for the
+// baseline one `curl --unix-socket` process per request (an executed C client). The clients' CPU is
+// this process's reaped children's CPU (cutime + cstime in /proc/self/stat), kept apart from the
+// daemon's.
 
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { CLK_TCK } from './other-cpu.js';
 
-export interface ShimStormOrder {
-  shim: string;
+/** One container's DEL: the process to execute, its environment and its stdin. */
+export interface StormCall {
+  id: string;
+  file: string;
+  args: string[];
   env: Record<string, string>;
-  containers: string[];
+  stdin: string;
+}
+
+export interface ShimStormOrder {
+  calls: StormCall[];
   retries: number;
   parallel: number;
-  stdin: string;
 }
 
 export interface ShimStormReport {
   ms: number;
   execs: number;
   exitCodes: Record<string, number>;
+  /** CPU of the executed clients (shims or curls) alone. */
   shimCpuMs: number;
 }
 
@@ -29,16 +38,13 @@ function childrenCpuMs(): number {
   return ((Number(f[13]) + Number(f[14])) * 1000) / CLK_TCK;
 }
 
-function exec(o: ShimStormOrder, containerId: string): Promise<number> {
+function exec(c: StormCall): Promise<number> {
   return new Promise((resolve) => {
-    const child = spawn(o.shim, [], {
-      env: { ...o.env, CNI_CONTAINERID: containerId },
-      stdio: ['pipe', 'ignore', 'ignore'],
-    });
+    const child = spawn(c.file, c.args, { env: c.env, stdio: ['pipe', 'ignore', 'ignore'] });
     child.on('error', () => resolve(-1));
     child.on('close', (code) => resolve(code ?? -1));
     child.stdin.on('error', () => undefined);
-    child.stdin.end(o.stdin);
+    child.stdin.end(c.stdin);
   });
 }
 
@@ -46,12 +52,12 @@ async function storm(o: ShimStormOrder): Promise<ShimStormReport> {
   const exitCodes: Record<string, number> = {};
   const cpu0 = childrenCpuMs();
   const t0 = process.hrtime.bigint();
-  const queue = [...o.containers];
+  const queue = [...o.calls];
   await Promise.all(
     Array.from({ length: o.parallel }, async () => {
-      for (let cid = queue.shift(); cid !== undefined; cid = queue.shift()) {
+      for (let call = queue.shift(); call !== undefined; call = queue.shift()) {
         for (let i = 0; i < o.retries; i++) {
-          const code = String(await exec(o, cid));
+          const code = String(await exec(call));
           exitCodes[code] = (exitCodes[code] ?? 0) + 1;
         }
       }

@@ -28,6 +28,7 @@ import {
   sleep,
   within,
 } from '../helpers/cri/scenario.js';
+import { curlExecMs, histogramSums, perPod } from '../helpers/cri/timing.js';
 
 const env = new TestEnv('e2e-cri');
 let host: RuntimeHost | undefined;
@@ -417,8 +418,14 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
   it(`per-pod time through CRI with and without steward, alternating: RunPodSandbox + StopPodSandbox + RemovePodSandbox, ${TIMING_RUNS} runs each`, async () => {
     const n = node!;
     const k = kubelet!;
-    const t: Record<'steward' | 'plain', number[]> = { steward: [], plain: [] };
+    const t: Record<'steward' | 'plain' | 'curl', number[]> = { steward: [], plain: [], curl: [] };
+    let sums0 = histogramSums('');
     for (let i = -1; i < TIMING_RUNS; i++) {
+      // After the warm-up: the daemon's histograms from here on cover exactly the timed steward pods.
+      if (i === 0) sums0 = histogramSums((await n.daemon.get('/metrics')).text);
+      // The floor of any executed client, in the same run: one curl --unix-socket process per round.
+      const curlMs = await curlExecMs(n.daemon.socket);
+      if (i >= 0) t.curl.push(curlMs);
       for (const kind of ['steward', 'plain'] as const) {
         const pod = k.pod(`timed-${kind}-${i + 1}`);
         const t0 = performance.now();
@@ -436,14 +443,25 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
         );
       }
     }
+    const breakdown = perPod(sums0, histogramSums((await n.daemon.get('/metrics')).text), TIMING_RUNS);
     assert.deepEqual(n.leases(), []);
     const s = median(t.steward);
     const p = median(t.plain);
+    const c = median(t.curl);
+    const paired = median(t.steward.map((x, j) => x - (t.plain[j] as number)));
     figure('per-pod time', {
       runs: TIMING_RUNS,
       stewardMedianMs: round(s),
       plainMedianMs: round(p),
       costMs: round(s - p),
+      pairedCostMs: round(paired),
+      curlExecMedianMs: round(c),
+      costOverCurl: Math.round(((s - p) / c) * 100) / 100,
+      // Per steward pod (means from stewardd's histograms): the daemon's answer to each command, each
+      // delegate execution, the daemon's own path (requests minus delegates), and the rest of the cost
+      // outside the daemon (shim exec, connect, containerd's side): cost minus the daemon's own path.
+      ...breakdown,
+      outsideDaemonMs: round(s - p - (breakdown.daemonOwnMs ?? 0)),
       stewardMinMs: round(Math.min(...t.steward)),
       plainMinMs: round(Math.min(...t.plain)),
       steward: t.steward.map(round),

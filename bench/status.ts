@@ -1,0 +1,147 @@
+// Benchmark: the steady cost of CNI STATUS. containerd 2.0.1+ executes the plugin for STATUS every
+// 5 s on every node, forever; CRI-O every 500 ms while it starts up. The CPU one STATUS exec costs
+// the node (the shipped shim's user + system CPU, from this process's reaped children's CPU, plus
+// the daemon's own CPU per STATUS, from /proc/<pid>/stat) is set against the same for one exec of a
+// Go CNI plugin (Debian's bridge, CNI_COMMAND=VERSION) as the yardstick, in blocks that alternate so
+// both see the same machine; then per hour at the two periods (issue 23).
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Scratch } from './lib/scratch.js';
+import { execCni } from './lib/exec.js';
+import { BenchDaemon, daemonEnv } from './lib/daemon.js';
+import { bridgeHostLocal, cniVars } from './lib/netconf.js';
+import { CLK_TCK } from './lib/other-cpu.js';
+import { SYSTEM_CNI_BIN, shimExecutable } from './lib/paths.js';
+import { n, type BenchContext, type Row } from './lib/report.js';
+import { median, round } from './lib/stats.js';
+
+/** containerd's CNI STATUS period and CRI-O's start-up poll, in seconds. */
+const CONTAINERD_PERIOD_S = 5;
+const CRIO_PERIOD_S = 0.5;
+const BLOCK = 20;
+
+/** This process's reaped children's user + system CPU (cutime + cstime), in ms. */
+function childrenCpuMs(): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[13]) + Number(f[14])) * 1000) / CLK_TCK;
+}
+
+/** Percent of one core that one exec of `cpuMs` every `periodS` seconds costs. */
+const coreShare = (cpuMs: number, periodS: number) => (cpuMs / (periodS * 1000)) * 100;
+/** CPU seconds per hour of one exec of `cpuMs` every `periodS` seconds. */
+const perHourS = (cpuMs: number, periodS: number) => (cpuMs * (3600 / periodS)) / 1000;
+
+export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[]> {
+  const shim = shimExecutable();
+  const daemon = new BenchDaemon(env, 'status');
+  await daemon.start();
+  try {
+    const baseEnv = { PATH: daemonEnv().PATH ?? '/usr/bin:/bin' };
+    // A node's netconf: steward at 1.1 (STATUS needs it) over bridge + host-local.
+    const conf = {
+      cniVersion: '1.1.0',
+      name: 'steward',
+      type: 'steward',
+      socket: daemon.socket,
+      delegates: [
+        {
+          cniVersion: '1.0.0',
+          name: 'podnet',
+          plugins: [bridgeHostLocal('stw-status0', '10.251.0.0/24', join(env.dir, 'status-ipam'))],
+        },
+      ],
+    };
+    const statusEnv = { ...baseEnv, CNI_COMMAND: 'STATUS', CNI_PATH: SYSTEM_CNI_BIN };
+    const stdin = JSON.stringify(conf);
+    const bridge = join(SYSTEM_CNI_BIN, 'bridge');
+    const versionEnv = { ...baseEnv, ...cniVars('VERSION', ''), CNI_COMMAND: 'VERSION' };
+    const versionStdin = JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', type: 'bridge' });
+
+    const status = async () => {
+      const t0 = process.hrtime.bigint();
+      const r = await execCni(shim.path, statusEnv, stdin);
+      if (r.code !== 0) throw new Error(`STATUS through the shim failed (exit ${r.code}): ${r.stdout}`);
+      return Number(process.hrtime.bigint() - t0) / 1e6;
+    };
+    const version = async () => {
+      const t0 = process.hrtime.bigint();
+      const r = await execCni(bridge, versionEnv, versionStdin);
+      if (r.code !== 0) throw new Error(`bridge VERSION failed (exit ${r.code}): ${r.stdout}`);
+      return Number(process.hrtime.bigint() - t0) / 1e6;
+    };
+    for (let i = 0; i < 5; i++) {
+      await status();
+      await version();
+    }
+
+    const blocks = n(10, ctx, 2);
+    const wall = { s: [] as number[], v: [] as number[] };
+    const cpu = { shim: 0, daemon: 0, daemonIdle: 0, go: 0 };
+    for (let b = 0; b < blocks; b++) {
+      let c0 = childrenCpuMs();
+      let d0 = daemon.cpu().self;
+      for (let i = 0; i < BLOCK; i++) wall.s.push(await status());
+      cpu.shim += childrenCpuMs() - c0;
+      cpu.daemon += daemon.cpu().self - d0;
+      c0 = childrenCpuMs();
+      d0 = daemon.cpu().self;
+      for (let i = 0; i < BLOCK; i++) wall.v.push(await version());
+      cpu.go += childrenCpuMs() - c0;
+      // What the daemon burns with no request (timers, GC): the baseline its STATUS CPU stands on.
+      cpu.daemonIdle += daemon.cpu().self - d0;
+    }
+    const execs = blocks * BLOCK;
+    const shimMs = cpu.shim / execs;
+    const daemonMs = cpu.daemon / execs;
+    const goMs = cpu.go / execs;
+    const totalMs = shimMs + daemonMs;
+    const ratio = totalMs / goMs;
+    const share5 = coreShare(totalMs, CONTAINERD_PERIOD_S);
+    ctx.log(
+      `STATUS: shim ${round(shimMs)} + daemon ${round(daemonMs)} ms CPU per exec; bridge VERSION ${round(goMs)} ms`,
+    );
+    return [
+      {
+        id: 'status',
+        title:
+          'CPU per CNI STATUS exec through the shipped shim (shim + stewardd) vs one Go CNI plugin exec (bridge VERSION)',
+        unit: 'ms CPU',
+        candidate: {
+          label: 'STATUS through the shim: the shim process + the daemon, user + system CPU per exec',
+          median: round(totalMs),
+          n: execs,
+        },
+        floor: {
+          label: "Debian's /usr/lib/cni/bridge with CNI_COMMAND=VERSION, user + system CPU per exec",
+          median: round(goMs),
+          n: execs,
+        },
+        ratio: round(ratio),
+        ratioOf: 'CPU',
+        target: '<= 1.5x, and <= 0.2 % of one core at a 5 s period',
+        met: ratio <= 1.5 && share5 <= 0.2,
+        extra: {
+          shimCpuMsPerExec: round(shimMs),
+          daemonCpuMsPerStatus: round(daemonMs),
+          daemonIdleCpuMsPerGoExec: round(cpu.daemonIdle / execs),
+          goCpuMsPerExec: round(goMs),
+          coreSharePctAt5s: round(share5, 3),
+          cpuSecondsPerHourAt5s: round(perHourS(totalMs, CONTAINERD_PERIOD_S)),
+          goCpuSecondsPerHourAt5s: round(perHourS(goMs, CONTAINERD_PERIOD_S)),
+          coreSharePctAt500ms: round(coreShare(totalMs, CRIO_PERIOD_S), 3),
+          cpuSecondsPerHourAt500ms: round(perHourS(totalMs, CRIO_PERIOD_S)),
+          statusWallMsP50: round(median(wall.s)),
+          goVersionWallMsP50: round(median(wall.v)),
+        },
+        notes: [
+          `shim: ${shim.kind}; CPU from this process's reaped children (cutime + cstime, ${CLK_TCK} Hz ticks) over ${blocks} alternating blocks of ${BLOCK} execs each; the daemon's from /proc/<pid>/stat (its spawner included) over the STATUS blocks, daemonIdleCpuMsPerGoExec what it burnt meanwhile in the bridge blocks with no request`,
+          `per hour: containerd 2.x's ${CONTAINERD_PERIOD_S} s STATUS period (720 execs/hour) and CRI-O's ${CRIO_PERIOD_S * 1000} ms start-up poll (7200 execs/hour); delegates at cniVersion 1.0.0, as Debian's plugins, so the daemon answers STATUS without executing them`,
+        ],
+      },
+    ];
+  } finally {
+    await daemon.stop();
+  }
+}
