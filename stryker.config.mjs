@@ -32,6 +32,7 @@ export default {
       'test/unit/engine-commands.test.ts',
       'test/unit/engine-teardown.test.ts',
       'test/unit/engine-journal-order.test.ts',
+      'test/unit/engine-result-version.test.ts',
       'test/unit/env.test.ts',
       'test/unit/gate.test.ts',
       'test/unit/keyed-queue.test.ts',
