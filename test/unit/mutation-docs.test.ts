@@ -23,6 +23,7 @@ import {
   type Classification,
   type MutationResults,
 } from '../../scripts/mutation-docs.js';
+import { PARTS } from '../../scripts/mutation-report.js';
 import { SCOPES, type Tally } from '../../scripts/mutation-summary.js';
 
 const REPO = new URL('../..', import.meta.url).pathname;
@@ -31,24 +32,41 @@ const results = JSON.parse(read(DOC_RESULTS)) as MutationResults;
 const classes = JSON.parse(read(DOC_CLASSES)) as Classification[];
 
 describe('docs/mutation.md report block', () => {
-  test('the committed summary is one whole run of the three directories at one commit, without incremental state', () => {
+  test('the committed summary is one run at one commit without incremental state; parts not finished are named', () => {
     assert.equal(results.schema, 1);
     assert.match(results.commit, /^[0-9a-f]{7,}$/);
     assert.equal(results.dirty, false, 'a run with uncommitted changes is not reproducible at its commit');
     assert.match(results.date, /^\d{4}-\d\d-\d\dT/);
     assert.match(results.command, /^npm run mutate:report/);
+    // Every part is either measured or listed as not finished (and then the block says so).
+    assert.deepEqual([...results.runs.map((r) => r.part), ...results.missing].sort(), PARTS.map((p) => p.name).sort());
+    const scopes = new Set(results.runs.map((r) => r.scope));
     assert.deepEqual(
       results.tallies.map((t) => t.scope),
-      [...SCOPES],
-    );
-    assert.deepEqual(
-      results.runs.map((r) => r.scope),
-      [...SCOPES],
+      SCOPES.filter((s) => scopes.has(s)),
     );
     for (const r of results.runs) {
-      assert.match(r.command, / --force /, `${r.scope}: every mutant tested, no incremental state reused`);
-      assert.ok(r.command.includes(`--mutate '${r.scope}**/*.ts'`), r.command);
+      const part = PARTS.find((p) => p.name === r.part)!;
+      assert.match(r.command, / --force /, `${r.part}: every mutant tested, no incremental state reused`);
+      assert.ok(
+        r.command.includes(`--mutate ${part.mutate.join(',')}`) ||
+          r.command.includes(`--mutate '${part.mutate.join(',')}'`),
+        r.command,
+      );
     }
+    if (results.missing.length > 0) assert.match(extract(read(DOC_FILE), 'report') ?? '', /\*\*Incomplete:\*\*/);
+  });
+
+  test('the parts cover each directory in scope, the engine split in two halves that do not overlap', () => {
+    assert.deepEqual([...new Set(PARTS.map((p) => p.scope))].sort(), [...SCOPES].sort());
+    const chain = PARTS.find((p) => p.name === 'engine-chain')!.mutate;
+    const rest = PARTS.find((p) => p.name === 'engine-rest')!.mutate;
+    assert.equal(rest[0], 'daemon/src/engine/**/*.ts');
+    assert.deepEqual(
+      rest.slice(1),
+      chain.map((f) => `!${f}`),
+      'the rest is the directory less exactly the chain files',
+    );
   });
 
   test('the generated block is exactly what docs/mutation/latest.json and classes.json render', () => {
@@ -82,7 +100,7 @@ describe('docs/mutation.md report block', () => {
     const all = overall([t('a/', 8, 1, 1, 0), t('b/', 0, 0, 0, 10)]);
     assert.deepEqual([all.killed, all.timeout, all.survived, all.noCoverage, all.errors], [8, 1, 1, 10, 2]);
     assert.equal(all.score, 45);
-    const table = renderTable({ ...results, tallies: [t('a/', 8, 1, 1, 0)], runs: [], seconds: 61 });
+    const table = renderTable({ ...results, tallies: [t('a/', 8, 1, 1, 0)], runs: [], missing: [], seconds: 61 });
     assert.match(table, /\| `a` \| 11 \| 8 \| 1 \| 1 \| 0 \| 1 \| n\/a \| not run \|/);
     assert.match(
       table,
