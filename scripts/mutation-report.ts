@@ -12,7 +12,16 @@
 // block is not what docs/mutation/latest.json renders. Run it under `nice -n 19` on a shared machine.
 
 import { spawn, execFileSync } from 'node:child_process';
-import { appendFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -157,9 +166,15 @@ function assemble(): MutationResults {
   for (const r of runs)
     Object.assign(merged.files, (JSON.parse(readFileSync(join(REPO, OUT, `${r.part}.json`), 'utf8')) as Report).files);
   const done = new Set(runs.map((r) => r.part));
-  const missing = meta.parts.filter((p) => !done.has(p));
+  const missing = meta.parts
+    .filter((p) => !done.has(p))
+    .map((p) => ({ part: p, scope: PARTS.find((x) => x.name === p)?.scope ?? '' }));
   const measured = new Set(runs.map((r) => r.scope));
-  const ended = Math.max(Date.parse(meta.date), ...runs.map((r) => Date.parse(meta.date) + r.seconds * 1000));
+  // A part ends when its report is written (the parts of one lane run one after the other).
+  const ended = Math.max(
+    Date.parse(meta.date),
+    ...runs.map((r) => statSync(join(REPO, OUT, `${r.part}.json`)).mtimeMs),
+  );
   return {
     schema: 1,
     date: meta.date,
@@ -182,7 +197,7 @@ function publish(res: MutationResults): void {
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(res, null, 2)}\n`);
   console.error(
-    `wrote ${DOC_RESULTS}${res.missing.length > 0 ? ` (parts not finished: ${res.missing.join(', ')})` : ''}`,
+    `wrote ${DOC_RESULTS}${res.missing.length > 0 ? ` (parts not finished: ${res.missing.map((m) => m.part).join(', ')})` : ''}`,
   );
   writeDoc(res, false);
 }
