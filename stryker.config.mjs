@@ -31,6 +31,8 @@ export default {
       'test/unit/engine.test.ts',
       'test/unit/engine-commands.test.ts',
       'test/unit/engine-teardown.test.ts',
+      'test/unit/engine-journal-order.test.ts',
+      'test/unit/engine-result-version.test.ts',
       'test/unit/env.test.ts',
       'test/unit/gate.test.ts',
       'test/unit/keyed-queue.test.ts',

@@ -1,0 +1,259 @@
+// `npm run mutate:report [-- --concurrency N] [--parts a,b] [--allow-dirty] [--assemble] [--check]`:
+// the mutation table of docs/mutation.md from one run at one commit. Runs Stryker once per part
+// (PARTS: shared/src/cni, daemon/src/store, and daemon/src/engine in two halves) with --force, so no
+// incremental state from an earlier commit is reused: every mutant is tested against the tests of
+// this commit. The parts run in two lanes side by side (LANES, about equal work each), each Stryker
+// with `--concurrency` workers (default 1: two workers on a 2-core machine). Each finished part is
+// recorded in reports/mutation-report/parts.jsonl; at the end (or with --assemble, after a run that
+// was stopped: the parts not finished are listed as such) it writes docs/mutation/latest.json (the
+// summary: commit, machine, load, commands, times, tallies, survivors) and rewrites the generated
+// block of docs/mutation.md from it (scripts/mutation-docs.ts). A tree with uncommitted changes is
+// refused unless --allow-dirty (the table then says so). --check writes nothing and exits 1 when the
+// block is not what docs/mutation/latest.json renders. Run it under `nice -n 19` on a shared machine.
+
+import { spawn, execFileSync } from 'node:child_process';
+import {
+  appendFileSync,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+
+import {
+  DOC_CLASSES,
+  DOC_FILE,
+  DOC_RESULTS,
+  extract,
+  renderBlock,
+  replace,
+  type Classification,
+  type MutationResults,
+  type PartRun,
+} from './mutation-docs.js';
+import { SCOPES, summarize, survivors, type Report } from './mutation-summary.js';
+
+const REPO = new URL('..', import.meta.url).pathname;
+const OUT = 'reports/mutation-report';
+const META = `${OUT}/meta.json`;
+const PARTS_LOG = `${OUT}/parts.jsonl`;
+
+/** The engine files of the ADD/DEL/CHECK chain: one half of the engine's mutants; the rest is the other half. */
+const ENGINE_CHAIN = ['add', 'del', 'teardown', 'engine', 'check', 'check-version', 'gc-status'].map(
+  (f) => `daemon/src/engine/${f}.ts`,
+);
+
+export interface Part {
+  name: string;
+  scope: (typeof SCOPES)[number];
+  mutate: string[];
+}
+
+/** Every mutated file is in exactly one part; a directory's parts together mutate all of it. */
+export const PARTS: Part[] = [
+  { name: 'cni', scope: 'shared/src/cni/', mutate: ['shared/src/cni/**/*.ts'] },
+  { name: 'store', scope: 'daemon/src/store/', mutate: ['daemon/src/store/**/*.ts'] },
+  { name: 'engine-chain', scope: 'daemon/src/engine/', mutate: ENGINE_CHAIN },
+  {
+    name: 'engine-rest',
+    scope: 'daemon/src/engine/',
+    mutate: ['daemon/src/engine/**/*.ts', ...ENGINE_CHAIN.map((f) => `!${f}`)],
+  },
+];
+/** Lanes run side by side; the parts of one lane one after the other (about equal work per lane). */
+const LANES = [['cni', 'store', 'engine-rest'], ['engine-chain']];
+
+interface Meta {
+  date: string;
+  commit: string;
+  dirty: boolean;
+  loadBefore: number;
+  command: string;
+  parts: string[];
+}
+
+function strykerArgs(part: Part, concurrency: number): string[] {
+  return [
+    'stryker',
+    'run',
+    '--mutate',
+    part.mutate.join(','),
+    '--force',
+    '--concurrency',
+    String(concurrency),
+    '--incrementalFile',
+    `${OUT}/${part.name}-incremental.json`,
+    '--tempDirName',
+    `.stryker-tmp-report-${part.name}`,
+    '--reporters',
+    'json,progress-append-only',
+  ];
+}
+
+const quote = (a: string) => (/[*\s!]/.test(a) ? `'${a}'` : a);
+
+async function runPart(part: Part, concurrency: number): Promise<PartRun> {
+  const args = strykerArgs(part, concurrency);
+  const report = `${OUT}/${part.name}.json`;
+  const command = `STRYKER_REPORT=${report} npx ${args.map(quote).join(' ')}`;
+  const log = createWriteStream(join(REPO, OUT, `${part.name}.log`));
+  const started = Date.now();
+  console.error(`[${part.name}] ${command}`);
+  const code = await new Promise<number>((resolve, reject) => {
+    const child = spawn('npx', args, {
+      cwd: REPO,
+      env: { ...process.env, STRYKER_REPORT: report },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    for (const stream of [child.stdout, child.stderr]) {
+      stream.pipe(log, { end: false });
+      stream.on('data', (chunk: Buffer) => {
+        for (const line of chunk.toString().split('\n'))
+          if (/Mutation testing \d+%|ERROR|Done in/.test(line)) console.error(`[${part.name}] ${line.trim()}`);
+      });
+    }
+    child.on('error', reject);
+    child.on('close', (c) => resolve(c ?? 1));
+  });
+  log.end();
+  if (code !== 0) throw new Error(`stryker for ${part.name} exited ${code}; see ${OUT}/${part.name}.log`);
+  const run: PartRun = {
+    part: part.name,
+    scope: part.scope,
+    command,
+    concurrency,
+    seconds: Math.round((Date.now() - started) / 1000),
+  };
+  appendFileSync(join(REPO, PARTS_LOG), `${JSON.stringify(run)}\n`);
+  return run;
+}
+
+function git(...args: string[]): string {
+  return execFileSync('git', args, { cwd: REPO, encoding: 'utf8' }).trim();
+}
+
+function writeDoc(res: MutationResults, check: boolean): boolean {
+  const classes = JSON.parse(readFileSync(join(REPO, DOC_CLASSES), 'utf8')) as Classification[];
+  const body = renderBlock(res, classes);
+  const file = join(REPO, DOC_FILE);
+  const text = readFileSync(file, 'utf8');
+  if (check) return extract(text, 'report') === body;
+  const next = replace(text, 'report', body);
+  if (next !== text) writeFileSync(file, next);
+  console.error(`${DOC_FILE}: report block ${next === text ? 'unchanged' : 'rewritten'}`);
+  return true;
+}
+
+/** The summary of the parts recorded in reports/mutation-report (all of them, or those a stopped run finished). */
+function assemble(): MutationResults {
+  const meta = JSON.parse(readFileSync(join(REPO, META), 'utf8')) as Meta;
+  const runs = existsSync(join(REPO, PARTS_LOG))
+    ? readFileSync(join(REPO, PARTS_LOG), 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as PartRun)
+    : [];
+  const order = (name: string) => PARTS.findIndex((p) => p.name === name);
+  runs.sort((a, b) => order(a.part) - order(b.part));
+  const merged: Report = { files: {} };
+  for (const r of runs)
+    Object.assign(merged.files, (JSON.parse(readFileSync(join(REPO, OUT, `${r.part}.json`), 'utf8')) as Report).files);
+  const done = new Set(runs.map((r) => r.part));
+  const missing = meta.parts
+    .filter((p) => !done.has(p))
+    .map((p) => ({ part: p, scope: PARTS.find((x) => x.name === p)?.scope ?? '' }));
+  const measured = new Set(runs.map((r) => r.scope));
+  // A part ends when its report is written (the parts of one lane run one after the other).
+  const ended = Math.max(
+    Date.parse(meta.date),
+    ...runs.map((r) => statSync(join(REPO, OUT, `${r.part}.json`)).mtimeMs),
+  );
+  return {
+    schema: 1,
+    date: meta.date,
+    commit: meta.commit,
+    dirty: meta.dirty,
+    node: process.version,
+    machine: { cores: cpus().length, cpuModel: cpus()[0]?.model.trim() ?? 'unknown' },
+    load: { before: meta.loadBefore, after: loadavg()[0] as number },
+    command: meta.command,
+    seconds: Math.round((ended - Date.parse(meta.date)) / 1000),
+    runs,
+    missing,
+    tallies: summarize(merged).filter((t) => measured.has(t.scope)),
+    survivors: survivors(merged),
+  };
+}
+
+function publish(res: MutationResults): void {
+  const out = join(REPO, DOC_RESULTS);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(res, null, 2)}\n`);
+  console.error(
+    `wrote ${DOC_RESULTS}${res.missing.length > 0 ? ` (parts not finished: ${res.missing.map((m) => m.part).join(', ')})` : ''}`,
+  );
+  writeDoc(res, false);
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    options: {
+      concurrency: { type: 'string', default: '1' },
+      parts: { type: 'string', default: PARTS.map((p) => p.name).join(',') },
+      'allow-dirty': { type: 'boolean' },
+      assemble: { type: 'boolean' },
+      check: { type: 'boolean' },
+    },
+  });
+  if (values.check) {
+    const res = JSON.parse(readFileSync(join(REPO, DOC_RESULTS), 'utf8')) as MutationResults;
+    if (!writeDoc(res, true)) {
+      console.error(`${DOC_FILE}: the report block is not what ${DOC_RESULTS} renders (npm run mutate:report)`);
+      process.exit(1);
+    }
+    return;
+  }
+  if (values.assemble) {
+    publish(assemble());
+    return;
+  }
+  const names = values.parts.split(',').filter((s) => s !== '');
+  for (const n of names)
+    if (!PARTS.some((p) => p.name === n)) throw new Error(`unknown part ${n}: one of ${PARTS.map((p) => p.name)}`);
+  const concurrency = Number(values.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency must be a positive integer');
+  const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
+  if (dirty && !values['allow-dirty']) {
+    console.error('the work tree has uncommitted changes: commit them (the table names one commit), or --allow-dirty');
+    process.exit(2);
+  }
+  rmSync(join(REPO, OUT), { recursive: true, force: true });
+  mkdirSync(join(REPO, OUT), { recursive: true });
+  const argv = process.argv.slice(2);
+  const meta: Meta = {
+    date: new Date().toISOString(),
+    commit: git('rev-parse', '--short=10', 'HEAD'),
+    dirty,
+    loadBefore: loadavg()[0] as number,
+    command: `npm run mutate:report${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
+    parts: names,
+  };
+  writeFileSync(join(REPO, META), `${JSON.stringify(meta, null, 2)}\n`);
+  const lanes = LANES.map((lane) => lane.filter((n) => names.includes(n))).filter((lane) => lane.length > 0);
+  await Promise.all(
+    lanes.map(async (lane) => {
+      for (const n of lane) await runPart(PARTS.find((p) => p.name === n) as Part, concurrency);
+    }),
+  );
+  publish(assemble());
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main();
