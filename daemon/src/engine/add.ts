@@ -79,6 +79,7 @@ export async function addAttachment(
   env: CniEnv,
   conf: StewardConf,
   key: AttachmentKey,
+  hold: (after: Promise<unknown>) => void = () => undefined,
 ): Promise<string> {
   const { store } = ctx;
   const configText = JSON.stringify(conf.raw);
@@ -138,41 +139,40 @@ export async function addAttachment(
     attachment: a.id,
   });
   ctx.adding.add(a.id);
-  try {
-    return await addAndRollBack(ctx, a, env, conf, plan, first, alog);
-  } finally {
-    ctx.adding.delete(a.id);
-  }
-}
-
-/** Runs the chain; on any failure rolls back every started step and rethrows the original error. */
-async function addAndRollBack(
-  ctx: EngineContext,
-  a: Attachment,
-  env: CniEnv,
-  conf: StewardConf,
-  plan: PlannedStep[],
-  first: Step,
-  alog: Logger,
-): Promise<string> {
+  let rollback: Promise<void> | undefined;
   try {
     const text = await runChains(ctx, a, env, conf, plan, first);
     alog.info('attachment added');
     return text;
   } catch (e) {
     const err = CniError.from(e, ErrorCode.PluginExecFailed);
-    alog.warn({ err: err.message, code: err.code }, 'ADD failed; rolling back every started step');
-    try {
-      ctx.store.setAttachmentError(a.id, err.message);
-      const outcome = await ctx.teardown.run(a.id, Priority.Add, { force: true });
-      if (!outcome.done)
-        alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
-    } catch (re) {
-      // The journal could not be written (disk full): every step is still on disk as `adding`
-      // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
-      alog.error({ err: (re as Error).message }, 'rollback could not run; the retry scheduler reclaims it');
-    }
+    rollback = rollBack(ctx, a, err, alog);
+    // The runtime hears the plugin's own error now; the rollback (every started step is on disk,
+    // so recovery finishes it after a crash) runs after the answer, still before the container's
+    // next request: a hanging DEL never pushes the answer past the shim's bound.
+    hold(rollback);
     throw err;
+  } finally {
+    if (rollback) void rollback.finally(() => ctx.adding.delete(a.id));
+    else ctx.adding.delete(a.id);
+  }
+}
+
+/** Rolls back every started step of a failed ADD; never rejects (the scheduler reclaims what is left). */
+async function rollBack(ctx: EngineContext, a: Attachment, err: CniError, alog: Logger): Promise<void> {
+  alog.warn({ err: err.message, code: err.code }, 'ADD failed; answered, rolling back every started step');
+  try {
+    ctx.store.setAttachmentError(a.id, err.message);
+    // Yield first so the answer leaves before the first rollback DEL is spawned.
+    await new Promise((r) => setImmediate(r));
+    const outcome = await ctx.teardown.run(a.id, Priority.Add, { force: true });
+    if (!outcome.done)
+      alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+    else alog.info('failed ADD rolled back');
+  } catch (re) {
+    // The journal could not be written (disk full): every step is still on disk as `adding`
+    // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
+    alog.error({ err: (re as Error).message }, 'rollback could not run; the retry scheduler reclaims it');
   }
 }
 
