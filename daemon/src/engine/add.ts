@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import {
   CniError,
   ErrorCode,
+  DEFAULT_SHIM_TIMEOUT_MS,
   convertResult,
   podFromCniArgs,
   podLogFields,
@@ -73,6 +74,20 @@ export function checkCapabilities(ctx: EngineContext, conf: StewardConf, config:
   }
 }
 
+/** Answer margin kept under the shim's ADD bound: the journal commit, the reply, the shim's exit. */
+export const ANSWER_MARGIN_MS = 5000;
+
+/**
+ * How long an ADD's plugins may take in all: the shim's ADD bound (the netconf's "timeouts.add", or
+ * its default) less ANSWER_MARGIN_MS. Each plugin's deadline is the smaller of --plugin-timeout and
+ * what is left of this, so a failed ADD's answer (101) always reaches the shim inside its bound.
+ */
+export function answerBudgetMs(timeouts: unknown): number {
+  const own = typeof timeouts === 'object' && timeouts !== null ? (timeouts as Record<string, unknown>).add : undefined;
+  const bound = typeof own === 'number' && Number.isInteger(own) && own > 0 ? own : DEFAULT_SHIM_TIMEOUT_MS;
+  return Math.max(1000, bound - ANSWER_MARGIN_MS);
+}
+
 /** ADD of one attachment; runs inside the container's queue. Resolves with the result text to print. */
 export async function addAttachment(
   ctx: EngineContext,
@@ -82,6 +97,7 @@ export async function addAttachment(
   hold: (after: Promise<unknown>) => void = () => undefined,
 ): Promise<string> {
   const { store } = ctx;
+  const deadline = performance.now() + answerBudgetMs(conf.raw.timeouts);
   const configText = JSON.stringify(conf.raw);
   const existing = store.currentAttachment(key);
   if (existing && existing.state === 'added') {
@@ -141,7 +157,7 @@ export async function addAttachment(
   ctx.adding.add(a.id);
   let rollback: Promise<void> | undefined;
   try {
-    const text = await runChains(ctx, a, env, conf, plan, first);
+    const text = await runChains(ctx, a, env, conf, plan, first, deadline);
     alog.info('attachment added');
     return text;
   } catch (e) {
@@ -183,6 +199,7 @@ async function runStep(
   step: Step,
   planned: PlannedStep,
   prev: CniResult | undefined,
+  deadline: number,
 ): Promise<CniResult> {
   const { d, plugin, stdin } = planned;
   try {
@@ -196,6 +213,7 @@ async function runStep(
       cniPath: env.path,
       stdin: prev ? { ...stdin, prevResult: prev } : stdin,
       onStart: journalProcess(ctx.store, ctx.log, step.id),
+      budgetMs: deadline - performance.now(),
     });
     if (out === undefined)
       throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
@@ -219,12 +237,13 @@ async function runChains(
   conf: StewardConf,
   plan: PlannedStep[],
   first: Step,
+  deadline: number,
 ): Promise<string> {
   const { store } = ctx;
   const finals = new Map<number, CniResult>();
   let step = first;
   for (const [i, planned] of plan.entries()) {
-    const result = await runStep(ctx, env, step, planned, finals.get(planned.d.index));
+    const result = await runStep(ctx, env, step, planned, finals.get(planned.d.index), deadline);
     finals.set(planned.d.index, result);
     const next = plan[i + 1];
     const done = step;

@@ -88,10 +88,7 @@ export class Engine {
   }
 
   /** See EngineContext.serialize: the answer settles first, held work keeps the container's queue. */
-  private serialize<T>(
-    containerId: string,
-    work: (hold: (after: Promise<unknown>) => void) => Promise<T>,
-  ): Promise<T> {
+  private serialize<T>(containerId: string, work: (hold: (after: Promise<unknown>) => void) => Promise<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.queue
         .run(containerId, () =>
