@@ -106,6 +106,11 @@ export class Engine {
     });
   }
 
+  /** Resolves once everything queued for this container so far, held work included, is done. */
+  idle(containerId: string): Promise<void> {
+    return this.serialize(containerId, async () => undefined);
+  }
+
   /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
   async handle(req: CniRequestBody): Promise<string> {
     // A container with spooled DELs not drained yet: the runtime sent those DELs before this ADD or
