@@ -40,7 +40,7 @@ export interface ShimIO {
  * STATUS answers within this long of the shim's start, exec included (containerd 2.x runs it every
  * 5 s under a lock with no deadline of its own). Fixed: not overridable in the netconf.
  */
-export const STATUS_BOUND_MS = 900;
+export const STATUS_BOUND_MS = 750;
 
 /** Per-command response bounds (ms); the netconf's "timeouts" object overrides add/check/del/gc. */
 export const DEFAULT_COMMAND_BOUNDS_MS: Readonly<Record<'add' | 'check' | 'del' | 'gc', number>> = {
