@@ -6,10 +6,11 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
-import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
+import { DEFAULT_SHIM_TIMEOUT_MS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/options.js';
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
+import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
 import { fail, int, level } from './flags.js';
@@ -147,6 +148,14 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
     metricsListen: metricsListen(values['metrics-listen'], problems),
   };
+  // The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
+  // default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime
+  // as the shim's 11. Longer chains are cut by the budget itself (engine/add.ts answerBudgetMs).
+  const budgetMs = DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS;
+  if (cfg.pluginTimeoutMs > budgetMs)
+    problems.push(
+      `--plugin-timeout ${cfg.pluginTimeoutMs / 1000} s does not fit under the shim's ADD bound: at most ${budgetMs / 1000} s (the shim's default ${DEFAULT_SHIM_TIMEOUT_MS / 1000} s less ${ANSWER_MARGIN_MS / 1000} s to answer)`,
+    );
   fail(problems, RUN_USAGE);
   return cfg;
 }

@@ -32,6 +32,58 @@ export interface ShimIO {
     headers?: Record<string, string>,
   ): Promise<Reply>;
   spool(dir: string, containerId: string, body: string): string;
+  /** Milliseconds since the process started (the STATUS bound counts the exec too); 0 if unknown. */
+  elapsedMs?(): number;
+}
+
+/**
+ * STATUS answers within this long of the shim's start, exec included (containerd 2.x runs it every
+ * 5 s under a lock with no deadline of its own). Fixed: not overridable in the netconf.
+ */
+export const STATUS_BOUND_MS = 750;
+
+/** Per-command response bounds (ms); the netconf's "timeouts" object overrides add/check/del/gc. */
+export const DEFAULT_COMMAND_BOUNDS_MS: Readonly<Record<'add' | 'check' | 'del' | 'gc', number>> = {
+  add: DEFAULT_SHIM_TIMEOUT_MS,
+  check: DEFAULT_SHIM_TIMEOUT_MS,
+  del: DEFAULT_SHIM_TIMEOUT_MS,
+  gc: DEFAULT_SHIM_TIMEOUT_MS,
+};
+
+/** The bound for one request: what is left of it, and how an expiry names it. */
+export function commandBound(
+  command: string,
+  timeouts: unknown,
+  elapsedMs: number,
+): { remaining: number; label: string } {
+  if (command === 'STATUS') {
+    const remaining = Math.max(1, STATUS_BOUND_MS - Math.max(0, elapsedMs));
+    return { remaining, label: `the STATUS bound of ${STATUS_BOUND_MS} ms` };
+  }
+  const key = command.toLowerCase() as keyof typeof DEFAULT_COMMAND_BOUNDS_MS;
+  let ms = DEFAULT_COMMAND_BOUNDS_MS[key] ?? DEFAULT_SHIM_TIMEOUT_MS;
+  if (timeouts !== undefined) {
+    if (typeof timeouts !== 'object' || timeouts === null || Array.isArray(timeouts))
+      throw new CniError(ErrorCode.InvalidConfig, '"timeouts" must be an object of milliseconds per command');
+    for (const [k, v] of Object.entries(timeouts)) {
+      if (!(k in DEFAULT_COMMAND_BOUNDS_MS))
+        throw new CniError(ErrorCode.InvalidConfig, `"timeouts" has an unknown key "${k}" (add, check, del, gc)`);
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 3_600_000)
+        throw new CniError(ErrorCode.InvalidConfig, `"timeouts.${k}" must be an integer from 1 to 3600000 (ms)`);
+    }
+    const own = (timeouts as Record<string, number>)[key];
+    if (own !== undefined) ms = own;
+  }
+  return { remaining: ms, label: `the ${command} bound of ${ms} ms` };
+}
+
+/** Races the request against the bound, whatever the transport does with its own timeout. */
+function withDeadline<T>(p: Promise<T>, ms: number, label: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expiry = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new UnreachableError(`no answer within ${label}`)), ms);
+  });
+  return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
 }
 
 export interface ShimOutput {
@@ -143,11 +195,27 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
     );
   }
 
+  let bound: { remaining: number; label: string };
+  try {
+    bound = commandBound(env.command, conf.timeouts, io.elapsedMs?.() ?? 0);
+  } catch (e) {
+    return fail(CniError.from(e), cniVersion);
+  }
   let reply: Reply;
   try {
-    reply = await io.send(socket, CNI_ROUTE, body, DEFAULT_SHIM_TIMEOUT_MS, hintHeaders(wireEnv, conf));
+    reply = await withDeadline(
+      io.send(socket, CNI_ROUTE, body, bound.remaining, hintHeaders(wireEnv, conf)),
+      bound.remaining,
+      bound.label,
+    );
   } catch (e) {
     if (!(e instanceof UnreachableError)) throw e;
+    if (env.command === 'STATUS') {
+      return fail(
+        new CniError(ErrorCode.PluginNotAvailable, `stewardd is unreachable at ${socket} (${e.reason})`),
+        cniVersion,
+      );
+    }
     if (env.command === 'DEL') {
       // The daemon ingests the spool before it serves, so the teardown is only postponed.
       try {
@@ -172,6 +240,10 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   if (reply.status === 200) return { stdout: reply.body, exitCode: 0 };
   try {
     const err = CniError.fromJSON(JSON.parse(reply.body));
+    // STATUS: whatever keeps the daemon from serving (degraded, not ready, shutting down: 11 from
+    // its side) means "the plugin is not available" to the runtime.
+    if (err && env.command === 'STATUS' && err.code !== ErrorCode.PluginNotAvailable)
+      return fail(new CniError(ErrorCode.PluginNotAvailable, `stewardd is not available: ${err.message}`), cniVersion);
     if (err) return { stdout: reply.body, exitCode: 1 };
   } catch {
     /* fall through */

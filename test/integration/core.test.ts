@@ -100,6 +100,11 @@ describe('a chain whose second plugin fails ADD', () => {
     assert.equal(res.code, 1);
     assert.equal(res.json.code, 222);
     assert.match(res.json.msg, /ADD failed on cue/);
+    // The rollback runs right after the answer (issue 19): wait for it, then nothing is left.
+    await daemon.waitFor(
+      'the rollback after the answer',
+      () => fixtureCalls(fx, 'DEL').length === 1 && leases(dataDir, 'failnet').length === 0,
+    );
     assert.deepEqual(leases(dataDir, 'failnet'), []);
     assert.equal(linkExists(netns, 'eth0'), false);
     // The failed plugin itself got a DEL too, as a runtime's teardown would send.

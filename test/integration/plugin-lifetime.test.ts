@@ -178,6 +178,11 @@ describe('plugin process lifetime', () => {
     assert.equal(r.json?.code, 100, r.stdout);
     assert.match(r.json.msg, /spawner exited/);
     assert.equal(alive(plugin), false, 'the plugin died with its spawner');
+    // The rollback runs right after the answer (issue 19).
+    await daemon.waitFor(
+      'the rollback after the answer',
+      async () => (await daemon.attachment('sp-1')).state === 'deleted',
+    );
     assert.equal((await daemon.attachment('sp-1')).state, 'deleted');
     assert.equal(existsSync(join(fx, 'del-while-add-running-sp-1')), false, 'rolled back while the ADD ran');
     await new Promise((r) => setTimeout(r, Math.max(0, startedAt + SLEEP_ADD_MS + 300 - Date.now())));

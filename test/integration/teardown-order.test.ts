@@ -34,7 +34,9 @@ describe('teardown order', () => {
     ]);
     const add = await shim({ command: 'ADD', containerId: 'sandbox-1', netns }, conf);
     assert.equal(add.json.code, 201, add.stdout);
-    // No waiting for a retry schedule: the rollback DELed the bridge right after the fixture failed.
+    // No waiting for a retry schedule: the rollback (right after the answer) DELed the bridge
+    // right after the fixture's DEL failed.
+    await daemon.waitFor('the rollback after the answer', () => leases(dataDir, 'ovnish').length === 0, 5000);
     assert.deepEqual(leases(dataDir, 'ovnish'), [], 'the lease is released at once');
     assert.equal(linkExists(netns, 'eth0'), false);
     const steps = (await daemon.attachment('sandbox-1')).steps;
@@ -115,6 +117,7 @@ describe('permanent teardown failures', () => {
     const bad = await shim({ command: 'ADD', containerId: 'picky-1', netns, args: 'Frobnicate=1' }, conf);
     assert.equal(bad.json.code, 999, bad.stdout);
     assert.match(bad.json.msg, /unknown args/);
+    await daemon.waitFor('the rollback after the answer', () => fixtureCalls(fx, 'DEL').length >= 1, 5000);
     assert.equal(fixtureCalls(fx, 'DEL').length, 1, 'the step before the failing bridge is DELed at once');
 
     // A new ADD for the same container and interface, right away: not held off with code 11.

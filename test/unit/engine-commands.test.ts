@@ -110,6 +110,7 @@ describe('engine: requests refused before anything is journaled', () => {
       [a.podNamespace, a.podName, a.podUid, a.cniArgs, a.cniPath, a.netns, a.bootId, a.cniVersion],
       ['ns1', 'web', 'u-9', args, '/opt/cni', NETNS, 'boot-1', '1.0.0'],
     );
+    await engine.idle('rel'); // the rollback runs after the answer
     assert.deepEqual(JSON.parse(a.config), chain);
   });
 
@@ -119,6 +120,7 @@ describe('engine: requests refused before anything is journaled', () => {
     await assert.rejects(engine.handle(req('ADD', 'quiet', chain)), (e: CniError) => {
       return e.code === 100 && /plugin two ADD succeeded but printed no result/.test(e.message);
     });
+    await engine.idle('quiet'); // the rollback runs after the answer
     assert.deepEqual(plugins.of('DEL'), ['DEL two quiet', 'DEL one quiet']);
     const a = store.currentAttachment({ containerId: 'quiet', ...KEY })!;
     const steps = store.stepsOf(a.id);
@@ -133,6 +135,7 @@ describe('engine: requests refused before anything is journaled', () => {
     await assert.rejects(engine.handle(req('ADD', 'plain', chain)), (e: CniError) => {
       return e instanceof CniError && e.code === 100 && e.message === 'exec format error';
     });
+    await engine.idle('plain'); // the rollback runs after the answer
     const a = store.currentAttachment({ containerId: 'plain', ...KEY })!;
     assert.equal(store.stepsOf(a.id)[0]!.state, 'deleted');
     assert.equal(store.stepsOf(a.id)[0]!.error, 'exec format error');

@@ -241,6 +241,7 @@ describe('teardown: failures, retries and bounds', () => {
       store.stepsOf(a.id).map((s) => s.state),
       ['deleted', 'deleted', 'added', 'del_failed'],
     );
+    await engine.idle('same'); // the rollback runs after the answer
   });
 
   test('strict policy: an unfinished teardown fails the DEL with its code, never saying "not found"', async () => {
@@ -320,6 +321,7 @@ describe('DEL: input, pass-through and tombstones', () => {
         ['one', 'eth0', 'A=1', '/req', ''],
       ],
     );
+    await engine.idle('re'); // the rollback runs after the answer
     assert.equal(store.currentAttachment({ containerId: 'pt', ...KEY })!.cniVersion, '1.0.0');
   });
 
@@ -343,6 +345,7 @@ describe('DEL: input, pass-through and tombstones', () => {
       if (c.command === 'ADD') throw new CniError(100, 'no');
     });
     await assert.rejects(engine.handle(req('ADD', 'rb', chain)));
+    await engine.idle('rb'); // the rollback runs after the answer
     const dels = plugins.of('DEL').length;
     assert.equal(await engine.handle(req('DEL', 'rb', chain)), '');
     assert.equal(await engine.handle(req('DEL', 'rb', chain)), '');

@@ -38,6 +38,7 @@ describe('engine: ADD and rollback', () => {
       engine.handle(req('ADD', 'c2', chain)),
       (e: CniError) => e.code === 222 && e.message === 'two refuses',
     );
+    await engine.idle('c2'); // the rollback runs after the answer
     assert.deepEqual(
       plugins.of('DEL'),
       ['DEL two c2', 'DEL one c2'],
@@ -59,6 +60,7 @@ describe('engine: ADD and rollback', () => {
       if (c.command === 'ADD') throw new CniError(222, 'two refuses');
     });
     await assert.rejects(engine.handle(req('ADD', 'c3', chain)), (e: CniError) => e.code === 222);
+    await engine.idle('c3'); // the rollback runs after the answer
     const a = store.currentAttachment({ containerId: 'c3', network: 'net', ifname: 'eth0' })!;
     assert.equal(a.state, 'deleting');
     const [failed] = store.pendingTeardownSteps();
@@ -77,6 +79,7 @@ describe('engine: ADD and rollback', () => {
       throw new CniError(11, `three cannot ${c.command}`);
     });
     await assert.rejects(engine.handle(req('ADD', 'c4', chain)));
+    await engine.idle('c4'); // the rollback runs after the answer
     assert.deepEqual(plugins.of('DEL'), ['DEL three c4', 'DEL two c4', 'DEL one c4']);
     const a = store.currentAttachment({ containerId: 'c4', network: 'net', ifname: 'eth0' })!;
     assert.deepEqual(
@@ -127,6 +130,7 @@ describe('engine: DEL coalescing and tombstones', () => {
       plugins.calls.map((c) => c.split(' ')[0]),
       ['ADD', 'ADD', 'ADD', 'DEL', 'DEL', 'DEL'],
     );
+    await engine.idle('c5'); // the rollback runs after the answer
     assert.equal(store.currentAttachment({ containerId: 'd2', network: 'net', ifname: 'eth0' })!.state, 'deleted');
   });
 
@@ -261,6 +265,7 @@ describe('cut-off journals while running', () => {
       (e: CniError) => e.code === 11,
       'a re-ADD meanwhile: 11, not 102',
     );
+    await engine.idle('full'); // the rollback runs after the answer
 
     failWrites = false;
     assert.equal((await engine.reclaimUnfinished(a.id)).done, true);

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import {
   CniError,
   ErrorCode,
+  DEFAULT_SHIM_TIMEOUT_MS,
   convertResult,
   podFromCniArgs,
   podLogFields,
@@ -73,14 +74,30 @@ export function checkCapabilities(ctx: EngineContext, conf: StewardConf, config:
   }
 }
 
+/** Answer margin kept under the shim's ADD bound: the journal commit, the reply, the shim's exit. */
+export const ANSWER_MARGIN_MS = 5000;
+
+/**
+ * How long an ADD's plugins may take in all: the shim's ADD bound (the netconf's "timeouts.add", or
+ * its default) less ANSWER_MARGIN_MS. Each plugin's deadline is the smaller of --plugin-timeout and
+ * what is left of this, so a failed ADD's answer (101) always reaches the shim inside its bound.
+ */
+export function answerBudgetMs(timeouts: unknown): number {
+  const own = typeof timeouts === 'object' && timeouts !== null ? (timeouts as Record<string, unknown>).add : undefined;
+  const bound = typeof own === 'number' && Number.isInteger(own) && own > 0 ? own : DEFAULT_SHIM_TIMEOUT_MS;
+  return Math.max(1000, bound - ANSWER_MARGIN_MS);
+}
+
 /** ADD of one attachment; runs inside the container's queue. Resolves with the result text to print. */
 export async function addAttachment(
   ctx: EngineContext,
   env: CniEnv,
   conf: StewardConf,
   key: AttachmentKey,
+  hold: (after: Promise<unknown>) => void = () => undefined,
 ): Promise<string> {
   const { store } = ctx;
+  const deadline = performance.now() + answerBudgetMs(conf.raw.timeouts);
   const configText = JSON.stringify(conf.raw);
   const existing = store.currentAttachment(key);
   if (existing && existing.state === 'added') {
@@ -138,41 +155,40 @@ export async function addAttachment(
     attachment: a.id,
   });
   ctx.adding.add(a.id);
+  let rollback: Promise<void> | undefined;
   try {
-    return await addAndRollBack(ctx, a, env, conf, plan, first, alog);
-  } finally {
-    ctx.adding.delete(a.id);
-  }
-}
-
-/** Runs the chain; on any failure rolls back every started step and rethrows the original error. */
-async function addAndRollBack(
-  ctx: EngineContext,
-  a: Attachment,
-  env: CniEnv,
-  conf: StewardConf,
-  plan: PlannedStep[],
-  first: Step,
-  alog: Logger,
-): Promise<string> {
-  try {
-    const text = await runChains(ctx, a, env, conf, plan, first);
+    const text = await runChains(ctx, a, env, conf, plan, first, deadline);
     alog.info('attachment added');
     return text;
   } catch (e) {
     const err = CniError.from(e, ErrorCode.PluginExecFailed);
-    alog.warn({ err: err.message, code: err.code }, 'ADD failed; rolling back every started step');
-    try {
-      ctx.store.setAttachmentError(a.id, err.message);
-      const outcome = await ctx.teardown.run(a.id, Priority.Add, { force: true });
-      if (!outcome.done)
-        alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
-    } catch (re) {
-      // The journal could not be written (disk full): every step is still on disk as `adding`
-      // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
-      alog.error({ err: (re as Error).message }, 'rollback could not run; the retry scheduler reclaims it');
-    }
+    rollback = rollBack(ctx, a, err, alog);
+    // The runtime hears the plugin's own error now; the rollback (every started step is on disk,
+    // so recovery finishes it after a crash) runs after the answer, still before the container's
+    // next request: a hanging DEL never pushes the answer past the shim's bound.
+    hold(rollback);
     throw err;
+  } finally {
+    if (rollback) void rollback.finally(() => ctx.adding.delete(a.id));
+    else ctx.adding.delete(a.id);
+  }
+}
+
+/** Rolls back every started step of a failed ADD; never rejects (the scheduler reclaims what is left). */
+async function rollBack(ctx: EngineContext, a: Attachment, err: CniError, alog: Logger): Promise<void> {
+  alog.warn({ err: err.message, code: err.code }, 'ADD failed; answered, rolling back every started step');
+  try {
+    ctx.store.setAttachmentError(a.id, err.message);
+    // Yield first so the answer leaves before the first rollback DEL is spawned.
+    await new Promise((r) => setImmediate(r));
+    const outcome = await ctx.teardown.run(a.id, Priority.Add, { force: true });
+    if (!outcome.done)
+      alog.error({ err: outcome.error?.message }, 'rollback incomplete; the failed step stays queued for retry');
+    else alog.info('failed ADD rolled back');
+  } catch (re) {
+    // The journal could not be written (disk full): every step is still on disk as `adding`
+    // or `deleting`, and the retry scheduler reclaims it once writes succeed again.
+    alog.error({ err: (re as Error).message }, 'rollback could not run; the retry scheduler reclaims it');
   }
 }
 
@@ -183,6 +199,7 @@ async function runStep(
   step: Step,
   planned: PlannedStep,
   prev: CniResult | undefined,
+  deadline: number,
 ): Promise<CniResult> {
   const { d, plugin, stdin } = planned;
   try {
@@ -196,6 +213,7 @@ async function runStep(
       cniPath: env.path,
       stdin: prev ? { ...stdin, prevResult: prev } : stdin,
       onStart: journalProcess(ctx.store, ctx.log, step.id),
+      budgetMs: deadline - performance.now(),
     });
     if (out === undefined)
       throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
@@ -219,12 +237,13 @@ async function runChains(
   conf: StewardConf,
   plan: PlannedStep[],
   first: Step,
+  deadline: number,
 ): Promise<string> {
   const { store } = ctx;
   const finals = new Map<number, CniResult>();
   let step = first;
   for (const [i, planned] of plan.entries()) {
-    const result = await runStep(ctx, env, step, planned, finals.get(planned.d.index));
+    const result = await runStep(ctx, env, step, planned, finals.get(planned.d.index), deadline);
     finals.set(planned.d.index, result);
     const next = plan[i + 1];
     const done = step;

@@ -29,8 +29,12 @@ export interface EngineContext {
   answerBeforeFinalCommit: boolean;
   /** Resolves a plugin type to its executable, throwing a CniError when there is none. */
   locate: (type: string, cniPath: string) => string;
-  /** Runs `work` after everything queued for this container, holding the gate shared (FIFO per container). */
-  serialize<T>(containerId: string, work: () => Promise<T>): Promise<T>;
+  /**
+   * Runs `work` after everything queued for this container, holding the gate shared (FIFO per
+   * container). Resolves with `work`'s answer as soon as it has one; work passed to `hold` (a failed
+   * ADD's rollback) runs after that answer and still before the container's next request.
+   */
+  serialize<T>(containerId: string, work: (hold: (after: Promise<unknown>) => void) => Promise<T>): Promise<T>;
   /** Attachments whose ADD chain (or its rollback) is running in this process. */
   adding: Set<number>;
   /** Records a netconf problem an operator must fix; each key is logged once (shown in /v1/status). */

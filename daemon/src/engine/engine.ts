@@ -77,7 +77,7 @@ export class Engine {
       answerBeforeFinalCommit: opts.answerBeforeFinalCommit ?? false,
       locate: opts.locate,
       adding: new Set(),
-      serialize: (containerId, work) => this.queue.run(containerId, () => this.gate.shared(work)),
+      serialize: (containerId, work) => this.serialize(containerId, work),
       warn: (key, text, fields) => {
         if (this.warnings.has(key) || this.warnings.size >= 100) return;
         this.warnings.set(key, text);
@@ -85,6 +85,30 @@ export class Engine {
       },
     };
     this.dels = new Dels(this.ctx);
+  }
+
+  /** See EngineContext.serialize: the answer settles first, held work keeps the container's queue. */
+  private serialize<T>(containerId: string, work: (hold: (after: Promise<unknown>) => void) => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.queue
+        .run(containerId, () =>
+          this.gate.shared(async () => {
+            const held: Promise<unknown>[] = [];
+            try {
+              resolve(await work((after) => held.push(after)));
+            } catch (e) {
+              reject(e);
+            }
+            await Promise.allSettled(held);
+          }),
+        )
+        .catch(reject);
+    });
+  }
+
+  /** Resolves once everything queued for this container so far, held work included, is done. */
+  idle(containerId: string): Promise<void> {
+    return this.serialize(containerId, async () => undefined);
   }
 
   /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
@@ -231,7 +255,7 @@ export class Engine {
     checkCapabilities(this.ctx, conf, config);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
     const settled = this.dels.addQueued(key);
-    const p = this.ctx.serialize(env.containerId, () => addAttachment(this.ctx, env, conf, key));
+    const p = this.ctx.serialize(env.containerId, (hold) => addAttachment(this.ctx, env, conf, key, hold));
     p.then(settled, settled);
     return p;
   }

@@ -44,6 +44,11 @@ const pluginSchema = {
   },
 } as const;
 
+/** At most this many delegates in one steward netconf (issue 19: 1,000 took 87 s per ADD); code 7 beyond. */
+export const MAX_DELEGATES = 32;
+/** At most this many plugins in one delegate's chain; code 7 beyond. */
+export const MAX_PLUGINS_PER_DELEGATE = 16;
+
 const delegateSchema = {
   type: 'object',
   required: ['name'],
@@ -51,7 +56,7 @@ const delegateSchema = {
     name: { type: 'string', minLength: 1 },
     cniVersion: { type: 'string' },
     ifname: { type: 'string' },
-    plugins: { type: 'array', minItems: 1, items: pluginSchema },
+    plugins: { type: 'array', minItems: 1, maxItems: MAX_PLUGINS_PER_DELEGATE, items: pluginSchema },
     type: { type: 'string', minLength: 1 },
     disableCheck: { type: 'boolean' },
     disableGC: { type: 'boolean' },
@@ -71,7 +76,8 @@ const stewardSchema = {
     type: { type: 'string' },
     socket: { type: 'string', minLength: 1 },
     spoolDir: { type: 'string', minLength: 1 },
-    delegates: { type: 'array', minItems: 1, items: delegateSchema },
+    delegates: { type: 'array', minItems: 1, maxItems: MAX_DELEGATES, items: delegateSchema },
+    timeouts: { type: 'object' },
     runtimeConfig: { type: 'object' },
     disableGC: { type: 'boolean' },
   },

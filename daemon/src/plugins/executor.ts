@@ -26,6 +26,11 @@ export interface PluginCall {
    * the engine journals it, so that recovery can kill the group if the daemon dies meanwhile.
    */
   onStart?: (p: PluginProcess) => void;
+  /**
+   * What is left of the request's answer budget (ms): the plugin's deadline is the smaller of this
+   * and the daemon's --plugin-timeout, so the answer always leaves before the shim's bound.
+   */
+  budgetMs?: number;
 }
 
 export interface ExecutorOptions {
@@ -98,7 +103,9 @@ export class PluginExecutor {
   }
 
   private async execute(file: string, call: PluginCall, env: Record<string, string>): Promise<unknown> {
-    const { timeoutMs, log } = this.opts;
+    const { log } = this.opts;
+    const budgeted = call.budgetMs !== undefined && call.budgetMs < this.opts.timeoutMs;
+    const timeoutMs = budgeted ? Math.max(1, Math.floor(call.budgetMs as number)) : this.opts.timeoutMs;
     const maxOutputBytes = this.opts.maxOutputBytes ?? 4 * 1024 * 1024;
     const label = `${call.type} ${call.command}`;
     const o = await this.spawner.run(
@@ -123,7 +130,8 @@ export class PluginExecutor {
     if (o.timedOut)
       throw new CniError(
         ErrorCode.PluginTimeout,
-        `plugin ${label} did not finish within ${timeoutMs} ms and was killed`,
+        `plugin ${label} did not finish within ${timeoutMs} ms and was killed` +
+          (budgeted ? " (what was left of the request's answer budget)" : ''),
       );
     if (o.overflow)
       throw new CniError(

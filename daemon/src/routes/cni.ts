@@ -22,6 +22,9 @@ export async function serveCni(
   if (req.env.command !== 'DEL' && !deps.isServing()) {
     throw new CniError(ErrorCode.TryAgainLater, 'stewardd is shutting down; try again later');
   }
+  if (req.env.command === 'STATUS' && !deps.isReady()) {
+    throw new CniError(ErrorCode.PluginNotAvailable, 'stewardd is not ready (see /readyz)');
+  }
   const command = req.env.command;
   const stop = deps.metrics.requestSeconds.startTimer({ command });
   try {

@@ -33,6 +33,9 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
 
   app.post(CNI_ROUTE, async (request, reply) => {
     const req = decodeWireRequest(request.body);
+    if (req.env.command === 'STATUS') {
+      throw new CniError(ErrorCode.PluginNotAvailable, `stewardd is degraded: ${deps.reason}`);
+    }
     if (req.env.command !== 'DEL') {
       throw new CniError(ErrorCode.TryAgainLater, `stewardd cannot serve ${req.env.command}: ${deps.reason}`);
     }

@@ -1,0 +1,188 @@
+// Every shim request is bounded (issue 21 items 1 and 2), measured on real processes: the shim
+// executed as a process (bin/steward), a real stewardd (frozen with SIGSTOP, thawed with SIGCONT,
+// degraded by a corrupt journal) and a tiny Unix server that accepts and never answers.
+// STATUS answers 50 within 1 s, exec included; ADD/CHECK end with 11 naming their bound (a short
+// netconf "timeouts" override); a DEL that outlives its bound is spooled and replayed once.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim, type ShimAnswer, type ShimCall } from '../helpers/shim.js';
+
+const env = new TestEnv('shim-bounds');
+after(() => env.close());
+
+const STATUS_ENV = { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
+/** The issue's bound for STATUS, exec included. */
+const STATUS_LIMIT_MS = 1000;
+
+async function timed(call: ShimCall, conf: unknown): Promise<ShimAnswer & { ms: number }> {
+  const t0 = performance.now();
+  const res = await shim(call, conf);
+  return { ...res, ms: performance.now() - t0 };
+}
+
+/** A Unix socket that accepts every connection and never answers (a frozen or stuck daemon). */
+async function frozenServer(path: string): Promise<void> {
+  const held: Socket[] = [];
+  const server = createServer((s) => {
+    held.push(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(path, r));
+  env.defer(
+    () =>
+      new Promise<void>((r) => {
+        for (const s of held) s.destroy();
+        server.close(() => r());
+      }),
+  );
+}
+
+function spooled(dir: string): string[] {
+  try {
+    return readdirSync(dir).filter((f) => f.endsWith('.json'));
+  } catch {
+    return [];
+  }
+}
+
+/** As test/integration/corrupt-db.test.ts: 8 KiB of garbage in the middle of a padded journal. */
+function corrupt(dbPath: string): void {
+  const db = new Database(dbPath);
+  const pad = 'p'.repeat(2000);
+  db.transaction(() => {
+    const ins =
+      db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
+      state, config, created_at, updated_at) VALUES (?, 'pad', 'eth0', '', '', '', '1.0.0', 'b', 'deleted', ?, 0, 0)`);
+    for (let i = 0; i < 300; i++) ins.run(`pad-${i}`, pad);
+  })();
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+  const at = Math.floor(statSync(dbPath).size / 2 / 4096) * 4096;
+  const fd = openSync(dbPath, 'r+');
+  try {
+    writeSync(fd, randomBytes(8192), 0, 8192, at);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe('shim request bounds', () => {
+  it('STATUS with no daemon at the socket: 50 in under 1 s', async () => {
+    const socket = join(env.dir, 'none', 'run', 'stewardd.sock');
+    const conf = stewardConf(socket, '1.1.0', [delegate('n', '1.1.0', [fixturePlugin(join(env.dir, 'n-fx'))])]);
+    const res = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
+    assert.equal(res.code, 1, res.stdout);
+    assert.equal(res.json.code, 50);
+    assert.match(res.json.msg, /unreachable/);
+    assert.ok(res.ms < STATUS_LIMIT_MS, `STATUS took ${res.ms} ms`);
+  });
+
+  it('a socket that accepts and never answers: STATUS 50 within 1 s, ADD/CHECK 11 naming their bound, DEL spooled', async () => {
+    const run = join(env.dir, 'frozen', 'run');
+    mkdirSync(run, { recursive: true });
+    const socket = join(run, 'stewardd.sock');
+    await frozenServer(socket);
+    const spoolDir = join(env.dir, 'frozen', 'state', 'spool');
+    const conf = stewardConf(socket, '1.1.0', [delegate('f', '1.1.0', [fixturePlugin(join(env.dir, 'f-fx'))])], {
+      timeouts: { add: 1500, check: 1200, del: 1000 },
+    });
+
+    const st = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
+    assert.equal(st.json?.code, 50, st.stdout);
+    assert.match(st.json.msg, /no answer within the STATUS bound of \d+ ms/);
+    assert.ok(st.ms <= STATUS_LIMIT_MS, `STATUS took ${st.ms} ms`);
+
+    const add = await timed({ command: 'ADD', containerId: 'fz', netns: '/proc/self/ns/net' }, conf);
+    assert.equal(add.json?.code, 11, add.stdout);
+    assert.match(add.json.msg, /no answer within the ADD bound of 1500 ms/);
+    assert.ok(add.ms >= 1400 && add.ms < 1500 + 1000, `ADD took ${add.ms} ms`);
+
+    const check = await timed({ command: 'CHECK', containerId: 'fz', netns: '/proc/self/ns/net' }, conf);
+    assert.equal(check.json?.code, 11, check.stdout);
+    assert.match(check.json.msg, /the CHECK bound of 1200 ms/);
+    assert.ok(check.ms < 1200 + 1000, `CHECK took ${check.ms} ms`);
+
+    const del = await timed({ command: 'DEL', containerId: 'fz', netns: '/proc/self/ns/net' }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.ok(del.ms < 1000 + 1000, `DEL took ${del.ms} ms`);
+    assert.equal(spooled(spoolDir).length, 1);
+  });
+
+  it('"timeouts" that are not milliseconds per known command: code 7', async () => {
+    const socket = join(env.dir, 'none2', 'stewardd.sock');
+    for (const timeouts of [{ add: -1 }, { status: 100 }, { add: '5s' }, [1]]) {
+      const conf = stewardConf(socket, '1.0.0', [delegate('x', '1.0.0', [fixturePlugin(join(env.dir, 'x'))])], {
+        timeouts,
+      });
+      const res = await shim({ command: 'ADD', containerId: 'bad', netns: '/proc/self/ns/net' }, conf);
+      assert.equal(res.json?.code, 7, `${JSON.stringify(timeouts)}: ${res.stdout}`);
+    }
+  });
+
+  it('a real stewardd: ready 0; under SIGSTOP STATUS 50 within 1 s and DEL spooled; after SIGCONT STATUS 0 and the DEL ran once', async () => {
+    const daemon = new Daemon(env, { name: 'real', args: ['--retry-base-ms', '200'] });
+    await daemon.start();
+    const pid = daemon.proc!.pid!;
+    env.defer(() => {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        /* gone */
+      }
+    });
+    const fx = join(env.dir, 'real-fx');
+    const conf = stewardConf(daemon.socket, '1.1.0', [delegate('rnet', '1.1.0', [fixturePlugin(fx)])], {
+      timeouts: { del: 1000 },
+    });
+    const ok = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
+    assert.equal(ok.code, 0, ok.stdout);
+    assert.ok(ok.ms < STATUS_LIMIT_MS, `STATUS took ${ok.ms} ms`);
+    const netns = env.netns();
+    assert.equal((await shim({ command: 'ADD', containerId: 'rc', netns }, conf)).code, 0);
+
+    process.kill(pid, 'SIGSTOP');
+    const frozen = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
+    assert.equal(frozen.json?.code, 50, frozen.stdout);
+    assert.ok(frozen.ms <= STATUS_LIMIT_MS, `STATUS took ${frozen.ms} ms`);
+    const del = await timed({ command: 'DEL', containerId: 'rc', netns }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.equal(spooled(daemon.spoolDir).length, 1);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 0);
+
+    process.kill(pid, 'SIGCONT');
+    // The DEL the frozen daemon had accepted on its socket is answered now, and the spooled copy
+    // is ingested through the same per-container queue: the delegate sees one DEL.
+    await daemon.waitFor('the spool to drain', () => spooled(daemon.spoolDir).length === 0);
+    await daemon.waitFor('the DEL to run', () => fixtureCalls(fx, 'DEL').length >= 1);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(fixtureCalls(fx, 'DEL').length, 1);
+    const back = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
+    assert.equal(back.code, 0, back.stdout);
+    await daemon.stop();
+  });
+
+  it('a degraded daemon (corrupt journal): STATUS 50 saying so', async () => {
+    const daemon = new Daemon(env, { name: 'degraded' });
+    await daemon.start();
+    await daemon.stop();
+    corrupt(join(daemon.stateDir, 'steward.db'));
+    await daemon.start(30_000, '/healthz');
+    const conf = stewardConf(daemon.socket, '1.1.0', [
+      delegate('dnet', '1.1.0', [fixturePlugin(join(env.dir, 'd-fx'))]),
+    ]);
+    const res = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
+    assert.equal(res.json?.code, 50, res.stdout);
+    assert.match(res.json.msg, /degraded/);
+    assert.ok(res.ms < STATUS_LIMIT_MS, `STATUS took ${res.ms} ms`);
+    await daemon.stop();
+  });
+});

@@ -1,0 +1,64 @@
+// The deadline chain is ordered (issue 19 item 2): a --plugin-timeout that cannot fit under the
+// shim's ADD bound is refused at start-up, an ADD's plugins share one answer budget below the shim's
+// bound (the netconf's "timeouts.add" or its default), and the delegate list and chains are capped.
+
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { CniError, DEFAULT_SHIM_TIMEOUT_MS } from '@cni-steward/shared';
+import { ANSWER_MARGIN_MS, answerBudgetMs } from '../../daemon/src/engine/add.js';
+import { MAX_DELEGATES, MAX_PLUGINS_PER_DELEGATE, parseStewardConf } from '../../daemon/src/engine/netconf.js';
+import { REPO } from '../helpers/env.js';
+
+function conf(delegates: number, plugins: number) {
+  return {
+    cniVersion: '1.0.0',
+    name: 'steward',
+    delegates: Array.from({ length: delegates }, (_, i) => ({
+      name: `d${i}`,
+      ifname: `net${i}`,
+      plugins: Array.from({ length: plugins }, () => ({ type: 'bridge' })),
+    })),
+  };
+}
+
+describe('deadline chain', () => {
+  it('stewardd refuses a --plugin-timeout above the shim bound less the answer margin, and names both', () => {
+    const limit = (DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS) / 1000;
+    const res = spawnSync(
+      process.execPath,
+      [join(REPO, 'bin/stewardd'), 'run', '--plugin-timeout', String(limit + 1)],
+      {
+        encoding: 'utf8',
+        timeout: 20_000,
+      },
+    );
+    assert.notEqual(res.status, 0);
+    assert.match(res.stderr, new RegExp(`does not fit under the shim's ADD bound: at most ${limit} s`));
+  });
+
+  it("an ADD's answer budget is the shim's ADD bound less the margin, from the netconf when it says", () => {
+    assert.equal(answerBudgetMs(undefined), DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS);
+    assert.equal(answerBudgetMs({ add: 30_000 }), 30_000 - ANSWER_MARGIN_MS);
+    assert.equal(answerBudgetMs({ add: 10 }), 1000);
+    assert.equal(answerBudgetMs({ add: 'x' }), DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS);
+  });
+
+  it('the delegate list and each chain are capped with code 7', () => {
+    assert.equal(
+      parseStewardConf(conf(MAX_DELEGATES, MAX_PLUGINS_PER_DELEGATE), 'eth0').delegates.length,
+      MAX_DELEGATES,
+    );
+    for (const [d, p] of [
+      [MAX_DELEGATES + 1, 1],
+      [1, MAX_PLUGINS_PER_DELEGATE + 1],
+      [1000, 1],
+    ] as const) {
+      assert.throws(
+        () => parseStewardConf(conf(d, p), 'eth0'),
+        (e: unknown) => e instanceof CniError && e.code === 7 && /must NOT have more than/.test(e.message),
+      );
+    }
+  });
+});
