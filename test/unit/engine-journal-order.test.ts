@@ -153,6 +153,7 @@ describe('journal before plugin (kills: a step journaled after its plugin runs)'
       const w = watchJournal(env, `r${k}`, 'net', 'eth0', { type: last, code: 222 });
       w.on('one', 'two', 'three');
       await assert.rejects(env.engine.handle(req('ADD', `r${k}`, chainOf(k))), (e: CniError) => e.code === 222);
+      await env.engine.idle(`r${k}`); // the rollback runs after the answer
       const adds = ['ADD one', 'ADD two', 'ADD three'].slice(0, k);
       const dels = ['DEL three', 'DEL two', 'DEL one'].slice(3 - k);
       assert.deepEqual(w.seen, [...adds, ...dels]);
