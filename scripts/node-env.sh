@@ -41,8 +41,10 @@ steward_node_install() {
 steward_node_use() {
   if [ -x "$STEWARD_NODE_DIR/bin/node" ]; then
     case ":$PATH:" in *":$STEWARD_NODE_DIR/bin:"*) ;; *) PATH="$STEWARD_NODE_DIR/bin:$PATH" ;; esac
-    # node-gyp builds against these headers (a user npmrc may name another Node's as nodedir).
-    export npm_config_nodedir="$STEWARD_NODE_DIR"
+    # node-gyp builds against these headers, with no download (a user npmrc may name another Node's
+    # as nodedir: this takes precedence). node-gyp's own prefix, not npm_config_nodedir, which npm 11
+    # warns about as an unknown env config.
+    export npm_package_config_node_gyp_nodedir="$STEWARD_NODE_DIR"
     export PATH
   fi
 }
