@@ -91,8 +91,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   const watcher = cfg.cniConfDir
     ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
     : undefined;
-  let selfCheck: SelfCheck | undefined;
-  const isReady = () => ready && (watcher?.ready() ?? true) && selfCheck?.problem() === undefined;
+  const selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
+  const isReady = () => ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined;
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
     const problems: string[] = [];
@@ -100,7 +100,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     if (db !== undefined) problems.push(db);
     const spawner = await executor.health();
     if (spawner !== undefined) problems.push(spawner);
-    const self = selfCheck?.problem();
+    const self = selfCheck.problem();
     if (self !== undefined) problems.push(self);
     const now = problems.join('; ');
     if (now !== lastHealth) {
@@ -135,7 +135,6 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
 
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
-  selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
   selfCheck.start();
   ready = true;
   watcher?.start();
@@ -168,7 +167,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
           : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
-      selfCheck?.stop();
+      selfCheck.stop();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();
