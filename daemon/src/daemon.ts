@@ -19,6 +19,7 @@ import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
+import { SelfCheck } from './self-check.js';
 import { prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
 import { VERSION } from './version.js';
@@ -92,7 +93,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   const watcher = cfg.cniConfDir
     ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
     : undefined;
-  const isReady = () => ready && (watcher?.ready() ?? true);
+  const selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
+  const isReady = () => ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined;
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
     const problems: string[] = [];
@@ -100,6 +102,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     if (db !== undefined) problems.push(db);
     const spawner = await executor.health();
     if (spawner !== undefined) problems.push(spawner);
+    const self = selfCheck.problem();
+    if (self !== undefined) problems.push(self);
     const now = problems.join('; ');
     if (now !== lastHealth) {
       if (now === '') log.info('healthy again');
@@ -136,6 +140,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
 
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
+  selfCheck.start();
   ready = true;
   watcher?.start();
   void spool.start();
@@ -168,6 +173,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
           : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
+      selfCheck.stop();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();

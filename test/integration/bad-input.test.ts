@@ -49,6 +49,38 @@ describe('bad input gets the right CNI error code', () => {
     await expectError({ command: 'ADD', containerId: '../x', netns: '/run/netns/x' }, good(), 4, /CNI_CONTAINERID/);
   });
 
+  it('a 100,000-character CNI_CONTAINERID: code 4 from the shim, for ADD and DEL', async () => {
+    const id = 'a'.repeat(100_000);
+    await expectError(
+      { command: 'ADD', containerId: id, netns: '/run/netns/x' },
+      good(),
+      4,
+      /CNI_CONTAINERID is 100000 characters long; at most 1024/,
+    );
+    await expectError({ command: 'DEL', containerId: id }, good(), 4, /CNI_CONTAINERID is 100000 characters long/);
+  });
+
+  it('a 100,000-character container id sent straight to the daemon (no shim): code 4, nothing journalled', async () => {
+    const id = 'b'.repeat(100_000);
+    for (const command of ['ADD', 'DEL']) {
+      const body = JSON.stringify({
+        env: {
+          CNI_COMMAND: command,
+          CNI_CONTAINERID: id,
+          CNI_NETNS: '/run/netns/x',
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: '/usr/lib/cni',
+        },
+        config: good(),
+      });
+      const res = await daemon.request('POST', '/v1/cni', body);
+      assert.equal(res.json?.code, 4, res.text.slice(0, 300));
+      assert.match(res.json.msg, /at most 1024/);
+    }
+    const atts = await daemon.get('/v1/attachments');
+    assert.doesNotMatch(atts.text, /bbbbbbbbbb/);
+  });
+
   it('an over-long ifname: code 4', async () => {
     await expectError(
       { command: 'ADD', containerId: 'b2', netns: '/run/netns/x', ifname: 'a-very-long-ifname0' },

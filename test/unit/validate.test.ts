@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { checkContainerId, checkIfName, checkNetworkName, checkPluginType } from '../../shared/src/cni/validate.js';
+import {
+  MAX_CONTAINER_ID_LENGTH,
+  checkContainerId,
+  checkIfName,
+  checkNetworkName,
+  checkPluginType,
+} from '../../shared/src/cni/validate.js';
 
 const IFNAME_16 = 'abcdefghijklmnop';
 const IFNAME_15 = 'abcdefghijklmno';
@@ -77,6 +83,12 @@ describe('validation details', () => {
 
   test('checkContainerId accepts a 64-hex-character id as runtimes generate', () => {
     assert.equal(checkContainerId('9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'), undefined);
+  });
+
+  test('checkContainerId bounds the length at MAX_CONTAINER_ID_LENGTH', () => {
+    assert.equal(checkContainerId('a'.repeat(MAX_CONTAINER_ID_LENGTH)), undefined);
+    assert.match(checkContainerId('a'.repeat(MAX_CONTAINER_ID_LENGTH + 1)) ?? '', /at most 1024/);
+    assert.match(checkContainerId('a'.repeat(100_000)) ?? '', /100000 characters long/);
   });
 
   test('names may contain "_", "." and "-" after the first character but not start with them', () => {

@@ -7,6 +7,7 @@
 // A process that fails to get the lock writes nothing at all: it only reads the side file to name
 // the holder in its error. The side file is never trusted for the decision itself.
 
+import { PathError, namingPath } from './open-error.js';
 import Database from 'better-sqlite3';
 import { retain } from './retain.js';
 import { mkdirSync, readFileSync, readlinkSync, renameSync, writeFileSync } from 'node:fs';
@@ -96,8 +97,9 @@ export interface OwnerLock {
 
 /** Locks one dir, or throws StateDirBusyError naming its owner. Creates the dir (0700) if missing. */
 function lockDir(dir: string, info: Omit<Owner, 'stateDir'> & { stateDir: string }): Database.Database {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const db = retain(new Database(join(dir, OWNER_LOCK_FILE), { timeout: 0 })); // retain.ts
+  const lockPath = join(dir, OWNER_LOCK_FILE);
+  namingPath('create the state directory', dir, () => mkdirSync(dir, { recursive: true, mode: 0o700 }));
+  const db = namingPath('open the owner lock', lockPath, () => retain(new Database(lockPath, { timeout: 0 }))); // retain.ts
   try {
     db.exec('PRAGMA locking_mode = EXCLUSIVE');
     // A write (in a rollback journal, not WAL: WAL ignores exclusive mode for readers on the
@@ -111,11 +113,13 @@ function lockDir(dir: string, info: Omit<Owner, 'stateDir'> & { stateDir: string
   } catch (e) {
     db.close();
     if (isBusy(e)) throw new StateDirBusyError(dir, readOwner(dir));
-    throw e;
+    throw new PathError('take the owner lock', lockPath, e);
   }
   const tmp = join(dir, `.${OWNER_INFO_FILE}.${process.pid}`);
-  writeFileSync(tmp, `${JSON.stringify(info)}\n`, { mode: 0o600 });
-  renameSync(tmp, join(dir, OWNER_INFO_FILE));
+  namingPath('write the owner file', tmp, () => {
+    writeFileSync(tmp, `${JSON.stringify(info)}\n`, { mode: 0o600 });
+    renameSync(tmp, join(dir, OWNER_INFO_FILE));
+  });
   return db;
 }
 

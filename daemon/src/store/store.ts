@@ -6,6 +6,7 @@
 // assumed committed. Row mapping lives in rows.ts, the prepared statements in statements.ts; what
 // remains (~330 lines) is the one Store class callers use, mostly one-line methods over those.
 
+import { namingPath } from './open-error.js';
 import Database from 'better-sqlite3';
 import { CniError, clip } from '@cni-steward/shared';
 import { mkdirSync, statfsSync } from 'node:fs';
@@ -65,16 +66,23 @@ export class Store {
     this.path = path;
     this.now = o.now ?? Date.now;
     this.onWriteError = o.onWriteError;
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    // Every failure to open names the path and the cause (a read-only state dir said only "attempt
+    // to write a readonly database"); the driver's `code` is kept (degraded.ts reads it).
+    if (path !== ':memory:')
+      namingPath('create the journal directory', dirname(path), () =>
+        mkdirSync(dirname(path), { recursive: true, mode: 0o700 }),
+      );
     // Retained, and pragmas set with exec: see retain.ts (Node 24 aborts on a collected better-sqlite3 object).
-    this.db = retain(new Database(path));
-    this.db.exec('PRAGMA journal_mode = WAL');
-    this.db.exec('PRAGMA synchronous = FULL');
-    this.db.exec('PRAGMA foreign_keys = ON');
-    this.db.exec('PRAGMA busy_timeout = 5000');
-    // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
-    this.db.exec('PRAGMA journal_size_limit = 4194304');
-    this.migrate();
+    this.db = namingPath('open the journal database', path, () => retain(new Database(path)));
+    namingPath('open the journal database', path, () => {
+      this.db.exec('PRAGMA journal_mode = WAL');
+      this.db.exec('PRAGMA synchronous = FULL');
+      this.db.exec('PRAGMA foreign_keys = ON');
+      this.db.exec('PRAGMA busy_timeout = 5000');
+      // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
+      this.db.exec('PRAGMA journal_size_limit = 4194304');
+      this.migrate();
+    });
     this.stmt = retain(prepareStatements(this.db));
   }
 

@@ -13,8 +13,17 @@ function checkName(name: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The longest container id accepted. The CNI spec sets no bound; containerd, CRI-O and podman generate
+ * 64 hex characters. 1024 leaves any runtime room while refusing ids that only bloat the journal, logs
+ * and spool (issue 19: 100,000-character ids were accepted).
+ */
+export const MAX_CONTAINER_ID_LENGTH = 1024;
+
 /** Returns a reason when invalid, undefined when valid. */
 export function checkContainerId(id: string): string | undefined {
+  if (id.length > MAX_CONTAINER_ID_LENGTH)
+    return `is ${id.length} characters long; at most ${MAX_CONTAINER_ID_LENGTH} are accepted (runtimes use 64)`;
   return checkName(id);
 }
 
