@@ -58,7 +58,7 @@ export const HINT_HEADERS = {
  */
 export const MAX_HINT_BYTES = 1024;
 
-/** The hint headers for a request body's env and netconf (strings only, each at most MAX_HINT_BYTES encoded). */
+/** The hint headers for a request body's env and netconf, and PROTOCOL_HEADER (strings only, each at most MAX_HINT_BYTES encoded). */
 export function hintHeaders(
   env: Record<string, string | undefined>,
   config: Record<string, unknown>,
@@ -73,6 +73,8 @@ export function hintHeaders(
   put(HINT_HEADERS.containerId, env.CNI_CONTAINERID);
   put(HINT_HEADERS.ifname, env.CNI_IFNAME);
   put(HINT_HEADERS.network, config.name);
+  // Not a hint: the protocol version (below) travels with them, so a hinted request always names it.
+  h[PROTOCOL_HEADER] = String(PROTOCOL_VERSION);
   return h;
 }
 

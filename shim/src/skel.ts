@@ -149,10 +149,8 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
 
   let reply: Reply;
   try {
-    reply = await io.send(socket, CNI_ROUTE, body, DEFAULT_SHIM_TIMEOUT_MS, {
-      ...hintHeaders(wireEnv, conf),
-      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-    });
+    // hintHeaders carries PROTOCOL_HEADER (this shim's protocol version) with the hints.
+    reply = await io.send(socket, CNI_ROUTE, body, DEFAULT_SHIM_TIMEOUT_MS, hintHeaders(wireEnv, conf));
   } catch (e) {
     if (!(e instanceof UnreachableError)) throw e;
     if (env.command === 'DEL') {
