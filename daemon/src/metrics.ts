@@ -92,6 +92,12 @@ export class Metrics {
     help: 'Journal writes the database refused (disk full, I/O error, read-only)',
     registers: [this.registry],
   });
+  readonly versionSkew = new Counter({
+    name: 'steward_version_skew_seen_total',
+    help: 'Shim requests refused because the shim speaks a protocol version stewardd does not (code 108)',
+    labelNames: ['shim_protocol'] as const,
+    registers: [this.registry],
+  });
   private readiness: () => boolean = () => false;
 
   constructor(source: GaugeSource, opts: MetricsOptions = {}) {

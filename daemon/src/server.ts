@@ -10,7 +10,7 @@ const BODY_LIMIT = MAX_NETCONF_BYTES + 64 * 1024;
 import { createServer } from 'node:http';
 import Fastify, { LogController, type FastifyServerFactory } from 'fastify';
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { CniError, ErrorCode, MAX_NETCONF_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
 import { Admission } from './routes/admission.js';
 import { cniRoutes, serveCni } from './routes/cni.js';
 import { cniErrorAnswer } from './routes/http-status.js';
@@ -32,6 +32,11 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
     // request keys with assignment, which is where such a key would do harm.
     onProtoPoisoning: 'ignore',
     onConstructorPoisoning: 'ignore',
+  });
+
+  // Every answer names the daemon's protocol version (routes/protocol.ts); the shim refuses one without.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
   });
 
   // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so.
@@ -108,6 +113,7 @@ export function buildApp(deps: AppDeps) {
       h.network !== undefined &&
       deps.engine.isTombstoned({ containerId: h.containerId, network: h.network, ifname: h.ifname }),
     serve: (body, hints) => serveCni(deps, body, hints, deps.log),
+    onSkew: (shim) => deps.metrics.versionSkew.inc({ shim_protocol: shim }),
   });
   const app = baseApp(deps.log, (handler) => createServer(admission.listener(handler)));
   void app.register(cniRoutes, deps);

@@ -58,7 +58,7 @@ export const HINT_HEADERS = {
  */
 export const MAX_HINT_BYTES = 1024;
 
-/** The hint headers for a request body's env and netconf (strings only, each at most MAX_HINT_BYTES encoded). */
+/** The hint headers for a request body's env and netconf, and PROTOCOL_HEADER (strings only, each at most MAX_HINT_BYTES encoded). */
 export function hintHeaders(
   env: Record<string, string | undefined>,
   config: Record<string, unknown>,
@@ -73,5 +73,26 @@ export function hintHeaders(
   put(HINT_HEADERS.containerId, env.CNI_CONTAINERID);
   put(HINT_HEADERS.ifname, env.CNI_IFNAME);
   put(HINT_HEADERS.network, config.name);
+  // Not a hint: the protocol version (below) travels with them, so a hinted request always names it.
+  h[PROTOCOL_HEADER] = String(PROTOCOL_VERSION);
   return h;
 }
+
+/**
+ * Shim <-> daemon protocol version. The shim sends it on every request in PROTOCOL_HEADER; the daemon
+ * sends its own on every answer. A daemon refuses (code 108, VersionSkew) a shim request whose version
+ * it does not speak, and one that carries the hint headers but no version (a shim from a release before
+ * versions existed, called protocol 1 here); a request with neither (curl, a hand-written client) is
+ * served as before. A shim refuses an answer without the header (a daemon from before versions). Bump
+ * PROTOCOL_VERSION when the wire contract changes incompatibly; a daemon that keeps serving the old
+ * version lists it in ACCEPTED_PROTOCOLS so a rolling update across one bump works (docs/errors.md).
+ */
+export const PROTOCOL_HEADER = 'x-steward-protocol';
+export const PROTOCOL_VERSION = 2;
+/** The version a shim or daemon that sends no PROTOCOL_HEADER speaks (releases before it existed). */
+export const UNVERSIONED_PROTOCOL = 1;
+export const ACCEPTED_PROTOCOLS: readonly number[] = [PROTOCOL_VERSION];
+
+/** What to do about a skew, for both sides' messages. */
+export const SKEW_ADVICE =
+  'the shim installed on this node and stewardd come from different releases: roll the stewardd DaemonSet so its install step replaces the shim (or reinstall the shim with `stewardd install`)';

@@ -7,6 +7,8 @@ import { connect } from 'node:net';
 export interface Reply {
   status: number;
   body: string;
+  /** The daemon's protocol version header (PROTOCOL_HEADER), undefined when it sent none. */
+  protocol?: string | undefined;
 }
 
 /** Connection-level failure: the daemon could not be reached or did not answer in time. */
@@ -72,7 +74,8 @@ function parseResponse(raw: Buffer): Reply {
   const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1];
   if (length !== undefined) body = body.subarray(0, Number(length));
   else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) body = dechunk(body);
-  return { status, body: body.toString('utf8') };
+  const protocol = /\r\nx-steward-protocol:[ \t]*([^\r]*)/i.exec(head)?.[1]?.trim();
+  return { status, body: body.toString('utf8'), protocol };
 }
 
 function dechunk(buf: Buffer): Buffer {

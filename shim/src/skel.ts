@@ -9,6 +9,10 @@ import {
   DEFAULT_SOCKET,
   DEFAULT_SPOOL_DIR,
   ErrorCode,
+  PROTOCOL_HEADER,
+  PROTOCOL_VERSION,
+  SKEW_ADVICE,
+  UNVERSIONED_PROTOCOL,
   LATEST_VERSION,
   MAX_NETCONF_BYTES,
   SUPPORTED_VERSIONS,
@@ -203,6 +207,7 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   }
   let reply: Reply;
   try {
+    // hintHeaders carries PROTOCOL_HEADER (this shim's protocol version) with the hints.
     reply = await withDeadline(
       io.send(socket, CNI_ROUTE, body, bound.remaining, hintHeaders(wireEnv, conf)),
       bound.remaining,
@@ -217,7 +222,8 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
       );
     }
     if (env.command === 'DEL') {
-      // The daemon ingests the spool before it serves, so the teardown is only postponed.
+      // The daemon drains the spool when it is back (per container, before that container's next
+      // ADD), so the teardown is only postponed.
       try {
         io.spool(spoolDir, env.containerId, body);
         return { stdout: '', exitCode: 0 };
@@ -237,6 +243,20 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
     );
   }
 
+  const skew = versionSkew(env.command, reply, socket);
+  if (skew) {
+    // A DEL must never be lost: the daemon replays the spool when it starts, i.e. once the
+    // DaemonSet is rolled to the shim's release (an older daemon that served it answered 200 already).
+    if (env.command === 'DEL' && reply.status !== 200) {
+      try {
+        io.spool(spoolDir, env.containerId, body);
+        return { stdout: '', exitCode: 0 };
+      } catch {
+        /* the skew error below says what to do */
+      }
+    }
+    return fail(skew, cniVersion);
+  }
   if (reply.status === 200) return { stdout: reply.body, exitCode: 0 };
   try {
     const err = CniError.fromJSON(JSON.parse(reply.body));
@@ -255,5 +275,33 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
       reply.body.slice(0, 200),
     ),
     cniVersion,
+  );
+}
+
+/**
+ * A CNI error when the daemon speaks another protocol version: it refused this shim (code 108), or
+ * it sent no version at all (a release before versions; its answer is not trusted, except a DEL's
+ * 200: the teardown was done). STATUS answers 50 (the plugin is not available) with the same text.
+ */
+function versionSkew(command: string, reply: Reply, socket: string): CniError | undefined {
+  const code = command === 'STATUS' ? ErrorCode.PluginNotAvailable : ErrorCode.VersionSkew;
+  if (reply.protocol === undefined) {
+    if (command === 'DEL' && reply.status === 200) return undefined;
+    return new CniError(
+      code,
+      `version skew: this shim speaks protocol ${PROTOCOL_VERSION}, stewardd at ${socket} speaks protocol ${UNVERSIONED_PROTOCOL} (a release before protocol versions; it sent no ${PROTOCOL_HEADER} header); ${SKEW_ADVICE}`,
+    );
+  }
+  if (reply.status === 200) return undefined;
+  let err: CniError | undefined;
+  try {
+    err = CniError.fromJSON(JSON.parse(reply.body));
+  } catch {
+    return undefined;
+  }
+  if (err?.code !== ErrorCode.VersionSkew) return undefined;
+  return new CniError(
+    code,
+    `${err.message} (this shim speaks protocol ${PROTOCOL_VERSION}; stewardd at ${socket} answered protocol ${reply.protocol})`,
   );
 }

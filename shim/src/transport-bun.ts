@@ -3,6 +3,7 @@
 // client (shared/shim-startup.md). Same contract as client.ts's postUnix; the build swaps it
 // in for main.ts only (scripts/bundle-shim.mjs), so under Node the shim keeps node:net.
 
+import { PROTOCOL_HEADER } from '@cni-steward/shared';
 import { UnreachableError, type Reply } from './client.js';
 
 /** Bun's RequestInit extension; not in Node's types. */
@@ -24,7 +25,7 @@ export async function postUnix(
   };
   try {
     const res = await fetch(`http://localhost${route}`, init);
-    return { status: res.status, body: await res.text() };
+    return { status: res.status, body: await res.text(), protocol: res.headers.get(PROTOCOL_HEADER) ?? undefined };
   } catch (e) {
     const err = e as Error & { code?: string };
     if (err.name === 'TimeoutError') throw new UnreachableError(`no answer within ${timeoutMs} ms`);

@@ -62,7 +62,7 @@ function fakeIO(
     send: async (socket, route, body, timeoutMs) => {
       const call = { socket, route, body, timeoutMs };
       sends.push(call);
-      return opts.reply ? opts.reply(call) : { status: 200, body: '{"cniVersion":"1.0.0"}' };
+      return opts.reply ? opts.reply(call) : { status: 200, body: '{"cniVersion":"1.0.0"}', protocol: '2' };
     },
     spool: (dir, containerId, body) => {
       const call = { dir, containerId, body };
@@ -205,20 +205,20 @@ describe('runShim', () => {
 
   test('prints a 200 reply body verbatim with exit 0', async () => {
     const body = '{ "cniVersion":"1.0.0",\n  "interfaces": [{"name":"eth0"}], "ips": [] }\n';
-    const { io } = fakeIO({ reply: async () => ({ status: 200, body }) });
+    const { io } = fakeIO({ reply: async () => ({ status: 200, body, protocol: '2' }) });
     assert.deepEqual(await runShim(io), { stdout: body, exitCode: 0 });
   });
 
   test('prints a non-200 reply carrying a CNI error verbatim with exit 1', async () => {
     const body = '{"cniVersion":"1.0.0","code":7,"msg":"invalid steward netconf","details":"x"}';
-    const { io } = fakeIO({ reply: async () => ({ status: 400, body }) });
+    const { io } = fakeIO({ reply: async () => ({ status: 400, body, protocol: '2' }) });
     assert.deepEqual(await runShim(io), { stdout: body, exitCode: 1 });
   });
 
   test('a DEL failure never says "not found" or "no such file or directory", whoever wrote it', async () => {
     const body =
       '{"cniVersion":"0.4.0","code":11,"msg":"plugin xyz not found","details":"open /x: no such file or directory"}';
-    const { io } = fakeIO({ env: DEL_ENV, reply: async () => ({ status: 500, body }) });
+    const { io } = fakeIO({ env: DEL_ENV, reply: async () => ({ status: 500, body, protocol: '2' }) });
     const out = await runShim(io);
     assert.equal(out.exitCode, 1);
     assert.doesNotMatch(out.stdout, /not found|no such file or directory/i);
@@ -239,7 +239,7 @@ describe('runShim', () => {
 
   test('an ADD failure from the daemon is printed verbatim, words and all', async () => {
     const body = '{"cniVersion":"1.0.0","code":7,"msg":"plugin xyz not found"}';
-    const { io } = fakeIO({ reply: async () => ({ status: 400, body }) });
+    const { io } = fakeIO({ reply: async () => ({ status: 400, body, protocol: '2' }) });
     assert.deepEqual(await runShim(io), { stdout: body, exitCode: 1 });
   });
 
@@ -270,7 +270,7 @@ describe('runShim', () => {
 
   test('turns a non-200 reply without a CNI error into code 104', async () => {
     for (const body of ['<html>502 Bad Gateway</html>', '{"error":"no route POST /v1/cni"}', '']) {
-      const { io } = fakeIO({ reply: async () => ({ status: 502, body }) });
+      const { io } = fakeIO({ reply: async () => ({ status: 502, body, protocol: '2' }) });
       const err = cniErrorOut(await runShim(io), 104);
       assert.ok(err.msg.includes('502'), err.msg);
     }

@@ -22,6 +22,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CNI_ROUTE } from '@cni-steward/shared';
 import { readHints, type Hints } from './hints.js';
+import { admitProtocol } from './protocol.js';
 import { isRawJson, serveRawCni } from './raw-cni.js';
 import { whenDone } from './when-done.js';
 
@@ -41,6 +42,8 @@ export interface AdmissionOptions {
   isTombstoned(h: Hints): boolean;
   /** Serves a request body as POST /v1/cni does (routes/cni.ts serveCni). */
   serve(body: unknown, hints: Hints): Promise<string>;
+  /** Told the protocol version of a shim request refused for version skew (routes/protocol.ts). */
+  onSkew?(shimProtocol: string): void;
 }
 
 export interface AdmissionStats {
@@ -118,6 +121,8 @@ export class Admission {
         // Malformed hints: fastify's route reads them again and refuses the request with code 4.
       }
     }
+    if (req.method === 'POST' && req.url === CNI_ROUTE && !admitProtocol(req, res, hints !== undefined, this.o.onSkew))
+      return;
     if (!hints) return this.next(req, res);
     if (hints.command !== 'DEL') {
       this.othersInFlight++;

@@ -16,6 +16,7 @@ export function httpStatusFor(code: number): number {
     case ErrorCode.UnknownContainer:
       return 404;
     case ErrorCode.AttachmentConflict:
+    case ErrorCode.VersionSkew:
     case ErrorCode.AttachmentGone:
       return 409;
     case ErrorCode.TryAgainLater:

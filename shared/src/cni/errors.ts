@@ -22,6 +22,7 @@ export const ErrorCode = {
   TeardownPending: 105,
   AttachmentGone: 106,
   CheckUnverifiable: 107,
+  VersionSkew: 108,
 } as const;
 
 export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
