@@ -6,6 +6,7 @@
 // test/unit/mutation-docs.test.ts checks that the block is what the committed summary renders.
 
 import type { Survivor, Tally } from './mutation-summary.js';
+import { generatedBlocks } from './generated-block.js';
 
 export const DOC_FILE = 'docs/mutation.md';
 /** The committed summary of the run the doc quotes. */
@@ -58,25 +59,7 @@ export interface Classification {
 
 export const survivorKey = (s: Survivor): string => `${s.file}:${s.line} ${s.mutator} ${s.replacement}`;
 
-export const begin = (name: string) => `<!-- mutation:${name}:begin -->`;
-export const end = (name: string) => `<!-- mutation:${name}:end -->`;
-
-/** The text between a block's markers (markers excluded, trimmed), or undefined without both markers. */
-export function extract(text: string, name: string): string | undefined {
-  const b = text.indexOf(begin(name));
-  const e = text.indexOf(end(name));
-  if (b < 0 || e < b) return undefined;
-  return text.slice(b + begin(name).length, e).trim();
-}
-
-/** `text` with the block between its markers replaced by `body`; throws without both markers. */
-export function replace(text: string, name: string, body: string): string {
-  const b = text.indexOf(begin(name));
-  const e = text.indexOf(end(name));
-  if (b < 0 || e < b) throw new Error(`no ${begin(name)} … ${end(name)} markers`);
-  if (text.indexOf(begin(name), b + 1) >= 0) throw new Error(`${begin(name)} appears twice`);
-  return `${text.slice(0, b + begin(name).length)}\n${body}\n${text.slice(e)}`;
-}
+export const { begin, end, extract, replace } = generatedBlocks('mutation');
 
 /** The totals of several directories as one row (score over the valid mutants of all of them). */
 export function overall(tallies: readonly Tally[]): Tally {

@@ -4,6 +4,7 @@
 
 import type { BenchResults } from './report.js';
 import { describe, details, failuresText, table } from './table.js';
+import { generatedBlocks } from '../../scripts/generated-block.js';
 
 export const DOC_FILES = ['README.md', 'docs/performance.md', 'docs/packaging.md'] as const;
 /** The committed copy of the run the docs quote. */
@@ -33,22 +34,4 @@ export const BLOCKS: Block[] = [
   },
 ];
 
-export const begin = (name: string) => `<!-- bench:${name}:begin -->`;
-export const end = (name: string) => `<!-- bench:${name}:end -->`;
-
-/** The text between a block's markers (markers excluded, trimmed), or undefined without both markers. */
-export function extract(text: string, name: string): string | undefined {
-  const b = text.indexOf(begin(name));
-  const e = text.indexOf(end(name));
-  if (b < 0 || e < b) return undefined;
-  return text.slice(b + begin(name).length, e).trim();
-}
-
-/** `text` with the block between its markers replaced by `body`; throws without both markers. */
-export function replace(text: string, name: string, body: string): string {
-  const b = text.indexOf(begin(name));
-  const e = text.indexOf(end(name));
-  if (b < 0 || e < b) throw new Error(`no ${begin(name)} … ${end(name)} markers`);
-  if (text.indexOf(begin(name), b + 1) >= 0) throw new Error(`${begin(name)} appears twice`);
-  return `${text.slice(0, b + begin(name).length)}\n${body}\n${text.slice(e)}`;
-}
+export const { begin, end, extract, replace } = generatedBlocks('bench');
