@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import { DEFAULT_SHIM_TIMEOUT_MS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/options.js';
-import { DEFAULT_RETRY_POLICY, type RetryPolicy } from './engine/teardown.js';
+import { DEFAULT_RETRY_POLICY, HOLD_MAX_ATTEMPTS, type RetryPolicy } from './engine/teardown.js';
 import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
@@ -56,6 +56,8 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --retry-max-ms MS        longest teardown retry delay (default 300000)
   --retry-max-attempts N   abandon a teardown step after N failed DELs (default 50)
   --retry-max-age SEC      ...or once it has failed for this long (default 86400)
+  --retry-hold-attempts N  a step whose ADD succeeded and whose DEL keeps failing holds the steps
+                           before it for at most N failed DELs, then is abandoned (default 10)
   --tombstone-ttl SEC      keep finished attachments this long to answer repeated DELs (default 3600)
   --prune-interval SEC     how often finished attachments past the TTL are deleted (default 60)
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
@@ -95,6 +97,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'retry-max-ms': { type: 'string' },
       'retry-max-attempts': { type: 'string' },
       'retry-max-age': { type: 'string' },
+      'retry-hold-attempts': { type: 'string' },
       'tombstone-ttl': { type: 'string' },
       'prune-interval': { type: 'string' },
       'shutdown-grace': { type: 'string' },
@@ -126,6 +129,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     maxDelayMs: int('retry-max-ms', values['retry-max-ms'], DEFAULT_RETRY_POLICY.maxDelayMs, 1, problems),
     maxAttempts: int('retry-max-attempts', values['retry-max-attempts'], DEFAULT_RETRY_POLICY.maxAttempts, 1, problems),
     maxAgeMs: int('retry-max-age', values['retry-max-age'], DEFAULT_RETRY_POLICY.maxAgeMs / 1000, 1, problems) * 1000,
+    holdMaxAttempts: int('retry-hold-attempts', values['retry-hold-attempts'], HOLD_MAX_ATTEMPTS, 1, problems),
   };
   const cfg: DaemonConfig = {
     socket: resolve(values.socket ?? DEFAULT_SOCKET),

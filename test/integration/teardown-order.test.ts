@@ -177,3 +177,57 @@ describe('permanent teardown failures', () => {
     await daemon.stop();
   });
 });
+
+describe('teardown that cannot finish is bounded (issue 21)', () => {
+  const delCount = (fx: string) => fixtureCalls(fx, 'DEL').length;
+
+  it('a DEL that fails with no CNI error, the same way each time, is abandoned after 3 attempts and the bridge before it is released', async () => {
+    const daemon = await startDaemon('silent');
+    const dataDir = join(env.dir, 'silent-ipam');
+    const fx = join(env.dir, 'silent-fx');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('silent', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { failDelSilent: true }),
+      ]),
+    ]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'silent-1', netns }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'silent-1', netns }, conf)).code, 0);
+    await daemon.waitFor('the silent step to be abandoned', async () => {
+      const a = await daemon.attachment('silent-1');
+      return a.steps[1].state === 'abandoned';
+    });
+    const a = await daemon.attachment('silent-1');
+    assert.match(a.steps[1].error, /without a CNI error/);
+    assert.equal(delCount(fx), 3, 'the same uncoded failure three times is permanent');
+    await daemon.waitFor('the bridge to be torn down', () => leases(dataDir, 'silent').length === 0);
+    const status = await daemon.status();
+    assert.equal(status.steps.abandoned, 1);
+    await daemon.stop();
+  });
+
+  it('a DEL failing with a transient code holds the steps before it for --retry-hold-attempts failed DELs, then is abandoned and they are torn down', async () => {
+    const daemon = await startDaemon('hold', ['--retry-hold-attempts', '4']);
+    const dataDir = join(env.dir, 'hold-ipam');
+    const fx = join(env.dir, 'hold-fx');
+    const netns = env.netns();
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('holding', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { failDelAlways: true }),
+      ]),
+    ]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'hold-1', netns }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'hold-1', netns }, conf)).code, 0);
+    assert.equal(leases(dataDir, 'holding').length, 1, 'the bridge waits while the step after it is retried');
+    await daemon.waitFor('the failing step to be abandoned', async () => {
+      const a = await daemon.attachment('hold-1');
+      return a.steps[1].state === 'abandoned';
+    });
+    assert.equal(delCount(fx), 4, 'abandoned after exactly --retry-hold-attempts failed DELs');
+    await daemon.waitFor('the bridge to be torn down', () => leases(dataDir, 'holding').length === 0);
+    assert.equal((await daemon.attachment('hold-1')).steps[0].state, 'deleted');
+    await daemon.stop();
+  });
+});

@@ -25,4 +25,29 @@ describe('which DEL failures are permanent', () => {
     const kept = `${long.slice(0, 2048)}… [${long.length - 2048} more characters cut]`;
     assert.equal(isPermanentFailure(new CniError(999, long), kept), true);
   });
+  test('a plugin that prints no CNI error is, once its DEL failed exactly that way before', () => {
+    const silent = 'plugin steward-fixture exited with status 1 without a CNI error';
+    const err = new CniError(100, silent);
+    assert.equal(isPermanentFailure(err, null, null), false, 'the first failure is not');
+    assert.equal(isPermanentFailure(err, null, silent), true, 'the same failure again is');
+    assert.equal(
+      isPermanentFailure(err, null, 'plugin steward-fixture exited with status 2 without a CNI error'),
+      false,
+      'another status is not the same failure',
+    );
+    assert.equal(
+      isPermanentFailure(
+        new CniError(100, 'plugin x timed out after 60000 ms'),
+        null,
+        'plugin x timed out after 60000 ms',
+      ),
+      false,
+      'a repeated timeout is not: the plugin may be slow, not broken',
+    );
+    assert.equal(
+      isPermanentFailure(new CniError(11, 'busy'), null, 'busy'),
+      false,
+      'a repeated coded transient error is not',
+    );
+  });
 });

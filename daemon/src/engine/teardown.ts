@@ -15,7 +15,7 @@
 //    PERMANENT_MAX_ATTEMPTS, or at once when a new ADD of the same attachment is waiting for it.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, versionAtLeast, type CniResult } from '@cni-steward/shared';
+import { CniError, ErrorCode, isUncodedPluginFailure, versionAtLeast, type CniResult } from '@cni-steward/shared';
 import { storedErrorText, type Store } from '../store/store.js';
 import { attachmentLogFields, type Attachment, type Step } from '../store/types.js';
 import type { PriorityValue } from './limiter.js';
@@ -32,13 +32,23 @@ export interface RetryPolicy {
   maxAttempts: number;
   /** ...or once its teardown is older than this. */
   maxAgeMs: number;
+  /**
+   * A confirmed step (its ADD succeeded) whose DEL keeps failing halts the steps before it, as the
+   * spec orders; after this many failed DELs it is abandoned (loudly) and they are torn down, so one
+   * broken plugin holds an earlier plugin's lease for minutes, not hours. Default HOLD_MAX_ATTEMPTS.
+   */
+  holdMaxAttempts?: number;
 }
+
+/** 10 failed DELs: about 14 minutes with the default schedule (1 s doubling to 5 min). */
+export const HOLD_MAX_ATTEMPTS = 10;
 
 export const DEFAULT_RETRY_POLICY: RetryPolicy = {
   baseDelayMs: 1000,
   maxDelayMs: 5 * 60_000,
   maxAttempts: 50,
   maxAgeMs: 24 * 3600_000,
+  holdMaxAttempts: HOLD_MAX_ATTEMPTS,
 };
 
 export interface TeardownOptions {
@@ -73,9 +83,19 @@ export const PERMANENT_CODES: ReadonlySet<number> = new Set([
 /** A permanently failing step gets this many DELs before it is abandoned. */
 export const PERMANENT_MAX_ATTEMPTS = 3;
 
-/** True when retrying this DEL can only fail the same way (see PERMANENT_CODES). */
-export function isPermanentFailure(err: CniError, addError: string | null): boolean {
-  return PERMANENT_CODES.has(err.code) || (addError !== null && storedErrorText(err.message) === addError);
+/**
+ * True when retrying this DEL can only fail the same way: a spec code for bad input (see
+ * PERMANENT_CODES), exactly the error the step's ADD failed with, or, for a plugin that prints no
+ * CNI error at all, exactly the failure its previous DEL had (same status or signal, byte for byte).
+ */
+export function isPermanentFailure(
+  err: CniError,
+  addError: string | null,
+  lastDelError: string | null = null,
+): boolean {
+  const text = storedErrorText(err.message);
+  if (PERMANENT_CODES.has(err.code) || (addError !== null && text === addError)) return true;
+  return isUncodedPluginFailure(err) && lastDelError !== null && text === lastDelError;
 }
 
 export interface TeardownOutcome {
@@ -183,8 +203,10 @@ export class Teardown {
           continue;
         }
         const again = store.getStep(step.id) as Step;
-        const permanent = isPermanentFailure(failure, a.error);
-        if (this.pastBound(again, permanent) || (permanent && opts.abandonPermanent)) {
+        const permanent = isPermanentFailure(failure, a.error, step.state === 'del_failed' ? step.error : null);
+        const holding =
+          confirmed(step) && chain.some((s) => s.pluginIndex < step.pluginIndex && !DONE_STATES.has(s.state));
+        if (this.pastBound(again, permanent, holding) || (permanent && opts.abandonPermanent)) {
           store.setStepAbandoned(step.id, failure.message);
           this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
           alog.error(
@@ -259,9 +281,13 @@ export class Teardown {
     }
   }
 
-  private pastBound(step: Step, permanent: boolean): boolean {
-    const { maxAttempts, maxAgeMs } = this.d.retry;
-    if (step.attempts >= (permanent ? Math.min(PERMANENT_MAX_ATTEMPTS, maxAttempts) : maxAttempts)) return true;
+  /** Past its bound: attempts (fewer when permanent, or when it holds the steps before it) or age. */
+  private pastBound(step: Step, permanent: boolean, holding: boolean): boolean {
+    const { maxAttempts, maxAgeMs, holdMaxAttempts = HOLD_MAX_ATTEMPTS } = this.d.retry;
+    let bound = maxAttempts;
+    if (permanent) bound = Math.min(bound, PERMANENT_MAX_ATTEMPTS);
+    if (holding) bound = Math.min(bound, holdMaxAttempts);
+    if (step.attempts >= bound) return true;
     return step.teardownAt !== null && this.now() - step.teardownAt >= maxAgeMs;
   }
 }

@@ -3,7 +3,14 @@
 // in its own process group under a deadline), and decodes what it printed into a result or a CniError.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, podFromCniArgs, podLogFields, type CniCommand } from '@cni-steward/shared';
+import {
+  CniError,
+  ErrorCode,
+  UNCODED_FAILURE_SUFFIX,
+  podFromCniArgs,
+  podLogFields,
+  type CniCommand,
+} from '@cni-steward/shared';
 import { findPlugin, pluginSearchPath } from './lookup.js';
 import type { PluginProcess } from './process-group.js';
 import { Spawner } from './spawner.js';
@@ -170,5 +177,9 @@ function decodeFailure(
   }
   const how = signal ? `was killed by ${signal}` : `exited with status ${code}`;
   const detail = (stderr || stdout).slice(-500);
-  return new CniError(ErrorCode.PluginExecFailed, `plugin ${label} ${how} without a CNI error`, detail || undefined);
+  return new CniError(
+    ErrorCode.PluginExecFailed,
+    `plugin ${label} ${how} ${UNCODED_FAILURE_SUFFIX}`,
+    detail || undefined,
+  );
 }

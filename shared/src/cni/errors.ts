@@ -84,3 +84,11 @@ export function clip(text: string, max: number): string {
 export function failureSafeText(text: string): string {
   return text.replace(/not found/gi, 'not-found').replace(/no such file or directory/gi, 'ENOENT');
 }
+
+/** The end of the message of a plugin failure that printed no CNI error (plugins/executor.ts). */
+export const UNCODED_FAILURE_SUFFIX = 'without a CNI error';
+
+/** A plugin that exited non-zero (or was killed) without printing a CNI error on stdout. */
+export function isUncodedPluginFailure(err: CniError): boolean {
+  return err.code === ErrorCode.PluginExecFailed && err.message.endsWith(UNCODED_FAILURE_SUFFIX);
+}
