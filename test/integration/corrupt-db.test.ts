@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -19,7 +19,7 @@ after(() => env.close());
 
 /** Pads the journal with finished rows (so mid-file is table pages, not the header), then writes 8 KiB of garbage at its middle. */
 function corrupt(dbPath: string): void {
-  const db = new Database(dbPath);
+  const db = openDatabase(dbPath);
   const pad = 'p'.repeat(2000);
   db.transaction(() => {
     const ins =

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
@@ -62,7 +62,7 @@ describe('a netconf with "__proto__" and "constructor" keys', () => {
     const add = await shim({ command: 'ADD', containerId: 'proto', netns }, text);
     assert.equal(add.code, 0, add.stdout);
     assert.equal(fixtureCalls(fx, 'ADD').length, 1);
-    const db = new Database(join(daemon.stateDir, 'steward.db'), { readonly: true });
+    const db = openDatabase(join(daemon.stateDir, 'steward.db'), { readonly: true });
     try {
       const row = db.prepare(`SELECT config FROM attachments WHERE container_id = 'proto'`).get() as { config: string };
       assert.match(row.config, /"__proto__":\{"polluted":true\}/);

@@ -4,6 +4,7 @@
 // failing DEL, sees the shipped stuck-teardown alert go pending then firing through its own HTTP
 // API, and sees it resolve once the delegate heals.
 
+import { openDatabase } from '../helpers/sqlite.js';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -186,9 +187,8 @@ describe('metric names', () => {
 describe('database write errors', () => {
   it('a journal write SQLite refuses is counted in steward_db_write_errors_total and the ADD answers code 11', async () => {
     const { daemon, addr } = await daemonWithListener('dbwrite');
-    const { default: Database } = await import('better-sqlite3');
     // Another writer holds the database's write lock past the daemon's busy_timeout (5 s): SQLITE_BUSY.
-    const other = new Database(join(daemon.stateDir, 'steward.db'));
+    const other = openDatabase(join(daemon.stateDir, 'steward.db'));
     env.defer(() => {
       if (other.open) {
         if (other.inTransaction) other.exec('ROLLBACK');

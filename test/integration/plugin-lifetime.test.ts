@@ -12,7 +12,7 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { FIXTURE_BIN, TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -217,7 +217,7 @@ describe('plugin process lifetime', () => {
 
   /** How many of these containers' steps have their plugin's process journalled (schema 3). */
   const journalledPlugins = (daemon: Daemon, ids: string[]): number => {
-    const db = new Database(join(daemon.stateDir, 'steward.db'), { readonly: true, fileMustExist: true });
+    const db = openDatabase(join(daemon.stateDir, 'steward.db'), { readonly: true, fileMustExist: true });
     try {
       const q = db.prepare(
         `SELECT count(*) AS n FROM steps s JOIN attachments a ON a.id = s.attachment_id

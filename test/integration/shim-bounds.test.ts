@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
+import { openDatabase } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -56,7 +56,7 @@ function spooled(dir: string): string[] {
 
 /** As test/integration/corrupt-db.test.ts: 8 KiB of garbage in the middle of a padded journal. */
 function corrupt(dbPath: string): void {
-  const db = new Database(dbPath);
+  const db = openDatabase(dbPath);
   const pad = 'p'.repeat(2000);
   db.transaction(() => {
     const ins =

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 
-import Database from 'better-sqlite3';
+import { openDatabase } from '../helpers/sqlite.js';
 import { MIGRATIONS } from '../../daemon/src/store/migrations.js';
 import { Store } from '../../daemon/src/store/store.js';
 import type { AttachmentKey, NewAttachment } from '../../daemon/src/store/types.js';
@@ -79,7 +79,7 @@ describe('Store schema', () => {
 
   test('a schema-1 database written by the first migration opens at the latest schema; its rows survive with no pod', () => {
     const path = join(root, 'schema-1.db');
-    const db = new Database(path);
+    const db = openDatabase(path);
     db.exec(MIGRATIONS[0] as string);
     db.pragma('user_version = 1');
     db.prepare(
@@ -111,7 +111,7 @@ describe('Store schema', () => {
 
   test('refuses a database whose schema version is newer than this build knows', () => {
     const path = join(root, 'future.db');
-    const db = new Database(path);
+    const db = openDatabase(path);
     db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     db.close();
     assert.throws(() => new Store(path), /schema version .*newer/);
@@ -370,7 +370,7 @@ describe('durability and write failures', () => {
     const errors: string[] = [];
     const store = new Store(path, { onWriteError: (e) => errors.push((e as Error & { code?: string }).code ?? '?') });
     open.push(store);
-    const other = new Database(path);
+    const other = openDatabase(path);
     other.exec('BEGIN IMMEDIATE');
     try {
       assert.throws(
@@ -446,7 +446,7 @@ describe('Store plugin processes (schema 3)', () => {
 
   test('a schema-2 database migrates: its steps carry no process, and new ones can', () => {
     const path = join(root, 'schema-2.db');
-    const db = new Database(path);
+    const db = openDatabase(path);
     db.exec(MIGRATIONS[0] as string);
     db.exec(MIGRATIONS[1] as string);
     db.pragma('user_version = 2');
