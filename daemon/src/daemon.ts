@@ -15,6 +15,7 @@ import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { recover } from './engine/recovery.js';
 import { SpoolDrain } from './engine/spool.js';
 import { RetryScheduler } from './engine/scheduler.js';
+import { RetryClock, systemClock } from './engine/clock.js';
 import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
@@ -67,6 +68,9 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   });
   executor.warm();
   const run: PluginRunner = metrics.instrument(executor.run);
+  // STEWARD_TEST_CLOCK_OFFSET_MS shifts the retry schedule's wall clock: for tests only (a clock step
+  // between two runs), read here and nowhere else. See docs/teardown.md, "Retry schedule".
+  const clock = new RetryClock(systemClock(Number(process.env.STEWARD_TEST_CLOCK_OFFSET_MS ?? 0) || 0));
   const engine = new Engine({
     store,
     run,
@@ -78,6 +82,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     delPolicy: cfg.delPolicy,
     retry: cfg.retry,
     answerBeforeFinalCommit: true,
+    clock,
   });
   const scheduler = new RetryScheduler({
     engine,
