@@ -43,13 +43,17 @@ export function readBootId(file: string): string {
 
 export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
   const startedAt = Date.now();
+  // STEWARD_TEST_CLOCK_OFFSET_MS shifts the wall clock of the retry schedule and the journal's
+  // timestamps: for tests only (a clock step between two runs), read here and nowhere else. See
+  // docs/teardown.md, "Retry schedule and clock steps".
+  const clock = new RetryClock(systemClock(Number(process.env.STEWARD_TEST_CLOCK_OFFSET_MS ?? 0) || 0));
   const bootId = readBootId(cfg.bootIdFile);
   // Before anything reads or writes the journal: a second daemon on this state dir stops here.
   const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
   let journal: Journal;
   try {
     await prepareSocketPath(cfg.socket);
-    journal = openJournal(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
+    journal = openJournal(cfg.dbPath, { now: () => clock.wall(), onWriteError: (e) => metrics.countWriteError(e) });
   } catch (e) {
     owner.release();
     throw e;
@@ -68,9 +72,6 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   });
   executor.warm();
   const run: PluginRunner = metrics.instrument(executor.run);
-  // STEWARD_TEST_CLOCK_OFFSET_MS shifts the retry schedule's wall clock: for tests only (a clock step
-  // between two runs), read here and nowhere else. See docs/teardown.md, "Retry schedule".
-  const clock = new RetryClock(systemClock(Number(process.env.STEWARD_TEST_CLOCK_OFFSET_MS ?? 0) || 0));
   const engine = new Engine({
     store,
     run,
