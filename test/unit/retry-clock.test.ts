@@ -143,7 +143,10 @@ describe('retry schedule: the wall clock steps forward', () => {
       const st = two(store, 'fwd');
       assert.equal(st.state, 'del_failed', `attempt ${attempt}: still retried, not abandoned`);
       assert.equal(st.attempts, attempt);
-      assert.ok(st.pendingMs <= (attempt - 1) * POLICY.maxDelayMs, `pending ${st.pendingMs} ms counts monotonic time only`);
+      assert.ok(
+        st.pendingMs <= (attempt - 1) * POLICY.maxDelayMs,
+        `pending ${st.pendingMs} ms counts monotonic time only`,
+      );
     }
     r.heal();
     m.pass(POLICY.maxDelayMs);
