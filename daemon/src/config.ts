@@ -55,7 +55,7 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --retry-base-ms MS       first teardown retry delay, doubling (default 1000)
   --retry-max-ms MS        longest teardown retry delay (default 300000)
   --retry-max-attempts N   abandon a teardown step after N failed DELs (default 50)
-  --retry-max-age SEC      ...or once it has failed for this long (default 86400)
+  --retry-max-age SEC      ...or once it has been pending this long while stewardd ran (default 86400)
   --retry-hold-attempts N  a step whose ADD succeeded and whose DEL keeps failing holds the steps
                            before it for at most N failed DELs, then is abandoned (default 10)
   --tombstone-ttl SEC      keep finished attachments this long to answer repeated DELs (default 3600)

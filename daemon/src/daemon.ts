@@ -15,6 +15,7 @@ import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { recover } from './engine/recovery.js';
 import { SpoolDrain } from './engine/spool.js';
 import { RetryScheduler } from './engine/scheduler.js';
+import { RetryClock, systemClock } from './engine/clock.js';
 import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
@@ -42,13 +43,17 @@ export function readBootId(file: string): string {
 
 export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
   const startedAt = Date.now();
+  // STEWARD_TEST_CLOCK_OFFSET_MS shifts the wall clock of the retry schedule and the journal's
+  // timestamps: for tests only (a clock step between two runs), read here and nowhere else. See
+  // docs/teardown.md, "Retry schedule and clock steps".
+  const clock = new RetryClock(systemClock(Number(process.env.STEWARD_TEST_CLOCK_OFFSET_MS ?? 0) || 0));
   const bootId = readBootId(cfg.bootIdFile);
   // Before anything reads or writes the journal: a second daemon on this state dir stops here.
   const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
   let journal: Journal;
   try {
     await prepareSocketPath(cfg.socket);
-    journal = openJournal(cfg.dbPath, { onWriteError: (e) => metrics.countWriteError(e) });
+    journal = openJournal(cfg.dbPath, { now: () => clock.wall(), onWriteError: (e) => metrics.countWriteError(e) });
   } catch (e) {
     owner.release();
     throw e;
@@ -78,6 +83,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     delPolicy: cfg.delPolicy,
     retry: cfg.retry,
     answerBeforeFinalCommit: true,
+    clock,
   });
   const scheduler = new RetryScheduler({
     engine,

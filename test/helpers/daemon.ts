@@ -19,6 +19,8 @@ export interface DaemonOptions {
   stateDir?: string;
   /** Another stewardd entry script than the checkout's bin/stewardd (e.g. a copy of the tree). */
   exe?: string;
+  /** Extra environment for the daemon process (e.g. the test-only STEWARD_TEST_CLOCK_OFFSET_MS). */
+  env?: Record<string, string>;
 }
 
 export class Daemon {
@@ -30,6 +32,8 @@ export class Daemon {
   proc: ChildProcess | undefined;
   private readonly args: string[];
   private readonly exe: string;
+  /** Extra environment for the next start (settable between restarts). */
+  extraEnv: Record<string, string>;
 
   constructor(
     private readonly env: TestEnv,
@@ -45,6 +49,7 @@ export class Daemon {
     writeFileSync(this.bootIdFile, `${opts.bootId ?? 'boot-1'}\n`);
     this.args = opts.args ?? [];
     this.exe = opts.exe ?? join(REPO, 'bin/stewardd');
+    this.extraEnv = opts.env ?? {};
     env.defer(() => this.kill9());
   }
 
@@ -93,6 +98,7 @@ export class Daemon {
       ],
       {
         stdio: ['ignore', log, log],
+        env: { ...process.env, ...this.extraEnv },
       },
     );
     this.proc = proc;

@@ -6,6 +6,7 @@
 import { pino } from 'pino';
 
 import type { CniRequestBody } from '@cni-steward/shared';
+import type { RetryClock } from '../../daemon/src/engine/clock.js';
 import { Engine, type DelPolicy } from '../../daemon/src/engine/engine.js';
 import type { RetryPolicy } from '../../daemon/src/engine/teardown.js';
 import type { PluginCall } from '../../daemon/src/plugins/executor.js';
@@ -73,6 +74,8 @@ export interface SetupOptions {
   delPolicy?: DelPolicy;
   retry?: RetryPolicy;
   now?: () => number;
+  /** The retry schedule's clock (wall and monotonic injected separately). */
+  clock?: RetryClock;
   /** Plugin types that do not exist: locate throws for them. */
   missing?: string[];
 }
@@ -97,6 +100,7 @@ export function setup(opts: SetupOptions = {}) {
     delPolicy: opts.delPolicy ?? 'defer',
     retry: opts.retry ?? TEST_RETRY,
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.clock ? { clock: opts.clock } : {}),
   });
   return { store, plugins, engine, metrics, located };
 }

@@ -21,6 +21,7 @@ import { Limiter, Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf } from './netconf.js';
 import { netnsProblem } from './netns.js';
 import { PluginSlots } from './plugin-slots.js';
+import type { RetryClock } from './clock.js';
 import { Teardown, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
 
 export type { DelPolicy } from './context.js';
@@ -38,6 +39,9 @@ export interface EngineOptions {
   retry: RetryPolicy;
   /** See EngineContext.answerBeforeFinalCommit (the daemon sets it; default off). */
   answerBeforeFinalCommit?: boolean;
+  /** The retry schedule's clock (clock.ts), shared with the retry scheduler. */
+  clock?: RetryClock;
+  /** For tests without a clock: one time for wall and monotonic. */
   now?: () => number;
 }
 
@@ -63,6 +67,7 @@ export class Engine {
       log: opts.log,
       retry: opts.retry,
       metrics: opts.metrics,
+      ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.now ? { now: opts.now } : {}),
     });
     this.ctx = {
@@ -224,7 +229,7 @@ export class Engine {
       const a = this.store.getAttachment(id);
       if (!a) continue;
       steps += await this.ctx.serialize(a.containerId, async () => {
-        const n = this.store.rearmAbandoned(id);
+        const n = this.store.rearmAbandoned(id, this.teardown.clock.now());
         if (n > 0) {
           this.dels.forgetTombstone(a);
           this.ctx.log.warn(

@@ -1,9 +1,16 @@
 // The retry scheduler: failed teardown steps are retried on their own, each at its journaled
 // next-attempt time (exponential backoff with jitter, see teardown.ts). The queue lives in
 // SQLite, so a restart resumes it where it was. It also prunes old tombstones.
+//
+// Due-ness is judged on the retry clock (clock.ts: monotonic inside a run), shared with the teardown
+// that journals the next-attempt times, so a wall-clock step while the daemon runs moves nothing.
+// A schedule journaled by an earlier run may be in a frame off by a step made while no daemon ran
+// (a day back: every retry a day late): at start and on every tick, no next attempt is left later
+// than the backoff cap (retry max delay) from now.
 
 import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
+import type { RetryClock } from './clock.js';
 import type { Engine } from './engine.js';
 import { Priority } from './limiter.js';
 import { ingestSpool } from './spool.js';
@@ -27,6 +34,9 @@ export interface SchedulerOptions {
    * shim also spools when the daemon died mid-request or was slow to answer.
    */
   spoolDir: string;
+  /** The retry clock; the engine's teardown clock when not given (they must share one frame). */
+  clock?: RetryClock;
+  /** Wall clock for pruning, for tests; the clock's wall when not given. */
   now?: () => number;
 }
 
@@ -39,6 +49,7 @@ export interface RetryReport {
 export class RetryScheduler {
   private readonly o: SchedulerOptions;
   private readonly now: () => number;
+  private readonly clock: RetryClock;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> = Promise.resolve();
   private stopped = true;
@@ -47,12 +58,33 @@ export class RetryScheduler {
 
   constructor(opts: SchedulerOptions) {
     this.o = opts;
-    this.now = opts.now ?? Date.now;
+    this.clock = opts.clock ?? opts.engine.teardown.clock;
+    this.now = opts.now ?? (() => this.clock.wall());
   }
 
   start(): void {
     this.stopped = false;
+    try {
+      this.clampSchedule();
+    } catch (e) {
+      this.o.log.error({ err: (e as Error).message }, 'retry schedule could not be checked; retried on the next tick');
+    }
     this.arm(0);
+  }
+
+  /**
+   * No failed step waits longer than the backoff cap from now, whatever a clock step did to the
+   * journaled times. Returns how many were pulled in (logged: it means the wall clock stepped).
+   */
+  clampSchedule(): number {
+    const { teardown } = this.o.engine;
+    const n = this.o.store.clampNextAttempts(this.clock.now() + teardown.policy.maxDelayMs);
+    if (n > 0)
+      this.o.log.warn(
+        { steps: n, maxDelayMs: teardown.policy.maxDelayMs },
+        'teardown retries scheduled beyond the backoff cap (the wall clock stepped back?); pulled in to the cap',
+      );
+    return n;
   }
 
   async stop(): Promise<void> {
@@ -80,7 +112,8 @@ export class RetryScheduler {
     try {
       const spooled = await ingestSpool(engine, this.o.spoolDir, log);
       if (spooled.ingested + spooled.rejected > 0) log.info(spooled, 'spooled DELs ingested');
-      const due = this.o.store.dueAttachmentIds(this.now()).filter((id) => !this.inFlight.has(id));
+      this.clampSchedule();
+      const due = this.o.store.dueAttachmentIds(this.clock.now()).filter((id) => !this.inFlight.has(id));
       if (due.length > 0) {
         const report = await this.runAll(due, false);
         log.info(report, 'teardown retries ran');

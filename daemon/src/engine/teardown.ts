@@ -23,6 +23,7 @@ import type { PluginSlots } from './plugin-slots.js';
 import type { Metrics } from '../metrics.js';
 import { teardownNetns } from './netns.js';
 import { journalProcess } from './plugin-processes.js';
+import { clockFromNow, RetryClock, systemClock } from './clock.js';
 
 export interface RetryPolicy {
   /** First retry delay; doubles per attempt up to maxDelayMs, with +-20% jitter. */
@@ -30,7 +31,10 @@ export interface RetryPolicy {
   maxDelayMs: number;
   /** Abandon a step after this many failed DELs... */
   maxAttempts: number;
-  /** ...or once its teardown is older than this. */
+  /**
+   * ...or once it has been pending this long while a daemon ran (monotonic time, Step.pendingMs):
+   * a wall-clock step forward does not age it.
+   */
   maxAgeMs: number;
   /**
    * A confirmed step (its ADD succeeded) whose DEL keeps failing halts the steps before it, as the
@@ -112,6 +116,9 @@ export interface TeardownDeps {
   log: Logger;
   retry: RetryPolicy;
   metrics: Metrics;
+  /** The retry schedule's clock (clock.ts); shared with the retry scheduler. */
+  clock?: RetryClock;
+  /** For tests without a clock: one time for wall and monotonic. */
   now?: () => number;
   random?: () => number;
 }
@@ -131,13 +138,20 @@ function confirmed(step: Step): boolean {
 
 export class Teardown {
   private readonly d: TeardownDeps;
-  private readonly now: () => number;
+  readonly clock: RetryClock;
+  readonly policy: RetryPolicy;
+  /**
+   * Per step, the monotonic instant up to which its pending time is journaled (pending_ms): the
+   * start of its first DEL, or this run's start for a step already pending when the run began.
+   */
+  private readonly pendingMark = new Map<number, number>();
   /** Attachments being torn down right now (their steps may be `deleting` without being cut off). */
   readonly active = new Set<number>();
 
   constructor(deps: TeardownDeps) {
     this.d = deps;
-    this.now = deps.now ?? Date.now;
+    this.policy = deps.retry;
+    this.clock = deps.clock ?? new RetryClock(deps.now ? clockFromNow(deps.now) : systemClock());
   }
 
   async run(attachmentId: number, priority: PriorityValue, opts: TeardownOptions = {}): Promise<TeardownOutcome> {
@@ -187,7 +201,7 @@ export class Teardown {
     for (const chain of [...byDelegate.values()].reverse()) {
       for (const step of [...chain].reverse()) {
         if (DONE_STATES.has(step.state)) continue;
-        if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.now()) {
+        if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.clock.now()) {
           unfinished = true;
           firstFailure ??= new CniError(
             ErrorCode.TeardownPending,
@@ -196,9 +210,12 @@ export class Teardown {
           if (confirmed(step)) break;
           continue;
         }
+        if (!this.pendingMark.has(step.id))
+          this.pendingMark.set(step.id, step.teardownAt !== null ? this.clock.startedMono : this.clock.mono());
         flush(() => store.setStepDeleting(step.id));
         const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
         if (!failure) {
+          this.pendingMark.delete(step.id);
           succeeded = step;
           continue;
         }
@@ -208,6 +225,7 @@ export class Teardown {
           confirmed(step) && chain.some((s) => s.pluginIndex < step.pluginIndex && !DONE_STATES.has(s.state));
         if (this.pastBound(again, permanent, holding) || (permanent && opts.abandonPermanent)) {
           store.setStepAbandoned(step.id, failure.message);
+          this.pendingMark.delete(step.id);
           this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
           alog.error(
             { step: step.id, plugin: step.pluginType, attempts: again.attempts, permanent, err: failure.message },
@@ -275,7 +293,11 @@ export class Teardown {
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
       const failures = step.attempts + 1;
-      store.setStepDelFailed(step.id, err.message, this.now() + backoffDelay(this.d.retry, failures, this.d.random));
+      const mono = this.clock.mono();
+      const pendingMs = mono - (this.pendingMark.get(step.id) ?? mono);
+      this.pendingMark.set(step.id, mono);
+      const next = this.clock.now() + backoffDelay(this.d.retry, failures, this.d.random);
+      store.setStepDelFailed(step.id, err.message, next, pendingMs);
       this.d.metrics.teardownFailures.inc({ plugin: step.pluginType });
       return err;
     }
@@ -288,7 +310,9 @@ export class Teardown {
     if (permanent) bound = Math.min(bound, PERMANENT_MAX_ATTEMPTS);
     if (holding) bound = Math.min(bound, holdMaxAttempts);
     if (step.attempts >= bound) return true;
-    return step.teardownAt !== null && this.now() - step.teardownAt >= maxAgeMs;
+    // Pending time while a daemon ran, on the monotonic clock: not the wall-clock age since
+    // teardownAt, which a clock step forward would inflate.
+    return step.pendingMs >= maxAgeMs;
   }
 }
 

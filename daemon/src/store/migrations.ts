@@ -66,4 +66,11 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE steps ADD COLUMN plugin_boot TEXT;
   ALTER TABLE steps ADD COLUMN plugin_pidns TEXT;
   `,
+  // 4: how long a step has been pending teardown while a daemon ran (ms, accumulated on the
+  // monotonic clock at each failed DEL). The retry bound's max age counts this, not the wall-clock
+  // age since teardown_at, which a clock step forward would inflate (issue 19 item 4). 0 for rows
+  // older than this migration: their age counts from the first DEL after it.
+  `
+  ALTER TABLE steps ADD COLUMN pending_ms INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

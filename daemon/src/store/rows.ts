@@ -8,7 +8,7 @@ export type Row = Record<string, unknown>;
 export const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
   state, config, result, error, pod_namespace, pod_name, pod_uid, created_at, updated_at`;
 export const STEP_COLUMNS = `id, attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
-  config, state, result, error, attempts, next_attempt_at, teardown_at, created_at, updated_at`;
+  config, state, result, error, attempts, next_attempt_at, teardown_at, pending_ms, created_at, updated_at`;
 
 export function toAttachment(r: Row): Attachment {
   return {
@@ -50,6 +50,7 @@ export function toStep(r: Row): Step {
     attempts: r.attempts as number,
     nextAttemptAt: (r.next_attempt_at as number | null) ?? null,
     teardownAt: (r.teardown_at as number | null) ?? null,
+    pendingMs: (r.pending_ms as number | null) ?? 0,
     createdAt: r.created_at as number,
     updatedAt: r.updated_at as number,
   };

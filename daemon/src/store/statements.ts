@@ -36,10 +36,10 @@ const SQL = {
   setStepState: `UPDATE steps SET state = @state, error = COALESCE(@error, error), updated_at = @now WHERE id = @id`,
   setStepDeleting: `UPDATE steps SET state = 'deleting', teardown_at = COALESCE(teardown_at, @now), updated_at = @now WHERE id = @id`,
   setStepDelFailed: `UPDATE steps SET state = 'del_failed', error = @error, attempts = attempts + 1,
-      next_attempt_at = @nextAttemptAt, updated_at = @now WHERE id = @id`,
+      next_attempt_at = @nextAttemptAt, pending_ms = pending_ms + @pendingMs, updated_at = @now WHERE id = @id`,
   setStepDeleted: `UPDATE steps SET state = 'deleted', attempts = attempts + 1, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
   setStepAbandoned: `UPDATE steps SET state = 'abandoned', error = @error, next_attempt_at = NULL, updated_at = @now WHERE id = @id`,
-  rearmAbandonedSteps: `UPDATE steps SET state = 'del_failed', attempts = 0, next_attempt_at = @now, updated_at = @now
+  rearmAbandonedSteps: `UPDATE steps SET state = 'del_failed', attempts = 0, pending_ms = 0, next_attempt_at = @dueAt, updated_at = @now
       WHERE attachment_id = @id AND state = 'abandoned'`,
   reopenDeletedAttachment: `UPDATE attachments SET state = 'deleting', updated_at = @now WHERE id = @id AND state = 'deleted'`,
   abandonedAttachmentIds: `SELECT DISTINCT attachment_id AS id FROM steps WHERE state = 'abandoned' ORDER BY attachment_id`,
@@ -51,6 +51,8 @@ const SQL = {
   oldestPendingTeardown: `SELECT MIN(a.updated_at) AS t FROM attachments a WHERE a.state = 'deleting'`,
   dueAttachments: `SELECT DISTINCT attachment_id AS id FROM steps
       WHERE state = 'del_failed' AND next_attempt_at <= ? ORDER BY attachment_id`,
+  clampNextAttempts: `UPDATE steps SET next_attempt_at = @latest, updated_at = @now
+      WHERE state = 'del_failed' AND next_attempt_at > @latest`,
   nextDueAt: `SELECT MIN(next_attempt_at) AS t FROM steps WHERE state = 'del_failed'`,
   pruneTombstones: `DELETE FROM attachments WHERE state = 'deleted' AND updated_at < ?
       AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.attachment_id = attachments.id AND s.state = 'abandoned')`,

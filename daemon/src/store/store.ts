@@ -339,10 +339,25 @@ export class Store {
     this.write(() => this.stmt.setStepDeleted.run({ id, now: this.now() }));
   }
 
-  setStepDelFailed(id: number, error: string, nextAttemptAt: number): void {
+  /** A failed DEL: next attempt at `nextAttemptAt`, `pendingMs` more time pending (monotonic ms). */
+  setStepDelFailed(id: number, error: string, nextAttemptAt: number, pendingMs = 0): void {
     this.write(() =>
-      this.stmt.setStepDelFailed.run({ id, error: storedErrorText(error), nextAttemptAt, now: this.now() }),
+      this.stmt.setStepDelFailed.run({
+        id,
+        error: storedErrorText(error),
+        nextAttemptAt,
+        pendingMs: Math.max(0, Math.round(pendingMs)),
+        now: this.now(),
+      }),
     );
+  }
+
+  /**
+   * Sanity check of the retry schedule against wall-clock steps: no failed step's next attempt is
+   * later than `latest` (now plus the backoff cap). Returns how many were pulled in.
+   */
+  clampNextAttempts(latest: number): number {
+    return this.write(() => this.stmt.clampNextAttempts.run({ latest, now: this.now() }).changes);
   }
 
   setStepAbandoned(id: number, error: string): void {
@@ -352,12 +367,13 @@ export class Store {
   /**
    * An operator's second chance for an attachment's abandoned steps (`stewardd retry --abandoned`):
    * each becomes a failed step due now with its attempts reset, and a torn-down attachment is
-   * `deleting` again, in one commit. Returns how many steps were re-armed.
+   * `deleting` again, in one commit. Returns how many steps were re-armed. `dueAt` is now on the
+   * retry schedule's clock (clock.ts); the journal's wall clock when not given.
    */
-  rearmAbandoned(attachmentId: number): number {
+  rearmAbandoned(attachmentId: number, dueAt?: number): number {
     return this.atomic(() => {
       const now = this.now();
-      const n = this.stmt.rearmAbandonedSteps.run({ id: attachmentId, now }).changes;
+      const n = this.stmt.rearmAbandonedSteps.run({ id: attachmentId, now, dueAt: dueAt ?? now }).changes;
       if (n > 0) this.stmt.reopenDeletedAttachment.run({ id: attachmentId, now });
       return n;
     });

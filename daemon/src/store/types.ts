@@ -74,6 +74,12 @@ export interface Step {
   nextAttemptAt: number | null;
   /** When the first DEL of this step was journaled: the age bound for abandoning counts from here. */
   teardownAt: number | null;
+  /**
+   * How long the step has been pending teardown while a daemon ran (ms on the monotonic clock,
+   * added at each failed DEL): the age bound for abandoning counts this, so a wall-clock step
+   * forward does not abandon it early.
+   */
+  pendingMs: number;
   createdAt: number;
   updatedAt: number;
 }
