@@ -98,12 +98,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
   const selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
   const isReady = () =>
-    ready &&
-    (watcher?.ready() ?? true) &&
-    selfCheck.problem() === undefined &&
-    shimCheck?.problem() === undefined;
-  const readyProblems = () =>
-    [selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined);
+    ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined && shimCheck?.problem() === undefined;
+  const readyProblems = () => [selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined);
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
     const problems: string[] = [];

@@ -100,7 +100,7 @@ export class ShimCheck {
   private set(why: string | undefined): void {
     if (why === this.why) return;
     if (why !== undefined) this.o.log.error({ ownShim: this.o.ownShim }, why);
-    else if (this.why !== undefined) this.o.log.info('the installed shim is this stewardd\'s own again');
+    else if (this.why !== undefined) this.o.log.info("the installed shim is this stewardd's own again");
     this.why = why;
   }
 }
