@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { DEFAULT_SHIM_TIMEOUT_MS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/options.js';
+import { defaultShim } from './lifecycle/shim-path.js';
 import { DEFAULT_RETRY_POLICY, HOLD_MAX_ATTEMPTS, type RetryPolicy } from './engine/teardown.js';
 import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
@@ -38,6 +39,8 @@ export interface DaemonConfig {
   drainTimeoutMs: number;
   /** --metrics-listen: the TCP address serving GET /metrics only; undefined = off. */
   metricsListen: ListenAddress | undefined;
+  /** This daemon's own shim, compared with the installed one when --cni-conf-dir is given (lifecycle/shim-check.ts). */
+  shim: string;
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -62,6 +65,9 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --prune-interval SEC     how often finished attachments past the TTL are deleted (default 60)
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
   --cni-conf-dir DIR       watch this CNI conf dir and keep 00-steward.conflist in step with the primary network
+  --shim PATH              this stewardd's own shim; with --cni-conf-dir, /readyz fails while the shim install
+                           recorded in the CNI bin dir is another build (default: as stewardd install's --shim)
+  --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
   --uninstall-on-delete auto|always|never
                            on SIGTERM, uninstall from the node? auto (default): only if the API server says this
                            pod's DaemonSet is gone or being deleted; never without a service-account token
@@ -102,6 +108,8 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'prune-interval': { type: 'string' },
       'shutdown-grace': { type: 'string' },
       'cni-conf-dir': { type: 'string' },
+      shim: { type: 'string' },
+      'shim-libc': { type: 'string' },
       'uninstall-on-delete': { type: 'string' },
       'drain-timeout': { type: 'string' },
       'k8s-api': { type: 'string' },
@@ -120,6 +128,8 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     problems.push(`--uninstall-on-delete must be auto, always or never, got "${uninstallOnDelete}"`);
   }
   const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
+  const shimLibc = values['shim-libc'] ?? 'glibc';
+  if (shimLibc !== 'glibc' && shimLibc !== 'musl') problems.push(`--shim-libc "${shimLibc}" is not glibc or musl`);
   const delPolicy = values['del-policy'] ?? 'defer';
   if (delPolicy !== 'defer' && delPolicy !== 'strict')
     problems.push(`--del-policy must be defer or strict, got "${delPolicy}"`);
@@ -151,6 +161,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     api: apiAccess(values, problems),
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
     metricsListen: metricsListen(values['metrics-listen'], problems),
+    shim: resolve(values.shim ?? defaultShim(shimLibc === 'musl' ? 'musl' : 'glibc')),
   };
   // The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
   // default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime

@@ -12,6 +12,7 @@ import type { RunningDaemon } from './running-daemon.js';
 import { Engine } from './engine/engine.js';
 import { uninstallOnTerm } from './lifecycle/on-term.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
+import { ShimCheck } from './lifecycle/shim-check.js';
 import { recover } from './engine/recovery.js';
 import { SpoolDrain } from './engine/spool.js';
 import { RetryScheduler } from './engine/scheduler.js';
@@ -99,8 +100,12 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   const watcher = cfg.cniConfDir
     ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
     : undefined;
+  // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
+  const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
   const selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
-  const isReady = () => ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined;
+  const isReady = () =>
+    ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined && shimCheck?.problem() === undefined;
+  const readyProblems = () => [selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined);
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
     const problems: string[] = [];
@@ -119,6 +124,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     return problems;
   };
   metrics.setReadiness(isReady);
+  if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({
     engine,
@@ -129,6 +135,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     scheduler,
     log,
     isReady,
+    readyProblems,
     isServing: () => ready,
     spoolDraining: () => spool.pending,
     version: VERSION,
@@ -147,6 +154,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
   selfCheck.start();
+  shimCheck?.start();
   ready = true;
   watcher?.start();
   void spool.start();
@@ -180,6 +188,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       selfCheck.stop();
+      shimCheck?.stop();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();

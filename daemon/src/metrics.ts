@@ -99,6 +99,7 @@ export class Metrics {
     registers: [this.registry],
   });
   private readiness: () => boolean = () => false;
+  private shimMismatch: () => number = () => 0;
 
   constructor(source: GaugeSource, opts: MetricsOptions = {}) {
     const now = opts.now ?? Date.now;
@@ -162,6 +163,11 @@ export class Metrics {
       '1 when the daemon is ready to serve ADDs (recovered, not shutting down, primary network known)',
       (g) => g.set(this.readiness() ? 1 : 0),
     );
+    gauge(
+      'steward_installed_shim_mismatch',
+      "1 when the shim installed on the node is not this stewardd's own build (readiness fails until stewardd install)",
+      (g) => g.set(this.shimMismatch()),
+    );
     const info = new Gauge({
       name: 'steward_build_info',
       help: 'Always 1; the version label says which stewardd runs',
@@ -178,6 +184,11 @@ export class Metrics {
   /** What steward_ready reports; until called, 0. */
   setReadiness(isReady: () => boolean): void {
     this.readiness = isReady;
+  }
+
+  /** What steward_installed_shim_mismatch reports (lifecycle/shim-check.ts); until called, 0. */
+  setShimMismatch(mismatch: () => number): void {
+    this.shimMismatch = mismatch;
   }
 
   /** The Store's onWriteError hook: one count per journal write that failed. */

@@ -122,6 +122,10 @@ describe('metric names', () => {
       60_000,
     );
 
+    // A request of a protocol version the daemon does not speak (a shim from another release): refused, counted.
+    const skewed = await daemon.request('POST', '/v1/cni', '{}', { 'x-steward-protocol': '999' });
+    assert.equal(skewed.status, 409, skewed.text);
+
     const text = await (await fetch(`http://${addr}/metrics`)).text();
     const exposed = exposedNames(text);
     const used = new Set([...rules().map((r) => r.expr), ...dashboardExprs()].flatMap(metricNames));
@@ -152,6 +156,9 @@ describe('metric names', () => {
     );
     assert.match(text, /^steward_plugin_duration_seconds_count\{plugin="steward-fixture",command="ADD"\} 2$/m);
     assert.match(text, /^steward_db_write_errors_total 0$/m);
+    assert.match(text, /^steward_version_skew_seen_total\{shim_protocol="999"\} 1$/m);
+    // Without --cni-conf-dir there is no installed shim to compare: 0 (lifecycle-shim-skew.test.ts shows 1).
+    assert.match(text, /^steward_installed_shim_mismatch 0$/m);
     await daemon.stop();
   });
 

@@ -100,6 +100,7 @@ describe('alert rules, by promtool', () => {
         'StewardSpoolBacklog',
         'StewardTeardownAbandoned',
         'StewardTeardownStuck',
+        'StewardVersionSkew',
       ],
     );
   });

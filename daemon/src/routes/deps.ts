@@ -35,6 +35,8 @@ export interface AppDeps {
   log: Logger;
   /** Readiness for probes: serving, and (with --cni-conf-dir) a primary network to wrap. */
   isReady: () => boolean;
+  /** Why the daemon is not ready, when it knows (e.g. the installed shim is another build); shown by /readyz. */
+  readyProblems?: () => string[];
   /** False once shutdown begins: ADD and CHECK are then refused with code 11, DEL still served. */
   isServing: () => boolean;
   /** Spooled DELs found at start and still being drained in the background (0 once done). */

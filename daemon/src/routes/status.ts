@@ -62,7 +62,10 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
   };
 
   app.get('/readyz', async (_req, reply) => {
-    if (!deps.isReady()) return reply.code(503).send({ ready: false, ...draining() });
+    if (!deps.isReady()) {
+      const problems = deps.readyProblems?.() ?? [];
+      return reply.code(503).send({ ready: false, ...(problems.length > 0 ? { problems } : {}), ...draining() });
+    }
     return { ready: true, ...draining() };
   });
 

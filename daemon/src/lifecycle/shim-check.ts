@@ -1,0 +1,106 @@
+// Is the shim installed on the node this daemon's own? (issue 21 item 3.) A shim from another
+// release talks a protocol this daemon may not speak (routes/protocol.ts refuses it per request);
+// this check makes the node say so before any pod tries: /readyz fails and
+// steward_installed_shim_mismatch is 1 until `stewardd install` puts the daemon's own shim back.
+//
+// The installed shim is the one install recorded (record.ts: its path in the CNI bin dir); the
+// daemon's own is --shim (default shim-path.ts defaultShim, as install's). Checked at start and
+// every second, cheaply: the installed file is hashed only when its stat (size, mtime, inode) changed.
+
+import { readFileSync, statSync } from 'node:fs';
+import type { Logger } from 'pino';
+import { sha256 } from './files.js';
+import { readRecord } from './record.js';
+
+export const SHIM_CHECK_INTERVAL_MS = 1000;
+
+export interface ShimCheckOptions {
+  stateDir: string;
+  /** This daemon's own shim (what its `stewardd install` copies). */
+  ownShim: string;
+  log: Logger;
+  intervalMs?: number;
+}
+
+export class ShimCheck {
+  private readonly own: string | undefined;
+  private seen: { path: string; stamp: string; sha: string | undefined } | undefined;
+  private why: string | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly o: ShimCheckOptions) {
+    try {
+      this.own = sha256(readFileSync(o.ownShim));
+    } catch (e) {
+      // Nothing to compare with: the check is off, said once.
+      o.log.warn(
+        { shim: o.ownShim, err: (e as Error).message },
+        "cannot read this stewardd's own shim; the installed shim is not compared with it",
+      );
+    }
+  }
+
+  start(): void {
+    this.check();
+    this.timer = setInterval(() => this.check(), this.o.intervalMs ?? SHIM_CHECK_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  /** 1 when the installed shim is another build than this daemon's, else 0 (steward_installed_shim_mismatch). */
+  mismatch(): number {
+    return this.why === undefined ? 0 : 1;
+  }
+
+  /** Why the daemon must not be ready, or undefined. */
+  problem(): string | undefined {
+    return this.why;
+  }
+
+  check(): void {
+    if (this.own === undefined) return;
+    let path: string;
+    try {
+      const rec = readRecord(this.o.stateDir);
+      if (rec === undefined) return this.set(undefined);
+      path = rec.shim.path;
+    } catch (e) {
+      this.o.log.debug({ err: e }, 'cannot read the install record; shim check skipped this round');
+      return;
+    }
+    let stamp: string;
+    try {
+      const st = statSync(path);
+      stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+    } catch {
+      // No installed shim: the runtime cannot call us at all; the watcher and install report that.
+      this.seen = undefined;
+      return this.set(undefined);
+    }
+    if (this.seen?.path !== path || this.seen.stamp !== stamp) {
+      let sha: string | undefined;
+      try {
+        sha = sha256(readFileSync(path));
+      } catch {
+        sha = undefined;
+      }
+      this.seen = { path, stamp, sha };
+    }
+    const sha = this.seen.sha;
+    this.set(
+      sha === undefined || sha === this.own
+        ? undefined
+        : `installed shim ${path} sha256 ${sha} is not this stewardd's (${this.own}): run stewardd install / roll the DaemonSet`,
+    );
+  }
+
+  private set(why: string | undefined): void {
+    if (why === this.why) return;
+    if (why !== undefined) this.o.log.error({ ownShim: this.o.ownShim }, why);
+    else if (this.why !== undefined) this.o.log.info("the installed shim is this stewardd's own again");
+    this.why = why;
+  }
+}
