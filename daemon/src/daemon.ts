@@ -3,6 +3,7 @@
 // Owns the process-level concerns: signals, readiness, and a bounded graceful close.
 
 import { readFileSync } from 'node:fs';
+import type { Server as NetServer } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { createLogger } from './log.js';
@@ -20,7 +21,7 @@ import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { SelfCheck } from './self-check.js';
-import { prepareSocketPath, restrictSocket } from './socket.js';
+import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
 import { VERSION } from './version.js';
 
@@ -93,7 +94,18 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   const watcher = cfg.cniConfDir
     ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
     : undefined;
-  const selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
+  const extraListeners: NetServer[] = [];
+  const selfCheck = new SelfCheck({
+    dbPath: cfg.dbPath,
+    log,
+    socket: {
+      path: cfg.socket,
+      relisten: async () => {
+        extraListeners.push(await listenAgain(cfg.socket, app.server));
+      },
+      onRelisten: (why) => metrics.socketRelistens.inc({ why }),
+    },
+  });
   const isReady = () => ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined;
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
@@ -174,6 +186,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       selfCheck.stop();
+      for (const l of extraListeners) l.close();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();
