@@ -37,7 +37,11 @@ describe("containerd 2.x's STATUS loop against the installed shim", () => {
     assert.equal(inst.code, 0, inst.stdout + inst.stderr);
     await daemon.start();
     const first = firstConfFile(tree.confDir);
-    assert.equal(first, join(tree.confDir, '00-steward.conflist'), 'the file containerd loads is the one install wrote');
+    assert.equal(
+      first,
+      join(tree.confDir, '00-steward.conflist'),
+      'the file containerd loads is the one install wrote',
+    );
     const list = JSON.parse(readFileSync(first, 'utf8'));
     assert.equal(list.cniVersion, '1.1.0');
     const pid = daemon.proc!.pid!;
