@@ -166,6 +166,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     closing ??= (async () => {
       ready = false;
       watcher?.stop();
+      // Before the server closes: closing it unlinks the socket path, which is no deletion to repair.
+      selfCheck.stop();
       log.info({ reason }, 'stewardd shutting down');
       // kubectl delete vs rolling update: decided (and drained) while still serving.
       const afterClose =
@@ -185,7 +187,6 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
           : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
-      selfCheck.stop();
       for (const l of extraListeners) l.close();
       await scheduler.stop();
       await metricsListener?.close();

@@ -44,6 +44,7 @@ export class SelfCheck {
   private timer: NodeJS.Timeout | undefined;
   private socketId: Identity | undefined;
   private relistening = false;
+  private stopped = false;
   private socketProblem: string | undefined;
 
   constructor(private readonly o: SelfCheckOptions) {
@@ -58,6 +59,7 @@ export class SelfCheck {
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
   }
 
@@ -73,7 +75,7 @@ export class SelfCheck {
 
   private checkSocket(): void {
     const sock = this.o.socket;
-    if (sock === undefined || this.socketId === undefined || this.relistening) return;
+    if (sock === undefined || this.socketId === undefined || this.relistening || this.stopped) return;
     const now = identity(sock.path, true);
     if (now !== undefined && same(now, this.socketId)) return;
     const why =

@@ -102,5 +102,11 @@ describe('self-check', () => {
     assert.match(log, /socket .*stewardd\.sock was replaced while stewardd served/);
     console.log(`# self-check figure: socket answering again ${Math.round(reMs)} ms after deletion (checks every 1 s)`);
     await daemon.stop();
+    // Shutting down unlinks the path (the server's close): not taken for a deletion to repair.
+    assert.equal(existsSync(daemon.socket), false, 'a socket file left after stewardd stopped');
+    assert.doesNotMatch(
+      readFileSync(daemon.logFile, 'utf8').split('stewardd shutting down')[1] ?? '',
+      /listening on it again/,
+    );
   });
 });
