@@ -3,6 +3,7 @@
 // Owns the process-level concerns: signals, readiness, and a bounded graceful close.
 
 import { readFileSync } from 'node:fs';
+import type { Server as NetServer } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { createLogger } from './log.js';
@@ -22,7 +23,7 @@ import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { SelfCheck } from './self-check.js';
-import { prepareSocketPath, restrictSocket } from './socket.js';
+import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
 import { VERSION } from './version.js';
 
@@ -102,7 +103,18 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     : undefined;
   // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
   const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
-  const selfCheck = new SelfCheck({ dbPath: cfg.dbPath, log });
+  const extraListeners: NetServer[] = [];
+  const selfCheck = new SelfCheck({
+    dbPath: cfg.dbPath,
+    log,
+    socket: {
+      path: cfg.socket,
+      relisten: async () => {
+        extraListeners.push(await listenAgain(cfg.socket, app.server));
+      },
+      onRelisten: (why) => metrics.socketRelistens.inc({ why }),
+    },
+  });
   const isReady = () =>
     ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined && shimCheck?.problem() === undefined;
   const readyProblems = () => [selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined);
@@ -168,6 +180,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     closing ??= (async () => {
       ready = false;
       watcher?.stop();
+      // Before the server closes: closing it unlinks the socket path, which is no deletion to repair.
+      selfCheck.stop();
       log.info({ reason }, 'stewardd shutting down');
       // kubectl delete vs rolling update: decided (and drained) while still serving.
       const afterClose =
@@ -187,8 +201,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
           : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
-      selfCheck.stop();
       shimCheck?.stop();
+      for (const l of extraListeners) l.close();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();

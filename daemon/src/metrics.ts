@@ -98,6 +98,12 @@ export class Metrics {
     labelNames: ['shim_protocol'] as const,
     registers: [this.registry],
   });
+  readonly socketRelistens = new Counter({
+    name: 'steward_socket_relistens_total',
+    help: 'Times stewardd listened on its socket path again after finding the socket file deleted or replaced',
+    labelNames: ['why'] as const,
+    registers: [this.registry],
+  });
   private readiness: () => boolean = () => false;
   private shimMismatch: () => number = () => 0;
 

@@ -4,7 +4,8 @@
 // with their own; a stale socket is replaced, a live one refused.
 
 import { chmodSync, existsSync, mkdirSync, statSync, unlinkSync } from 'node:fs';
-import { connect } from 'node:net';
+import type { Server } from 'node:http';
+import { connect, createServer, type Server as NetServer } from 'node:net';
 import { dirname } from 'node:path';
 
 function answers(path: string): Promise<boolean> {
@@ -49,4 +50,25 @@ export async function prepareSocketPath(path: string): Promise<void> {
 
 export function restrictSocket(path: string): void {
   chmodSync(path, 0o600);
+}
+
+/**
+ * Listens on `path` again for a server whose socket file was deleted or replaced while it served
+ * (the self-check finds that): the same directory rules and 0600 mode as at start, and every
+ * connection handed to `server` (the daemon's HTTP server). The listener that lost its path is
+ * left open on purpose: closing a Unix listener unlinks the path it was bound to (libuv does),
+ * which is now the new socket; it is closed with the daemon.
+ */
+export async function listenAgain(path: string, server: Server): Promise<NetServer> {
+  await prepareSocketPath(path);
+  const listener = createServer((conn) => server.emit('connection', conn));
+  await new Promise<void>((resolve, reject) => {
+    listener.once('error', reject);
+    listener.listen({ path }, () => {
+      listener.off('error', reject);
+      resolve();
+    });
+  });
+  restrictSocket(path);
+  return listener;
 }

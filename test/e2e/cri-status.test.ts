@@ -1,0 +1,123 @@
+// Issue 21, "under the project's CRI driver": containerd 2.x's readiness loop against the node the
+// CRI driver sets up (test/helpers/cri/node.ts: `stewardd install` into the CRI plugin's conf and bin
+// dirs, stewardd with --cni-conf-dir, containerd 1.6's CRI plugin loading 00-steward.conflist).
+// containerd 1.6 never calls CNI STATUS (its NetworkReady only says a config loaded), so the call
+// containerd 2.x makes is played exactly (test/helpers/cri/cni-status.ts, from containerd/go-cni
+// Status() and containerd's CRI Status): libcni GetStatusNetworkList on the first file of the conf
+// dir, each plugin with name/cniVersion injected, CNI_COMMAND=STATUS, CNI_PATH the bin dir, other
+// CNI_* empty; an error → NetworkReady false, reason NetworkPluginNotReady. Every 5 s, the kubelet's period.
+//
+// libcni runs no STATUS below cniVersion 1.1.0, and install writes steward's conflist at the
+// primary's cniVersion: this node's primary (bridge + host-local + portmap, Debian's plugins, which
+// speak up to 1.0.0) is at 1.0.0, so containerd 2.x would execute nothing here and report ready
+// whatever stewardd does; the first test records that. The loop then gives the installed shim the
+// installed conflist with only steward's own cniVersion at 1.1.0 (the delegates stay at 1.0.0, so
+// no delegate STATUS runs), which is what a node whose steward conflist is at 1.1.0 gets.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { TestEnv } from '../helpers/env.js';
+import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
+import { RuntimeHost } from '../helpers/runtimes/host.js';
+import { CriNode } from '../helpers/cri/node.js';
+import { figure } from '../helpers/cri/scenario.js';
+import { StatusLoop, firstConfFile, networkCondition } from '../helpers/cri/cni-status.js';
+
+const env = new TestEnv('e2e-cri-status');
+let host: RuntimeHost | undefined;
+let node: CriNode | undefined;
+let reason = baseSkipReason(['containerd', 'ctr', 'containerd-shim-runc-v2', 'runc', 'gcc', 'tar', 'ip', 'iptables']);
+try {
+  if (reason === undefined) {
+    host = await RuntimeHost.create(env);
+    node = await CriNode.start(host).catch((e: Error) => {
+      if (process.env.STEWARD_E2E_REQUIRE === '1') throw e;
+      reason = `containerd's CRI plugin does not run here: ${e.message}`;
+      return undefined;
+    });
+  }
+} catch (e) {
+  await (host ? host.finish() : env.close());
+  throw e;
+}
+const skip = skipOrFail("containerd 2.x's STATUS loop under the CRI driver", reason);
+/** The kubelet's runtime status sync period, at which containerd 2.x runs CNI STATUS. */
+const PERIOD_MS = 5000;
+
+after(async () => {
+  if (!host) return env.close();
+  const residue = await host.finish();
+  assert.deepEqual(residue, [], 'the suite left the machine as it found it');
+});
+
+describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { skip }, () => {
+  it('the CRI plugin loaded the first conf file, 00-steward.conflist; at its cniVersion (the primary’s, 1.0.0) libcni runs no STATUS', async () => {
+    const n = node!;
+    const first = firstConfFile(n.confDir);
+    assert.equal(first, join(n.confDir, '00-steward.conflist'));
+    const l = await n.loaded();
+    assert.ok(l.ready && l.steward, `loaded ${JSON.stringify(l)}`);
+    const list = JSON.parse(readFileSync(first, 'utf8'));
+    const c = await networkCondition(list, [n.binDir]);
+    figure('status-as-installed', { cniVersion: list.cniVersion, execs: c.execs, ready: c.ready });
+    assert.equal(list.cniVersion, '1.0.0');
+    assert.equal(c.execs, 0, 'below 1.1.0 containerd 2.x executes no STATUS');
+  });
+
+  it('every 5 s: NetworkReady false within one period of kill -STOP on stewardd, true again within one period of kill -CONT', async () => {
+    const n = node!;
+    const pid = n.daemon.proc!.pid!;
+    let stopped = false;
+    env.defer(() => {
+      if (stopped) process.kill(pid, 'SIGCONT');
+    });
+    const condition = () => {
+      const list = JSON.parse(readFileSync(firstConfFile(n.confDir), 'utf8'));
+      return networkCondition({ ...list, cniVersion: '1.1.0' }, [n.binDir]);
+    };
+    const loop = new StatusLoop(PERIOD_MS, condition);
+    loop.start();
+    try {
+      const ready = await loop.waitFor(true, 0, 2 * PERIOD_MS);
+      assert.ok(ready && ready.execs === 1, `never ready: ${JSON.stringify(loop.ticks)}`);
+
+      process.kill(pid, 'SIGSTOP');
+      stopped = true;
+      const tStop = performance.now();
+      const down = await loop.waitFor(false, tStop, 2 * PERIOD_MS);
+      assert.ok(down, `still ready after kill -STOP: ${JSON.stringify(loop.ticks.slice(-3))}`);
+      assert.equal(loop.ticks.filter((t) => t.at >= tStop)[0], down, 'the first tick after kill -STOP says not ready');
+      const downMs = down.at + down.ms - tStop;
+      assert.ok(downMs <= PERIOD_MS + down.ms, `not ready ${downMs} ms after kill -STOP`);
+      assert.equal(down.reason, 'NetworkPluginNotReady');
+      assert.match(down.message!, /code 50/);
+      // containerd 1.6's own condition does not see it: it never asks the plugin.
+      const cri16 = (await n.loaded()).ready;
+
+      process.kill(pid, 'SIGCONT');
+      stopped = false;
+      const tCont = performance.now();
+      const up = await loop.waitFor(true, tCont, 2 * PERIOD_MS);
+      assert.ok(up, `still not ready after kill -CONT: ${JSON.stringify(loop.ticks.slice(-3))}`);
+      assert.equal(loop.ticks.filter((t) => t.at >= tCont)[0], up, 'the first tick after kill -CONT says ready');
+      const upMs = up.at + up.ms - tCont;
+      assert.ok(upMs <= PERIOD_MS + up.ms, `ready ${upMs} ms after kill -CONT`);
+      figure('status-loop', {
+        periodMs: PERIOD_MS,
+        notReadyAfterStopMs: Math.round(downMs),
+        readyAfterContMs: Math.round(upMs),
+        statusMs: loop.ticks.map((t) => Math.round(t.ms)),
+        containerd16NetworkReadyWhileStopped: cri16,
+        downMessage: down.message,
+      });
+    } finally {
+      await loop.stop();
+      if (stopped) {
+        process.kill(pid, 'SIGCONT');
+        stopped = false;
+      }
+    }
+  });
+});
