@@ -32,14 +32,7 @@ export interface DecideInput {
   release: boolean;
 }
 
-export type Verdict =
-  | 'release'
-  | 'alive'
-  | 'in-flight'
-  | 'young'
-  | 'owner-unknown'
-  | 'capped'
-  | 'report-only';
+export type Verdict = 'release' | 'alive' | 'in-flight' | 'young' | 'owner-unknown' | 'capped' | 'report-only';
 
 export interface Decision {
   finding: Finding;
