@@ -19,6 +19,9 @@ import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
+import { runAudit } from './audit/run.js';
+import { CriRuntime } from './audit/cri.js';
+import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
 import { prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
@@ -112,6 +115,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     }
     return problems;
   };
+  const runtime = new CriRuntime(cfg.runtimeEndpoint);
   metrics.setReadiness(isReady);
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({
@@ -128,6 +132,20 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     version: VERSION,
     startedAt,
     health,
+    audit: (opts) =>
+      runAudit(
+        {
+          journal: store,
+          teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
+          run,
+          listSandboxes: runtime.listSandboxes,
+          runtime: () => runtime.info(),
+          leaseDirs: cfg.auditLeaseDirs,
+          cacheDir: cfg.auditCacheDir,
+          log,
+        },
+        opts,
+      ),
   });
 
   log.info(
@@ -177,6 +195,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();
+      runtime.close();
       store.close();
       owner.release();
       try {
