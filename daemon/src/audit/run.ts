@@ -86,14 +86,27 @@ export function hostLocalDataDirs(config: string): string[] {
 /** The host-local config a DEL of an unjournalled lease is given: its network and dataDir. */
 export function hostLocalDelConfig(f: Finding): Record<string, unknown> {
   // host-local refuses a config without ranges; a DEL releases by container id and ifname across the
-  // network's directory, so any range holding the lease's IP serves.
-  const subnet = f.ip !== null && isIPv4(f.ip) ? `${f.ip}/24` : `${f.ip ?? '::1'}/64`;
+  // network's directory, so any range holding the lease's IP serves: its /24 (IPv4) or /64 (IPv6).
+  const subnet =
+    f.ip !== null && isIPv4(f.ip) ? `${f.ip.split('.').slice(0, 3).join('.')}.0/24` : `${v6Prefix64(f.ip)}::/64`;
   return {
     cniVersion: '0.4.0',
     name: f.network,
     type: 'host-local',
     ipam: { type: 'host-local', dataDir: dirname(dirname(f.path)), ranges: [[{ subnet }]] },
   };
+}
+
+/** The first 64 bits of an IPv6 address, as host-local expects a /64 network written. */
+function v6Prefix64(ip: string | null): string {
+  const [head = '', tail = ''] = (ip ?? '::').split('::');
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === '' ? [] : tail.split(':');
+  const groups = ip?.includes('::') ? [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t] : h;
+  return groups
+    .slice(0, 4)
+    .map((g) => g || '0')
+    .join(':');
 }
 
 export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<AuditReport> {
