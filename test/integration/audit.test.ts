@@ -13,7 +13,9 @@ import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
-import { REPO, TestEnv } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('audit');
 after(() => env.close());
@@ -24,6 +26,8 @@ const DEAD_OLD = id('b');
 const DEAD_YOUNG = id('c');
 const DEAD_CACHED = id('d');
 const NET = 'auditnet';
+/** Attached through steward, then its sandbox removed behind steward's back (the runtime never lists it). */
+const JOURNALLED = id('e');
 
 interface Run {
   code: number | null;
@@ -62,7 +66,11 @@ function age(path: string, seconds: number): void {
 }
 
 /** A node's leftovers in `root`: leases (host-local's format) and a libcni cache file. */
-function seed(root: string): { leases: string; cache: string; paths: Record<string, string> } {
+function seed(root: string): {
+  leases: string;
+  cache: string;
+  paths: { old: string; young: string; live: string; cache: string };
+} {
   const leases = join(root, 'networks');
   const cache = join(root, 'results');
   const dir = join(leases, NET);
@@ -98,6 +106,8 @@ const summary = (r: Run) =>
 describe('stewardd audit with a CRI runtime', () => {
   let daemon: Daemon;
   let s: ReturnType<typeof seed>;
+  let fx: string;
+  let conf: unknown;
 
   before(async () => {
     s = seed(join(env.dir, 'node'));
@@ -116,6 +126,12 @@ describe('stewardd audit with a CRI runtime', () => {
       ],
     });
     await daemon.start();
+    fx = join(env.dir, 'fx');
+    conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx)])]);
+    for (const c of [LIVE, JOURNALLED]) {
+      const add = await shim({ command: 'ADD', containerId: c, netns: env.netns() }, conf);
+      assert.equal(add.code, 0, add.stdout);
+    }
   });
 
   it('reports exactly the leftovers, with their evidence, and releases nothing', async () => {
@@ -124,10 +140,14 @@ describe('stewardd audit with a CRI runtime', () => {
     const body = JSON.parse(r.stdout);
     assert.equal(body.runtime.reachable, true);
     assert.deepEqual(summary(r), [
+      'attachment e - released=false',
       'cache d - released=false',
       'lease b 10.77.0.10 released=false',
       'lease c 10.77.0.11 released=false',
     ]);
+    const journalled = body.orphans.find((o: { kind: string }) => o.kind === 'attachment');
+    assert.equal(journalled.journalled, true);
+    assert.equal(journalled.network, 'steward');
     const old = body.orphans.find((o: { containerId: string }) => o.containerId === DEAD_OLD);
     assert.deepEqual(Object.keys(old).sort(), [
       'ageSeconds',
@@ -150,13 +170,14 @@ describe('stewardd audit with a CRI runtime', () => {
     const table = await cli(['audit', '--socket', daemon.socket]);
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, /^runtime: unix:\/\/.*\(1 sandboxes\)\nKIND\s+CONTAINER/);
-    assert.equal(table.stdout.trim().split('\n').length, 2 + 3);
+    assert.equal(table.stdout.trim().split('\n').length, 2 + 4);
   });
 
   it('--release frees exactly the leftovers past the grace; the young one and the live pod keep theirs', async () => {
     const r = await cli(['audit', '--release', '--grace', '15m', '-o', 'json', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(summary(r), [
+      'attachment e - released=false',
       'cache d - released=true',
       'lease b 10.77.0.10 released=true',
       'lease c 10.77.0.11 released=false',
@@ -167,7 +188,29 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.ok(existsSync(s.paths.live), "the live pod's lease stays");
 
     const again = await cli(['audit', '-o', 'json', '--socket', daemon.socket]);
-    assert.deepEqual(summary(again), ['lease c 10.77.0.11 released=false']);
+    assert.deepEqual(summary(again), ['attachment e - released=false', 'lease c 10.77.0.11 released=false']);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 0, 'nothing journalled was torn down within the grace');
+  });
+
+  it("a journalled attachment past the grace gets its normal teardown; the live pod's stays and tears down cleanly", async () => {
+    await new Promise((r) => setTimeout(r, 1500));
+    const r = await cli(['audit', '--release', '--grace', '1s', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(summary(r), ['attachment e - released=true', 'lease c 10.77.0.11 released=true']);
+    const dels = fixtureCalls(fx, 'DEL');
+    assert.equal(dels.length, 1, dels.join('\n'));
+    assert.ok(dels[0]!.includes(JOURNALLED), dels[0]);
+    const states = (await daemon.request('GET', `/v1/attachments?containerId=${JOURNALLED}`)).json as Array<{
+      state: string;
+    }>;
+    assert.deepEqual(
+      states.map((a) => a.state),
+      ['deleted'],
+    );
+    assert.ok(existsSync(s.paths.live));
+    const del = await shim({ command: 'DEL', containerId: LIVE, netns: '' }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 2);
   });
 
   it('refuses a bad grace with 400 (exit 4)', async () => {
