@@ -66,6 +66,7 @@ COPY --from=build /src/shared/package.json shared/
 COPY --from=build /src/shared/dist/ shared/dist/
 COPY --from=build /src/daemon/package.json daemon/
 COPY --from=build /src/daemon/dist/ daemon/dist/
+COPY --from=build /src/daemon/proto/ daemon/proto/
 COPY --from=build /src/bin/stewardd bin/
 # stewardd install's default --shim is <app>/dist/shims/steward-linux-<arch>[-musl].
 COPY --from=build /src/dist/shims/ dist/shims/

@@ -45,6 +45,7 @@ const DAEMON_AREAS = [
   'daemon/src/routes/**',
   'daemon/src/server.ts',
   'daemon/src/engine/**',
+  'daemon/src/audit/**',
 ];
 
 export default tseslint.config(
@@ -73,6 +74,8 @@ export default tseslint.config(
   restrict(['daemon/src/plugins/**'], { paths: [SQLITE, FASTIFY], patterns: [SHIM] }),
   restrict(['daemon/src/routes/**', 'daemon/src/server.ts'], { paths: [SQLITE, ...CHILD], patterns: [SHIM] }),
   restrict(['daemon/src/engine/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [SHIM, ROUTES] }),
+  // The audit reads the journal through store/ and runs DELs through the engine and plugins/.
+  restrict(['daemon/src/audit/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [SHIM, ROUTES] }),
   restrict(['shim/src/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [DAEMON] }),
   restrict(['shared/src/**'], { paths: [SQLITE, ...CHILD, FASTIFY], patterns: [DAEMON, SHIM] }),
   restrict(['bench/**/*.ts'], { patterns: [TESTS, BUILT] }),

@@ -41,6 +41,12 @@ export interface DaemonConfig {
   metricsListen: ListenAddress | undefined;
   /** This daemon's own shim, compared with the installed one when --cni-conf-dir is given (lifecycle/shim-check.ts). */
   shim: string;
+  /** --runtime-endpoint: the CRI socket asked who is alive (audit); undefined = probe the usual ones. */
+  runtimeEndpoint: string | undefined;
+  /** host-local dataDirs the audit always scans (besides those named in journalled configs). */
+  auditLeaseDirs: string[];
+  /** libcni's result cache the audit scans. */
+  auditCacheDir: string;
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -82,6 +88,12 @@ export const RUN_USAGE = `usage: stewardd run [options]
                            also serve GET /metrics (only) on this TCP address for Prometheus, e.g. 0.0.0.0:9631;
                            ADDR is an IP address (or empty for all), never a name
                            (default off; the control API stays on the socket)
+  --runtime-endpoint unix:///PATH
+                           the CRI runtime the audit asks which sandboxes exist (default: probe
+                           /run/containerd/containerd.sock, then /var/run/crio/crio.sock)
+  --audit-lease-dir DIR    host-local dataDir the audit scans, repeatable (default /var/lib/cni/networks;
+                           dataDirs named in journalled configs are scanned too)
+  --audit-cache-dir DIR    libcni result cache the audit scans (default /var/lib/cni/results)
   --log-level LEVEL        pino level (default info)`;
 
 export function parseRunConfig(argv: string[]): DaemonConfig {
@@ -120,6 +132,9 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       daemonset: { type: 'string' },
       'log-level': { type: 'string' },
       'metrics-listen': { type: 'string' },
+      'runtime-endpoint': { type: 'string' },
+      'audit-lease-dir': { type: 'string', multiple: true },
+      'audit-cache-dir': { type: 'string' },
     },
   });
   const problems: string[] = [];
@@ -162,6 +177,9 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
     metricsListen: metricsListen(values['metrics-listen'], problems),
     shim: resolve(values.shim ?? defaultShim(shimLibc === 'musl' ? 'musl' : 'glibc')),
+    runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),
+    auditLeaseDirs: (values['audit-lease-dir'] ?? ['/var/lib/cni/networks']).map((d) => resolve(d)),
+    auditCacheDir: resolve(values['audit-cache-dir'] ?? '/var/lib/cni/results'),
   };
   // The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
   // default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime
@@ -173,6 +191,17 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     );
   fail(problems, RUN_USAGE);
   return cfg;
+}
+
+/** --runtime-endpoint unix:///PATH (crictl's form); a bare absolute path is accepted too. */
+function runtimeEndpoint(raw: string | undefined, problems: string[]): string | undefined {
+  if (raw === undefined) return undefined;
+  const path = raw.startsWith('unix://') ? raw.slice('unix://'.length) : raw;
+  if (!path.startsWith('/')) {
+    problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
+    return undefined;
+  }
+  return path;
 }
 
 function metricsListen(raw: string | undefined, problems: string[]): ListenAddress | undefined {

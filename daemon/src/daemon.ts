@@ -22,6 +22,9 @@ import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
+import { runAudit } from './audit/run.js';
+import { CriRuntime } from './audit/cri.js';
+import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
 import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
@@ -135,6 +138,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     }
     return problems;
   };
+  const runtime = new CriRuntime(cfg.runtimeEndpoint);
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
@@ -153,6 +157,20 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     version: VERSION,
     startedAt,
     health,
+    audit: (opts) =>
+      runAudit(
+        {
+          journal: store,
+          teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
+          run,
+          listSandboxes: runtime.listSandboxes,
+          runtime: () => runtime.info(),
+          leaseDirs: cfg.auditLeaseDirs,
+          cacheDir: cfg.auditCacheDir,
+          log,
+        },
+        opts,
+      ),
   });
 
   log.info(
@@ -206,6 +224,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();
+      runtime.close();
       store.close();
       owner.release();
       try {

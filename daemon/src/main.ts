@@ -14,8 +14,9 @@ commands:
   attachments  list attachments: --state S, --pod NAMESPACE/NAME, --container ID
   teardowns    pending and abandoned teardown steps
   retry        run pending teardowns now
+  audit        leases, cache files and attachments no live sandbox owns (--release frees them)
   version      print the version
-status, attachments, teardowns and retry print tables, or the API's JSON with -o json (<command> --help)`;
+status, attachments, teardowns, retry and audit print tables, or the API's JSON with -o json (<command> --help)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -61,7 +62,8 @@ async function main(argv: string[]): Promise<number> {
     case 'status':
     case 'attachments':
     case 'teardowns':
-    case 'retry': {
+    case 'retry':
+    case 'audit': {
       const { runCli } = await import('./cli/index.js');
       return runCli(command, rest);
     }

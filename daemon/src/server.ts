@@ -18,6 +18,7 @@ import { degradedRoutes, type DegradedDeps } from './routes/degraded.js';
 import type { AppDeps } from './routes/deps.js';
 import { capText } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
+import { auditRoutes } from './routes/audit.js';
 
 /** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
 function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
@@ -118,6 +119,8 @@ export function buildApp(deps: AppDeps) {
   const app = baseApp(deps.log, (handler) => createServer(admission.listener(handler)));
   void app.register(cniRoutes, deps);
   void app.register(statusRoutes, { ...deps, admission: () => admission.stats });
+  const audit = deps.audit;
+  if (audit) void app.register(auditRoutes, { audit });
   return app;
 }
 

@@ -40,6 +40,24 @@ const cases: Array<[string, string, string, string]> = [
     'daemon/src/lint-case.ts',
   ],
   [
+    'the audit never spawns (plugins/ does)',
+    "import * as x from 'node:child_process';",
+    'daemon/src/audit/lint-case.ts',
+    'daemon/src/plugins/lint-case.ts',
+  ],
+  [
+    'the audit never talks SQL (store/ does)',
+    "import x from 'better-sqlite3';",
+    'daemon/src/audit/lint-case.ts',
+    'daemon/src/store/lint-case.ts',
+  ],
+  [
+    'the audit never imports routes',
+    "import { x } from '../routes/cni.js';",
+    'daemon/src/audit/lint-case.ts',
+    'daemon/src/lint-case.ts',
+  ],
+  [
     'the shim imports nothing from the daemon',
     "import { x } from '../../daemon/src/engine/engine.js';",
     'shim/src/lint-case.ts',

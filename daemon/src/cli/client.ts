@@ -4,7 +4,7 @@
 
 import { socketRequest } from '../lifecycle/socket-http.js';
 
-/** Exit codes of `stewardd status|attachments|teardowns|retry` (README "Reading its state"). */
+/** Exit codes of `stewardd status|attachments|teardowns|retry|audit` (README "Reading its state"). */
 export const Exit = {
   Ok: 0,
   /** `status --check`: abandoned teardown steps exist. */
@@ -14,6 +14,8 @@ export const Exit = {
   Unreachable: 3,
   /** The daemon answered with an error status (e.g. a filter it rejects). */
   DaemonError: 4,
+  /** `audit`: no container runtime answered: the report is owner-unknown and nothing was released. */
+  NoRuntime: 5,
 } as const;
 
 export class CliError extends Error {

@@ -142,3 +142,40 @@ export function formatAttachments(rows: AttachmentRow[]): string {
     ]),
   );
 }
+
+export interface AuditJson {
+  orphans: Array<{
+    kind: string;
+    containerId: string;
+    network: string;
+    ifname: string;
+    ip: string | null;
+    path: string;
+    ageSeconds: number | null;
+    journalled: boolean;
+    released: boolean;
+  }>;
+  runtime: { reachable: boolean; endpoint: string | null; sandboxes?: number; message?: string };
+}
+
+export function formatAudit(a: AuditJson): string {
+  const rt = a.runtime;
+  const runtime = rt.reachable
+    ? `runtime: ${rt.endpoint ?? '?'} (${rt.sandboxes ?? 0} sandboxes)`
+    : `runtime: UNREACHABLE${rt.endpoint === null ? '' : ` ${rt.endpoint}`}${rt.message ? `: ${rt.message}` : ''}; every finding is owner-unknown and nothing was released`;
+  if (a.orphans.length === 0)
+    return `${runtime}
+no orphans`;
+  const rows = a.orphans.map((o) => [
+    o.kind,
+    o.containerId.slice(0, 13),
+    o.network,
+    o.ifname,
+    o.ip ?? '',
+    o.ageSeconds === null ? '' : duration(o.ageSeconds),
+    o.journalled ? 'yes' : 'no',
+    o.released ? 'yes' : 'no',
+    o.path,
+  ]);
+  return `${runtime}\n${table(['KIND', 'CONTAINER', 'NETWORK', 'IFNAME', 'IP', 'AGE', 'JOURNALLED', 'RELEASED', 'PATH'], rows)}`;
+}

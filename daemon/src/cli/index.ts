@@ -8,6 +8,8 @@ import { DEFAULT_SOCKET } from '@cni-steward/shared';
 import { call, CliError, Exit } from './client.js';
 import {
   formatAttachments,
+  formatAudit,
+  type AuditJson,
   formatStatus,
   formatTeardowns,
   type AttachmentRow,
@@ -15,7 +17,7 @@ import {
   type TeardownRow,
 } from './format.js';
 
-export const CLI_COMMANDS = ['status', 'attachments', 'teardowns', 'retry'] as const;
+export const CLI_COMMANDS = ['status', 'attachments', 'teardowns', 'retry', 'audit'] as const;
 export type CliCommand = (typeof CLI_COMMANDS)[number];
 
 const COMMON = `  --socket PATH        the daemon's socket (default ${DEFAULT_SOCKET})
@@ -41,10 +43,19 @@ ${COMMON}`,
                        fixing its plugin, or releasing by hand what it held: the DEL then succeeds
                        and clears the step; one that still fails is abandoned again)
 ${COMMON}`,
+  audit: `usage: stewardd audit [--release] [--grace DUR] [options]
+  what nobody owns on the node: host-local leases, libcni result-cache files and journalled attachments
+  whose container id no sandbox of the runtime (stewardd run --runtime-endpoint) has; never one with an
+  ADD in flight
+  --release            also release the orphans older than the grace (a journalled one through its normal
+                       teardown, an unjournalled lease through a host-local DEL, a cache file by removal)
+  --grace DUR          only release what was last modified longer ago than DUR (default 15m; e.g. 90s, 2h)
+${COMMON}`,
 };
 
 const EXIT_CODES = `exit codes: 0 ok; 1 (status --check) abandoned teardowns exist; 2 usage error;
-  3 the socket is absent, not accessible or not answering; 4 the daemon answered with an error`;
+  3 the socket is absent, not accessible or not answering; 4 the daemon answered with an error;
+  5 (audit) no container runtime was reachable: report only, nothing released`;
 
 interface Parsed {
   socket: string;
@@ -64,6 +75,7 @@ function parse(command: CliCommand, argv: string[]): Parsed {
     },
     teardowns: {},
     retry: { abandoned: { type: 'boolean' } },
+    audit: { release: { type: 'boolean' }, grace: { type: 'string' } },
   }[command] as Record<string, { type: 'string' | 'boolean' }>;
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -154,6 +166,17 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
             `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`,
         );
         return Exit.Ok;
+      }
+      case 'audit': {
+        const q = new URLSearchParams();
+        if (p.values.release === true) q.set('release', 'true');
+        if (typeof p.values.grace === 'string') q.set('grace', p.values.grace);
+        const release = p.values.release === true || typeof p.values.grace === 'string';
+        const path = q.size === 0 ? '/v1/audit' : `/v1/audit?${q.toString()}`;
+        const r = await call(p.socket, release ? 'POST' : 'GET', path, p.timeoutMs);
+        const a = r.json as AuditJson;
+        out(p.json, r.body, () => formatAudit(a));
+        return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;
       }
     }
   } catch (e) {

@@ -7,6 +7,7 @@ import type { Metrics } from '../metrics.js';
 import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
 import type { AdmissionStats } from './admission.js';
+import type { AuditOptions, AuditReport } from '../audit/run.js';
 
 /** What the operator views read of the journal: queries only, never a write. */
 export type JournalView = Pick<
@@ -47,4 +48,6 @@ export interface AppDeps {
   admission?: () => AdmissionStats;
   /** Why the daemon is not healthy (the journal cannot be written, no plugin spawner); [] when it is. */
   health: () => Promise<string[]>;
+  /** One audit pass (audit/run.ts): GET/POST /v1/audit. */
+  audit?: (opts: AuditOptions) => Promise<AuditReport>;
 }

@@ -1,12 +1,12 @@
-// A small gRPC client of the CRI runtime.v1 RuntimeService (runtime.proto next to it), spoken over
+// A small gRPC client of the CRI runtime.v1 RuntimeService (daemon/proto/runtime.proto, shared with the daemon's audit), spoken over
 // containerd's Unix socket the way the kubelet speaks it: the pod-sandbox calls, Version and Status.
 // Messages use proto-loader's camelCase field names; enums come back as their names, int64 as strings.
 
 import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
-import { fileURLToPath } from 'node:url';
 
-const PROTO = fileURLToPath(new URL('./runtime.proto', import.meta.url));
+import { runtimeServiceCtor } from '../../../daemon/src/audit/cri.js';
+
+export { runtimeServiceCtor };
 
 export interface PodSandboxMetadata {
   name: string;
@@ -67,22 +67,6 @@ type Unary = (
   opts: grpc.CallOptions,
   cb: (e: grpc.ServiceError | null, r: any) => void,
 ) => void;
-
-let definition: grpc.GrpcObject | undefined;
-/** The RuntimeService of runtime.proto (its `.service` serves a fake runtime in unit tests). */
-export function runtimeServiceCtor(): grpc.ServiceClientConstructor {
-  definition ??= grpc.loadPackageDefinition(
-    protoLoader.loadSync(PROTO, {
-      keepCase: false,
-      longs: String,
-      enums: String,
-      defaults: true,
-      oneofs: true,
-    }),
-  );
-  const v1 = (definition.runtime as grpc.GrpcObject).v1 as grpc.GrpcObject;
-  return v1.RuntimeService as grpc.ServiceClientConstructor;
-}
 
 export class CriClient {
   private readonly client: grpc.Client;

@@ -1,0 +1,42 @@
+// libcni's result cache as findings: /var/lib/cni/results/<network>-<container id>-<ifname>, a JSON
+// document (kind "cniCacheV1") naming containerId, ifName and networkName. The JSON is read rather than
+// the file name split, since network names and ifnames may contain '-'. Nothing ever deletes these
+// under containerd (it never calls CNI GC).
+
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Finding } from './decide.js';
+
+export const DEFAULT_CACHE_DIR = '/var/lib/cni/results';
+
+interface CacheDoc {
+  containerId?: unknown;
+  ifName?: unknown;
+  networkName?: unknown;
+}
+
+export async function scanCache(dir: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
+  const out: Finding[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const path = join(dir, name);
+    try {
+      const [text, st] = await Promise.all([readFile(path, 'utf8'), stat(path)]);
+      if (!st.isFile()) continue;
+      const doc = JSON.parse(text) as CacheDoc;
+      if (typeof doc.containerId !== 'string' || doc.containerId === '') continue;
+      out.push({
+        kind: 'cache',
+        containerId: doc.containerId,
+        network: typeof doc.networkName === 'string' ? doc.networkName : '',
+        ifname: typeof doc.ifName === 'string' ? doc.ifName : '',
+        ip: null,
+        path,
+        mtimeMs: st.mtimeMs,
+        journalled: journalled.has(doc.containerId),
+      });
+    } catch {
+      continue; // unreadable or not a cache document: not ours to judge
+    }
+  }
+  return out.sort((a, b) => a.path.localeCompare(b.path));
+}

@@ -1,0 +1,48 @@
+// host-local's lease files as findings. host-local keeps one directory per network under its dataDir
+// (default /var/lib/cni/networks), one file per reserved IP named by the IP and holding
+// `<container id>\r\n<ifname>` (older releases wrote the id alone), beside its `lock` and
+// `last_reserved_ip.<range>` files, which are not leases.
+
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { isIP } from 'node:net';
+import { join } from 'node:path';
+import type { Finding } from './decide.js';
+
+export const DEFAULT_HOST_LOCAL_DIR = '/var/lib/cni/networks';
+
+/** Parse one lease file's content; null when it holds no container id. */
+export function parseLease(content: string): { containerId: string; ifname: string } | null {
+  const [id = '', ifname = ''] = content.split(/\r?\n/);
+  const containerId = id.trim();
+  if (containerId === '') return null;
+  return { containerId, ifname: ifname.trim() };
+}
+
+/** Every lease under dataDir, one finding per file; a missing dataDir holds nothing. */
+export async function scanLeases(dataDir: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
+  const networks = await readdir(dataDir, { withFileTypes: true }).catch(() => []);
+  const out: Finding[] = [];
+  for (const net of networks) {
+    if (!net.isDirectory()) continue;
+    const dir = join(dataDir, net.name);
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      if (isIP(name) === 0) continue;
+      const path = join(dir, name);
+      const [content, st] = await Promise.all([readFile(path, 'utf8'), stat(path)]).catch(() => [null, null]);
+      if (content === null || st === null) continue;
+      const lease = parseLease(content);
+      if (lease === null) continue;
+      out.push({
+        kind: 'lease',
+        containerId: lease.containerId,
+        network: net.name,
+        ifname: lease.ifname,
+        ip: name,
+        path,
+        mtimeMs: st.mtimeMs,
+        journalled: journalled.has(lease.containerId),
+      });
+    }
+  }
+  return out.sort((a, b) => a.path.localeCompare(b.path));
+}

@@ -1,0 +1,231 @@
+// One audit pass: gather what is held on the node (host-local leases, libcni cache files, steward's
+// own journal attachments), ask the runtime who is alive, decide (decide.ts), and, when asked to,
+// release each orphan through its proper path after asking the runtime again: a journalled container
+// through the engine's normal teardown (its ADD-time config, with retries), an unjournalled lease
+// through a host-local DEL, a cache file by unlinking it. Every release is logged with its evidence.
+
+import { unlink } from 'node:fs/promises';
+import { isIPv4 } from 'node:net';
+import { dirname } from 'node:path';
+import type { Logger } from 'pino';
+import type { PluginRunner } from '../plugins/executor.js';
+import type { Attachment, Step } from '../store/types.js';
+import { scanCache } from './cache.js';
+import { decide, type Decision, type Finding, type OrphanKind } from './decide.js';
+import { scanLeases } from './leases.js';
+
+export interface RuntimeInfo {
+  reachable: boolean;
+  endpoint: string | null;
+  /** Sandboxes listed, when reachable. */
+  sandboxes?: number;
+  message?: string;
+}
+
+export interface AuditDeps {
+  /** The journal, read through store/ queries only. */
+  journal: {
+    attachmentsInState(state: Attachment['state']): Attachment[];
+    stepsOf(attachmentId: number): Step[];
+  };
+  /** The engine's teardown of one journalled attachment (its normal DEL path). */
+  teardown: (attachmentId: number) => Promise<{ done: boolean; error?: Error }>;
+  /** Runs a plugin (the executor's run): a host-local DEL for an unjournalled lease. */
+  run: PluginRunner;
+  /** Sandbox ids the runtime lists; null when no runtime is reachable. */
+  listSandboxes: () => Promise<string[] | null>;
+  runtime: () => RuntimeInfo;
+  /** host-local dataDirs always scanned (besides those named in journalled configs). */
+  leaseDirs: readonly string[];
+  cacheDir: string;
+  /** CNI_PATH for the host-local DEL (searched after the daemon's bin dirs). */
+  cniPath?: string;
+  log: Logger;
+  now?: () => number;
+}
+
+export interface AuditOptions {
+  release: boolean;
+  graceMs: number;
+  cap?: number;
+}
+
+export interface OrphanView {
+  kind: OrphanKind;
+  containerId: string;
+  network: string;
+  ifname: string;
+  ip: string | null;
+  path: string;
+  ageSeconds: number | null;
+  journalled: boolean;
+  released: boolean;
+}
+
+export interface AuditReport {
+  orphans: OrphanView[];
+  runtime: RuntimeInfo;
+}
+
+export const DEFAULT_GRACE_MS = 15 * 60_000;
+export const DEFAULT_RELEASE_CAP = 1000;
+
+/** host-local dataDirs named in a step's plugin config (as the plugin itself, or as its ipam). */
+export function hostLocalDataDirs(config: string): string[] {
+  try {
+    const c = JSON.parse(config) as { type?: unknown; dataDir?: unknown; ipam?: { type?: unknown; dataDir?: unknown } };
+    const out: string[] = [];
+    if (c.ipam?.type === 'host-local' && typeof c.ipam.dataDir === 'string') out.push(c.ipam.dataDir);
+    if (c.type === 'host-local' && typeof c.dataDir === 'string') out.push(c.dataDir);
+    return out;
+  } catch {
+    return [];
+  }
+}
+
+/** The host-local config a DEL of an unjournalled lease is given: its network and dataDir. */
+export function hostLocalDelConfig(f: Finding): Record<string, unknown> {
+  // host-local refuses a config without ranges; a DEL releases by container id and ifname across the
+  // network's directory, so any range holding the lease's IP serves: its /24 (IPv4) or /64 (IPv6).
+  const subnet =
+    f.ip !== null && isIPv4(f.ip) ? `${f.ip.split('.').slice(0, 3).join('.')}.0/24` : `${v6Prefix64(f.ip)}::/64`;
+  return {
+    cniVersion: '0.4.0',
+    name: f.network,
+    type: 'host-local',
+    ipam: { type: 'host-local', dataDir: dirname(dirname(f.path)), ranges: [[{ subnet }]] },
+  };
+}
+
+/** The first 64 bits of an IPv6 address, as host-local expects a /64 network written. */
+function v6Prefix64(ip: string | null): string {
+  const [head = '', tail = ''] = (ip ?? '::').split('::');
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === '' ? [] : tail.split(':');
+  const groups = ip?.includes('::') ? [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t] : h;
+  return groups
+    .slice(0, 4)
+    .map((g) => g || '0')
+    .join(':');
+}
+
+export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<AuditReport> {
+  const now = deps.now ?? Date.now;
+  const live = [
+    ...deps.journal.attachmentsInState('adding'),
+    ...deps.journal.attachmentsInState('added'),
+    ...deps.journal.attachmentsInState('deleting'),
+  ];
+  const journalled = new Set(live.map((a) => a.containerId));
+  const inFlight = new Set(deps.journal.attachmentsInState('adding').map((a) => a.containerId));
+  const dataDirs = new Set(deps.leaseDirs);
+  for (const a of live)
+    for (const s of deps.journal.stepsOf(a.id)) for (const d of hostLocalDataDirs(s.config)) dataDirs.add(d);
+
+  const findings: Finding[] = [];
+  for (const a of live) {
+    if (a.state === 'adding') continue; // in flight: never a finding
+    findings.push({
+      kind: 'attachment',
+      containerId: a.containerId,
+      network: a.network,
+      ifname: a.ifname,
+      ip: null,
+      path: `attachment/${a.id}`,
+      mtimeMs: a.updatedAt,
+      journalled: true,
+    });
+  }
+  for (const dir of [...dataDirs].sort()) findings.push(...(await scanLeases(dir, journalled)));
+  findings.push(...(await scanCache(deps.cacheDir, journalled)));
+
+  const sandboxes = await deps.listSandboxes();
+  const decisions = decide({
+    findings,
+    alive: sandboxes === null ? null : new Set(sandboxes),
+    inFlight,
+    nowMs: now(),
+    graceMs: opts.graceMs,
+    cap: opts.cap ?? DEFAULT_RELEASE_CAP,
+    release: opts.release,
+  });
+
+  const tornDown = new Set<string>();
+  const orphans: OrphanView[] = [];
+  for (const d of decisions) {
+    if (!d.orphan) continue;
+    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown) : false;
+    const f = d.finding;
+    orphans.push({
+      kind: f.kind,
+      containerId: f.containerId,
+      network: f.network,
+      ifname: f.ifname,
+      ip: f.ip,
+      path: f.path,
+      ageSeconds: d.ageSeconds,
+      journalled: f.journalled,
+      released,
+    });
+  }
+  return { orphans, runtime: deps.runtime() };
+}
+
+async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDown: Set<string>): Promise<boolean> {
+  const f = d.finding;
+  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds.
+  const again = await deps.listSandboxes();
+  if (again === null || again.includes(f.containerId)) return false;
+  const evidence = {
+    kind: f.kind,
+    containerId: f.containerId,
+    network: f.network,
+    ifname: f.ifname,
+    ip: f.ip,
+    path: f.path,
+    ageSeconds: d.ageSeconds,
+    journalled: f.journalled,
+    runtimeSandboxes: again.length,
+  };
+  try {
+    if (f.journalled && f.kind !== 'cache') {
+      // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
+      if (!tornDown.has(f.containerId)) {
+        tornDown.add(f.containerId);
+        for (const a of live.filter((x) => x.containerId === f.containerId && x.state !== 'adding')) {
+          const out = await deps.teardown(a.id);
+          if (!out.done) throw out.error ?? new Error('teardown unfinished');
+        }
+      }
+    } else if (f.kind === 'lease') {
+      await deps.run({
+        command: 'DEL',
+        type: 'host-local',
+        containerId: f.containerId,
+        netns: '',
+        ifname: f.ifname === '' ? 'eth0' : f.ifname,
+        args: '',
+        cniPath: deps.cniPath ?? '',
+        stdin: hostLocalDelConfig(f),
+      });
+    } else if (f.kind === 'cache') {
+      await unlink(f.path);
+    } else {
+      return false;
+    }
+  } catch (e) {
+    deps.log.warn({ ...evidence, err: (e as Error).message }, 'audit: release failed');
+    return false;
+  }
+  deps.log.warn(evidence, 'audit: released an orphan: its sandbox is not listed by the runtime');
+  return true;
+}
+
+/** A grace such as `90s`, `15m`, `2h` or `1h30m` in ms; undefined when it is not one. */
+export function parseDuration(raw: string): number | undefined {
+  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(raw)) return undefined;
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  let total = 0;
+  for (const [, n, , u] of raw.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) total += Number(n) * (unit[u ?? 's'] ?? 0);
+  return Math.round(total);
+}

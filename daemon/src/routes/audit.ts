@@ -1,0 +1,26 @@
+// The audit over the socket: GET /v1/audit reports what nobody owns on the node; POST
+// /v1/audit?release=true&grace=DUR also releases the orphans past the grace (audit/run.ts).
+
+import type { FastifyInstance } from 'fastify';
+import { DEFAULT_GRACE_MS, parseDuration, type AuditOptions, type AuditReport } from '../audit/run.js';
+
+export interface AuditRouteDeps {
+  audit: (opts: AuditOptions) => Promise<AuditReport>;
+}
+
+export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): Promise<void> {
+  app.get('/v1/audit', async () => deps.audit({ release: false, graceMs: DEFAULT_GRACE_MS }));
+
+  app.post('/v1/audit', async (req, reply) => {
+    const q = req.query as { release?: string; grace?: string };
+    if (q.release !== undefined && q.release !== 'true' && q.release !== 'false')
+      return reply.code(400).send({ error: 'release must be true or false' });
+    let graceMs = DEFAULT_GRACE_MS;
+    if (q.grace !== undefined) {
+      const g = parseDuration(q.grace);
+      if (g === undefined) return reply.code(400).send({ error: 'grace must be a duration such as 90s, 15m or 2h' });
+      graceMs = g;
+    }
+    return deps.audit({ release: q.release === 'true', graceMs });
+  });
+}

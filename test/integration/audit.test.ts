@@ -1,0 +1,265 @@
+// `stewardd audit` against a real daemon: a fake CRI runtime (a gRPC server on a temp Unix socket
+// serving runtime.v1 ListPodSandbox with chosen ids), host-local lease files written in host-local's
+// format in a temp dataDir and aged with utimes, and a libcni cache file. The report must list exactly
+// the leftovers; --release must free exactly those past the grace (through Debian's real host-local
+// DEL for a lease), leaving the young one and the live pod's; with no runtime reachable it reports,
+// releases nothing, and exits 5.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
+import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { shim } from '../helpers/shim.js';
+
+const env = new TestEnv('audit');
+after(() => env.close());
+
+const id = (c: string) => c.repeat(64);
+const LIVE = id('a');
+const DEAD_OLD = id('b');
+const DEAD_YOUNG = id('c');
+const DEAD_CACHED = id('d');
+const NET = 'auditnet';
+/** Attached through steward, then its sandbox removed behind steward's back (the runtime never lists it). */
+const JOURNALLED = id('e');
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[]): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A fake CRI runtime listing `ids` as its sandboxes; stopped by env.close(). */
+async function fakeRuntime(socket: string, ids: string[]): Promise<void> {
+  const server = new grpc.Server();
+  server.addService(runtimeServiceCtor().service, {
+    ListPodSandbox: (_call: unknown, cb: grpc.sendUnaryData<unknown>) =>
+      cb(null, { items: ids.map((i) => ({ id: i, state: 'SANDBOX_READY' })) }),
+  });
+  await new Promise<void>((resolve, reject) =>
+    server.bindAsync(`unix://${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
+  );
+  env.defer(() => new Promise<void>((r) => server.tryShutdown(() => r())));
+}
+
+function age(path: string, seconds: number): void {
+  const t = (Date.now() - seconds * 1000) / 1000;
+  utimesSync(path, t, t);
+}
+
+/** A node's leftovers in `root`: leases (host-local's format) and a libcni cache file. */
+function seed(root: string): {
+  leases: string;
+  cache: string;
+  paths: { old: string; young: string; live: string; cache: string };
+} {
+  const leases = join(root, 'networks');
+  const cache = join(root, 'results');
+  const dir = join(leases, NET);
+  mkdirSync(dir, { recursive: true });
+  mkdirSync(cache, { recursive: true });
+  writeFileSync(join(dir, 'lock'), '');
+  writeFileSync(join(dir, 'last_reserved_ip.0'), '10.77.0.12');
+  const paths = {
+    old: join(dir, '10.77.0.10'),
+    young: join(dir, '10.77.0.11'),
+    live: join(dir, '10.77.0.12'),
+    cache: join(cache, `${NET}-${DEAD_CACHED}-eth0`),
+  };
+  writeFileSync(paths.old, `${DEAD_OLD}\r\neth0`);
+  writeFileSync(paths.young, `${DEAD_YOUNG}\r\neth0`);
+  writeFileSync(paths.live, `${LIVE}\r\neth0`);
+  writeFileSync(
+    paths.cache,
+    JSON.stringify({ kind: 'cniCacheV1', containerId: DEAD_CACHED, ifName: 'eth0', networkName: NET, config: '' }),
+  );
+  age(paths.old, 7200);
+  age(paths.young, 60);
+  age(paths.live, 7200);
+  age(paths.cache, 7200);
+  return { leases, cache, paths };
+}
+
+const summary = (r: Run) =>
+  (JSON.parse(r.stdout) as { orphans: Array<Record<string, unknown>> }).orphans
+    .map((o) => `${o.kind} ${String(o.containerId).slice(0, 1)} ${o.ip ?? '-'} released=${o.released}`)
+    .sort();
+
+describe('stewardd audit with a CRI runtime', () => {
+  let daemon: Daemon;
+  let s: ReturnType<typeof seed>;
+  let fx: string;
+  let conf: unknown;
+
+  before(async () => {
+    s = seed(join(env.dir, 'node'));
+    const runtime = join(env.dir, 'cri.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    daemon = new Daemon(env, {
+      name: 'd',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+      ],
+    });
+    await daemon.start();
+    fx = join(env.dir, 'fx');
+    conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx)])]);
+    for (const c of [LIVE, JOURNALLED]) {
+      const add = await shim({ command: 'ADD', containerId: c, netns: env.netns() }, conf);
+      assert.equal(add.code, 0, add.stdout);
+    }
+  });
+
+  it('reports exactly the leftovers, with their evidence, and releases nothing', async () => {
+    const r = await cli(['audit', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    const body = JSON.parse(r.stdout);
+    assert.equal(body.runtime.reachable, true);
+    assert.deepEqual(summary(r), [
+      'attachment e - released=false',
+      'cache d - released=false',
+      'lease b 10.77.0.10 released=false',
+      'lease c 10.77.0.11 released=false',
+    ]);
+    const journalled = body.orphans.find((o: { kind: string }) => o.kind === 'attachment');
+    assert.equal(journalled.journalled, true);
+    assert.equal(journalled.network, 'steward');
+    const old = body.orphans.find((o: { containerId: string }) => o.containerId === DEAD_OLD);
+    assert.deepEqual(Object.keys(old).sort(), [
+      'ageSeconds',
+      'containerId',
+      'ifname',
+      'ip',
+      'journalled',
+      'kind',
+      'network',
+      'path',
+      'released',
+    ]);
+    assert.equal(old.network, NET);
+    assert.equal(old.ifname, 'eth0');
+    assert.equal(old.path, s.paths.old);
+    assert.equal(old.journalled, false);
+    assert.ok(old.ageSeconds >= 7190 && old.ageSeconds < 7300, String(old.ageSeconds));
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+
+    const table = await cli(['audit', '--socket', daemon.socket]);
+    assert.equal(table.code, 0, table.stderr);
+    assert.match(table.stdout, /^runtime: unix:\/\/.*\(1 sandboxes\)\nKIND\s+CONTAINER/);
+    assert.equal(table.stdout.trim().split('\n').length, 2 + 4);
+  });
+
+  it('--release frees exactly the leftovers past the grace; the young one and the live pod keep theirs', async () => {
+    const r = await cli(['audit', '--release', '--grace', '15m', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(summary(r), [
+      'attachment e - released=false',
+      'cache d - released=true',
+      'lease b 10.77.0.10 released=true',
+      'lease c 10.77.0.11 released=false',
+    ]);
+    assert.ok(!existsSync(s.paths.old), 'the old lease was released by host-local');
+    assert.ok(!existsSync(s.paths.cache), 'the cache file was removed');
+    assert.ok(existsSync(s.paths.young), 'the 1-minute-old leftover stays');
+    assert.ok(existsSync(s.paths.live), "the live pod's lease stays");
+
+    const again = await cli(['audit', '-o', 'json', '--socket', daemon.socket]);
+    assert.deepEqual(summary(again), ['attachment e - released=false', 'lease c 10.77.0.11 released=false']);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 0, 'nothing journalled was torn down within the grace');
+  });
+
+  it("a journalled attachment past the grace gets its normal teardown; the live pod's stays and tears down cleanly", async () => {
+    await new Promise((r) => setTimeout(r, 1500));
+    const r = await cli(['audit', '--release', '--grace', '1s', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(summary(r), ['attachment e - released=true', 'lease c 10.77.0.11 released=true']);
+    const dels = fixtureCalls(fx, 'DEL');
+    assert.equal(dels.length, 1, dels.join('\n'));
+    assert.ok(dels[0]!.includes(JOURNALLED), dels[0]);
+    const states = (await daemon.request('GET', `/v1/attachments?containerId=${JOURNALLED}`)).json as Array<{
+      state: string;
+    }>;
+    assert.deepEqual(
+      states.map((a) => a.state),
+      ['deleted'],
+    );
+    assert.ok(existsSync(s.paths.live));
+    const del = await shim({ command: 'DEL', containerId: LIVE, netns: '' }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 2);
+  });
+
+  it('refuses a bad grace with 400 (exit 4)', async () => {
+    const r = await cli(['audit', '--release', '--grace', 'soon', '--socket', daemon.socket]);
+    assert.equal(r.code, 4, r.stdout + r.stderr);
+    assert.match(r.stderr, /grace must be a duration/);
+  });
+});
+
+describe('stewardd audit with no runtime reachable', () => {
+  it('reports every leftover as found, releases nothing and exits 5', async () => {
+    const s = seed(join(env.dir, 'node2'));
+    const daemon = new Daemon(env, {
+      name: 'd2',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${join(env.dir, 'absent.sock')}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+      ],
+    });
+    await daemon.start();
+    const r = await cli([
+      'audit',
+      '--release',
+      '--grace',
+      '1s',
+      '-o',
+      'json',
+      '--timeout',
+      '30',
+      '--socket',
+      daemon.socket,
+    ]);
+    assert.equal(r.code, 5, r.stderr);
+    const body = JSON.parse(r.stdout);
+    assert.equal(body.runtime.reachable, false);
+    assert.deepEqual(summary(r), [
+      'cache d - released=false',
+      'lease a 10.77.0.12 released=false',
+      'lease b 10.77.0.10 released=false',
+      'lease c 10.77.0.11 released=false',
+    ]);
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    const table = await cli(['audit', '--socket', daemon.socket, '--timeout', '30']);
+    assert.equal(table.code, 5);
+    assert.match(table.stdout, /runtime: UNREACHABLE/);
+  });
+});

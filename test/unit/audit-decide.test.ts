@@ -1,0 +1,81 @@
+// The audit's decision on injected inputs (no root, no runtime): alive, in flight, young, journalled,
+// owner unknown and the per-run cap each keep a finding from being released.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { decide, type DecideInput, type Finding } from '../../daemon/src/audit/decide.js';
+
+const NOW = 10_000_000_000;
+const GRACE = 15 * 60_000;
+
+function lease(containerId: string, ageMs: number, journalled = false): Finding {
+  return {
+    kind: 'lease',
+    containerId,
+    network: 'net',
+    ifname: 'eth0',
+    ip: '10.1.0.2',
+    path: `/tmp/net/10.1.0.2-${containerId}`,
+    mtimeMs: NOW - ageMs,
+    journalled,
+  };
+}
+
+function run(findings: Finding[], over: Partial<DecideInput> = {}) {
+  return decide({
+    findings,
+    alive: new Set(['live']),
+    inFlight: new Set(['starting']),
+    nowMs: NOW,
+    graceMs: GRACE,
+    cap: 10,
+    release: true,
+    ...over,
+  }).map((d) => [d.finding.containerId, d.verdict, d.orphan]);
+}
+
+describe('audit decision', () => {
+  test('a sandbox the runtime lists is alive and not an orphan, however old its lease', () => {
+    assert.deepEqual(run([lease('live', 7_200_000)]), [['live', 'alive', false]]);
+  });
+
+  test('a journalled ADD in flight is not an orphan, even with no sandbox listed', () => {
+    assert.deepEqual(run([lease('starting', 7_200_000, true)]), [['starting', 'in-flight', false]]);
+  });
+
+  test('a dead sandbox past the grace is released; one inside the grace stays', () => {
+    assert.deepEqual(run([lease('old', 7_200_000), lease('young', 60_000)]), [
+      ['old', 'release', true],
+      ['young', 'young', true],
+    ]);
+  });
+
+  test('journalled or not, a dead sandbox past the grace is released (the journal only changes the path)', () => {
+    assert.deepEqual(run([lease('j', GRACE + 1000, true)]), [['j', 'release', true]]);
+  });
+
+  test('a rule without a modification time is not held back by the grace', () => {
+    const rule: Finding = { ...lease('rule', 0), kind: 'portmap', mtimeMs: null, ip: null };
+    assert.deepEqual(run([rule]), [['rule', 'release', true]]);
+  });
+
+  test('the cap stops releases after N in one run', () => {
+    const many = ['a', 'b', 'c'].map((id) => lease(id, 7_200_000));
+    assert.deepEqual(run(many, { cap: 2 }), [
+      ['a', 'release', true],
+      ['b', 'release', true],
+      ['c', 'capped', true],
+    ]);
+  });
+
+  test('no runtime reachable: every finding is owner unknown and nothing is released', () => {
+    assert.deepEqual(run([lease('live', 7_200_000), lease('x', 7_200_000)], { alive: null }), [
+      ['live', 'owner-unknown', true],
+      ['x', 'owner-unknown', true],
+    ]);
+  });
+
+  test('without --release orphans are reported only', () => {
+    assert.deepEqual(run([lease('old', 7_200_000)], { release: false }), [['old', 'report-only', true]]);
+  });
+});

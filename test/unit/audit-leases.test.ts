@@ -1,0 +1,38 @@
+// host-local lease files read as host-local writes them (IP-named files holding `<id>\r\n<ifname>`),
+// in a temp dataDir: the lock and last_reserved_ip files are not leases, an old id-only file still is.
+
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { parseLease, scanLeases } from '../../daemon/src/audit/leases.js';
+
+test('parseLease reads `<id>\\r\\n<ifname>` and the id-only form', () => {
+  assert.deepEqual(parseLease('abc\r\neth0'), { containerId: 'abc', ifname: 'eth0' });
+  assert.deepEqual(parseLease('abc'), { containerId: 'abc', ifname: '' });
+  assert.equal(parseLease(''), null);
+});
+
+test('scanLeases finds every lease with its network, ip, age source and journal flag', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'stw-audit-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const net = join(dir, 'podnet');
+  await mkdir(net);
+  await writeFile(join(net, 'lock'), '');
+  await writeFile(join(net, 'last_reserved_ip.0'), '10.9.0.3');
+  await writeFile(join(net, '10.9.0.2'), 'dead1\r\neth0');
+  await writeFile(join(net, '10.9.0.3'), 'known\r\nnet1');
+  const old = new Date(Date.now() - 2 * 3600_000);
+  await utimes(join(net, '10.9.0.2'), old, old);
+  const found = await scanLeases(dir, new Set(['known']));
+  assert.deepEqual(
+    found.map((f) => [f.containerId, f.network, f.ifname, f.ip, f.journalled]),
+    [
+      ['dead1', 'podnet', 'eth0', '10.9.0.2', false],
+      ['known', 'podnet', 'net1', '10.9.0.3', true],
+    ],
+  );
+  assert.ok(Math.abs((found[0]?.mtimeMs ?? 0) - old.getTime()) < 1000);
+  assert.deepEqual(await scanLeases(join(dir, 'absent'), new Set()), []);
+});

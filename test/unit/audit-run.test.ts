@@ -1,0 +1,50 @@
+// The audit runner's pure helpers: the grace syntax, the dataDirs read from journalled plugin configs,
+// and the host-local config an unjournalled lease's DEL is given (host-local refuses host bits set).
+
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { hostLocalDataDirs, hostLocalDelConfig, parseDuration } from '../../daemon/src/audit/run.js';
+import type { Finding } from '../../daemon/src/audit/decide.js';
+
+const lease = (ip: string): Finding => ({
+  kind: 'lease',
+  containerId: 'c1',
+  network: 'cbr0',
+  ifname: 'eth0',
+  ip,
+  path: `/var/lib/cni/networks/cbr0/${ip}`,
+  mtimeMs: 0,
+  journalled: false,
+});
+
+describe('audit run helpers', () => {
+  it('parses graces and refuses what is not one', () => {
+    assert.equal(parseDuration('90s'), 90_000);
+    assert.equal(parseDuration('15m'), 900_000);
+    assert.equal(parseDuration('1h30m'), 5_400_000);
+    assert.equal(parseDuration('250ms'), 250);
+    for (const bad of ['', 'soon', '15', '-1m', '1d', 'm']) assert.equal(parseDuration(bad), undefined, bad);
+  });
+
+  it('reads host-local dataDirs as ipam or as the plugin itself', () => {
+    assert.deepEqual(hostLocalDataDirs('{"type":"bridge","ipam":{"type":"host-local","dataDir":"/d1"}}'), ['/d1']);
+    assert.deepEqual(hostLocalDataDirs('{"type":"host-local","dataDir":"/d2"}'), ['/d2']);
+    assert.deepEqual(hostLocalDataDirs('{"type":"bridge","ipam":{"type":"dhcp","dataDir":"/x"}}'), []);
+    assert.deepEqual(hostLocalDataDirs('not json'), []);
+  });
+
+  it("gives host-local the lease's network, dataDir and a range without host bits", () => {
+    const v4 = hostLocalDelConfig(lease('10.77.3.10'));
+    assert.equal(v4.name, 'cbr0');
+    assert.deepEqual(v4.ipam, {
+      type: 'host-local',
+      dataDir: '/var/lib/cni/networks',
+      ranges: [[{ subnet: '10.77.3.0/24' }]],
+    });
+    const subnet = (ip: string) =>
+      ((hostLocalDelConfig(lease(ip)).ipam as { ranges: Array<Array<{ subnet: string }>> }).ranges[0] ?? [])[0]?.subnet;
+    assert.equal(subnet('fd00:10:1::5'), 'fd00:10:1:0::/64');
+    assert.equal(subnet('fd00:1:2:3:4:5:6:7'), 'fd00:1:2:3::/64');
+    assert.equal(subnet('::1'), '0:0:0:0::/64');
+  });
+});
