@@ -1,7 +1,7 @@
 # cni-steward image: the stewardd daemon (ENTRYPOINT, under tini) plus the single-executable shims
 # that `stewardd install` copies onto the node. Two stages: build with dev dependencies and a
-# compiler (better-sqlite3's addon, tsc, Bun for the shims); run with production dependencies,
-# the compiled addon and the shims, and no compiler, npm or yarn.
+# compiler (tsc, Bun for the shims); run with production dependencies, better-sqlite3's prebuilt
+# addon and the shims, and no compiler, npm or yarn.
 # Both stages use the same Node image so the addon's ABI matches. One image per CPU architecture:
 # it carries the shims for its own architecture, glibc and musl (docs/packaging.md).
 ARG NODE_IMAGE=node:24-bookworm-slim
@@ -11,15 +11,16 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ file \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-# better-sqlite3 is compiled from source against the headers that come with Node in the image
-# (/usr/local/include/node), so node-gyp downloads nothing.
-ENV npm_config_nodedir=/usr/local npm_config_build_from_source=true npm_config_update_notifier=false
+# better-sqlite3 13 ships its addon prebuilt for each platform inside the npm package (no compile);
+# should any dependency compile one, node-gyp uses the headers that come with Node in the image
+# (/usr/local/include/node) and downloads nothing.
+ENV npm_config_nodedir=/usr/local npm_config_update_notifier=false
 COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
 COPY shared/package.json shared/
 COPY daemon/package.json daemon/
 COPY shim/package.json shim/
 # The root `prepare` script builds, and the sources are not here yet: install first, then run
-# only the install scripts that matter (the sqlite addon, Bun's binary, esbuild's binary).
+# only the install scripts that matter (Bun's binary, esbuild's binary), and load the sqlite addon.
 # A builder whose npm registry needs an extra CA passes it as the build secret `npm-ca`
 # (scripts/build-image.sh does); it is read from /run/secrets for these steps, never stored in a
 # layer. `npm ci` can exit 0 after "Exit handler never called!" with a partial tree: `npm ls` checks.
@@ -27,8 +28,8 @@ RUN --mount=type=secret,id=npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi \
  && npm ci --ignore-scripts --no-audit --no-fund \
  && npm ls --all >/dev/null \
- && npm rebuild better-sqlite3 bun esbuild \
- && test -f node_modules/better-sqlite3/build/Release/better_sqlite3.node
+ && npm rebuild bun esbuild \
+ && node -e "new (require('better-sqlite3'))(':memory:').close()"
 COPY shared/ shared/
 COPY daemon/ daemon/
 COPY shim/ shim/
@@ -41,13 +42,15 @@ RUN --mount=type=secret,id=npm-ca \
  && npm run build \
  && node scripts/build-shims.mjs --targets host
 # Production dependencies only (and not the Bun target runtimes build-shims cached); of
-# better-sqlite3 only its JS and the compiled addon.
+# better-sqlite3 only its JS and the prebuilt addon for this image (glibc, this CPU).
 RUN npm prune --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/.cache \
  && cd node_modules/better-sqlite3 \
- && mv build/Release/better_sqlite3.node /tmp/ \
- && rm -rf build deps src binding.gyp \
- && mkdir -p build/Release && mv /tmp/better_sqlite3.node build/Release/
+ && keep="linux-$(node -p process.arch).node" \
+ && test -f "prebuilds/$keep" \
+ && find prebuilds -type f ! -name "$keep" -delete \
+ && rm -rf deps src binding.gyp \
+ && cd /src && node -e "new (require('better-sqlite3'))(':memory:').close()"
 
 FROM ${NODE_IMAGE} AS runtime
 # iptables: the delegate plugins the daemon runs (bridge ipMasq, portmap) call it.

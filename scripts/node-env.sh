@@ -4,7 +4,7 @@
 # machine's own Node is older (these Debian machines have Node 20), `steward_node_install` fetches
 # the official binary and headers from the npm registry's node-linux-<arch> package into .node/
 # (gitignored), and `steward_node_use` puts .node/bin first on PATH and points node-gyp at its
-# headers, so better-sqlite3 is compiled once, for that Node, without downloading anything.
+# headers, so an addon that compiles (none today: better-sqlite3 13 ships prebuilt ones) downloads nothing.
 
 STEWARD_ROOT=${STEWARD_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 STEWARD_NODE_VERSION=${STEWARD_NODE_VERSION:-$(tr -d ' \n' <"$STEWARD_ROOT/.node-version")}

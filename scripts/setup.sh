@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests need: the reference CNI plugins (delegates), iproute2 (netns),
-# iptables (portmap, bridge ipMasq), a toolchain for better-sqlite3's native addon, curl and
+# iptables (portmap, bridge ipMasq), a toolchain for native addons (should a dependency compile one), curl and
 # hyperfine for `npm run bench` (the shim is measured against curl), and prometheus (the server and
 # promtool: deploy/monitoring/ is tested with the real thing; the tests run their own server on a free
 # loopback port and never use the packaged service, which only starts where systemd runs).
@@ -30,7 +30,7 @@ fi
 
 # The Node.js the image ships (.node-version): the machine's own if it is that major version,
 # else the official binary fetched into .node/ (scripts/node-env.sh). npm ci runs under it, so
-# dependencies' engines are checked against it and better-sqlite3 is compiled for it, once.
+# dependencies' engines are checked against it and addons load on the Node that ships.
 source scripts/node-env.sh
 steward_node_install
 steward_node_use
