@@ -155,28 +155,15 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   for (const d of decisions) {
     if (!d.orphan) continue;
     const released = d.verdict === 'release' ? await release(deps, d, live, tornDown) : false;
-    const f = d.finding;
-    orphans.push({
-      kind: f.kind,
-      containerId: f.containerId,
-      network: f.network,
-      ifname: f.ifname,
-      ip: f.ip,
-      path: f.path,
-      ageSeconds: d.ageSeconds,
-      journalled: f.journalled,
-      released,
-    });
+    orphans.push({ ...view(d), released });
   }
   return { orphans, runtime: deps.runtime() };
 }
 
-async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDown: Set<string>): Promise<boolean> {
+/** What a report and a release's log line say of one finding. */
+function view(d: Decision): Omit<OrphanView, 'released'> {
   const f = d.finding;
-  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds.
-  const again = await deps.listSandboxes();
-  if (again === null || again.includes(f.containerId)) return false;
-  const evidence = {
+  return {
     kind: f.kind,
     containerId: f.containerId,
     network: f.network,
@@ -185,8 +172,15 @@ async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDow
     path: f.path,
     ageSeconds: d.ageSeconds,
     journalled: f.journalled,
-    runtimeSandboxes: again.length,
   };
+}
+
+async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDown: Set<string>): Promise<boolean> {
+  const f = d.finding;
+  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds.
+  const again = await deps.listSandboxes();
+  if (again === null || again.includes(f.containerId)) return false;
+  const evidence = { ...view(d), runtimeSandboxes: again.length };
   try {
     if (f.journalled && f.kind !== 'cache') {
       // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
