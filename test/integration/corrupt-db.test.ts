@@ -5,10 +5,9 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readdirSync, readFileSync, renameSync, statSync, writeSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { openDatabase } from '../helpers/sqlite.js';
+import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -16,28 +15,6 @@ import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('corrupt');
 after(() => env.close());
-
-/** Pads the journal with finished rows (so mid-file is table pages, not the header), then writes 8 KiB of garbage at its middle. */
-function corrupt(dbPath: string): void {
-  const db = openDatabase(dbPath);
-  const pad = 'p'.repeat(2000);
-  db.transaction(() => {
-    const ins =
-      db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
-      state, config, created_at, updated_at) VALUES (?, 'pad', 'eth0', '', '', '', '1.0.0', 'b', 'deleted', ?, 0, 0)`);
-    for (let i = 0; i < 300; i++) ins.run(`pad-${i}`, pad);
-  })();
-  db.pragma('wal_checkpoint(TRUNCATE)');
-  db.close();
-  const size = statSync(dbPath).size;
-  const at = Math.floor(size / 2 / 4096) * 4096;
-  const fd = openSync(dbPath, 'r+');
-  try {
-    writeSync(fd, randomBytes(8192), 0, 8192, at);
-  } finally {
-    closeSync(fd);
-  }
-}
 
 describe('a corrupt journal at start', () => {
   it('is not ready and says why, runs no recovery, answers ADD/CHECK 11 and spools DEL; a replaced database ingests the DEL', async () => {
@@ -53,7 +30,7 @@ describe('a corrupt journal at start', () => {
     await daemon.kill9();
     await inFlight;
     const dbPath = join(daemon.stateDir, 'steward.db');
-    corrupt(dbPath);
+    corruptJournal(dbPath);
 
     await daemon.start(30_000, '/healthz');
     const ready = await daemon.get('/readyz');

@@ -6,11 +6,10 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readdirSync, statSync, writeSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { openDatabase } from '../helpers/sqlite.js';
+import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -51,27 +50,6 @@ function spooled(dir: string): string[] {
     return readdirSync(dir).filter((f) => f.endsWith('.json'));
   } catch {
     return [];
-  }
-}
-
-/** As test/integration/corrupt-db.test.ts: 8 KiB of garbage in the middle of a padded journal. */
-function corrupt(dbPath: string): void {
-  const db = openDatabase(dbPath);
-  const pad = 'p'.repeat(2000);
-  db.transaction(() => {
-    const ins =
-      db.prepare(`INSERT INTO attachments (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
-      state, config, created_at, updated_at) VALUES (?, 'pad', 'eth0', '', '', '', '1.0.0', 'b', 'deleted', ?, 0, 0)`);
-    for (let i = 0; i < 300; i++) ins.run(`pad-${i}`, pad);
-  })();
-  db.pragma('wal_checkpoint(TRUNCATE)');
-  db.close();
-  const at = Math.floor(statSync(dbPath).size / 2 / 4096) * 4096;
-  const fd = openSync(dbPath, 'r+');
-  try {
-    writeSync(fd, randomBytes(8192), 0, 8192, at);
-  } finally {
-    closeSync(fd);
   }
 }
 
@@ -174,7 +152,7 @@ describe('shim request bounds', () => {
     const daemon = new Daemon(env, { name: 'degraded' });
     await daemon.start();
     await daemon.stop();
-    corrupt(join(daemon.stateDir, 'steward.db'));
+    corruptJournal(join(daemon.stateDir, 'steward.db'));
     await daemon.start(30_000, '/healthz');
     const conf = stewardConf(daemon.socket, '1.1.0', [
       delegate('dnet', '1.1.0', [fixturePlugin(join(env.dir, 'd-fx'))]),
