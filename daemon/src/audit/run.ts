@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
-import { decide, type Decision, type Finding, type OrphanKind } from './decide.js';
+import { decide, type Decision, type Finding } from './decide.js';
 import { scanLeases } from './leases.js';
 
 export interface RuntimeInfo {
@@ -50,17 +50,8 @@ export interface AuditOptions {
   cap?: number;
 }
 
-export interface OrphanView {
-  kind: OrphanKind;
-  containerId: string;
-  network: string;
-  ifname: string;
-  ip: string | null;
-  path: string;
-  ageSeconds: number | null;
-  journalled: boolean;
-  released: boolean;
-}
+/** A finding as the report shows it: its age instead of its mtime, and whether this run released it. */
+export type OrphanView = Omit<Finding, 'mtimeMs'> & { ageSeconds: number | null; released: boolean };
 
 export interface AuditReport {
   orphans: OrphanView[];
