@@ -13,7 +13,16 @@ export interface GaugeSource {
 }
 
 const ATTACHMENT_STATES = ['adding', 'added', 'deleting', 'deleted'] as const;
-const STEP_STATES = ['adding', 'added', 'add_failed', 'deleting', 'del_failed', 'deleted', 'abandoned'] as const;
+const STEP_STATES = [
+  'planned',
+  'adding',
+  'added',
+  'add_failed',
+  'deleting',
+  'del_failed',
+  'deleted',
+  'abandoned',
+] as const;
 
 export interface MetricsOptions {
   /** Spooled DELs waiting here (*.json) are counted on scrape. */
