@@ -47,6 +47,8 @@ export interface DaemonConfig {
   auditLeaseDirs: string[];
   /** libcni's result cache the audit scans. */
   auditCacheDir: string;
+  /** Networks whose portmap rules the audit considers; empty = every network. */
+  auditPortmapNetworks: string[];
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -94,6 +96,9 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --audit-lease-dir DIR    host-local dataDir the audit scans, repeatable (default /var/lib/cni/networks;
                            dataDirs named in journalled configs are scanned too)
   --audit-cache-dir DIR    libcni result cache the audit scans (default /var/lib/cni/results)
+  --audit-portmap-network NAME
+                           only portmap rules (CNI-DN-* chains) of this network are audited, repeatable
+                           (default: every network's)
   --log-level LEVEL        pino level (default info)`;
 
 export function parseRunConfig(argv: string[]): DaemonConfig {
@@ -135,6 +140,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'runtime-endpoint': { type: 'string' },
       'audit-lease-dir': { type: 'string', multiple: true },
       'audit-cache-dir': { type: 'string' },
+      'audit-portmap-network': { type: 'string', multiple: true },
     },
   });
   const problems: string[] = [];
@@ -180,6 +186,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),
     auditLeaseDirs: (values['audit-lease-dir'] ?? ['/var/lib/cni/networks']).map((d) => resolve(d)),
     auditCacheDir: resolve(values['audit-cache-dir'] ?? '/var/lib/cni/results'),
+    auditPortmapNetworks: values['audit-portmap-network'] ?? [],
   };
   // The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
   // default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime

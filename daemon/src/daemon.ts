@@ -139,6 +139,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     return problems;
   };
   const runtime = new CriRuntime(cfg.runtimeEndpoint);
+  const portmapFirstSeen = new Map<string, number>();
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
@@ -167,6 +168,9 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
           runtime: () => runtime.info(),
           leaseDirs: cfg.auditLeaseDirs,
           cacheDir: cfg.auditCacheDir,
+          readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
+          firstSeen: portmapFirstSeen,
+          portmapNetworks: cfg.auditPortmapNetworks,
           log,
         },
         opts,
