@@ -249,6 +249,18 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.equal(table.stdout.trim().split('\n').length, 2 + 6);
   });
 
+  it('--cap 0 releases nothing, whatever is past the grace', async () => {
+    const r = await cli(['audit', '--release', '--cap', '0', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(
+      summary(r).every((l) => l.endsWith('released=false')),
+      summary(r).join('\n'),
+    );
+    assert.equal(summary(r).length, 6);
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
+  });
+
   it('--release frees exactly the leftovers past the grace; the young one and the live pod keep theirs', async () => {
     const r = await cli(['audit', '--release', '--grace', '15m', '-o', 'json', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stderr);
@@ -305,6 +317,17 @@ describe('stewardd audit with a CRI runtime', () => {
     const r = await cli(['audit', '--release', '--grace', 'soon', '--socket', daemon.socket]);
     assert.equal(r.code, 4, r.stdout + r.stderr);
     assert.match(r.stderr, /grace must be a duration/);
+  });
+
+  it('refuses a bad cap: the CLI before asking (exit 2), the route with 400', async () => {
+    for (const bad of ['-1', 'x', '1.5', '2000000', '']) {
+      const r = await cli(['audit', '--release', `--cap=${bad}`, '--socket', daemon.socket]);
+      assert.equal(r.code, 2, `${bad}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /--cap must be a whole number from 0 to 1000000, got/);
+    }
+    const res = await daemon.request('POST', '/v1/audit?release=true&cap=many');
+    assert.equal(res.status, 400);
+    assert.match(JSON.stringify(res.json), /cap must be a whole number/);
   });
 });
 

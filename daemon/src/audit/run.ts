@@ -14,6 +14,7 @@ import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
 import { decide, type Decision, type Finding } from './decide.js';
 import { scanLeases } from './leases.js';
+import { DEFAULT_RELEASE_CAP } from './options.js';
 import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from './portmap.js';
 
 export interface RuntimeInfo {
@@ -72,8 +73,7 @@ export interface AuditReport {
   runtime: RuntimeInfo;
 }
 
-export const DEFAULT_GRACE_MS = 15 * 60_000;
-export const DEFAULT_RELEASE_CAP = 1000;
+export { DEFAULT_GRACE_MS, DEFAULT_RELEASE_CAP, parseDuration } from './options.js';
 
 /** host-local dataDirs named in a step's plugin config (as the plugin itself, or as its ipam). */
 export function hostLocalDataDirs(config: string): string[] {
@@ -277,13 +277,4 @@ async function release(
   }
   deps.log.warn(evidence, 'audit: released an orphan: its sandbox is not listed by the runtime');
   return true;
-}
-
-/** A grace such as `90s`, `15m`, `2h` or `1h30m` in ms; undefined when it is not one. */
-export function parseDuration(raw: string): number | undefined {
-  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(raw)) return undefined;
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  for (const [, n, , u] of raw.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) total += Number(n) * (unit[u ?? 's'] ?? 0);
-  return Math.round(total);
 }
