@@ -154,6 +154,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       log,
     },
     log,
+    metrics.recordAudit,
   );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
