@@ -464,3 +464,52 @@ describe('the periodic audit pass (stewardd run --audit-interval)', () => {
     await daemon.stop();
   });
 });
+
+describe("host-local's lock while scanning", () => {
+  it('a scan waits while host-local holds a network lock, then reads what was written under it', async () => {
+    const s = seed(join(env.dir, 'node5'));
+    const runtime = join(env.dir, 'cri5.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd5',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+      ],
+    });
+    await daemon.start();
+    // util-linux flock on host-local's lock file, as host-local holds it around a reservation.
+    const lockFile = join(s.leases, NET, 'lock');
+    const holder = spawn('flock', ['--exclusive', lockFile, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
+    env.defer(() => {
+      holder.stdin.end();
+      holder.kill();
+    });
+    const free = () => spawnSync('flock', ['--exclusive', '--nonblock', lockFile, 'true']).status === 0;
+    await daemon.waitFor('the lock to be held', () => !free(), 10_000);
+
+    let answered = false;
+    const audit = cli(['audit', '-o', 'json', '--timeout', '60', '--socket', daemon.socket]).then((r) => {
+      answered = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(answered, false, 'the scan waits for the lock');
+    // A reservation made under the lock, as host-local makes one, then the lock let go.
+    const fresh = join(s.leases, NET, '10.77.0.13');
+    writeFileSync(fresh, `${DEAD_OLD}\r\neth1`);
+    holder.stdin.end();
+    const r = await audit;
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(summary(r).includes('lease b 10.77.0.13 released=false'), summary(r).join('\n'));
+    assert.ok(free(), 'the audit let go of the lock');
+    await daemon.stop();
+  });
+});
