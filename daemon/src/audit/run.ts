@@ -1,9 +1,9 @@
 // One audit pass: gather what is held on the node (host-local leases, libcni cache files, portmap's
-// iptables rules, steward's own journal attachments), ask the runtime who is alive, decide (decide.ts), and, when asked to,
-// release each orphan through its proper path after asking the runtime again: a journalled container
-// through the engine's normal teardown (its ADD-time config, with retries), an unjournalled lease
-// through a host-local DEL, an unjournalled portmap rule through a portmap DEL, a cache file by
-// unlinking it. Every release is logged with its evidence.
+// iptables rules, steward's own journal attachments), ask the runtime who is alive, decide
+// (decide.ts), and, when asked to, release each orphan through its proper path after asking the
+// runtime again: a journalled container through the engine's normal teardown (its ADD-time config,
+// with retries), an unjournalled lease through a host-local DEL, an unjournalled portmap rule through
+// a portmap DEL, a cache file by unlinking it. Every release is logged with its evidence.
 
 import { unlink } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
