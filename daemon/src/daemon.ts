@@ -22,8 +22,9 @@ import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
-import { runAudit } from './audit/run.js';
+import { Auditor } from './audit/auditor.js';
 import { CriRuntime } from './audit/cri.js';
+import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
 import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
@@ -35,6 +36,9 @@ import { VERSION } from './version.js';
  * a few hundred journaled steps. Below it, the next burst of ADDs would fail with SQLITE_FULL.
  */
 export const MIN_JOURNAL_FREE_BYTES = 1024 * 1024;
+
+/** How long an audit pass waits for host-local's lock of one network before skipping that network. */
+const HOST_LOCAL_LOCK_WAIT_MS = 30_000;
 
 const DEFAULT_PLUGIN_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -139,6 +143,24 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     return problems;
   };
   const runtime = new CriRuntime(cfg.runtimeEndpoint);
+  const auditor = new Auditor(
+    {
+      journal: store,
+      teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
+      run,
+      listSandboxes: runtime.listSandboxes,
+      runtime: () => runtime.info(),
+      leaseDirs: cfg.auditLeaseDirs,
+      cacheDir: cfg.auditCacheDir,
+      readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
+      firstSeen: new Map<string, number>(),
+      portmapNetworks: cfg.auditPortmapNetworks,
+      lockNetwork: async (file) => (await holdFlock(file, HOST_LOCAL_LOCK_WAIT_MS)).release,
+      log,
+    },
+    log,
+    metrics.recordAudit,
+  );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
@@ -157,20 +179,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     version: VERSION,
     startedAt,
     health,
-    audit: (opts) =>
-      runAudit(
-        {
-          journal: store,
-          teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
-          run,
-          listSandboxes: runtime.listSandboxes,
-          runtime: () => runtime.info(),
-          leaseDirs: cfg.auditLeaseDirs,
-          cacheDir: cfg.auditCacheDir,
-          log,
-        },
-        opts,
-      ),
+    audit: (opts) => auditor.run(opts),
   });
 
   log.info(
@@ -189,6 +198,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   watcher?.start();
   void spool.start();
   scheduler.start();
+  if (cfg.auditIntervalMs !== undefined)
+    auditor.startPeriodic({ intervalMs: cfg.auditIntervalMs, release: cfg.auditRelease, graceMs: cfg.auditGraceMs });
   log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
 
   let resolveClosed!: () => void;
@@ -218,7 +229,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
             })
           : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
-      await Promise.race([app.close(), grace]);
+      // A pass in progress finishes (bounded by the same grace) before the journal closes under it.
+      await Promise.race([Promise.all([app.close(), auditor.stop()]), grace]);
       shimCheck?.stop();
       for (const l of extraListeners) l.close();
       await scheduler.stop();

@@ -3,17 +3,20 @@
 // format in a temp dataDir and aged with utimes, and a libcni cache file. The report must list exactly
 // the leftovers; --release must free exactly those past the grace (through Debian's real host-local
 // DEL for a lease), leaving the young one and the live pod's; with no runtime reachable it reports,
-// releases nothing, and exits 5.
+// releases nothing, and exits 5. portmap rules are real: Debian's portmap ADD run for a container in a
+// netns made here (on a network named for this run, which the daemon is told to audit alone), and
+// released by the daemon through a portmap DEL; every chain is removed at close whatever happens.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
-import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
+import { REPO, SYSTEM_CNI_BIN, TestEnv, fixtureCalls, sh } from '../helpers/env.js';
+import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -28,6 +31,65 @@ const DEAD_CACHED = id('d');
 const NET = 'auditnet';
 /** Attached through steward, then its sandbox removed behind steward's back (the runtime never lists it). */
 const JOURNALLED = id('e');
+/** portmap's network: named for this run, so that no other test's rules are audited or released. */
+const PMNET = `stw-pm-${process.pid}`;
+
+/** Debian's portmap CNI call for container `cid` on PMNET (hostPort given; the IP any in 10.99.0.0/24). */
+function portmap(command: 'ADD' | 'DEL', cid: string, netns: string, hostPort: number): void {
+  const conf = {
+    cniVersion: '0.4.0',
+    name: PMNET,
+    type: 'portmap',
+    capabilities: { portMappings: true },
+    runtimeConfig: { portMappings: [{ hostPort, containerPort: 80, protocol: 'tcp' }] },
+    ...(command === 'ADD'
+      ? {
+          prevResult: {
+            cniVersion: '0.4.0',
+            interfaces: [{ name: 'eth0', sandbox: netns }],
+            ips: [{ version: '4', address: `10.99.0.${hostPort % 250}/24`, interface: 0 }],
+          },
+        }
+      : {}),
+  };
+  const r = spawnSync(join(SYSTEM_CNI_BIN, 'portmap'), [], {
+    input: JSON.stringify(conf),
+    encoding: 'utf8',
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: cid,
+      CNI_NETNS: netns,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: SYSTEM_CNI_BIN,
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+    },
+  });
+  assert.equal(r.status, 0, `portmap ${command}: ${r.stdout}${r.stderr}`);
+}
+
+/** Container ids (first character) with a portmap chain of PMNET in the nat table. */
+function portmapOwners(): string[] {
+  const owners = new Set<string>();
+  for (const m of sh('iptables-save', ['-t', 'nat']).matchAll(/dnat name: \\"([^"\\]*)\\" id: \\"([0-9a-f]+)\\"/g))
+    if (m[1] === PMNET) owners.add(m[2]!.slice(0, 1));
+  return [...owners].sort();
+}
+
+/** portmap rules for `ids` made by Debian's portmap ADD in a netns of this run; all removed at close. */
+function seedPortmap(ids: string[]): void {
+  removePortmapChainsAtClose(env);
+  const netns = env.netns();
+  ids.forEach((cid, i) => {
+    env.defer(() => {
+      try {
+        portmap('DEL', cid, netns, 30000 + (process.pid % 1000) * 10 + i);
+      } catch {
+        /* already gone */
+      }
+    });
+    portmap('ADD', cid, netns, 30000 + (process.pid % 1000) * 10 + i);
+  });
+}
 
 interface Run {
   code: number | null;
@@ -123,9 +185,13 @@ describe('stewardd audit with a CRI runtime', () => {
         s.leases,
         '--audit-cache-dir',
         s.cache,
+        '--audit-portmap-network',
+        PMNET,
       ],
     });
     await daemon.start();
+    seedPortmap([LIVE, DEAD_OLD, DEAD_YOUNG]);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
     fx = join(env.dir, 'fx');
     conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx)])]);
     for (const c of [LIVE, JOURNALLED]) {
@@ -144,7 +210,17 @@ describe('stewardd audit with a CRI runtime', () => {
       'cache d - released=false',
       'lease b 10.77.0.10 released=false',
       'lease c 10.77.0.11 released=false',
+      'portmap b - released=false',
+      'portmap c - released=false',
     ]);
+    const rule = body.orphans.find(
+      (o: { kind: string; containerId: string }) => o.kind === 'portmap' && o.containerId === DEAD_OLD,
+    );
+    assert.equal(rule.network, PMNET);
+    assert.match(rule.path, /^iptables -t nat CNI-DN-[0-9a-f]+$/);
+    assert.equal(rule.journalled, false);
+    assert.ok(rule.ageSeconds >= 7190 && rule.ageSeconds < 7300, `aged by its lease: ${rule.ageSeconds}`);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c'], 'a report removes no rule');
     const journalled = body.orphans.find((o: { kind: string }) => o.kind === 'attachment');
     assert.equal(journalled.journalled, true);
     assert.equal(journalled.network, 'steward');
@@ -170,7 +246,19 @@ describe('stewardd audit with a CRI runtime', () => {
     const table = await cli(['audit', '--socket', daemon.socket]);
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, /^runtime: unix:\/\/.*\(1 sandboxes\)\nKIND\s+CONTAINER/);
-    assert.equal(table.stdout.trim().split('\n').length, 2 + 4);
+    assert.equal(table.stdout.trim().split('\n').length, 2 + 6);
+  });
+
+  it('--cap 0 releases nothing, whatever is past the grace', async () => {
+    const r = await cli(['audit', '--release', '--cap', '0', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(
+      summary(r).every((l) => l.endsWith('released=false')),
+      summary(r).join('\n'),
+    );
+    assert.equal(summary(r).length, 6);
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
   });
 
   it('--release frees exactly the leftovers past the grace; the young one and the live pod keep theirs', async () => {
@@ -181,14 +269,21 @@ describe('stewardd audit with a CRI runtime', () => {
       'cache d - released=true',
       'lease b 10.77.0.10 released=true',
       'lease c 10.77.0.11 released=false',
+      'portmap b - released=true',
+      'portmap c - released=false',
     ]);
+    assert.deepEqual(portmapOwners(), ['a', 'c'], "portmap's DEL removed exactly the old leftover's chain");
     assert.ok(!existsSync(s.paths.old), 'the old lease was released by host-local');
     assert.ok(!existsSync(s.paths.cache), 'the cache file was removed');
     assert.ok(existsSync(s.paths.young), 'the 1-minute-old leftover stays');
     assert.ok(existsSync(s.paths.live), "the live pod's lease stays");
 
     const again = await cli(['audit', '-o', 'json', '--socket', daemon.socket]);
-    assert.deepEqual(summary(again), ['attachment e - released=false', 'lease c 10.77.0.11 released=false']);
+    assert.deepEqual(summary(again), [
+      'attachment e - released=false',
+      'lease c 10.77.0.11 released=false',
+      'portmap c - released=false',
+    ]);
     assert.equal(fixtureCalls(fx, 'DEL').length, 0, 'nothing journalled was torn down within the grace');
   });
 
@@ -196,7 +291,12 @@ describe('stewardd audit with a CRI runtime', () => {
     await new Promise((r) => setTimeout(r, 1500));
     const r = await cli(['audit', '--release', '--grace', '1s', '-o', 'json', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(summary(r), ['attachment e - released=true', 'lease c 10.77.0.11 released=true']);
+    assert.deepEqual(summary(r), [
+      'attachment e - released=true',
+      'lease c 10.77.0.11 released=true',
+      'portmap c - released=true',
+    ]);
+    assert.deepEqual(portmapOwners(), ['a'], "the live pod's rule stays");
     const dels = fixtureCalls(fx, 'DEL');
     assert.equal(dels.length, 1, dels.join('\n'));
     assert.ok(dels[0]!.includes(JOURNALLED), dels[0]);
@@ -218,6 +318,17 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.equal(r.code, 4, r.stdout + r.stderr);
     assert.match(r.stderr, /grace must be a duration/);
   });
+
+  it('refuses a bad cap: the CLI before asking (exit 2), the route with 400', async () => {
+    for (const bad of ['-1', 'x', '1.5', '2000000', '']) {
+      const r = await cli(['audit', '--release', `--cap=${bad}`, '--socket', daemon.socket]);
+      assert.equal(r.code, 2, `${bad}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /--cap must be a whole number from 0 to 1000000, got/);
+    }
+    const res = await daemon.request('POST', '/v1/audit?release=true&cap=many');
+    assert.equal(res.status, 400);
+    assert.match(JSON.stringify(res.json), /cap must be a whole number/);
+  });
 });
 
 describe('stewardd audit with no runtime reachable', () => {
@@ -233,6 +344,8 @@ describe('stewardd audit with no runtime reachable', () => {
         s.leases,
         '--audit-cache-dir',
         s.cache,
+        '--audit-portmap-network',
+        PMNET,
       ],
     });
     await daemon.start();
@@ -256,10 +369,147 @@ describe('stewardd audit with no runtime reachable', () => {
       'lease a 10.77.0.12 released=false',
       'lease b 10.77.0.10 released=false',
       'lease c 10.77.0.11 released=false',
+      'portmap a - released=false',
     ]);
     for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.deepEqual(portmapOwners(), ['a']);
     const table = await cli(['audit', '--socket', daemon.socket, '--timeout', '30']);
     assert.equal(table.code, 5);
     assert.match(table.stdout, /runtime: UNREACHABLE/);
+  });
+});
+
+describe('the periodic audit pass (stewardd run --audit-interval)', () => {
+  const metric = async (daemon: Daemon, re: RegExp) => re.test((await daemon.request('GET', '/metrics')).text);
+
+  it('report only by default: the leftovers are counted in the metrics and nothing is released', async () => {
+    const s = seed(join(env.dir, 'node3'));
+    const runtime = join(env.dir, 'cri3.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd3',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+        '--audit-interval',
+        '1s',
+      ],
+    });
+    await daemon.start();
+    await daemon.waitFor('a periodic pass', () => metric(daemon, /^steward_audit_last_run_success 1$/m), 30_000);
+    const text = (await daemon.request('GET', '/metrics')).text;
+    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
+    assert.match(text, /^steward_audit_orphans\{kind="cache"\} 1$/m);
+    assert.match(text, /^steward_audit_released_total\{kind="lease"\} 0$/m);
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.match(readFileSync(daemon.logFile, 'utf8'), /periodic audit: orphans held on the node/);
+    await daemon.stop();
+  });
+
+  it('--audit-release frees what is past --audit-grace on its own; a manual audit meanwhile waits its turn', async () => {
+    const s = seed(join(env.dir, 'node4'));
+    const runtime = join(env.dir, 'cri4.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd4',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+        '--audit-interval',
+        '1s',
+        '--audit-release',
+        '--audit-grace',
+        '1h',
+      ],
+    });
+    await daemon.start();
+    // Manual audits while periodic passes run: each answers a whole pass of its own.
+    const manual = await Promise.all([1, 2, 3].map(() => cli(['audit', '-o', 'json', '--socket', daemon.socket])));
+    for (const r of manual) assert.equal(r.code, 0, r.stderr);
+    await daemon.waitFor(
+      'the periodic pass to release',
+      () => metric(daemon, /^steward_audit_released_total\{kind="lease"\} 1$/m),
+      30_000,
+    );
+    assert.ok(!existsSync(s.paths.old), 'the 2-hour-old lease was released by host-local');
+    assert.ok(!existsSync(s.paths.cache), 'the 2-hour-old cache file was removed');
+    assert.ok(existsSync(s.paths.young), 'the 1-minute-old lease stays');
+    assert.ok(existsSync(s.paths.live), "the live pod's lease stays");
+    await daemon.waitFor(
+      'a pass that finds only the young lease',
+      () => metric(daemon, /^steward_audit_orphans\{kind="lease"\} 1$/m),
+      30_000,
+    );
+    const text = (await daemon.request('GET', '/metrics')).text;
+    assert.match(text, /^steward_audit_released_total\{kind="cache"\} 1$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 0$/m);
+    assert.match(text, /^steward_audit_last_run_success 1$/m);
+    const passes = readFileSync(daemon.logFile, 'utf8').match(/audit: released an orphan/g) ?? [];
+    assert.equal(passes.length, 2, 'each leftover released once, however many passes ran');
+    await daemon.stop();
+  });
+});
+
+describe("host-local's lock while scanning", () => {
+  it('a scan waits while host-local holds a network lock, then reads what was written under it', async () => {
+    const s = seed(join(env.dir, 'node5'));
+    const runtime = join(env.dir, 'cri5.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd5',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+      ],
+    });
+    await daemon.start();
+    // util-linux flock on host-local's lock file, as host-local holds it around a reservation.
+    const lockFile = join(s.leases, NET, 'lock');
+    const holder = spawn('flock', ['--exclusive', lockFile, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
+    env.defer(() => {
+      holder.stdin.end();
+      holder.kill();
+    });
+    const free = () => spawnSync('flock', ['--exclusive', '--nonblock', lockFile, 'true']).status === 0;
+    await daemon.waitFor('the lock to be held', () => !free(), 10_000);
+
+    let answered = false;
+    const audit = cli(['audit', '-o', 'json', '--timeout', '60', '--socket', daemon.socket]).then((r) => {
+      answered = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(answered, false, 'the scan waits for the lock');
+    // A reservation made under the lock, as host-local makes one, then the lock let go.
+    const fresh = join(s.leases, NET, '10.77.0.13');
+    writeFileSync(fresh, `${DEAD_OLD}\r\neth1`);
+    holder.stdin.end();
+    const r = await audit;
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(summary(r).includes('lease b 10.77.0.13 released=false'), summary(r).join('\n'));
+    assert.ok(free(), 'the audit let go of the lock');
+    await daemon.stop();
   });
 });

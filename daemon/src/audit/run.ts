@@ -1,8 +1,9 @@
-// One audit pass: gather what is held on the node (host-local leases, libcni cache files, steward's
-// own journal attachments), ask the runtime who is alive, decide (decide.ts), and, when asked to,
-// release each orphan through its proper path after asking the runtime again: a journalled container
-// through the engine's normal teardown (its ADD-time config, with retries), an unjournalled lease
-// through a host-local DEL, a cache file by unlinking it. Every release is logged with its evidence.
+// One audit pass: gather what is held on the node (host-local leases, libcni cache files, portmap's
+// iptables rules, steward's own journal attachments), ask the runtime who is alive, decide
+// (decide.ts), and, when asked to, release each orphan through its proper path after asking the
+// runtime again: a journalled container through the engine's normal teardown (its ADD-time config,
+// with retries), an unjournalled lease through a host-local DEL, an unjournalled portmap rule through
+// a portmap DEL, a cache file by unlinking it. Every release is logged with its evidence.
 
 import { unlink } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
@@ -12,7 +13,9 @@ import type { PluginRunner } from '../plugins/executor.js';
 import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
 import { decide, type Decision, type Finding } from './decide.js';
-import { scanLeases } from './leases.js';
+import { scanLeases, type NetworkLock } from './leases.js';
+import { DEFAULT_RELEASE_CAP } from './options.js';
+import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from './portmap.js';
 
 export interface RuntimeInfo {
   reachable: boolean;
@@ -38,6 +41,23 @@ export interface AuditDeps {
   /** host-local dataDirs always scanned (besides those named in journalled configs). */
   leaseDirs: readonly string[];
   cacheDir: string;
+  /**
+   * `iptables-save -t nat` (or ip6tables-save) output, run through plugins/; absent: portmap's rules
+   * are not scanned. A family whose read fails is logged and skipped.
+   */
+  readNat?: (family: Family) => Promise<string>;
+  /**
+   * When this daemon first saw each portmap rule (by path and container id), kept across passes: a
+   * rule has no timestamp, and one whose container left no lease or cache file ages from here.
+   */
+  firstSeen?: Map<string, number>;
+  /** Only portmap rules of these networks; empty or absent = every network's. */
+  portmapNetworks?: readonly string[];
+  /**
+   * host-local's own lock of a network directory, held while its lease files are read (plugins/
+   * flock.ts) and released before anything is released (host-local's DEL takes it itself).
+   */
+  lockNetwork?: NetworkLock;
   /** CNI_PATH for the host-local DEL (searched after the daemon's bin dirs). */
   cniPath?: string;
   log: Logger;
@@ -58,8 +78,7 @@ export interface AuditReport {
   runtime: RuntimeInfo;
 }
 
-export const DEFAULT_GRACE_MS = 15 * 60_000;
-export const DEFAULT_RELEASE_CAP = 1000;
+export { DEFAULT_GRACE_MS, DEFAULT_RELEASE_CAP, parseDuration } from './options.js';
 
 /** host-local dataDirs named in a step's plugin config (as the plugin itself, or as its ipam). */
 export function hostLocalDataDirs(config: string): string[] {
@@ -127,8 +146,12 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
       journalled: true,
     });
   }
-  for (const dir of [...dataDirs].sort()) findings.push(...(await scanLeases(dir, journalled)));
+  const skipped = (dir: string, err: Error) =>
+    deps.log.warn({ dir, err: err.message }, "audit: host-local's lock of a network not had; its leases skipped");
+  for (const dir of [...dataDirs].sort())
+    findings.push(...(await scanLeases(dir, journalled, deps.lockNetwork, skipped)));
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
+  findings.push(...(await scanPortmap(deps, journalled, findings, now())));
 
   const sandboxes = await deps.listSandboxes();
   const decisions = decide({
@@ -142,13 +165,49 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   });
 
   const tornDown = new Set<string>();
+  const unmapped = new Set<string>();
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
     if (!d.orphan) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown) : false;
+    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped) : false;
     orphans.push({ ...view(d), released });
   }
   return { orphans, runtime: deps.runtime() };
+}
+
+/** portmap's rules, each aged by its container's oldest file evidence, else by when first seen. */
+async function scanPortmap(
+  deps: AuditDeps,
+  journalled: ReadonlySet<string>,
+  files: readonly Finding[],
+  nowMs: number,
+): Promise<Finding[]> {
+  if (deps.readNat === undefined) return [];
+  const rules = [];
+  for (const family of ['iptables', 'ip6tables'] as const) {
+    try {
+      const only = deps.portmapNetworks ?? [];
+      const found = parsePortmapRules(family, await deps.readNat(family));
+      rules.push(...(only.length === 0 ? found : found.filter((r) => only.includes(r.network))));
+    } catch (e) {
+      deps.log.warn({ family, err: (e as Error).message }, "audit: cannot read the nat table; portmap's rules skipped");
+    }
+  }
+  const oldest = new Map<string, number>();
+  for (const f of files) {
+    if ((f.kind !== 'lease' && f.kind !== 'cache') || f.mtimeMs === null) continue;
+    oldest.set(f.containerId, Math.min(f.mtimeMs, oldest.get(f.containerId) ?? Infinity));
+  }
+  const firstSeen = deps.firstSeen ?? new Map<string, number>();
+  const current = new Set<string>();
+  const out = portmapFindings(rules, journalled, (id, path) => {
+    const key = `${path}\0${id}`;
+    current.add(key);
+    if (!firstSeen.has(key)) firstSeen.set(key, nowMs);
+    return oldest.get(id) ?? (firstSeen.get(key) as number);
+  });
+  for (const key of firstSeen.keys()) if (!current.has(key)) firstSeen.delete(key);
+  return out;
 }
 
 /** What a report and a release's log line say of one finding. */
@@ -166,7 +225,13 @@ function view(d: Decision): Omit<OrphanView, 'released'> {
   };
 }
 
-async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDown: Set<string>): Promise<boolean> {
+async function release(
+  deps: AuditDeps,
+  d: Decision,
+  live: Attachment[],
+  tornDown: Set<string>,
+  unmapped: Set<string>,
+): Promise<boolean> {
   const f = d.finding;
   // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds.
   const again = await deps.listSandboxes();
@@ -193,6 +258,22 @@ async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDow
         cniPath: deps.cniPath ?? '',
         stdin: hostLocalDelConfig(f),
       });
+    } else if (f.kind === 'portmap') {
+      // One DEL per network and container removes its chain in both families, with every jump to it.
+      const key = `${f.network}\0${f.containerId}`;
+      if (!unmapped.has(key)) {
+        await deps.run({
+          command: 'DEL',
+          type: 'portmap',
+          containerId: f.containerId,
+          netns: '',
+          ifname: 'eth0',
+          args: '',
+          cniPath: deps.cniPath ?? '',
+          stdin: portmapDelConfig(f.network),
+        });
+        unmapped.add(key);
+      }
     } else if (f.kind === 'cache') {
       await unlink(f.path);
     } else {
@@ -204,13 +285,4 @@ async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDow
   }
   deps.log.warn(evidence, 'audit: released an orphan: its sandbox is not listed by the runtime');
   return true;
-}
-
-/** A grace such as `90s`, `15m`, `2h` or `1h30m` in ms; undefined when it is not one. */
-export function parseDuration(raw: string): number | undefined {
-  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(raw)) return undefined;
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  for (const [, n, , u] of raw.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) total += Number(n) * (unit[u ?? 's'] ?? 0);
-  return Math.round(total);
 }
