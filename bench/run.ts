@@ -14,6 +14,7 @@ import { parseArgs } from 'node:util';
 import { Scratch } from './lib/scratch.js';
 import { otherCpu } from './lib/other-cpu.js';
 import { benchChain } from './chain.js';
+import { benchCriPod } from './cri-pod.js';
 import { benchDbSize } from './dbsize.js';
 import { benchQuickCheck } from './quickcheck.js';
 import { benchNetns } from './lib/netconf.js';
@@ -38,6 +39,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['storm', benchStorm],
   ['shim-storm', benchShimStorm],
   ['status', benchStatus],
+  ['cri-pod', benchCriPod],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],

@@ -3,9 +3,12 @@
 // the node (the shipped shim's user + system CPU, from this process's reaped children's CPU, plus
 // the daemon's own CPU per STATUS, from /proc/<pid>/stat) is set against the same for one exec of a
 // Go CNI plugin (Debian's bridge, CNI_COMMAND=VERSION) as the yardstick, in blocks that alternate so
-// both see the same machine; then per hour at the two periods (issue 23).
+// both see the same machine; then per hour at the two periods (issue 23). A third exec in the same
+// blocks is the shim's structural floor: a program that only exits, compiled by the same Bun with the
+// same flags for the same target (what any Bun-compiled shim pays before its first line runs).
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { compileFor } from '../scripts/build-shims.mjs';
 import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { execCni } from './lib/exec.js';
@@ -71,14 +74,22 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
       if (r.code !== 0) throw new Error(`bridge VERSION failed (exit ${r.code}): ${r.stdout}`);
       return Number(process.hrtime.bigint() - t0) / 1e6;
     };
+    const floorEntry = join(env.dir, 'bun-floor.mjs');
+    writeFileSync(floorEntry, 'process.exit(0);\n');
+    const floorBin = compileFor('linux-x64', floorEntry, join(env.dir, 'bun-floor'));
+    const floor = async () => {
+      const r = await execCni(floorBin, baseEnv, '');
+      if (r.code !== 0) throw new Error(`the Bun floor program failed (exit ${r.code})`);
+    };
     for (let i = 0; i < 5; i++) {
       await status();
       await version();
+      await floor();
     }
 
     const blocks = n(10, ctx, 2);
     const wall = { s: [] as number[], v: [] as number[] };
-    const cpu = { shim: 0, daemon: 0, daemonIdle: 0, go: 0 };
+    const cpu = { shim: 0, daemon: 0, daemonIdle: 0, go: 0, bunFloor: 0 };
     for (let b = 0; b < blocks; b++) {
       let c0 = childrenCpuMs();
       let d0 = daemon.cpu().self;
@@ -91,11 +102,15 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
       cpu.go += childrenCpuMs() - c0;
       // What the daemon burns with no request (timers, GC): the baseline its STATUS CPU stands on.
       cpu.daemonIdle += daemon.cpu().self - d0;
+      c0 = childrenCpuMs();
+      for (let i = 0; i < BLOCK; i++) await floor();
+      cpu.bunFloor += childrenCpuMs() - c0;
     }
     const execs = blocks * BLOCK;
     const shimMs = cpu.shim / execs;
     const daemonMs = cpu.daemon / execs;
     const goMs = cpu.go / execs;
+    const bunFloorMs = cpu.bunFloor / execs;
     const totalMs = shimMs + daemonMs;
     const ratio = totalMs / goMs;
     const share5 = coreShare(totalMs, CONTAINERD_PERIOD_S);
@@ -127,6 +142,8 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
           daemonCpuMsPerStatus: round(daemonMs),
           daemonIdleCpuMsPerGoExec: round(cpu.daemonIdle / execs),
           goCpuMsPerExec: round(goMs),
+          bunFloorCpuMsPerExec: round(bunFloorMs),
+          bunFloorOverGo: round(bunFloorMs / goMs),
           coreSharePctAt5s: round(share5, 3),
           cpuSecondsPerHourAt5s: round(perHourS(totalMs, CONTAINERD_PERIOD_S)),
           goCpuSecondsPerHourAt5s: round(perHourS(goMs, CONTAINERD_PERIOD_S)),
@@ -137,6 +154,7 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
         },
         notes: [
           `shim: ${shim.kind}; CPU from this process's reaped children (cutime + cstime, ${CLK_TCK} Hz ticks) over ${blocks} alternating blocks of ${BLOCK} execs each; the daemon's from /proc/<pid>/stat (its spawner included) over the STATUS blocks, daemonIdleCpuMsPerGoExec what it burnt meanwhile in the bridge blocks with no request`,
+          `bunFloorCpuMsPerExec: a program that only exits, compiled by the shipped shim's Bun for linux-x64 with its flags, in the same alternating blocks: what any Bun-compiled shim costs before it reads its stdin; bunFloorOverGo its multiple of the Go plugin's exec`,
           `per hour: containerd 2.x's ${CONTAINERD_PERIOD_S} s STATUS period (720 execs/hour) and CRI-O's ${CRIO_PERIOD_S * 1000} ms start-up poll (7200 execs/hour); delegates at cniVersion 1.0.0, as Debian's plugins, so the daemon answers STATUS without executing them`,
         ],
       },
