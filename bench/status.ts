@@ -7,7 +7,7 @@
 // blocks is the shim's structural floor: a program that only exits, compiled by the same Bun with the
 // same flags for the same target (what any Bun-compiled shim pays before its first line runs).
 
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { compileFor } from '../scripts/build-shims.mjs';
 import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
@@ -15,7 +15,7 @@ import { execCni } from './lib/exec.js';
 import { BenchDaemon, daemonEnv } from './lib/daemon.js';
 import { bridgeHostLocal, cniVars } from './lib/netconf.js';
 import { CLK_TCK } from './lib/other-cpu.js';
-import { SYSTEM_CNI_BIN, shimExecutable } from './lib/paths.js';
+import { REPO, SYSTEM_CNI_BIN, shimExecutable } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, round } from './lib/stats.js';
 
@@ -74,9 +74,11 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
       if (r.code !== 0) throw new Error(`bridge VERSION failed (exit ${r.code}): ${r.stdout}`);
       return Number(process.hrtime.bigint() - t0) / 1e6;
     };
-    const floorEntry = join(env.dir, 'bun-floor.mjs');
-    writeFileSync(floorEntry, 'process.exit(0);\n');
-    const floorBin = compileFor('linux-x64', floorEntry, join(env.dir, 'bun-floor'));
+    const floorBin = compileFor(
+      'linux-x64',
+      join(REPO, 'bench/fixtures/bun-floor/exit.mjs'),
+      join(env.dir, 'bun-exit'),
+    );
     const floor = async () => {
       const r = await execCni(floorBin, baseEnv, '');
       if (r.code !== 0) throw new Error(`the Bun floor program failed (exit ${r.code})`);
@@ -154,7 +156,7 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
         },
         notes: [
           `shim: ${shim.kind}; CPU from this process's reaped children (cutime + cstime, ${CLK_TCK} Hz ticks) over ${blocks} alternating blocks of ${BLOCK} execs each; the daemon's from /proc/<pid>/stat (its spawner included) over the STATUS blocks, daemonIdleCpuMsPerGoExec what it burnt meanwhile in the bridge blocks with no request`,
-          `bunFloorCpuMsPerExec: a program that only exits, compiled by the shipped shim's Bun for linux-x64 with its flags, in the same alternating blocks: what any Bun-compiled shim costs before it reads its stdin; bunFloorOverGo its multiple of the Go plugin's exec`,
+          `bunFloorCpuMsPerExec: bench/fixtures/bun-floor/exit.mjs (a program that only exits), compiled by the shipped shim's Bun for linux-x64 with its flags, in the same alternating blocks: what any Bun-compiled shim costs before it reads its stdin; bunFloorOverGo its multiple of the Go plugin's exec`,
           `per hour: containerd 2.x's ${CONTAINERD_PERIOD_S} s STATUS period (720 execs/hour) and CRI-O's ${CRIO_PERIOD_S * 1000} ms start-up poll (7200 execs/hour); delegates at cniVersion 1.0.0, as Debian's plugins, so the daemon answers STATUS without executing them`,
         ],
       },
