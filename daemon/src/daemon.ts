@@ -62,7 +62,11 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   let journal: Journal;
   try {
     await prepareSocketPath(cfg.socket);
-    journal = openJournal(cfg.dbPath, { now: () => clock.wall(), onWriteError: (e) => metrics.countWriteError(e) });
+    journal = openJournal(cfg.dbPath, {
+      now: () => clock.wall(),
+      onWriteError: (e) => metrics.countWriteError(e),
+      onCommit: (seconds, synced) => metrics.observeCommit(seconds, synced),
+    });
   } catch (e) {
     owner.release();
     throw e;

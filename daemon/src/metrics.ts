@@ -81,6 +81,19 @@ export class Metrics {
     registers: [this.registry],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
   });
+  readonly journalCommitSeconds = new Histogram({
+    name: 'steward_journal_commit_seconds',
+    help: 'Time of one journal write transaction, commit included, by whether it was synced (fsync) or relaxed',
+    labelNames: ['synced'] as const,
+    registers: [this.registry],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+  });
+  readonly queueWaitSeconds = new Histogram({
+    name: 'steward_queue_wait_seconds',
+    help: "Time a request or teardown waited in its container's queue before it started",
+    registers: [this.registry],
+    buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+  });
   readonly teardownFailures = new Counter({
     name: 'steward_teardown_failures_total',
     help: 'Failed delegate DELs (each is retried)',
@@ -265,6 +278,11 @@ export class Metrics {
       this.auditOrphans.set({ kind }, held.get(kind) ?? 0);
       this.auditOrphansPastGrace.set({ kind }, past.get(kind) ?? 0);
     }
+  };
+
+  /** The Store's onCommit hook: every committed journal write, timed. */
+  readonly observeCommit = (seconds: number, synced: boolean): void => {
+    this.journalCommitSeconds.observe({ synced: synced ? 'true' : 'false' }, seconds);
   };
 
   /** The Store's onWriteError hook: one count per journal write that failed. */

@@ -157,6 +157,12 @@ describe('metric names', () => {
     );
     assert.match(text, /^steward_plugin_duration_seconds_count\{plugin="steward-fixture",command="ADD"\} 2$/m);
     assert.match(text, /^steward_db_write_errors_total 0$/m);
+    // Each of the two ADDs journalled its chain in one synced commit; later writes were relaxed; the
+    // three requests and the retries each waited in their container's queue (docs/performance.md).
+    const sample = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+    assert.ok(sample(/^steward_journal_commit_seconds_count\{synced="true"\} (\d+)$/m) >= 2, 'synced commits');
+    assert.ok(sample(/^steward_journal_commit_seconds_count\{synced="false"\} (\d+)$/m) >= 1, 'relaxed commits');
+    assert.ok(sample(/^steward_queue_wait_seconds_count (\d+)$/m) >= 3, 'queue waits');
     assert.match(text, /^steward_version_skew_seen_total\{shim_protocol="999"\} 1$/m);
     // Without --cni-conf-dir there is no installed shim to compare: 0 (lifecycle-shim-skew.test.ts shows 1).
     assert.match(text, /^steward_installed_shim_mismatch 0$/m);

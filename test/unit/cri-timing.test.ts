@@ -33,3 +33,23 @@ test('per pod: each command, each delegate execution, and the daemon own path as
   assert.equal(p.delegateExecsMs, 75);
   assert.equal(p.daemonOwnMs, 75);
 });
+
+test("per pod: the journal's synced and relaxed commits and the queue wait, from their own histograms", () => {
+  const text = (synced: number, syncedN: number, relaxed: number, relaxedN: number, wait: number) =>
+    [
+      `steward_journal_commit_seconds_sum{synced="true"} ${synced}`,
+      `steward_journal_commit_seconds_count{synced="true"} ${syncedN}`,
+      `steward_journal_commit_seconds_sum{synced="false"} ${relaxed}`,
+      `steward_journal_commit_seconds_count{synced="false"} ${relaxedN}`,
+      `steward_queue_wait_seconds_sum ${wait}`,
+      `steward_queue_wait_seconds_count 7`,
+    ].join('\n');
+  const p = perPod(histogramSums(text(0.1, 10, 0.01, 40, 0.2)), histogramSums(text(0.14, 14, 0.03, 56, 0.21)), 4);
+  assert.equal(p.journalSyncedMs, 10);
+  assert.equal(p.journalSyncedCommitsPerPod, 1);
+  assert.equal(p.journalRelaxedMs, 5);
+  assert.equal(p.journalRelaxedCommitsPerPod, 4);
+  assert.equal(p.queueWaitMs, 2.5);
+  // The journal and queue figures are part of the daemon's own path, not added to the requests.
+  assert.equal(p.daemonRequestsMs, 0);
+});

@@ -95,10 +95,12 @@ export class Engine {
 
   /** See EngineContext.serialize: the answer settles first, held work keeps the container's queue. */
   private serialize<T>(containerId: string, work: (hold: (after: Promise<unknown>) => void) => Promise<T>): Promise<T> {
+    const queued = performance.now();
     return new Promise<T>((resolve, reject) => {
       this.queue
         .run(containerId, () =>
           this.gate.shared(async () => {
+            this.ctx.metrics.queueWaitSeconds.observe((performance.now() - queued) / 1000);
             const held: Promise<unknown>[] = [];
             try {
               resolve(await work((after) => held.push(after)));

@@ -41,6 +41,8 @@ export interface StoreOptions {
   now?: () => number;
   /** Called with the driver's error each time a journal write fails (for a metric). */
   onWriteError?: (err: Error) => void;
+  /** Called after each committed write with its duration and whether it was synced (for a metric). */
+  onCommit?: (seconds: number, synced: boolean) => void;
 }
 
 export interface AttachmentFilter {
@@ -56,6 +58,7 @@ export class Store {
   private readonly db: Database.Database;
   private readonly now: () => number;
   private readonly onWriteError: ((err: Error) => void) | undefined;
+  private readonly onCommit: ((seconds: number, synced: boolean) => void) | undefined;
   private readonly stmt: Statements;
   /** Statements of SQL built at run time (pragmas, attachment filters), prepared once each. */
   private readonly statements = new Map<string, Database.Statement>();
@@ -67,6 +70,7 @@ export class Store {
     this.path = path;
     this.now = o.now ?? Date.now;
     this.onWriteError = o.onWriteError;
+    this.onCommit = o.onCommit;
     // Every failure to open names the path and the cause (a read-only state dir said only "attempt
     // to write a readonly database"); the driver's `code` is kept (degraded.ts reads it).
     if (path !== ':memory:')
@@ -130,14 +134,17 @@ export class Store {
       } finally {
         this.db.exec('PRAGMA synchronous = FULL');
       }
-    });
+    }, false);
   }
 
-  /** Runs a write; a driver failure becomes code 11 (and is reported once). */
-  private write<T>(fn: () => T): T {
+  /** Runs a write; a driver failure becomes code 11 (and is reported once). The outermost is timed. */
+  private write<T>(fn: () => T, synced = true): T {
+    const t0 = this.depth === 0 && this.onCommit ? performance.now() : undefined;
     this.depth++;
     try {
-      return fn();
+      const out = fn();
+      if (t0 !== undefined) this.onCommit?.((performance.now() - t0) / 1000, synced);
+      return out;
     } catch (e) {
       if (this.depth > 1 || e instanceof CniError) throw e;
       this.onWriteError?.(e as Error);

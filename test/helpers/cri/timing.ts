@@ -1,8 +1,10 @@
-// What the per-pod timing scenario of test/e2e/cri.test.ts reads besides wall time: stewardd's own
-// request and delegate-execution histograms (GET /metrics, steward_cni_request_duration_seconds and
-// steward_plugin_duration_seconds), differenced over the timed pods, so the per-pod cost splits into
-// the daemon's own path, each delegate's execution and what lies outside the daemon (the shim exec,
-// its connect, containerd's side); and one `curl --unix-socket` exec, the floor of any executed client.
+// What the per-pod timing of test/e2e/cri.test.ts and bench/cri-pod.ts reads besides wall time:
+// stewardd's own histograms (GET /metrics: steward_cni_request_duration_seconds,
+// steward_plugin_duration_seconds, steward_journal_commit_seconds, steward_queue_wait_seconds),
+// differenced over the timed pods, so the per-pod cost splits into the daemon's own path (of it: the
+// journal's commits, synced and not, and the queue wait), each delegate's execution and what lies
+// outside the daemon (the shim exec, its connect, containerd's side); and one `curl --unix-socket`
+// exec, the floor of any executed client.
 
 import { execFile } from 'node:child_process';
 
@@ -12,7 +14,10 @@ export type Sums = Map<string, number>;
 export function histogramSums(text: string): Sums {
   const out: Sums = new Map();
   for (const line of text.split('\n')) {
-    const m = /^(steward_(?:cni_request|plugin)_duration_seconds_(?:sum|count))(\{[^}]*\})? (\S+)$/.exec(line);
+    const m =
+      /^(steward_(?:(?:cni_request|plugin)_duration|journal_commit|queue_wait)_seconds_(?:sum|count))(\{[^}]*\})? (\S+)$/.exec(
+        line,
+      );
     if (m) out.set(`${m[1]}${m[2] ?? ''}`, Number(m[3]));
   }
   return out;
@@ -42,6 +47,13 @@ export function perPod(before: Sums, after: Sums, pods: number): Record<string, 
     } else if (k.startsWith('steward_plugin_duration_seconds_sum')) {
       out[`exec_${labels.plugin}_${labels.command}Ms`] = Math.round(ms * 10) / 10;
       delegatesMs += ms;
+    } else if (k.startsWith('steward_journal_commit_seconds_sum')) {
+      out[labels.synced === 'true' ? 'journalSyncedMs' : 'journalRelaxedMs'] = Math.round(ms * 100) / 100;
+    } else if (k.startsWith('steward_journal_commit_seconds_count')) {
+      out[labels.synced === 'true' ? 'journalSyncedCommitsPerPod' : 'journalRelaxedCommitsPerPod'] =
+        Math.round((d / pods) * 100) / 100;
+    } else if (k.startsWith('steward_queue_wait_seconds_sum')) {
+      out.queueWaitMs = Math.round(ms * 100) / 100;
     }
   }
   out.daemonRequestsMs = Math.round(requestsMs * 10) / 10;
