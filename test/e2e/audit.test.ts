@@ -238,6 +238,8 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
     // A cache entry as libcni writes it: the plain pod's, under a sandbox id that does not exist.
     const plainCache = join(CNI_CACHE, `${n.net.name}-${plain.id}-eth0`);
     assert.ok(existsSync(plainCache), `libcni cached the plain pod's result at ${plainCache}`);
+    const cacheDoc = JSON.parse(readFileSync(plainCache, 'utf8')) as Record<string, unknown>;
+    figure('audit: a libcni cache entry', { keys: Object.keys(cacheDoc).sort(), netns: cacheDoc.netns ?? null });
     const deadCache = join(CNI_CACHE, `${n.net.name}-${cached}-eth0`);
     writeFileSync(deadCache, readFileSync(plainCache, 'utf8').replaceAll(plain.id, cached));
     env.defer(() => rmSync(deadCache, { force: true }));

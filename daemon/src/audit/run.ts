@@ -4,6 +4,7 @@
 // through the engine's normal teardown (its ADD-time config, with retries), an unjournalled lease
 // through a host-local DEL, a cache file by unlinking it. Every release is logged with its evidence.
 
+import { existsSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
 import { dirname } from 'node:path';
@@ -130,11 +131,16 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   for (const dir of [...dataDirs].sort()) findings.push(...(await scanLeases(dir, journalled)));
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
 
+  // The journal read again after the scans: a container whose ADD began while they ran (its lease or
+  // cache file was scanned, its attachment is newer than the first read) is starting, not an orphan.
+  const guard = sandboxGuard(deps, journalled, findings);
+  for (const id of guard.startedSince()) inFlight.add(id);
   const sandboxes = await deps.listSandboxes();
   const decisions = decide({
     findings,
     alive: sandboxes === null ? null : new Set(sandboxes),
     inFlight,
+    netnsPresent: guard.netnsPresent(),
     nowMs: now(),
     graceMs: opts.graceMs,
     cap: opts.cap ?? DEFAULT_RELEASE_CAP,
@@ -145,7 +151,7 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
     if (!d.orphan) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown) : false;
+    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, guard) : false;
     orphans.push({ ...view(d), released });
   }
   return { orphans, runtime: deps.runtime() };
@@ -166,11 +172,61 @@ function view(d: Decision): Omit<OrphanView, 'released'> {
   };
 }
 
-async function release(deps: AuditDeps, d: Decision, live: Attachment[], tornDown: Set<string>): Promise<boolean> {
+/**
+ * What keeps a sandbox the runtime does not list from being taken for dead: an ADD the journal saw
+ * begin after its first read, and a network namespace that still exists (containerd lists a sandbox
+ * only once its network is set up, its container created and its task started; the namespace exists
+ * from before the ADD until StopPodSandbox has torn the network down). Namespaces come from the
+ * journal's attachments and from libcni cache entries that record one.
+ */
+function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findings: readonly Finding[]) {
+  const netnsOf = new Map<string, Set<string>>();
+  const note = (id: string, netns: string | undefined) => {
+    if (netns === undefined || netns === '') return;
+    let set = netnsOf.get(id);
+    if (set === undefined) netnsOf.set(id, (set = new Set()));
+    set.add(netns);
+  };
+  const read = () => {
+    const now = [
+      ...deps.journal.attachmentsInState('adding'),
+      ...deps.journal.attachmentsInState('added'),
+      ...deps.journal.attachmentsInState('deleting'),
+    ];
+    for (const a of now) note(a.containerId, a.netns);
+    return now;
+  };
+  for (const f of findings) note(f.containerId, f.netns);
+  const hasNetns = (id: string) => [...(netnsOf.get(id) ?? [])].some((p) => existsSync(p));
+  return {
+    /** Containers in flight now, or journalled since the first read. */
+    startedSince: (): Set<string> =>
+      new Set(
+        read()
+          .filter((a) => a.state === 'adding' || !known.has(a.containerId))
+          .map((a) => a.containerId),
+      ),
+    netnsPresent: (): Set<string> => new Set([...netnsOf.keys()].filter(hasNetns)),
+    /** Whether the container is still dead-looking right before a release. */
+    stillDead: (id: string): boolean => {
+      const starting = read().some((a) => a.containerId === id && (a.state === 'adding' || !known.has(id)));
+      return !starting && !hasNetns(id);
+    },
+  };
+}
+
+async function release(
+  deps: AuditDeps,
+  d: Decision,
+  live: Attachment[],
+  tornDown: Set<string>,
+  guard: ReturnType<typeof sandboxGuard>,
+): Promise<boolean> {
   const f = d.finding;
-  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds.
+  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds, and so
+  // does one whose ADD began or whose network namespace is back.
   const again = await deps.listSandboxes();
-  if (again === null || again.includes(f.containerId)) return false;
+  if (again === null || again.includes(f.containerId) || !guard.stillDead(f.containerId)) return false;
   const evidence = { ...view(d), runtimeSandboxes: again.length };
   try {
     if (f.journalled && f.kind !== 'cache') {
