@@ -232,13 +232,22 @@ async function release(
     if (f.journalled && f.kind !== 'cache') {
       // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
       if (!tornDown.has(f.containerId)) {
+        // Only what still owes a teardown now: the runtime's own DEL may have finished it meanwhile.
+        const owing = new Set(
+          [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map(
+            (a) => a.id,
+          ),
+        );
+        const targets = live.filter((x) => x.containerId === f.containerId && owing.has(x.id));
+        if (targets.length === 0) return false;
         tornDown.add(f.containerId);
-        for (const a of live.filter((x) => x.containerId === f.containerId && x.state !== 'adding')) {
+        for (const a of targets) {
           const out = await deps.teardown(a.id);
           if (!out.done) throw out.error ?? new Error('teardown unfinished');
         }
       }
     } else if (f.kind === 'lease') {
+      if (!existsSync(f.path)) return false; // freed meanwhile by its owner's own DEL
       await deps.run({
         command: 'DEL',
         type: 'host-local',
@@ -250,6 +259,7 @@ async function release(
         stdin: hostLocalDelConfig(f),
       });
     } else if (f.kind === 'cache') {
+      if (!existsSync(f.path)) return false; // removed meanwhile by libcni on its owner's DEL
       await unlink(f.path);
     } else {
       return false;
