@@ -16,8 +16,8 @@
 //    entry libcni keeps under steward's network name. The report is exactly those; --release --grace
 //    30m frees all but the 1-minute one; every live pod keeps its lease and tears down cleanly.
 // 3. Races: 20 pods started and stopped in a loop (AUDIT_RACE_ROUNDS rounds, default 5; the issue's
-//    100 is the documented command in docs/audit.md) while `stewardd audit --release --grace 0s` runs
-//    in a loop: every ADD succeeds, no pod loses its lease or shares its IP while it lives, the audits
+//    100 is the documented command in docs/audit.md) while the audit with --release --grace 0s runs
+//    back to back (POST /v1/audit, the CLI's route): every ADD succeeds, no pod loses its lease or shares its IP while it lives, the audits
 //    release nothing of theirs, and no lease is left afterwards.
 //
 // No runtime reachable (exit 5, nothing released) is test/integration/audit.test.ts's.
@@ -312,8 +312,12 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
     let running = true;
     const audits: Report[] = [];
     const auditLoop = (async () => {
+      // The route `stewardd audit --release --grace 0s` calls, straight over the socket: a CLI process
+      // per pass would leave seconds between passes on a loaded machine.
       while (running) {
-        audits.push(await audit(['--release', '--grace', '0s']));
+        const r = await n.daemon.request('POST', '/v1/audit?release=true&grace=0s');
+        assert.equal(r.status, 200, r.text);
+        audits.push(r.json as Report);
       }
     })();
     const t0 = performance.now();

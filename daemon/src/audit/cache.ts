@@ -13,7 +13,7 @@ interface CacheDoc {
   containerId?: unknown;
   ifName?: unknown;
   networkName?: unknown;
-  /** The sandbox's netns (libcni writes it since 1.1.0, for GC). */
+  /** The sandbox's netns: newer libcni (the one with GC) records it; containerd 1.6's does not. */
   netns?: unknown;
 }
 
