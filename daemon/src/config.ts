@@ -15,6 +15,7 @@ import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
 import { fail, int, level } from './flags.js';
+import { DEFAULT_GRACE_MS, parseDuration } from './audit/options.js';
 
 export interface DaemonConfig {
   socket: string;
@@ -47,6 +48,14 @@ export interface DaemonConfig {
   auditLeaseDirs: string[];
   /** libcni's result cache the audit scans. */
   auditCacheDir: string;
+  /** Networks whose portmap rules the audit considers; empty = every network. */
+  auditPortmapNetworks: string[];
+  /** --audit-interval: a periodic audit pass every this many ms; undefined = none. */
+  auditIntervalMs: number | undefined;
+  /** --audit-release: the periodic pass releases orphans past --audit-grace (else it only reports). */
+  auditRelease: boolean;
+  /** --audit-grace: the periodic pass's grace. */
+  auditGraceMs: number;
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -94,6 +103,14 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --audit-lease-dir DIR    host-local dataDir the audit scans, repeatable (default /var/lib/cni/networks;
                            dataDirs named in journalled configs are scanned too)
   --audit-cache-dir DIR    libcni result cache the audit scans (default /var/lib/cni/results)
+  --audit-portmap-network NAME
+                           only portmap rules (CNI-DN-* chains) of this network are audited, repeatable
+                           (default: every network's)
+  --audit-interval DUR     run an audit pass every DUR (e.g. 10m, 1h; at least 1s): report only, logged and
+                           counted in the steward_audit_* metrics (default off)
+  --audit-release          the periodic pass also releases the orphans past --audit-grace, as
+                           stewardd audit --release does (needs --audit-interval; default off: report only)
+  --audit-grace DUR        the periodic pass's grace (default 15m)
   --log-level LEVEL        pino level (default info)`;
 
 export function parseRunConfig(argv: string[]): DaemonConfig {
@@ -135,6 +152,10 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'runtime-endpoint': { type: 'string' },
       'audit-lease-dir': { type: 'string', multiple: true },
       'audit-cache-dir': { type: 'string' },
+      'audit-portmap-network': { type: 'string', multiple: true },
+      'audit-interval': { type: 'string' },
+      'audit-release': { type: 'boolean' },
+      'audit-grace': { type: 'string' },
     },
   });
   const problems: string[] = [];
@@ -180,7 +201,13 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),
     auditLeaseDirs: (values['audit-lease-dir'] ?? ['/var/lib/cni/networks']).map((d) => resolve(d)),
     auditCacheDir: resolve(values['audit-cache-dir'] ?? '/var/lib/cni/results'),
+    auditPortmapNetworks: values['audit-portmap-network'] ?? [],
+    auditIntervalMs: duration('audit-interval', values['audit-interval'], undefined, 1000, problems),
+    auditRelease: values['audit-release'] === true,
+    auditGraceMs: duration('audit-grace', values['audit-grace'], DEFAULT_GRACE_MS, 0, problems) as number,
   };
+  if (cfg.auditRelease && values['audit-interval'] === undefined)
+    problems.push('--audit-release needs --audit-interval (it makes the periodic audit pass release)');
   // The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
   // default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime
   // as the shim's 11. Longer chains are cut by the budget itself (engine/add.ts answerBudgetMs).
@@ -191,6 +218,25 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     );
   fail(problems, RUN_USAGE);
   return cfg;
+}
+
+/** A --audit-* duration (`90s`, `15m`, `2h`, `1h30m`) of at least minMs; `fallback` when absent. */
+function duration(
+  flag: string,
+  raw: string | undefined,
+  fallback: number | undefined,
+  minMs: number,
+  problems: string[],
+): number | undefined {
+  if (raw === undefined) return fallback;
+  const ms = parseDuration(raw);
+  if (ms === undefined || ms < minMs) {
+    problems.push(
+      `--${flag} must be a duration such as 90s, 15m, 2h or 1h30m${minMs > 0 ? ` (at least ${minMs / 1000}s)` : ''}, got "${raw}"`,
+    );
+    return fallback;
+  }
+  return ms;
 }
 
 /** --runtime-endpoint unix:///PATH (crictl's form); a bare absolute path is accepted too. */

@@ -22,7 +22,7 @@ import { Metrics } from './metrics.js';
 import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
-import { runAudit } from './audit/run.js';
+import { Auditor } from './audit/auditor.js';
 import { CriRuntime } from './audit/cri.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
@@ -139,6 +139,22 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     return problems;
   };
   const runtime = new CriRuntime(cfg.runtimeEndpoint);
+  const auditor = new Auditor(
+    {
+      journal: store,
+      teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
+      run,
+      listSandboxes: runtime.listSandboxes,
+      runtime: () => runtime.info(),
+      leaseDirs: cfg.auditLeaseDirs,
+      cacheDir: cfg.auditCacheDir,
+      readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
+      firstSeen: new Map<string, number>(),
+      portmapNetworks: cfg.auditPortmapNetworks,
+      log,
+    },
+    log,
+  );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
@@ -157,20 +173,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     version: VERSION,
     startedAt,
     health,
-    audit: (opts) =>
-      runAudit(
-        {
-          journal: store,
-          teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
-          run,
-          listSandboxes: runtime.listSandboxes,
-          runtime: () => runtime.info(),
-          leaseDirs: cfg.auditLeaseDirs,
-          cacheDir: cfg.auditCacheDir,
-          log,
-        },
-        opts,
-      ),
+    audit: (opts) => auditor.run(opts),
   });
 
   log.info(
@@ -189,6 +192,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   watcher?.start();
   void spool.start();
   scheduler.start();
+  if (cfg.auditIntervalMs !== undefined)
+    auditor.startPeriodic({ intervalMs: cfg.auditIntervalMs, release: cfg.auditRelease, graceMs: cfg.auditGraceMs });
   log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
 
   let resolveClosed!: () => void;
@@ -218,7 +223,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
             })
           : () => undefined;
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
-      await Promise.race([app.close(), grace]);
+      // A pass in progress finishes (bounded by the same grace) before the journal closes under it.
+      await Promise.race([Promise.all([app.close(), auditor.stop()]), grace]);
       shimCheck?.stop();
       for (const l of extraListeners) l.close();
       await scheduler.stop();

@@ -11,10 +11,10 @@
 // 2. Live pods through steward and on the plain handler (PLAIN_HANDLER: the primary from its own conf
 //    dir, never through steward), and leftovers of sandboxes that do not exist: host-local lease files
 //    written as host-local writes them, aged 2 h and 1 min; a libcni cache entry (a live pod's, copied
-//    under a dead id, aged 2 h); and a pod removed while steward was uninstalled, whose DEL went to the
+//    under a dead id, aged 2 h); a portmap rule made by Debian's portmap for one of those dead ids; and a pod removed while steward was uninstalled, whose DEL went to the
 //    primary: its journalled attachment (journal row aged 2 h while stewardd is stopped) and the cache
 //    entry libcni keeps under steward's network name. The report is exactly those; --release --grace
-//    30m frees all but the 1-minute one; every live pod keeps its lease and tears down cleanly.
+//    30m frees all but the 1-minute lease; every live pod keeps its lease and tears down cleanly.
 // 3. Races: 20 pods started and stopped in a loop (AUDIT_RACE_ROUNDS rounds, default 5; the issue's
 //    100 is the documented command in docs/audit.md) while the audit with --release --grace 0s runs
 //    back to back (POST /v1/audit, the CLI's route): every ADD succeeds, no pod loses its lease or shares its IP while it lives, the audits
@@ -35,11 +35,20 @@ import type { Pod } from '../helpers/cri/kubelet.js';
 import { figure, round, sleep } from '../helpers/cri/scenario.js';
 import { startCriSuite } from '../helpers/cri/suite.js';
 import { openDatabase } from '../helpers/sqlite.js';
+import { portmapCall, portmapOwners } from '../helpers/portmap.js';
 
 const suite = await startCriSuite('e2e-audit', 'stewardd audit under the CRI driver', {
   steward: false,
   // The node's host-local dataDir stands for host-local's default /var/lib/cni/networks.
-  daemonArgs: ({ runtimeEndpoint, net }) => ['--runtime-endpoint', runtimeEndpoint, '--audit-lease-dir', net.dataDir],
+  // Only this node's network's portmap rules: other tests' chains in the machine's nat table are not ours.
+  daemonArgs: ({ runtimeEndpoint, net }) => [
+    '--runtime-endpoint',
+    runtimeEndpoint,
+    '--audit-lease-dir',
+    net.dataDir,
+    '--audit-portmap-network',
+    net.name,
+  ],
 });
 const { env, node, kubelet, skip } = suite;
 after(() => suite.finish());
@@ -235,6 +244,24 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
     const leaseOld1 = writeLease(ip(250), old1, HOUR2);
     const leaseOld2 = writeLease(ip(251), old2, HOUR2);
     const leaseYoung = writeLease(ip(252), young, 60);
+    // A portmap rule of a dead sandbox, made by Debian's portmap as a chain runs it after bridge: a
+    // hostPort to old1's address (age: its lease's, 2 h). Removed at close whatever happens.
+    const pm = {
+      network: n.net.name,
+      cid: old1,
+      netns: env.netns(),
+      ip: ip(250),
+      hostPort: 20000 + (process.pid % 20000),
+    };
+    env.defer(() => {
+      try {
+        portmapCall('DEL', pm);
+      } catch {
+        /* released */
+      }
+    });
+    portmapCall('ADD', pm);
+    assert.deepEqual(portmapOwners(n.net.name), [old1]);
     // A cache entry as libcni writes it: the plain pod's, under a sandbox id that does not exist.
     const plainCache = join(CNI_CACHE, `${n.net.name}-${plain.id}-eth0`);
     assert.ok(existsSync(plainCache), `libcni cached the plain pod's result at ${plainCache}`);
@@ -251,6 +278,7 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
       `cache ${cached}`,
       `lease ${old1}`,
       `lease ${old2}`,
+      `portmap ${old1}`,
       `lease ${young}`,
     ].sort();
     const report = await audit([]);
@@ -265,6 +293,8 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
     assert.ok(by('lease', young).ageSeconds! < 600);
     assert.equal(by('cache', cached).path, deadCache);
     assert.ok(by('attachment', gone.id).ageSeconds! >= HOUR2 - 10);
+    assert.equal(by('portmap', old1).network, n.net.name);
+    assert.ok(by('portmap', old1).ageSeconds! >= HOUR2 - 10, 'a rule is as old as its container’s lease');
     assert.ok(report.orphans.every((o) => !o.released));
 
     const rel = await audit(['--release', '--grace', '30m']);
@@ -276,6 +306,7 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
     assert.ok(!existsSync(leaseOld1) && !existsSync(leaseOld2), 'the 2-hour-old leases are released');
     assert.ok(existsSync(leaseYoung), 'the 1-minute-old lease stays');
     assert.ok(!existsSync(deadCache) && !existsSync(goneCache), 'the dead sandboxes’ cache entries are removed');
+    assert.deepEqual(portmapOwners(n.net.name), [], "portmap's DEL removed the dead sandbox's chain");
     assert.equal((await n.daemon.attachment(gone.id))?.state, 'deleted', 'the journalled attachment got its teardown');
     assert.deepEqual(summary(await audit([])), [`lease ${young}`], 'only the young leftover is still reported');
 

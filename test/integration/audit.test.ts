@@ -3,7 +3,9 @@
 // format in a temp dataDir and aged with utimes, and a libcni cache file. The report must list exactly
 // the leftovers; --release must free exactly those past the grace (through Debian's real host-local
 // DEL for a lease), leaving the young one and the live pod's; with no runtime reachable it reports,
-// releases nothing, and exits 5.
+// releases nothing, and exits 5. portmap rules are real: Debian's portmap ADD run for a container in a
+// netns made here (on a network named for this run, which the daemon is told to audit alone), and
+// released by the daemon through a portmap DEL; every chain is removed at close whatever happens.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +15,9 @@ import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
+import { portmapCall, portmapOwners as portmapOwnersOf } from '../helpers/portmap.js';
 import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
+import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -28,6 +32,34 @@ const DEAD_CACHED = id('d');
 const NET = 'auditnet';
 /** Attached through steward, then its sandbox removed behind steward's back (the runtime never lists it). */
 const JOURNALLED = id('e');
+/** portmap's network: named for this run, so that no other test's rules are audited or released. */
+const PMNET = `stw-pm-${process.pid}`;
+
+/** Debian's portmap CNI call for container `cid` on PMNET (hostPort given; the IP any in 10.99.0.0/24). */
+function portmap(command: 'ADD' | 'DEL', cid: string, netns: string, hostPort: number): void {
+  portmapCall(command, { network: PMNET, cid, netns, ip: `10.99.0.${hostPort % 250}`, hostPort });
+}
+
+/** Container ids (first character) with a portmap chain of PMNET in the nat table. */
+function portmapOwners(): string[] {
+  return [...new Set(portmapOwnersOf(PMNET).map((id) => id.slice(0, 1)))].sort();
+}
+
+/** portmap rules for `ids` made by Debian's portmap ADD in a netns of this run; all removed at close. */
+function seedPortmap(ids: string[]): void {
+  removePortmapChainsAtClose(env);
+  const netns = env.netns();
+  ids.forEach((cid, i) => {
+    env.defer(() => {
+      try {
+        portmap('DEL', cid, netns, 30000 + (process.pid % 1000) * 10 + i);
+      } catch {
+        /* already gone */
+      }
+    });
+    portmap('ADD', cid, netns, 30000 + (process.pid % 1000) * 10 + i);
+  });
+}
 
 interface Run {
   code: number | null;
@@ -123,9 +155,13 @@ describe('stewardd audit with a CRI runtime', () => {
         s.leases,
         '--audit-cache-dir',
         s.cache,
+        '--audit-portmap-network',
+        PMNET,
       ],
     });
     await daemon.start();
+    seedPortmap([LIVE, DEAD_OLD, DEAD_YOUNG]);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
     fx = join(env.dir, 'fx');
     conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx)])]);
     for (const c of [LIVE, JOURNALLED]) {
@@ -147,7 +183,17 @@ describe('stewardd audit with a CRI runtime', () => {
       'cache d - released=false',
       'lease b 10.77.0.10 released=false',
       'lease c 10.77.0.11 released=false',
+      'portmap b - released=false',
+      'portmap c - released=false',
     ]);
+    const rule = body.orphans.find(
+      (o: { kind: string; containerId: string }) => o.kind === 'portmap' && o.containerId === DEAD_OLD,
+    );
+    assert.equal(rule.network, PMNET);
+    assert.match(rule.path, /^iptables -t nat CNI-DN-[0-9a-f]+$/);
+    assert.equal(rule.journalled, false);
+    assert.ok(rule.ageSeconds >= 7190 && rule.ageSeconds < 7300, `aged by its lease: ${rule.ageSeconds}`);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c'], 'a report removes no rule');
     const journalled = body.orphans.find((o: { kind: string }) => o.kind === 'attachment');
     assert.equal(journalled.journalled, true);
     assert.equal(journalled.network, 'steward');
@@ -173,7 +219,19 @@ describe('stewardd audit with a CRI runtime', () => {
     const table = await cli(['audit', '--socket', daemon.socket]);
     assert.equal(table.code, 0, table.stderr);
     assert.match(table.stdout, /^runtime: unix:\/\/.*\(1 sandboxes\)\nKIND\s+CONTAINER/);
-    assert.equal(table.stdout.trim().split('\n').length, 2 + 4);
+    assert.equal(table.stdout.trim().split('\n').length, 2 + 6);
+  });
+
+  it('--cap 0 releases nothing, whatever is past the grace', async () => {
+    const r = await cli(['audit', '--release', '--cap', '0', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(
+      summary(r).every((l) => l.endsWith('released=false')),
+      summary(r).join('\n'),
+    );
+    assert.equal(summary(r).length, 6);
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
   });
 
   it('--release frees exactly the leftovers past the grace; the young one and the live pod keep theirs', async () => {
@@ -184,14 +242,21 @@ describe('stewardd audit with a CRI runtime', () => {
       'cache d - released=true',
       'lease b 10.77.0.10 released=true',
       'lease c 10.77.0.11 released=false',
+      'portmap b - released=true',
+      'portmap c - released=false',
     ]);
+    assert.deepEqual(portmapOwners(), ['a', 'c'], "portmap's DEL removed exactly the old leftover's chain");
     assert.ok(!existsSync(s.paths.old), 'the old lease was released by host-local');
     assert.ok(!existsSync(s.paths.cache), 'the cache file was removed');
     assert.ok(existsSync(s.paths.young), 'the 1-minute-old leftover stays');
     assert.ok(existsSync(s.paths.live), "the live pod's lease stays");
 
     const again = await cli(['audit', '-o', 'json', '--socket', daemon.socket]);
-    assert.deepEqual(summary(again), ['attachment e - released=false', 'lease c 10.77.0.11 released=false']);
+    assert.deepEqual(summary(again), [
+      'attachment e - released=false',
+      'lease c 10.77.0.11 released=false',
+      'portmap c - released=false',
+    ]);
     assert.equal(fixtureCalls(fx, 'DEL').length, 0, 'nothing journalled was torn down within the grace');
   });
 
@@ -199,7 +264,12 @@ describe('stewardd audit with a CRI runtime', () => {
     await new Promise((r) => setTimeout(r, 1500));
     const r = await cli(['audit', '--release', '--grace', '1s', '-o', 'json', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(summary(r), ['attachment e - released=true', 'lease c 10.77.0.11 released=true']);
+    assert.deepEqual(summary(r), [
+      'attachment e - released=true',
+      'lease c 10.77.0.11 released=true',
+      'portmap c - released=true',
+    ]);
+    assert.deepEqual(portmapOwners(), ['a'], "the live pod's rule stays");
     const dels = fixtureCalls(fx, 'DEL');
     assert.equal(dels.length, 1, dels.join('\n'));
     assert.ok(dels[0]!.includes(JOURNALLED), dels[0]);
@@ -221,6 +291,17 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.equal(r.code, 4, r.stdout + r.stderr);
     assert.match(r.stderr, /grace must be a duration/);
   });
+
+  it('refuses a bad cap: the CLI before asking (exit 2), the route with 400', async () => {
+    for (const bad of ['-1', 'x', '1.5', '2000000', '']) {
+      const r = await cli(['audit', '--release', `--cap=${bad}`, '--socket', daemon.socket]);
+      assert.equal(r.code, 2, `${bad}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /--cap must be a whole number from 0 to 1000000, got/);
+    }
+    const res = await daemon.request('POST', '/v1/audit?release=true&cap=many');
+    assert.equal(res.status, 400);
+    assert.match(JSON.stringify(res.json), /cap must be a whole number/);
+  });
 });
 
 describe('stewardd audit with no runtime reachable', () => {
@@ -236,6 +317,8 @@ describe('stewardd audit with no runtime reachable', () => {
         s.leases,
         '--audit-cache-dir',
         s.cache,
+        '--audit-portmap-network',
+        PMNET,
       ],
     });
     await daemon.start();
@@ -259,8 +342,10 @@ describe('stewardd audit with no runtime reachable', () => {
       'lease a 10.77.0.12 released=false',
       'lease b 10.77.0.10 released=false',
       'lease c 10.77.0.11 released=false',
+      'portmap a - released=false',
     ]);
     for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.deepEqual(portmapOwners(), ['a']);
     const table = await cli(['audit', '--socket', daemon.socket, '--timeout', '30']);
     assert.equal(table.code, 5);
     assert.match(table.stdout, /runtime: UNREACHABLE/);

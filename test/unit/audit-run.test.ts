@@ -5,6 +5,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { hostLocalDataDirs, hostLocalDelConfig, parseDuration } from '../../daemon/src/audit/run.js';
 import type { Finding } from '../../daemon/src/audit/decide.js';
+import { parseCap } from '../../daemon/src/audit/options.js';
 
 const lease = (ip: string): Finding => ({
   kind: 'lease',
@@ -24,6 +25,14 @@ describe('audit run helpers', () => {
     assert.equal(parseDuration('1h30m'), 5_400_000);
     assert.equal(parseDuration('250ms'), 250);
     for (const bad of ['', 'soon', '15', '-1m', '1d', 'm']) assert.equal(parseDuration(bad), undefined, bad);
+  });
+
+  it('parses release caps from 0 to 1000000 and refuses the rest', () => {
+    assert.equal(parseCap('0'), 0);
+    assert.equal(parseCap('1000'), 1000);
+    assert.equal(parseCap('1000000'), 1_000_000);
+    for (const bad of ['', '-1', '1.5', 'x', '1e3', '1000001', ' 5', '0x10'])
+      assert.equal(parseCap(bad), undefined, bad);
   });
 
   it('reads host-local dataDirs as ipam or as the plugin itself', () => {

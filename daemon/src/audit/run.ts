@@ -1,8 +1,9 @@
-// One audit pass: gather what is held on the node (host-local leases, libcni cache files, steward's
-// own journal attachments), ask the runtime who is alive, decide (decide.ts), and, when asked to,
+// One audit pass: gather what is held on the node (host-local leases, libcni cache files, portmap's
+// iptables rules, steward's own journal attachments), ask the runtime who is alive, decide (decide.ts), and, when asked to,
 // release each orphan through its proper path after asking the runtime again: a journalled container
 // through the engine's normal teardown (its ADD-time config, with retries), an unjournalled lease
-// through a host-local DEL, a cache file by unlinking it. Every release is logged with its evidence.
+// through a host-local DEL, an unjournalled portmap rule through a portmap DEL, a cache file by
+// unlinking it. Every release is logged with its evidence.
 
 import { existsSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
@@ -14,6 +15,8 @@ import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
 import { decide, type Decision, type Finding } from './decide.js';
 import { scanLeases } from './leases.js';
+import { DEFAULT_RELEASE_CAP } from './options.js';
+import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from './portmap.js';
 
 export interface RuntimeInfo {
   reachable: boolean;
@@ -39,6 +42,18 @@ export interface AuditDeps {
   /** host-local dataDirs always scanned (besides those named in journalled configs). */
   leaseDirs: readonly string[];
   cacheDir: string;
+  /**
+   * `iptables-save -t nat` (or ip6tables-save) output, run through plugins/; absent: portmap's rules
+   * are not scanned. A family whose read fails is logged and skipped.
+   */
+  readNat?: (family: Family) => Promise<string>;
+  /**
+   * When this daemon first saw each portmap rule (by path and container id), kept across passes: a
+   * rule has no timestamp, and one whose container left no lease or cache file ages from here.
+   */
+  firstSeen?: Map<string, number>;
+  /** Only portmap rules of these networks; empty or absent = every network's. */
+  portmapNetworks?: readonly string[];
   /** CNI_PATH for the host-local DEL (searched after the daemon's bin dirs). */
   cniPath?: string;
   log: Logger;
@@ -59,8 +74,7 @@ export interface AuditReport {
   runtime: RuntimeInfo;
 }
 
-export const DEFAULT_GRACE_MS = 15 * 60_000;
-export const DEFAULT_RELEASE_CAP = 1000;
+export { DEFAULT_GRACE_MS, DEFAULT_RELEASE_CAP, parseDuration } from './options.js';
 
 /** host-local dataDirs named in a step's plugin config (as the plugin itself, or as its ipam). */
 export function hostLocalDataDirs(config: string): string[] {
@@ -130,6 +144,7 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   }
   for (const dir of [...dataDirs].sort()) findings.push(...(await scanLeases(dir, journalled)));
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
+  findings.push(...(await scanPortmap(deps, journalled, findings, now())));
 
   // The journal read again after the scans: a container whose ADD began while they ran (its lease or
   // cache file was scanned, its attachment is newer than the first read) is starting, not an orphan.
@@ -148,13 +163,49 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   });
 
   const tornDown = new Set<string>();
+  const unmapped = new Set<string>();
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
     if (!d.orphan) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, guard) : false;
+    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped, guard) : false;
     orphans.push({ ...view(d), released });
   }
   return { orphans, runtime: deps.runtime() };
+}
+
+/** portmap's rules, each aged by its container's oldest file evidence, else by when first seen. */
+async function scanPortmap(
+  deps: AuditDeps,
+  journalled: ReadonlySet<string>,
+  files: readonly Finding[],
+  nowMs: number,
+): Promise<Finding[]> {
+  if (deps.readNat === undefined) return [];
+  const rules = [];
+  for (const family of ['iptables', 'ip6tables'] as const) {
+    try {
+      const only = deps.portmapNetworks ?? [];
+      const found = parsePortmapRules(family, await deps.readNat(family));
+      rules.push(...(only.length === 0 ? found : found.filter((r) => only.includes(r.network))));
+    } catch (e) {
+      deps.log.warn({ family, err: (e as Error).message }, "audit: cannot read the nat table; portmap's rules skipped");
+    }
+  }
+  const oldest = new Map<string, number>();
+  for (const f of files) {
+    if ((f.kind !== 'lease' && f.kind !== 'cache') || f.mtimeMs === null) continue;
+    oldest.set(f.containerId, Math.min(f.mtimeMs, oldest.get(f.containerId) ?? Infinity));
+  }
+  const firstSeen = deps.firstSeen ?? new Map<string, number>();
+  const current = new Set<string>();
+  const out = portmapFindings(rules, journalled, (id, path) => {
+    const key = `${path}\0${id}`;
+    current.add(key);
+    if (!firstSeen.has(key)) firstSeen.set(key, nowMs);
+    return oldest.get(id) ?? (firstSeen.get(key) as number);
+  });
+  for (const key of firstSeen.keys()) if (!current.has(key)) firstSeen.delete(key);
+  return out;
 }
 
 /** What a report and a release's log line say of one finding. */
@@ -220,6 +271,7 @@ async function release(
   d: Decision,
   live: Attachment[],
   tornDown: Set<string>,
+  unmapped: Set<string>,
   guard: ReturnType<typeof sandboxGuard>,
 ): Promise<boolean> {
   const f = d.finding;
@@ -258,6 +310,22 @@ async function release(
         cniPath: deps.cniPath ?? '',
         stdin: hostLocalDelConfig(f),
       });
+    } else if (f.kind === 'portmap') {
+      // One DEL per network and container removes its chain in both families, with every jump to it.
+      const key = `${f.network}\0${f.containerId}`;
+      if (!unmapped.has(key)) {
+        await deps.run({
+          command: 'DEL',
+          type: 'portmap',
+          containerId: f.containerId,
+          netns: '',
+          ifname: 'eth0',
+          args: '',
+          cniPath: deps.cniPath ?? '',
+          stdin: portmapDelConfig(f.network),
+        });
+        unmapped.add(key);
+      }
     } else if (f.kind === 'cache') {
       if (!existsSync(f.path)) return false; // removed meanwhile by libcni on its owner's DEL
       await unlink(f.path);
@@ -270,13 +338,4 @@ async function release(
   }
   deps.log.warn(evidence, 'audit: released an orphan: its sandbox is not listed by the runtime');
   return true;
-}
-
-/** A grace such as `90s`, `15m`, `2h` or `1h30m` in ms; undefined when it is not one. */
-export function parseDuration(raw: string): number | undefined {
-  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(raw)) return undefined;
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  let total = 0;
-  for (const [, n, , u] of raw.matchAll(/(\d+(\.\d+)?)(ms|s|m|h)/g)) total += Number(n) * (unit[u ?? 's'] ?? 0);
-  return Math.round(total);
 }

@@ -5,6 +5,7 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
+import { DEFAULT_RELEASE_CAP, MAX_RELEASE_CAP, parseCap } from '../audit/options.js';
 import { call, CliError, Exit } from './client.js';
 import {
   formatAttachments,
@@ -43,13 +44,15 @@ ${COMMON}`,
                        fixing its plugin, or releasing by hand what it held: the DEL then succeeds
                        and clears the step; one that still fails is abandoned again)
 ${COMMON}`,
-  audit: `usage: stewardd audit [--release] [--grace DUR] [options]
-  what nobody owns on the node: host-local leases, libcni result-cache files and journalled attachments
-  whose container id no sandbox of the runtime (stewardd run --runtime-endpoint) has; never one with an
-  ADD in flight
+  audit: `usage: stewardd audit [--release] [--grace DUR] [--cap N] [options]
+  what nobody owns on the node: host-local leases, libcni result-cache files, portmap's nat chains and
+  journalled attachments whose container id no sandbox of the runtime (stewardd run --runtime-endpoint)
+  has; never one with an ADD in flight
   --release            also release the orphans older than the grace (a journalled one through its normal
-                       teardown, an unjournalled lease through a host-local DEL, a cache file by removal)
+                       teardown, an unjournalled lease through a host-local DEL, a portmap rule through a
+                       portmap DEL, a cache file by removal)
   --grace DUR          only release what was last modified longer ago than DUR (default 15m; e.g. 90s, 2h)
+  --cap N              release at most N orphans in this run (default ${DEFAULT_RELEASE_CAP}; 0 releases none)
 ${COMMON}`,
 };
 
@@ -75,7 +78,7 @@ function parse(command: CliCommand, argv: string[]): Parsed {
     },
     teardowns: {},
     retry: { abandoned: { type: 'boolean' } },
-    audit: { release: { type: 'boolean' }, grace: { type: 'string' } },
+    audit: { release: { type: 'boolean' }, grace: { type: 'string' }, cap: { type: 'string' } },
   }[command] as Record<string, { type: 'string' | 'boolean' }>;
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -171,7 +174,15 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
         const q = new URLSearchParams();
         if (p.values.release === true) q.set('release', 'true');
         if (typeof p.values.grace === 'string') q.set('grace', p.values.grace);
-        const release = p.values.release === true || typeof p.values.grace === 'string';
+        if (typeof p.values.cap === 'string') {
+          if (parseCap(p.values.cap) === undefined)
+            throw new CliError(
+              `--cap must be a whole number from 0 to ${MAX_RELEASE_CAP}, got "${p.values.cap}"`,
+              Exit.Usage,
+            );
+          q.set('cap', p.values.cap);
+        }
+        const release = p.values.release === true || q.has('grace') || q.has('cap');
         const path = q.size === 0 ? '/v1/audit' : `/v1/audit?${q.toString()}`;
         const r = await call(p.socket, release ? 'POST' : 'GET', path, p.timeoutMs);
         const a = r.json as AuditJson;

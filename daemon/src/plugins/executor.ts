@@ -11,6 +11,8 @@ import {
   podLogFields,
   type CniCommand,
 } from '@cni-steward/shared';
+import { accessSync, constants, statSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { findPlugin, pluginSearchPath } from './lookup.js';
 import type { PluginProcess } from './process-group.js';
 import { Spawner } from './spawner.js';
@@ -51,6 +53,9 @@ export interface ExecutorOptions {
 }
 
 export type PluginRunner = (call: PluginCall) => Promise<unknown>;
+
+/** Runs a host tool (iptables-save, ...) found on the plugins' PATH; resolves with its stdout. */
+export type ToolRunner = (name: string, args: readonly string[]) => Promise<string>;
 
 /** Runs plugins; resolves with the decoded stdout (undefined when empty), rejects with a CniError. */
 export class PluginExecutor {
@@ -93,6 +98,35 @@ export class PluginExecutor {
       PATH: this.opts.path,
     };
     return this.execute(file, call, env);
+  };
+
+  /**
+   * A host tool the daemon itself needs (the audit reads portmap's rules with iptables-save): looked
+   * up on the PATH plugins get, run through the same spawner under the plugin deadline. A non-zero
+   * exit, a timeout or a spawn failure rejects with what the tool said.
+   */
+  readonly runTool: ToolRunner = async (name, args) => {
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new Error(`"${name}" is not a tool name`);
+    const dirs = this.opts.path.split(':').filter((d) => isAbsolute(d));
+    const file = dirs.map((d) => join(d, name)).find((f) => isExecutable(f));
+    if (file === undefined) throw new Error(`${name} is in none of ${dirs.join(':')}`);
+    const o = await this.spawner.run({
+      file,
+      args: [...args],
+      env: { PATH: this.opts.path, LC_ALL: 'C' },
+      stdin: '',
+      timeoutMs: this.opts.timeoutMs,
+      maxOutputBytes: this.opts.maxOutputBytes ?? 64 * 1024 * 1024,
+    });
+    const label = [name, ...args].join(' ');
+    if (o.spawnError !== undefined) throw new Error(`cannot execute ${label}: ${o.spawnError}`);
+    if (o.timedOut) throw new Error(`${label} did not finish within ${this.opts.timeoutMs} ms and was killed`);
+    if (o.overflow) throw new Error(`${label} printed more than the output cap`);
+    if (o.code !== 0)
+      throw new Error(
+        `${label} ${o.signal ? `was killed by ${o.signal}` : `exited with status ${o.code}`}: ${o.stderr.trim().slice(-500)}`,
+      );
+    return o.stdout;
   };
 
   /** Undefined while plugins can be started (the spawner answers, or a new one does); else why not. */
@@ -182,4 +216,14 @@ function decodeFailure(
     `plugin ${label} ${how} ${UNCODED_FAILURE_SUFFIX}`,
     detail || undefined,
   );
+}
+
+function isExecutable(file: string): boolean {
+  try {
+    if (!statSync(file).isFile()) return false;
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }

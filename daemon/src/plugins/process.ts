@@ -11,6 +11,8 @@ export interface ProcessJob {
   file: string;
   env: Record<string, string>;
   stdin: string;
+  /** Arguments (plugins get none: CNI passes everything through the environment and stdin). */
+  args?: string[];
   timeoutMs: number;
   maxOutputBytes: number;
 }
@@ -76,7 +78,12 @@ export function runProcess(job: ProcessJob, hooks: ProcessHooks = {}): Promise<P
 
     let child;
     try {
-      child = spawn(job.file, [], { env: job.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true, shell: false });
+      child = spawn(job.file, job.args ?? [], {
+        env: job.env,
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+        shell: false,
+      });
     } catch (e) {
       // Invalid arguments (a NUL in the environment, say) throw before any process exists.
       spawnError = (e as Error).message;

@@ -1,8 +1,10 @@
 // The audit over the socket: GET /v1/audit reports what nobody owns on the node; POST
-// /v1/audit?release=true&grace=DUR also releases the orphans past the grace (audit/run.ts).
+// /v1/audit?release=true&grace=DUR&cap=N also releases the orphans past the grace, at most N of them
+// (audit/run.ts).
 
 import type { FastifyInstance } from 'fastify';
-import { DEFAULT_GRACE_MS, parseDuration, type AuditOptions, type AuditReport } from '../audit/run.js';
+import { DEFAULT_GRACE_MS, MAX_RELEASE_CAP, parseCap, parseDuration } from '../audit/options.js';
+import type { AuditOptions, AuditReport } from '../audit/run.js';
 
 export interface AuditRouteDeps {
   audit: (opts: AuditOptions) => Promise<AuditReport>;
@@ -12,7 +14,7 @@ export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): P
   app.get('/v1/audit', async () => deps.audit({ release: false, graceMs: DEFAULT_GRACE_MS }));
 
   app.post('/v1/audit', async (req, reply) => {
-    const q = req.query as { release?: string; grace?: string };
+    const q = req.query as { release?: string; grace?: string; cap?: string };
     if (q.release !== undefined && q.release !== 'true' && q.release !== 'false')
       return reply.code(400).send({ error: 'release must be true or false' });
     let graceMs = DEFAULT_GRACE_MS;
@@ -21,6 +23,12 @@ export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): P
       if (g === undefined) return reply.code(400).send({ error: 'grace must be a duration such as 90s, 15m or 2h' });
       graceMs = g;
     }
-    return deps.audit({ release: q.release === 'true', graceMs });
+    let cap: number | undefined;
+    if (q.cap !== undefined) {
+      cap = parseCap(q.cap);
+      if (cap === undefined)
+        return reply.code(400).send({ error: `cap must be a whole number from 0 to ${MAX_RELEASE_CAP}` });
+    }
+    return deps.audit({ release: q.release === 'true', graceMs, ...(cap !== undefined ? { cap } : {}) });
   });
 }

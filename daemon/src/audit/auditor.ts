@@ -1,0 +1,83 @@
+// The daemon's audit passes, one at a time: a manual audit (the route) that arrives while another
+// pass runs, periodic or manual, waits for it to finish and then makes its own, so two passes never
+// decide on, or release, the same findings at once. The periodic pass (stewardd run --audit-interval)
+// is report-only unless --audit-release was given. Each pass's outcome goes to `onPass` (metrics).
+
+import type { Logger } from 'pino';
+import { runAudit, type AuditDeps, type AuditOptions, type AuditReport } from './run.js';
+
+export interface PassOutcome {
+  /** The report; undefined when the pass itself failed (`error`). */
+  report?: AuditReport;
+  error?: Error;
+  /** When the pass finished (ms since epoch). */
+  at: number;
+  graceMs: number;
+}
+
+export interface PeriodicAudit {
+  intervalMs: number;
+  release: boolean;
+  graceMs: number;
+}
+
+export class Auditor {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  private timer: NodeJS.Timeout | undefined;
+
+  private stopped = false;
+
+  constructor(
+    private readonly deps: AuditDeps,
+    private readonly log: Logger,
+    private readonly onPass: (o: PassOutcome) => void = () => undefined,
+  ) {}
+
+  /** One pass, after every pass already running or waiting. */
+  run(opts: AuditOptions): Promise<AuditReport> {
+    const pass = this.tail.then(async () => {
+      try {
+        const report = await runAudit(this.deps, opts);
+        this.onPass({ report, at: Date.now(), graceMs: opts.graceMs });
+        return report;
+      } catch (e) {
+        this.onPass({ error: e as Error, at: Date.now(), graceMs: opts.graceMs });
+        throw e;
+      }
+    });
+    this.tail = pass.catch(() => undefined);
+    return pass;
+  }
+
+  /** A pass every intervalMs (the first one interval after this call) until stop(). */
+  startPeriodic(p: PeriodicAudit): void {
+    const next = () => {
+      if (this.stopped) return;
+      this.timer = setTimeout(() => {
+        this.run({ release: p.release, graceMs: p.graceMs })
+          .then((r) => {
+            const released = r.orphans.filter((o) => o.released).length;
+            const fields = { orphans: r.orphans.length, released, runtime: r.runtime };
+            if (r.orphans.length > released) this.log.warn(fields, 'periodic audit: orphans held on the node');
+            else this.log.info(fields, 'periodic audit done');
+          })
+          .catch((e: unknown) => this.log.error({ err: (e as Error).message }, 'periodic audit failed'))
+          .finally(next);
+      }, p.intervalMs);
+      this.timer.unref();
+    };
+    this.log.info(
+      { intervalMs: p.intervalMs, release: p.release, graceMs: p.graceMs },
+      p.release ? 'periodic audit on, releasing orphans past the grace' : 'periodic audit on, report only',
+    );
+    next();
+  }
+
+  /** No new periodic pass; resolves once the pass running now (if any) has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.tail;
+  }
+}

@@ -1,0 +1,87 @@
+// portmap's iptables rules as findings. For each container given port mappings, portmap (Debian's
+// containernetworking-plugins 1.1.1 and its upstream) makes a nat chain CNI-DN-<hash of network and
+// container id> and jumps to it from the shared CNI-HOSTPORT-DNAT chain, one jump per protocol, each
+// commented `dnat name: "<network>" id: "<container id>"`. The chain's name is a hash, so the comment
+// is what names the owner: one finding per (family, network, container id, CNI-DN-* chain). The
+// shared chains (CNI-HOSTPORT-DNAT, -SETMARK, -MASQ) belong to nobody and are never findings.
+// The rules are read from `iptables-save -t nat` (and ip6tables-save) by the caller, through plugins/.
+
+import type { Finding } from './decide.js';
+
+export type Family = 'iptables' | 'ip6tables';
+
+export interface PortmapRule {
+  family: Family;
+  network: string;
+  containerId: string;
+  /** The per-container chain (CNI-DN-…) the commented rule jumps to or sits in. */
+  chain: string;
+}
+
+/** `dnat name: "NET" id: "ID"` as iptables-save prints it: inside "…", its own quotes escaped. */
+const COMMENT = /--comment "dnat name: \\"([^"\\]*)\\" id: \\"([^"\\]*)\\""/;
+const JUMP = /(?:^|\s)-j (CNI-DN-\S+)/;
+const APPEND = /^-A (\S+)/;
+
+/** The portmap rules of one `iptables-save -t nat` output, one per chain and owner. */
+export function parsePortmapRules(family: Family, save: string): PortmapRule[] {
+  const seen = new Map<string, PortmapRule>();
+  for (const line of save.split('\n')) {
+    const c = COMMENT.exec(line);
+    if (c === null) continue;
+    const [, network = '', containerId = ''] = c;
+    if (containerId === '') continue;
+    const own = APPEND.exec(line)?.[1];
+    const chain = JUMP.exec(line)?.[1] ?? (own?.startsWith('CNI-DN-') ? own : undefined);
+    if (chain === undefined) continue;
+    const key = `${network}\0${containerId}\0${chain}`;
+    if (!seen.has(key)) seen.set(key, { family, network, containerId, chain });
+  }
+  return [...seen.values()];
+}
+
+/** Where a rule is, as the report's path says it: `iptables -t nat CNI-DN-…`. */
+export function rulePath(r: PortmapRule): string {
+  return `${r.family} -t nat ${r.chain}`;
+}
+
+/**
+ * The rules as findings. They have no timestamp: `since(containerId, path)` gives the evidence of
+ * their age (the container's oldest lease or cache file, else when this daemon first saw the rule).
+ */
+export function portmapFindings(
+  rules: readonly PortmapRule[],
+  journalled: ReadonlySet<string>,
+  since: (containerId: string, path: string) => number,
+): Finding[] {
+  return rules
+    .map((r): Finding => {
+      const path = rulePath(r);
+      return {
+        kind: 'portmap',
+        containerId: r.containerId,
+        network: r.network,
+        ifname: '',
+        ip: null,
+        path,
+        mtimeMs: since(r.containerId, path),
+        journalled: journalled.has(r.containerId),
+      };
+    })
+    .sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/**
+ * The config of a portmap DEL for an unjournalled rule. portmap derives the chain from the network
+ * name and CNI_CONTAINERID alone, but does nothing on DEL without port mappings in runtimeConfig,
+ * so one placeholder mapping is given (the DEL removes the whole chain and every jump to it).
+ */
+export function portmapDelConfig(network: string): Record<string, unknown> {
+  return {
+    cniVersion: '0.4.0',
+    name: network,
+    type: 'portmap',
+    capabilities: { portMappings: true },
+    runtimeConfig: { portMappings: [{ hostPort: 1, containerPort: 1, protocol: 'tcp' }] },
+  };
+}
