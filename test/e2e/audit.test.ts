@@ -340,6 +340,9 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
     }
     const lives: Life[] = [];
     const failures: string[] = [];
+    // Run alone (--test-name-pattern), the node has not had steward put on it yet.
+    if (!(await n.loaded()).steward) await n.installSteward();
+    /** Cleared when the pods are done, or at the first failure (every worker stops at its next round). */
     let running = true;
     const audits: Report[] = [];
     const auditLoop = (async () => {
@@ -347,38 +350,44 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
       // per pass would leave seconds between passes on a loaded machine.
       while (running) {
         const r = await n.daemon.request('POST', '/v1/audit?release=true&grace=0s');
-        assert.equal(r.status, 200, r.text);
+        if (r.status !== 200) throw new Error(`POST /v1/audit answered ${r.status}: ${r.text}`);
         audits.push(r.json as Report);
       }
-    })();
-    const t0 = performance.now();
-    try {
-      await Promise.all(
-        Array.from({ length: RACE_PODS }, async (_, w) => {
-          for (let r = 0; r < ROUNDS; r++) {
-            const pod = k.pod(`race-${w}-${r}`);
-            const from = performance.now();
-            const run = await k.runPod(pod);
-            if (!run.id) {
-              failures.push(`RunPodSandbox ${pod.name}: ${run.error?.message}`);
-              await k.killPod(pod).catch(() => undefined);
-              continue;
-            }
-            const ip = await ipOf(run.id);
-            await sleep(Math.floor(Math.random() * 300));
-            const holder = leaseHolder(ip);
-            if (holder !== run.id)
-              failures.push(`${pod.name} (${run.id.slice(0, 12)}) lost its lease ${ip}: held by ${holder}`);
-            const kill = await k.killPod(pod);
-            if (kill.removed !== 1) failures.push(`${pod.name} not removed: ${JSON.stringify(kill.stops)}`);
-            lives.push({ name: pod.name, id: run.id, ip, from, to: performance.now() });
-          }
-        }),
-      );
-    } finally {
+    })().catch((e: Error) => {
+      failures.push(`audit: ${e.message}`);
       running = false;
-      await auditLoop;
-    }
+    });
+    const t0 = performance.now();
+    const workers = await Promise.allSettled(
+      Array.from({ length: RACE_PODS }, async (_, w) => {
+        for (let r = 0; r < ROUNDS && running; r++) {
+          const pod = k.pod(`race-${w}-${r}`);
+          const from = performance.now();
+          const run = await k.runPod(pod);
+          if (!run.id) {
+            failures.push(`RunPodSandbox ${pod.name}: ${run.error?.message}`);
+            await k.killPod(pod).catch(() => undefined);
+            continue;
+          }
+          const ip = await ipOf(run.id);
+          await sleep(Math.floor(Math.random() * 300));
+          const holder = leaseHolder(ip);
+          if (holder !== run.id)
+            failures.push(`${pod.name} (${run.id.slice(0, 12)}) lost its lease ${ip}: held by ${holder}`);
+          const kill = await k.killPod(pod);
+          if (kill.removed !== 1) failures.push(`${pod.name} not removed: ${JSON.stringify(kill.stops)}`);
+          lives.push({ name: pod.name, id: run.id, ip, from, to: performance.now() });
+        }
+      }).map((p) =>
+        p.catch((e: Error) => {
+          running = false;
+          throw e;
+        }),
+      ),
+    );
+    running = false;
+    await auditLoop;
+    for (const w of workers) if (w.status === 'rejected') failures.push(`worker: ${(w.reason as Error).message}`);
     const ms = performance.now() - t0;
     const ids = new Set(lives.map((l) => l.id));
     for (const a of lives)
