@@ -32,6 +32,8 @@ const DEAD_CACHED = id('d');
 const NET = 'auditnet';
 /** Attached through steward, then its sandbox removed behind steward's back (the runtime never lists it). */
 const JOURNALLED = id('e');
+/** Attached through steward and not listed by the runtime yet, its network namespace still there (a sandbox starting). */
+const STARTING = id('f');
 /** portmap's network: named for this run, so that no other test's rules are audited or released. */
 const PMNET = `stw-pm-${process.pid}`;
 
@@ -164,7 +166,7 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
     fx = join(env.dir, 'fx');
     conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx)])]);
-    for (const c of [LIVE, JOURNALLED]) {
+    for (const c of [LIVE, JOURNALLED, STARTING]) {
       const netns = env.netns();
       const add = await shim({ command: 'ADD', containerId: c, netns }, conf);
       assert.equal(add.code, 0, add.stdout);
@@ -284,6 +286,14 @@ describe('stewardd audit with a CRI runtime', () => {
     const del = await shim({ command: 'DEL', containerId: LIVE, netns: '' }, conf);
     assert.equal(del.code, 0, del.stdout);
     assert.equal(fixtureCalls(fx, 'DEL').length, 2);
+  });
+
+  it('a journalled container the runtime does not list yet, whose network namespace exists, is neither reported nor released, even at grace 0', async () => {
+    const r = await cli(['audit', '--release', '--grace', '0s', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(!summary(r).some((l) => l.includes(' f ')), summary(r).join('\n'));
+    assert.equal((await daemon.attachment(STARTING)).state, 'added');
+    assert.ok(!fixtureCalls(fx, 'DEL').some((l) => l.includes(STARTING)), 'no DEL for the starting container');
   });
 
   it('refuses a bad grace with 400 (exit 4)', async () => {
