@@ -416,7 +416,6 @@ describe('stewardd audit under containerd 1.6 CRI (kubelet-like driver)', { skip
       rounds: ROUNDS,
       audits: audits.length,
       orphansSeen: audits.reduce((s, r) => s + r.orphans.length, 0),
-      // Reported, not released: mostly the race pods' own findings scanned just before their DEL finished.
       seenByKind,
       released: released.length,
       ms: round(ms),
