@@ -162,11 +162,21 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
     release: opts.release,
   });
 
+  // What its owner's own DEL freed while the pass ran (scanned before the DEL finished, unlisted after
+  // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
+  const owingNow = new Set(
+    [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map((a) => a.id),
+  );
+  const stillHeld = (f: Finding): boolean =>
+    f.kind === 'attachment'
+      ? owingNow.has(Number(f.path.slice('attachment/'.length)))
+      : f.kind === 'portmap' || existsSync(f.path);
+
   const tornDown = new Set<string>();
   const unmapped = new Set<string>();
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
-    if (!d.orphan) continue;
+    if (!d.orphan || !stillHeld(d.finding)) continue;
     const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped, guard) : false;
     orphans.push({ ...view(d), released });
   }
