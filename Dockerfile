@@ -53,7 +53,9 @@ RUN npm prune --omit=dev --no-audit --no-fund \
  && cd /src && node -e "new (require('better-sqlite3'))(':memory:').close()"
 
 FROM ${NODE_IMAGE} AS runtime
-# iptables: the delegate plugins the daemon runs (bridge ipMasq, portmap) call it.
+# iptables: the delegate plugins the daemon runs (bridge ipMasq, portmap) call it, and the audit reads
+# portmap's rules with iptables-save. (flock, which the audit holds host-local's lock with, is in
+# util-linux, which every Debian image has.)
 # tini: reaps orphans (a plugin's children left behind would otherwise stay zombies under node,
 # which does not reap processes it did not fork); -s makes it a child subreaper, so it also reaps
 # them when it is not PID 1 (hostPID: true in deploy/daemonset.yaml).

@@ -1,9 +1,9 @@
 // Benchmark 3: the daemon alone, driven over its socket with the exact bodies the shim sends
 // (one connection per request, as each shim exec makes), so shim start-up is not in the figure.
 // Each worker loops ADD then DEL of a fresh container with the no-op delegate
-// (bench/fixtures/bin/steward-bench-noop: sh builtins only, ~1 ms per exec), journaling at
-// synchronous=FULL on the machine's disk. Rounds alternate 1 and 8 concurrent workers. CPU per op
-// is the daemon's own utime+stime from /proc/<pid>/stat over the round, divided by ADDs + DELs;
+// (bench/fixtures/bin/steward-bench-noop: sh builtins only, ~1 ms per exec), the journal synced as
+// shipped (one fsync per ADD, docs/architecture.md "Journal durability") on the machine's disk.
+// Rounds alternate 1 and 8 concurrent workers. CPU per op is the daemon's own utime+stime from /proc/<pid>/stat over the round, divided by ADDs + DELs;
 // the delegates' CPU (reaped children) is reported apart.
 
 import type { Scratch } from './lib/scratch.js';
@@ -79,7 +79,7 @@ export async function benchThroughput(env: Scratch, ctx: BenchContext): Promise<
     return [
       {
         id: 'throughput',
-        title: 'daemon alone: ADD+DEL pairs/s, no-op delegate, synchronous=FULL',
+        title: 'daemon alone: ADD+DEL pairs/s, no-op delegate, journal synced as shipped',
         unit: 'pairs/s',
         candidate: {
           label: '8 concurrent clients, over the socket',

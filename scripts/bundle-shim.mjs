@@ -20,14 +20,14 @@ const common = {
 
 await build({ ...common, target: 'node20', outfile: 'shim/dist/steward.mjs' });
 
-// main.ts's `./client.js` import becomes transport-bun.ts; skel.ts keeps client.js (UnreachableError).
+// main.ts's `./client.js` and `./stdio.js` imports become transport-bun.ts and stdio-bun.ts (Bun's own
+// socket and file I/O); skel.ts keeps client.js (UnreachableError).
+const BUN_SWAPS = { './client.js': 'shim/src/transport-bun.ts', './stdio.js': 'shim/src/stdio-bun.ts' };
 const bunTransport = {
   name: 'bun-transport',
   setup(b) {
-    b.onResolve({ filter: /^\.\/client\.js$/ }, (args) =>
-      args.importer.endsWith(join('shim', 'src', 'main.ts'))
-        ? { path: resolve('shim/src/transport-bun.ts') }
-        : undefined,
+    b.onResolve({ filter: /^\.\/(client|stdio)\.js$/ }, (args) =>
+      args.importer.endsWith(join('shim', 'src', 'main.ts')) ? { path: resolve(BUN_SWAPS[args.path]) } : undefined,
     );
   },
 };

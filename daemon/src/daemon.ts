@@ -24,6 +24,7 @@ import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { Auditor } from './audit/auditor.js';
 import { CriRuntime } from './audit/cri.js';
+import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
 import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
@@ -35,6 +36,9 @@ import { VERSION } from './version.js';
  * a few hundred journaled steps. Below it, the next burst of ADDs would fail with SQLITE_FULL.
  */
 export const MIN_JOURNAL_FREE_BYTES = 1024 * 1024;
+
+/** How long an audit pass waits for host-local's lock of one network before skipping that network. */
+const HOST_LOCAL_LOCK_WAIT_MS = 30_000;
 
 const DEFAULT_PLUGIN_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -151,9 +155,11 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
       firstSeen: new Map<string, number>(),
       portmapNetworks: cfg.auditPortmapNetworks,
+      lockNetwork: async (file) => (await holdFlock(file, HOST_LOCAL_LOCK_WAIT_MS)).release,
       log,
     },
     log,
+    metrics.recordAudit,
   );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());

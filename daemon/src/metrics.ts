@@ -5,6 +5,7 @@
 import { opendirSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PluginRunner } from './plugins/executor.js';
+import type { PassOutcome } from './audit/auditor.js';
 
 export interface GaugeSource {
   counts(): { attachments: Record<string, number>; steps: Record<string, number> };
@@ -12,8 +13,19 @@ export interface GaugeSource {
   countPendingTeardowns(): number;
 }
 
+/** Every kind of audit finding is reported, 0 included. */
+const AUDIT_KINDS = ['lease', 'cache', 'portmap', 'attachment'] as const;
 const ATTACHMENT_STATES = ['adding', 'added', 'deleting', 'deleted'] as const;
-const STEP_STATES = ['adding', 'added', 'add_failed', 'deleting', 'del_failed', 'deleted', 'abandoned'] as const;
+const STEP_STATES = [
+  'planned',
+  'adding',
+  'added',
+  'add_failed',
+  'deleting',
+  'del_failed',
+  'deleted',
+  'abandoned',
+] as const;
 
 export interface MetricsOptions {
   /** Spooled DELs waiting here (*.json) are counted on scrape. */
@@ -104,6 +116,35 @@ export class Metrics {
     labelNames: ['why'] as const,
     registers: [this.registry],
   });
+  /** Orphans the last audit pass found and left held, by kind. */
+  readonly auditOrphans = new Gauge({
+    name: 'steward_audit_orphans',
+    help: 'Orphans (held by no sandbox the runtime lists) the last audit pass found and did not release, by kind',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly auditOrphansPastGrace = new Gauge({
+    name: 'steward_audit_orphans_past_grace',
+    help: "Of steward_audit_orphans, those older than the pass's grace (a release would free them), by kind",
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly auditReleased = new Counter({
+    name: 'steward_audit_released_total',
+    help: 'Orphans released by audit passes, by kind',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly auditLastRun = new Gauge({
+    name: 'steward_audit_last_run_timestamp_seconds',
+    help: 'When the last audit pass finished (Unix time; 0 before the first)',
+    registers: [this.registry],
+  });
+  readonly auditLastSuccess = new Gauge({
+    name: 'steward_audit_last_run_success',
+    help: 'Whether the last audit pass succeeded: 1, or 0 when it failed or no container runtime answered (or none ran yet)',
+    registers: [this.registry],
+  });
   private readiness: () => boolean = () => false;
   private shimMismatch: () => number = () => 0;
 
@@ -183,6 +224,13 @@ export class Metrics {
     info.set({ version: opts.version ?? 'unknown' }, 1);
     // Successes exist from the first scrape, so rate() and error ratios have a denominator.
     for (const command of ['ADD', 'DEL', 'CHECK']) this.requests.inc({ command, code: '0' }, 0);
+    for (const kind of AUDIT_KINDS) {
+      this.auditOrphans.set({ kind }, 0);
+      this.auditOrphansPastGrace.set({ kind }, 0);
+      this.auditReleased.inc({ kind }, 0);
+    }
+    this.auditLastRun.set(0);
+    this.auditLastSuccess.set(0);
     this.coalescedDels.inc({ how: 'joined' }, 0);
     this.coalescedDels.inc({ how: 'tombstone' }, 0);
   }
@@ -196,6 +244,28 @@ export class Metrics {
   setShimMismatch(mismatch: () => number): void {
     this.shimMismatch = mismatch;
   }
+
+  /** One audit pass's outcome (audit/auditor.ts onPass). A failed pass leaves the orphan gauges as they were. */
+  readonly recordAudit = (o: PassOutcome): void => {
+    this.auditLastRun.set(o.at / 1000);
+    const r = o.report;
+    this.auditLastSuccess.set(r !== undefined && r.runtime.reachable ? 1 : 0);
+    if (r === undefined) return;
+    const held = new Map<string, number>();
+    const past = new Map<string, number>();
+    for (const x of r.orphans) {
+      if (x.released) {
+        this.auditReleased.inc({ kind: x.kind });
+        continue;
+      }
+      held.set(x.kind, (held.get(x.kind) ?? 0) + 1);
+      if (x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs) past.set(x.kind, (past.get(x.kind) ?? 0) + 1);
+    }
+    for (const kind of new Set([...AUDIT_KINDS, ...held.keys()])) {
+      this.auditOrphans.set({ kind }, held.get(kind) ?? 0);
+      this.auditOrphansPastGrace.set({ kind }, past.get(kind) ?? 0);
+    }
+  };
 
   /** The Store's onWriteError hook: one count per journal write that failed. */
   readonly countWriteError = (_err: Error): void => {

@@ -4,10 +4,9 @@
 // same format, so that one ingest path (daemon/src/engine/spool.ts ingestSpool) reads both.
 // No node:crypto import: the shim bundles this module, and loading node:crypto costs the
 // Bun-compiled shim ~3.5 ms CPU per call (docs/performance.md, "The shim call"); the Web Crypto
-// global gives the four random bytes without it.
-
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+// global gives the four random bytes without it. node:fs is loaded only when a DEL is spooled
+// (process.getBuiltinModule, which a bundler leaves in place): imported at the top, it costs the
+// Bun-compiled shim ~2 ms CPU on every call.
 
 function randomHex(bytes: number): string {
   return Array.from(globalThis.crypto.getRandomValues(new Uint8Array(bytes)), (b) =>
@@ -15,8 +14,28 @@ function randomHex(bytes: number): string {
   ).join('');
 }
 
+/**
+ * mkdir -p, one level at a time. Not mkdirSync's `recursive`: Node's loops forever when a level
+ * answers ENOENT although its parent exists (a spoolDir under /proc or /sys), and the netconf names
+ * the spool dir, so a hostile one would hang the shim past every bound.
+ */
+function makeDirs(dir: string, mkdirSync: (p: string, o: { mode: number }) => void): void {
+  const parts = dir.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    const p = parts.slice(0, i).join('/');
+    if (p === '' || parts[i - 1] === '' || parts[i - 1] === '.') continue;
+    try {
+      mkdirSync(p, { mode: 0o700 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+  }
+}
+
 export function spoolRequest(dir: string, containerId: string, body: string): string {
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } = process.getBuiltinModule('node:fs');
+  const { join } = process.getBuiltinModule('node:path');
+  makeDirs(dir, mkdirSync);
   const name = `${Date.now().toString().padStart(15, '0')}-${containerId.slice(0, 64)}-${randomHex(4)}`;
   const tmp = join(dir, `.${name}.tmp`);
   const final = join(dir, `${name}.json`);

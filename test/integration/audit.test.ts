@@ -9,8 +9,8 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
@@ -359,5 +359,140 @@ describe('stewardd audit with no runtime reachable', () => {
     const table = await cli(['audit', '--socket', daemon.socket, '--timeout', '30']);
     assert.equal(table.code, 5);
     assert.match(table.stdout, /runtime: UNREACHABLE/);
+  });
+});
+
+describe('the periodic audit pass (stewardd run --audit-interval)', () => {
+  const metric = async (daemon: Daemon, re: RegExp) => re.test((await daemon.request('GET', '/metrics')).text);
+
+  it('report only by default: the leftovers are counted in the metrics and nothing is released', async () => {
+    const s = seed(join(env.dir, 'node3'));
+    const runtime = join(env.dir, 'cri3.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd3',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+        '--audit-interval',
+        '1s',
+      ],
+    });
+    await daemon.start();
+    await daemon.waitFor('a periodic pass', () => metric(daemon, /^steward_audit_last_run_success 1$/m), 30_000);
+    const text = (await daemon.request('GET', '/metrics')).text;
+    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
+    assert.match(text, /^steward_audit_orphans\{kind="cache"\} 1$/m);
+    assert.match(text, /^steward_audit_released_total\{kind="lease"\} 0$/m);
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
+    assert.match(readFileSync(daemon.logFile, 'utf8'), /periodic audit: orphans held on the node/);
+    await daemon.stop();
+  });
+
+  it('--audit-release frees what is past --audit-grace on its own; a manual audit meanwhile waits its turn', async () => {
+    const s = seed(join(env.dir, 'node4'));
+    const runtime = join(env.dir, 'cri4.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd4',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+        '--audit-interval',
+        '1s',
+        '--audit-release',
+        '--audit-grace',
+        '1h',
+      ],
+    });
+    await daemon.start();
+    // Manual audits while periodic passes run: each answers a whole pass of its own.
+    const manual = await Promise.all([1, 2, 3].map(() => cli(['audit', '-o', 'json', '--socket', daemon.socket])));
+    for (const r of manual) assert.equal(r.code, 0, r.stderr);
+    await daemon.waitFor(
+      'the periodic pass to release',
+      () => metric(daemon, /^steward_audit_released_total\{kind="lease"\} 1$/m),
+      30_000,
+    );
+    assert.ok(!existsSync(s.paths.old), 'the 2-hour-old lease was released by host-local');
+    assert.ok(!existsSync(s.paths.cache), 'the 2-hour-old cache file was removed');
+    assert.ok(existsSync(s.paths.young), 'the 1-minute-old lease stays');
+    assert.ok(existsSync(s.paths.live), "the live pod's lease stays");
+    await daemon.waitFor(
+      'a pass that finds only the young lease',
+      () => metric(daemon, /^steward_audit_orphans\{kind="lease"\} 1$/m),
+      30_000,
+    );
+    const text = (await daemon.request('GET', '/metrics')).text;
+    assert.match(text, /^steward_audit_released_total\{kind="cache"\} 1$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 0$/m);
+    assert.match(text, /^steward_audit_last_run_success 1$/m);
+    const passes = readFileSync(daemon.logFile, 'utf8').match(/audit: released an orphan/g) ?? [];
+    assert.equal(passes.length, 2, 'each leftover released once, however many passes ran');
+    await daemon.stop();
+  });
+});
+
+describe("host-local's lock while scanning", () => {
+  it('a scan waits while host-local holds a network lock, then reads what was written under it', async () => {
+    const s = seed(join(env.dir, 'node5'));
+    const runtime = join(env.dir, 'cri5.sock');
+    await fakeRuntime(runtime, [LIVE]);
+    const daemon = new Daemon(env, {
+      name: 'd5',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${runtime}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+        '--audit-portmap-network',
+        `${PMNET}-none`,
+      ],
+    });
+    await daemon.start();
+    // util-linux flock on host-local's lock file, as host-local holds it around a reservation.
+    const lockFile = join(s.leases, NET, 'lock');
+    const holder = spawn('flock', ['--exclusive', lockFile, 'cat'], { stdio: ['pipe', 'ignore', 'ignore'] });
+    env.defer(() => {
+      holder.stdin.end();
+      holder.kill();
+    });
+    const free = () => spawnSync('flock', ['--exclusive', '--nonblock', lockFile, 'true']).status === 0;
+    await daemon.waitFor('the lock to be held', () => !free(), 10_000);
+
+    let answered = false;
+    const audit = cli(['audit', '-o', 'json', '--timeout', '60', '--socket', daemon.socket]).then((r) => {
+      answered = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(answered, false, 'the scan waits for the lock');
+    // A reservation made under the lock, as host-local makes one, then the lock let go.
+    const fresh = join(s.leases, NET, '10.77.0.13');
+    writeFileSync(fresh, `${DEAD_OLD}\r\neth1`);
+    holder.stdin.end();
+    const r = await audit;
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(summary(r).includes('lease b 10.77.0.13 released=false'), summary(r).join('\n'));
+    assert.ok(free(), 'the audit let go of the lock');
+    await daemon.stop();
   });
 });

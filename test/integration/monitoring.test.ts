@@ -2,12 +2,13 @@
 // and nothing else; every metric the shipped rules and dashboard read exists in a live scrape; and a
 // real Prometheus (Debian's package) on loopback scrapes a real stewardd whose delegate keeps
 // failing DEL, sees the shipped stuck-teardown alert go pending then firing through its own HTTP
-// API, and sees it resolve once the delegate heals.
+// API, and sees it resolve once the delegate heals; and the audit alerts (StewardAuditFailing,
+// StewardOrphansHeld) firing for a daemon whose periodic audit finds an old lease and no runtime.
 
 import { openDatabase } from '../helpers/sqlite.js';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
@@ -291,6 +292,68 @@ describe('a real Prometheus scraping a real stewardd', () => {
       await prom.stop();
       await daemon.stop();
       assert.ok(Date.now() - t0 < 120_000);
+    },
+  );
+});
+
+describe('a real Prometheus and the audit alerts', () => {
+  it(
+    'sees StewardAuditFailing and StewardOrphansHeld fire for a daemon whose periodic audit finds an old lease and no runtime',
+    { timeout: 120_000 },
+    async () => {
+      // An old leftover lease (host-local's format, 2 h old) and no runtime: every pass reports it as an
+      // orphan past the grace (owner unknown, nothing released) and is not a success.
+      const leases = join(env.dir, 'audit-networks');
+      mkdirSync(join(leases, 'auditnet'), { recursive: true });
+      const lease = join(leases, 'auditnet', '10.78.0.10');
+      writeFileSync(lease, `${'b'.repeat(64)}\r\neth0`);
+      const t = (Date.now() - 7200_000) / 1000;
+      utimesSync(lease, t, t);
+      const { daemon, addr } = await daemonWithListener('audit-alerts', [
+        '--audit-interval',
+        '1s',
+        '--runtime-endpoint',
+        `unix://${join(env.dir, 'no-runtime.sock')}`,
+        '--audit-lease-dir',
+        leases,
+        '--audit-cache-dir',
+        join(env.dir, 'audit-results'),
+        '--audit-portmap-network',
+        'no-such-network',
+      ]);
+      const scrape = async () => (await fetch(`http://${addr}/metrics`)).text();
+      await poll('a periodic audit pass', 30_000, async () =>
+        /^steward_audit_last_run_timestamp_seconds [1-9]/m.test(await scrape()) ? true : undefined,
+      );
+      const text = await scrape();
+      assert.match(text, /^steward_audit_last_run_success 0$/m);
+      assert.match(text, /^steward_audit_orphans\{kind="lease"\} 1$/m);
+      assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
+      assert.match(text, /^steward_audit_released_total\{kind="lease"\} 0$/m);
+
+      // The shipped rules, their `for` shortened (1h and 30m -> 2s) so they play out in seconds.
+      const groups = structuredClone(ruleGroups());
+      const all = groups.flatMap((g) => g.rules);
+      const held = all.find((r) => r.alert === 'StewardOrphansHeld');
+      const failing = all.find((r) => r.alert === 'StewardAuditFailing');
+      assert.ok(held && failing);
+      assert.equal(held.for, '1h');
+      assert.equal(failing.for, '30m');
+      held.for = '2s';
+      failing.for = '2s';
+      const prom = new Prometheus(env, { targets: [addr], groups, intervalSeconds: 1 });
+      await prom.start();
+      for (const name of ['StewardAuditFailing', 'StewardOrphansHeld']) {
+        const firing = await poll(`${name} to fire`, 60_000, async () =>
+          (await prom.alerts(name)).find((a) => a.state === 'firing'),
+        );
+        assert.deepEqual(
+          { instance: firing.labels.instance, job: firing.labels.job, severity: firing.labels.severity },
+          { instance: addr, job: 'steward', severity: 'warning' },
+        );
+      }
+      await prom.stop();
+      await daemon.stop();
     },
   );
 });

@@ -60,9 +60,18 @@ describe('audit decision', () => {
     assert.deepEqual(run([lease('j', GRACE + 1000, true)]), [['j', 'release', true]]);
   });
 
-  test('a rule without a modification time is not held back by the grace', () => {
+  test('a finding with no evidence of its age is never released: it cannot be shown past the grace', () => {
     const rule: Finding = { ...lease('rule', 0), kind: 'portmap', mtimeMs: null, ip: null };
-    assert.deepEqual(run([rule]), [['rule', 'release', true]]);
+    assert.deepEqual(run([rule]), [['rule', 'young', true]]);
+    assert.deepEqual(run([rule], { graceMs: 0 }), [['rule', 'young', true]]);
+  });
+
+  test('a portmap rule is aged by its evidence like a file: young evidence holds it, old evidence frees it', () => {
+    const rule = (id: string, age: number): Finding => ({ ...lease(id, age), kind: 'portmap', ip: null });
+    assert.deepEqual(run([rule('new', 60_000), rule('old', GRACE + 1000)]), [
+      ['new', 'young', true],
+      ['old', 'release', true],
+    ]);
   });
 
   test('the cap stops releases after N in one run', () => {

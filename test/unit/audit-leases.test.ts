@@ -36,3 +36,34 @@ test('scanLeases finds every lease with its network, ip, age source and journal 
   assert.ok(Math.abs((found[0]?.mtimeMs ?? 0) - old.getTime()) < 1000);
   assert.deepEqual(await scanLeases(join(dir, 'absent'), new Set()), []);
 });
+
+test('scanLeases reads each network under its lock, released before the next; a network whose lock fails is skipped', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'stw-audit-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  for (const [net, ip] of [
+    ['net-a', '10.1.0.2'],
+    ['net-b', '10.2.0.2'],
+    ['net-c', '10.3.0.2'],
+  ] as const) {
+    await mkdir(join(dir, net));
+    await writeFile(join(dir, net, ip), `c-${net}\r\neth0`);
+  }
+  const events: string[] = [];
+  const lock = async (file: string) => {
+    const net = file.split('/').at(-2)!;
+    if (net === 'net-b') throw new Error('held too long');
+    events.push(`lock ${net} ${file.endsWith('/lock')}`);
+    return () => events.push(`unlock ${net}`);
+  };
+  const skipped: string[] = [];
+  const found = await scanLeases(dir, new Set(), lock, (d, e) => skipped.push(`${d.split('/').at(-1)}: ${e.message}`));
+  assert.deepEqual(
+    found.map((f) => f.ip),
+    ['10.1.0.2', '10.3.0.2'],
+  );
+  assert.deepEqual(skipped, ['net-b: held too long']);
+  assert.deepEqual(
+    events.filter((e) => !e.includes('net-b')),
+    ['lock net-a true', 'unlock net-a', 'lock net-c true', 'unlock net-c'],
+  );
+});

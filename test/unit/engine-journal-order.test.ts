@@ -1,5 +1,8 @@
-// The journal's central promise, without root: every step is on disk as `adding` (committed) before
-// its plugin's ADD runs, and as `deleting` before its DEL runs, for every step, not only the first.
+// The journal's central promise, without root: every step of an ADD's chain is on disk (committed
+// with the attachment, the first `adding` and the rest `planned`) before the first plugin runs; each
+// step is `adding` before its plugin's ADD runs, and `deleting` before its DEL runs, for every step,
+// not only the first. (Which of these commits are synced: docs/architecture.md, "Journal durability";
+// test/integration/kill9-relaxed.test.ts kills the daemon right after the unsynced ones.)
 // The engine writes to a real Store on a temporary SQLite file; a second Store on the same file (a
 // second connection, which sees only committed rows) is read by the fake plugin runner at each call.
 //
@@ -39,7 +42,8 @@ function journaled() {
 
 /**
  * At each plugin call, reads the committed journal through `reader` and records what is wrong:
- * ADD - the attachment `adding`; this step's row `adding`, every earlier step `added`, no later row;
+ * ADD - the attachment `adding`; this step's row `adding`, every earlier step `added`, every later
+ *       step of the chain `planned` (so `total` rows in all);
  * DEL - the attachment `deleting` and this step's row `deleting`.
  * Returns the list of problems (empty when the promise held at every call) and the calls seen.
  */
@@ -49,6 +53,7 @@ function watchJournal(
   network = 'net',
   ifname = 'eth0',
   fail?: { type: string; code: number },
+  total?: number,
 ) {
   const problems: string[] = [];
   const seen: string[] = [];
@@ -72,7 +77,10 @@ function watchJournal(
       if (row.state !== 'adding') problems.push(`${what}: step is ${row.state}, not adding`);
       for (const s of steps.slice(0, i))
         if (s.state !== 'added') problems.push(`${what}: earlier step ${s.pluginType} is ${s.state}, not added`);
-      if (steps.length !== i + 1) problems.push(`${what}: ${steps.length - i - 1} later step(s) journaled already`);
+      for (const s of steps.slice(i + 1))
+        if (s.state !== 'planned') problems.push(`${what}: later step ${s.pluginType} is ${s.state}, not planned`);
+      if (total !== undefined && steps.length !== total)
+        problems.push(`${what}: ${steps.length} steps journaled, not the whole chain of ${total}`);
     } else {
       if (a.state !== 'deleting') problems.push(`${what}: attachment is ${a.state}, not deleting`);
       if (row.state !== 'deleting') problems.push(`${what}: step is ${row.state}, not deleting`);
@@ -109,7 +117,7 @@ describe('journal before plugin (kills: a step journaled after its plugin runs)'
   for (const k of [1, 2, 3]) {
     test(`ADD of a chain of ${k}: each step is committed "adding" before its plugin's ADD, no later step yet`, async () => {
       const env = journaled();
-      const w = watchJournal(env, `c${k}`);
+      const w = watchJournal(env, `c${k}`, 'net', 'eth0', undefined, k);
       w.on('one', 'two', 'three');
       await env.engine.handle(req('ADD', `c${k}`, chainOf(k)));
       assert.deepEqual(w.seen, ['ADD one', 'ADD two', 'ADD three'].slice(0, k));
@@ -124,7 +132,7 @@ describe('journal before plugin (kills: a step journaled after its plugin runs)'
 
     test(`DEL of an added chain of ${k}: each step is committed "deleting" before its plugin's DEL`, async () => {
       const env = journaled();
-      const w = watchJournal(env, `d${k}`);
+      const w = watchJournal(env, `d${k}`, 'net', 'eth0', undefined, k);
       w.on('one', 'two', 'three');
       await env.engine.handle(req('ADD', `d${k}`, chainOf(k)));
       await env.engine.handle(req('DEL', `d${k}`, chainOf(k)));
@@ -139,7 +147,7 @@ describe('journal before plugin (kills: a step journaled after its plugin runs)'
       { name: 'pod', cniVersion: '1.0.0', plugins: [{ type: 'one' }, { type: 'two' }] },
       { name: 'side', cniVersion: '1.0.0', plugins: [{ type: 'three' }, { type: 'four' }] },
     ]);
-    const w = watchJournal(env, 'm');
+    const w = watchJournal(env, 'm', 'net', 'eth0', undefined, 4);
     w.on('one', 'two', 'three', 'four');
     await env.engine.handle(req('ADD', 'm', two));
     assert.deepEqual(w.seen, ['ADD one', 'ADD two', 'ADD three', 'ADD four']);
@@ -150,7 +158,7 @@ describe('journal before plugin (kills: a step journaled after its plugin runs)'
     test(`rollback of a chain of ${k} whose last plugin fails: each rollback DEL runs after its "deleting" commit`, async () => {
       const env = journaled();
       const last = ['one', 'two', 'three'][k - 1]!;
-      const w = watchJournal(env, `r${k}`, 'net', 'eth0', { type: last, code: 222 });
+      const w = watchJournal(env, `r${k}`, 'net', 'eth0', { type: last, code: 222 }, k);
       w.on('one', 'two', 'three');
       await assert.rejects(env.engine.handle(req('ADD', `r${k}`, chainOf(k))), (e: CniError) => e.code === 222);
       await env.engine.idle(`r${k}`); // the rollback runs after the answer

@@ -95,8 +95,10 @@ describe('alert rules, by promtool', () => {
         .sort(),
       [
         'StewardAddErrorRate',
+        'StewardAuditFailing',
         'StewardDatabaseWriteErrors',
         'StewardNotReady',
+        'StewardOrphansHeld',
         'StewardSpoolBacklog',
         'StewardTeardownAbandoned',
         'StewardTeardownStuck',

@@ -12,7 +12,10 @@ export interface Finding {
   ifname: string;
   ip: string | null;
   path: string;
-  /** Modification time of the lease/cache file (ms since epoch); null when it has none (a rule). */
+  /**
+   * What the age (and the grace) is measured from, ms since epoch: the lease/cache file's modification
+   * time, an attachment's last journal change, a portmap rule's evidence (portmap.ts); null when none.
+   */
   mtimeMs: number | null;
   /** Whether steward's journal knows this container id. */
   journalled: boolean;
@@ -68,7 +71,8 @@ export function decide(input: DecideInput): Decision[] {
       out.push(d('in-flight', false));
     } else if (!input.release) {
       out.push(d('report-only'));
-    } else if (finding.mtimeMs !== null && input.nowMs - finding.mtimeMs < input.graceMs) {
+    } else if (finding.mtimeMs === null || input.nowMs - finding.mtimeMs < input.graceMs) {
+      // No evidence of its age at all: it cannot be shown to be past the grace, so it is never released.
       out.push(d('young'));
     } else if (released >= input.cap) {
       out.push(d('capped'));

@@ -18,31 +18,65 @@ export function parseLease(content: string): { containerId: string; ifname: stri
   return { containerId, ifname: ifname.trim() };
 }
 
-/** Every lease under dataDir, one finding per file; a missing dataDir holds nothing. */
-export async function scanLeases(dataDir: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
+/**
+ * Takes host-local's own lock of one network directory (`<dir>/lock`, which host-local flocks around
+ * every reservation and release) and resolves with its release; rejects when it cannot be had.
+ */
+export type NetworkLock = (lockFile: string) => Promise<() => void>;
+
+/**
+ * Every lease under dataDir, one finding per file; a missing dataDir holds nothing. With `lock`, each
+ * network's files are read under host-local's lock, released before the next network; a network whose
+ * lock cannot be had is skipped (`onSkipped`), never read without it.
+ */
+export async function scanLeases(
+  dataDir: string,
+  journalled: ReadonlySet<string>,
+  lock?: NetworkLock,
+  onSkipped?: (dir: string, err: Error) => void,
+): Promise<Finding[]> {
   const networks = await readdir(dataDir, { withFileTypes: true }).catch(() => []);
   const out: Finding[] = [];
   for (const net of networks) {
     if (!net.isDirectory()) continue;
     const dir = join(dataDir, net.name);
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
-      if (isIP(name) === 0) continue;
-      const path = join(dir, name);
-      const [content, st] = await Promise.all([readFile(path, 'utf8'), stat(path)]).catch(() => [null, null]);
-      if (content === null || st === null) continue;
-      const lease = parseLease(content);
-      if (lease === null) continue;
-      out.push({
-        kind: 'lease',
-        containerId: lease.containerId,
-        network: net.name,
-        ifname: lease.ifname,
-        ip: name,
-        path,
-        mtimeMs: st.mtimeMs,
-        journalled: journalled.has(lease.containerId),
-      });
+    let unlock: (() => void) | undefined;
+    if (lock !== undefined) {
+      try {
+        unlock = await lock(join(dir, 'lock'));
+      } catch (e) {
+        onSkipped?.(dir, e as Error);
+        continue;
+      }
+    }
+    try {
+      out.push(...(await scanNetwork(dir, net.name, journalled)));
+    } finally {
+      unlock?.();
     }
   }
   return out.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+async function scanNetwork(dir: string, network: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
+  const out: Finding[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    if (isIP(name) === 0) continue;
+    const path = join(dir, name);
+    const [content, st] = await Promise.all([readFile(path, 'utf8'), stat(path)]).catch(() => [null, null]);
+    if (content === null || st === null) continue;
+    const lease = parseLease(content);
+    if (lease === null) continue;
+    out.push({
+      kind: 'lease',
+      containerId: lease.containerId,
+      network,
+      ifname: lease.ifname,
+      ip: name,
+      path,
+      mtimeMs: st.mtimeMs,
+      journalled: journalled.has(lease.containerId),
+    });
+  }
+  return out;
 }

@@ -1,9 +1,9 @@
 // One audit pass: gather what is held on the node (host-local leases, libcni cache files, portmap's
-// iptables rules, steward's own journal attachments), ask the runtime who is alive, decide (decide.ts), and, when asked to,
-// release each orphan through its proper path after asking the runtime again: a journalled container
-// through the engine's normal teardown (its ADD-time config, with retries), an unjournalled lease
-// through a host-local DEL, an unjournalled portmap rule through a portmap DEL, a cache file by
-// unlinking it. Every release is logged with its evidence.
+// iptables rules, steward's own journal attachments), ask the runtime who is alive, decide
+// (decide.ts), and, when asked to, release each orphan through its proper path after asking the
+// runtime again: a journalled container through the engine's normal teardown (its ADD-time config,
+// with retries), an unjournalled lease through a host-local DEL, an unjournalled portmap rule through
+// a portmap DEL, a cache file by unlinking it. Every release is logged with its evidence.
 
 import { existsSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
@@ -14,7 +14,7 @@ import type { PluginRunner } from '../plugins/executor.js';
 import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
 import { decide, type Decision, type Finding } from './decide.js';
-import { scanLeases } from './leases.js';
+import { scanLeases, type NetworkLock } from './leases.js';
 import { DEFAULT_RELEASE_CAP } from './options.js';
 import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from './portmap.js';
 
@@ -54,6 +54,11 @@ export interface AuditDeps {
   firstSeen?: Map<string, number>;
   /** Only portmap rules of these networks; empty or absent = every network's. */
   portmapNetworks?: readonly string[];
+  /**
+   * host-local's own lock of a network directory, held while its lease files are read (plugins/
+   * flock.ts) and released before anything is released (host-local's DEL takes it itself).
+   */
+  lockNetwork?: NetworkLock;
   /** CNI_PATH for the host-local DEL (searched after the daemon's bin dirs). */
   cniPath?: string;
   log: Logger;
@@ -142,7 +147,10 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
       journalled: true,
     });
   }
-  for (const dir of [...dataDirs].sort()) findings.push(...(await scanLeases(dir, journalled)));
+  const skipped = (dir: string, err: Error) =>
+    deps.log.warn({ dir, err: err.message }, "audit: host-local's lock of a network not had; its leases skipped");
+  for (const dir of [...dataDirs].sort())
+    findings.push(...(await scanLeases(dir, journalled, deps.lockNetwork, skipped)));
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
   findings.push(...(await scanPortmap(deps, journalled, findings, now())));
 

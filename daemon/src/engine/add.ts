@@ -1,5 +1,5 @@
-// ADD: the chain of every delegate run in order, each step journaled `adding` before its plugin
-// runs, and on any failure every started step rolled back by the teardown rules. Serialised per
+// ADD: the chain of every delegate run in order, the whole chain journaled (one synced commit)
+// before the first plugin runs, and on any failure every started step rolled back by the teardown rules. Serialised per
 // container by the dispatcher (engine.ts), which calls addAttachment inside the container's queue.
 
 import type { Logger } from 'pino';
@@ -131,8 +131,10 @@ export async function addAttachment(
 
   const plan = planSteps(conf);
   const pod = podFromCniArgs(env.args);
-  // The attachment and its first step are one commit, on disk before the first plugin runs.
-  const { a, first } = store.atomic(() => {
+  // The attachment and its whole chain are one commit, synced before the first plugin runs: the
+  // first step `adding`, the others `planned`. It is the ADD's only fsync; every later write of it
+  // is relaxed (docs/architecture.md, "Journal durability").
+  const { a, steps } = store.atomic(() => {
     const a = store.createAttachment({
       ...key,
       netns: env.netns,
@@ -145,7 +147,10 @@ export async function addAttachment(
       podName: pod.name,
       podUid: pod.uid,
     });
-    return { a, first: store.insertStep({ ...(plan[0] as PlannedStep).row, attachmentId: a.id }) };
+    const steps = plan.map((p, i) =>
+      store.insertStep({ ...p.row, attachmentId: a.id }, i === 0 ? 'adding' : 'planned'),
+    );
+    return { a, steps };
   });
   const alog = ctx.log.child({
     containerId: key.containerId,
@@ -157,7 +162,7 @@ export async function addAttachment(
   ctx.adding.add(a.id);
   let rollback: Promise<void> | undefined;
   try {
-    const text = await runChains(ctx, a, env, conf, plan, first, deadline);
+    const text = await runChains(ctx, a, env, conf, plan, steps, deadline);
     alog.info('attachment added');
     return text;
   } catch (e) {
@@ -226,9 +231,12 @@ async function runStep(
 }
 
 /**
- * Runs the planned steps in order, passing prevResult within each delegate. Each success is
- * committed together with the next step's `adding` row (or, after the last, with the attachment's
- * result), so every row is on disk before its plugin runs at one commit per plugin.
+ * Runs the planned steps in order, passing prevResult within each delegate. Every step is on disk
+ * (synced, `planned` or `adding`) before the first plugin runs. Each success is committed relaxed
+ * together with the next step's `adding` (or, after the last, with the attachment's result): a
+ * step is `adding` before its plugin starts in a commit that survives this process's death, so
+ * recovery in the same boot knows exactly which plugins ran; after a kernel crash the reboot sweep
+ * DELs every step of the old boot that is not torn down, `planned` ones too.
  */
 async function runChains(
   ctx: EngineContext,
@@ -236,26 +244,25 @@ async function runChains(
   env: CniEnv,
   conf: StewardConf,
   plan: PlannedStep[],
-  first: Step,
+  steps: Step[],
   deadline: number,
 ): Promise<string> {
   const { store } = ctx;
   const finals = new Map<number, CniResult>();
-  let step = first;
   for (const [i, planned] of plan.entries()) {
+    const step = steps[i] as Step;
     const result = await runStep(ctx, env, step, planned, finals.get(planned.d.index), deadline);
     finals.set(planned.d.index, result);
-    const next = plan[i + 1];
-    const done = step;
+    const next = steps[i + 1];
     if (next) {
-      step = store.atomic(() => {
-        store.setStepAdded(done.id, JSON.stringify(result));
-        return store.insertStep({ ...next.row, attachmentId: a.id });
+      store.relaxed(() => {
+        store.setStepAdded(step.id, JSON.stringify(result));
+        store.startStep(next.id);
       });
     } else {
       const text = JSON.stringify(convertResult(finals.get(0) ?? { cniVersion: conf.cniVersion }, conf.cniVersion));
-      store.atomic(() => {
-        store.setStepAdded(done.id, JSON.stringify(result));
+      store.relaxed(() => {
+        store.setStepAdded(step.id, JSON.stringify(result));
         store.setAttachmentAdded(a.id, text);
       });
       return text;

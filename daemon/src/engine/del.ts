@@ -225,20 +225,23 @@ export class Dels {
         }
       }
     }
-    ctx.store.createAttachment(
-      {
-        ...key,
-        netns: env.netns,
-        cniArgs: env.args,
-        cniPath: env.path,
-        cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
-        bootId: ctx.bootId,
-        config: JSON.stringify(config),
-        podNamespace: pod.namespace,
-        podName: pod.name,
-        podUid: pod.uid,
-      },
-      'deleted',
+    // Relaxed: the DEL has run; a tombstone lost with the kernel only means a repeat passes through again.
+    ctx.store.relaxed(() =>
+      ctx.store.createAttachment(
+        {
+          ...key,
+          netns: env.netns,
+          cniArgs: env.args,
+          cniPath: env.path,
+          cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
+          bootId: ctx.bootId,
+          config: JSON.stringify(config),
+          podNamespace: pod.namespace,
+          podName: pod.name,
+          podUid: pod.uid,
+        },
+        'deleted',
+      ),
     );
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }

@@ -67,6 +67,7 @@ export class Engine {
       log: opts.log,
       retry: opts.retry,
       metrics: opts.metrics,
+      bootId: opts.bootId,
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.now ? { now: opts.now } : {}),
     });

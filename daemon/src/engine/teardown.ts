@@ -118,6 +118,13 @@ export interface TeardownDeps {
   metrics: Metrics;
   /** The retry schedule's clock (clock.ts); shared with the retry scheduler. */
   clock?: RetryClock;
+  /**
+   * The kernel boot this daemon runs in. A `planned` step (never started) of an attachment added in
+   * this boot is skipped; one of another boot is DELed like an unfinished step, since its `adding`
+   * commit (relaxed, not synced) may have been lost with that boot's kernel after its plugin ran.
+   * Unset: every `planned` step is DELed.
+   */
+  bootId?: string;
   /** For tests without a clock: one time for wall and monotonic. */
   now?: () => number;
   random?: () => number;
@@ -180,10 +187,14 @@ export class Teardown {
     // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
     // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
     // between, the step is still `deleting` and recovery DELs it again, which the spec makes harmless.
+    // These commits are relaxed (no fsync): each step's row has been on disk since its ADD, and one
+    // lost with the kernel leaves the step in an earlier state that the reboot sweep DELs again.
     let succeeded: Step | undefined;
     let attachmentMarked = a.state === 'deleting';
+    // Within this boot a `planned` step never started its plugin (see TeardownDeps.bootId).
+    const plannedMayHaveRun = this.d.bootId === undefined || a.bootId !== this.d.bootId;
     const flush = (then?: () => void) =>
-      store.atomic(() => {
+      store.relaxed(() => {
         if (succeeded) store.setStepDeleted(succeeded.id);
         succeeded = undefined;
         if (!attachmentMarked) {
@@ -201,6 +212,7 @@ export class Teardown {
     for (const chain of [...byDelegate.values()].reverse()) {
       for (const step of [...chain].reverse()) {
         if (DONE_STATES.has(step.state)) continue;
+        if (step.state === 'planned' && !plannedMayHaveRun) continue;
         if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.clock.now()) {
           unfinished = true;
           firstFailure ??= new CniError(

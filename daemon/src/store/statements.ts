@@ -24,8 +24,9 @@ const SQL = {
       WHERE network = ? AND state IN ('adding', 'added') ORDER BY id`,
   insertStep: `INSERT INTO steps
       (attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type, config, state, created_at, updated_at)
-      VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, 'adding', @now, @now)
+      VALUES (@attachmentId, @seq, @delegateIndex, @delegateName, @ifname, @pluginIndex, @pluginType, @config, @state, @now, @now)
       RETURNING ${STEP_COLUMNS}`,
+  startStep: `UPDATE steps SET state = 'adding', updated_at = @now WHERE id = @id AND state = 'planned'`,
   stepsOf: `SELECT ${STEP_COLUMNS} FROM steps WHERE attachment_id = ? ORDER BY seq`,
   stepById: `SELECT ${STEP_COLUMNS} FROM steps WHERE id = ?`,
   setStepProcess: `UPDATE steps SET plugin_pid = @pid, plugin_start = @startTime, plugin_boot = @bootId,

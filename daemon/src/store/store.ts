@@ -1,6 +1,7 @@
 // The only module that imports better-sqlite3 and, with rows.ts, the only one that knows SQL.
-// WAL + synchronous=FULL: a journal row is on disk before the plugin it describes runs.
-// Statements are prepared once; every method is one short synchronous transaction.
+// WAL + synchronous=FULL by default: a journal row is on disk before the plugin it describes runs.
+// relaxed() commits without an fsync, for the writes recovery does not need synced (docs/architecture.md,
+// "Journal durability"). Statements are prepared once; every method is one short synchronous transaction.
 // A write that fails (disk full, I/O error, read-only file system) is a CniError with code 11
 // (write-error.ts): the request can be retried once the disk is fixed, and nothing half-done is
 // assumed committed. Row mapping lives in rows.ts, the prepared statements in statements.ts; what
@@ -108,6 +109,28 @@ export class Store {
    */
   atomic<T>(fn: () => T): T {
     return this.write(this.db.transaction(fn));
+  }
+
+  /**
+   * Runs `fn` as one transaction committed with synchronous=NORMAL: no fsync. The commit is in the
+   * WAL file (the kernel's page cache) when this returns, so it survives the death of this process
+   * (kill -9, OOM, a crash); it can be lost only with the kernel (a kernel crash, a power loss), and
+   * then only with every commit after it: the WAL is replayed up to its first torn frame, and the
+   * next synced commit makes it durable along with everything before it. Only for writes whose loss
+   * with the kernel recovery already handles: after a reboot, every live attachment of the old boot
+   * is torn down from its last synced state (docs/architecture.md, "Journal durability"). Never
+   * inside atomic() (the setting applies to the outermost commit).
+   */
+  relaxed<T>(fn: () => T): T {
+    if (this.depth > 0) throw new Error('Store.relaxed() inside another transaction');
+    return this.write(() => {
+      this.db.exec('PRAGMA synchronous = NORMAL');
+      try {
+        return this.db.transaction(fn)();
+      } finally {
+        this.db.exec('PRAGMA synchronous = FULL');
+      }
+    });
   }
 
   /** Runs a write; a driver failure becomes code 11 (and is reported once). */
@@ -272,9 +295,20 @@ export class Store {
 
   // ---- steps
 
-  /** Journals a step as `adding`; committed (fsync) before the caller runs the plugin. */
-  insertStep(s: NewStep): Step {
-    return this.write(() => toStep(this.stmt.insertStep.get({ ...s, now: this.now() }) as Row));
+  /**
+   * Journals a step, `adding` unless given (an ADD journals its whole chain at once: the first step
+   * `adding`, the rest `planned`); committed (fsync) before the caller runs any of their plugins.
+   */
+  insertStep(s: NewStep, state: 'adding' | 'planned' = 'adding'): Step {
+    return this.write(() => toStep(this.stmt.insertStep.get({ ...s, state, now: this.now() }) as Row));
+  }
+
+  /** A `planned` step is about to run its plugin: `adding`. Throws if the step was not `planned`. */
+  startStep(id: number): void {
+    this.write(() => {
+      if (this.stmt.startStep.run({ id, now: this.now() }).changes !== 1)
+        throw new Error(`step ${id} is not planned; it cannot be started`);
+    });
   }
 
   getStep(id: number): Step | undefined {
@@ -294,14 +328,7 @@ export class Store {
    * from the spawner's message, between commits.
    */
   setStepProcess(id: number, p: StepProcess): void {
-    this.write(() => {
-      this.db.exec('PRAGMA synchronous = NORMAL');
-      try {
-        this.stmt.setStepProcess.run({ id, ...p });
-      } finally {
-        this.db.exec('PRAGMA synchronous = FULL');
-      }
-    });
+    this.relaxed(() => this.stmt.setStepProcess.run({ id, ...p }));
   }
 
   /** Steps journaled as running their plugin (`adding`, `deleting`) with the process it was started as. */

@@ -11,6 +11,11 @@ import { podLogFields } from '@cni-steward/shared';
 export type AttachmentState = 'adding' | 'added' | 'deleting' | 'deleted';
 
 /**
+ * planned    - journaled (synced) with the whole chain before the ADD's first plugin ran; its own
+ *              plugin has not been started. Exact within one kernel boot: the step is made `adding`
+ *              before its plugin starts, in a commit that survives the daemon's death but not the
+ *              kernel's, so a `planned` step of an attachment of another boot may have run (see
+ *              docs/architecture.md, "Journal durability").
  * adding     - journaled before the plugin's ADD ran: it may hold resources
  * added      - ADD succeeded; result stored
  * add_failed - ADD returned an error: the plugin may still hold resources, so it gets a DEL
@@ -19,7 +24,8 @@ export type AttachmentState = 'adding' | 'added' | 'deleting' | 'deleted';
  * deleted    - DEL succeeded
  * abandoned  - DEL kept failing past the bound; given up on, loudly
  */
-export type StepState = 'adding' | 'added' | 'add_failed' | 'deleting' | 'del_failed' | 'deleted' | 'abandoned';
+export type StepState =
+  'planned' | 'adding' | 'added' | 'add_failed' | 'deleting' | 'del_failed' | 'deleted' | 'abandoned';
 
 export interface AttachmentKey {
   containerId: string;
