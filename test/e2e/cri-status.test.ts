@@ -18,39 +18,16 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { TestEnv } from '../helpers/env.js';
-import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
-import { RuntimeHost } from '../helpers/runtimes/host.js';
-import { CriNode } from '../helpers/cri/node.js';
+import { startCriSuite } from '../helpers/cri/suite.js';
 import { figure } from '../helpers/cri/scenario.js';
 import { StatusLoop, firstConfFile, networkCondition } from '../helpers/cri/cni-status.js';
 
-const env = new TestEnv('e2e-cri-status');
-let host: RuntimeHost | undefined;
-let node: CriNode | undefined;
-let reason = baseSkipReason(['containerd', 'ctr', 'containerd-shim-runc-v2', 'runc', 'gcc', 'tar', 'ip', 'iptables']);
-try {
-  if (reason === undefined) {
-    host = await RuntimeHost.create(env);
-    node = await CriNode.start(host).catch((e: Error) => {
-      if (process.env.STEWARD_E2E_REQUIRE === '1') throw e;
-      reason = `containerd's CRI plugin does not run here: ${e.message}`;
-      return undefined;
-    });
-  }
-} catch (e) {
-  await (host ? host.finish() : env.close());
-  throw e;
-}
-const skip = skipOrFail("containerd 2.x's STATUS loop under the CRI driver", reason);
+const suite = await startCriSuite('e2e-cri-status', "containerd 2.x's STATUS loop under the CRI driver");
+const { env, node, skip } = suite;
 /** The kubelet's runtime status sync period, at which containerd 2.x runs CNI STATUS. */
 const PERIOD_MS = 5000;
 
-after(async () => {
-  if (!host) return env.close();
-  const residue = await host.finish();
-  assert.deepEqual(residue, [], 'the suite left the machine as it found it');
-});
+after(() => suite.finish());
 
 describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { skip }, () => {
   it('the CRI plugin loaded the first conf file, 00-steward.conflist; at its cniVersion (the primary’s, 1.0.0) libcni runs no STATUS', async () => {

@@ -12,11 +12,10 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { TestEnv, fixtureCalls } from '../helpers/env.js';
-import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
-import { RuntimeHost } from '../helpers/runtimes/host.js';
-import { CriNode, PLAIN_HANDLER } from '../helpers/cri/node.js';
-import { Kubelet, median, type Pod, type RunOutcome } from '../helpers/cri/kubelet.js';
+import { fixtureCalls } from '../helpers/env.js';
+import { PLAIN_HANDLER } from '../helpers/cri/node.js';
+import { startCriSuite } from '../helpers/cri/suite.js';
+import { median, type Pod, type RunOutcome } from '../helpers/cri/kubelet.js';
 import {
   figure,
   journaledCniArgs,
@@ -30,31 +29,9 @@ import {
 } from '../helpers/cri/scenario.js';
 import { curlExecMs, histogramSums, perPod } from '../helpers/cri/timing.js';
 
-const env = new TestEnv('e2e-cri');
-let host: RuntimeHost | undefined;
-let node: CriNode | undefined;
-let kubelet: Kubelet | undefined;
-let reason = baseSkipReason(['containerd', 'ctr', 'containerd-shim-runc-v2', 'runc', 'gcc', 'tar', 'ip', 'iptables']);
-try {
-  if (reason === undefined) {
-    host = await RuntimeHost.create(env);
-    node = await CriNode.start(host).catch((e: Error) => {
-      if (process.env.STEWARD_E2E_REQUIRE === '1') throw e;
-      reason = `containerd's CRI plugin does not run pods here: ${e.message}`;
-      return undefined;
-    });
-    if (node)
-      kubelet = new Kubelet(node.cri, {
-        cgroupParent: node.cgroupParent,
-        logRoot: join(env.dir, 'pod-logs'),
-        tag: env.tag,
-      });
-  }
-} catch (e) {
-  await (host ? host.finish() : env.close());
-  throw e;
-}
-const skip = skipOrFail('containerd CRI end-to-end suite', reason);
+const suite = await startCriSuite('e2e-cri', 'containerd CRI end-to-end suite');
+const { env, node, skip } = suite;
+let kubelet = suite.kubelet;
 const TIMING_RUNS = Math.max(1, Number(process.env.STEWARD_E2E_TIMING_RUNS ?? 7));
 const CNI_CACHE = '/var/lib/cni/results';
 
@@ -77,10 +54,7 @@ async function runAndKill(pod: Pod, attempt: number, maxStops = kubelet!.stopMax
 
 after(async () => {
   kubelet = undefined;
-  if (!host) return env.close();
-  const residue = await host.finish();
-  assert.deepEqual(residue, [], 'the suite left the machine as it found it');
-  if (node) assert.deepEqual(node.cgroupDirs(), [], "the pods' cgroup parent is removed");
+  await suite.finish();
 });
 
 describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed', { skip }, () => {

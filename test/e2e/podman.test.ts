@@ -6,8 +6,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULT_RUNTIME_SOCKETS } from '../../daemon/src/audit/cri.js';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
+import { run } from '../helpers/runtimes/exec.js';
 import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
 import { RuntimeHost, defaultGatewayOf, ipv4Of, type BridgeNet } from '../helpers/runtimes/host.js';
 import { Podman } from '../helpers/runtimes/podman.js';
@@ -177,6 +179,44 @@ describe('podman runs containers on a steward network', { skip }, () => {
     assert.equal(h.leases(net).length, 1);
     assert.equal((await attachmentsOf(cid))[0].state, 'added');
     await daemon.restart();
+    const k = await podman!.cmd(['kill', cid]);
+    assert.equal(k.code, 0, k.stderr);
+    await waitTornDown(h, net, cid);
+    await daemon.waitFor('podman to remove the container', async () => !(await podman!.exists(cid)));
+  });
+
+  it('under podman (no CRI) `stewardd audit --release` finds no runtime: the running container is reported owner unknown, nothing is released, exit 5', async (t) => {
+    const present = DEFAULT_RUNTIME_SOCKETS.filter((p) => existsSync(p));
+    if (present.length > 0)
+      return t.skip(`a CRI socket exists on this machine (${present.join(', ')}): not a podman-only node`);
+    const h = host!;
+    const net = h.bridgeNetwork('audit', '1.0.0', { steward: steward() });
+    const cid = await podman!.runDetached(net.name, net.name);
+    const [lease] = h.leases(net);
+    assert.ok(lease);
+    const r = await run(
+      process.execPath,
+      [join(REPO, 'bin/stewardd'), 'audit', '--release', '--grace', '0s', '-o', 'json', '--socket', daemon.socket],
+      { timeoutMs: 60_000 },
+    );
+    assert.equal(r.code, 5, `exit ${r.code}: ${r.stderr}`);
+    const body = JSON.parse(r.stdout) as {
+      orphans: Array<{ kind: string; containerId: string; released: boolean }>;
+      runtime: { reachable: boolean; message?: string };
+    };
+    assert.equal(body.runtime.reachable, false);
+    assert.match(body.runtime.message ?? '', /no runtime endpoint given/);
+    const mine = body.orphans
+      .filter((o) => o.containerId === cid)
+      .map((o) => o.kind)
+      .sort();
+    assert.deepEqual(mine, ['attachment', 'cache', 'lease'], JSON.stringify(body.orphans));
+    assert.ok(
+      body.orphans.every((o) => !o.released),
+      'nothing released',
+    );
+    assert.deepEqual(h.leases(net), [lease], 'the lease is still held');
+    assert.equal((await attachmentsOf(cid))[0].state, 'added');
     const k = await podman!.cmd(['kill', cid]);
     assert.equal(k.code, 0, k.stderr);
     await waitTornDown(h, net, cid);

@@ -9,13 +9,14 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
-import { REPO, SYSTEM_CNI_BIN, TestEnv, fixtureCalls, sh } from '../helpers/env.js';
+import { portmapCall, portmapOwners as portmapOwnersOf } from '../helpers/portmap.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
@@ -31,48 +32,19 @@ const DEAD_CACHED = id('d');
 const NET = 'auditnet';
 /** Attached through steward, then its sandbox removed behind steward's back (the runtime never lists it). */
 const JOURNALLED = id('e');
+/** Attached through steward and not listed by the runtime yet, its network namespace still there (a sandbox starting). */
+const STARTING = id('f');
 /** portmap's network: named for this run, so that no other test's rules are audited or released. */
 const PMNET = `stw-pm-${process.pid}`;
 
 /** Debian's portmap CNI call for container `cid` on PMNET (hostPort given; the IP any in 10.99.0.0/24). */
 function portmap(command: 'ADD' | 'DEL', cid: string, netns: string, hostPort: number): void {
-  const conf = {
-    cniVersion: '0.4.0',
-    name: PMNET,
-    type: 'portmap',
-    capabilities: { portMappings: true },
-    runtimeConfig: { portMappings: [{ hostPort, containerPort: 80, protocol: 'tcp' }] },
-    ...(command === 'ADD'
-      ? {
-          prevResult: {
-            cniVersion: '0.4.0',
-            interfaces: [{ name: 'eth0', sandbox: netns }],
-            ips: [{ version: '4', address: `10.99.0.${hostPort % 250}/24`, interface: 0 }],
-          },
-        }
-      : {}),
-  };
-  const r = spawnSync(join(SYSTEM_CNI_BIN, 'portmap'), [], {
-    input: JSON.stringify(conf),
-    encoding: 'utf8',
-    env: {
-      CNI_COMMAND: command,
-      CNI_CONTAINERID: cid,
-      CNI_NETNS: netns,
-      CNI_IFNAME: 'eth0',
-      CNI_PATH: SYSTEM_CNI_BIN,
-      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
-    },
-  });
-  assert.equal(r.status, 0, `portmap ${command}: ${r.stdout}${r.stderr}`);
+  portmapCall(command, { network: PMNET, cid, netns, ip: `10.99.0.${hostPort % 250}`, hostPort });
 }
 
 /** Container ids (first character) with a portmap chain of PMNET in the nat table. */
 function portmapOwners(): string[] {
-  const owners = new Set<string>();
-  for (const m of sh('iptables-save', ['-t', 'nat']).matchAll(/dnat name: \\"([^"\\]*)\\" id: \\"([0-9a-f]+)\\"/g))
-    if (m[1] === PMNET) owners.add(m[2]!.slice(0, 1));
-  return [...owners].sort();
+  return [...new Set(portmapOwnersOf(PMNET).map((id) => id.slice(0, 1)))].sort();
 }
 
 /** portmap rules for `ids` made by Debian's portmap ADD in a netns of this run; all removed at close. */
@@ -194,9 +166,12 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
     fx = join(env.dir, 'fx');
     conf = stewardConf(daemon.socket, '1.0.0', [delegate('podnet', '1.0.0', [fixturePlugin(fx)])]);
-    for (const c of [LIVE, JOURNALLED]) {
-      const add = await shim({ command: 'ADD', containerId: c, netns: env.netns() }, conf);
+    for (const c of [LIVE, JOURNALLED, STARTING]) {
+      const netns = env.netns();
+      const add = await shim({ command: 'ADD', containerId: c, netns }, conf);
       assert.equal(add.code, 0, add.stdout);
+      // The runtime removed JOURNALLED's sandbox, and with it its network namespace.
+      if (c === JOURNALLED) execFileSync('ip', ['netns', 'del', basename(netns)]);
     }
   });
 
@@ -311,6 +286,14 @@ describe('stewardd audit with a CRI runtime', () => {
     const del = await shim({ command: 'DEL', containerId: LIVE, netns: '' }, conf);
     assert.equal(del.code, 0, del.stdout);
     assert.equal(fixtureCalls(fx, 'DEL').length, 2);
+  });
+
+  it('a journalled container the runtime does not list yet, whose network namespace exists, is neither reported nor released, even at grace 0', async () => {
+    const r = await cli(['audit', '--release', '--grace', '0s', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.ok(!summary(r).some((l) => l.includes(' f ')), summary(r).join('\n'));
+    assert.equal((await daemon.attachment(STARTING)).state, 'added');
+    assert.ok(!fixtureCalls(fx, 'DEL').some((l) => l.includes(STARTING)), 'no DEL for the starting container');
   });
 
   it('refuses a bad grace with 400 (exit 4)', async () => {

@@ -87,7 +87,8 @@ describe('audit passes', () => {
       (o) => outcomes.push(o),
     );
     auditor.startPeriodic({ intervalMs: 30, release: false, graceMs: 123 });
-    await new Promise((r) => setTimeout(r, 200));
+    // Two passes at least (each scans temp dirs: slower than 30 ms on a loaded machine), then stop.
+    for (let i = 0; i < 500 && outcomes.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
     await auditor.stop();
     const n = outcomes.length;
     assert.ok(n >= 2, `passes: ${n}`);

@@ -1,5 +1,5 @@
 // The audit's decision on injected inputs (no root, no runtime): alive, in flight, young, journalled,
-// owner unknown and the per-run cap each keep a finding from being released.
+// a network namespace still present, owner unknown and the per-run cap each keep a finding from being released.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -41,6 +41,12 @@ describe('audit decision', () => {
 
   test('a journalled ADD in flight is not an orphan, even with no sandbox listed', () => {
     assert.deepEqual(run([lease('starting', 7_200_000, true)]), [['starting', 'in-flight', false]]);
+  });
+
+  test('a sandbox whose network namespace still exists is not an orphan, even unlisted and past the grace', () => {
+    assert.deepEqual(run([lease('unlisted', 7_200_000, true)], { netnsPresent: new Set(['unlisted']), graceMs: 0 }), [
+      ['unlisted', 'netns-present', false],
+    ]);
   });
 
   test('a dead sandbox past the grace is released; one inside the grace stays', () => {

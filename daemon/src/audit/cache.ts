@@ -13,6 +13,8 @@ interface CacheDoc {
   containerId?: unknown;
   ifName?: unknown;
   networkName?: unknown;
+  /** The sandbox's netns: newer libcni (the one with GC) records it; containerd 1.6's does not. */
+  netns?: unknown;
 }
 
 export async function scanCache(dir: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
@@ -33,6 +35,7 @@ export async function scanCache(dir: string, journalled: ReadonlySet<string>): P
         path,
         mtimeMs: st.mtimeMs,
         journalled: journalled.has(doc.containerId),
+        ...(typeof doc.netns === 'string' && doc.netns !== '' ? { netns: doc.netns } : {}),
       });
     } catch {
       continue; // unreadable or not a cache document: not ours to judge

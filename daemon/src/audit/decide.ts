@@ -1,5 +1,5 @@
 // The audit's decision, pure: given what is held on the node (findings), who the runtime says is alive,
-// which ADDs the journal has in flight, the clock and the grace, say for each finding whether it may be
+// which ADDs the journal has in flight, whose network namespace still exists, the clock and the grace, say for each finding whether it may be
 // released and why not. No I/O here: the caller gathers the inputs (runtime, store/, the file system)
 // and asks the runtime again right before acting on a "release" verdict.
 
@@ -19,6 +19,8 @@ export interface Finding {
   mtimeMs: number | null;
   /** Whether steward's journal knows this container id. */
   journalled: boolean;
+  /** The sandbox's network namespace, when the finding names it (a libcni cache entry's `netns`). */
+  netns?: string;
 }
 
 export interface DecideInput {
@@ -27,6 +29,12 @@ export interface DecideInput {
   alive: ReadonlySet<string> | null;
   /** Container ids with a journalled ADD in flight. */
   inFlight: ReadonlySet<string>;
+  /**
+   * Container ids whose network namespace still exists on the node: a sandbox the runtime does not
+   * list yet (containerd lists it only after network setup, container create and task start) or not
+   * any more, whose interface still holds the address.
+   */
+  netnsPresent?: ReadonlySet<string>;
   nowMs: number;
   graceMs: number;
   /** Releases allowed this run. */
@@ -35,7 +43,8 @@ export interface DecideInput {
   release: boolean;
 }
 
-export type Verdict = 'release' | 'alive' | 'in-flight' | 'young' | 'owner-unknown' | 'capped' | 'report-only';
+export type Verdict =
+  'release' | 'alive' | 'in-flight' | 'netns-present' | 'young' | 'owner-unknown' | 'capped' | 'report-only';
 
 export interface Decision {
   finding: Finding;
@@ -56,6 +65,8 @@ export function decide(input: DecideInput): Decision[] {
       out.push(d('owner-unknown'));
     } else if (input.alive.has(finding.containerId)) {
       out.push(d('alive', false));
+    } else if (input.netnsPresent?.has(finding.containerId)) {
+      out.push(d('netns-present', false));
     } else if (input.inFlight.has(finding.containerId)) {
       out.push(d('in-flight', false));
     } else if (!input.release) {

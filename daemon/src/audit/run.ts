@@ -5,6 +5,7 @@
 // with retries), an unjournalled lease through a host-local DEL, an unjournalled portmap rule through
 // a portmap DEL, a cache file by unlinking it. Every release is logged with its evidence.
 
+import { existsSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import { isIPv4 } from 'node:net';
 import { dirname } from 'node:path';
@@ -153,23 +154,38 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
   findings.push(...(await scanPortmap(deps, journalled, findings, now())));
 
+  // The journal read again after the scans: a container whose ADD began while they ran (its lease or
+  // cache file was scanned, its attachment is newer than the first read) is starting, not an orphan.
+  const guard = sandboxGuard(deps, journalled, findings);
+  for (const id of guard.startedSince()) inFlight.add(id);
   const sandboxes = await deps.listSandboxes();
   const decisions = decide({
     findings,
     alive: sandboxes === null ? null : new Set(sandboxes),
     inFlight,
+    netnsPresent: guard.netnsPresent(),
     nowMs: now(),
     graceMs: opts.graceMs,
     cap: opts.cap ?? DEFAULT_RELEASE_CAP,
     release: opts.release,
   });
 
+  // What its owner's own DEL freed while the pass ran (scanned before the DEL finished, unlisted after
+  // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
+  const owingNow = new Set(
+    [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map((a) => a.id),
+  );
+  const stillHeld = (f: Finding): boolean =>
+    f.kind === 'attachment'
+      ? owingNow.has(Number(f.path.slice('attachment/'.length)))
+      : f.kind === 'portmap' || existsSync(f.path);
+
   const tornDown = new Set<string>();
   const unmapped = new Set<string>();
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
-    if (!d.orphan) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped) : false;
+    if (!d.orphan || !stillHeld(d.finding)) continue;
+    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped, guard) : false;
     orphans.push({ ...view(d), released });
   }
   return { orphans, runtime: deps.runtime() };
@@ -225,29 +241,83 @@ function view(d: Decision): Omit<OrphanView, 'released'> {
   };
 }
 
+/**
+ * What keeps a sandbox the runtime does not list from being taken for dead: an ADD the journal saw
+ * begin after its first read, and a network namespace that still exists (containerd lists a sandbox
+ * only once its network is set up, its container created and its task started; the namespace exists
+ * from before the ADD until StopPodSandbox has torn the network down). Namespaces come from the
+ * journal's attachments and from libcni cache entries that record one.
+ */
+function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findings: readonly Finding[]) {
+  const netnsOf = new Map<string, Set<string>>();
+  const note = (id: string, netns: string | undefined) => {
+    if (netns === undefined || netns === '') return;
+    let set = netnsOf.get(id);
+    if (set === undefined) netnsOf.set(id, (set = new Set()));
+    set.add(netns);
+  };
+  const read = () => {
+    const now = [
+      ...deps.journal.attachmentsInState('adding'),
+      ...deps.journal.attachmentsInState('added'),
+      ...deps.journal.attachmentsInState('deleting'),
+    ];
+    for (const a of now) note(a.containerId, a.netns);
+    return now;
+  };
+  for (const f of findings) note(f.containerId, f.netns);
+  const hasNetns = (id: string) => [...(netnsOf.get(id) ?? [])].some((p) => existsSync(p));
+  return {
+    /** Containers in flight now, or journalled since the first read. */
+    startedSince: (): Set<string> =>
+      new Set(
+        read()
+          .filter((a) => a.state === 'adding' || !known.has(a.containerId))
+          .map((a) => a.containerId),
+      ),
+    netnsPresent: (): Set<string> => new Set([...netnsOf.keys()].filter(hasNetns)),
+    /** Whether the container is still dead-looking right before a release. */
+    stillDead: (id: string): boolean => {
+      const starting = read().some((a) => a.containerId === id && (a.state === 'adding' || !known.has(id)));
+      return !starting && !hasNetns(id);
+    },
+  };
+}
+
 async function release(
   deps: AuditDeps,
   d: Decision,
   live: Attachment[],
   tornDown: Set<string>,
   unmapped: Set<string>,
+  guard: ReturnType<typeof sandboxGuard>,
 ): Promise<boolean> {
   const f = d.finding;
-  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds.
+  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds, and so
+  // does one whose ADD began or whose network namespace is back.
   const again = await deps.listSandboxes();
-  if (again === null || again.includes(f.containerId)) return false;
+  if (again === null || again.includes(f.containerId) || !guard.stillDead(f.containerId)) return false;
   const evidence = { ...view(d), runtimeSandboxes: again.length };
   try {
     if (f.journalled && f.kind !== 'cache') {
       // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
       if (!tornDown.has(f.containerId)) {
+        // Only what still owes a teardown now: the runtime's own DEL may have finished it meanwhile.
+        const owing = new Set(
+          [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map(
+            (a) => a.id,
+          ),
+        );
+        const targets = live.filter((x) => x.containerId === f.containerId && owing.has(x.id));
+        if (targets.length === 0) return false;
         tornDown.add(f.containerId);
-        for (const a of live.filter((x) => x.containerId === f.containerId && x.state !== 'adding')) {
+        for (const a of targets) {
           const out = await deps.teardown(a.id);
           if (!out.done) throw out.error ?? new Error('teardown unfinished');
         }
       }
     } else if (f.kind === 'lease') {
+      if (!existsSync(f.path)) return false; // freed meanwhile by its owner's own DEL
       await deps.run({
         command: 'DEL',
         type: 'host-local',
@@ -275,6 +345,7 @@ async function release(
         unmapped.add(key);
       }
     } else if (f.kind === 'cache') {
+      if (!existsSync(f.path)) return false; // removed meanwhile by libcni on its owner's DEL
       await unlink(f.path);
     } else {
       return false;

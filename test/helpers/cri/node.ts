@@ -24,6 +24,8 @@ export const PAUSE_IMAGE = 'localhost/stw-e2e-pause:1';
 export const PLAIN_HANDLER = 'stw-plain';
 /** Plugins the CRI plugin may exec from its bin_dir besides steward (loopback: go-cni's lo network). */
 const LINKED_PLUGINS = ['bridge', 'host-local', 'portmap', 'loopback'];
+/** The dir of the CRI node's containerd under the env's dir (its socket is containerd.sock there). */
+const CONTAINERD_NAME = 'containerd-cri';
 
 function writeAtomic(file: string, text: string): void {
   const tmp = join(file, '..', `.${file.split('/').pop()}.tmp`);
@@ -42,6 +44,16 @@ function setInSection(conf: string, section: string, key: string, value: string)
   return conf.slice(0, start) + tail.slice(0, m.index) + `${m[1]}${key} = ${value}` + tail.slice(m.index + m[0].length);
 }
 
+export interface CriNodeOptions {
+  /**
+   * Whether steward is installed and running before the first pod (default true). Without it the
+   * CRI plugin loads the primary straight from its conf dir; `installSteward()` puts steward on later.
+   */
+  steward?: boolean;
+  /** Extra `stewardd run` flags (e.g. the audit's --runtime-endpoint, see `auditArgs`). */
+  daemonArgs?: (node: { runtimeEndpoint: string; net: BridgeNet }) => string[];
+}
+
 export class CriNode {
   readonly confDir: string;
   /** The conf dir of runtime handler PLAIN_HANDLER: the primary alone, never wrapped by steward. */
@@ -52,9 +64,14 @@ export class CriNode {
   containerd!: Containerd;
   cri!: CriClient;
   readonly cgroupParent: string;
+  /** containerd's CRI socket as crictl names it (unix://...), known before containerd starts. */
+  readonly runtimeEndpoint: string;
   private extraChain: Array<Record<string, unknown>> = [];
 
-  private constructor(readonly host: RuntimeHost) {
+  private constructor(
+    readonly host: RuntimeHost,
+    opts: CriNodeOptions,
+  ) {
     const env = host.env;
     this.confDir = join(env.dir, 'cri-net.d');
     this.binDir = join(env.dir, 'cri-bin');
@@ -74,7 +91,9 @@ export class CriNode {
       dataDir: join(env.dir, 'ipam'),
       file: join(this.confDir, `10-${name}.conflist`),
     };
-    this.daemon = new Daemon(env, { name: 'stewardd', args: ['--cni-conf-dir', this.confDir] });
+    this.runtimeEndpoint = `unix://${join(env.dir, CONTAINERD_NAME, 'containerd.sock')}`;
+    const extra = opts.daemonArgs?.({ runtimeEndpoint: this.runtimeEndpoint, net: this.net }) ?? [];
+    this.daemon = new Daemon(env, { name: 'stewardd', args: ['--cni-conf-dir', this.confDir, ...extra] });
     this.cgroupParent = `/${host.netName('pods')}`;
     // libcni's result cache: "<network>-<64 hex sandbox id>-<ifname>" for steward's conflist, the
     // primary (after uninstall) and go-cni's loopback network.
@@ -84,23 +103,46 @@ export class CriNode {
   }
 
   /** The node with steward installed and running, containerd's CRI plugin reporting NetworkReady. */
-  static async start(host: RuntimeHost): Promise<CriNode> {
-    const n = new CriNode(host);
+  static async start(host: RuntimeHost, opts: CriNodeOptions = {}): Promise<CriNode> {
+    const n = new CriNode(host, opts);
+    const steward = opts.steward ?? true;
     n.writePrimary();
     n.writePlain();
-    const inst = await n.stewardd(['install']);
-    if (inst.code !== 0) throw new Error(`stewardd install exited ${inst.code}: ${inst.stderr}`);
-    await n.daemon.start();
+    if (steward) await n.putSteward();
     const archive = await buildPauseArchive(host.env.dir, PAUSE_IMAGE);
-    n.containerd = await Containerd.start(host, { name: 'containerd-cri', configure: (c, dir) => n.configure(c, dir) });
+    n.containerd = await Containerd.start(host, { name: CONTAINERD_NAME, configure: (c, dir) => n.configure(c, dir) });
+    if (n.containerd.address !== n.runtimeEndpoint.slice('unix://'.length))
+      throw new Error(`containerd listens on ${n.containerd.address}, not ${n.runtimeEndpoint}`);
     const imp = await n.containerd.ctr(['-n', 'k8s.io', 'image', 'import', archive]);
     if (imp.code !== 0) throw new Error(`ctr -n k8s.io image import failed (${imp.code}): ${imp.stderr}`);
     n.cri = new CriClient(n.containerd.address);
     host.env.defer(() => n.cri.close());
     // Registered after containerd's own stop, so it runs first: every pod is gone before containerd.
     host.env.defer(() => n.removeAllPods());
-    await n.waitForNetwork((l) => l.steward);
+    await n.waitForNetwork((l) => l.steward === steward && l.name === (steward ? 'steward' : n.net.name));
     return n;
+  }
+
+  /** `stewardd install` into the CRI plugin's dirs, then `stewardd run`. */
+  private async putSteward(): Promise<void> {
+    const inst = await this.stewardd(['install']);
+    if (inst.code !== 0) throw new Error(`stewardd install exited ${inst.code}: ${inst.stderr}`);
+    await this.daemon.start();
+  }
+
+  /** Steward put on a node that ran without it (or after an uninstall): install, run, wait until the CRI plugin loads it. */
+  async installSteward(): Promise<void> {
+    await this.putSteward();
+    await this.waitForNetwork((l) => l.steward && l.name === 'steward');
+  }
+
+  /** stewardd stopped and `stewardd uninstall`ed; waits until the CRI plugin loads the primary again. */
+  async uninstallSteward(): Promise<void> {
+    const code = await this.daemon.stop();
+    if (code !== 0) throw new Error(`stewardd exited ${code} on SIGTERM`);
+    const un = await this.stewardd(['uninstall']);
+    if (un.code !== 0) throw new Error(`stewardd uninstall exited ${un.code}: ${un.stderr}`);
+    await this.waitForNetwork((l) => !l.steward && l.name === this.net.name);
   }
 
   /** The CRI plugin's settings: conf/bin dirs, sandbox image, netns and runc root in the temp dir. */
