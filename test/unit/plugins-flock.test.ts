@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -59,5 +59,39 @@ describe('holdFlock', () => {
     } finally {
       h.stop();
     }
+  });
+});
+
+describe('holdFlock on a lock path that is not a plain file', () => {
+  // Run in a child: a blocking open of a FIFO would stop this process's event loop, timers included.
+  const attempt = (file: string) =>
+    spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        `import { holdFlock } from ${JSON.stringify(new URL('../../daemon/src/plugins/flock.ts', import.meta.url).pathname)};
+         holdFlock(${JSON.stringify(file)}, 1000).then(() => console.log('held'), (e) => console.log(e.message));`,
+      ],
+      { encoding: 'utf8', timeout: 15_000 },
+    );
+
+  it('refuses a FIFO named lock at once instead of blocking the daemon in open(2)', () => {
+    const f = join(dir, 'lock-fifo');
+    assert.equal(spawnSync('mkfifo', [f]).status, 0);
+    const r = attempt(f);
+    assert.equal(r.signal, null, 'the open of a FIFO nobody writes to must not hang');
+    assert.match(r.stdout, /cannot lock .*lock-fifo: not a regular file/);
+  });
+
+  it('refuses a symlink named lock, and creates nothing where it points', () => {
+    const target = join(dir, 'elsewhere');
+    const f = join(dir, 'lock-link');
+    symlinkSync(target, f);
+    const r = attempt(f);
+    assert.match(r.stdout, /cannot open the lock file .*lock-link/);
+    assert.ok(!existsSync(target), 'nothing created through the link');
   });
 });

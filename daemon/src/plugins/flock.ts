@@ -11,7 +11,7 @@
 // close-on-exec, so no other child inherits the descriptor.
 
 import { spawn } from 'node:child_process';
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 
 export interface HeldLock {
   /** Releases the lock (closes the daemon's descriptor); idempotent. */
@@ -19,15 +19,22 @@ export interface HeldLock {
 }
 
 /**
- * An exclusive flock on `file` (created if absent, 0600, as host-local creates it), waiting at most
- * timeoutMs for whoever holds it. Rejects when it could not be had in time or flock(1) failed.
+ * An exclusive flock on `file` (created if absent, 0600, as host-local creates it; a symlink or
+ * anything but a regular file is refused), waiting at most timeoutMs for whoever holds it. Rejects
+ * when it could not be had in time or flock(1) failed.
  */
 export function holdFlock(file: string, timeoutMs: number, flockPath = 'flock'): Promise<HeldLock> {
   let fd: number;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_CREAT, 0o600);
+    // Not through a symlink (nothing is created where it points), and never blocking: open(2) of a
+    // FIFO named `lock` would otherwise wait for a writer on the daemon's event loop, forever.
+    fd = openSync(file, constants.O_RDONLY | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
   } catch (e) {
     return Promise.reject(new Error(`cannot open the lock file ${file}: ${(e as Error).message}`));
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd);
+    return Promise.reject(new Error(`cannot lock ${file}: not a regular file`));
   }
   let closed = false;
   const release = () => {
