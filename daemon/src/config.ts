@@ -106,7 +106,7 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --audit-portmap-network NAME
                            only portmap rules (CNI-DN-* chains) of this network are audited, repeatable
                            (default: every network's)
-  --audit-interval DUR     run an audit pass every DUR (e.g. 10m, 1h; at least 1s): report only, logged and
+  --audit-interval DUR     run an audit pass every DUR (e.g. 10m, 1h; 1s to 596h): report only, logged and
                            counted in the steward_audit_* metrics (default off)
   --audit-release          the periodic pass also releases the orphans past --audit-grace, as
                            stewardd audit --release does (needs --audit-interval; default off: report only)
@@ -202,7 +202,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     auditLeaseDirs: (values['audit-lease-dir'] ?? ['/var/lib/cni/networks']).map((d) => resolve(d)),
     auditCacheDir: resolve(values['audit-cache-dir'] ?? '/var/lib/cni/results'),
     auditPortmapNetworks: values['audit-portmap-network'] ?? [],
-    auditIntervalMs: duration('audit-interval', values['audit-interval'], undefined, 1000, problems),
+    auditIntervalMs: duration('audit-interval', values['audit-interval'], undefined, 1000, problems, MAX_TIMER_MS),
     auditRelease: values['audit-release'] === true,
     auditGraceMs: duration('audit-grace', values['audit-grace'], DEFAULT_GRACE_MS, 0, problems) as number,
   };
@@ -220,19 +220,26 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   return cfg;
 }
 
-/** A --audit-* duration (`90s`, `15m`, `2h`, `1h30m`) of at least minMs; `fallback` when absent. */
+/** The longest a Node timer waits: beyond 2^31-1 ms it fires after 1 ms instead. 596h is under it. */
+const MAX_TIMER_MS = 596 * 3_600_000;
+
+/** A --audit-* duration (`90s`, `15m`, `2h`, `1h30m`) from minMs to maxMs; `fallback` when absent. */
 function duration(
   flag: string,
   raw: string | undefined,
   fallback: number | undefined,
   minMs: number,
   problems: string[],
+  maxMs = Infinity,
 ): number | undefined {
   if (raw === undefined) return fallback;
   const ms = parseDuration(raw);
-  if (ms === undefined || ms < minMs) {
+  if (ms === undefined || ms < minMs || ms > maxMs) {
+    const bounds = [minMs > 0 ? `at least ${minMs / 1000}s` : '', maxMs < Infinity ? `at most ${maxMs / 3_600_000}h` : '']
+      .filter((b) => b !== '')
+      .join(', ');
     problems.push(
-      `--${flag} must be a duration such as 90s, 15m, 2h or 1h30m${minMs > 0 ? ` (at least ${minMs / 1000}s)` : ''}, got "${raw}"`,
+      `--${flag} must be a duration such as 90s, 15m, 2h or 1h30m${bounds === '' ? '' : ` (${bounds})`}, got "${raw}"`,
     );
     return fallback;
   }

@@ -116,4 +116,10 @@ describe('stewardd run --audit-* flags', () => {
     assert.throws(() => parseRunConfig(['--audit-interval', '1m', '--audit-grace', '1d']), /--audit-grace must be/);
     assert.throws(() => parseRunConfig(['--audit-release']), /--audit-release needs --audit-interval/);
   });
+
+  it('refuses an interval a timer cannot hold (Node fires a timer of more than 2^31-1 ms after 1 ms)', () => {
+    assert.equal(parseRunConfig(['--audit-interval', '596h']).auditIntervalMs, 596 * 3_600_000);
+    assert.throws(() => parseRunConfig(['--audit-interval', '600h']), /--audit-interval .*at most 596h/);
+    assert.throws(() => parseRunConfig(['--audit-interval', `${'9'.repeat(400)}h`]), /at most 596h/);
+  });
 });
