@@ -235,7 +235,10 @@ function duration(
   if (raw === undefined) return fallback;
   const ms = parseDuration(raw);
   if (ms === undefined || ms < minMs || ms > maxMs) {
-    const bounds = [minMs > 0 ? `at least ${minMs / 1000}s` : '', maxMs < Infinity ? `at most ${maxMs / 3_600_000}h` : '']
+    const bounds = [
+      minMs > 0 ? `at least ${minMs / 1000}s` : '',
+      maxMs < Infinity ? `at most ${maxMs / 3_600_000}h` : '',
+    ]
       .filter((b) => b !== '')
       .join(', ');
     problems.push(

@@ -2,7 +2,8 @@
 // in a temp dataDir: the lock and last_reserved_ip files are not leases, an old id-only file still is.
 
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -67,3 +68,28 @@ test('scanLeases reads each network under its lock, released before the next; a 
     ['lock net-a true', 'unlock net-a', 'lock net-c true', 'unlock net-c'],
   );
 });
+
+test(
+  'scanLeases reads only plain files: a FIFO, a symlink, a directory named like an IP are skipped, never waited on or followed',
+  { timeout: 10_000 },
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'stw-audit-'));
+    t.after(() => rm(dir, { recursive: true, force: true }));
+    const net = join(dir, 'podnet');
+    await mkdir(net);
+    await writeFile(join(net, '10.9.0.2'), 'dead1\r\neth0');
+    assert.equal(spawnSync('mkfifo', [join(net, '10.9.0.3')]).status, 0);
+    await writeFile(join(dir, 'elsewhere'), 'secret-first-line\r\neth0');
+    await symlink(join(dir, 'elsewhere'), join(net, '10.9.0.4'));
+    await mkdir(join(net, '10.9.0.5'));
+    await writeFile(join(net, '10.9.0.6'), `big\r\neth1\r\n${'x'.repeat(8 << 20)}`);
+    const found = await scanLeases(dir, new Set());
+    assert.deepEqual(
+      found.map((f) => [f.containerId, f.ip, f.ifname]),
+      [
+        ['dead1', '10.9.0.2', 'eth0'],
+        ['big', '10.9.0.6', 'eth1'],
+      ],
+    );
+  },
+);

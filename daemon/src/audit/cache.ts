@@ -3,9 +3,13 @@
 // the file name split, since network names and ifnames may contain '-'. Nothing ever deletes these
 // under containerd (it never calls CNI GC).
 
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Finding } from './decide.js';
+import { readPlainFile } from './files.js';
+
+/** libcni's cache documents are a few KiB; a larger file is not one (and is not read whole). */
+const CACHE_READ_BYTES = 1 << 20;
 
 export const DEFAULT_CACHE_DIR = '/var/lib/cni/results';
 
@@ -22,9 +26,9 @@ export async function scanCache(dir: string, journalled: ReadonlySet<string>): P
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     const path = join(dir, name);
     try {
-      const [text, st] = await Promise.all([readFile(path, 'utf8'), stat(path)]);
-      if (!st.isFile()) continue;
-      const doc = JSON.parse(text) as CacheDoc;
+      const file = await readPlainFile(path, CACHE_READ_BYTES);
+      if (file === null || file.size > CACHE_READ_BYTES) continue; // a FIFO, a symlink, too big
+      const doc = JSON.parse(file.text) as CacheDoc;
       if (typeof doc.containerId !== 'string' || doc.containerId === '') continue;
       out.push({
         kind: 'cache',
@@ -33,7 +37,7 @@ export async function scanCache(dir: string, journalled: ReadonlySet<string>): P
         ifname: typeof doc.ifName === 'string' ? doc.ifName : '',
         ip: null,
         path,
-        mtimeMs: st.mtimeMs,
+        mtimeMs: file.mtimeMs,
         journalled: journalled.has(doc.containerId),
         ...(typeof doc.netns === 'string' && doc.netns !== '' ? { netns: doc.netns } : {}),
       });

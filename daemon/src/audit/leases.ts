@@ -3,10 +3,14 @@
 // `<container id>\r\n<ifname>` (older releases wrote the id alone), beside its `lock` and
 // `last_reserved_ip.<range>` files, which are not leases.
 
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { Finding } from './decide.js';
+import { readPlainFile } from './files.js';
+
+/** A lease holds an id and an ifname: its first 4 KiB are all that is read. */
+const LEASE_READ_BYTES = 4096;
 
 export const DEFAULT_HOST_LOCAL_DIR = '/var/lib/cni/networks';
 
@@ -63,9 +67,9 @@ async function scanNetwork(dir: string, network: string, journalled: ReadonlySet
   for (const name of await readdir(dir).catch(() => [] as string[])) {
     if (isIP(name) === 0) continue;
     const path = join(dir, name);
-    const [content, st] = await Promise.all([readFile(path, 'utf8'), stat(path)]).catch(() => [null, null]);
-    if (content === null || st === null) continue;
-    const lease = parseLease(content);
+    const file = await readPlainFile(path, LEASE_READ_BYTES);
+    if (file === null) continue; // a FIFO, a symlink, a directory named like an IP: not a lease
+    const lease = parseLease(file.text);
     if (lease === null) continue;
     out.push({
       kind: 'lease',
@@ -74,7 +78,7 @@ async function scanNetwork(dir: string, network: string, journalled: ReadonlySet
       ifname: lease.ifname,
       ip: name,
       path,
-      mtimeMs: st.mtimeMs,
+      mtimeMs: file.mtimeMs,
       journalled: journalled.has(lease.containerId),
     });
   }
