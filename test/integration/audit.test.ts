@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
@@ -359,6 +360,48 @@ describe('stewardd audit with no runtime reachable', () => {
     const table = await cli(['audit', '--socket', daemon.socket, '--timeout', '30']);
     assert.equal(table.code, 5);
     assert.match(table.stdout, /runtime: UNREACHABLE/);
+  });
+});
+
+describe('stewardd audit with a runtime that accepts and never answers', () => {
+  it('the default --timeout outlasts the runtime deadline: exit 5 with the reason, not "daemon hung"; other routes answer meanwhile', async () => {
+    const s = seed(join(env.dir, 'node-mute'));
+    const muteSocket = join(env.dir, 'mute.sock');
+    const held: Socket[] = [];
+    const mute = createServer((c) => held.push(c));
+    await new Promise<void>((r) => mute.listen(muteSocket, r));
+    env.defer(
+      () =>
+        new Promise<void>((r) => {
+          for (const c of held) c.destroy();
+          mute.close(() => r());
+        }),
+    );
+    const daemon = new Daemon(env, {
+      name: 'dmute',
+      args: [
+        ...FAST_RETRY,
+        '--runtime-endpoint',
+        `unix://${muteSocket}`,
+        '--audit-lease-dir',
+        s.leases,
+        '--audit-cache-dir',
+        s.cache,
+      ],
+    });
+    await daemon.start();
+    const audit = cli(['audit', '--release', '--grace', '1s', '-o', 'json', '--socket', daemon.socket]);
+    const t0 = Date.now();
+    const status = await cli(['status', '--socket', daemon.socket]);
+    assert.equal(status.code, 0, status.stderr);
+    assert.ok(Date.now() - t0 < 4000, 'status answers while the audit waits on the runtime');
+    const r = await audit;
+    assert.equal(r.code, 5, r.stderr);
+    const body = JSON.parse(r.stdout);
+    assert.equal(body.runtime.reachable, false);
+    assert.match(body.runtime.message, /DEADLINE_EXCEEDED|Deadline exceeded/);
+    assert.ok(body.orphans.every((o: { released: boolean }) => !o.released));
+    for (const p of Object.values(s.paths)) assert.ok(existsSync(p), p);
   });
 });
 

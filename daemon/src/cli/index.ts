@@ -21,6 +21,9 @@ import {
 export const CLI_COMMANDS = ['status', 'attachments', 'teardowns', 'retry', 'audit'] as const;
 export type CliCommand = (typeof CLI_COMMANDS)[number];
 
+/** `stewardd audit`'s default --timeout, in seconds (the other commands': 5). */
+const AUDIT_TIMEOUT_S = 60;
+
 const COMMON = `  --socket PATH        the daemon's socket (default ${DEFAULT_SOCKET})
   -o, --output FORMAT  table (default) or json (the API's JSON, unchanged)
   --timeout SEC        give up when the daemon does not answer within SEC (default 5)`;
@@ -53,7 +56,7 @@ ${COMMON}`,
                        portmap DEL, a cache file by removal)
   --grace DUR          only release what was last modified longer ago than DUR (default 15m; e.g. 90s, 2h)
   --cap N              release at most N orphans in this run (default ${DEFAULT_RELEASE_CAP}; 0 releases none)
-${COMMON}`,
+${COMMON.replace('(default 5)', `(default ${AUDIT_TIMEOUT_S})`)}`,
 };
 
 const EXIT_CODES = `exit codes: 0 ok; 1 (status --check) abandoned teardowns exist; 2 usage error;
@@ -99,7 +102,9 @@ function parse(command: CliCommand, argv: string[]): Parsed {
   const output = (values.output as string | undefined) ?? 'table';
   if (output !== 'table' && output !== 'json')
     throw new CliError(`-o must be table or json, got "${output}"`, Exit.Usage);
-  const rawTimeout = (values.timeout as string | undefined) ?? '5';
+  // An audit pass asks the runtime (a 5 s deadline, daemon/src/audit/cri.ts) and may wait its turn and
+  // host-local's locks: under the common 5 s a mute runtime read as a hung daemon (exit 3), not exit 5.
+  const rawTimeout = (values.timeout as string | undefined) ?? (command === 'audit' ? String(AUDIT_TIMEOUT_S) : '5');
   const timeout = Number(rawTimeout);
   if (!(timeout > 0) || !Number.isFinite(timeout))
     throw new CliError(`--timeout must be a positive number of seconds, got "${rawTimeout}"`, Exit.Usage);
