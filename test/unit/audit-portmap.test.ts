@@ -50,6 +50,17 @@ describe('audit: portmap rules', () => {
     ]);
   });
 
+  it("a '-j CNI-DN-…' written inside a comment is not the rule's target", () => {
+    const line =
+      '-A CNI-HOSTPORT-DNAT -m comment --comment "x -j CNI-DN-6666" -m comment --comment "dnat name: \\"n\\" id: \\"w\\"" -j ACCEPT';
+    assert.deepEqual(parsePortmapRules('iptables', line), []);
+    const real = `${line.replace(/ -j ACCEPT$/, '')} -j CNI-DN-7777`;
+    assert.deepEqual(
+      parsePortmapRules('iptables', real).map((r) => r.chain),
+      ['CNI-DN-7777'],
+    );
+  });
+
   it('findings carry the family and chain as path, the journal flag, and the age evidence given', () => {
     const rules = parsePortmapRules('iptables', SAVE);
     const asked: string[] = [];

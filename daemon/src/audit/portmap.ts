@@ -22,6 +22,8 @@ export interface PortmapRule {
 const COMMENT = /--comment "dnat name: \\"([^"\\]*)\\" id: \\"([^"\\]*)\\""/;
 const JUMP = /(?:^|\s)-j (CNI-DN-\S+)/;
 const APPEND = /^-A (\S+)/;
+/** A double-quoted argument as iptables-save writes one, its inner quotes and backslashes escaped. */
+const QUOTED = /"(?:[^"\\]|\\.)*"/g;
 
 /** The portmap rules of one `iptables-save -t nat` output, one per chain and owner. */
 export function parsePortmapRules(family: Family, save: string): PortmapRule[] {
@@ -31,8 +33,11 @@ export function parsePortmapRules(family: Family, save: string): PortmapRule[] {
     if (c === null) continue;
     const [, network = '', containerId = ''] = c;
     if (containerId === '') continue;
-    const own = APPEND.exec(line)?.[1];
-    const chain = JUMP.exec(line)?.[1] ?? (own?.startsWith('CNI-DN-') ? own : undefined);
+    // The target and chain are read with every quoted string (comments) blanked: a comment's text
+    // may say `-j CNI-DN-…` too.
+    const bare = line.replace(QUOTED, '""');
+    const own = APPEND.exec(bare)?.[1];
+    const chain = JUMP.exec(bare)?.[1] ?? (own?.startsWith('CNI-DN-') ? own : undefined);
     if (chain === undefined) continue;
     const key = `${network}\0${containerId}\0${chain}`;
     if (!seen.has(key)) seen.set(key, { family, network, containerId, chain });
