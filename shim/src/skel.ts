@@ -176,8 +176,9 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   const spoolDir = conf.spoolDir ?? DEFAULT_SPOOL_DIR;
   if (typeof socket !== 'string' || socket === '')
     return fail(new CniError(ErrorCode.InvalidConfig, '"socket" must be a non-empty string'), cniVersion);
-  if (typeof spoolDir !== 'string' || spoolDir === '')
-    return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be a non-empty string'), cniVersion);
+  // Absolute: a relative one would spool a DEL into the runtime's working directory, where stewardd never looks.
+  if (typeof spoolDir !== 'string' || !spoolDir.startsWith('/'))
+    return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be an absolute path'), cniVersion);
 
   const wireEnv: Record<string, string> = {};
   for (const name of CNI_ENV_VARS) {

@@ -166,6 +166,13 @@ describe('parseStewardConf', () => {
     assert.throws(() => parseStewardConf(conf([]), 'eth0'), cniError(ErrorCode.InvalidConfig, 'delegates'));
   });
 
+  test('refuses a relative spoolDir with code 7 and accepts an absolute one', () => {
+    const spool = (spoolDir: string) => ({ ...conf([{ name: 'a', type: 'bridge' }]), spoolDir });
+    assert.throws(() => parseStewardConf(spool('spool'), 'eth0'), cniError(ErrorCode.InvalidConfig, 'spoolDir'));
+    assert.throws(() => parseStewardConf(spool(''), 'eth0'), cniError(ErrorCode.InvalidConfig, 'spoolDir'));
+    assert.equal(parseStewardConf(spool('/var/lib/steward/spool'), 'eth0').delegates.length, 1);
+  });
+
   test('refuses a delegate with both plugins and type, or neither, with code 7', () => {
     assert.throws(
       () => parseStewardConf(conf([{ name: 'a', type: 'bridge', plugins: [{ type: 'bridge' }] }]), 'eth0'),

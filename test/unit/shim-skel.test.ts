@@ -182,6 +182,15 @@ describe('runShim', () => {
     assert.equal(spools[0]?.dir, '/var/lib/steward/spool');
   });
 
+  test('a relative spoolDir is code 7 before anything is sent or spooled (a DEL spooled there would be lost)', async () => {
+    for (const spoolDir of ['spool', './spool', '']) {
+      const { io, sends, spools } = fakeIO({ env: DEL_ENV, stdin: { ...NETCONF, spoolDir }, reply: unreachable });
+      const err = cniErrorOut(await runShim(io), 7);
+      assert.match(err.msg, /"spoolDir" must be an absolute path/);
+      assert.equal(sends.length + spools.length, 0, spoolDir);
+    }
+  });
+
   test('a DEL that can be neither sent nor spooled is code 11', async () => {
     const { io, spools } = fakeIO({
       env: DEL_ENV,

@@ -75,7 +75,7 @@ const stewardSchema = {
     name: { type: 'string', minLength: 1 },
     type: { type: 'string' },
     socket: { type: 'string', minLength: 1 },
-    spoolDir: { type: 'string', minLength: 1 },
+    spoolDir: { type: 'string', pattern: '^/' },
     delegates: { type: 'array', minItems: 1, maxItems: MAX_DELEGATES, items: delegateSchema },
     timeouts: { type: 'object' },
     runtimeConfig: { type: 'object' },
