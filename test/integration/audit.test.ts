@@ -297,10 +297,13 @@ describe('stewardd audit with a CRI runtime', () => {
     assert.ok(!fixtureCalls(fx, 'DEL').some((l) => l.includes(STARTING)), 'no DEL for the starting container');
   });
 
-  it('refuses a bad grace with 400 (exit 4)', async () => {
+  it('refuses a bad grace: the CLI before asking (exit 2), the route with 400', async () => {
     const r = await cli(['audit', '--release', '--grace', 'soon', '--socket', daemon.socket]);
-    assert.equal(r.code, 4, r.stdout + r.stderr);
-    assert.match(r.stderr, /grace must be a duration/);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /--grace must be a duration such as 90s, 15m or 1h30m, got "soon"/);
+    const res = await daemon.request('POST', '/v1/audit?release=true&grace=soon');
+    assert.equal(res.status, 400);
+    assert.match(JSON.stringify(res.json), /grace must be a duration/);
   });
 
   it('refuses a bad cap: the CLI before asking (exit 2), the route with 400', async () => {

@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
-import { DEFAULT_RELEASE_CAP, MAX_RELEASE_CAP, parseCap } from '../audit/options.js';
+import { DEFAULT_RELEASE_CAP, MAX_RELEASE_CAP, parseCap, parseDuration } from '../audit/options.js';
 import { call, CliError, Exit } from './client.js';
 import {
   formatAttachments,
@@ -178,7 +178,14 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
       case 'audit': {
         const q = new URLSearchParams();
         if (p.values.release === true) q.set('release', 'true');
-        if (typeof p.values.grace === 'string') q.set('grace', p.values.grace);
+        if (typeof p.values.grace === 'string') {
+          if (parseDuration(p.values.grace) === undefined)
+            throw new CliError(
+              `--grace must be a duration such as 90s, 15m or 1h30m, got "${p.values.grace}"`,
+              Exit.Usage,
+            );
+          q.set('grace', p.values.grace);
+        }
         if (typeof p.values.cap === 'string') {
           if (parseCap(p.values.cap) === undefined)
             throw new CliError(
