@@ -36,6 +36,7 @@ import { figure, round, sleep } from '../helpers/cri/scenario.js';
 import { startCriSuite } from '../helpers/cri/suite.js';
 import { openDatabase } from '../helpers/sqlite.js';
 import { portmapCall, portmapOwners } from '../helpers/portmap.js';
+import type { AuditJson } from '../../daemon/src/cli/format.js';
 
 const suite = await startCriSuite('e2e-audit', 'stewardd audit under the CRI driver', {
   steward: false,
@@ -57,21 +58,8 @@ const ROUNDS = Math.max(1, Number(process.env.AUDIT_RACE_ROUNDS ?? 5));
 const RACE_PODS = 20;
 const HOUR2 = 2 * 3600;
 
-interface Orphan {
-  kind: string;
-  containerId: string;
-  network: string;
-  ifname: string;
-  ip: string | null;
-  path: string;
-  ageSeconds: number | null;
-  journalled: boolean;
-  released: boolean;
-}
-interface Report {
-  orphans: Orphan[];
-  runtime: { reachable: boolean; endpoint: string | null; sandboxes?: number; message?: string };
-}
+/** The JSON `stewardd audit -o json` prints (the CLI's own type). */
+type Report = AuditJson;
 
 /** `stewardd audit ARGS -o json` over the node's socket; fails unless it exits `code`. */
 async function audit(args: string[], code = 0): Promise<Report> {

@@ -22,30 +22,11 @@ import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { alive, pidWritten, readPid, until } from '../helpers/processes.js';
 import { openDatabase } from '../helpers/sqlite.js';
 
 const env = new TestEnv('k9relax');
 after(() => env.close());
-
-async function until(what: string, cond: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
-const readPid = (file: string): number => Number(readFileSync(file, 'utf8'));
-const pidWritten = (file: string): boolean => existsSync(file) && readPid(file) > 0;
-
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-  } catch {
-    return false;
-  }
-}
 
 function killGroup(pid: number): void {
   try {
@@ -108,7 +89,7 @@ describe('kill -9 right after an unsynced journal commit', () => {
     const [, second] = c.pidFiles(cid) as [string, string, string];
     // The second plugin has started: the first one's result and the second's `adding` were committed
     // (relaxed) just before it, and its process (relaxed) as it started.
-    await until('the second plugin to start', () => pidWritten(second));
+    await until('the second plugin to start', () => pidWritten(second), 15_000, 5);
     await daemon.kill9();
     const answer = await add;
     assert.notEqual(answer.code, 0, 'the ADD cut off by the kill is not answered as added');
@@ -148,15 +129,15 @@ describe('kill -9 right after an unsynced journal commit', () => {
     const [first, second] = c.pidFiles(cid) as [string, string, string];
     // The first plugin runs: the chain's synced commit is on disk, nothing of the ADD after it but
     // possibly the (relaxed) record of this plugin's process.
-    await until('the first plugin to start', () => pidWritten(first));
+    await until('the first plugin to start', () => pidWritten(first), 15_000, 5);
     copyFileSync(db, `${image}.db`);
     if (existsSync(`${db}-wal`)) copyFileSync(`${db}-wal`, `${image}.db-wal`);
-    await until('the second plugin to start', () => pidWritten(second));
+    await until('the second plugin to start', () => pidWritten(second), 15_000, 5);
     assert.equal(leases(c.dataDir, c.network).length, 1, 'the first plugin holds its lease');
     // The power goes: the daemon, its spawner and the plugin die, and the page cache with them.
     await daemon.kill9();
     killGroup(readPid(second));
-    await until('the second plugin to die', () => !alive(readPid(second)));
+    await until('the second plugin to die', () => !alive(readPid(second)), 15_000, 5);
     await add;
     rmSync(`${db}-shm`, { force: true });
     rmSync(`${db}-wal`, { force: true });

@@ -17,6 +17,7 @@ import { Daemon } from '../helpers/daemon.js';
 import { FIXTURE_BIN, TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { alive, pidWritten, readPid, until } from '../helpers/processes.js';
 import { spawn } from 'node:child_process';
 import { runProcess } from '../../daemon/src/plugins/process.js';
 import { describeProcess, stopGroups } from '../../daemon/src/plugins/process-group.js';
@@ -30,16 +31,6 @@ const PER_ROUND = 3;
 const SLEEP_ADD_MS = 1500;
 /** The kill -9 rounds' ADD sleep: longer than any restart, so only a kill can stop it. */
 const ORPHAN_SLEEP_MS = 30_000;
-
-/** Whether a pid names a live (not zombie) process. */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-  } catch {
-    return false;
-  }
-}
 
 /** The pids of a process's live children whose command line contains `needle`. */
 function childrenOf(ppid: number, needle: string): number[] {
@@ -57,18 +48,6 @@ function childrenOf(ppid: number, needle: string): number[] {
   }
   return out;
 }
-
-async function until(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-const readPid = (file: string): number => Number(readFileSync(file, 'utf8'));
-/** Whether the fixture has written its pid (the file exists a moment before its content does). */
-const pidWritten = (file: string): boolean => existsSync(file) && readPid(file) > 0;
 
 /** Kills (at cleanup) every process group a test's fixture recorded, should an assertion fail first. */
 function killRecorded(dir: string): void {
