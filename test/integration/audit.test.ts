@@ -95,6 +95,28 @@ async function fakeRuntime(socket: string, ids: string[]): Promise<void> {
   env.defer(() => new Promise<void>((r) => server.tryShutdown(() => r())));
 }
 
+/** A daemon auditing `s`'s leftovers, asking the CRI runtime on `runtime`; `extra` flags appended. */
+function auditDaemon(
+  name: string,
+  runtime: string,
+  s: { leases: string; cache: string },
+  extra: string[] = [],
+): Daemon {
+  return new Daemon(env, {
+    name,
+    args: [
+      ...FAST_RETRY,
+      '--runtime-endpoint',
+      `unix://${runtime}`,
+      '--audit-lease-dir',
+      s.leases,
+      '--audit-cache-dir',
+      s.cache,
+      ...extra,
+    ],
+  });
+}
+
 function age(path: string, seconds: number): void {
   const t = (Date.now() - seconds * 1000) / 1000;
   utimesSync(path, t, t);
@@ -148,20 +170,7 @@ describe('stewardd audit with a CRI runtime', () => {
     s = seed(join(env.dir, 'node'));
     const runtime = join(env.dir, 'cri.sock');
     await fakeRuntime(runtime, [LIVE]);
-    daemon = new Daemon(env, {
-      name: 'd',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${runtime}`,
-        '--audit-lease-dir',
-        s.leases,
-        '--audit-cache-dir',
-        s.cache,
-        '--audit-portmap-network',
-        PMNET,
-      ],
-    });
+    daemon = auditDaemon('d', runtime, s, ['--audit-portmap-network', PMNET]);
     await daemon.start();
     seedPortmap([LIVE, DEAD_OLD, DEAD_YOUNG]);
     assert.deepEqual(portmapOwners(), ['a', 'b', 'c']);
@@ -321,20 +330,7 @@ describe('stewardd audit with a CRI runtime', () => {
 describe('stewardd audit with no runtime reachable', () => {
   it('reports every leftover as found, releases nothing and exits 5', async () => {
     const s = seed(join(env.dir, 'node2'));
-    const daemon = new Daemon(env, {
-      name: 'd2',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${join(env.dir, 'absent.sock')}`,
-        '--audit-lease-dir',
-        s.leases,
-        '--audit-cache-dir',
-        s.cache,
-        '--audit-portmap-network',
-        PMNET,
-      ],
-    });
+    const daemon = auditDaemon('d2', join(env.dir, 'absent.sock'), s, ['--audit-portmap-network', PMNET]);
     await daemon.start();
     const r = await cli([
       'audit',
@@ -380,18 +376,7 @@ describe('stewardd audit with a runtime that accepts and never answers', () => {
           mute.close(() => r());
         }),
     );
-    const daemon = new Daemon(env, {
-      name: 'dmute',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${muteSocket}`,
-        '--audit-lease-dir',
-        s.leases,
-        '--audit-cache-dir',
-        s.cache,
-      ],
-    });
+    const daemon = auditDaemon('dmute', muteSocket, s);
     await daemon.start();
     const audit = cli(['audit', '--release', '--grace', '1s', '-o', 'json', '--socket', daemon.socket]);
     const t0 = Date.now();
@@ -415,22 +400,12 @@ describe('the periodic audit pass (stewardd run --audit-interval)', () => {
     const s = seed(join(env.dir, 'node3'));
     const runtime = join(env.dir, 'cri3.sock');
     await fakeRuntime(runtime, [LIVE]);
-    const daemon = new Daemon(env, {
-      name: 'd3',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${runtime}`,
-        '--audit-lease-dir',
-        s.leases,
-        '--audit-cache-dir',
-        s.cache,
-        '--audit-portmap-network',
-        `${PMNET}-none`,
-        '--audit-interval',
-        '1s',
-      ],
-    });
+    const daemon = auditDaemon('d3', runtime, s, [
+      '--audit-portmap-network',
+      `${PMNET}-none`,
+      '--audit-interval',
+      '1s',
+    ]);
     await daemon.start();
     await daemon.waitFor('a periodic pass', () => metric(daemon, /^steward_audit_last_run_success 1$/m), 30_000);
     const text = (await daemon.request('GET', '/metrics')).text;
@@ -447,25 +422,15 @@ describe('the periodic audit pass (stewardd run --audit-interval)', () => {
     const s = seed(join(env.dir, 'node4'));
     const runtime = join(env.dir, 'cri4.sock');
     await fakeRuntime(runtime, [LIVE]);
-    const daemon = new Daemon(env, {
-      name: 'd4',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${runtime}`,
-        '--audit-lease-dir',
-        s.leases,
-        '--audit-cache-dir',
-        s.cache,
-        '--audit-portmap-network',
-        `${PMNET}-none`,
-        '--audit-interval',
-        '1s',
-        '--audit-release',
-        '--audit-grace',
-        '1h',
-      ],
-    });
+    const daemon = auditDaemon('d4', runtime, s, [
+      '--audit-portmap-network',
+      `${PMNET}-none`,
+      '--audit-interval',
+      '1s',
+      '--audit-release',
+      '--audit-grace',
+      '1h',
+    ]);
     await daemon.start();
     // Manual audits while periodic passes run: each answers a whole pass of its own.
     const manual = await Promise.all([1, 2, 3].map(() => cli(['audit', '-o', 'json', '--socket', daemon.socket])));
@@ -499,20 +464,7 @@ describe("host-local's lock while scanning", () => {
     const s = seed(join(env.dir, 'node5'));
     const runtime = join(env.dir, 'cri5.sock');
     await fakeRuntime(runtime, [LIVE]);
-    const daemon = new Daemon(env, {
-      name: 'd5',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${runtime}`,
-        '--audit-lease-dir',
-        s.leases,
-        '--audit-cache-dir',
-        s.cache,
-        '--audit-portmap-network',
-        `${PMNET}-none`,
-      ],
-    });
+    const daemon = auditDaemon('d5', runtime, s, ['--audit-portmap-network', `${PMNET}-none`]);
     await daemon.start();
     // util-linux flock on host-local's lock file, as host-local holds it around a reservation.
     const lockFile = join(s.leases, NET, 'lock');
