@@ -44,9 +44,12 @@ function cli(args: string[], opts: { asNobody?: boolean } = {}): Promise<Run> {
 
 /** Drops the fields that change between two reads of /v1/status a moment apart. */
 function stable(status: any): any {
-  const { uptimeSeconds: _u, teardownQueue, lastErrors, ...rest } = status;
+  const { uptimeSeconds: _u, teardownQueue, lastErrors, admission, ...rest } = status;
+  // addPriority is true for a while after an ADD: two reads a moment apart may differ (a flake under load).
+  const { addPriority: _p, ...admissionCounts } = admission ?? {};
   return {
     ...rest,
+    admission: admissionCounts,
     depth: teardownQueue.depth,
     lastErrors: lastErrors.map((e: any) => ({ ...e, nextAttemptAt: undefined })),
   };
