@@ -3,10 +3,18 @@
 // definition serves the project's tests as their CRI client (test/helpers/cri/client.ts).
 
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
+import type * as GrpcJs from '@grpc/grpc-js';
+import type * as ProtoLoader from '@grpc/proto-loader';
 import type { RuntimeInfo } from './run.js';
+
+// The gRPC libraries are loaded on first use, not at start: imported, they add ~15 MiB to the RSS of
+// every daemon, most of which never audits (the restart row of `npm run bench`). Both are CommonJS,
+// so a synchronous require serves.
+const require = createRequire(import.meta.url);
+let grpcJs: typeof GrpcJs | undefined;
+const grpc = (): typeof GrpcJs => (grpcJs ??= require('@grpc/grpc-js') as typeof GrpcJs);
 
 /** runtime.proto ships beside dist/ and src/ (daemon/proto), so both resolve it the same way. */
 export const RUNTIME_PROTO = fileURLToPath(new URL('../../proto/runtime.proto', import.meta.url));
@@ -14,10 +22,11 @@ export const RUNTIME_PROTO = fileURLToPath(new URL('../../proto/runtime.proto', 
 /** Probed in this order when --runtime-endpoint is absent. */
 export const DEFAULT_RUNTIME_SOCKETS = ['/run/containerd/containerd.sock', '/var/run/crio/crio.sock'] as const;
 
-let definition: grpc.GrpcObject | undefined;
+let definition: GrpcJs.GrpcObject | undefined;
 /** The RuntimeService of runtime.proto. */
-export function runtimeServiceCtor(): grpc.ServiceClientConstructor {
-  definition ??= grpc.loadPackageDefinition(
+export function runtimeServiceCtor(): GrpcJs.ServiceClientConstructor {
+  const protoLoader = require('@grpc/proto-loader') as typeof ProtoLoader;
+  definition ??= grpc().loadPackageDefinition(
     protoLoader.loadSync(RUNTIME_PROTO, {
       keepCase: false,
       longs: String,
@@ -26,20 +35,20 @@ export function runtimeServiceCtor(): grpc.ServiceClientConstructor {
       oneofs: true,
     }),
   );
-  const v1 = (definition.runtime as grpc.GrpcObject).v1 as grpc.GrpcObject;
-  return v1.RuntimeService as grpc.ServiceClientConstructor;
+  const v1 = (definition.runtime as GrpcJs.GrpcObject).v1 as GrpcJs.GrpcObject;
+  return v1.RuntimeService as GrpcJs.ServiceClientConstructor;
 }
 
 type Unary = (
   req: unknown,
-  meta: grpc.Metadata,
-  opts: grpc.CallOptions,
-  cb: (e: grpc.ServiceError | null, r: { items?: Array<{ id?: string }> }) => void,
+  meta: GrpcJs.Metadata,
+  opts: GrpcJs.CallOptions,
+  cb: (e: GrpcJs.ServiceError | null, r: { items?: Array<{ id?: string }> }) => void,
 ) => void;
 
 /** A runtime source: the sandbox ids listed (null when unreachable) and what the report says of it. */
 export class CriRuntime {
-  private client: grpc.Client | undefined;
+  private client: GrpcJs.Client | undefined;
 
   private last: RuntimeInfo;
 
@@ -74,13 +83,13 @@ export class CriRuntime {
     if (this.client === undefined || this.client.getChannel().getTarget() !== `unix:${socket}`) {
       this.client?.close();
       const Ctor = runtimeServiceCtor();
-      this.client = new Ctor(endpoint, grpc.credentials.createInsecure());
+      this.client = new Ctor(endpoint, grpc().credentials.createInsecure());
     }
     const client = this.client;
     const fn = (client as unknown as Record<string, Unary>).ListPodSandbox!.bind(client);
     try {
       const r = await new Promise<{ items?: Array<{ id?: string }> }>((resolve, reject) =>
-        fn({ filter: {} }, new grpc.Metadata(), { deadline: Date.now() + this.timeoutMs }, (e, res) =>
+        fn({ filter: {} }, new (grpc().Metadata)(), { deadline: Date.now() + this.timeoutMs }, (e, res) =>
           e ? reject(e) : resolve(res),
         ),
       );

@@ -1,8 +1,7 @@
 // Asking the Kubernetes API whether this daemon's own DaemonSet still exists, with the pod's
-// service-account token and CA (in-cluster config). undici is already the daemon's HTTP client.
+// service-account token and CA (in-cluster config). undici is the daemon's HTTP client, loaded only when asked.
 
 import { readFileSync } from 'node:fs';
-import { Agent, request } from 'undici';
 
 export interface ApiAccess {
   /** https://host:port of the API server. */
@@ -29,6 +28,8 @@ export async function daemonSetState(a: ApiAccess): Promise<DaemonSetState> {
   } catch (e) {
     return { kind: 'unknown', why: `cannot read service-account credentials: ${(e as Error).message}` };
   }
+  // Loaded here, at SIGTERM, not at start: imported, undici adds ~25 MiB to every daemon's RSS.
+  const { Agent, request } = await import('undici');
   const path = `/apis/apps/v1/namespaces/${encodeURIComponent(a.namespace)}/daemonsets/${encodeURIComponent(a.daemonSet)}`;
   const dispatcher = new Agent({
     connect: { ca, timeout: a.timeoutMs },

@@ -222,7 +222,13 @@ export class Store {
    * at all yields the error as its one problem.
    */
   quickCheck(maxProblems = 20): string[] {
+    // With a 1 MiB page cache: the check reads every page once, and at the default size SQLite would
+    // keep ~16 MiB of them for the daemon's lifetime (RSS 104 -> 88 MiB at 10,000 attachments, the
+    // restart row of `npm run bench`), at no cost in time (the OS page cache serves the reads).
+    let cacheSize: number | undefined;
     try {
+      cacheSize = this.pragmaValue('cache_size') as number;
+      this.db.exec('PRAGMA cache_size = -1024');
       const rows = this.cached(`PRAGMA quick_check(${Math.trunc(maxProblems)})`).all() as Array<{
         quick_check: string;
       }>;
@@ -230,6 +236,8 @@ export class Store {
       return out.length === 1 && out[0] === 'ok' ? [] : out;
     } catch (e) {
       return [(e as Error).message];
+    } finally {
+      if (cacheSize !== undefined) this.db.exec(`PRAGMA cache_size = ${Math.trunc(cacheSize)}`);
     }
   }
 
