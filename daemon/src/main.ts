@@ -14,7 +14,7 @@ commands:
   attachments  list attachments: --state S, --pod NAMESPACE/NAME, --container ID
   teardowns    pending and abandoned teardown steps
   retry        run pending teardowns now
-  audit        leases, cache files and attachments no live sandbox owns (--release frees them)
+  audit        leases, cache files, portmap rules and attachments no live sandbox owns (--release frees them)
   version      print the version
 status, attachments, teardowns, retry and audit print tables, or the API's JSON with -o json (<command> --help)`;
 

@@ -138,7 +138,7 @@ export class Metrics {
   });
   readonly auditOrphansPastGrace = new Gauge({
     name: 'steward_audit_orphans_past_grace',
-    help: "Of steward_audit_orphans, those older than the pass's grace (a release would free them), by kind",
+    help: "Of steward_audit_orphans, those older than the pass's grace whose owner the runtime said is gone (a release would free them), by kind",
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
@@ -272,7 +272,10 @@ export class Metrics {
         continue;
       }
       held.set(x.kind, (held.get(x.kind) ?? 0) + 1);
-      if (x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs) past.set(x.kind, (past.get(x.kind) ?? 0) + 1);
+      // Past the grace only when the runtime said its owner is gone: with no runtime the owner is unknown
+      // (StewardAuditFailing says so), and nothing would be released.
+      if (r.runtime.reachable && x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs)
+        past.set(x.kind, (past.get(x.kind) ?? 0) + 1);
     }
     for (const kind of new Set([...AUDIT_KINDS, ...held.keys()])) {
       this.auditOrphans.set({ kind }, held.get(kind) ?? 0);

@@ -13,9 +13,8 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { basename, join } from 'node:path';
-import * as grpc from '@grpc/grpc-js';
-import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
+import { fakeRuntime } from '../helpers/fake-cri.js';
 import { portmapCall, portmapOwners as portmapOwnersOf } from '../helpers/portmap.js';
 import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
@@ -80,19 +79,6 @@ function cli(args: string[]): Promise<Run> {
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
-}
-
-/** A fake CRI runtime listing `ids` as its sandboxes; stopped by env.close(). */
-async function fakeRuntime(socket: string, ids: string[]): Promise<void> {
-  const server = new grpc.Server();
-  server.addService(runtimeServiceCtor().service, {
-    ListPodSandbox: (_call: unknown, cb: grpc.sendUnaryData<unknown>) =>
-      cb(null, { items: ids.map((i) => ({ id: i, state: 'SANDBOX_READY' })) }),
-  });
-  await new Promise<void>((resolve, reject) =>
-    server.bindAsync(`unix://${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
-  );
-  env.defer(() => new Promise<void>((r) => server.tryShutdown(() => r())));
 }
 
 /** A daemon auditing `s`'s leftovers, asking the CRI runtime on `runtime`; `extra` flags appended. */
@@ -169,7 +155,7 @@ describe('stewardd audit with a CRI runtime', () => {
   before(async () => {
     s = seed(join(env.dir, 'node'));
     const runtime = join(env.dir, 'cri.sock');
-    await fakeRuntime(runtime, [LIVE]);
+    await fakeRuntime(env, runtime, [LIVE]);
     daemon = auditDaemon('d', runtime, s, ['--audit-portmap-network', PMNET]);
     await daemon.start();
     seedPortmap([LIVE, DEAD_OLD, DEAD_YOUNG]);
@@ -399,7 +385,7 @@ describe('the periodic audit pass (stewardd run --audit-interval)', () => {
   it('report only by default: the leftovers are counted in the metrics and nothing is released', async () => {
     const s = seed(join(env.dir, 'node3'));
     const runtime = join(env.dir, 'cri3.sock');
-    await fakeRuntime(runtime, [LIVE]);
+    await fakeRuntime(env, runtime, [LIVE]);
     const daemon = auditDaemon('d3', runtime, s, [
       '--audit-portmap-network',
       `${PMNET}-none`,
@@ -421,7 +407,7 @@ describe('the periodic audit pass (stewardd run --audit-interval)', () => {
   it('--audit-release frees what is past --audit-grace on its own; a manual audit meanwhile waits its turn', async () => {
     const s = seed(join(env.dir, 'node4'));
     const runtime = join(env.dir, 'cri4.sock');
-    await fakeRuntime(runtime, [LIVE]);
+    await fakeRuntime(env, runtime, [LIVE]);
     const daemon = auditDaemon('d4', runtime, s, [
       '--audit-portmap-network',
       `${PMNET}-none`,
@@ -463,7 +449,7 @@ describe("host-local's lock while scanning", () => {
   it('a scan waits while host-local holds a network lock, then reads what was written under it', async () => {
     const s = seed(join(env.dir, 'node5'));
     const runtime = join(env.dir, 'cri5.sock');
-    await fakeRuntime(runtime, [LIVE]);
+    await fakeRuntime(env, runtime, [LIVE]);
     const daemon = auditDaemon('d5', runtime, s, ['--audit-portmap-network', `${PMNET}-none`]);
     await daemon.start();
     // util-linux flock on host-local's lock file, as host-local holds it around a reservation.

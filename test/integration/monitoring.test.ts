@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
+import { fakeRuntime } from '../helpers/fake-cri.js';
 import { TestEnv } from '../helpers/env.js';
 import { SYNTHETIC, dashboardExprs, exposedNames, metricNames, ruleGroups, rules } from '../helpers/monitoring.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -304,22 +305,25 @@ describe('a real Prometheus scraping a real stewardd', () => {
 
 describe('a real Prometheus and the audit alerts', () => {
   it(
-    'sees StewardAuditFailing and StewardOrphansHeld fire for a daemon whose periodic audit finds an old lease and no runtime',
-    { timeout: 120_000 },
+    'sees StewardOrphansHeld fire for an old orphan lease, then StewardAuditFailing instead once the runtime is gone',
+    { timeout: 150_000 },
     async () => {
-      // An old leftover lease (host-local's format, 2 h old) and no runtime: every pass reports it as an
-      // orphan past the grace (owner unknown, nothing released) and is not a success.
+      // An old leftover lease (host-local's format, 2 h old) whose sandbox the runtime does not list:
+      // every pass reports it past the grace (report only, nothing released). Then the runtime stops:
+      // the passes fail, the lease's owner is unknown, and only StewardAuditFailing stays.
       const leases = join(env.dir, 'audit-networks');
       mkdirSync(join(leases, 'auditnet'), { recursive: true });
       const lease = join(leases, 'auditnet', '10.78.0.10');
       writeFileSync(lease, `${'b'.repeat(64)}\r\neth0`);
       const t = (Date.now() - 7200_000) / 1000;
       utimesSync(lease, t, t);
+      const runtime = join(env.dir, 'cri.sock');
+      const stopRuntime = await fakeRuntime(env, runtime, ['c'.repeat(64)]);
       const { daemon, addr } = await daemonWithListener('audit-alerts', [
         '--audit-interval',
         '1s',
         '--runtime-endpoint',
-        `unix://${join(env.dir, 'no-runtime.sock')}`,
+        `unix://${runtime}`,
         '--audit-lease-dir',
         leases,
         '--audit-cache-dir',
@@ -328,11 +332,10 @@ describe('a real Prometheus and the audit alerts', () => {
         'no-such-network',
       ]);
       const scrape = async () => (await fetch(`http://${addr}/metrics`)).text();
-      await poll('a periodic audit pass', 30_000, async () =>
-        /^steward_audit_last_run_timestamp_seconds [1-9]/m.test(await scrape()) ? true : undefined,
+      await poll('a successful periodic audit pass', 30_000, async () =>
+        /^steward_audit_last_run_success 1$/m.test(await scrape()) ? true : undefined,
       );
-      const text = await scrape();
-      assert.match(text, /^steward_audit_last_run_success 0$/m);
+      let text = await scrape();
       assert.match(text, /^steward_audit_orphans\{kind="lease"\} 1$/m);
       assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
       assert.match(text, /^steward_audit_released_total\{kind="lease"\} 0$/m);
@@ -349,7 +352,7 @@ describe('a real Prometheus and the audit alerts', () => {
       failing.for = '2s';
       const prom = new Prometheus(env, { targets: [addr], groups, intervalSeconds: 1 });
       await prom.start();
-      for (const name of ['StewardAuditFailing', 'StewardOrphansHeld']) {
+      const fires = async (name: string) => {
         const firing = await poll(`${name} to fire`, 60_000, async () =>
           (await prom.alerts(name)).find((a) => a.state === 'firing'),
         );
@@ -357,7 +360,22 @@ describe('a real Prometheus and the audit alerts', () => {
           { instance: firing.labels.instance, job: firing.labels.job, severity: firing.labels.severity },
           { instance: addr, job: 'steward', severity: 'warning' },
         );
-      }
+      };
+      await fires('StewardOrphansHeld');
+      assert.equal(await prom.ruleState('StewardAuditFailing'), 'inactive');
+
+      await stopRuntime();
+      await poll('a pass that reached no runtime', 30_000, async () =>
+        /^steward_audit_last_run_success 0$/m.test(await scrape()) ? true : undefined,
+      );
+      text = await scrape();
+      assert.match(text, /^steward_audit_orphans\{kind="lease"\} 1$/m, 'still reported, owner unknown');
+      assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 0$/m);
+      await fires('StewardAuditFailing');
+      await poll('StewardOrphansHeld to resolve', 60_000, async () =>
+        (await prom.ruleState('StewardOrphansHeld')) === 'inactive' ? true : undefined,
+      );
+      assert.ok(readFileSync(lease, 'utf8').startsWith('b'), 'nothing released');
       await prom.stop();
       await daemon.stop();
     },

@@ -4,7 +4,9 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { parsePortmapRules, portmapDelConfig, portmapFindings } from '../../daemon/src/audit/portmap.js';
+import { pino } from 'pino';
+import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from '../../daemon/src/audit/portmap.js';
+import { scanPortmap } from '../../daemon/src/audit/run.js';
 
 const A = 'a'.repeat(64);
 const B = 'b'.repeat(64);
@@ -87,5 +89,53 @@ describe('audit: portmap rules', () => {
     assert.equal(c.name, 'pm-net.1');
     assert.equal(c.type, 'portmap');
     assert.equal(c.runtimeConfig.portMappings.length, 1);
+  });
+
+  it('a rule ages from when this daemon first saw it, across passes and a pass whose table could not be read', async () => {
+    const firstSeen = new Map<string, number>();
+    let save: string | Error = SAVE;
+    const deps = {
+      readNat: async (family: Family) => {
+        if (family === 'ip6tables') return '*nat\nCOMMIT\n';
+        if (save instanceof Error) throw save;
+        return save;
+      },
+      firstSeen,
+      log: pino({ level: 'silent' }),
+    };
+    const ages = async (now: number) =>
+      (await scanPortmap(deps, new Set(), [], now)).map((f) => [f.containerId, f.mtimeMs]).sort();
+    assert.deepEqual(await ages(1000), [
+      [A, 1000],
+      [B, 1000],
+    ]);
+    assert.deepEqual(await ages(5000), [
+      [A, 1000],
+      [B, 1000],
+    ]);
+    save = new Error('iptables-save: resource busy');
+    assert.deepEqual(await ages(9000), [], 'no rules from an unread table');
+    save = SAVE;
+    assert.deepEqual(
+      await ages(9500),
+      [
+        [A, 1000],
+        [B, 1000],
+      ],
+      'an unread table did not restart their age',
+    );
+    save = SAVE.split('\n')
+      .filter((l) => !l.includes(B))
+      .join('\n');
+    assert.deepEqual(await ages(10_000), [[A, 1000]]);
+    save = SAVE;
+    assert.deepEqual(
+      await ages(11_000),
+      [
+        [A, 1000],
+        [B, 11_000],
+      ],
+      'a rule gone from a table that was read ages anew when it comes back',
+    );
   });
 });

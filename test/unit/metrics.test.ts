@@ -104,4 +104,50 @@ describe('Metrics', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  test('an audit pass: held orphans by kind; past the grace only when the runtime answered; releases counted', async () => {
+    const m = new Metrics(source);
+    const orphan = (kind: string, ageSeconds: number | null, released = false) => ({
+      kind: kind as 'lease',
+      containerId: 'c'.repeat(64),
+      network: 'n',
+      ifname: 'eth0',
+      ip: null,
+      path: '/p',
+      ageSeconds,
+      journalled: false,
+      released,
+    });
+    const orphans = [orphan('lease', 7200), orphan('lease', 60), orphan('cache', null), orphan('lease', 9000, true)];
+    m.recordAudit({
+      at: 5000,
+      graceMs: 900_000,
+      report: { orphans, runtime: { reachable: true, endpoint: 'e', sandboxes: 1 } },
+    });
+    let text = await m.registry.metrics();
+    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
+    assert.match(text, /^steward_audit_orphans\{kind="cache"\} 1$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="cache"\} 0$/m, 'no age evidence: young');
+    assert.match(text, /^steward_audit_released_total\{kind="lease"\} 1$/m);
+    assert.match(text, /^steward_audit_last_run_success 1$/m);
+    assert.match(text, /^steward_audit_last_run_timestamp_seconds 5$/m);
+
+    // No runtime: the same findings are held, owner unknown, none of them past the grace.
+    m.recordAudit({
+      at: 6000,
+      graceMs: 900_000,
+      report: { orphans: orphans.slice(0, 3), runtime: { reachable: false, endpoint: null } },
+    });
+    text = await m.registry.metrics();
+    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 0$/m);
+    assert.match(text, /^steward_audit_last_run_success 0$/m);
+
+    // A pass that failed outright leaves the gauges as they were.
+    m.recordAudit({ at: 7000, graceMs: 900_000, error: new Error('journal closed') });
+    text = await m.registry.metrics();
+    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
+    assert.match(text, /^steward_audit_last_run_timestamp_seconds 7$/m);
+  });
 });

@@ -192,20 +192,23 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
 }
 
 /** portmap's rules, each aged by its container's oldest file evidence, else by when first seen. */
-async function scanPortmap(
-  deps: AuditDeps,
+/** portmap's findings from both nat tables (exported for its unit test). */
+export async function scanPortmap(
+  deps: Pick<AuditDeps, 'readNat' | 'portmapNetworks' | 'firstSeen' | 'log'>,
   journalled: ReadonlySet<string>,
   files: readonly Finding[],
   nowMs: number,
 ): Promise<Finding[]> {
   if (deps.readNat === undefined) return [];
   const rules = [];
+  const unread = new Set<Family>();
   for (const family of ['iptables', 'ip6tables'] as const) {
     try {
       const only = deps.portmapNetworks ?? [];
       const found = parsePortmapRules(family, await deps.readNat(family));
       rules.push(...(only.length === 0 ? found : found.filter((r) => only.includes(r.network))));
     } catch (e) {
+      unread.add(family);
       deps.log.warn({ family, err: (e as Error).message }, "audit: cannot read the nat table; portmap's rules skipped");
     }
   }
@@ -222,7 +225,9 @@ async function scanPortmap(
     if (!firstSeen.has(key)) firstSeen.set(key, nowMs);
     return oldest.get(id) ?? (firstSeen.get(key) as number);
   });
-  for (const key of firstSeen.keys()) if (!current.has(key)) firstSeen.delete(key);
+  // A rule not seen this pass is gone, unless its table could not be read: then it keeps its age.
+  for (const key of firstSeen.keys())
+    if (!current.has(key) && !unread.has(key.split(' ', 1)[0] as Family)) firstSeen.delete(key);
   return out;
 }
 

@@ -54,7 +54,9 @@ ${COMMON}`,
   --release            also release the orphans older than the grace (a journalled one through its normal
                        teardown, an unjournalled lease through a host-local DEL, a portmap rule through a
                        portmap DEL, a cache file by removal)
-  --grace DUR          only release what was last modified longer ago than DUR (default 15m; e.g. 90s, 2h)
+  --grace DUR          only release what is older than DUR (default 15m; e.g. 90s, 2h): a file by its
+                       modification time, an attachment by its last journal change, a portmap rule by
+                       its container's oldest lease or cache file, else when this daemon first saw it
   --cap N              release at most N orphans in this run (default ${DEFAULT_RELEASE_CAP}; 0 releases none)
 ${COMMON.replace('(default 5)', `(default ${AUDIT_TIMEOUT_S})`)}`,
 };

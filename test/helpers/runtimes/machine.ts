@@ -86,11 +86,19 @@ export function snapshot(): MachineState {
   };
 }
 
-/** True when the tree holds nothing but directories, empty files and lock files. */
+/**
+ * containers/image's cache of blob digests: podman and skopeo running as root write it under
+ * /var/lib/containers/cache whatever their --root says (ctr.test.ts's `podman save` made it on a fresh
+ * machine). A cache of what this suite's own images held, so a husk once the suite is done.
+ */
+const BLOB_INFO_CACHE = 'blob-info-cache-v1.boltdb';
+
+/** True when the tree holds nothing but directories, empty files, lock files and the blob-info cache. */
 function onlyHusks(path: string): boolean {
   const st = lstatSync(path);
   if (st.isDirectory()) return readdirSync(path).every((e) => onlyHusks(join(path, e)));
-  if (st.isFile()) return st.size === 0 || /(^|\.)lock$/.test(path.split('/').pop() ?? '');
+  const name = path.split('/').pop() ?? '';
+  if (st.isFile()) return st.size === 0 || /(^|\.)lock$/.test(name) || name === BLOB_INFO_CACHE;
   return false;
 }
 
