@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
 import { run } from '../../helpers/runtimes/exec.js';
 import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
-import { CNI_CONF_DIR, OPT_CNI_BIN } from '../../helpers/runtimes/machine.js';
+import { CNI_CONF_DIR, OPT_CNI_BIN, firstUseNow } from '../../helpers/runtimes/machine.js';
 import { RuntimeHost, ipv4Of } from '../../helpers/runtimes/host.js';
 import { Podman } from '../../helpers/runtimes/podman.js';
 import { podmanIn, provideImage } from '../../helpers/pod/image.js';
@@ -80,9 +80,11 @@ let host: RuntimeHost | undefined;
 let podman: Podman | undefined;
 try {
   if (reason === undefined) {
-    // Built before taking the machine-wide lock: the build touches only the test's own storage.
+    // Built before taking the machine-wide lock: the build touches only the test's own storage, and
+    // containers/image's blob-info cache under /var/lib/containers (made there whatever the storage).
+    const firstUse = firstUseNow();
     process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage(storage, IMAGE, env.dir)}\n`);
-    host = await RuntimeHost.create(env);
+    host = await RuntimeHost.create(env, firstUse);
     // The host's podman finds `steward` only where the init container put it.
     podman = await Podman.setup(host, { pluginDirs: [OPT_CNI_BIN, SYSTEM_CNI_BIN] });
     reason = await podman.probe();

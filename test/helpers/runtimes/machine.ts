@@ -75,6 +75,11 @@ function iptablesRules(): string[] {
   return lines.sort();
 }
 
+/** Which first-use paths exist now (for a test that makes files before it takes the machine lock). */
+export function firstUseNow(): Record<string, boolean> {
+  return Object.fromEntries(FIRST_USE_PATHS.map((p) => [p, existsSync(p)]));
+}
+
 export function snapshot(): MachineState {
   return {
     confDir: listDir(CNI_CONF_DIR) ?? [],
@@ -82,7 +87,7 @@ export function snapshot(): MachineState {
     dropIns: listDir(DROP_IN_DIR),
     iptables: iptablesRules(),
     ipForward: readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim(),
-    firstUse: Object.fromEntries(FIRST_USE_PATHS.map((p) => [p, existsSync(p)])),
+    firstUse: firstUseNow(),
   };
 }
 
