@@ -5,18 +5,37 @@ import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
 import type { TestEnv } from './env.js';
 
-/** Serves `ids` as the runtime's sandboxes on `socket`; stopped by the returned stop() or env.close(). */
-export async function fakeRuntime(env: TestEnv, socket: string, ids: string[]): Promise<() => Promise<void>> {
+export interface FakeRuntime {
+  /** ListPodSandbox calls received so far. */
+  calls(): number;
+  /** A runtime that died: the server stops at once, its connections cut. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Serves `ids` as the runtime's sandboxes on `socket`; stopped by stop() or env.close(). With
+ * `answer: N`, only the first N ListPodSandbox calls are answered and the later ones never are (a runtime
+ * that hangs mid-pass: the daemon's deadline ends each).
+ */
+export async function fakeRuntime(
+  env: TestEnv,
+  socket: string,
+  ids: string[],
+  opts: { answer?: number } = {},
+): Promise<FakeRuntime> {
+  let calls = 0;
   const server = new grpc.Server();
   server.addService(runtimeServiceCtor().service, {
-    ListPodSandbox: (_call: unknown, cb: grpc.sendUnaryData<unknown>) =>
-      cb(null, { items: ids.map((i) => ({ id: i, state: 'SANDBOX_READY' })) }),
+    ListPodSandbox: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
+      calls += 1;
+      if (opts.answer !== undefined && calls > opts.answer) return;
+      cb(null, { items: ids.map((i) => ({ id: i, state: 'SANDBOX_READY' })) });
+    },
   });
   await new Promise<void>((resolve, reject) =>
     server.bindAsync(`unix://${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())),
   );
-  // forceShutdown: a runtime that died, its connections cut, not one that drains.
   const stop = async () => server.forceShutdown();
   env.defer(stop);
-  return stop;
+  return { calls: () => calls, stop };
 }

@@ -379,6 +379,46 @@ describe('stewardd audit with a runtime that accepts and never answers', () => {
   });
 });
 
+describe('stewardd audit with a runtime that stops answering during the pass', () => {
+  it('one re-ask waits out its deadline, then no more asks and no more releases in that pass; exit 5', async () => {
+    const s = seed(join(env.dir, 'node-hang'));
+    // Two more dead sandboxes' leases, 2 hours old: four releasable orphans with the cache entry.
+    for (const [ip, cid] of [
+      ['10.77.0.20', id('7')],
+      ['10.77.0.21', id('8')],
+    ] as const) {
+      const p = join(s.leases, NET, ip);
+      writeFileSync(p, `${cid}\r\neth0`);
+      age(p, 7200);
+    }
+    const runtime = join(env.dir, 'cri-hang.sock');
+    // Answers the pass's first ask and the first release's re-ask; the next ask hangs.
+    const cri = await fakeRuntime(env, runtime, [LIVE], { answer: 2 });
+    const daemon = auditDaemon('dhang', runtime, s, ['--audit-portmap-network', `${PMNET}-none`]);
+    await daemon.start();
+    const before = cri.calls();
+    const r = await cli(['audit', '--release', '--grace', '1h', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(r.code, 5, r.stderr);
+    assert.equal(cri.calls() - before, 3, 'the scan, one answered re-ask, one that hung; none after it');
+    const body = JSON.parse(r.stdout) as {
+      orphans: Array<{ released: boolean; path: string }>;
+      runtime: { reachable: boolean };
+    };
+    assert.equal(body.runtime.reachable, false);
+    const released = body.orphans.filter((o) => o.released);
+    assert.equal(released.length, 1, JSON.stringify(body.orphans));
+    assert.ok(!existsSync(released[0]!.path), 'the one released before the runtime hung is gone');
+    for (const o of body.orphans) if (!o.released) assert.ok(existsSync(o.path), o.path);
+    assert.match(
+      readFileSync(daemon.logFile, 'utf8'),
+      /audit: the runtime stopped answering; no more releases this pass/,
+    );
+    const lines = readFileSync(daemon.logFile, 'utf8').match(/audit: released an orphan/g) ?? [];
+    assert.equal(lines.length, 1);
+    await daemon.stop();
+  });
+});
+
 describe('the periodic audit pass (stewardd run --audit-interval)', () => {
   const metric = async (daemon: Daemon, re: RegExp) => re.test((await daemon.request('GET', '/metrics')).text);
 

@@ -318,7 +318,7 @@ describe('a real Prometheus and the audit alerts', () => {
       const t = (Date.now() - 7200_000) / 1000;
       utimesSync(lease, t, t);
       const runtime = join(env.dir, 'cri.sock');
-      const stopRuntime = await fakeRuntime(env, runtime, ['c'.repeat(64)]);
+      const cri = await fakeRuntime(env, runtime, ['c'.repeat(64)]);
       const { daemon, addr } = await daemonWithListener('audit-alerts', [
         '--audit-interval',
         '1s',
@@ -364,7 +364,7 @@ describe('a real Prometheus and the audit alerts', () => {
       await fires('StewardOrphansHeld');
       assert.equal(await prom.ruleState('StewardAuditFailing'), 'inactive');
 
-      await stopRuntime();
+      await cri.stop();
       await poll('a pass that reached no runtime', 30_000, async () =>
         /^steward_audit_last_run_success 0$/m.test(await scrape()) ? true : undefined,
       );

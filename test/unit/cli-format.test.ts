@@ -1,7 +1,7 @@
 // The CLI's human output (daemon/src/cli/format.ts) as pure functions of the API's JSON and a clock.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { duration, formatStatus, pod, when } from '../../daemon/src/cli/format.js';
+import { duration, formatAudit, formatStatus, pod, when } from '../../daemon/src/cli/format.js';
 
 describe('CLI time formatting', () => {
   test('durations are short and next retries say how far away they are', () => {
@@ -64,5 +64,43 @@ describe('CLI pod column', () => {
     assert.equal(pod({ podNamespace: null, podName: 'quirky_turing' }), 'quirky_turing');
     assert.equal(pod({ podNamespace: null, podName: null }), '-');
     assert.equal(pod({}), '-');
+  });
+});
+
+describe('CLI audit table', () => {
+  const orphan = (released: boolean) => ({
+    kind: 'lease' as const,
+    containerId: 'b'.repeat(64),
+    network: 'cbr0',
+    ifname: 'eth0',
+    ip: '10.77.0.10',
+    path: '/var/lib/cni/networks/cbr0/10.77.0.10',
+    ageSeconds: 7200,
+    journalled: false,
+    released,
+  });
+  test('the runtime line: listed sandboxes; unreachable from the start; or lost during the pass after releases', () => {
+    const ok = formatAudit({
+      orphans: [orphan(false)],
+      runtime: { reachable: true, endpoint: 'unix:///c.sock', sandboxes: 3 },
+    });
+    assert.match(ok, /^runtime: unix:\/\/\/c\.sock \(3 sandboxes\)\nKIND +CONTAINER/);
+    assert.match(
+      ok,
+      /lease +bbbbbbbbbbbbb +cbr0 +eth0 +10\.77\.0\.10 +2h00m +no +no +\/var\/lib\/cni\/networks\/cbr0\/10\.77\.0\.10/,
+    );
+    const down = { reachable: false, endpoint: 'unix:///c.sock', message: 'ListPodSandbox failed: x' };
+    assert.match(
+      formatAudit({ orphans: [orphan(false)], runtime: down }),
+      /^runtime: UNREACHABLE unix:\/\/\/c\.sock: ListPodSandbox failed: x; every finding is owner-unknown and nothing was released$/m,
+    );
+    assert.match(
+      formatAudit({ orphans: [orphan(true), orphan(false)], runtime: down }),
+      /; it stopped answering during the pass: nothing was released after that$/m,
+    );
+    assert.match(
+      formatAudit({ orphans: [], runtime: { reachable: true, endpoint: 'e', sandboxes: 0 } }),
+      /\nno orphans$/,
+    );
   });
 });

@@ -182,17 +182,20 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
 
   const tornDown = new Set<string>();
   const unmapped = new Set<string>();
+  const pass: PassState = { runtimeLost: false };
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
     if (!d.orphan || !stillHeld(d.finding)) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped, guard) : false;
+    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped, guard, pass) : false;
     orphans.push({ ...view(d), released });
   }
   return { orphans, runtime: deps.runtime() };
 }
 
-/** portmap's rules, each aged by its container's oldest file evidence, else by when first seen. */
-/** portmap's findings from both nat tables (exported for its unit test). */
+/**
+ * portmap's rules from both nat tables, each aged by its container's oldest file evidence, else by
+ * when first seen (exported for its unit test).
+ */
 export async function scanPortmap(
   deps: Pick<AuditDeps, 'readNat' | 'portmapNetworks' | 'firstSeen' | 'log'>,
   journalled: ReadonlySet<string>,
@@ -289,6 +292,12 @@ function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findings: rea
   };
 }
 
+/** What one pass's releases learn as they go. */
+interface PassState {
+  /** The runtime stopped answering a re-ask: no more releases (nor asks, each up to its deadline) this pass. */
+  runtimeLost: boolean;
+}
+
 async function release(
   deps: AuditDeps,
   d: Decision,
@@ -296,12 +305,19 @@ async function release(
   tornDown: Set<string>,
   unmapped: Set<string>,
   guard: ReturnType<typeof sandboxGuard>,
+  pass: PassState,
 ): Promise<boolean> {
   const f = d.finding;
+  if (pass.runtimeLost) return false;
   // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds, and so
   // does one whose ADD began or whose network namespace is back.
   const again = await deps.listSandboxes();
-  if (again === null || again.includes(f.containerId) || !guard.stillDead(f.containerId)) return false;
+  if (again === null) {
+    pass.runtimeLost = true;
+    deps.log.warn({ runtime: deps.runtime() }, 'audit: the runtime stopped answering; no more releases this pass');
+    return false;
+  }
+  if (again.includes(f.containerId) || !guard.stillDead(f.containerId)) return false;
   const evidence = { ...view(d), runtimeSandboxes: again.length };
   try {
     if (f.journalled && f.kind !== 'cache') {

@@ -162,7 +162,11 @@ export function formatAudit(a: AuditJson): string {
   const rt = a.runtime;
   const runtime = rt.reachable
     ? `runtime: ${rt.endpoint ?? '?'} (${rt.sandboxes ?? 0} sandboxes)`
-    : `runtime: UNREACHABLE${rt.endpoint === null ? '' : ` ${rt.endpoint}`}${rt.message ? `: ${rt.message}` : ''}; every finding is owner-unknown and nothing was released`;
+    : `runtime: UNREACHABLE${rt.endpoint === null ? '' : ` ${rt.endpoint}`}${rt.message ? `: ${rt.message}` : ''}; ${
+        a.orphans.some((o) => o.released)
+          ? 'it stopped answering during the pass: nothing was released after that'
+          : 'every finding is owner-unknown and nothing was released'
+      }`;
   if (a.orphans.length === 0)
     return `${runtime}
 no orphans`;
