@@ -272,9 +272,10 @@ export class Metrics {
         continue;
       }
       held.set(x.kind, (held.get(x.kind) ?? 0) + 1);
-      // Past the grace only when the runtime said its owner is gone: with no runtime the owner is unknown
-      // (StewardAuditFailing says so), and nothing would be released.
-      if (r.runtime.reachable && x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs)
+      // Past the grace only when the runtime said its owner is gone (its first ask answered): with no
+      // runtime the owner is unknown (StewardAuditFailing says so), and nothing would be released.
+      const ownerKnown = r.runtime.reachable || r.runtime.lostDuringPass === true;
+      if (ownerKnown && x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs)
         past.set(x.kind, (past.get(x.kind) ?? 0) + 1);
     }
     for (const kind of new Set([...AUDIT_KINDS, ...held.keys()])) {

@@ -402,9 +402,10 @@ describe('stewardd audit with a runtime that stops answering during the pass', (
     assert.equal(cri.calls() - before, 3, 'the scan, one answered re-ask, one that hung; none after it');
     const body = JSON.parse(r.stdout) as {
       orphans: Array<{ released: boolean; path: string }>;
-      runtime: { reachable: boolean };
+      runtime: { reachable: boolean; lostDuringPass?: boolean };
     };
     assert.equal(body.runtime.reachable, false);
+    assert.equal(body.runtime.lostDuringPass, true);
     const released = body.orphans.filter((o) => o.released);
     assert.equal(released.length, 1, JSON.stringify(body.orphans));
     assert.ok(!existsSync(released[0]!.path), 'the one released before the runtime hung is gone');

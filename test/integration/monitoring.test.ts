@@ -306,7 +306,7 @@ describe('a real Prometheus scraping a real stewardd', () => {
 describe('a real Prometheus and the audit alerts', () => {
   it(
     'sees StewardOrphansHeld fire for an old orphan lease, then StewardAuditFailing instead once the runtime is gone',
-    { timeout: 150_000 },
+    { timeout: 300_000 },
     async () => {
       // An old leftover lease (host-local's format, 2 h old) whose sandbox the runtime does not list:
       // every pass reports it past the grace (report only, nothing released). Then the runtime stops:

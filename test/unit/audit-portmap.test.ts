@@ -138,4 +138,31 @@ describe('audit: portmap rules', () => {
       'a rule gone from a table that was read ages anew when it comes back',
     );
   });
+
+  it("only the family whose table could not be read keeps its rules' ages; a rule gone from a read table is dropped", async () => {
+    const firstSeen = new Map<string, number>();
+    const save: Record<Family, string | Error> = { iptables: SAVE, ip6tables: SAVE };
+    const deps = {
+      readNat: async (family: Family) => {
+        const out = save[family];
+        if (out instanceof Error) throw out;
+        return out;
+      },
+      firstSeen,
+      log: pino({ level: 'silent' }),
+    };
+    const ages = async (now: number) =>
+      (await scanPortmap(deps, new Set(), [], now))
+        .map((f) => `${f.path.split(' ')[0]} ${f.containerId.slice(0, 1)} ${f.mtimeMs}`)
+        .sort();
+    await ages(1000);
+    save.iptables = new Error('iptables-save: resource busy');
+    save.ip6tables = SAVE.split('\n')
+      .filter((l) => !l.includes(B))
+      .join('\n');
+    assert.deepEqual(await ages(2000), ['ip6tables a 1000']);
+    save.iptables = SAVE;
+    save.ip6tables = SAVE;
+    assert.deepEqual(await ages(3000), ['ip6tables a 1000', 'ip6tables b 3000', 'iptables a 1000', 'iptables b 1000']);
+  });
 });

@@ -144,6 +144,19 @@ describe('Metrics', () => {
     assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 0$/m);
     assert.match(text, /^steward_audit_last_run_success 0$/m);
 
+    // The runtime answered the pass's first ask and was lost before a release: the owners were known gone.
+    m.recordAudit({
+      at: 6500,
+      graceMs: 900_000,
+      report: {
+        orphans: orphans.slice(0, 3),
+        runtime: { reachable: false, endpoint: 'e', lostDuringPass: true },
+      },
+    });
+    text = await m.registry.metrics();
+    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
+    assert.match(text, /^steward_audit_last_run_success 0$/m);
+
     // A pass that failed outright leaves the gauges as they were.
     m.recordAudit({ at: 7000, graceMs: 900_000, error: new Error('journal closed') });
     text = await m.registry.metrics();

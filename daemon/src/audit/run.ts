@@ -24,6 +24,11 @@ export interface RuntimeInfo {
   /** Sandboxes listed, when reachable. */
   sandboxes?: number;
   message?: string;
+  /**
+   * In a report: the runtime answered the pass's first ask and stopped answering before a release
+   * (what was released before stands; the rest was only reported).
+   */
+  lostDuringPass?: boolean;
 }
 
 export interface AuditDeps {
@@ -180,16 +185,15 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
       ? owingNow.has(Number(f.path.slice('attachment/'.length)))
       : f.kind === 'portmap' || existsSync(f.path);
 
-  const tornDown = new Set<string>();
-  const unmapped = new Set<string>();
-  const pass: PassState = { runtimeLost: false };
+  const pass: PassState = { runtimeLost: false, tornDown: new Map(), unmapped: new Set() };
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
     if (!d.orphan || !stillHeld(d.finding)) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, tornDown, unmapped, guard, pass) : false;
+    const released = d.verdict === 'release' ? await release(deps, d, live, guard, pass) : false;
     orphans.push({ ...view(d), released });
   }
-  return { orphans, runtime: deps.runtime() };
+  // A runtime lost mid-pass: the orphans were decided against its answer, the rest only reported.
+  return { orphans, runtime: pass.runtimeLost ? { ...deps.runtime(), lostDuringPass: true } : deps.runtime() };
 }
 
 /**
@@ -296,18 +300,34 @@ function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findings: rea
 interface PassState {
   /** The runtime stopped answering a re-ask: no more releases (nor asks, each up to its deadline) this pass. */
   runtimeLost: boolean;
+  /** Journalled containers this pass tore down: true once done, false if their teardown failed. */
+  tornDown: Map<string, boolean>;
+  /** network + container id whose portmap DEL this pass ran (it removes both families' chains). */
+  unmapped: Set<string>;
 }
 
 async function release(
   deps: AuditDeps,
   d: Decision,
   live: Attachment[],
-  tornDown: Set<string>,
-  unmapped: Set<string>,
   guard: ReturnType<typeof sandboxGuard>,
   pass: PassState,
 ): Promise<boolean> {
   const f = d.finding;
+  const { tornDown, unmapped } = pass;
+  const mapKey = `${f.network}\0${f.containerId}`;
+  // Already freed (or failed) by this pass's action for another finding of the same container: its
+  // teardown, or the portmap DEL that removed both families. Nothing more to ask or do.
+  const earlier =
+    f.journalled && f.kind !== 'cache'
+      ? tornDown.get(f.containerId)
+      : f.kind === 'portmap' && unmapped.has(mapKey)
+        ? true
+        : undefined;
+  if (earlier !== undefined) {
+    if (earlier) deps.log.warn({ ...view(d), by: 'an earlier release of its container in this pass' }, RELEASED);
+    return earlier;
+  }
   if (pass.runtimeLost) return false;
   // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds, and so
   // does one whose ADD began or whose network namespace is back.
@@ -322,21 +342,18 @@ async function release(
   try {
     if (f.journalled && f.kind !== 'cache') {
       // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
-      if (!tornDown.has(f.containerId)) {
-        // Only what still owes a teardown now: the runtime's own DEL may have finished it meanwhile.
-        const owing = new Set(
-          [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map(
-            (a) => a.id,
-          ),
-        );
-        const targets = live.filter((x) => x.containerId === f.containerId && owing.has(x.id));
-        if (targets.length === 0) return false;
-        tornDown.add(f.containerId);
-        for (const a of targets) {
-          const out = await deps.teardown(a.id);
-          if (!out.done) throw out.error ?? new Error('teardown unfinished');
-        }
+      // Only what still owes a teardown now: the runtime's own DEL may have finished it meanwhile.
+      const owing = new Set(
+        [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map((a) => a.id),
+      );
+      const targets = live.filter((x) => x.containerId === f.containerId && owing.has(x.id));
+      if (targets.length === 0) return false;
+      tornDown.set(f.containerId, false);
+      for (const a of targets) {
+        const out = await deps.teardown(a.id);
+        if (!out.done) throw out.error ?? new Error('teardown unfinished');
       }
+      tornDown.set(f.containerId, true);
     } else if (f.kind === 'lease') {
       if (!existsSync(f.path)) return false; // freed meanwhile by its owner's own DEL
       await deps.run({
@@ -351,20 +368,17 @@ async function release(
       });
     } else if (f.kind === 'portmap') {
       // One DEL per network and container removes its chain in both families, with every jump to it.
-      const key = `${f.network}\0${f.containerId}`;
-      if (!unmapped.has(key)) {
-        await deps.run({
-          command: 'DEL',
-          type: 'portmap',
-          containerId: f.containerId,
-          netns: '',
-          ifname: 'eth0',
-          args: '',
-          cniPath: deps.cniPath ?? '',
-          stdin: portmapDelConfig(f.network),
-        });
-        unmapped.add(key);
-      }
+      await deps.run({
+        command: 'DEL',
+        type: 'portmap',
+        containerId: f.containerId,
+        netns: '',
+        ifname: 'eth0',
+        args: '',
+        cniPath: deps.cniPath ?? '',
+        stdin: portmapDelConfig(f.network),
+      });
+      unmapped.add(mapKey);
     } else if (f.kind === 'cache') {
       if (!existsSync(f.path)) return false; // removed meanwhile by libcni on its owner's DEL
       await unlink(f.path);
@@ -375,6 +389,8 @@ async function release(
     deps.log.warn({ ...evidence, err: (e as Error).message }, 'audit: release failed');
     return false;
   }
-  deps.log.warn(evidence, 'audit: released an orphan: its sandbox is not listed by the runtime');
+  deps.log.warn(evidence, RELEASED);
   return true;
 }
+
+const RELEASED = 'audit: released an orphan: its sandbox is not listed by the runtime';

@@ -155,18 +155,24 @@ export interface AuditJson {
     journalled: boolean;
     released: boolean;
   }>;
-  runtime: { reachable: boolean; endpoint: string | null; sandboxes?: number; message?: string };
+  runtime: {
+    reachable: boolean;
+    endpoint: string | null;
+    sandboxes?: number;
+    message?: string;
+    lostDuringPass?: boolean;
+  };
 }
 
 export function formatAudit(a: AuditJson): string {
   const rt = a.runtime;
+  const where = rt.endpoint === null ? '' : ` ${rt.endpoint}`;
+  const why = rt.message ? `: ${rt.message}` : '';
   const runtime = rt.reachable
     ? `runtime: ${rt.endpoint ?? '?'} (${rt.sandboxes ?? 0} sandboxes)`
-    : `runtime: UNREACHABLE${rt.endpoint === null ? '' : ` ${rt.endpoint}`}${rt.message ? `: ${rt.message}` : ''}; ${
-        a.orphans.some((o) => o.released)
-          ? 'it stopped answering during the pass: nothing was released after that'
-          : 'every finding is owner-unknown and nothing was released'
-      }`;
+    : rt.lostDuringPass
+      ? `runtime: LOST DURING THE PASS${where}${why}; nothing was released after that, the rest only reported`
+      : `runtime: UNREACHABLE${where}${why}; every finding is owner-unknown and nothing was released`;
   if (a.orphans.length === 0)
     return `${runtime}
 no orphans`;

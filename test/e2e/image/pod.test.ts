@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
 import { run } from '../../helpers/runtimes/exec.js';
 import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
-import { CNI_CONF_DIR, OPT_CNI_BIN, firstUseNow } from '../../helpers/runtimes/machine.js';
+import { CNI_CONF_DIR, OPT_CNI_BIN, removeIfOnlyHusks } from '../../helpers/runtimes/machine.js';
 import { RuntimeHost, ipv4Of } from '../../helpers/runtimes/host.js';
 import { Podman } from '../../helpers/runtimes/podman.js';
 import { podmanIn, provideImage } from '../../helpers/pod/image.js';
@@ -43,6 +43,8 @@ const IMAGE = 'localhost/cni-steward:e2e';
 const SOCKET = '/run/steward/stewardd.sock';
 const STATE_DIR = '/var/lib/steward';
 const LEASES = '/var/lib/cni/networks';
+/** Where podman and buildah (as root) keep containers/image's blob-info cache, whatever their storage. */
+const CONTAINERS_DIR = '/var/lib/containers';
 const ATTACHMENTS = 10_000;
 const storage = {
   root: join(env.dir, 'podman', 'root'),
@@ -81,10 +83,15 @@ let podman: Podman | undefined;
 try {
   if (reason === undefined) {
     // Built before taking the machine-wide lock: the build touches only the test's own storage, and
-    // containers/image's blob-info cache under /var/lib/containers (made there whatever the storage).
-    const firstUse = firstUseNow();
-    process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage(storage, IMAGE, env.dir)}\n`);
-    host = await RuntimeHost.create(env, firstUse);
+    // containers/image's blob-info cache, which it writes under /var/lib/containers whatever the storage:
+    // a /var/lib/containers the build made is removed once it is done (no snapshot saw it made).
+    const hadContainersDir = existsSync(CONTAINERS_DIR);
+    try {
+      process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage(storage, IMAGE, env.dir)}\n`);
+    } finally {
+      if (!hadContainersDir) removeIfOnlyHusks(CONTAINERS_DIR);
+    }
+    host = await RuntimeHost.create(env);
     // The host's podman finds `steward` only where the init container put it.
     podman = await Podman.setup(host, { pluginDirs: [OPT_CNI_BIN, SYSTEM_CNI_BIN] });
     reason = await podman.probe();

@@ -71,14 +71,10 @@ export class RuntimeHost {
   private finished: Promise<string[]> | undefined;
 
   /** Waits for the machine lock, then sets up; `finish()` undoes it all and releases the lock. */
-  /**
-   * `firstUseBefore`: firstUseNow() taken before work done ahead of the lock (an image build): a path
-   * absent then was made by this test, and is removed at finish like one made under the lock.
-   */
-  static async create(env: TestEnv, firstUseBefore?: Record<string, boolean>): Promise<RuntimeHost> {
+  static async create(env: TestEnv): Promise<RuntimeHost> {
     const release = await acquireMachineLock();
     try {
-      const h = new RuntimeHost(env, firstUseBefore);
+      const h = new RuntimeHost(env);
       h.release = release;
       return h;
     } catch (e) {
@@ -88,16 +84,10 @@ export class RuntimeHost {
     }
   }
 
-  private constructor(
-    readonly env: TestEnv,
-    firstUseBefore?: Record<string, boolean>,
-  ) {
+  private constructor(readonly env: TestEnv) {
     this.tag = env.tag;
     removeStaleFiles();
     this.before = snapshot();
-    if (firstUseBefore)
-      for (const p of Object.keys(this.before.firstUse))
-        this.before.firstUse[p] = this.before.firstUse[p] === true && firstUseBefore[p] === true;
     env.defer(() => this.restoreMachine());
     this.binDir = join(env.dir, 'cni-bin');
     mkdirSync(this.binDir, { recursive: true });

@@ -75,9 +75,20 @@ function iptablesRules(): string[] {
   return lines.sort();
 }
 
-/** Which first-use paths exist now (for a test that makes files before it takes the machine lock). */
-export function firstUseNow(): Record<string, boolean> {
+function firstUseNow(): Record<string, boolean> {
   return Object.fromEntries(FIRST_USE_PATHS.map((p) => [p, existsSync(p)]));
+}
+
+/**
+ * Removes `path` if it holds only husks (for work done before the machine lock, whose first-use paths
+ * no snapshot saw made: the image build's /var/lib/containers). What holds more is left for residue().
+ */
+export function removeIfOnlyHusks(path: string): void {
+  try {
+    if (existsSync(path) && onlyHusks(path)) rmSync(path, { recursive: true, force: true });
+  } catch {
+    /* left to residue() */
+  }
 }
 
 export function snapshot(): MachineState {
