@@ -3,6 +3,10 @@
 import { createLogger } from './log.js';
 import { parseProbeArgs, parseRunConfig, PROBE_USAGE, RUN_USAGE } from './config.js';
 import { INSTALL_USAGE, parseInstallConfig, parseUninstallConfig, UNINSTALL_USAGE } from './lifecycle/command-line.js';
+import { avoidExitHang } from '@cni-steward/shared';
+
+// Before the commands load their modules: no compile job may be left on a V8 worker at exit (shared/src/exit-hang.ts).
+avoidExitHang();
 
 const USAGE = `usage: stewardd <command> [options]
 commands:

@@ -8,3 +8,4 @@ export * from './cni/pod.js';
 export * from './api.js';
 export * from './wire.js';
 export * from './spool.js';
+export * from './exit-hang.js';

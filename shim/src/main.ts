@@ -3,11 +3,12 @@
 // shim), never process.stdout: in the Bun-compiled shim its first touch builds a stream and costs
 // ~3 ms CPU (docs/performance.md, "The shim call").
 
-import { MAX_NETCONF_BYTES, spoolRequest } from '@cni-steward/shared';
+import { MAX_NETCONF_BYTES, avoidExitHang, spoolRequest } from '@cni-steward/shared';
 import { postUnix } from './client.js';
 import { runShim } from './skel.js';
 import { readStdin, writeStdout } from './stdio.js';
 
+avoidExitHang(); // before anything that could leave a compile job running at exit
 const out = await runShim({
   env: process.env,
   stdin: await readStdin(MAX_NETCONF_BYTES + 1),

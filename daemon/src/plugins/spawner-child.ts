@@ -12,6 +12,9 @@
 
 import { describeProcess } from './process-group.js';
 import { killRunningGroups, runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
+import { avoidExitHang } from '@cni-steward/shared';
+
+avoidExitHang(); // it exits with the daemon: no compile job may hold that exit (shared/src/exit-hang.ts)
 
 interface Request {
   id: number;
