@@ -12,7 +12,7 @@
 // with NODE_EXTRA_CA_CERTS set (a runtime passes its environment on to plugins).
 
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
@@ -173,9 +173,13 @@ export async function benchShim(env: Scratch, ctx: BenchContext): Promise<Row[]>
         (/interpreter (\S+)/.exec(file) ? `, ${/interpreter (\S+?),?\s/.exec(file)?.[1] ?? ''}` : '');
     }
     // The image that carries them, when one was built here (npm run build:image): its size in the same run.
+    // Only asked when podman's default storage exists: on a machine without one, `podman image inspect`
+    // creates /var/lib/containers/storage, which the bench then left behind.
     const image = process.env.STEWARD_IMAGE ?? 'cni-steward:0.1.0';
-    const inspect = spawnSync('podman', ['image', 'inspect', '--format', '{{.Size}}', image], { encoding: 'utf8' });
-    if (inspect.status === 0) extra[`bytes image ${image}`] = Number(inspect.stdout.trim());
+    if (existsSync('/var/lib/containers/storage')) {
+      const inspect = spawnSync('podman', ['image', 'inspect', '--format', '{{.Size}}', image], { encoding: 'utf8' });
+      if (inspect.status === 0) extra[`bytes image ${image}`] = Number(inspect.stdout.trim());
+    }
     const info: Array<[string, string]> = [
       ['bunWrite', 'bunWriteMs'],
       ['bunFetch', 'bunFetchMs'],
