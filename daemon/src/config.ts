@@ -15,7 +15,7 @@ import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
 import { fail, int, level } from './flags.js';
-import { DEFAULT_GRACE_MS, parseDuration } from './audit/options.js';
+import { DEFAULT_GRACE_MS, parseDuration, parseRuntimeEndpoint } from './audit/options.js';
 
 export interface DaemonConfig {
   socket: string;
@@ -252,11 +252,8 @@ function duration(
 /** --runtime-endpoint unix:///PATH (crictl's form); a bare absolute path is accepted too. */
 function runtimeEndpoint(raw: string | undefined, problems: string[]): string | undefined {
   if (raw === undefined) return undefined;
-  const path = raw.startsWith('unix://') ? raw.slice('unix://'.length) : raw;
-  if (!path.startsWith('/')) {
-    problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
-    return undefined;
-  }
+  const path = parseRuntimeEndpoint(raw);
+  if (path === undefined) problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
   return path;
 }
 

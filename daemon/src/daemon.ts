@@ -164,6 +164,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     },
     log,
     metrics.recordAudit,
+    (socket) => new CriRuntime(socket),
   );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());

@@ -420,6 +420,71 @@ describe('stewardd audit with a runtime that stops answering during the pass', (
   });
 });
 
+describe('stewardd audit --runtime-endpoint: this run asks another CRI runtime', () => {
+  it("overrides the daemon's endpoint for that pass only, release included; a bad endpoint is refused", async () => {
+    const s = seed(join(env.dir, 'node-endpoint'));
+    const runtime = join(env.dir, 'cri-other.sock');
+    await fakeRuntime(env, runtime, [LIVE]);
+    // The daemon's own endpoint does not exist: without the flag every pass is report only.
+    const daemon = auditDaemon('dendpoint', join(env.dir, 'no-such-cri.sock'), s, [
+      '--audit-portmap-network',
+      `${PMNET}-none`,
+    ]);
+    await daemon.start();
+    const own = await cli(['audit', '-o', 'json', '--socket', daemon.socket]);
+    assert.equal(own.code, 5, own.stderr);
+
+    const other = await cli([
+      'audit',
+      '-o',
+      'json',
+      '--runtime-endpoint',
+      `unix://${runtime}`,
+      '--socket',
+      daemon.socket,
+    ]);
+    assert.equal(other.code, 0, other.stderr);
+    const body = JSON.parse(other.stdout) as { runtime: { reachable: boolean; endpoint: string; sandboxes: number } };
+    assert.deepEqual(body.runtime, { reachable: true, endpoint: `unix://${runtime}`, sandboxes: 1 });
+    assert.deepEqual(summary(other), [
+      'cache d - released=false',
+      'lease b 10.77.0.10 released=false',
+      'lease c 10.77.0.11 released=false',
+    ]);
+
+    const rel = await cli([
+      'audit',
+      '--release',
+      '--grace',
+      '1h',
+      '-o',
+      'json',
+      '--runtime-endpoint',
+      runtime, // a bare absolute path is accepted too
+      '--socket',
+      daemon.socket,
+    ]);
+    assert.equal(rel.code, 0, rel.stderr);
+    assert.deepEqual(summary(rel), [
+      'cache d - released=true',
+      'lease b 10.77.0.10 released=true',
+      'lease c 10.77.0.11 released=false',
+    ]);
+    assert.ok(existsSync(s.paths.live) && existsSync(s.paths.young));
+    assert.ok(!existsSync(s.paths.old) && !existsSync(s.paths.cache));
+
+    // The next pass without the flag asks the daemon's own endpoint again.
+    assert.equal((await cli(['audit', '-o', 'json', '--socket', daemon.socket])).code, 5);
+    const bad = await cli(['audit', '--runtime-endpoint', 'run/cri.sock', '--socket', daemon.socket]);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--runtime-endpoint must be unix:\/\/\/ABSOLUTE\/PATH/);
+    for (const path of ['/v1/audit?runtimeEndpoint=relative', '/v1/audit?runtimeEndpoint=a&runtimeEndpoint=b'])
+      assert.equal((await daemon.request('GET', path)).status, 400, path);
+    assert.equal((await daemon.request('POST', '/v1/audit?release=true&runtimeEndpoint=x')).status, 400);
+    await daemon.stop();
+  });
+});
+
 describe('the periodic audit pass (stewardd run --audit-interval)', () => {
   const metric = async (daemon: Daemon, re: RegExp) => re.test((await daemon.request('GET', '/metrics')).text);
 

@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { hostLocalDataDirs, hostLocalDelConfig, parseDuration } from '../../daemon/src/audit/run.js';
 import type { Finding } from '../../daemon/src/audit/decide.js';
-import { parseCap } from '../../daemon/src/audit/options.js';
+import { parseCap, parseRuntimeEndpoint } from '../../daemon/src/audit/options.js';
 
 const lease = (ip: string): Finding => ({
   kind: 'lease',
@@ -33,6 +33,13 @@ describe('audit run helpers', () => {
     assert.equal(parseCap('1000000'), 1_000_000);
     for (const bad of ['', '-1', '1.5', 'x', '1e3', '1000001', ' 5', '0x10'])
       assert.equal(parseCap(bad), undefined, bad);
+  });
+
+  it('parses runtime endpoints as crictl writes them, and a bare absolute path; refuses the rest', () => {
+    assert.equal(parseRuntimeEndpoint('unix:///run/containerd/containerd.sock'), '/run/containerd/containerd.sock');
+    assert.equal(parseRuntimeEndpoint('/var/run/crio/crio.sock'), '/var/run/crio/crio.sock');
+    for (const bad of ['', 'unix://run/x.sock', 'run/x.sock', 'tcp://127.0.0.1:1234', 'unix:///a\0b'])
+      assert.equal(parseRuntimeEndpoint(bad), undefined, bad);
   });
 
   it('reads host-local dataDirs as ipam or as the plugin itself', () => {

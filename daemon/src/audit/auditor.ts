@@ -4,7 +4,7 @@
 // is report-only unless --audit-release was given. Each pass's outcome goes to `onPass` (metrics).
 
 import type { Logger } from 'pino';
-import { runAudit, type AuditDeps, type AuditOptions, type AuditReport } from './run.js';
+import { runAudit, type AuditDeps, type AuditOptions, type AuditReport, type RuntimeInfo } from './run.js';
 
 export interface PassOutcome {
   /** The report; undefined when the pass itself failed (`error`). */
@@ -13,6 +13,13 @@ export interface PassOutcome {
   /** When the pass finished (ms since epoch). */
   at: number;
   graceMs: number;
+}
+
+/** Who is alive, asked of one CRI runtime (audit/cri.ts CriRuntime). */
+export interface RuntimeSource {
+  listSandboxes(): Promise<string[] | null>;
+  info(): RuntimeInfo;
+  close(): void;
 }
 
 export interface PeriodicAudit {
@@ -28,22 +35,34 @@ export class Auditor {
 
   private stopped = false;
 
+  /**
+   * runtimeAt: the runtime on another socket, for a pass given its own endpoint (stewardd audit
+   * --runtime-endpoint); closed when that pass ends.
+   */
   constructor(
     private readonly deps: AuditDeps,
     private readonly log: Logger,
     private readonly onPass: (o: PassOutcome) => void = () => undefined,
+    private readonly runtimeAt?: (socket: string) => RuntimeSource,
   ) {}
 
   /** One pass, after every pass already running or waiting. */
   run(opts: AuditOptions): Promise<AuditReport> {
     const pass = this.tail.then(async () => {
+      const other =
+        opts.runtimeEndpoint !== undefined && this.runtimeAt ? this.runtimeAt(opts.runtimeEndpoint) : undefined;
+      const deps: AuditDeps = other
+        ? { ...this.deps, listSandboxes: () => other.listSandboxes(), runtime: () => other.info() }
+        : this.deps;
       try {
-        const report = await runAudit(this.deps, opts);
+        const report = await runAudit(deps, opts);
         this.onPass({ report, at: Date.now(), graceMs: opts.graceMs });
         return report;
       } catch (e) {
         this.onPass({ error: e as Error, at: Date.now(), graceMs: opts.graceMs });
         throw e;
+      } finally {
+        other?.close();
       }
     });
     this.tail = pass.catch(() => undefined);

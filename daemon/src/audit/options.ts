@@ -21,3 +21,12 @@ export function parseCap(raw: string): number | undefined {
   const n = Number(raw);
   return n <= MAX_RELEASE_CAP ? n : undefined;
 }
+
+/**
+ * A CRI runtime endpoint as crictl writes it, `unix:///ABSOLUTE/PATH` (a bare absolute path is accepted
+ * too): the socket path; undefined when it is not one.
+ */
+export function parseRuntimeEndpoint(raw: string): string | undefined {
+  const path = raw.startsWith('unix://') ? raw.slice('unix://'.length) : raw;
+  return path.startsWith('/') && !path.includes('\0') ? path : undefined;
+}

@@ -74,6 +74,8 @@ export interface AuditOptions {
   release: boolean;
   graceMs: number;
   cap?: number;
+  /** This pass asks the CRI runtime on this socket instead of the daemon's (stewardd audit --runtime-endpoint). */
+  runtimeEndpoint?: string;
 }
 
 /** A finding as the report shows it: its age instead of its mtime, and whether this run released it. */

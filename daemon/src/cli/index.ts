@@ -5,7 +5,13 @@
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
-import { DEFAULT_RELEASE_CAP, MAX_RELEASE_CAP, parseCap, parseDuration } from '../audit/options.js';
+import {
+  DEFAULT_RELEASE_CAP,
+  MAX_RELEASE_CAP,
+  parseCap,
+  parseDuration,
+  parseRuntimeEndpoint,
+} from '../audit/options.js';
 import { call, CliError, Exit } from './client.js';
 import {
   formatAttachments,
@@ -47,7 +53,7 @@ ${COMMON}`,
                        fixing its plugin, or releasing by hand what it held: the DEL then succeeds
                        and clears the step; one that still fails is abandoned again)
 ${COMMON}`,
-  audit: `usage: stewardd audit [--release] [--grace DUR] [--cap N] [options]
+  audit: `usage: stewardd audit [--release] [--grace DUR] [--cap N] [--runtime-endpoint unix:///PATH] [options]
   what nobody owns on the node: host-local leases, libcni result-cache files, portmap's nat chains and
   journalled attachments whose container id no sandbox of the runtime (stewardd run --runtime-endpoint)
   has; never one with an ADD in flight
@@ -58,6 +64,9 @@ ${COMMON}`,
                        modification time, an attachment by its last journal change, a portmap rule by
                        its container's oldest lease or cache file, else when this daemon first saw it
   --cap N              release at most N orphans in this run (default ${DEFAULT_RELEASE_CAP}; 0 releases none)
+  --runtime-endpoint unix:///PATH
+                       ask this CRI runtime who is alive, for this run, instead of the daemon's own
+                       (stewardd run --runtime-endpoint, else the usual containerd and CRI-O sockets)
 ${COMMON.replace('(default 5)', `(default ${AUDIT_TIMEOUT_S})`)}`,
 };
 
@@ -84,7 +93,12 @@ function parse(command: CliCommand, argv: string[]): Parsed {
     },
     teardowns: {},
     retry: { abandoned: { type: 'boolean' } },
-    audit: { release: { type: 'boolean' }, grace: { type: 'string' }, cap: { type: 'string' } },
+    audit: {
+      release: { type: 'boolean' },
+      grace: { type: 'string' },
+      cap: { type: 'string' },
+      'runtime-endpoint': { type: 'string' },
+    },
   }[command] as Record<string, { type: 'string' | 'boolean' }>;
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -196,6 +210,12 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
               Exit.Usage,
             );
           q.set('cap', p.values.cap);
+        }
+        const endpoint = p.values['runtime-endpoint'];
+        if (typeof endpoint === 'string') {
+          if (parseRuntimeEndpoint(endpoint) === undefined)
+            throw new CliError(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${endpoint}"`, Exit.Usage);
+          q.set('runtimeEndpoint', endpoint);
         }
         const release = p.values.release === true || q.has('grace') || q.has('cap');
         const path = q.size === 0 ? '/v1/audit' : `/v1/audit?${q.toString()}`;
