@@ -179,9 +179,7 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
 
   // What its owner's own DEL freed while the pass ran (scanned before the DEL finished, unlisted after
   // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
-  const owingNow = new Set(
-    [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map((a) => a.id),
-  );
+  const owingNow = owingTeardown(deps.journal);
   const stillHeld = (f: Finding): boolean =>
     f.kind === 'attachment'
       ? owingNow.has(Number(f.path.slice('attachment/'.length)))
@@ -298,6 +296,11 @@ function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findings: rea
   };
 }
 
+/** Ids of the attachments that owe a teardown now (added, or with steps still deleting), read afresh. */
+function owingTeardown(journal: AuditDeps['journal']): Set<number> {
+  return new Set([...journal.attachmentsInState('added'), ...journal.attachmentsInState('deleting')].map((a) => a.id));
+}
+
 /** What one pass's releases learn as they go. */
 interface PassState {
   /** The runtime stopped answering a re-ask: no more releases (nor asks, each up to its deadline) this pass. */
@@ -345,9 +348,7 @@ async function release(
     if (f.journalled && f.kind !== 'cache') {
       // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
       // Only what still owes a teardown now: the runtime's own DEL may have finished it meanwhile.
-      const owing = new Set(
-        [...deps.journal.attachmentsInState('added'), ...deps.journal.attachmentsInState('deleting')].map((a) => a.id),
-      );
+      const owing = owingTeardown(deps.journal);
       const targets = live.filter((x) => x.containerId === f.containerId && owing.has(x.id));
       if (targets.length === 0) return false;
       tornDown.set(f.containerId, false);

@@ -75,13 +75,10 @@ function iptablesRules(): string[] {
   return lines.sort();
 }
 
-function firstUseNow(): Record<string, boolean> {
-  return Object.fromEntries(FIRST_USE_PATHS.map((p) => [p, existsSync(p)]));
-}
-
 /**
- * Removes `path` if it holds only husks (for work done before the machine lock, whose first-use paths
- * no snapshot saw made: the image build's /var/lib/containers). What holds more is left for residue().
+ * Removes `path` if it holds only husks: a first-use path the suite made (at close), or one that work
+ * done before the machine lock made (the image build's /var/lib/containers). What holds more is left
+ * for residue().
  */
 export function removeIfOnlyHusks(path: string): void {
   try {
@@ -98,7 +95,7 @@ export function snapshot(): MachineState {
     dropIns: listDir(DROP_IN_DIR),
     iptables: iptablesRules(),
     ipForward: readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim(),
-    firstUse: firstUseNow(),
+    firstUse: Object.fromEntries(FIRST_USE_PATHS.map((p) => [p, existsSync(p)])),
   };
 }
 
@@ -170,14 +167,8 @@ export function restoreMachineState(before: MachineState): void {
   const now = readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim();
   if (now !== before.ipForward) writeFileSync('/proc/sys/net/ipv4/ip_forward', before.ipForward);
   // Deepest first, so /var/lib/cni/results goes before /var/lib/cni.
-  for (const p of [...FIRST_USE_PATHS].sort((a, b) => b.length - a.length)) {
-    if (before.firstUse[p] || !existsSync(p)) continue;
-    try {
-      if (onlyHusks(p)) rmSync(p, { recursive: true, force: true });
-    } catch {
-      /* reported by residue() */
-    }
-  }
+  for (const p of [...FIRST_USE_PATHS].sort((a, b) => b.length - a.length))
+    if (!before.firstUse[p]) removeIfOnlyHusks(p);
 }
 
 /** Files of an earlier run of this suite that died before its cleanup (their temp dirs are gone). */
