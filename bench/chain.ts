@@ -8,11 +8,11 @@ import { hintHeaders } from '@cni-steward/shared';
 import { join } from 'node:path';
 import type { Scratch } from './lib/scratch.js';
 import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
-import { BenchDaemon } from './lib/daemon.js';
+import { BenchDaemon, type DaemonTime } from './lib/daemon.js';
 import { bridgeHostLocal, cniVars, stewardOver, wireBody } from './lib/netconf.js';
 import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
+import { mean, median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
 
 const VERSION = '1.0.0';
 
@@ -44,6 +44,35 @@ function curl(args: string[], stdin: string): Promise<void> {
     );
     child.stdin?.end(stdin);
   });
+}
+
+/**
+ * Where the over-the-socket overhead goes, as means per ADD+DEL (stewardd's histograms hold sums):
+ * the daemon's own path, the extra its delegate runs take over the same runs executed directly, and
+ * the rest (client, connection, request before the handler). `pairs` is every ADD+DEL it served.
+ */
+function daemonSplit(
+  before: DaemonTime,
+  after: DaemonTime,
+  pairs: number,
+  direct: number[],
+  overSocket: number[],
+): Record<string, number> {
+  const requests = after.requests - before.requests;
+  if (requests !== 2 * pairs) throw new Error(`stewardd counted ${requests} requests for ${pairs} ADD+DEL pairs`);
+  const perPair = (seconds: number) => (seconds * 1000) / pairs;
+  const insideMs = perPair(after.requestS - before.requestS);
+  const delegatesMs = perPair(after.pluginS - before.pluginS);
+  return {
+    daemonInsideMeanMs: round(insideMs),
+    daemonOwnMeanMs: round(insideMs - delegatesMs),
+    delegatesViaDaemonMeanMs: round(delegatesMs),
+    directMeanMs: round(mean(direct)),
+    spawnerHopMeanMs: round(delegatesMs - mean(direct)),
+    overSocketMeanMs: round(mean(overSocket)),
+    socketMeanMs: round(mean(overSocket) - insideMs),
+    pluginRunsPerPair: round((after.pluginRuns - before.pluginRuns) / pairs),
+  };
 }
 
 export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]> {
@@ -103,8 +132,10 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
     // Iteration i runs the modes rotated by i, so each comes first, second, ... equally often.
     const names = Object.keys(modes) as Array<keyof typeof modes>;
     const rotated = (r: number) => names.map((_, k) => names[(k + r) % names.length] as keyof typeof modes);
+    let spent0 = await daemon.timeSpent();
     for (let i = -1; i < iters; i++) {
       // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
+      if (i === 0) spent0 = await daemon.timeSpent();
       for (const which of rotated(i + names.length)) {
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
@@ -117,6 +148,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
       }
     }
     const { s, d, h, c } = t;
+    const split = daemonSplit(spent0, await daemon.timeSpent(), s.length + h.length + c.length, d, h);
     const leaked = leasedAddresses(dataDir, 'podnet');
     if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
     const ratio = pairedRatio(s, d);
@@ -139,10 +171,12 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
           curlMs: round(median(c)),
           curlRatio: round(pairedRatio(c, d)),
           shimMinusCurlMs: round(pairedDiff(s, c)),
+          ...split,
         },
         notes: [
           'daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)',
           'curl: the same ADD+DEL with each request one `curl --unix-socket` process, the floor of any executed client (shimMinusCurlMs: what the shim costs over it per ADD+DEL)',
+          "split of the daemon's overhead, means per ADD+DEL from stewardd's request and plugin histograms over the timed pairs of the three modes that reach it: daemonOwnMeanMs its own path (HTTP handler, journal and its fsyncs, planning, answer), spawnerHopMeanMs its delegates' runs (spawner round trip and fork included) minus the direct runs' mean, socketMeanMs the over-the-socket mean minus the time inside the daemon (the client, the connection, the request before the handler starts)",
         ],
       },
     ];

@@ -24,6 +24,14 @@ export interface CpuMs {
   children: number;
 }
 
+/** Totals of stewardd's request and plugin histograms (see BenchDaemon.timeSpent). */
+export interface DaemonTime {
+  requestS: number;
+  requests: number;
+  pluginS: number;
+  pluginRuns: number;
+}
+
 export interface Reply {
   status: number;
   text: string;
@@ -186,6 +194,30 @@ export class BenchDaemon {
       req.on('error', reject);
       req.end(body);
     });
+  }
+
+  /**
+   * Seconds stewardd spent answering CNI requests and running delegates so far (the _sum of its
+   * request and plugin histograms, all labels together), and how many of each: differenced over a
+   * benchmark, they split a request into the daemon's own path and its delegates' runs.
+   */
+  async timeSpent(): Promise<DaemonTime> {
+    const text = (await this.request('GET', '/metrics')).text;
+    const total = (name: string) => {
+      let sum = 0;
+      for (const line of text.split('\n')) {
+        if (!line.startsWith(name)) continue;
+        const rest = line.slice(name.length);
+        if (rest.startsWith(' ') || rest.startsWith('{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+      return sum;
+    };
+    return {
+      requestS: total('steward_cni_request_duration_seconds_sum'),
+      requests: total('steward_cni_request_duration_seconds_count'),
+      pluginS: total('steward_plugin_duration_seconds_sum'),
+      pluginRuns: total('steward_plugin_duration_seconds_count'),
+    };
   }
 
   /** POST /v1/cni with the body and hint headers the shim would send; throws unless the daemon answers 200. */
