@@ -113,7 +113,7 @@ export function buildApp(deps: AppDeps) {
       h.ifname !== undefined &&
       h.network !== undefined &&
       deps.engine.isTombstoned({ containerId: h.containerId, network: h.network, ifname: h.ifname }),
-    serve: (body, hints) => serveCni(deps, body, hints, deps.log),
+    serve: (body, hints, clientGone) => serveCni(deps, body, hints, deps.log, clientGone),
     onSkew: (shim) => deps.metrics.versionSkew.inc({ shim_protocol: shim }),
   });
   const app = baseApp(deps.log, (handler) => createServer(admission.listener(handler)));

@@ -32,21 +32,44 @@ function makeDirs(dir: string, mkdirSync: (p: string, o: { mode: number }) => vo
   }
 }
 
+/**
+ * Writes all of `bytes`: write(2) may take only part of them (a nearly full disk answers with a
+ * short count, not an error), and a spool file cut short is a DEL lost.
+ */
+function writeAll(fd: number, bytes: Uint8Array, writeSync: (fd: number, b: Uint8Array) => number): void {
+  for (let off = 0; off < bytes.length;) {
+    const n = writeSync(fd, bytes.subarray(off));
+    if (n <= 0) throw new Error(`spool file write made no progress at byte ${off} of ${bytes.length}`);
+    off += n;
+  }
+}
+
 export function spoolRequest(dir: string, containerId: string, body: string): string {
-  const { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } = process.getBuiltinModule('node:fs');
+  const { closeSync, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } =
+    process.getBuiltinModule('node:fs');
   const { join } = process.getBuiltinModule('node:path');
   makeDirs(dir, mkdirSync);
   const name = `${Date.now().toString().padStart(15, '0')}-${containerId.slice(0, 64)}-${randomHex(4)}`;
   const tmp = join(dir, `.${name}.tmp`);
   const final = join(dir, `${name}.json`);
-  const fd = openSync(tmp, 'w', 0o600);
+  const fd = openSync(tmp, 'wx', 0o600);
   try {
-    writeSync(fd, body);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    try {
+      writeAll(fd, new TextEncoder().encode(body), writeSync);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, final);
+  } catch (e) {
+    // Nothing half-written stays behind: the ingest reads only *.json, so a temp file would never go.
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* not there */
+    }
+    throw e;
   }
-  renameSync(tmp, final);
   const dfd = openSync(dir, 'r');
   try {
     fsyncSync(dfd);

@@ -148,6 +148,48 @@ describe('shim request bounds', () => {
     await daemon.stop();
   });
 
+  it('an ADD whose shim gave up (11) while stewardd was frozen is rolled back when it thaws, not left added', async () => {
+    // containerd 1.6.37+, 1.7.23+ and 2.x send no DEL after a failed ADD: an ADD carried out after
+    // the runtime heard "try again later" would be an attachment nobody ever frees.
+    const daemon = new Daemon(env, { name: 'unheard' });
+    await daemon.start();
+    const pid = daemon.proc!.pid!;
+    env.defer(() => {
+      try {
+        process.kill(pid, 'SIGCONT');
+      } catch {
+        /* gone */
+      }
+    });
+    const fx = join(env.dir, 'unheard-fx');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('unet', '1.0.0', [fixturePlugin(fx)])], {
+      timeouts: { add: 1000 },
+    });
+    const heard = await shim({ command: 'ADD', containerId: 'heard', netns: env.netns() }, conf);
+    assert.equal(heard.code, 0, heard.stdout);
+
+    process.kill(pid, 'SIGSTOP');
+    const res = await timed({ command: 'ADD', containerId: 'unheard', netns: env.netns() }, conf);
+    assert.equal(res.json?.code, 11, res.stdout);
+    process.kill(pid, 'SIGCONT');
+
+    await daemon.waitFor(
+      'the unheard ADD to be rolled back',
+      async () => (await daemon.attachment('unheard'))?.state === 'deleted',
+    );
+    const a = await daemon.attachment('unheard');
+    assert.match(a.error, /requester closed its connection before the answer/);
+    // Nothing run (the requester was gone before the ADD started), or its ADD undone by one DEL.
+    const calls = (cmd: string) => fixtureCalls(fx, cmd).filter((l) => l.startsWith(`${cmd} unheard `)).length;
+    assert.ok(
+      (calls('ADD') === 0 && calls('DEL') === 0) || (calls('ADD') === 1 && calls('DEL') === 1),
+      fixtureCalls(fx).join('\n'),
+    );
+    // The ADD that was answered stays: only the unheard one is undone.
+    assert.equal((await daemon.attachment('heard')).state, 'added');
+    await daemon.stop();
+  });
+
   it('a degraded daemon (corrupt journal): STATUS 50 saying so', async () => {
     const daemon = new Daemon(env, { name: 'degraded' });
     await daemon.start();

@@ -105,4 +105,50 @@ describe('hostile spool entries', () => {
     assert.deepEqual(jsonIn(spool), []);
     await daemon.stop();
   });
+
+  it('a DEL spooled onto a nearly full disk is written whole or not at all: a short write is never a spool file', async () => {
+    // write(2) on a nearly full filesystem takes part of the bytes and answers with the count, no
+    // error: a spool file cut there is a DEL the daemon rejects at ingest (an IP leaked), while the
+    // shim had answered the runtime success.
+    const spool = join(env.dir, 'full-spool');
+    mkdirSync(spool, { recursive: true });
+    sh('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0700', 'tmpfs', spool]);
+    env.defer(() => {
+      try {
+        sh('umount', ['-l', spool]);
+      } catch {
+        /* not mounted */
+      }
+    });
+    const conf = {
+      ...stewardConf(join(env.dir, 'nobody', 'run', 's.sock'), '1.0.0', [
+        delegate('fullnet', '1.0.0', [{ type: 'loopback' }]),
+      ]),
+      spoolDir: spool,
+      // ~40 KB: one fits the 64 KiB disk, the second finds ~24 KB free.
+      pad: 'y'.repeat(40_000),
+    };
+    const answers = [];
+    for (const id of ['full-a', 'full-b', 'full-c'])
+      answers.push(await shim({ command: 'DEL', containerId: id }, conf));
+    assert.equal(answers[0]!.code, 0, answers[0]!.stdout);
+    for (const a of answers.slice(1)) {
+      // No room: the runtime hears "try again later" (it retries the DEL), not a success.
+      assert.equal(a.json?.code, 11, a.stdout);
+      assert.match(a.json.msg, /could not be spooled/);
+    }
+    // Whatever is in the spool parses whole, and no temp file is left for nobody to remove.
+    const files = readdirSync(spool);
+    assert.deepEqual(
+      files.filter((f) => !f.endsWith('.json')),
+      [],
+      files.join(' '),
+    );
+    assert.equal(jsonIn(spool).length, 1);
+    for (const f of jsonIn(spool)) {
+      const body = JSON.parse(readFileSync(join(spool, f), 'utf8'));
+      assert.equal(body.config.pad.length, 40_000);
+      assert.equal(body.env.CNI_CONTAINERID, 'full-a');
+    }
+  });
 });

@@ -88,15 +88,31 @@ export function answerBudgetMs(timeouts: unknown): number {
   return Math.max(1000, bound - ANSWER_MARGIN_MS);
 }
 
-/** ADD of one attachment; runs inside the container's queue. Resolves with the result text to print. */
+/** What an ADD answers when its requester stopped waiting (the shim's bound passed, or the runtime gave up). */
+function unheard(what: string): CniError {
+  return new CniError(
+    ErrorCode.TryAgainLater,
+    `the ADD's requester closed its connection before the answer (its bound passed while the ADD waited or ran); ${what}`,
+  );
+}
+
+/**
+ * ADD of one attachment; runs inside the container's queue. Resolves with the result text to print.
+ * `clientGone` (the route's view of the connection): the shim that asked has already answered the
+ * runtime "try again later", and a runtime that does not DEL after a failed ADD (containerd 1.6.37+,
+ * 1.7.23+, 2.x) would never free what this ADD allocates. So an ADD nobody waits for any more is not
+ * started, and one whose requester left while it ran is rolled back like a failed one.
+ */
 export async function addAttachment(
   ctx: EngineContext,
   env: CniEnv,
   conf: StewardConf,
   key: AttachmentKey,
   hold: (after: Promise<unknown>) => void = () => undefined,
+  clientGone: () => boolean = () => false,
 ): Promise<string> {
   const { store } = ctx;
+  if (clientGone()) throw unheard('nothing was run');
   const deadline = performance.now() + answerBudgetMs(conf.raw.timeouts);
   const configText = JSON.stringify(conf.raw);
   const existing = store.currentAttachment(key);
@@ -163,6 +179,7 @@ export async function addAttachment(
   let rollback: Promise<void> | undefined;
   try {
     const text = await runChains(ctx, a, env, conf, plan, steps, deadline);
+    if (clientGone()) throw unheard('every started step is rolled back');
     alog.info('attachment added');
     return text;
   } catch (e) {

@@ -119,8 +119,12 @@ export class Engine {
     return this.serialize(containerId, async () => undefined);
   }
 
-  /** Handles one CNI request; resolves with the text the shim prints, rejects with a CniError. */
-  async handle(req: CniRequestBody): Promise<string> {
+  /**
+   * Handles one CNI request; resolves with the text the shim prints, rejects with a CniError.
+   * `clientGone` says whether the requester has stopped waiting (its connection closed): an ADD
+   * nobody will hear is not started, or is rolled back once its chain is done (add.ts).
+   */
+  async handle(req: CniRequestBody, clientGone?: () => boolean): Promise<string> {
     // A container with spooled DELs not drained yet: the runtime sent those DELs before this ADD or
     // CHECK, so it waits for them (spool.ts); other containers are not held. A DEL is a repeat of the
     // spooled ones and needs no wait, unless an ADD or CHECK of the container is held: then it keeps
@@ -134,10 +138,10 @@ export class Engine {
         const left = (this.heldRequests.get(containerId) ?? 1) - 1;
         if (left > 0) this.heldRequests.set(containerId, left);
         else this.heldRequests.delete(containerId);
-        return this.handleNow(req);
+        return this.handleNow(req, clientGone);
       });
     }
-    return this.handleNow(req);
+    return this.handleNow(req, clientGone);
   }
 
   /**
@@ -153,11 +157,11 @@ export class Engine {
     return this.dels.del(req.env, req.config, Priority.Background);
   }
 
-  private handleNow(req: CniRequestBody): Promise<string> {
+  private handleNow(req: CniRequestBody, clientGone?: () => boolean): Promise<string> {
     const { env, config } = req;
     switch (env.command) {
       case 'ADD':
-        return this.add(env, config);
+        return this.add(env, config, clientGone);
       case 'DEL':
         return this.dels.del(env, config);
       case 'CHECK':
@@ -256,14 +260,14 @@ export class Engine {
     return [...this.warnings.values()];
   }
 
-  private add(env: CniEnv, config: Record<string, unknown>): Promise<string> {
+  private add(env: CniEnv, config: Record<string, unknown>, clientGone?: () => boolean): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
     const nsWhy = netnsProblem(env.netns);
     if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
     checkCapabilities(this.ctx, conf, config);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
     const settled = this.dels.addQueued(key);
-    const p = this.ctx.serialize(env.containerId, (hold) => addAttachment(this.ctx, env, conf, key, hold));
+    const p = this.ctx.serialize(env.containerId, (hold) => addAttachment(this.ctx, env, conf, key, hold, clientGone));
     p.then(settled, settled);
     return p;
   }

@@ -41,7 +41,7 @@ export interface AdmissionOptions {
   /** Whether the engine would answer this DEL from its tombstone set (nothing left to tear down). */
   isTombstoned(h: Hints): boolean;
   /** Serves a request body as POST /v1/cni does (routes/cni.ts serveCni). */
-  serve(body: unknown, hints: Hints): Promise<string>;
+  serve(body: unknown, hints: Hints, clientGone: () => boolean): Promise<string>;
   /** Told the protocol version of a shim request refused for version skew (routes/protocol.ts). */
   onSkew?(shimProtocol: string): void;
 }

@@ -6,6 +6,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { AppDeps } from './deps.js';
+import { clientGone } from './client-gone.js';
 import { checkHints, readHints, type Hints } from './hints.js';
 
 /** Serves one request body; resolves with the text to print, rejects with a CniError. */
@@ -14,6 +15,7 @@ export async function serveCni(
   body: unknown,
   hints: Hints | undefined,
   log: Pick<FastifyBaseLogger, 'warn'>,
+  clientGone?: () => boolean,
 ): Promise<string> {
   const req = decodeWireRequest(body);
   if (hints) checkHints(hints, req);
@@ -28,7 +30,7 @@ export async function serveCni(
   const command = req.env.command;
   const stop = deps.metrics.requestSeconds.startTimer({ command });
   try {
-    const text = await deps.engine.handle(req);
+    const text = await deps.engine.handle(req, clientGone);
     deps.metrics.requests.inc({ command, code: '0' });
     return text;
   } catch (e) {
@@ -52,7 +54,9 @@ export async function serveCni(
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
-    const text = await serveCni(deps, request.body, readHints(request.headers), request.log);
+    const text = await serveCni(deps, request.body, readHints(request.headers), request.log, () =>
+      clientGone(reply.raw),
+    );
     return reply.code(200).type('application/json').send(text);
   });
 }

@@ -6,12 +6,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Hints } from './hints.js';
+import { clientGone } from './client-gone.js';
 import { cniErrorAnswer } from './http-status.js';
 
 export interface RawCniOptions {
   maxBodyBytes: number;
   /** Serves a request body as POST /v1/cni does (routes/cni.ts serveCni). */
-  serve(body: unknown, hints: Hints): Promise<string>;
+  serve(body: unknown, hints: Hints, clientGone: () => boolean): Promise<string>;
 }
 
 /** What fastify's JSON parser takes: the media type application/json, with or without parameters. */
@@ -67,7 +68,7 @@ export function serveRawCni(
     } catch (e) {
       return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
     }
-    o.serve(body, hints).then((text) => {
+    o.serve(body, hints, () => clientGone(res)).then((text) => {
       onServed?.();
       answer(200, text);
     }, fail);
