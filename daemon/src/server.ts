@@ -113,6 +113,7 @@ export function buildApp(deps: AppDeps) {
       h.ifname !== undefined &&
       h.network !== undefined &&
       deps.engine.isTombstoned({ containerId: h.containerId, network: h.network, ifname: h.ifname }),
+    hasAddOrCheck: (containerId) => deps.engine.hasAddOrCheck(containerId),
     serve: (body, hints, clientGone) => serveCni(deps, body, hints, deps.log, clientGone),
     onSkew: (shim) => deps.metrics.versionSkew.inc({ shim_protocol: shim }),
   });

@@ -5,7 +5,9 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { BODY_DEADLINE_MS } from '../../daemon/src/routes/raw-cni.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, SYSTEM_CNI_BIN } from '../helpers/env.js';
 import { delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
@@ -172,6 +174,81 @@ describe('hints too long to send', () => {
     const res = await post(w, w.hints);
     assert.notEqual(res.status, 431, res.text);
     assert.ok(res.json === undefined || res.json.code !== 104, res.text);
+  });
+});
+
+describe('a client that sends its headers and stalls', () => {
+  it("holds its DEL admission slot for at most the body deadline: another pod's DEL is then served", async () => {
+    const fx = join(env.dir, 'fx-stall');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('stallnet', '1.0.0', [fixturePlugin(fx)])]);
+    // Two DELs (the cap when no ADD is in flight) whose bodies never come.
+    const held: Socket[] = [];
+    const answers: string[] = [];
+    for (const id of ['stall-1', 'stall-2']) {
+      const w = wire('DEL', id, conf);
+      const s = connect(daemon.socket);
+      env.defer(() => s.destroy());
+      s.on('data', (b) => answers.push(b.toString('utf8')));
+      s.on('error', () => undefined);
+      const head = Object.entries({ ...w.hints, 'content-type': 'application/json' })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      s.write(`POST /v1/cni HTTP/1.1\r\nhost: l\r\ncontent-length: ${Buffer.byteLength(w.body)}\r\n${head}\r\n`);
+      held.push(s);
+    }
+    await daemon.waitFor('both stalled DELs to be admitted', async () => (await admission()).delsAdmitted === 2);
+    const t0 = performance.now();
+    const res = await post(wire('DEL', 'stall-victim', conf), wire('DEL', 'stall-victim', conf).hints);
+    const ms = performance.now() - t0;
+    assert.equal(res.status, 200, res.text);
+    assert.ok(ms < BODY_DEADLINE_MS + 3000, `the victim DEL waited ${Math.round(ms)} ms`);
+    assert.deepEqual(delCalls(fx), ['DEL stall-victim eth0']);
+    // The stalled ones were told to try again (11) and their connections closed.
+    await daemon.waitFor('the stalled connections to close', () => held.every((s) => s.destroyed || s.readableEnded));
+    assert.equal(answers.length, 2, answers.join('\n'));
+    for (const a of answers) assert.match(a, /"code":11,"msg":"request body not received within 5000 ms"/);
+    assert.equal((await admission()).delsAdmitted, 0);
+  });
+});
+
+/** Sends a hinted request on a raw connection and closes it after `closeAfterMs` (a shim killed by its runtime). */
+function sendAndLeave(w: { body: string; hints: Record<string, string> }, closeAfterMs: number): void {
+  const s = connect(daemon.socket);
+  env.defer(() => s.destroy());
+  s.on('error', () => undefined);
+  const head = Object.entries({ ...w.hints, 'content-type': 'application/json' })
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  s.write(`POST /v1/cni HTTP/1.1\r\nhost: l\r\ncontent-length: ${Buffer.byteLength(w.body)}\r\n${head}\r\n${w.body}`);
+  setTimeout(() => s.destroy(), closeAfterMs);
+}
+
+describe('a runtime that gave up on slow ADDs', () => {
+  it("its DELs of those sandboxes wait behind the ADDs, not in DEL slots: another pod's DEL is served at once", async () => {
+    const fx = join(env.dir, 'fx-gaveup');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('gaveupnet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 4000 })]),
+    ]);
+    for (const id of ['gaveup-x', 'gaveup-y']) sendAndLeave(wire('ADD', id, conf), 300);
+    await daemon.waitFor('both ADDs to run', () => fixtureCalls(fx, 'ADD').length === 2);
+    await daemon.waitFor('the runtime to have left', async () => (await admission()).othersInFlight === 0);
+    // The runtime's DELs of the two sandboxes (2 = the DEL cap): they wait for the ADDs in the engine.
+    const dels = ['gaveup-x', 'gaveup-y'].map((id) => post(wire('DEL', id, conf), wire('DEL', id, conf).hints));
+    const t0 = performance.now();
+    const other = await post(wire('DEL', 'gaveup-other', conf), wire('DEL', 'gaveup-other', conf).hints);
+    const ms = performance.now() - t0;
+    assert.equal(other.status, 200, other.text);
+    assert.ok(fixtureCalls(fx, 'ADD').length === 2 && !fixtureCalls(fx, 'DEL').some((l) => / gaveup-[xy] /.test(l)));
+    assert.ok(ms < 2500, `another pod's DEL waited ${Math.round(ms)} ms behind the abandoned ADDs`);
+    for (const r of await Promise.all(dels)) assert.equal(r.status, 200, r.text);
+    // Each abandoned ADD was undone once (its requester left) and the runtime's DEL found it gone.
+    for (const id of ['gaveup-x', 'gaveup-y']) {
+      assert.equal((await daemon.attachment(id)).state, 'deleted');
+      assert.deepEqual(
+        delCalls(fx).filter((l) => l === `DEL ${id} eth0`),
+        [`DEL ${id} eth0`],
+      );
+    }
   });
 });
 

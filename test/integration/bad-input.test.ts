@@ -3,10 +3,10 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { TestEnv, fixtureCalls, sh } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -128,7 +128,21 @@ describe('bad input gets the right CNI error code', () => {
   });
 
   it('ADD whose CNI_NETNS is not a network namespace: code 4, nothing journaled or run', async () => {
-    for (const [i, netns] of ['/etc/passwd', 'relative/ns', '/run/netns/stw-never-made'].entries()) {
+    // The other namespace kinds are nsfs files too: only their kind tells them from a netns, read
+    // from the link of a /proc/<pid>/ns file and from mountinfo for a bind mount of one.
+    const utsMount = join(env.dir, 'uts-ns');
+    writeFileSync(utsMount, '');
+    sh('mount', ['--bind', '/proc/self/ns/uts', utsMount]);
+    env.defer(() => sh('umount', [utsMount]));
+    const paths = [
+      '/etc/passwd',
+      'relative/ns',
+      '/run/netns/stw-never-made',
+      '/proc/self/ns/uts',
+      '/proc/1/ns/pid',
+      utsMount,
+    ];
+    for (const [i, netns] of paths.entries()) {
       await expectError({ command: 'ADD', containerId: `ns-${i}`, netns }, good(), 4, /CNI_NETNS/);
       assert.deepEqual((await daemon.get(`/v1/attachments?containerId=ns-${i}`)).json, []);
     }

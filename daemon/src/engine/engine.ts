@@ -51,6 +51,8 @@ export class Engine {
   readonly teardown: Teardown;
   readonly gate = new Gate();
   private readonly queue = new KeyedQueue();
+  /** ADDs and CHECKs queued or running, per container (whether or not their requester still waits). */
+  private readonly addsOrChecks = new Map<string, number>();
   private readonly ctx: EngineContext;
   private readonly dels: Dels;
   private readonly statusCache = new StatusCache();
@@ -260,6 +262,27 @@ export class Engine {
     return [...this.warnings.values()];
   }
 
+  /**
+   * Whether an ADD or CHECK of this container is queued or running in the engine. Admission lets a
+   * DEL of such a container in at once (it waits in the container's queue, not in a DEL slot), also
+   * when the runtime has given up on that ADD and closed its connection while the engine still runs it.
+   */
+  hasAddOrCheck(containerId: string): boolean {
+    return this.addsOrChecks.has(containerId);
+  }
+
+  /** Counts `p` in addsOrChecks until it settles. */
+  private tracked<T>(containerId: string, p: Promise<T>): Promise<T> {
+    this.addsOrChecks.set(containerId, (this.addsOrChecks.get(containerId) ?? 0) + 1);
+    const done = () => {
+      const n = (this.addsOrChecks.get(containerId) ?? 1) - 1;
+      if (n > 0) this.addsOrChecks.set(containerId, n);
+      else this.addsOrChecks.delete(containerId);
+    };
+    p.then(done, done);
+    return p;
+  }
+
   private add(env: CniEnv, config: Record<string, unknown>, clientGone?: () => boolean): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
     const nsWhy = netnsProblem(env.netns);
@@ -269,12 +292,15 @@ export class Engine {
     const settled = this.dels.addQueued(key);
     const p = this.ctx.serialize(env.containerId, (hold) => addAttachment(this.ctx, env, conf, key, hold, clientGone));
     p.then(settled, settled);
-    return p;
+    return this.tracked(env.containerId, p);
   }
 
   private check(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
-    return this.ctx.serialize(env.containerId, () => checkAttachment(this.ctx, env, key));
+    return this.tracked(
+      env.containerId,
+      this.ctx.serialize(env.containerId, () => checkAttachment(this.ctx, env, key)),
+    );
   }
 }

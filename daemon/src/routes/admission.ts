@@ -40,6 +40,8 @@ export interface AdmissionOptions {
   maxBodyBytes: number;
   /** Whether the engine would answer this DEL from its tombstone set (nothing left to tear down). */
   isTombstoned(h: Hints): boolean;
+  /** Whether the engine has an ADD or CHECK of this container queued or running (Engine.hasAddOrCheck). */
+  hasAddOrCheck?(containerId: string): boolean;
   /** Serves a request body as POST /v1/cni does (routes/cni.ts serveCni). */
   serve(body: unknown, hints: Hints, clientGone: () => boolean): Promise<string>;
   /** Told the protocol version of a shim request refused for version skew (routes/protocol.ts). */
@@ -184,7 +186,11 @@ export class Admission {
       const early = json && this.o.isTombstoned(p.hints);
       // A DEL of a container with a hinted ADD or CHECK in flight is admitted at once and uncapped: the
       // engine queues it behind that request (in arrival order), so it takes no slot until it is done.
-      const behind = !early && p.hints.containerId !== undefined && this.othersByContainer.has(p.hints.containerId);
+      // The engine is asked too: a runtime that gave up on a slow ADD closed its connection, but the
+      // engine still runs that ADD, and the runtime's DELs of that sandbox would sit in DEL slots.
+      const cid = p.hints.containerId;
+      const behind =
+        !early && cid !== undefined && (this.othersByContainer.has(cid) || this.o.hasAddOrCheck?.(cid) === true);
       if (early ? earlyHeld : engineHeld && !behind) {
         i++;
         continue;

@@ -25,7 +25,7 @@ export type JournalView = Pick<
 
 export interface AppDeps {
   /** POST /v1/cni hands requests here and nothing else. */
-  engine: Pick<Engine, 'handle' | 'isTombstoned' | 'rearmAbandoned'>;
+  engine: Pick<Engine, 'handle' | 'isTombstoned' | 'hasAddOrCheck' | 'rearmAbandoned'>;
   journal: JournalView;
   /** Plugin execution slots: how many, in use, waiting. */
   executions: () => { slots: number; inUse: number; queued: number };
