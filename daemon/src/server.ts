@@ -5,12 +5,12 @@
 export { httpStatusFor } from './routes/http-status.js';
 
 /** Request body limit: a netconf at its bound plus room for the envelope. */
-const BODY_LIMIT = MAX_NETCONF_BYTES + 64 * 1024;
+const BODY_LIMIT = MAX_REQUEST_BYTES;
 
 import { createServer } from 'node:http';
 import Fastify, { LogController, type FastifyServerFactory } from 'fastify';
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, MAX_NETCONF_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
+import { CniError, ErrorCode, MAX_REQUEST_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
 import { Admission } from './routes/admission.js';
 import { cniRoutes, serveCni } from './routes/cni.js';
 import { cniErrorAnswer } from './routes/http-status.js';

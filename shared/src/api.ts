@@ -11,6 +11,12 @@ export const CNI_ROUTE = '/v1/cni';
 
 /** Upper bound on a netconf read from stdin, and on request bodies the daemon accepts. */
 export const MAX_NETCONF_BYTES = 1024 * 1024;
+/**
+ * The largest request body (the netconf and the CNI_* variables, as JSON) stewardd reads, and the
+ * largest spool file it ingests: the shim refuses a bigger one up front (code 7) rather than send
+ * or spool a DEL that could never be served.
+ */
+export const MAX_REQUEST_BYTES = MAX_NETCONF_BYTES + 64 * 1024;
 
 /** How long the shim waits for the daemon before giving up (ms). Plugins may take a while. */
 export const DEFAULT_SHIM_TIMEOUT_MS = 120_000;
@@ -66,7 +72,12 @@ export function hintHeaders(
   const h: Record<string, string> = {};
   const put = (name: string, v: unknown) => {
     if (typeof v !== 'string') return;
-    const encoded = encodeURIComponent(v);
+    let encoded: string;
+    try {
+      encoded = encodeURIComponent(v);
+    } catch {
+      return; // a lone UTF-16 surrogate: no hint, and the daemon judges the value from the body
+    }
     if (encoded.length <= MAX_HINT_BYTES) h[name] = encoded;
   };
   put(HINT_HEADERS.command, env.CNI_COMMAND);

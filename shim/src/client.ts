@@ -64,7 +64,8 @@ export function postUnix(
   });
 }
 
-function parseResponse(raw: Buffer): Reply {
+/** A complete HTTP/1.1 answer; throws when it is not (cut off, malformed). Exported for its unit test. */
+export function parseResponse(raw: Buffer): Reply {
   const end = raw.indexOf('\r\n\r\n');
   if (end < 0) throw new Error('connection closed before a complete HTTP response');
   const head = raw.subarray(0, end).toString('latin1');
@@ -72,22 +73,27 @@ function parseResponse(raw: Buffer): Reply {
   if (!Number.isInteger(status)) throw new Error('malformed HTTP status line');
   let body = raw.subarray(end + 4);
   const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1];
-  if (length !== undefined) body = body.subarray(0, Number(length));
-  else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) body = dechunk(body);
+  // An answer cut off (the daemon died while writing it) is no answer: never print part of one.
+  if (length !== undefined) {
+    if (body.length < Number(length)) throw new Error(`connection closed after ${body.length} of ${length} body bytes`);
+    body = body.subarray(0, Number(length));
+  } else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) body = dechunk(body);
   const protocol = /\r\nx-steward-protocol:[ \t]*([^\r]*)/i.exec(head)?.[1]?.trim();
   return { status, body: body.toString('utf8'), protocol };
 }
 
+/** A chunked body, whole: it must end with its zero-size chunk, each chunk complete. */
 function dechunk(buf: Buffer): Buffer {
   const parts: Buffer[] = [];
   let i = 0;
   for (;;) {
     const eol = buf.indexOf('\r\n', i);
-    if (eol < 0) break;
+    if (eol < 0) throw new Error('connection closed before the last chunk of the answer');
     const size = Number.parseInt(buf.subarray(i, eol).toString('latin1'), 16);
-    if (!size) break;
+    if (!Number.isInteger(size) || size < 0) throw new Error('malformed chunk size in the answer');
+    if (size === 0) return Buffer.concat(parts);
+    if (buf.length < eol + 2 + size) throw new Error('connection closed inside a chunk of the answer');
     parts.push(buf.subarray(eol + 2, eol + 2 + size));
     i = eol + 2 + size + 2;
   }
-  return Buffer.concat(parts);
 }

@@ -15,6 +15,7 @@ import {
   UNVERSIONED_PROTOCOL,
   LATEST_VERSION,
   MAX_NETCONF_BYTES,
+  MAX_REQUEST_BYTES,
   SUPPORTED_VERSIONS,
   hintHeaders,
   failureSafeText,
@@ -81,6 +82,22 @@ export function commandBound(
   return { remaining: ms, label: `the ${command} bound of ${ms} ms` };
 }
 
+/**
+ * How long the shim waits for stdin to be written and closed: the command's default bound (the
+ * netconf, which could override it, is what is being read), what is left of STATUS's.
+ */
+export function stdinBoundMs(env: EnvSource, elapsedMs: number): number {
+  return commandBound(env.CNI_COMMAND === 'STATUS' ? 'STATUS' : 'ADD', undefined, elapsedMs).remaining;
+}
+
+/** The answer when stdin stayed open past stdinBoundMs. */
+export function stdinNotClosed(ms: number): ShimOutput {
+  return fail(
+    new CniError(ErrorCode.DecodeFailure, `stdin was not closed within ${Math.round(ms)} ms: no netconf to act on`),
+    LATEST_VERSION,
+  );
+}
+
 /** Races the request against the bound, whatever the transport does with its own timeout. */
 function withDeadline<T>(p: Promise<T>, ms: number, label: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -88,6 +105,29 @@ function withDeadline<T>(p: Promise<T>, ms: number, label: string): Promise<T> {
     timer = setTimeout(() => reject(new UnreachableError(`no answer within ${label}`)), ms);
   });
   return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
+}
+
+/** STATUS errors passed on with their own code: the request's, not the daemon's availability. */
+const STATUS_OWN_CODES: ReadonlySet<number> = new Set([
+  ErrorCode.PluginNotAvailable,
+  ErrorCode.IncompatibleVersion,
+  ErrorCode.UnsupportedField,
+  ErrorCode.InvalidEnv,
+  ErrorCode.DecodeFailure,
+  ErrorCode.InvalidConfig,
+]);
+
+/** A Unix socket path's longest length (sun_path is 108 bytes with its terminating NUL). */
+const MAX_SOCKET_PATH_BYTES = 107;
+
+/** Why `socket` cannot name stewardd's socket, or undefined. */
+function socketProblem(socket: unknown): string | undefined {
+  if (typeof socket !== 'string' || socket === '') return '"socket" must be a non-empty string';
+  // Relative to the runtime's working directory, which is nobody's choice.
+  if (!socket.startsWith('/')) return '"socket" must be an absolute path';
+  if (Buffer.byteLength(socket, 'utf8') > MAX_SOCKET_PATH_BYTES)
+    return `"socket" is longer than the ${MAX_SOCKET_PATH_BYTES} bytes a Unix socket path can be`;
+  return undefined;
 }
 
 export interface ShimOutput {
@@ -155,7 +195,10 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   const cniVersion = typeof conf?.cniVersion === 'string' ? conf.cniVersion : LATEST_VERSION;
 
   if (io.env.CNI_COMMAND === 'VERSION') {
-    return { stdout: JSON.stringify({ cniVersion, supportedVersions: SUPPORTED_VERSIONS }), exitCode: 0 };
+    // The answer's own version: the one asked for when this shim speaks it, else its newest (as the
+    // reference plugins answer with theirs), never an echo of whatever string came in.
+    const own = (SUPPORTED_VERSIONS as readonly string[]).includes(cniVersion) ? cniVersion : LATEST_VERSION;
+    return { stdout: JSON.stringify({ cniVersion: own, supportedVersions: SUPPORTED_VERSIONS }), exitCode: 0 };
   }
 
   let env;
@@ -172,13 +215,20 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   if (decodeError) return fail(decodeError, cniVersion);
   if (!conf) return fail(new CniError(ErrorCode.DecodeFailure, 'no netconf on stdin'), cniVersion);
 
-  const socket = conf.socket ?? DEFAULT_SOCKET;
-  const spoolDir = conf.spoolDir ?? DEFAULT_SPOOL_DIR;
-  if (typeof socket !== 'string' || socket === '')
-    return fail(new CniError(ErrorCode.InvalidConfig, '"socket" must be a non-empty string'), cniVersion);
+  // The shim's own keys. A bad one is code 7, except on DEL: a DEL refused for them would fail on
+  // every retry and pin the sandbox (stewardd tears down from the ADD's stored config anyway), so
+  // a DEL falls back to the default of each key it cannot use.
+  const lenient = env.command === 'DEL';
+  const givenSocket = conf.socket ?? DEFAULT_SOCKET;
+  const givenSpoolDir = conf.spoolDir ?? DEFAULT_SPOOL_DIR;
+  const socketWhy = socketProblem(givenSocket);
+  if (socketWhy && !lenient) return fail(new CniError(ErrorCode.InvalidConfig, socketWhy), cniVersion);
+  const socket = socketWhy ? DEFAULT_SOCKET : (givenSocket as string);
   // Absolute: a relative one would spool a DEL into the runtime's working directory, where stewardd never looks.
-  if (typeof spoolDir !== 'string' || !spoolDir.startsWith('/'))
+  const spoolOk = typeof givenSpoolDir === 'string' && givenSpoolDir.startsWith('/');
+  if (!spoolOk && !lenient)
     return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be an absolute path'), cniVersion);
+  const spoolDir = spoolOk ? givenSpoolDir : DEFAULT_SPOOL_DIR;
 
   const wireEnv: Record<string, string> = {};
   for (const name of CNI_ENV_VARS) {
@@ -200,11 +250,24 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
     );
   }
 
+  // What stewardd reads at most: a bigger request could only be refused, and a DEL spooled that big
+  // would be set aside at ingest and never run.
+  const bytes = Buffer.byteLength(body, 'utf8');
+  if (bytes > MAX_REQUEST_BYTES)
+    return fail(
+      new CniError(
+        ErrorCode.InvalidConfig,
+        `the request (netconf and CNI_* variables) is ${bytes} bytes, more than the ${MAX_REQUEST_BYTES} stewardd reads`,
+      ),
+      cniVersion,
+    );
+
   let bound: { remaining: number; label: string };
   try {
     bound = commandBound(env.command, conf.timeouts, io.elapsedMs?.() ?? 0);
   } catch (e) {
-    return fail(CniError.from(e), cniVersion);
+    if (!lenient) return fail(CniError.from(e), cniVersion);
+    bound = commandBound(env.command, undefined, io.elapsedMs?.() ?? 0);
   }
   let reply: Reply;
   try {
@@ -262,8 +325,9 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   try {
     const err = CniError.fromJSON(JSON.parse(reply.body));
     // STATUS: whatever keeps the daemon from serving (degraded, not ready, shutting down: 11 from
-    // its side) means "the plugin is not available" to the runtime.
-    if (err && env.command === 'STATUS' && err.code !== ErrorCode.PluginNotAvailable)
+    // its side) means "the plugin is not available" to the runtime; a fault in the request itself
+    // (its version, environment or netconf) keeps its own code.
+    if (err && env.command === 'STATUS' && !STATUS_OWN_CODES.has(err.code))
       return fail(new CniError(ErrorCode.PluginNotAvailable, `stewardd is not available: ${err.message}`), cniVersion);
     if (err) return { stdout: reply.body, exitCode: 1 };
   } catch {

@@ -9,17 +9,27 @@ declare const Bun: {
   write(dest: unknown, data: string): Promise<number>;
 };
 
-/** stdin, read until EOF or until more than `limit` bytes arrived (the caller rejects those). */
-export async function readStdin(limit: number): Promise<Buffer> {
+/**
+ * stdin, read until EOF or until more than `limit` bytes arrived (the caller rejects those);
+ * undefined when it is still open after `timeoutMs` (same contract as stdio.ts).
+ */
+export async function readStdin(limit: number, timeoutMs: number): Promise<Buffer | undefined> {
   const chunks: Uint8Array[] = [];
   let total = 0;
   const reader = Bun.stdin.stream().getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    total += value.length;
-    if (total > limit) break;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs)));
+  try {
+    for (;;) {
+      const step = await Promise.race([reader.read(), expired]);
+      if (step === undefined) return undefined;
+      if (step.done) break;
+      chunks.push(step.value);
+      total += step.value.length;
+      if (total > limit) break;
+    }
+  } finally {
+    clearTimeout(timer);
   }
   return Buffer.concat(chunks);
 }

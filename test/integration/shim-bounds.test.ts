@@ -6,14 +6,15 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
-import { shim, type ShimAnswer, type ShimCall } from '../helpers/shim.js';
+import { SHIM, shim, type ShimAnswer, type ShimCall } from '../helpers/shim.js';
 
 const env = new TestEnv('shim-bounds');
 after(() => env.close());
@@ -188,6 +189,33 @@ describe('shim request bounds', () => {
     // The ADD that was answered stays: only the unheard one is undone.
     assert.equal((await daemon.attachment('heard')).state, 'added');
     await daemon.stop();
+  });
+
+  it('a caller that never closes stdin: STATUS still answers within 1 s (code 6), from both shims', async () => {
+    const conf = stewardConf(join(env.dir, 'none', 'run', 's.sock'), '1.1.0', [
+      delegate('n', '1.1.0', [fixturePlugin(join(env.dir, 'open-fx'))]),
+    ]);
+    // bin/steward (Node) always; dist/steward (the Bun-compiled build of the same code) when built.
+    const shims = [SHIM, join(REPO, 'dist/steward')].filter((f) => existsSync(f));
+    for (const file of shims) {
+      const t0 = performance.now();
+      const child = spawn(file, [], {
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...STATUS_ENV },
+        stdio: ['pipe', 'pipe', 'ignore'],
+      });
+      env.defer(() => child.kill('SIGKILL'));
+      child.stdin.write(JSON.stringify(conf)); // and never end()
+      const out: Buffer[] = [];
+      child.stdout.on('data', (b: Buffer) => out.push(b));
+      const code = await new Promise<number | null>((r) => child.once('exit', r));
+      const ms = performance.now() - t0;
+      child.stdin.destroy();
+      const answer = JSON.parse(Buffer.concat(out).toString('utf8'));
+      assert.equal(code, 1, file);
+      assert.equal(answer.code, 6, JSON.stringify(answer));
+      assert.match(answer.msg, /stdin was not closed within/);
+      assert.ok(ms < STATUS_LIMIT_MS, `${file}: exited after ${Math.round(ms)} ms`);
+    }
   });
 
   it('a degraded daemon (corrupt journal): STATUS 50 saying so', async () => {

@@ -190,6 +190,11 @@ describe('CNI environment and CNI_ARGS', () => {
       message(() => parseCniEnv({ ...base, CNI_NETNS: '/n\n' })),
       'invalid CNI environment: CNI_NETNS contains control characters',
     );
+    // Bytes that are not UTF-8 reach the process as U+FFFD: the value is no longer the runtime's.
+    assert.equal(
+      message(() => parseCniEnv({ ...base, CNI_COMMAND: 'DEL', CNI_IFNAME: 'eth\uFFFD', CNI_ARGS: 'K=\uFFFD' })),
+      'invalid CNI environment: CNI_IFNAME is not valid UTF-8; CNI_ARGS is not valid UTF-8',
+    );
   });
 
   test('DEL may have an empty netns and a CNI_ARGS the plugins would refuse; its values come through', () => {

@@ -198,6 +198,16 @@ describe('engine: CHECK', () => {
     });
   });
 
+  test('CHECK with a netconf before 0.4.0 is code 1 (CHECK came with 0.4.0), as the reference plugins answer', async () => {
+    const { engine, plugins } = setup();
+    const old = conf([{ type: 'one' }], '0.3.1');
+    await engine.handle(req('ADD', 'old', old));
+    await assert.rejects(engine.handle(req('CHECK', 'old', old)), (e: CniError) => {
+      return e.code === 1 && /CHECK needs cniVersion 0.4.0 or later, the netconf says 0.3.1/.test(e.message);
+    });
+    assert.deepEqual(plugins.of('CHECK'), []);
+  });
+
   test('CHECK with a netns that is not a namespace is code 4 and asks no plugin', async () => {
     const { engine, plugins } = setup();
     await engine.handle(req('ADD', 'c', chain));
@@ -246,7 +256,8 @@ describe('engine: CHECK', () => {
 
   test('a delegate older than 0.4.0 is checked at the lowest version its plugin supports, prevResult converted', async () => {
     const { engine, plugins } = setup();
-    const old = conf([{ type: 'one' }], '0.3.1');
+    // steward's own netconf at 0.4.0 (a runtime sends CHECK for nothing older), its delegate at 0.3.1.
+    const old = conf([], '0.4.0', [{ name: 'pod', cniVersion: '0.3.1', plugins: [{ type: 'one' }] }]);
     plugins.on('one', (c) => {
       if (c.command === 'VERSION') return { supportedVersions: ['0.3.1', 7, '1.0.0', '0.4.0'] };
       if (c.command === 'ADD') return { cniVersion: '0.3.1', ips: [{ version: '4', address: '10.2.0.3/24' }] };

@@ -1,7 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { CNI_ENV_VARS, CNI_ROUTE, MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import {
+  CNI_ENV_VARS,
+  CNI_ROUTE,
+  DEFAULT_SHIM_TIMEOUT_MS,
+  DEFAULT_SOCKET,
+  DEFAULT_SPOOL_DIR,
+  LATEST_VERSION,
+  MAX_NETCONF_BYTES,
+  MAX_REQUEST_BYTES,
+} from '@cni-steward/shared';
 import { UnreachableError, type Reply } from '../../shim/src/client.js';
 import { runShim, type ShimIO } from '../../shim/src/skel.js';
 
@@ -182,13 +191,99 @@ describe('runShim', () => {
     assert.equal(spools[0]?.dir, '/var/lib/steward/spool');
   });
 
-  test('a relative spoolDir is code 7 before anything is sent or spooled (a DEL spooled there would be lost)', async () => {
+  test('a relative spoolDir is code 7 before anything is sent or spooled (a spooled DEL there would be lost)', async () => {
     for (const spoolDir of ['spool', './spool', '']) {
-      const { io, sends, spools } = fakeIO({ env: DEL_ENV, stdin: { ...NETCONF, spoolDir }, reply: unreachable });
+      const { io, sends, spools } = fakeIO({ env: ADD_ENV, stdin: { ...NETCONF, spoolDir }, reply: unreachable });
       const err = cniErrorOut(await runShim(io), 7);
       assert.match(err.msg, /"spoolDir" must be an absolute path/);
       assert.equal(sends.length + spools.length, 0, spoolDir);
     }
+  });
+
+  test("a DEL is not refused for the shim's own keys: a bad socket, spoolDir or timeouts falls back to its default", async () => {
+    // A DEL refused for them would fail on every retry and pin the sandbox; stewardd tears down
+    // from the ADD's stored config, so the DEL is sent (or spooled) with the defaults instead.
+    const bad = { socket: 'relative.sock', spoolDir: 'spool', timeouts: { delete: 5000 } };
+    const { io, sends, spools } = fakeIO({ env: DEL_ENV, stdin: { ...NETCONF, ...bad }, reply: unreachable });
+    const out = await runShim(io);
+    assert.equal(out.exitCode, 0, out.stdout);
+    assert.equal(sends.length, 1);
+    assert.equal(sends[0]!.socket, DEFAULT_SOCKET);
+    assert.equal(sends[0]!.timeoutMs, DEFAULT_SHIM_TIMEOUT_MS);
+    assert.deepEqual(
+      spools.map((c) => c.dir),
+      [DEFAULT_SPOOL_DIR],
+    );
+    // The same keys on ADD are code 7, each, and nothing is sent.
+    for (const [k, v] of Object.entries(bad)) {
+      const add = fakeIO({ env: ADD_ENV, stdin: { ...NETCONF, [k]: v } });
+      cniErrorOut(await runShim(add.io), 7);
+      assert.equal(add.sends.length, 0, k);
+    }
+  });
+
+  test('a socket path that cannot name a Unix socket is code 7 (relative, or over 107 bytes)', async () => {
+    for (const socket of ['run/s.sock', `/${'d'.repeat(107)}`]) {
+      const { io, sends } = fakeIO({ env: ADD_ENV, stdin: { ...NETCONF, socket } });
+      const err = cniErrorOut(await runShim(io), 7);
+      assert.match(err.msg, /"socket"/);
+      assert.equal(sends.length, 0);
+    }
+    const ok = fakeIO({ env: ADD_ENV, stdin: { ...NETCONF, socket: `/${'d'.repeat(106)}` } });
+    assert.equal((await runShim(ok.io)).exitCode, 0);
+  });
+
+  test('a request larger than stewardd reads is code 7, not sent and not spooled', async () => {
+    // Under the stdin bound, but the CNI_* variables push the request over what the daemon reads.
+    const env = { ...DEL_ENV, CNI_ARGS: `K8S_POD_NAME=${'p'.repeat(120_000)}` };
+    const stdin = { ...NETCONF, pad: 'x'.repeat(MAX_NETCONF_BYTES - 1000) };
+    const { io, sends, spools } = fakeIO({ env, stdin, reply: unreachable });
+    const err = cniErrorOut(await runShim(io), 7);
+    assert.match(err.msg, new RegExp(`more than the ${MAX_REQUEST_BYTES} stewardd reads`));
+    assert.equal(sends.length + spools.length, 0);
+  });
+
+  test('VERSION answers with a version it speaks, never an echo of what came in', async () => {
+    for (const [asked, answered] of [
+      ['0.4.0', '0.4.0'],
+      ['9.9.9', LATEST_VERSION],
+      ['', LATEST_VERSION],
+      ['x"y', LATEST_VERSION],
+    ] as const) {
+      const { io } = fakeIO({ env: { CNI_COMMAND: 'VERSION' }, stdin: { cniVersion: asked } });
+      const out = await runShim(io);
+      assert.equal(out.exitCode, 0);
+      assert.equal(JSON.parse(out.stdout).cniVersion, answered, asked);
+    }
+  });
+
+  test('STATUS passes on an error in the request itself with its own code; the daemon not serving is 50', async () => {
+    const STATUS_ENV = { CNI_COMMAND: 'STATUS', CNI_PATH: '/opt/cni/bin' };
+    const answer = (code: number) => () =>
+      Promise.resolve({
+        status: 400,
+        body: JSON.stringify({ cniVersion: '1.1.0', code, msg: `m${code}` }),
+        protocol: '2',
+      });
+    for (const [code, out] of [
+      [1, 1],
+      [7, 7],
+      [11, 50],
+      [104, 50],
+    ] as const) {
+      const { io } = fakeIO({ env: STATUS_ENV, stdin: { ...NETCONF, cniVersion: '1.1.0' }, reply: answer(code) });
+      cniErrorOut(await runShim(io), out);
+    }
+  });
+
+  test('a name with a lone UTF-16 surrogate is sent without that hint, not a shim crash (104)', async () => {
+    const { io, sends } = fakeIO({
+      env: ADD_ENV,
+      stdin: '{"cniVersion":"1.0.0","name":"n\\ud800x","type":"steward","delegates":[]}',
+    });
+    const out = await runShim(io);
+    assert.equal(out.exitCode, 0, out.stdout);
+    assert.equal(sends.length, 1);
   });
 
   test('a DEL that can be neither sent nor spooled is code 11', async () => {

@@ -5,7 +5,7 @@
 // through PluginSlots. Every step is journaled before its plugin runs.
 
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
+import { CniError, ErrorCode, versionAtLeast, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
 import type { Metrics } from '../metrics.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
@@ -297,6 +297,12 @@ export class Engine {
 
   private check(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
+    // As the reference plugins answer: CHECK came with 0.4.0.
+    if (!versionAtLeast(conf.cniVersion, '0.4.0'))
+      throw new CniError(
+        ErrorCode.IncompatibleVersion,
+        `CHECK needs cniVersion 0.4.0 or later, the netconf says ${conf.cniVersion}`,
+      );
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
     return this.tracked(
       env.containerId,

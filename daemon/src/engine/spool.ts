@@ -23,11 +23,11 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { MAX_NETCONF_BYTES, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
+import { MAX_REQUEST_BYTES, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
 
 /** A spooled request is at most a netconf plus its CNI_* envelope. */
-export const MAX_SPOOL_FILE_BYTES = MAX_NETCONF_BYTES + 64 * 1024;
+export const MAX_SPOOL_FILE_BYTES = MAX_REQUEST_BYTES;
 
 /**
  * Reads one spool entry without following links or blocking: opened O_NOFOLLOW|O_NONBLOCK (a
