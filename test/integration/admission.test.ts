@@ -40,6 +40,7 @@ async function admission(): Promise<{
   delsWaiting: number;
   delsAdmitted: number;
   delsAnsweredEarly: number;
+  othersInFlight: number;
   maxDels: number;
 }> {
   return (await daemon.status()).admission;
@@ -187,7 +188,9 @@ describe('a client that sends its headers and stalls', () => {
     for (const id of ['stall-1', 'stall-2']) {
       const w = wire('DEL', id, conf);
       const s = connect(daemon.socket);
-      env.defer(() => s.destroy());
+      env.defer(() => {
+        s.destroy();
+      });
       s.on('data', (b) => answers.push(b.toString('utf8')));
       s.on('error', () => undefined);
       const head = Object.entries({ ...w.hints, 'content-type': 'application/json' })
@@ -214,7 +217,9 @@ describe('a client that sends its headers and stalls', () => {
 /** Sends a hinted request on a raw connection and closes it after `closeAfterMs` (a shim killed by its runtime). */
 function sendAndLeave(w: { body: string; hints: Record<string, string> }, closeAfterMs: number): void {
   const s = connect(daemon.socket);
-  env.defer(() => s.destroy());
+  env.defer(() => {
+    s.destroy();
+  });
   s.on('error', () => undefined);
   const head = Object.entries({ ...w.hints, 'content-type': 'application/json' })
     .map(([k, v]) => `${k}: ${v}\r\n`)

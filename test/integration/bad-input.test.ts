@@ -133,7 +133,9 @@ describe('bad input gets the right CNI error code', () => {
     const utsMount = join(env.dir, 'uts-ns');
     writeFileSync(utsMount, '');
     sh('mount', ['--bind', '/proc/self/ns/uts', utsMount]);
-    env.defer(() => sh('umount', [utsMount]));
+    env.defer(() => {
+      sh('umount', [utsMount]);
+    });
     const paths = [
       '/etc/passwd',
       'relative/ns',

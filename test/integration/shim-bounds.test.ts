@@ -203,7 +203,9 @@ describe('shim request bounds', () => {
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...STATUS_ENV },
         stdio: ['pipe', 'pipe', 'ignore'],
       });
-      env.defer(() => child.kill('SIGKILL'));
+      env.defer(() => {
+        child.kill('SIGKILL');
+      });
       child.stdin.write(JSON.stringify(conf)); // and never end()
       const out: Buffer[] = [];
       child.stdout.on('data', (b: Buffer) => out.push(b));
