@@ -340,6 +340,24 @@ describe('how the body arrives', () => {
     await assertAtRest();
   });
 
+  it('pipelined: an ADD queued behind a slow ADD on the same connection is served, not taken for abandoned', async () => {
+    // node:http gives a pipelined response its socket only when the one ahead is done: the ADD
+    // behind must still count as waited for (routes/client-gone.ts reads the request's socket).
+    const c = conf('pipeadd', { sleepAddMs: 500 });
+    const one = (w: { body: string; hints: Record<string, string> }) =>
+      head([...withLength(w.body), ...hintList(w.hints)]) + w.body;
+    const r = new Raw();
+    await r.write(one(wire('ADD', 'pipeadd-1', c)) + one(wire('ADD', 'pipeadd-2', c)));
+    const answers = await r.read(2);
+    r.destroy();
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 200],
+      answers.map((a) => a.text).join('\n'),
+    );
+    for (const id of ['pipeadd-1', 'pipeadd-2']) assert.equal((await daemon.attachment(id)).state, 'added');
+  });
+
   it('40 pipelined requests (ADD, then DELs torn down and not, a refused one among them): answered in order', async () => {
     const c = conf('pipe40');
     const one = (w: { body: string; hints: Record<string, string> }, hints = w.hints) =>

@@ -55,7 +55,7 @@ export async function serveCni(
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
     const text = await serveCni(deps, request.body, readHints(request.headers), request.log, () =>
-      clientGone(reply.raw),
+      clientGone(request.raw, reply.raw),
     );
     return reply.code(200).type('application/json').send(text);
   });

@@ -74,7 +74,7 @@ export function serveRawCni(
     } catch (e) {
       return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
     }
-    o.serve(body, hints, () => clientGone(res)).then((text) => {
+    o.serve(body, hints, () => clientGone(req, res)).then((text) => {
       onServed?.();
       answer(200, text);
     }, fail);
