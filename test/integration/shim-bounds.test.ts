@@ -54,6 +54,21 @@ function spooled(dir: string): string[] {
   }
 }
 
+/** A started stewardd the test may freeze with SIGSTOP; thawed at cleanup whatever happens. */
+async function freezable(name: string, args: string[] = []): Promise<{ daemon: Daemon; pid: number }> {
+  const daemon = new Daemon(env, { name, args });
+  await daemon.start();
+  const pid = daemon.proc!.pid!;
+  env.defer(() => {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      /* gone */
+    }
+  });
+  return { daemon, pid };
+}
+
 describe('shim request bounds', () => {
   it('STATUS with no daemon at the socket: 50 in under 1 s', async () => {
     const socket = join(env.dir, 'none', 'run', 'stewardd.sock');
@@ -108,16 +123,7 @@ describe('shim request bounds', () => {
   });
 
   it('a real stewardd: ready 0; under SIGSTOP STATUS 50 within 1 s and DEL spooled; after SIGCONT STATUS 0 and the DEL ran once', async () => {
-    const daemon = new Daemon(env, { name: 'real', args: ['--retry-base-ms', '200'] });
-    await daemon.start();
-    const pid = daemon.proc!.pid!;
-    env.defer(() => {
-      try {
-        process.kill(pid, 'SIGCONT');
-      } catch {
-        /* gone */
-      }
-    });
+    const { daemon, pid } = await freezable('real', ['--retry-base-ms', '200']);
     const fx = join(env.dir, 'real-fx');
     const conf = stewardConf(daemon.socket, '1.1.0', [delegate('rnet', '1.1.0', [fixturePlugin(fx)])], {
       timeouts: { del: 1000 },
@@ -152,16 +158,7 @@ describe('shim request bounds', () => {
   it('an ADD whose shim gave up (11) while stewardd was frozen is rolled back when it thaws, not left added', async () => {
     // containerd 1.6.37+, 1.7.23+ and 2.x send no DEL after a failed ADD: an ADD carried out after
     // the runtime heard "try again later" would be an attachment nobody ever frees.
-    const daemon = new Daemon(env, { name: 'unheard' });
-    await daemon.start();
-    const pid = daemon.proc!.pid!;
-    env.defer(() => {
-      try {
-        process.kill(pid, 'SIGCONT');
-      } catch {
-        /* gone */
-      }
-    });
+    const { daemon, pid } = await freezable('unheard');
     const fx = join(env.dir, 'unheard-fx');
     const conf = stewardConf(daemon.socket, '1.0.0', [delegate('unet', '1.0.0', [fixturePlugin(fx)])], {
       timeouts: { add: 1000 },
