@@ -26,7 +26,7 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
 }
 
 export function decodeWireRequest(body: unknown): CniRequestBody {
-  if (typeof body !== 'object' || body === null)
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
     throw new CniError(ErrorCode.DecodeFailure, 'request body must be a JSON object');
   const b = body as Partial<Record<keyof CniWireRequest, unknown>>;
   if (typeof b.env !== 'object' || b.env === null || Array.isArray(b.env)) {

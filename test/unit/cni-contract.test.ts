@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { convertResult } from '../../shared/src/cni/convert.js';
+import { decodeWireRequest } from '../../shared/src/wire.js';
 import { cniArgsProblem, parseCniArgs, parseCniEnv } from '../../shared/src/cni/env.js';
 import { CniError, ErrorCode, clip, failureSafeText } from '../../shared/src/cni/errors.js';
 import { podFromCniArgs, podLabel, podLogFields } from '../../shared/src/cni/pod.js';
@@ -404,5 +405,22 @@ describe('malformed results: the exact error texts', () => {
     assert.equal(ip('4').ips![0]!.version, '4');
     assert.equal(ip('5').ips![0]!.version, '4', 're-derived from the address');
     assert.equal(ip(6).ips![0]!.version, '4');
+  });
+});
+
+describe('decodeWireRequest', () => {
+  test('a body that is not a JSON object is a decoding failure (6), whatever JSON it is', () => {
+    for (const body of [null, 42, 'x', [], [{ env: {} }]]) {
+      assert.throws(
+        () => decodeWireRequest(body),
+        (e: CniError) => e.code === ErrorCode.DecodeFailure && /must be a JSON object/.test(e.message),
+        JSON.stringify(body),
+      );
+    }
+    // An object without its env is the request's fault in another way: invalid environment (4).
+    assert.throws(
+      () => decodeWireRequest({ config: {} }),
+      (e: CniError) => e.code === ErrorCode.InvalidEnv,
+    );
   });
 });
