@@ -96,6 +96,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     delPolicy: cfg.delPolicy,
     retry: cfg.retry,
     answerBeforeFinalCommit: true,
+    hostNetns: '/proc/self/ns/net',
     clock,
   });
   const scheduler = new RetryScheduler({

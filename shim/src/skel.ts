@@ -61,12 +61,10 @@ export function commandBound(
   timeouts: unknown,
   elapsedMs: number,
 ): { remaining: number; label: string } {
-  if (command === 'STATUS') {
-    const remaining = Math.max(1, STATUS_BOUND_MS - Math.max(0, elapsedMs));
-    return { remaining, label: `the STATUS bound of ${STATUS_BOUND_MS} ms` };
-  }
   const key = command.toLowerCase() as keyof typeof DEFAULT_COMMAND_BOUNDS_MS;
   let ms = DEFAULT_COMMAND_BOUNDS_MS[key] ?? DEFAULT_SHIM_TIMEOUT_MS;
+  // Checked for every command, STATUS too: a STATUS that passes a netconf every ADD refuses (7)
+  // would report the network ready while no pod can start.
   if (timeouts !== undefined) {
     if (typeof timeouts !== 'object' || timeouts === null || Array.isArray(timeouts))
       throw new CniError(ErrorCode.InvalidConfig, '"timeouts" must be an object of milliseconds per command');
@@ -78,6 +76,10 @@ export function commandBound(
     }
     const own = (timeouts as Record<string, number>)[key];
     if (own !== undefined) ms = own;
+  }
+  if (command === 'STATUS') {
+    const remaining = Math.max(1, STATUS_BOUND_MS - Math.max(0, elapsedMs));
+    return { remaining, label: `the STATUS bound of ${STATUS_BOUND_MS} ms` };
   }
   return { remaining: ms, label: `the ${command} bound of ${ms} ms` };
 }
@@ -107,15 +109,13 @@ function withDeadline<T>(p: Promise<T>, ms: number, label: string): Promise<T> {
   return Promise.race([p, expiry]).finally(() => clearTimeout(timer));
 }
 
-/** STATUS errors passed on with their own code: the request's, not the daemon's availability. */
-const STATUS_OWN_CODES: ReadonlySet<number> = new Set([
-  ErrorCode.PluginNotAvailable,
-  ErrorCode.IncompatibleVersion,
-  ErrorCode.UnsupportedField,
-  ErrorCode.InvalidEnv,
-  ErrorCode.DecodeFailure,
-  ErrorCode.InvalidConfig,
-]);
+/**
+ * STATUS errors that say stewardd itself cannot serve (shutting down, not ready, degraded: 11 from
+ * its side; its own bug, 104): the runtime hears 50, "the plugin is not available". Every other
+ * code is passed on as it came: a fault in the request (1, 2, 4, 6, 7), a delegate's own STATUS
+ * answer (50, 51, anything) or a delegate that could not be run (100, 101).
+ */
+const STATUS_DAEMON_CODES: ReadonlySet<number> = new Set([ErrorCode.TryAgainLater, ErrorCode.Internal]);
 
 /** A Unix socket path's longest length (sun_path is 108 bytes with its terminating NUL). */
 const MAX_SOCKET_PATH_BYTES = 107;
@@ -327,7 +327,7 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
     // STATUS: whatever keeps the daemon from serving (degraded, not ready, shutting down: 11 from
     // its side) means "the plugin is not available" to the runtime; a fault in the request itself
     // (its version, environment or netconf) keeps its own code.
-    if (err && env.command === 'STATUS' && !STATUS_OWN_CODES.has(err.code))
+    if (err && env.command === 'STATUS' && STATUS_DAEMON_CODES.has(err.code))
       return fail(new CniError(ErrorCode.PluginNotAvailable, `stewardd is not available: ${err.message}`), cniVersion);
     if (err) return { stdout: reply.body, exitCode: 1 };
   } catch {

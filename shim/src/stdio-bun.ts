@@ -36,5 +36,8 @@ export async function readStdin(limit: number, timeoutMs: number): Promise<Buffe
 
 /** Writes all of `text` to stdout (Bun.write resolves once every byte is written). */
 export async function writeStdout(text: string): Promise<void> {
+  // Nothing to print (a DEL's or STATUS's success): Bun.write of "" would truncate a stdout that
+  // is a file the caller appends to.
+  if (text === '') return;
   await Bun.write(Bun.stdout, text);
 }

@@ -3,7 +3,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, sh } from '../helpers/env.js';
@@ -136,6 +136,10 @@ describe('bad input gets the right CNI error code', () => {
     env.defer(() => {
       sh('umount', [utsMount]);
     });
+    // A symlink to one is followed to its kind. The host's own netns (stewardd's) is refused too:
+    // a failed ADD's rollback there would delete a host interface of the pod's interface name.
+    const utsLink = join(env.dir, 'uts-link');
+    symlinkSync('/proc/self/ns/uts', utsLink);
     const paths = [
       '/etc/passwd',
       'relative/ns',
@@ -143,6 +147,8 @@ describe('bad input gets the right CNI error code', () => {
       '/proc/self/ns/uts',
       '/proc/1/ns/pid',
       utsMount,
+      utsLink,
+      '/proc/self/ns/net',
     ];
     for (const [i, netns] of paths.entries()) {
       await expectError({ command: 'ADD', containerId: `ns-${i}`, netns }, good(), 4, /CNI_NETNS/);

@@ -45,7 +45,7 @@ function call(shim: string, daemon: Daemon, command: string, cid: string, fx: st
   const conf = stewardConf(daemon.socket, '1.0.0', [delegate('skewnet', '1.0.0', [fixturePlugin(fx)])]);
   return execPlugin(
     shim,
-    cniEnv({ command, containerId: cid, netns: '/proc/self/ns/net', path: SYSTEM_CNI_BIN }),
+    cniEnv({ command, containerId: cid, netns: env.netns(), path: SYSTEM_CNI_BIN }),
     JSON.stringify(conf),
   );
 }

@@ -268,11 +268,22 @@ describe('runShim', () => {
     for (const [code, out] of [
       [1, 1],
       [7, 7],
-      [11, 50],
+      [51, 51], // a delegate's own STATUS answer
+      [100, 100], // a delegate that could not be run
+      [11, 50], // stewardd not serving (not ready, degraded, shutting down)
       [104, 50],
     ] as const) {
       const { io } = fakeIO({ env: STATUS_ENV, stdin: { ...NETCONF, cniVersion: '1.1.0' }, reply: answer(code) });
       cniErrorOut(await runShim(io), out);
+    }
+  });
+
+  test('STATUS refuses bad "timeouts" as ADD does (7): it must not report ready for a netconf no ADD accepts', async () => {
+    const STATUS_ENV = { CNI_COMMAND: 'STATUS', CNI_PATH: '/opt/cni/bin' };
+    for (const timeouts of [{ add: 0 }, { bogus: 5 }, { status: 5 }]) {
+      const { io, sends } = fakeIO({ env: STATUS_ENV, stdin: { ...NETCONF, cniVersion: '1.1.0', timeouts } });
+      cniErrorOut(await runShim(io), 7);
+      assert.equal(sends.length, 0, JSON.stringify(timeouts));
     }
   });
 

@@ -27,6 +27,11 @@ export interface EngineContext {
    * DEL's path. Every plugin still runs only after its own row is on disk.
    */
   answerBeforeFinalCommit: boolean;
+  /**
+   * A path of the network namespace ADD and CHECK refuse as CNI_NETNS: the daemon's own
+   * (/proc/self/ns/net, the host's under hostNetwork). Unset in unit tests, which use it as a netns.
+   */
+  hostNetns: string | undefined;
   /** Resolves a plugin type to its executable, throwing a CniError when there is none. */
   locate: (type: string, cniPath: string) => string;
   /**

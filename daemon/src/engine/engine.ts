@@ -39,6 +39,8 @@ export interface EngineOptions {
   retry: RetryPolicy;
   /** See EngineContext.answerBeforeFinalCommit (the daemon sets it; default off). */
   answerBeforeFinalCommit?: boolean;
+  /** See EngineContext.hostNetns (the daemon sets it; default none). */
+  hostNetns?: string;
   /** The retry schedule's clock (clock.ts), shared with the retry scheduler. */
   clock?: RetryClock;
   /** For tests without a clock: one time for wall and monotonic. */
@@ -83,6 +85,7 @@ export class Engine {
       bootId: opts.bootId,
       delPolicy: opts.delPolicy,
       answerBeforeFinalCommit: opts.answerBeforeFinalCommit ?? false,
+      hostNetns: opts.hostNetns,
       locate: opts.locate,
       adding: new Set(),
       serialize: (containerId, work) => this.serialize(containerId, work),
@@ -285,7 +288,7 @@ export class Engine {
 
   private add(env: CniEnv, config: Record<string, unknown>, clientGone?: () => boolean): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
-    const nsWhy = netnsProblem(env.netns);
+    const nsWhy = netnsProblem(env.netns, this.ctx.hostNetns);
     if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
     checkCapabilities(this.ctx, conf, config);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };

@@ -3,15 +3,18 @@
 // pinned a rollback for hours), so it is refused before anything is journaled; teardown passes an
 // empty CNI_NETNS (which the spec allows on DEL) once the stored path is no longer a namespace.
 
-import { readFileSync, readlinkSync, realpathSync, statfsSync } from 'node:fs';
-import { isAbsolute } from 'node:path';
+import { readFileSync, readlinkSync, realpathSync, statSync, statfsSync } from 'node:fs';
+import { dirname, isAbsolute, normalize, resolve } from 'node:path';
 import { clip } from '@cni-steward/shared';
 
 /** f_type of nsfs, the filesystem of /proc/<pid>/ns/* and of bind mounts of them (/run/netns/*). */
 const NSFS_MAGIC = 0x6e736673;
 
-/** Why `path` is not usable as an ADD/CHECK CNI_NETNS, or undefined when it is a network namespace. */
-export function netnsProblem(path: string): string | undefined {
+/**
+ * Why `path` is not usable as an ADD/CHECK CNI_NETNS, or undefined when it is a network namespace
+ * other than `host` (a path of the host's, when given).
+ */
+export function netnsProblem(path: string, host?: string): string | undefined {
   const shown = clip(path, 200);
   if (!isAbsolute(path)) return `CNI_NETNS "${shown}" is not an absolute path`;
   let type: number;
@@ -27,29 +30,66 @@ export function netnsProblem(path: string): string | undefined {
   // Every namespace file is on nsfs (/proc/self/ns/uts too), so the kind is asked for; refused
   // only when it is known to be another kind.
   const kind = namespaceKind(path);
-  return kind === undefined || kind === 'net'
-    ? undefined
-    : `CNI_NETNS "${shown}" is not a network namespace (it is the ${kind} namespace kind)`;
+  if (kind !== undefined && kind !== 'net')
+    return `CNI_NETNS "${shown}" is not a network namespace (it is the ${kind} namespace kind)`;
+  // The host's own: no pod runs there, and a failed ADD's rollback DEL would delete a host
+  // interface of the pod's interface name (a plugin refuses to ADD over an existing one, then DELs it).
+  if (host !== undefined && sameFile(path, host))
+    return `CNI_NETNS "${shown}" is the host's network namespace (stewardd's own)`;
+  return undefined;
 }
+
+/** Whether two paths name one namespace (one nsfs inode). */
+function sameFile(a: string, b: string): boolean {
+  try {
+    const x = statSync(a);
+    const y = statSync(b);
+    return x.ino === y.ino && x.dev === y.dev;
+  } catch {
+    return false;
+  }
+}
+
+const kindOf = (name: string) => /^([a-z_]+):\[\d+\]$/.exec(name)?.[1];
 
 /**
  * "net", "uts", "pid", …: the kind of the namespace file at `path` (on nsfs), or undefined when it
- * cannot be told. A /proc/<pid>/ns/* file names it in its link ("uts:[4026531838]"); a bind mount
- * of one (/run/netns/x) does not, but its line in mountinfo has it as the mount's root.
+ * cannot be told. A /proc/<pid>/ns/* file, reached directly or through symlinks, is a link to its
+ * kind and number ("uts:[4026531838]"); a bind mount of one (/run/netns/x) does not, but its
+ * line in mountinfo has it as the mount's root: the mountinfo of the mount namespace the path is
+ * in, another process's for a path through /proc/<pid>/root/.
  */
 function namespaceKind(path: string): string | undefined {
-  const kindOf = (name: string) => /^([a-z_]+):\[\d+\]$/.exec(name)?.[1];
-  try {
-    const link = kindOf(readlinkSync(path));
-    if (link !== undefined) return link;
-  } catch {
-    /* not a link: a bind mount */
+  const other = /^\/proc\/(\d+|self|thread-self)\/root(\/.*)$/.exec(normalize(path));
+  let mountinfo = '/proc/self/mountinfo';
+  let inner: string;
+  if (other) {
+    mountinfo = `/proc/${other[1]}/mountinfo`;
+    inner = other[2] as string;
+  } else {
+    // Symlinks are followed one by one: the last one of a /proc/<pid>/ns/* file names its kind
+    // (realpath cannot resolve that name, it is no path).
+    let at = path;
+    for (let hops = 0; hops < 40; hops++) {
+      let target: string;
+      try {
+        target = readlinkSync(at);
+      } catch {
+        break; // not a link
+      }
+      const own = kindOf(target);
+      if (own !== undefined) return own;
+      at = resolve(dirname(at), target);
+    }
+    try {
+      inner = realpathSync(at);
+    } catch {
+      return undefined;
+    }
   }
-  let real: string;
   let mounts: string;
   try {
-    real = realpathSync(path);
-    mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+    mounts = readFileSync(mountinfo, 'utf8');
   } catch {
     return undefined;
   }
@@ -58,7 +98,7 @@ function namespaceKind(path: string): string | undefined {
   let kind: string | undefined;
   for (const line of mounts.split('\n')) {
     const f = line.split(' ');
-    if (f.length > 4 && unescape(f[4] as string) === real) kind = kindOf(unescape(f[3] as string)) ?? kind;
+    if (f.length > 4 && unescape(f[4] as string) === inner) kind = kindOf(unescape(f[3] as string)) ?? kind;
   }
   return kind; // the last mount on a path is the one it shows
 }
