@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { BODY_DEADLINE_MS } from '../../daemon/src/routes/raw-cni.js';
+import { BODY_DEADLINE_MS } from '../../daemon/src/routes/admission.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, SYSTEM_CNI_BIN } from '../helpers/env.js';
 import { delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
@@ -178,40 +178,60 @@ describe('hints too long to send', () => {
   });
 });
 
-describe('a client that sends its headers and stalls', () => {
-  it("holds its DEL admission slot for at most the body deadline: another pod's DEL is then served", async () => {
-    const fx = join(env.dir, 'fx-stall');
-    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('stallnet', '1.0.0', [fixturePlugin(fx)])]);
-    // Two DELs (the cap when no ADD is in flight) whose bodies never come.
+describe('clients that send their headers and stall', () => {
+  /** Opens `n` hinted DELs of this content type that send their headers (and `bodyStart` of the body) and stall. */
+  function stallers(conf: Record<string, unknown>, tag: string, n: number, contentType: string, bodyStart = 0) {
     const held: Socket[] = [];
     const answers: string[] = [];
-    for (const id of ['stall-1', 'stall-2']) {
-      const w = wire('DEL', id, conf);
+    for (let i = 0; i < n; i++) {
+      const w = wire('DEL', `${tag}-${i}`, conf);
       const s = connect(daemon.socket);
       env.defer(() => {
         s.destroy();
       });
       s.on('data', (b) => answers.push(b.toString('utf8')));
       s.on('error', () => undefined);
-      const head = Object.entries({ ...w.hints, 'content-type': 'application/json' })
+      const head = Object.entries({ ...w.hints, 'content-type': contentType })
         .map(([k, v]) => `${k}: ${v}\r\n`)
         .join('');
-      s.write(`POST /v1/cni HTTP/1.1\r\nhost: l\r\ncontent-length: ${Buffer.byteLength(w.body)}\r\n${head}\r\n`);
+      s.write(
+        `POST /v1/cni HTTP/1.1\r\nhost: l\r\ncontent-length: ${Buffer.byteLength(w.body)}\r\n${head}\r\n` +
+          w.body.slice(0, bodyStart),
+      );
       held.push(s);
     }
-    await daemon.waitFor('both stalled DELs to be admitted', async () => (await admission()).delsAdmitted === 2);
-    const t0 = performance.now();
-    const res = await post(wire('DEL', 'stall-victim', conf), wire('DEL', 'stall-victim', conf).hints);
-    const ms = performance.now() - t0;
-    assert.equal(res.status, 200, res.text);
-    assert.ok(ms < BODY_DEADLINE_MS + 3000, `the victim DEL waited ${Math.round(ms)} ms`);
-    assert.deepEqual(delCalls(fx), ['DEL stall-victim eth0']);
-    // The stalled ones were told to try again (11) and their connections closed.
-    await daemon.waitFor('the stalled connections to close', () => held.every((s) => s.destroyed || s.readableEnded));
-    assert.equal(answers.length, 2, answers.join('\n'));
-    for (const a of answers) assert.match(a, /"code":11,"msg":"request body not received within 5000 ms"/);
-    assert.equal((await admission()).delsAdmitted, 0);
-  });
+    return { held, answers };
+  }
+
+  for (const [what, n, contentType, bodyStart] of [
+    ['two JSON DELs with no body (the DEL cap)', 2, 'application/json', 0],
+    ['six JSON DELs with no body (more than the cap, parked)', 6, 'application/json', 0],
+    ["two text/plain DELs with part of a body (fastify's path)", 2, 'text/plain', 10],
+  ] as const) {
+    it(`${what}: held for at most the body deadline from their headers; another pod's DEL is then served`, async () => {
+      const tag = `stall${n}${bodyStart}`;
+      const fx = join(env.dir, `fx-${tag}`);
+      const conf = stewardConf(daemon.socket, '1.0.0', [delegate(`${tag}net`, '1.0.0', [fixturePlugin(fx)])]);
+      const { held, answers } = stallers(conf, tag, n, contentType, bodyStart);
+      await daemon.waitFor('the stalled DELs to be admitted or parked', async () => {
+        const a = await admission();
+        return a.delsAdmitted + a.delsWaiting === n;
+      });
+      const t0 = performance.now();
+      const res = await post(wire('DEL', `${tag}-victim`, conf), wire('DEL', `${tag}-victim`, conf).hints);
+      const ms = performance.now() - t0;
+      assert.equal(res.status, 200, res.text);
+      // However many stall: each one's deadline runs from its own headers, not from its admission.
+      assert.ok(ms < BODY_DEADLINE_MS + 2500, `the victim DEL waited ${Math.round(ms)} ms`);
+      assert.deepEqual(delCalls(fx), [`DEL ${tag}-victim eth0`]);
+      // The stalled ones were told to try again (11) and their connections closed.
+      await daemon.waitFor('the stalled connections to close', () => held.every((s) => s.destroyed || s.readableEnded));
+      assert.equal(answers.length, n, answers.join('\n'));
+      for (const a of answers) assert.match(a, /"code":11,"msg":"request body not received within 5000 ms"/);
+      const after = await admission();
+      assert.equal(after.delsAdmitted + after.delsWaiting, 0);
+    });
+  }
 });
 
 /** Sends a hinted request on a raw connection and closes it after `closeAfterMs` (a shim killed by its runtime). */

@@ -20,13 +20,32 @@
 //    unchanged. The body stays the contract: hints that disagree with it are refused (code 4).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CNI_ROUTE } from '@cni-steward/shared';
+import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
+import { cniErrorAnswer } from './http-status.js';
 import { readHints, type Hints } from './hints.js';
 import { admitProtocol } from './protocol.js';
 import { isRawJson, serveRawCni } from './raw-cni.js';
 import { whenDone } from './when-done.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * How long a hinted request's body may take from the moment its headers are in. The shim writes
+ * the body with its headers in one go, so only a stalled or hostile client comes near it; one that
+ * did would hold its DEL slot (or count as an ADD in flight) until node:http's request timeout.
+ */
+export const BODY_DEADLINE_MS = 5000;
+
+/**
+ * Whether a request's body is stalled: not all in, and less of it buffered than either its length
+ * or what node:http buffers before it stops reading (a parked request's body waits unread; a full
+ * buffer is that, not a stall).
+ */
+function bodyStalled(req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const length = Number(req.headers['content-length'] ?? Number.POSITIVE_INFINITY);
+  return req.readableLength < Math.min(length, req.readableHighWaterMark);
+}
 
 export interface AdmissionOptions {
   /** DELs admitted at once while no other hinted request is in flight. */
@@ -113,6 +132,35 @@ export class Admission {
     return this.othersInFlight > 0 || now - this.lastOtherEnded < this.o.priorityMs;
   }
 
+  /**
+   * Ends a hinted request whose body has not come BODY_DEADLINE_MS after its headers, on whichever
+   * path it is (parked, served raw, or handed to fastify): answered 11 when nothing was answered
+   * yet, and its connection closed, which releases its counters (whenDone).
+   */
+  private bodyDeadline(req: IncomingMessage, res: ServerResponse): void {
+    const timer = setTimeout(() => {
+      if (!bodyStalled(req) || res.writableEnded) return;
+      const i = this.parked.findIndex((p) => p.req === req);
+      if (i >= 0) this.parked.splice(i, 1);
+      const sock = req.socket;
+      if (!res.headersSent) {
+        const err = new CniError(ErrorCode.TryAgainLater, `request body not received within ${BODY_DEADLINE_MS} ms`);
+        const { status, json } = cniErrorAnswer(err, undefined);
+        const text = JSON.stringify(json);
+        res.once('finish', () => sock.destroy());
+        res.writeHead(status, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(text),
+        });
+        res.end(text);
+      }
+      setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
+      this.pump();
+    }, BODY_DEADLINE_MS);
+    timer.unref();
+    whenDone(req, res, () => clearTimeout(timer));
+  }
+
   private admit(req: IncomingMessage, res: ServerResponse): void {
     let hints: Hints | undefined;
     // Only the shim's exact path: a query string goes to fastify, whose hook refuses repeated parameters.
@@ -126,6 +174,7 @@ export class Admission {
     if (req.method === 'POST' && req.url === CNI_ROUTE && !admitProtocol(req, res, hints !== undefined, this.o.onSkew))
       return;
     if (!hints) return this.next(req, res);
+    this.bodyDeadline(req, res);
     if (hints.command !== 'DEL') {
       this.othersInFlight++;
       const cid = hints.containerId;

@@ -20,12 +20,6 @@ export function isRawJson(req: IncomingMessage): boolean {
   return /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
 }
 
-/**
- * How long a hinted request's body may take once its headers are in. The shim writes the body with
- * its headers in one go, so only a stalled or hostile client comes near it.
- */
-export const BODY_DEADLINE_MS = 5000;
-
 /** Reads, decodes and serves the request, then answers it; `onServed` runs when it is answered 200. */
 export function serveRawCni(
   req: IncomingMessage,
@@ -82,16 +76,4 @@ export function serveRawCni(
   req.on('data', onData);
   req.once('error', () => res.destroy());
   req.once('end', onEnd);
-  // A client that sends its headers and stalls would hold its admission slot (a DEL's is capped:
-  // routes/admission.ts) until node:http's requestTimeout, minutes: every other pod's DEL waits.
-  const stalled = setTimeout(() => {
-    req.off('data', onData);
-    req.off('end', onEnd);
-    const sock = req.socket;
-    res.once('finish', () => sock.destroy());
-    fail(new CniError(ErrorCode.TryAgainLater, `request body not received within ${BODY_DEADLINE_MS} ms`));
-    setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
-  }, BODY_DEADLINE_MS);
-  req.once('end', () => clearTimeout(stalled));
-  req.once('close', () => clearTimeout(stalled));
 }
