@@ -125,6 +125,8 @@ function socketProblem(socket: unknown): string | undefined {
   if (typeof socket !== 'string' || socket === '') return '"socket" must be a non-empty string';
   // Relative to the runtime's working directory, which is nobody's choice.
   if (!socket.startsWith('/')) return '"socket" must be an absolute path';
+  // A NUL ends the path for the kernel: the shim would talk to another socket than the one named.
+  if (socket.includes('\0')) return '"socket" must not contain a NUL character';
   if (Buffer.byteLength(socket, 'utf8') > MAX_SOCKET_PATH_BYTES)
     return `"socket" is longer than the ${MAX_SOCKET_PATH_BYTES} bytes a Unix socket path can be`;
   return undefined;
@@ -225,7 +227,7 @@ async function answer(io: ShimIO): Promise<ShimOutput> {
   if (socketWhy && !lenient) return fail(new CniError(ErrorCode.InvalidConfig, socketWhy), cniVersion);
   const socket = socketWhy ? DEFAULT_SOCKET : (givenSocket as string);
   // Absolute: a relative one would spool a DEL into the runtime's working directory, where stewardd never looks.
-  const spoolOk = typeof givenSpoolDir === 'string' && givenSpoolDir.startsWith('/');
+  const spoolOk = typeof givenSpoolDir === 'string' && givenSpoolDir.startsWith('/') && !givenSpoolDir.includes('\0');
   if (!spoolOk && !lenient)
     return fail(new CniError(ErrorCode.InvalidConfig, '"spoolDir" must be an absolute path'), cniVersion);
   const spoolDir = spoolOk ? givenSpoolDir : DEFAULT_SPOOL_DIR;

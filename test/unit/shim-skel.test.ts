@@ -204,6 +204,12 @@ describe('runShim', () => {
     // A DEL refused for them would fail on every retry and pin the sandbox; stewardd tears down
     // from the ADD's stored config, so the DEL is sent (or spooled) with the defaults instead.
     const bad = { socket: 'relative.sock', spoolDir: 'spool', timeouts: { delete: 5000 } };
+    const nul = fakeIO({ env: DEL_ENV, stdin: { ...NETCONF, spoolDir: '/tmp/sp\u0000ool' }, reply: unreachable });
+    assert.equal((await runShim(nul.io)).exitCode, 0);
+    assert.deepEqual(
+      nul.spools.map((c) => c.dir),
+      [DEFAULT_SPOOL_DIR],
+    );
     const { io, sends, spools } = fakeIO({ env: DEL_ENV, stdin: { ...NETCONF, ...bad }, reply: unreachable });
     const out = await runShim(io);
     assert.equal(out.exitCode, 0, out.stdout);
@@ -223,7 +229,7 @@ describe('runShim', () => {
   });
 
   test('a socket path that cannot name a Unix socket is code 7 (relative, or over 107 bytes)', async () => {
-    for (const socket of ['run/s.sock', `/${'d'.repeat(107)}`]) {
+    for (const socket of ['run/s.sock', `/${'d'.repeat(107)}`, '/run/steward/s.sock\u0000x']) {
       const { io, sends } = fakeIO({ env: ADD_ENV, stdin: { ...NETCONF, socket } });
       const err = cniErrorOut(await runShim(io), 7);
       assert.match(err.msg, /"socket"/);
