@@ -3,7 +3,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
@@ -46,5 +46,27 @@ describe('uninstall --purge and a running daemon', () => {
     assert.match(purged.stdout, /purged /);
     assert.equal(existsSync(join(tree.confDir, '00-steward.conflist')), false);
     assert.equal(existsSync(daemon.stateDir), false);
+  });
+
+  it('--purge removes only what stewardd writes in a state dir: a --state-dir naming some other directory keeps its files', async () => {
+    // A typo (--state-dir /var/lib) or an unset variable (--state-dir "" is the working directory)
+    // must not wipe a directory that was never a state dir.
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'victim-node')), stateDir: join(env.dir, 'victim') };
+    mkdirSync(join(tree.stateDir, 'important'), { recursive: true });
+    writeFileSync(join(tree.stateDir, 'important', 'a'), 'precious');
+    writeFileSync(join(tree.stateDir, 'notes.txt'), 'mine');
+    const r = await uninstallFrom(tree, ['--purge']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /kept .*victim: it holds files that are not stewardd's/);
+    assert.equal(readFileSync(join(tree.stateDir, 'important', 'a'), 'utf8'), 'precious');
+    assert.equal(readFileSync(join(tree.stateDir, 'notes.txt'), 'utf8'), 'mine');
+    // A real state dir with a stranger's file beside: stewardd's own entries go, the stranger's stays.
+    const daemon = new Daemon(env, { name: 'mixed' });
+    await daemon.start();
+    await daemon.stop();
+    writeFileSync(join(daemon.stateDir, 'operator-notes.txt'), 'keep me');
+    const mixed = await uninstallFrom({ ...tree, stateDir: daemon.stateDir }, ['--purge']);
+    assert.equal(mixed.code, 0, mixed.stdout + mixed.stderr);
+    assert.deepEqual(readdirSync(daemon.stateDir), ['operator-notes.txt']);
   });
 });

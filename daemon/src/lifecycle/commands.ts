@@ -57,7 +57,7 @@ function lockTimeout(what: string, e: LockTimeoutError, log: ReturnType<typeof s
   return 1;
 }
 
-export function printUninstall(r: UninstallReport, stateDir: string): void {
+export function printUninstall(r: UninstallReport, stateDir: string, purge = false): void {
   if (!r.installed) console.log(`nothing recorded as installed in ${stateDir}`);
   for (const p of r.removed) console.log(`removed ${p}`);
   for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; not removing anything`);
@@ -69,6 +69,8 @@ export function printUninstall(r: UninstallReport, stateDir: string): void {
     console.log('0 teardowns pending');
   }
   if (r.purged) console.log(`purged ${stateDir}`);
+  else if (purge && r.refused.length === 0 && existsSync(stateDir))
+    console.log(`kept ${stateDir}: it holds files that are not stewardd's (only stewardd's own were removed)`);
 }
 
 export async function runUninstall(cfg: UninstallConfig): Promise<number> {
@@ -112,7 +114,7 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
   } finally {
     owner?.release();
   }
-  printUninstall(r, cfg.stateDir);
+  printUninstall(r, cfg.stateDir, cfg.purge);
   return r.refused.length > 0 ? 1 : 0;
 }
 

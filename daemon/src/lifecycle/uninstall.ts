@@ -8,8 +8,10 @@ import type { Logger } from 'pino';
 import { drain, type Leftover } from './drain.js';
 import { sha256File, tempsOf } from './files.js';
 import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
+import { OWNER_INFO_FILE, OWNER_LOCK_FILE } from '../store/owner.js';
 import {
   acceptedAt,
+  RECORD_FILE,
   readRecord,
   realFileOps,
   recordedFiles,
@@ -117,16 +119,30 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
 }
 
 /**
+ * What stewardd writes in a state dir, and all that --purge removes: the install record, the
+ * journal, the spool, the ownership files, each with the files SQLite or a write keeps beside it
+ * (-wal, -shm, -journal, temp copies): names starting with one of these. Anything else there is
+ * somebody else's (a --state-dir typo naming /var/lib, an empty one naming the working
+ * directory): it is left, and so is the directory.
+ */
+const STATE_DIR_PREFIXES = [RECORD_FILE, 'steward.db', 'spool', OWNER_LOCK_FILE, OWNER_INFO_FILE] as const;
+const isStewards = (name: string) =>
+  STATE_DIR_PREFIXES.some(
+    (p) => name === p || name.startsWith(`${p}-`) || name.startsWith(`${p}.`) || name.startsWith(`.${p}`),
+  );
+
+/**
  * Removes the state dir (record, database, spool) while holding the lock, which is released on
- * the way: everything but the lock file first, then the lock, then the empty dir (which stays,
- * empty, when it is a mount point). Returns false if the dir stays because another stewardd took
- * the lock (and put files there) in between.
+ * the way: stewardd's own entries first, then the lock, then the dir if nothing else is in it
+ * (it stays, empty, when it is a mount point). Returns false if the dir stays: it holds files that
+ * are not stewardd's, or another stewardd took the lock (and put files there) in between.
  */
 export function purgeStateDir(held: Lock): boolean {
   for (const name of readdirSync(held.stateDir)) {
-    if (name !== LOCK_FILE) rmSync(join(held.stateDir, name), { recursive: true, force: true });
+    if (isStewards(name)) rmSync(join(held.stateDir, name), { recursive: true, force: true });
   }
   held.release();
+  if (readdirSync(held.stateDir).some((n) => n !== LOCK_FILE)) return false; // not only stewardd's
   try {
     rmdirSync(held.stateDir);
   } catch (e) {
