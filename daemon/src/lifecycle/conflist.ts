@@ -2,8 +2,10 @@
 // The primary is what the runtime would load if we were not there: the first config file by
 // name (libcni reads .conf, .conflist and .json, in byte order) that is not ours.
 
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { readRegularFile } from './files.js';
 
 export const STEWARD_CONFLIST = '00-steward.conflist';
 const CONFIG_EXTENSIONS = ['.conf', '.conflist', '.json'];
@@ -26,19 +28,30 @@ export function findPrimary(confDir: string): PrimaryScan {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'none' };
     throw e;
   }
+  // A directory is skipped, as libcni's ConfFiles skips it; anything else named like a config is
+  // a candidate, and one that is not a regular file is unusable (a FIFO would block its reader).
   const file = names
     .filter((n) => n !== STEWARD_CONFLIST && !n.startsWith('.') && CONFIG_EXTENSIONS.some((x) => n.endsWith(x)))
-    .sort(byteOrder)[0];
+    .sort(byteOrder)
+    .find((n) => !isDirectory(join(confDir, n)));
   if (file === undefined) return { kind: 'none' };
   let conf: unknown;
   try {
-    conf = JSON.parse(readFileSync(join(confDir, file), 'utf8'));
+    conf = JSON.parse(readRegularFile(join(confDir, file), MAX_NETCONF_BYTES).toString('utf8'));
   } catch (e) {
     return { kind: 'invalid', file, why: (e as Error).message };
   }
   const why = notANetwork(conf);
   if (why) return { kind: 'invalid', file, why };
   return { kind: 'found', file, conf: conf as Record<string, unknown> };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false; // gone, or a dangling link: a candidate that will not read
+  }
 }
 
 function notANetwork(conf: unknown): string | undefined {

@@ -5,7 +5,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   closeSync,
+  constants,
   existsSync,
+  fstatSync,
   fchmodSync,
   fsyncSync,
   openSync,
@@ -21,12 +23,30 @@ export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** The file's sha256, or undefined when it does not exist. */
+/**
+ * A regular file's content (links followed), read without ever blocking: opened O_NONBLOCK and
+ * checked to be a regular file first, so a FIFO (which open and read would wait on forever, with
+ * the daemon's whole event loop) or a device is refused, and so is one over `maxBytes`.
+ */
+export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINITY): Buffer {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new Error(`${path} is not a regular file`);
+    if (st.size > maxBytes) throw new Error(`${path} is ${st.size} bytes, more than the ${maxBytes} read`);
+    return readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The file's sha256 (of "not a regular file" for a FIFO or device there), or undefined when it does not exist. */
 export function sha256File(path: string): string | undefined {
   try {
-    return sha256(readFileSync(path));
+    return sha256(readRegularFile(path));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (!(e as NodeJS.ErrnoException).code) return sha256(`not a regular file: ${path}`);
     throw e;
   }
 }

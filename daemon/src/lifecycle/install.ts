@@ -12,11 +12,11 @@
 // Concurrency: install, uninstall and the daemon's watcher (syncConflist) each hold the install
 // lock (lock.ts) from reading the record to their last write, so they never interleave.
 
-import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { findPrimary, renderConflist, STEWARD_CONFLIST } from './conflist.js';
-import { sha256, sha256File, tempsOf } from './files.js';
+import { readRegularFile, sha256, sha256File, tempsOf } from './files.js';
 import { loggedWait, withLock } from './lock.js';
 import {
   acceptedAt,
@@ -166,7 +166,7 @@ function retire(
 export async function install(o: InstallOptions): Promise<InstallReport> {
   let shimBytes: Buffer;
   try {
-    shimBytes = readFileSync(o.shim);
+    shimBytes = readRegularFile(o.shim);
   } catch (e) {
     throw new LifecycleError(
       `cannot read the shim executable ${o.shim}: ${(e as Error).message} (build it with npm run build, or pass --shim)`,

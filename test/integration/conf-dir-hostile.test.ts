@@ -1,0 +1,59 @@
+// What else lives in the CNI conf dir must never hang install or the running daemon: the primary is
+// read without blocking (a FIFO named like a config held open(2), and with it install or the whole
+// daemon's event loop, for good), a directory named like one is skipped as libcni skips it, and a
+// huge file is refused instead of read every second. Real stewardd, real install, a real FIFO.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { TestEnv, sh } from '../helpers/env.js';
+import { installInto, nodeTree, writeJson, type NodeTree } from '../helpers/node-tree.js';
+
+const env = new TestEnv('confdir');
+after(() => env.close());
+
+const PODNET = { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'loopback' }] };
+
+describe('hostile entries in the CNI conf dir', () => {
+  it('a directory named like a config is skipped: install wraps the config after it', async () => {
+    const tree: NodeTree = nodeTree(join(env.dir, 'dir'));
+    writeJson(join(tree.confDir, '10-podnet.conflist'), PODNET);
+    mkdirSync(join(tree.confDir, '05-leftover.conflist'));
+    const r = await installInto(tree, join(env.dir, 'dir.sock'));
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /wraps 10-podnet\.conflist/);
+    assert.match(readFileSync(join(tree.confDir, '00-steward.conflist'), 'utf8'), /"podnet"/);
+  });
+
+  it('a FIFO named like the first config: install answers at once that it is not a regular file', async () => {
+    const tree: NodeTree = nodeTree(join(env.dir, 'fifo'));
+    writeJson(join(tree.confDir, '10-podnet.conflist'), PODNET);
+    sh('mkfifo', [join(tree.confDir, '05-x.conflist')]);
+    const t0 = performance.now();
+    const r = await installInto(tree, join(env.dir, 'fifo.sock'));
+    assert.ok(performance.now() - t0 < 15_000, 'install hung on the FIFO');
+    assert.match(r.stdout + r.stderr, /05-x\.conflist.*not a regular file/s);
+  });
+
+  it('a running daemon watching an installed conf dir that gets a FIFO and a huge file keeps answering', async () => {
+    const daemon = new Daemon(env, { name: 'watch', args: ['--cni-conf-dir', join(env.dir, 'watch/etc/cni/net.d')] });
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'watch')), stateDir: daemon.stateDir };
+    writeJson(join(tree.confDir, '10-podnet.conflist'), PODNET);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.start();
+    // Each in turn sorts first, so the watcher (about once a second) reads it as the primary.
+    writeFileSync(join(tree.confDir, '05-huge.conflist'), `{"pad":"${'x'.repeat(2 * 1024 * 1024)}"}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    sh('mkfifo', [join(tree.confDir, '03-x.conflist')]);
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      const t0 = performance.now();
+      const h = await daemon.get('/healthz');
+      assert.ok(performance.now() - t0 < 2000, `/healthz took ${Math.round(performance.now() - t0)} ms`);
+      assert.equal(h.status, 200);
+    }
+    await daemon.stop();
+  });
+});
