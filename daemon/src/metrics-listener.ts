@@ -39,6 +39,9 @@ export interface MetricsListener {
   close(): Promise<void>;
 }
 
+/** Connections the metrics port holds at once; more are closed as they come. */
+export const METRICS_MAX_CONNECTIONS = 64;
+
 export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: Logger): Promise<MetricsListener> {
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
@@ -59,6 +62,9 @@ export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: 
   // A scraper holds its connection open between scrapes; these keep a slow client from pinning it.
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
+  // The port is open on the node's address: without a cap, idle connections could take every file
+  // descriptor stewardd has, and with them its CNI socket (a few scrapers need a few connections).
+  server.maxConnections = METRICS_MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(addr.port, addr.host, () => {

@@ -9,7 +9,9 @@ import { openDatabase } from '../helpers/sqlite.js';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { METRICS_MAX_CONNECTIONS } from '../../daemon/src/metrics-listener.js';
 import { Daemon } from '../helpers/daemon.js';
 import { fakeRuntime } from '../helpers/fake-cri.js';
 import { TestEnv } from '../helpers/env.js';
@@ -77,6 +79,30 @@ describe('--metrics-listen', () => {
     }
     assert.equal((await daemon.get('/v1/status')).status, 200, 'the socket still serves the API');
     assert.equal((await daemon.get('/metrics')).status, 200, 'and /metrics');
+    await daemon.stop();
+  });
+
+  it('holds at most 64 connections: idle ones past that are closed, and the CNI socket keeps serving', async () => {
+    // The port is open on the node's address; idle connections without a cap took every file
+    // descriptor stewardd had, and with them its CNI socket.
+    const { daemon, addr } = await daemonWithListener('conn-cap');
+    const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
+    const socks: Socket[] = [];
+    let closedEarly = 0;
+    for (let i = 0; i < 100; i++) {
+      const s = connect(port, host);
+      s.on('error', () => undefined);
+      s.once('close', () => closedEarly++);
+      socks.push(s);
+    }
+    env.defer(() => {
+      for (const s of socks) s.destroy();
+    });
+    await poll('the connections over the cap to be closed', 10_000, async () =>
+      closedEarly >= 100 - METRICS_MAX_CONNECTIONS ? true : undefined,
+    );
+    assert.equal((await daemon.get('/healthz')).status, 200, 'the CNI socket still serves');
+    for (const s of socks) s.destroy();
     await daemon.stop();
   });
 

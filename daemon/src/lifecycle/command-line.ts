@@ -69,6 +69,9 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     force: values.force ?? false,
     logLevel: level(values['log-level'], problems),
   };
+  // The shim refuses a socket path no Unix socket can have (code 7 on every ADD): never write one.
+  if (Buffer.byteLength(cfg.socket) > 107)
+    problems.push(`--socket is ${Buffer.byteLength(cfg.socket)} bytes long; a Unix socket path is at most 107`);
   fail(problems, INSTALL_USAGE);
   return cfg;
 }
