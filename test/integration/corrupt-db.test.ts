@@ -5,12 +5,14 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, renameSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { installInto, nodeTree, uninstallFrom, writeJson, type NodeTree } from '../helpers/node-tree.js';
 import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('corrupt');
@@ -85,5 +87,44 @@ describe('a corrupt journal at start', () => {
     );
     await daemon.waitFor('the spooled DEL to reach the fixture', () => fixtureCalls(fx, 'DEL').length === 1);
     await daemon.stop();
+  });
+
+  it("never keeps the node's config: a degraded daemon uninstalls on SIGTERM (always), and a manual uninstall goes on without the journal", async () => {
+    // Seed 001: a dangling 00-steward.conflist stops every new pod. The journal being unreadable
+    // must not stop the uninstall; only the teardowns it owed stay behind, in it.
+    for (const how of ['sigterm', 'manual'] as const) {
+      const confDir = join(env.dir, `un-${how}/etc/cni/net.d`);
+      // A first run (which leaves the node as it is on SIGTERM) makes the journal to corrupt.
+      const first = new Daemon(env, { name: `un-${how}-first`, args: ['--uninstall-on-delete', 'never'] });
+      const daemon = new Daemon(env, {
+        name: `un-${how}`,
+        stateDir: first.stateDir,
+        args: ['--cni-conf-dir', confDir, '--uninstall-on-delete', 'always'],
+      });
+      const tree: NodeTree = { ...nodeTree(join(env.dir, `un-${how}`)), stateDir: daemon.stateDir };
+      writeJson(join(tree.confDir, '10-podnet.conflist'), {
+        cniVersion: '1.0.0',
+        name: 'podnet',
+        plugins: [{ type: 'loopback' }],
+      });
+      assert.equal((await installInto(tree, daemon.socket)).code, 0);
+      await first.start();
+      await first.stop();
+      // Not even a database any more (garbage over its header): nothing can be read from it.
+      writeFileSync(join(daemon.stateDir, 'steward.db'), randomBytes(8192));
+      for (const f of ['steward.db-wal', 'steward.db-shm']) rmSync(join(daemon.stateDir, f), { force: true });
+      if (how === 'sigterm') {
+        await daemon.start(30_000, '/healthz'); // degraded
+        await daemon.stop();
+        assert.match(readFileSync(daemon.logFile, 'utf8'), /"msg":"uninstall done"/);
+      } else {
+        const r = await uninstallFrom(tree);
+        assert.equal(r.code, 0, r.stdout + r.stderr);
+        assert.match(r.stdout, /teardowns not drained: /);
+      }
+      assert.equal(existsSync(join(tree.confDir, '00-steward.conflist')), false, `${how}: the conflist is gone`);
+      assert.equal(existsSync(join(tree.binDir, 'steward')), false, `${how}: the shim is gone`);
+      assert.equal(existsSync(join(tree.confDir, '10-podnet.conflist')), true, `${how}: the primary stays`);
+    }
   });
 });

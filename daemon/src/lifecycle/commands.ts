@@ -61,7 +61,9 @@ export function printUninstall(r: UninstallReport, stateDir: string, purge = fal
   if (!r.installed) console.log(`nothing recorded as installed in ${stateDir}`);
   for (const p of r.removed) console.log(`removed ${p}`);
   for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; not removing anything`);
-  if (r.leftovers.length > 0) {
+  if (r.drainError !== undefined) {
+    console.log(`teardowns not drained: ${r.drainError} (what the journal owed stays in it)`);
+  } else if (r.leftovers.length > 0) {
     console.log(
       `${r.leftovers.length} teardown(s) still pending: ${r.leftovers.map((l) => `step ${l.step} (container ${l.containerId ?? '?'}, ${l.plugin})`).join(', ')}`,
     );

@@ -39,6 +39,8 @@ export interface UninstallReport {
   removed: string[];
   refused: Array<{ path: string; why: string }>;
   leftovers: Leftover[];
+  /** Why pending teardowns could not even be counted (the journal unusable), when so. */
+  drainError?: string;
   purged: boolean;
 }
 
@@ -56,7 +58,20 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   };
   const socket = o.socket ?? peek?.socket;
   if (socket !== undefined) {
-    const d = await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log });
+    let d: Awaited<ReturnType<typeof drain>>;
+    try {
+      d = await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log });
+    } catch (e) {
+      // A journal that cannot be read (corrupt, the daemon degraded) must not keep the config on
+      // the node: a dangling 00-steward.conflist stops every new pod (seed 001). What the journal
+      // owed stays in it, for an operator restoring it (docs/teardown.md).
+      report.drainError = (e as Error).message;
+      o.log.error(
+        { err: report.drainError },
+        'uninstall: pending teardowns cannot be read (the journal is unusable); removing the config anyway',
+      );
+      d = { source: 'nothing', leftovers: [] } as Awaited<ReturnType<typeof drain>>;
+    }
     report.leftovers = d.leftovers;
     if (d.leftovers.length > 0) {
       o.log.warn(
