@@ -37,6 +37,18 @@ describe('hostile entries in the CNI conf dir', () => {
     assert.match(r.stdout + r.stderr, /05-x\.conflist.*not a regular file/s);
   });
 
+  it('a config that sorts before 00-steward.conflist is named as the reason steward would be bypassed, not wrapped silently', async () => {
+    // The runtime loads the first config by name: with 00-multus.conf there, ours would never be read.
+    const tree: NodeTree = nodeTree(join(env.dir, 'first'));
+    writeJson(join(tree.confDir, '00-multus.conf'), { cniVersion: '1.0.0', name: 'multus', type: 'loopback' });
+    const r = await installInto(tree, join(env.dir, 'first.sock'));
+    assert.match(
+      r.stdout,
+      /00-multus\.conf is not usable \(it sorts before 00-steward\.conflist, so the runtime loads it/,
+    );
+    assert.match(r.stdout, /rename it to sort after 00-steward\.conflist \(e\.g\. 10-multus\.conf\)/);
+  });
+
   it('a running daemon watching an installed conf dir that gets a FIFO and a huge file keeps answering', async () => {
     const daemon = new Daemon(env, { name: 'watch', args: ['--cni-conf-dir', join(env.dir, 'watch/etc/cni/net.d')] });
     const tree: NodeTree = { ...nodeTree(join(env.dir, 'watch')), stateDir: daemon.stateDir };

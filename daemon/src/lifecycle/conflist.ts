@@ -20,6 +20,11 @@ function byteOrder(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/** Whether a config file of this name is loaded before 00-steward.conflist (libcni: byte order). */
+export function sortsBeforeOurs(file: string): boolean {
+  return byteOrder(file, STEWARD_CONFLIST) < 0;
+}
+
 export function findPrimary(confDir: string): PrimaryScan {
   let names: string[];
   try {

@@ -15,7 +15,7 @@
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { findPrimary, renderConflist, STEWARD_CONFLIST } from './conflist.js';
+import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
 import { readRegularFile, sha256, sha256File, tempsOf } from './files.js';
 import { loggedWait, withLock } from './lock.js';
 import {
@@ -107,6 +107,12 @@ export function syncConflist(
   if (scan.kind === 'none') return { rec, outcome: { status: 'no-primary' } };
   if (scan.kind === 'invalid')
     return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why: scan.why } };
+  // The runtime loads the first config by name: one sorting before ours is loaded instead of ours,
+  // and steward is never called (Multus's default 00-multus.conf does). Said, not worked around.
+  if (sortsBeforeOurs(scan.file)) {
+    const why = `it sorts before ${STEWARD_CONFLIST}, so the runtime loads it and never calls steward; rename it to sort after ${STEWARD_CONFLIST} (e.g. 10-${scan.file.replace(/^[0-9]*-?/, '')})`;
+    return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why } };
+  }
   const path = join(rec.cniConfDir, STEWARD_CONFLIST);
   const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir });
   const next = sha256(text);
