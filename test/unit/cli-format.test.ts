@@ -1,7 +1,7 @@
 // The CLI's human output (daemon/src/cli/format.ts) as pure functions of the API's JSON and a clock.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { duration, formatAudit, formatStatus, pod, when } from '../../daemon/src/cli/format.js';
+import { duration, formatAudit, formatStatus, pod, printable, table, when } from '../../daemon/src/cli/format.js';
 
 describe('CLI time formatting', () => {
   test('durations are short and next retries say how far away they are', () => {
@@ -107,5 +107,23 @@ describe('CLI audit table', () => {
       formatAudit({ orphans: [], runtime: { reachable: true, endpoint: 'e', sandboxes: 0 } }),
       /\nno orphans$/,
     );
+  });
+});
+
+describe('table cells are printable', () => {
+  test('terminal escapes, C1 controls and bidi overrides from plugin errors and pod names are shown, not obeyed', () => {
+    const out = table(
+      ['POD', 'LAST ERROR'],
+      [
+        ['web\u202eexe.1sj', '\u001b[2J\u001b]0;PWNED\u0007\u001b[31mFAKE: all teardowns done'],
+        ['ok\u009bx', 'tab\there'],
+      ],
+    );
+    assert.doesNotMatch(out, /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
+    assert.match(out, /web\\u202eexe\.1sj/);
+    assert.match(out, /\\x1b\[2J\\x1b\]0;PWNED\\x07\\x1b\[31mFAKE/);
+    assert.match(out, /ok\\x9bx/);
+    assert.match(out, /tab\\x09here/);
+    assert.equal(printable('plain text, ünïcode ok'), 'plain text, ünïcode ok');
   });
 });

@@ -41,8 +41,21 @@ export interface StatusJson {
   lastErrors: TeardownRow[];
 }
 
-/** Columns padded to their widest cell; the last column is not padded. */
-export function table(header: string[], rows: string[][]): string {
+/**
+ * Control characters (C0, DEL, C1) and bidirectional overrides shown as escapes: a cell holds what
+ * plugins, pod names (CNI_ARGS) and lease files said, and written raw they could drive the
+ * operator's terminal (clear it, retitle it, fake a line) or reorder what is read ("web\u202eexe.1sj").
+ */
+export function printable(s: string): string {
+  return s.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const n = c.charCodeAt(0);
+    return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/** Columns padded to their widest cell; the last column is not padded. Cells are made printable. */
+export function table(header: string[], raw: string[][]): string {
+  const rows = raw.map((r) => r.map(printable));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells
