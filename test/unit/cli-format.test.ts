@@ -119,6 +119,7 @@ describe('table cells are printable', () => {
         ['ok\u009bx', 'tab\there'],
       ],
     );
+    // eslint-disable-next-line no-control-regex -- none may be left
     assert.doesNotMatch(out, /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
     assert.match(out, /web\\u202eexe\.1sj/);
     assert.match(out, /\\x1b\[2J\\x1b\]0;PWNED\\x07\\x1b\[31mFAKE/);

@@ -47,6 +47,7 @@ export interface StatusJson {
  * operator's terminal (clear it, retitle it, fake a line) or reorder what is read ("web\u202eexe.1sj").
  */
 export function printable(s: string): string {
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
   return s.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
     const n = c.charCodeAt(0);
     return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
