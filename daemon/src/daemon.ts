@@ -11,7 +11,7 @@ import { type DaemonConfig } from './config.js';
 import { openJournal, startDegraded, type Journal } from './degraded.js';
 import type { RunningDaemon } from './running-daemon.js';
 import { Engine } from './engine/engine.js';
-import { uninstallOnTerm } from './lifecycle/on-term.js';
+import { onTermStep } from './lifecycle/on-term.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { ShimCheck } from './lifecycle/shim-check.js';
 import { recover } from './engine/recovery.js';
@@ -219,21 +219,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       selfCheck.stop();
       log.info({ reason }, 'stewardd shutting down');
       // kubectl delete vs rolling update: decided (and drained) while still serving.
-      const afterClose =
-        reason === 'SIGTERM'
-          ? await uninstallOnTerm({
-              mode: cfg.uninstallOnDelete,
-              api: cfg.api,
-              stateDir: cfg.stateDir,
-              dbPath: cfg.dbPath,
-              socket: cfg.socket,
-              drainTimeoutMs: cfg.drainTimeoutMs,
-              log,
-            }).catch((e: unknown) => {
-              log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
-              return () => undefined;
-            })
-          : () => undefined;
+      const afterClose = await onTermStep(cfg, reason, log);
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       // A pass in progress finishes (bounded by the same grace) before the journal closes under it.
       await Promise.race([Promise.all([app.close(), auditor.stop()]), grace]);

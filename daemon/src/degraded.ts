@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from './config.js';
 import type { RunningDaemon } from './running-daemon.js';
-import { uninstallOnTerm } from './lifecycle/on-term.js';
+import { onTermStep } from './lifecycle/on-term.js';
 import { buildDegradedApp } from './server.js';
 import { restrictSocket } from './socket.js';
 import type { OwnerLock } from './store/owner.js';
@@ -76,21 +76,7 @@ export async function startDegraded(
       log.info({ reason: why }, 'stewardd shutting down');
       // Degraded or not, a DaemonSet deleted must not leave its config behind (seed 001): the same
       // decision as a healthy daemon's; the uninstall goes on without the unreadable journal.
-      const afterClose =
-        why === 'SIGTERM'
-          ? await uninstallOnTerm({
-              mode: cfg.uninstallOnDelete,
-              api: cfg.api,
-              stateDir: cfg.stateDir,
-              dbPath: cfg.dbPath,
-              socket: cfg.socket,
-              drainTimeoutMs: cfg.drainTimeoutMs,
-              log,
-            }).catch((e: unknown) => {
-              log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
-              return () => undefined;
-            })
-          : () => undefined;
+      const afterClose = await onTermStep(cfg, why, log);
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       await Promise.race([app.close(), grace]);
       owner.release();

@@ -115,3 +115,33 @@ export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => vo
     );
   };
 }
+
+/** What a running daemon's close() passes: the config fields of the SIGTERM decision and uninstall. */
+export interface TermConfig {
+  uninstallOnDelete: UninstallMode;
+  api: ApiAccess | undefined;
+  stateDir: string;
+  dbPath: string;
+  socket: string;
+  drainTimeoutMs: number;
+}
+
+/**
+ * The SIGTERM step of a running daemon's close(), healthy or degraded alike: uninstallOnTerm when
+ * the reason is SIGTERM, else nothing. Never rejects: a failed uninstall leaves the node as it is.
+ */
+export function onTermStep(cfg: TermConfig, reason: string, log: Logger): Promise<() => void> {
+  if (reason !== 'SIGTERM') return Promise.resolve(() => undefined);
+  return uninstallOnTerm({
+    mode: cfg.uninstallOnDelete,
+    api: cfg.api,
+    stateDir: cfg.stateDir,
+    dbPath: cfg.dbPath,
+    socket: cfg.socket,
+    drainTimeoutMs: cfg.drainTimeoutMs,
+    log,
+  }).catch((e: unknown) => {
+    log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
+    return () => undefined;
+  });
+}
