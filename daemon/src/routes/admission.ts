@@ -21,7 +21,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
-import { cniErrorAnswer } from './http-status.js';
+import { writeCniError } from './http-status.js';
 import { readHints, type Hints } from './hints.js';
 import { admitProtocol } from './protocol.js';
 import { isRawJson, serveRawCni } from './raw-cni.js';
@@ -144,15 +144,12 @@ export class Admission {
       if (i >= 0) this.parked.splice(i, 1);
       const sock = req.socket;
       if (!res.headersSent) {
-        const err = new CniError(ErrorCode.TryAgainLater, `request body not received within ${BODY_DEADLINE_MS} ms`);
-        const { status, json } = cniErrorAnswer(err, undefined);
-        const text = JSON.stringify(json);
         res.once('finish', () => sock.destroy());
-        res.writeHead(status, {
-          'content-type': 'application/json; charset=utf-8',
-          'content-length': Buffer.byteLength(text),
-        });
-        res.end(text);
+        writeCniError(
+          res,
+          new CniError(ErrorCode.TryAgainLater, `request body not received within ${BODY_DEADLINE_MS} ms`),
+          undefined,
+        );
       }
       setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
       this.pump();

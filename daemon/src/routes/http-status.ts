@@ -1,6 +1,7 @@
 // The one CNI-code -> HTTP status table, and the error body every CNI answer uses (fastify's
 // error handler and the admission path's early answers alike).
 
+import type { ServerResponse } from 'node:http';
 import { CniError, ErrorCode, LATEST_VERSION } from '@cni-steward/shared';
 import { capText, MAX_ECHO_DETAILS_BYTES, MAX_ECHO_MSG_BYTES } from './echo.js';
 
@@ -45,4 +46,19 @@ export function cniErrorAnswer(err: CniError, body: unknown): { status: number; 
     err.details === undefined ? undefined : capText(err.details, MAX_ECHO_DETAILS_BYTES),
   );
   return { status: httpStatusFor(err.code), json: echoed.toJSON(requestCniVersion(body)) };
+}
+
+/** Writes a whole JSON answer on a raw response (the admission path's answers, outside fastify). */
+export function writeJsonAnswer(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+/** Answers `err` (capped, at the request's cniVersion: cniErrorAnswer) on a raw response. */
+export function writeCniError(res: ServerResponse, err: CniError, body: unknown): void {
+  const { status, json } = cniErrorAnswer(err, body);
+  writeJsonAnswer(res, status, JSON.stringify(json));
 }

@@ -12,7 +12,7 @@ import {
   SKEW_ADVICE,
   UNVERSIONED_PROTOCOL,
 } from '@cni-steward/shared';
-import { cniErrorAnswer } from './http-status.js';
+import { writeCniError } from './http-status.js';
 
 /**
  * The version a request speaks: its header's, UNVERSIONED_PROTOCOL for a shim request (it carries
@@ -44,14 +44,8 @@ export function admitProtocol(
     ErrorCode.VersionSkew,
     `version skew: the shim speaks protocol ${shown}${v === String(UNVERSIONED_PROTOCOL) && req.headers[PROTOCOL_HEADER] === undefined ? ' (a release before protocol versions)' : ''}, stewardd speaks protocol ${PROTOCOL_VERSION} (accepts ${ACCEPTED_PROTOCOLS.join(', ')}); ${SKEW_ADVICE}`,
   );
-  const { status, json } = cniErrorAnswer(err, undefined);
-  const text = JSON.stringify(json);
   // The body is not read: drop it, then answer (the shim writes it all before reading).
   req.resume();
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(text),
-  });
-  res.end(text);
+  writeCniError(res, err, undefined);
   return false;
 }

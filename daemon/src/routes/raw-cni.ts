@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Hints } from './hints.js';
 import { clientGone } from './client-gone.js';
-import { cniErrorAnswer } from './http-status.js';
+import { writeCniError, writeJsonAnswer } from './http-status.js';
 
 export interface RawCniOptions {
   maxBodyBytes: number;
@@ -48,17 +48,9 @@ export function serveRawCni(
     fail(tooLarge());
   };
   let body: unknown;
-  const answer = (status: number, text: string) => {
-    if (res.writableEnded || res.destroyed) return;
-    res.writeHead(status, {
-      'content-type': 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(text),
-    });
-    res.end(text);
-  };
+  const answered = () => res.writableEnded || res.destroyed;
   const fail = (e: unknown) => {
-    const { status, json } = cniErrorAnswer(CniError.from(e), body);
-    answer(status, JSON.stringify(json));
+    if (!answered()) writeCniError(res, CniError.from(e), body);
   };
   const onEnd = () => {
     try {
@@ -70,7 +62,7 @@ export function serveRawCni(
     }
     o.serve(body, hints, () => clientGone(req, res)).then((text) => {
       onServed?.();
-      answer(200, text);
+      if (!answered()) writeJsonAnswer(res, 200, text);
     }, fail);
   };
   req.on('data', onData);
