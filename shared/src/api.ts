@@ -18,6 +18,9 @@ export const MAX_NETCONF_BYTES = 1024 * 1024;
  */
 export const MAX_REQUEST_BYTES = MAX_NETCONF_BYTES + 64 * 1024;
 
+/** A Unix socket path's longest length in bytes (sun_path is 108 bytes with its terminating NUL). */
+export const MAX_SOCKET_PATH_BYTES = 107;
+
 /** How long the shim waits for the daemon before giving up (ms). Plugins may take a while. */
 export const DEFAULT_SHIM_TIMEOUT_MS = 120_000;
 

@@ -16,6 +16,7 @@ import {
   LATEST_VERSION,
   MAX_NETCONF_BYTES,
   MAX_REQUEST_BYTES,
+  MAX_SOCKET_PATH_BYTES,
   SUPPORTED_VERSIONS,
   hintHeaders,
   failureSafeText,
@@ -116,9 +117,6 @@ function withDeadline<T>(p: Promise<T>, ms: number, label: string): Promise<T> {
  * answer (50, 51, anything) or a delegate that could not be run (100, 101).
  */
 const STATUS_DAEMON_CODES: ReadonlySet<number> = new Set([ErrorCode.TryAgainLater, ErrorCode.Internal]);
-
-/** A Unix socket path's longest length (sun_path is 108 bytes with its terminating NUL). */
-const MAX_SOCKET_PATH_BYTES = 107;
 
 /** Why `socket` cannot name stewardd's socket, or undefined. */
 function socketProblem(socket: unknown): string | undefined {

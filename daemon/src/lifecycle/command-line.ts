@@ -4,7 +4,7 @@
 
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
-import { DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
+import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, MAX_SOCKET_PATH_BYTES } from '@cni-steward/shared';
 import { fail, int, level } from '../flags.js';
 import type { InstallConfig, ShimLibc, UninstallConfig } from './options.js';
 import { DEFAULT_SHIM, DIST, defaultShim } from './shim-path.js';
@@ -70,8 +70,10 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     logLevel: level(values['log-level'], problems),
   };
   // The shim refuses a socket path no Unix socket can have (code 7 on every ADD): never write one.
-  if (Buffer.byteLength(cfg.socket) > 107)
-    problems.push(`--socket is ${Buffer.byteLength(cfg.socket)} bytes long; a Unix socket path is at most 107`);
+  if (Buffer.byteLength(cfg.socket) > MAX_SOCKET_PATH_BYTES)
+    problems.push(
+      `--socket is ${Buffer.byteLength(cfg.socket)} bytes long; a Unix socket path is at most ${MAX_SOCKET_PATH_BYTES}`,
+    );
   fail(problems, INSTALL_USAGE);
   return cfg;
 }

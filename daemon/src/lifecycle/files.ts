@@ -32,11 +32,18 @@ export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINIT
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) throw new Error(`${path} is not a regular file`);
+    if (!st.isFile()) throw new NotRegularFileError(path);
     if (st.size > maxBytes) throw new Error(`${path} is ${st.size} bytes, more than the ${maxBytes} read`);
     return readFileSync(fd);
   } finally {
     closeSync(fd);
+  }
+}
+
+/** What readRegularFile throws for a FIFO, device, socket or directory at the path. */
+export class NotRegularFileError extends Error {
+  constructor(path: string) {
+    super(`${path} is not a regular file`);
   }
 }
 
@@ -46,7 +53,7 @@ export function sha256File(path: string): string | undefined {
     return sha256(readRegularFile(path));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    if (!(e as NodeJS.ErrnoException).code) return sha256(`not a regular file: ${path}`);
+    if (e instanceof NotRegularFileError) return sha256(`not a regular file: ${path}`);
     throw e;
   }
 }

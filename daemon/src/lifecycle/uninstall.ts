@@ -58,9 +58,8 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   };
   const socket = o.socket ?? peek?.socket;
   if (socket !== undefined) {
-    let d: Awaited<ReturnType<typeof drain>>;
     try {
-      d = await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log });
+      report.leftovers = (await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log })).leftovers;
     } catch (e) {
       // A journal that cannot be read (corrupt, the daemon degraded) must not keep the config on
       // the node: a dangling 00-steward.conflist stops every new pod (seed 001). What the journal
@@ -70,15 +69,13 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
         { err: report.drainError },
         'uninstall: pending teardowns cannot be read (the journal is unusable); removing the config anyway',
       );
-      d = { source: 'nothing', leftovers: [] } as Awaited<ReturnType<typeof drain>>;
     }
-    report.leftovers = d.leftovers;
-    if (d.leftovers.length > 0) {
+    if (report.leftovers.length > 0) {
       o.log.warn(
         {
-          count: d.leftovers.length,
-          steps: d.leftovers.map((l) => l.step),
-          containers: d.leftovers.map((l) => l.containerId),
+          count: report.leftovers.length,
+          steps: report.leftovers.map((l) => l.step),
+          containers: report.leftovers.map((l) => l.containerId),
         },
         'teardowns still pending at uninstall',
       );
