@@ -3,7 +3,7 @@
 // pinned a rollback for hours), so it is refused before anything is journaled; teardown passes an
 // empty CNI_NETNS (which the spec allows on DEL) once the stored path is no longer a namespace.
 
-import { readFileSync, readlinkSync, realpathSync, statSync, statfsSync } from 'node:fs';
+import { readFileSync, readlinkSync, realpathSync, statSync, statfsSync, type Stats } from 'node:fs';
 import { dirname, isAbsolute, normalize, resolve } from 'node:path';
 import { clip } from '@cni-steward/shared';
 
@@ -27,27 +27,49 @@ export function netnsProblem(path: string, host?: string): string | undefined {
       : `CNI_NETNS "${shown}" cannot be inspected (${code ?? 'error'})`;
   }
   if (type !== NSFS_MAGIC) return `CNI_NETNS "${shown}" is not a network namespace`;
+  let ns: Stats;
+  try {
+    ns = statSync(path);
+  } catch (e) {
+    return `CNI_NETNS "${shown}" cannot be inspected (${(e as NodeJS.ErrnoException).code ?? 'error'})`;
+  }
   // Every namespace file is on nsfs (/proc/self/ns/uts too), so the kind is asked for; refused
   // only when it is known to be another kind.
-  const kind = namespaceKind(path);
+  const kind = cachedKind(path, ns.ino);
   if (kind !== undefined && kind !== 'net')
     return `CNI_NETNS "${shown}" is not a network namespace (it is the ${kind} namespace kind)`;
   // The host's own: no pod runs there, and a failed ADD's rollback DEL would delete a host
   // interface of the pod's interface name (a plugin refuses to ADD over an existing one, then DELs it).
-  if (host !== undefined && sameFile(path, host))
+  if (host !== undefined && isNamespace(ns, host))
     return `CNI_NETNS "${shown}" is the host's network namespace (stewardd's own)`;
   return undefined;
 }
 
-/** Whether two paths name one namespace (one nsfs inode). */
-function sameFile(a: string, b: string): boolean {
+/** Whether `ns` is the namespace at `path` (one nsfs inode). */
+function isNamespace(ns: Stats, path: string): boolean {
   try {
-    const x = statSync(a);
-    const y = statSync(b);
-    return x.ino === y.ino && x.dev === y.dev;
+    const other = statSync(path);
+    return ns.ino === other.ino && ns.dev === other.dev;
   } catch {
     return false;
   }
+}
+
+/**
+ * Kinds already read, by path and namespace inode: an attachment's netns is checked at its ADD and
+ * again at every teardown DEL, and reading a bind mount's kind reads all of mountinfo. A path and
+ * inode name one live namespace; kept for at most KIND_CACHE_MAX of them, then started afresh.
+ */
+const kinds = new Map<string, string | undefined>();
+const KIND_CACHE_MAX = 4096;
+
+function cachedKind(path: string, ino: number): string | undefined {
+  const key = `${ino} ${path}`;
+  if (kinds.has(key)) return kinds.get(key);
+  const kind = namespaceKind(path);
+  if (kinds.size >= KIND_CACHE_MAX) kinds.clear();
+  kinds.set(key, kind);
+  return kind;
 }
 
 const kindOf = (name: string) => /^([a-z_]+):\[\d+\]$/.exec(name)?.[1];
