@@ -36,6 +36,13 @@ export function writeJson(path: string, value: unknown): void {
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** The simplest primary a node can have: 10-podnet.conflist with loopback only. Returns its path. */
+export function writeLoopbackPrimary(confDir: string): string {
+  const path = join(confDir, '10-podnet.conflist');
+  writeJson(path, { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'loopback' }] });
+  return path;
+}
+
 /** Every entry under dir (files by sha256 and mode, dirs and sockets by kind), sorted. */
 export function snapshot(dir: string): Record<string, string> {
   const out: Record<string, string> = {};

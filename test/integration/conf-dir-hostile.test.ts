@@ -9,17 +9,15 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, sh } from '../helpers/env.js';
-import { installInto, nodeTree, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import { installInto, nodeTree, writeJson, writeLoopbackPrimary, type NodeTree } from '../helpers/node-tree.js';
 
 const env = new TestEnv('confdir');
 after(() => env.close());
 
-const PODNET = { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'loopback' }] };
-
 describe('hostile entries in the CNI conf dir', () => {
   it('a directory named like a config is skipped: install wraps the config after it', async () => {
     const tree: NodeTree = nodeTree(join(env.dir, 'dir'));
-    writeJson(join(tree.confDir, '10-podnet.conflist'), PODNET);
+    writeLoopbackPrimary(tree.confDir);
     mkdirSync(join(tree.confDir, '05-leftover.conflist'));
     const r = await installInto(tree, join(env.dir, 'dir.sock'));
     assert.equal(r.code, 0, r.stdout + r.stderr);
@@ -29,7 +27,7 @@ describe('hostile entries in the CNI conf dir', () => {
 
   it('a FIFO named like the first config: install answers at once that it is not a regular file', async () => {
     const tree: NodeTree = nodeTree(join(env.dir, 'fifo'));
-    writeJson(join(tree.confDir, '10-podnet.conflist'), PODNET);
+    writeLoopbackPrimary(tree.confDir);
     sh('mkfifo', [join(tree.confDir, '05-x.conflist')]);
     const t0 = performance.now();
     const r = await installInto(tree, join(env.dir, 'fifo.sock'));
@@ -52,7 +50,7 @@ describe('hostile entries in the CNI conf dir', () => {
   it('a running daemon watching an installed conf dir that gets a FIFO and a huge file keeps answering', async () => {
     const daemon = new Daemon(env, { name: 'watch', args: ['--cni-conf-dir', join(env.dir, 'watch/etc/cni/net.d')] });
     const tree: NodeTree = { ...nodeTree(join(env.dir, 'watch')), stateDir: daemon.stateDir };
-    writeJson(join(tree.confDir, '10-podnet.conflist'), PODNET);
+    writeLoopbackPrimary(tree.confDir);
     assert.equal((await installInto(tree, daemon.socket)).code, 0);
     await daemon.start();
     // Each in turn sorts first, so the watcher (about once a second) reads it as the primary.

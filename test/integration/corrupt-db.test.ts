@@ -12,7 +12,7 @@ import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
-import { installInto, nodeTree, uninstallFrom, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import { installInto, nodeTree, uninstallFrom, writeLoopbackPrimary, type NodeTree } from '../helpers/node-tree.js';
 import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('corrupt');
@@ -102,11 +102,7 @@ describe('a corrupt journal at start', () => {
         args: ['--cni-conf-dir', confDir, '--uninstall-on-delete', 'always'],
       });
       const tree: NodeTree = { ...nodeTree(join(env.dir, `un-${how}`)), stateDir: daemon.stateDir };
-      writeJson(join(tree.confDir, '10-podnet.conflist'), {
-        cniVersion: '1.0.0',
-        name: 'podnet',
-        plugins: [{ type: 'loopback' }],
-      });
+      writeLoopbackPrimary(tree.confDir);
       assert.equal((await installInto(tree, daemon.socket)).code, 0);
       await first.start();
       await first.stop();

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
-import { installInto, nodeTree, uninstallFrom, writeJson, type NodeTree } from '../helpers/node-tree.js';
+import { installInto, nodeTree, uninstallFrom, writeLoopbackPrimary, type NodeTree } from '../helpers/node-tree.js';
 
 describe('uninstall --purge and a running daemon', () => {
   const env = new TestEnv('purge');
@@ -16,11 +16,7 @@ describe('uninstall --purge and a running daemon', () => {
   it('refuses while the daemon owns the state dir, removing nothing; purges once it has stopped', async () => {
     const daemon = new Daemon(env);
     const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
-    writeJson(join(tree.confDir, '10-podnet.conflist'), {
-      cniVersion: '1.0.0',
-      name: 'podnet',
-      plugins: [{ type: 'loopback' }],
-    });
+    writeLoopbackPrimary(tree.confDir);
     assert.equal((await installInto(tree, daemon.socket)).code, 0);
     await daemon.start();
     const before = readdirSync(daemon.stateDir).sort();
