@@ -114,8 +114,13 @@ describe('plugin process lifetime', () => {
     });
     await until('the leader to exit', () => !alive(sh.pid as number));
     assert.ok(alive(member));
+    // A gone leader's group is matched by members started at or after its recorded start: another
+    // incarnation of that pid started after the member. (Leader + 1 tick raced: the member itself
+    // may start a tick after its leader.)
+    const memberStart = describeProcess(member)?.startTime;
+    assert.ok(memberStart !== undefined, '/proc names the member');
     for (const other of [
-      { ...name, startTime: name.startTime + 1 },
+      { ...name, startTime: memberStart + 1 },
       { ...name, bootId: 'another-boot' },
       { ...name, pidNamespace: 'pid:[1]' },
     ]) {
