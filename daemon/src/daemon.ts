@@ -24,6 +24,7 @@ import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { Auditor } from './audit/auditor.js';
 import { CriRuntime } from './audit/cri.js';
+import { collectNodeAddresses, NET_FILES } from './audit/node-addresses.js';
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
@@ -161,6 +162,18 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       firstSeen: new Map<string, number>(),
       portmapNetworks: cfg.auditPortmapNetworks,
       lockNetwork: async (file) => (await holdFlock(file, HOST_LOCAL_LOCK_WAIT_MS)).release,
+      nodeAddresses: (netnsDirs) =>
+        collectNodeAddresses({
+          netnsDirs,
+          readInNetns: async (path) => {
+            const net = `--net=${path}`;
+            const fib = await executor.runTool('nsenter', [net, 'cat', NET_FILES[0]]);
+            // No if_inet6 where IPv6 is off in that namespace.
+            const v6 = await executor.runTool('nsenter', [net, 'cat', NET_FILES[1]]).catch(() => '');
+            return `${fib}\n${v6}`;
+          },
+        }),
+      sightings: store.sightings,
       log,
     },
     log,

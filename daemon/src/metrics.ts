@@ -148,6 +148,12 @@ export class Metrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
+  readonly auditRuntimeDistrusted = new Gauge({
+    name: 'steward_audit_runtime_distrusted',
+    help: "1 when the last audit pass did not trust the runtime's answer (its list contradicted the node: a pod steward set up with its netns present was missing, or ids not in the runtime's form), so it only reported",
+    registers: [this.registry],
+  });
+
   readonly auditLastRun = new Gauge({
     name: 'steward_audit_last_run_timestamp_seconds',
     help: 'When the last audit pass finished (Unix time; 0 before the first)',
@@ -244,6 +250,7 @@ export class Metrics {
     }
     this.auditLastRun.set(0);
     this.auditLastSuccess.set(0);
+    this.auditRuntimeDistrusted.set(0);
     this.coalescedDels.inc({ how: 'joined' }, 0);
     this.coalescedDels.inc({ how: 'tombstone' }, 0);
   }
@@ -262,8 +269,10 @@ export class Metrics {
   readonly recordAudit = (o: PassOutcome): void => {
     this.auditLastRun.set(o.at / 1000);
     const r = o.report;
-    this.auditLastSuccess.set(r !== undefined && r.runtime.reachable ? 1 : 0);
+    const distrusted = r?.runtime.distrusted !== undefined;
+    this.auditLastSuccess.set(r !== undefined && r.runtime.reachable && !distrusted ? 1 : 0);
     if (r === undefined) return;
+    this.auditRuntimeDistrusted.set(distrusted ? 1 : 0);
     const held = new Map<string, number>();
     const past = new Map<string, number>();
     for (const x of r.orphans) {
@@ -274,7 +283,8 @@ export class Metrics {
       held.set(x.kind, (held.get(x.kind) ?? 0) + 1);
       // Past the grace only when the runtime said its owner is gone (its first ask answered): with no
       // runtime the owner is unknown (StewardAuditFailing says so), and nothing would be released.
-      const ownerKnown = r.runtime.reachable || r.runtime.lostDuringPass === true;
+      // A runtime whose answer contradicted the node does not tell who is gone either.
+      const ownerKnown = (r.runtime.reachable || r.runtime.lostDuringPass === true) && !distrusted;
       if (ownerKnown && x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs)
         past.set(x.kind, (past.get(x.kind) ?? 0) + 1);
     }

@@ -13,15 +13,16 @@ export interface FakeRuntime {
 }
 
 /**
- * Serves `ids` as the runtime's sandboxes on `socket`; stopped by stop() or env.close(). With
- * `answer: N`, only the first N ListPodSandbox calls are answered and the later ones never are (a runtime
- * that hangs mid-pass: the daemon's deadline ends each).
+ * Serves `ids` (or what `ids()` gives at each call) as the runtime's sandboxes on `socket`; stopped by
+ * stop() or env.close(). With `answer: N`, only the first N ListPodSandbox calls are answered and the
+ * later ones never are (a runtime that hangs mid-pass: the daemon's deadline ends each); with
+ * `failAfter: N`, the later ones get a gRPC error at once; with `delayMs`, each answer comes that late.
  */
 export async function fakeRuntime(
   env: TestEnv,
   socket: string,
-  ids: string[],
-  opts: { answer?: number } = {},
+  ids: string[] | (() => string[]),
+  opts: { answer?: number; failAfter?: number; delayMs?: number } = {},
 ): Promise<FakeRuntime> {
   let calls = 0;
   const server = new grpc.Server();
@@ -29,7 +30,12 @@ export async function fakeRuntime(
     ListPodSandbox: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
       calls += 1;
       if (opts.answer !== undefined && calls > opts.answer) return;
-      cb(null, { items: ids.map((i) => ({ id: i, state: 'SANDBOX_READY' })) });
+      if (opts.failAfter !== undefined && calls > opts.failAfter) {
+        cb({ code: grpc.status.UNAVAILABLE, details: 'runtime restarting' } as grpc.ServiceError, null);
+        return;
+      }
+      const items = (typeof ids === 'function' ? ids() : ids).map((i) => ({ id: i, state: 'SANDBOX_READY' }));
+      setTimeout(() => cb(null, { items }), opts.delayMs ?? 0);
     },
   });
   await new Promise<void>((resolve, reject) =>

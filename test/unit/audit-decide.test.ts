@@ -18,8 +18,12 @@ function lease(containerId: string, ageMs: number, journalled = false): Finding 
     path: `/tmp/net/10.1.0.2-${containerId}`,
     mtimeMs: NOW - ageMs,
     journalled,
+    addresses: ['10.1.0.2'],
   };
 }
+
+/** The node read whole, holding `held`'s addresses. */
+const nodeWith = (...held: string[]) => ({ addresses: new Set(held), complete: true });
 
 function run(findings: Finding[], over: Partial<DecideInput> = {}) {
   return decide({
@@ -30,6 +34,7 @@ function run(findings: Finding[], over: Partial<DecideInput> = {}) {
     graceMs: GRACE,
     cap: 10,
     release: true,
+    nodeAddresses: nodeWith(),
     ...over,
   }).map((d) => [d.finding.containerId, d.verdict, d.orphan]);
 }
@@ -68,6 +73,7 @@ describe('audit decision', () => {
 
   test('a portmap rule is aged by its evidence like a file: young evidence holds it, old evidence frees it', () => {
     const rule = (id: string, age: number): Finding => ({ ...lease(id, age), kind: 'portmap', ip: null });
+    // (its address, the DNAT target, is on no interface of the node)
     assert.deepEqual(run([rule('new', 60_000), rule('old', GRACE + 1000)]), [
       ['new', 'young', true],
       ['old', 'release', true],

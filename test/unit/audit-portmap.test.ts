@@ -33,10 +33,16 @@ const SAVE = [
 ].join('\n');
 
 describe('audit: portmap rules', () => {
-  it('one rule per owner and chain, named by the comment; shared chains and other comments ignored', () => {
+  it('one rule per owner and chain, named by the comment, with its DNAT target; shared chains and other comments ignored', () => {
     assert.deepEqual(parsePortmapRules('iptables', SAVE), [
-      { family: 'iptables', network: 'pm-net.1', containerId: A, chain: 'CNI-DN-b8792723c7f8dfe785327' },
-      { family: 'iptables', network: 'other', containerId: B, chain: 'CNI-DN-0123456789abcdef01234' },
+      {
+        family: 'iptables',
+        network: 'pm-net.1',
+        containerId: A,
+        chain: 'CNI-DN-b8792723c7f8dfe785327',
+        addresses: ['10.99.0.5'],
+      },
+      { family: 'iptables', network: 'other', containerId: B, chain: 'CNI-DN-0123456789abcdef01234', addresses: [] },
     ]);
     assert.deepEqual(parsePortmapRules('ip6tables', '*nat\nCOMMIT\n'), []);
   });
@@ -48,8 +54,19 @@ describe('audit: portmap rules', () => {
       `-A CNI-HOSTPORT-DNAT -m comment --comment "dnat name: \\"n\\" id: \\"\\"" -j CNI-DN-x`,
     ].join('\n');
     assert.deepEqual(parsePortmapRules('ip6tables', save), [
-      { family: 'ip6tables', network: 'n', containerId: A, chain: 'CNI-DN-feed' },
+      { family: 'ip6tables', network: 'n', containerId: A, chain: 'CNI-DN-feed', addresses: ['10.0.0.2'] },
     ]);
+  });
+
+  it("an IPv6 DNAT target is read from its brackets, in the canonical form the node's addresses use", () => {
+    const save = [
+      `-A CNI-DN-v6 -p tcp -m tcp --dport 80 -j DNAT --to-destination [fd00:10::5]:8080`,
+      `-A CNI-HOSTPORT-DNAT -m comment --comment "dnat name: \\"n\\" id: \\"${A}\\"" -j CNI-DN-v6`,
+    ].join('\n');
+    assert.deepEqual(
+      parsePortmapRules('ip6tables', save).map((r) => r.addresses),
+      [['fd00:0010:0000:0000:0000:0000:0000:0005']],
+    );
   });
 
   it("a '-j CNI-DN-…' written inside a comment is not the rule's target", () => {

@@ -4,6 +4,7 @@
 // is report-only unless --audit-release was given. Each pass's outcome goes to `onPass` (metrics).
 
 import type { Logger } from 'pino';
+import { DEFAULT_PASS_DEADLINE_MS } from './options.js';
 import { runAudit, type AuditDeps, type AuditOptions, type AuditReport, type RuntimeInfo } from './run.js';
 
 export interface PassOutcome {
@@ -48,6 +49,9 @@ export class Auditor {
 
   /** One pass, after every pass already running or waiting. */
   run(opts: AuditOptions): Promise<AuditReport> {
+    // The deadline counts from the request, not from its turn: a pass queued behind another one
+    // still stops starting releases before its caller gives up on the answer.
+    const deadlineAt = Date.now() + (opts.deadlineMs ?? DEFAULT_PASS_DEADLINE_MS);
     const pass = this.tail.then(async () => {
       const other =
         opts.runtimeEndpoint !== undefined && this.runtimeAt ? this.runtimeAt(opts.runtimeEndpoint) : undefined;
@@ -55,7 +59,7 @@ export class Auditor {
         ? { ...this.deps, listSandboxes: () => other.listSandboxes(), runtime: () => other.info() }
         : this.deps;
       try {
-        const report = await runAudit(deps, opts);
+        const report = await runAudit(deps, { ...opts, deadlineMs: Math.max(0, deadlineAt - Date.now()) });
         this.onPass({ report, at: Date.now(), graceMs: opts.graceMs });
         return report;
       } catch (e) {

@@ -7,6 +7,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Finding } from './decide.js';
 import { readPlainFile } from './files.js';
+import { resultAddresses } from './node-addresses.js';
 
 /** libcni's cache documents are a few KiB; a larger file is not one (and is not read whole). */
 const CACHE_READ_BYTES = 1 << 20;
@@ -19,6 +20,8 @@ interface CacheDoc {
   networkName?: unknown;
   /** The sandbox's netns: newer libcni (the one with GC) records it; containerd 1.6's does not. */
   netns?: unknown;
+  /** The result the ADD returned: the addresses the sandbox was given. */
+  result?: unknown;
 }
 
 export async function scanCache(dir: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
@@ -39,6 +42,7 @@ export async function scanCache(dir: string, journalled: ReadonlySet<string>): P
         path,
         mtimeMs: file.mtimeMs,
         journalled: journalled.has(doc.containerId),
+        addresses: resultAddresses(doc.result),
         ...(typeof doc.netns === 'string' && doc.netns !== '' ? { netns: doc.netns } : {}),
       });
     } catch {

@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import { join } from 'node:path';
 import type { Finding } from './decide.js';
 import { readPlainFile } from './files.js';
+import { canonicalIp } from './node-addresses.js';
 
 /** A lease holds an id and an ifname: its first 4 KiB are all that is read. */
 const LEASE_READ_BYTES = 4096;
@@ -28,10 +29,14 @@ export function parseLease(content: string): { containerId: string; ifname: stri
  */
 export type NetworkLock = (lockFile: string) => Promise<() => void>;
 
+/** Lease files read under one hold of host-local's lock: an ADD on the network waits at most this many reads. */
+export const LEASES_PER_LOCK = 256;
+
 /**
- * Every lease under dataDir, one finding per file; a missing dataDir holds nothing. With `lock`, each
- * network's files are read under host-local's lock, released before the next network; a network whose
- * lock cannot be had is skipped (`onSkipped`), never read without it.
+ * Every lease under dataDir, one finding per file; a missing dataDir holds nothing. With `lock`, a
+ * network's files are read under host-local's lock, taken for one batch of LEASES_PER_LOCK files at
+ * a time (a pool of 50,000 leases never holds a pod's ADD for the whole scan); a network whose lock
+ * cannot be had is skipped from there on (`onSkipped`), never read without it.
  */
 export async function scanLeases(
   dataDir: string,
@@ -44,28 +49,38 @@ export async function scanLeases(
   for (const net of networks) {
     if (!net.isDirectory()) continue;
     const dir = join(dataDir, net.name);
-    let unlock: (() => void) | undefined;
-    if (lock !== undefined) {
-      try {
-        unlock = await lock(join(dir, 'lock'));
-      } catch (e) {
-        onSkipped?.(dir, e as Error);
-        continue;
+    // The names are listed under the first hold: a lease made after is the next pass's, one removed
+    // before its batch is read is simply not found.
+    let names: string[] | undefined;
+    for (let i = 0; names === undefined || i < names.length; i += LEASES_PER_LOCK) {
+      let unlock: (() => void) | undefined;
+      if (lock !== undefined) {
+        try {
+          unlock = await lock(join(dir, 'lock'));
+        } catch (e) {
+          onSkipped?.(dir, e as Error);
+          break;
+        }
       }
-    }
-    try {
-      out.push(...(await scanNetwork(dir, net.name, journalled)));
-    } finally {
-      unlock?.();
+      try {
+        names ??= (await readdir(dir).catch(() => [] as string[])).filter((n) => isIP(n) !== 0);
+        out.push(...(await readLeases(dir, net.name, names.slice(i, i + LEASES_PER_LOCK), journalled)));
+      } finally {
+        unlock?.();
+      }
     }
   }
   return out.sort((a, b) => a.path.localeCompare(b.path));
 }
 
-async function scanNetwork(dir: string, network: string, journalled: ReadonlySet<string>): Promise<Finding[]> {
+async function readLeases(
+  dir: string,
+  network: string,
+  names: readonly string[],
+  journalled: ReadonlySet<string>,
+): Promise<Finding[]> {
   const out: Finding[] = [];
-  for (const name of await readdir(dir).catch(() => [] as string[])) {
-    if (isIP(name) === 0) continue;
+  for (const name of names) {
     const path = join(dir, name);
     const file = await readPlainFile(path, LEASE_READ_BYTES);
     if (file === null) continue; // a FIFO, a symlink, a directory named like an IP: not a lease
@@ -80,6 +95,7 @@ async function scanNetwork(dir: string, network: string, journalled: ReadonlySet
       path,
       mtimeMs: file.mtimeMs,
       journalled: journalled.has(lease.containerId),
+      addresses: [canonicalIp(name)].filter((a): a is string => a !== null),
     });
   }
   return out;

@@ -7,6 +7,7 @@
 // The rules are read from `iptables-save -t nat` (and ip6tables-save) by the caller, through plugins/.
 
 import type { Finding } from './decide.js';
+import { canonicalIp } from './node-addresses.js';
 
 export type Family = 'iptables' | 'ip6tables';
 
@@ -16,18 +17,23 @@ export interface PortmapRule {
   containerId: string;
   /** The per-container chain (CNI-DN-…) the commented rule jumps to or sits in. */
   chain: string;
+  /** Where the chain's DNAT rules send traffic (the pod's addresses), canonical. */
+  addresses: string[];
 }
 
 /** `dnat name: "NET" id: "ID"` as iptables-save prints it: inside "…", its own quotes escaped. */
 const COMMENT = /--comment "dnat name: \\"([^"\\]*)\\" id: \\"([^"\\]*)\\""/;
 const JUMP = /(?:^|\s)-j (CNI-DN-\S+)/;
 const APPEND = /^-A (\S+)/;
+/** A DNAT target: `--to-destination 10.0.0.5:80` or `[fd00::5]:80` (a port range may follow). */
+const DNAT_TO = /--to-destination (?:\[([0-9A-Fa-f:.]+)\]|(\d+\.\d+\.\d+\.\d+))/;
 /** A double-quoted argument as iptables-save writes one, its inner quotes and backslashes escaped. */
 const QUOTED = /"(?:[^"\\]|\\.)*"/g;
 
 /** The portmap rules of one `iptables-save -t nat` output, one per chain and owner. */
 export function parsePortmapRules(family: Family, save: string): PortmapRule[] {
   const seen = new Map<string, PortmapRule>();
+  const targets = dnatTargets(save);
   for (const line of save.split('\n')) {
     const c = COMMENT.exec(line);
     if (c === null) continue;
@@ -40,9 +46,27 @@ export function parsePortmapRules(family: Family, save: string): PortmapRule[] {
     const chain = JUMP.exec(bare)?.[1] ?? (own?.startsWith('CNI-DN-') ? own : undefined);
     if (chain === undefined) continue;
     const key = `${network}\0${containerId}\0${chain}`;
-    if (!seen.has(key)) seen.set(key, { family, network, containerId, chain });
+    if (!seen.has(key))
+      seen.set(key, { family, network, containerId, chain, addresses: [...(targets.get(chain) ?? [])] });
   }
   return [...seen.values()];
+}
+
+/** Each CNI-DN-* chain's DNAT destinations. */
+function dnatTargets(save: string): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const line of save.split('\n')) {
+    const bare = line.replace(QUOTED, '""');
+    const chain = APPEND.exec(bare)?.[1];
+    if (chain === undefined || !chain.startsWith('CNI-DN-')) continue;
+    const m = DNAT_TO.exec(bare);
+    const ip = canonicalIp(m?.[1] ?? m?.[2] ?? '');
+    if (ip === null) continue;
+    let set = out.get(chain);
+    if (set === undefined) out.set(chain, (set = new Set()));
+    set.add(ip);
+  }
+  return out;
 }
 
 /** Where a rule is, as the report's path says it: `iptables -t nat CNI-DN-…`. */
@@ -71,6 +95,7 @@ export function portmapFindings(
         path,
         mtimeMs: since(r.containerId, path),
         journalled: journalled.has(r.containerId),
+        addresses: r.addresses,
       };
     })
     .sort((a, b) => a.path.localeCompare(b.path));

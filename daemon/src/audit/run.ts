@@ -13,9 +13,10 @@ import type { Logger } from 'pino';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
-import { decide, type Decision, type Finding } from './decide.js';
+import { decide, findingKey, runtimeDistrust, type Decision, type Finding } from './decide.js';
+import { storedResultAddresses, type NodeAddresses } from './node-addresses.js';
 import { scanLeases, type NetworkLock } from './leases.js';
-import { DEFAULT_RELEASE_CAP } from './options.js';
+import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RELEASE_CAP } from './options.js';
 import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from './portmap.js';
 
 export interface RuntimeInfo {
@@ -29,6 +30,8 @@ export interface RuntimeInfo {
    * (what was released before stands; the rest was only reported).
    */
   lostDuringPass?: boolean;
+  /** Why its answer was not trusted this pass (report only): it contradicted what the node proves. */
+  distrusted?: string;
 }
 
 export interface AuditDeps {
@@ -66,6 +69,14 @@ export interface AuditDeps {
   lockNetwork?: NetworkLock;
   /** CNI_PATH for the host-local DEL (searched after the daemon's bin dirs). */
   cniPath?: string;
+  /**
+   * Every address on an interface of any network namespace on the node (node-addresses.ts), given
+   * the directories of bind-mounted namespaces to read too; absent: no proof, so only passes the
+   * grace apart release.
+   */
+  nodeAddresses?: (netnsDirs: string[]) => Promise<NodeAddresses>;
+  /** When each finding was first found orphaned, kept across passes and restarts (store/); absent: memory. */
+  sightings?: { load(): Map<string, number>; save(sightings: ReadonlyMap<string, number>): void };
   log: Logger;
   now?: () => number;
 }
@@ -74,6 +85,10 @@ export interface AuditOptions {
   release: boolean;
   graceMs: number;
   cap?: number;
+  /** At most this fraction of one network's leases released (decide.ts; default 0.5, at least 10). */
+  capFraction?: number;
+  /** No release starts later than this many ms after the pass began (default DEFAULT_PASS_DEADLINE_MS). */
+  deadlineMs?: number;
   /** This pass asks the CRI runtime on this socket instead of the daemon's (stewardd audit --runtime-endpoint). */
   runtimeEndpoint?: string;
 }
@@ -84,7 +99,19 @@ export type OrphanView = Omit<Finding, 'mtimeMs'> & { ageSeconds: number | null;
 export interface AuditReport {
   orphans: OrphanView[];
   runtime: RuntimeInfo;
+  /** Why nothing was released this pass although asked to (a runtime not trusted, or lost). */
+  reportOnly?: string;
+  /** The pass reached its deadline before its releases were done: what is left waits for the next pass. */
+  deadlineReached?: boolean;
+  /** The node's proof: namespaces read, and those that could not be (then only sightings release). */
+  node?: { namespaces: number; unread: string[] } | { error: string };
 }
+
+/** Releases between two asks of the runtime (and reads of the journal). */
+export const RELEASE_BATCH = 32;
+
+/** Where runtimes keep bind-mounted network namespaces (containerd, CRI-O, podman, ip netns). */
+export const NETNS_DIRS = ['/run/netns', '/var/run/netns'] as const;
 
 export { DEFAULT_GRACE_MS, DEFAULT_RELEASE_CAP, parseDuration } from './options.js';
 
@@ -129,6 +156,7 @@ function v6Prefix64(ip: string | null): string {
 
 export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<AuditReport> {
   const now = deps.now ?? Date.now;
+  const deadline = now() + (opts.deadlineMs ?? DEFAULT_PASS_DEADLINE_MS);
   const live = [
     ...deps.journal.attachmentsInState('adding'),
     ...deps.journal.attachmentsInState('added'),
@@ -136,10 +164,71 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   ];
   const journalled = new Set(live.map((a) => a.containerId));
   const inFlight = new Set(deps.journal.attachmentsInState('adding').map((a) => a.containerId));
+  const findings = await gather(deps, live, journalled, now());
+
+  // The journal read again after the scans: a container whose ADD began while they ran (its lease or
+  // cache file was scanned, its attachment is newer than the first read) is starting, not an orphan.
+  const guard = sandboxGuard(deps, journalled, findings);
+  for (const id of guard.startedSince()) inFlight.add(id);
+  const node = await nodeProof(deps, live, findings);
+  const sandboxes = await deps.listSandboxes();
+  const distrust = sandboxes === null ? undefined : runtimeDistrust(sandboxes, guard.withNetns());
+  if (distrust !== undefined) deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
+  const sightings = deps.sightings?.load() ?? new Map<string, number>();
+  const decisions = decide({
+    findings,
+    alive: sandboxes === null ? null : new Set(sandboxes),
+    inFlight,
+    netnsPresent: guard.netnsPresent(),
+    nodeAddresses: 'addresses' in node ? { addresses: node.addresses, complete: node.unread.length === 0 } : null,
+    sightings,
+    ...(distrust !== undefined ? { distrust } : {}),
+    nowMs: now(),
+    graceMs: opts.graceMs,
+    cap: opts.cap ?? DEFAULT_RELEASE_CAP,
+    ...(opts.capFraction !== undefined ? { capFraction: opts.capFraction } : {}),
+    release: opts.release,
+  });
+  if (sandboxes !== null && distrust === undefined) deps.sightings?.save(nextSightings(decisions, sightings, now()));
+
+  // What its owner's own DEL freed while the pass ran (scanned before the DEL finished, unlisted after
+  // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
+  const owingNow = owingTeardown(deps.journal);
+  const stillHeld = (f: Finding): boolean =>
+    f.attachmentId !== undefined ? owingNow.has(f.attachmentId) : f.kind === 'portmap' || existsSync(f.path);
+
+  const pass: PassState = {
+    runtimeLost: false,
+    tornDown: new Map(),
+    unmapped: new Set(),
+    deadline,
+    now,
+    batch: { listed: new Set(sandboxes ?? []), size: 0, owing: owingNow, starting: new Set() },
+  };
+  const orphans: OrphanView[] = [];
+  for (const d of decisions) {
+    if (!d.orphan || !stillHeld(d.finding)) continue;
+    const released = d.verdict === 'release' ? await release(deps, d, live, guard, pass) : false;
+    orphans.push({ ...view(d), released });
+  }
+  const runtime = { ...deps.runtime(), ...(pass.runtimeLost ? { lostDuringPass: true } : {}) };
+  const reportOnly = pass.stopped ?? distrust;
+  return {
+    orphans,
+    runtime: distrust !== undefined ? { ...runtime, distrusted: distrust } : runtime,
+    ...(reportOnly !== undefined && opts.release ? { reportOnly } : {}),
+    ...(pass.deadlineReached ? { deadlineReached: true } : {}),
+    node: 'addresses' in node ? { namespaces: node.namespaces, unread: node.unread } : node,
+  };
+}
+
+const DISTRUSTED = "audit: the runtime's answer contradicts the node; this pass only reports";
+
+/** Everything held on the node, each finding with the addresses it holds. */
+async function gather(deps: AuditDeps, live: Attachment[], journalled: Set<string>, nowMs: number): Promise<Finding[]> {
   const dataDirs = new Set(deps.leaseDirs);
   for (const a of live)
     for (const s of deps.journal.stepsOf(a.id)) for (const d of hostLocalDataDirs(s.config)) dataDirs.add(d);
-
   const findings: Finding[] = [];
   for (const a of live) {
     if (a.state === 'adding') continue; // in flight: never a finding
@@ -152,6 +241,9 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
       path: `attachment/${a.id}`,
       mtimeMs: a.updatedAt,
       journalled: true,
+      attachmentId: a.id,
+      addresses: storedResultAddresses(a.result),
+      netns: a.netns,
     });
   }
   const skipped = (dir: string, err: Error) =>
@@ -159,41 +251,43 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   for (const dir of [...dataDirs].sort())
     findings.push(...(await scanLeases(dir, journalled, deps.lockNetwork, skipped)));
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
-  findings.push(...(await scanPortmap(deps, journalled, findings, now())));
+  findings.push(...(await scanPortmap(deps, journalled, findings, nowMs)));
+  return findings;
+}
 
-  // The journal read again after the scans: a container whose ADD began while they ran (its lease or
-  // cache file was scanned, its attachment is newer than the first read) is starting, not an orphan.
-  const guard = sandboxGuard(deps, journalled, findings);
-  for (const id of guard.startedSince()) inFlight.add(id);
-  const sandboxes = await deps.listSandboxes();
-  const decisions = decide({
-    findings,
-    alive: sandboxes === null ? null : new Set(sandboxes),
-    inFlight,
-    netnsPresent: guard.netnsPresent(),
-    nowMs: now(),
-    graceMs: opts.graceMs,
-    cap: opts.cap ?? DEFAULT_RELEASE_CAP,
-    release: opts.release,
-  });
-
-  // What its owner's own DEL freed while the pass ran (scanned before the DEL finished, unlisted after
-  // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
-  const owingNow = owingTeardown(deps.journal);
-  const stillHeld = (f: Finding): boolean =>
-    f.kind === 'attachment'
-      ? owingNow.has(Number(f.path.slice('attachment/'.length)))
-      : f.kind === 'portmap' || existsSync(f.path);
-
-  const pass: PassState = { runtimeLost: false, tornDown: new Map(), unmapped: new Set() };
-  const orphans: OrphanView[] = [];
-  for (const d of decisions) {
-    if (!d.orphan || !stillHeld(d.finding)) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, guard, pass) : false;
-    orphans.push({ ...view(d), released });
+/** The node's addresses, reading the runtimes' netns dirs and those the journal and cache name. */
+async function nodeProof(
+  deps: AuditDeps,
+  live: readonly Attachment[],
+  findings: readonly Finding[],
+): Promise<NodeAddresses | { error: string }> {
+  if (deps.nodeAddresses === undefined) return { error: 'not looked for' };
+  const dirs = new Set<string>(NETNS_DIRS);
+  for (const p of [...live.map((a) => a.netns), ...findings.map((f) => f.netns ?? '')])
+    if (p.startsWith('/') && !p.startsWith('/proc/')) dirs.add(dirname(p));
+  try {
+    const node = await deps.nodeAddresses([...dirs]);
+    if (node.unread.length > 0)
+      deps.log.warn({ unread: node.unread.slice(0, 10) }, 'audit: network namespaces not read; only sightings release');
+    return node;
+  } catch (e) {
+    deps.log.warn({ err: (e as Error).message }, "audit: the node's addresses not read; only sightings release");
+    return { error: (e as Error).message };
   }
-  // A runtime lost mid-pass: the orphans were decided against its answer, the rest only reported.
-  return { orphans, runtime: pass.runtimeLost ? { ...deps.runtime(), lostDuringPass: true } : deps.runtime() };
+}
+
+/**
+ * The sightings after this pass: a finding found orphaned keeps its first sighting (or gets this
+ * pass's), one found held by somebody or not found at all loses it.
+ */
+function nextSightings(decisions: readonly Decision[], before: ReadonlyMap<string, number>, nowMs: number) {
+  const next = new Map<string, number>();
+  for (const d of decisions) {
+    if (!d.orphan) continue;
+    const key = findingKey(d.finding);
+    next.set(key, before.get(key) ?? nowMs);
+  }
+  return next;
 }
 
 /**
@@ -268,31 +362,39 @@ function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findings: rea
     if (set === undefined) netnsOf.set(id, (set = new Set()));
     set.add(netns);
   };
+  let journalled: Attachment[] = [];
   const read = () => {
-    const now = [
+    journalled = [
       ...deps.journal.attachmentsInState('adding'),
       ...deps.journal.attachmentsInState('added'),
       ...deps.journal.attachmentsInState('deleting'),
     ];
-    for (const a of now) note(a.containerId, a.netns);
-    return now;
+    for (const a of journalled) note(a.containerId, a.netns);
+    return journalled;
   };
   for (const f of findings) note(f.containerId, f.netns);
   const hasNetns = (id: string) => [...(netnsOf.get(id) ?? [])].some((p) => existsSync(p));
+  const starting = (a: Attachment) => a.state === 'adding' || !known.has(a.containerId);
   return {
-    /** Containers in flight now, or journalled since the first read. */
+    /** Containers in flight now, or journalled since the first read (reads the journal). */
     startedSince: (): Set<string> =>
       new Set(
         read()
-          .filter((a) => a.state === 'adding' || !known.has(a.containerId))
+          .filter(starting)
           .map((a) => a.containerId),
       ),
     netnsPresent: (): Set<string> => new Set([...netnsOf.keys()].filter(hasNetns)),
-    /** Whether the container is still dead-looking right before a release. */
-    stillDead: (id: string): boolean => {
-      const starting = read().some((a) => a.containerId === id && (a.state === 'adding' || !known.has(id)));
-      return !starting && !hasNetns(id);
-    },
+    /** Pods steward set up (added) whose namespace is still there, as of the last journal read. */
+    withNetns: (): string[] =>
+      journalled.filter((a) => a.state === 'added' && a.netns !== '' && existsSync(a.netns)).map((a) => a.containerId),
+    /** Containers starting as of a fresh read of the journal (once per batch of releases). */
+    startingNow: (): Set<string> =>
+      new Set(
+        read()
+          .filter(starting)
+          .map((a) => a.containerId),
+      ),
+    hasNetns,
   };
 }
 
@@ -309,6 +411,48 @@ interface PassState {
   tornDown: Map<string, boolean>;
   /** network + container id whose portmap DEL this pass ran (it removes both families' chains). */
   unmapped: Set<string>;
+  /** No release starts after this (ms since epoch). */
+  deadline: number;
+  now: () => number;
+  deadlineReached?: boolean;
+  /** Why the releases stopped before the decisions were done (reported as reportOnly). */
+  stopped?: string;
+  /**
+   * What the current batch of releases acts on: the runtime's answer, the journal as read once for
+   * the batch, and how many releases it has made. The first batch uses the pass's own ask.
+   */
+  batch: { listed: Set<string>; size: number; owing: Set<number>; starting: Set<string> };
+}
+
+/**
+ * A new batch every RELEASE_BATCH releases: the runtime asked again and the journal read again, once
+ * for the batch rather than once per release. False when no more releases may run this pass.
+ */
+async function nextBatch(deps: AuditDeps, guard: ReturnType<typeof sandboxGuard>, pass: PassState): Promise<boolean> {
+  if (pass.runtimeLost || pass.stopped !== undefined) return false;
+  if (pass.now() >= pass.deadline) {
+    pass.deadlineReached = true;
+    pass.stopped = 'the pass reached its deadline; what is left waits for the next pass';
+    deps.log.warn('audit: the pass reached its deadline; no more releases this pass');
+    return false;
+  }
+  if (pass.batch.size < RELEASE_BATCH) return true;
+  const again = await deps.listSandboxes();
+  if (again === null) {
+    pass.runtimeLost = true;
+    pass.stopped = 'the runtime stopped answering during the pass';
+    deps.log.warn({ runtime: deps.runtime() }, 'audit: the runtime stopped answering; no more releases this pass');
+    return false;
+  }
+  const starting = guard.startingNow();
+  const distrust = runtimeDistrust(again, guard.withNetns());
+  if (distrust !== undefined) {
+    pass.stopped = distrust;
+    deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
+    return false;
+  }
+  pass.batch = { listed: new Set(again), size: 0, owing: owingTeardown(deps.journal), starting };
+  return true;
 }
 
 async function release(
@@ -333,23 +477,19 @@ async function release(
     if (earlier) deps.log.warn({ ...view(d), by: 'an earlier release of its container in this pass' }, RELEASED);
     return earlier;
   }
-  if (pass.runtimeLost) return false;
-  // Asked again right before acting: a sandbox that appeared meanwhile keeps what it holds, and so
-  // does one whose ADD began or whose network namespace is back.
-  const again = await deps.listSandboxes();
-  if (again === null) {
-    pass.runtimeLost = true;
-    deps.log.warn({ runtime: deps.runtime() }, 'audit: the runtime stopped answering; no more releases this pass');
+  if (!(await nextBatch(deps, guard, pass))) return false;
+  // As of this batch's ask: a sandbox that appeared meanwhile keeps what it holds, and so does one
+  // whose ADD began or whose network namespace is back.
+  const { batch } = pass;
+  if (batch.listed.has(f.containerId) || batch.starting.has(f.containerId) || guard.hasNetns(f.containerId))
     return false;
-  }
-  if (again.includes(f.containerId) || !guard.stillDead(f.containerId)) return false;
-  const evidence = { ...view(d), runtimeSandboxes: again.length };
+  batch.size += 1;
+  const evidence = { ...view(d), runtimeSandboxes: batch.listed.size };
   try {
     if (f.journalled && f.kind !== 'cache') {
       // Steward holds it: its own DEL path, once per container, frees the lease with everything else.
       // Only what still owes a teardown now: the runtime's own DEL may have finished it meanwhile.
-      const owing = owingTeardown(deps.journal);
-      const targets = live.filter((x) => x.containerId === f.containerId && owing.has(x.id));
+      const targets = live.filter((x) => x.containerId === f.containerId && batch.owing.has(x.id));
       if (targets.length === 0) return false;
       tornDown.set(f.containerId, false);
       for (const a of targets) {

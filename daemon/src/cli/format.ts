@@ -175,7 +175,11 @@ export interface AuditJson {
     sandboxes?: number;
     message?: string;
     lostDuringPass?: boolean;
+    distrusted?: string;
   };
+  reportOnly?: string;
+  deadlineReached?: boolean;
+  node?: { namespaces: number; unread: string[] } | { error: string };
 }
 
 export function formatAudit(a: AuditJson): string {
@@ -187,8 +191,20 @@ export function formatAudit(a: AuditJson): string {
     : rt.lostDuringPass
       ? `runtime: LOST DURING THE PASS${where}${why}; nothing was released after that, the rest only reported`
       : `runtime: UNREACHABLE${where}${why}; every finding is owner-unknown and nothing was released`;
+  const lines = [runtime];
+  if (rt.distrusted !== undefined) lines.push(`runtime NOT TRUSTED this pass: ${rt.distrusted}; report only`);
+  else if (a.reportOnly !== undefined) lines.push(`releases stopped: ${a.reportOnly}`);
+  if (a.node !== undefined)
+    lines.push(
+      'error' in a.node
+        ? `node addresses: not read (${a.node.error}); only findings orphaned for the whole grace are released`
+        : a.node.unread.length > 0
+          ? `node addresses: ${a.node.namespaces} network namespaces read, ${a.node.unread.length} not (${a.node.unread.slice(0, 3).join(', ')}); only findings orphaned for the whole grace are released`
+          : `node addresses: ${a.node.namespaces} network namespaces read`,
+    );
+  const head = lines.map(printable).join('\n');
   if (a.orphans.length === 0)
-    return `${runtime}
+    return `${head}
 no orphans`;
   const rows = a.orphans.map((o) => [
     o.kind,
@@ -201,5 +217,5 @@ no orphans`;
     o.released ? 'yes' : 'no',
     o.path,
   ]);
-  return `${runtime}\n${table(['KIND', 'CONTAINER', 'NETWORK', 'IFNAME', 'IP', 'AGE', 'JOURNALLED', 'RELEASED', 'PATH'], rows)}`;
+  return `${head}\n${table(['KIND', 'CONTAINER', 'NETWORK', 'IFNAME', 'IP', 'AGE', 'JOURNALLED', 'RELEASED', 'PATH'], rows)}`;
 }

@@ -9,6 +9,7 @@ import {
   DEFAULT_RELEASE_CAP,
   MAX_RELEASE_CAP,
   parseCap,
+  parseCapFraction,
   parseDuration,
   parseRuntimeEndpoint,
 } from '../audit/options.js';
@@ -26,6 +27,12 @@ import {
 
 export const CLI_COMMANDS = ['status', 'attachments', 'teardowns', 'retry', 'audit'] as const;
 export type CliCommand = (typeof CLI_COMMANDS)[number];
+
+/**
+ * How much earlier than --timeout an audit pass stops starting releases: the last release's own
+ * run (a host-local DEL, a teardown) and the answer fit in it.
+ */
+const CLI_DEADLINE_MARGIN_MS = 10_000;
 
 /** `stewardd audit`'s default --timeout, in seconds (the other commands': 5). */
 const AUDIT_TIMEOUT_S = 60;
@@ -53,7 +60,7 @@ ${COMMON}`,
                        fixing its plugin, or releasing by hand what it held: the DEL then succeeds
                        and clears the step; one that still fails is abandoned again)
 ${COMMON}`,
-  audit: `usage: stewardd audit [--release] [--grace DUR] [--cap N] [--runtime-endpoint unix:///PATH] [options]
+  audit: `usage: stewardd audit [--release] [--grace DUR] [--cap N] [--cap-fraction F] [--runtime-endpoint unix:///PATH] [options]
   what nobody owns on the node: host-local leases, libcni result-cache files, portmap's nat chains and
   journalled attachments whose container id no sandbox of the runtime (stewardd run --runtime-endpoint)
   has; never one with an ADD in flight
@@ -64,6 +71,12 @@ ${COMMON}`,
                        modification time, an attachment by its last journal change, a portmap rule by
                        its container's oldest lease or cache file, else when this daemon first saw it
   --cap N              release at most N orphans in this run (default ${DEFAULT_RELEASE_CAP}; 0 releases none)
+  --cap-fraction F     and at most this fraction of one network's leases (above 0, at most 1; default
+                       0.5, never fewer than 10 a network)
+  Nothing is released on the runtime's word alone: only what the node shows unused (no interface in any
+  network namespace has its address) past the grace, or what passes at least the grace apart both found
+  orphaned; and nothing in a pass whose runtime answer contradicts the node (report only, says why).
+  The pass stops starting releases a little before --timeout, so the answer is never cut off.
   --runtime-endpoint unix:///PATH
                        ask this CRI runtime who is alive, for this run, instead of the daemon's own
                        (stewardd run --runtime-endpoint, else the usual containerd and CRI-O sockets)
@@ -97,6 +110,7 @@ function parse(command: CliCommand, argv: string[]): Parsed {
       release: { type: 'boolean' },
       grace: { type: 'string' },
       cap: { type: 'string' },
+      'cap-fraction': { type: 'string' },
       'runtime-endpoint': { type: 'string' },
     },
   }[command] as Record<string, { type: 'string' | 'boolean' }>;
@@ -211,15 +225,31 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
             );
           q.set('cap', p.values.cap);
         }
+        if (typeof p.values['cap-fraction'] === 'string') {
+          if (parseCapFraction(p.values['cap-fraction']) === undefined)
+            throw new CliError(
+              `--cap-fraction must be a number above 0 and at most 1, got "${p.values['cap-fraction']}"`,
+              Exit.Usage,
+            );
+          q.set('capFraction', p.values['cap-fraction']);
+        }
         const endpoint = p.values['runtime-endpoint'];
         if (typeof endpoint === 'string') {
           if (parseRuntimeEndpoint(endpoint) === undefined)
             throw new CliError(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${endpoint}"`, Exit.Usage);
           q.set('runtimeEndpoint', endpoint);
         }
-        const release = p.values.release === true || q.has('grace') || q.has('cap');
-        const path = q.size === 0 ? '/v1/audit' : `/v1/audit?${q.toString()}`;
-        const r = await call(p.socket, release ? 'POST' : 'GET', path, p.timeoutMs);
+        const release = p.values.release === true || q.has('grace') || q.has('cap') || q.has('capFraction');
+        // The pass stops starting releases before this command would give up on its answer.
+        q.set('deadline', `${Math.max(1000, p.timeoutMs - CLI_DEADLINE_MARGIN_MS)}ms`);
+        const path = `/v1/audit?${q.toString()}`;
+        const r = await call(p.socket, release ? 'POST' : 'GET', path, p.timeoutMs).catch((e: unknown) => {
+          if (e instanceof CliError && /did not answer within/.test(e.message))
+            e.message +=
+              '; the pass may still be running in stewardd (it waits its turn behind other passes, and' +
+              ' starts no release after its deadline): its releases are in the log and the next audit shows what is left';
+          throw e;
+        });
         const a = r.json as AuditJson;
         out(p.json, r.body, () => formatAudit(a));
         return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;

@@ -73,4 +73,13 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE steps ADD COLUMN pending_ms INTEGER NOT NULL DEFAULT 0;
   `,
+  // 5: when the audit first found each finding orphaned (audit/decide.ts findingKey: kind, path,
+  // container id), so that a release on the runtime's word alone needs passes at least the grace
+  // apart to agree, across restarts too. Rewritten whole by every pass whose runtime answer is trusted.
+  `
+  CREATE TABLE audit_sightings (
+    key        TEXT PRIMARY KEY,
+    first_seen INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];

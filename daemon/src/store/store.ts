@@ -16,6 +16,7 @@ import { retain } from './retain.js';
 import { MIGRATIONS } from './migrations.js';
 import { ATTACHMENT_COLUMNS, toAttachment, toStep, type Row } from './rows.js';
 import { prepareStatements, type Statements } from './statements.js';
+import { AuditSightings } from './sightings.js';
 import type {
   Attachment,
   AttachmentKey,
@@ -60,6 +61,8 @@ export class Store {
   private readonly onWriteError: ((err: Error) => void) | undefined;
   private readonly onCommit: ((seconds: number, synced: boolean) => void) | undefined;
   private readonly stmt: Statements;
+  /** The audit's sightings (sightings.ts). */
+  readonly sightings: AuditSightings;
   /** Statements of SQL built at run time (pragmas, attachment filters), prepared once each. */
   private readonly statements = new Map<string, Database.Statement>();
   /** Nesting depth of atomic(): a failure inside is translated once, at the outermost level. */
@@ -89,6 +92,7 @@ export class Store {
       this.migrate();
     });
     this.stmt = retain(prepareStatements(this.db));
+    this.sightings = retain(new AuditSightings(this.db, (fn) => this.atomic(fn)));
   }
 
   private migrate(): void {
