@@ -99,4 +99,44 @@ describe('audit decision', () => {
   test('without --release orphans are reported only', () => {
     assert.deepEqual(run([lease('old', 7_200_000)], { release: false }), [['old', 'report-only', true]]);
   });
+
+  test("an address on the node keeps its finding, unless host-local's lease gives it to another container", () => {
+    const cache = (id: string): Finding => ({ ...lease(id, 7_200_000), kind: 'cache', ip: null, path: `/c/${id}` });
+    const node = nodeWith('10.1.0.2');
+    assert.deepEqual(
+      run([cache('stale')], { nodeAddresses: node, addressOwners: new Map([['10.1.0.2', new Set(['new'])]]) }),
+      [['stale', 'release', true]],
+    );
+    assert.deepEqual(
+      run([cache('own')], { nodeAddresses: node, addressOwners: new Map([['10.1.0.2', new Set(['own'])]]) }),
+      [['own', 'address-in-use', false]],
+    );
+    assert.deepEqual(run([cache('unleased')], { nodeAddresses: node }), [['unleased', 'address-in-use', false]]);
+  });
+
+  test('a runtime answer the node contradicts: nothing is released, every orphan says why', () => {
+    assert.deepEqual(run([lease('old', 7_200_000)], { distrust: 'no' }), [['old', 'runtime-distrusted', true]]);
+  });
+
+  test('no proof from the node: released only once a sighting is as old as the grace', () => {
+    const f = lease('old', 7_200_000);
+    const key = `lease\0${f.path}\0old`;
+    const partial = { addresses: new Set<string>(), complete: false };
+    assert.deepEqual(run([f], { nodeAddresses: partial }), [['old', 'unconfirmed', true]]);
+    assert.deepEqual(run([f], { nodeAddresses: partial, sightings: new Map([[key, NOW - GRACE + 1]]) }), [
+      ['old', 'unconfirmed', true],
+    ]);
+    assert.deepEqual(run([f], { nodeAddresses: partial, sightings: new Map([[key, NOW - GRACE]]) }), [
+      ['old', 'release', true],
+    ]);
+    assert.deepEqual(run([f], { nodeAddresses: null, graceMs: 0 }), [['old', 'release', true]]);
+  });
+
+  test("at most a fraction of one network's leases a pass, never fewer than 10", () => {
+    const many = Array.from({ length: 30 }, (_, i) => lease(`l${i}`, 7_200_000));
+    const verdicts = run(many, { cap: 1000 }).map(([, v]) => v);
+    assert.equal(verdicts.filter((v) => v === 'release').length, 15);
+    assert.equal(run(many, { cap: 1000, capFraction: 0.1 }).filter(([, v]) => v === 'release').length, 10);
+    assert.equal(run(many, { cap: 1000, capFraction: 1 }).filter(([, v]) => v === 'release').length, 30);
+  });
 });

@@ -59,6 +59,12 @@ export interface DecideInput {
    * Null: not looked (no proof either way).
    */
   nodeAddresses?: { addresses: ReadonlySet<string>; complete: boolean } | null;
+  /**
+   * Who holds each address by host-local's leases (address -> container ids). An address on the node
+   * that only other containers' leases name is theirs: it neither keeps nor clears this finding (a
+   * stale cache entry or portmap rule whose address host-local gave to a new pod).
+   */
+  addressOwners?: ReadonlyMap<string, ReadonlySet<string>>;
   /** When each finding (findingKey) was first found orphaned by a pass, kept across passes and restarts. */
   sightings?: ReadonlyMap<string, number>;
   /** Why the runtime's answer is not trusted this pass (it contradicts the node): report only. */
@@ -111,7 +117,7 @@ export function decide(input: DecideInput): Decision[] {
     const ageSeconds =
       finding.mtimeMs === null ? null : Math.max(0, Math.floor((input.nowMs - finding.mtimeMs) / 1000));
     const d = (verdict: Verdict, orphan = true): Decision => ({ finding, orphan, verdict, ageSeconds });
-    const addresses = finding.addresses ?? [];
+    const addresses = ownAddresses(finding, input.addressOwners);
     if (input.alive === null) {
       out.push(d('owner-unknown'));
     } else if (input.alive.has(finding.containerId)) {
@@ -144,8 +150,18 @@ export function decide(input: DecideInput): Decision[] {
   return out;
 }
 
+/** The finding's addresses that no lease gives to another container. */
+function ownAddresses(f: Finding, owners: DecideInput['addressOwners']): string[] {
+  return (f.addresses ?? []).filter((a) => {
+    const holders = owners?.get(a);
+    return holders === undefined || holders.has(f.containerId);
+  });
+}
+
 /**
- * The node was read whole and none of the finding's addresses is on it; for an attachment, whose
+ * The node was read whole and none of the finding's own addresses is on it (one another container's
+ * lease holds is that container's: releasing a stale cache file or portmap rule frees nothing
+ * host-local gave it); for an attachment, whose
  * network namespace steward recorded and which is gone (else netnsPresent kept it), that is proof
  * enough even with no address (a chain without IPAM).
  */

@@ -181,6 +181,7 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
     inFlight,
     netnsPresent: guard.netnsPresent(),
     nodeAddresses: 'addresses' in node ? { addresses: node.addresses, complete: node.unread.length === 0 } : null,
+    addressOwners: leaseOwners(findings),
     sightings,
     ...(distrust !== undefined ? { distrust } : {}),
     nowMs: now(),
@@ -253,6 +254,20 @@ async function gather(deps: AuditDeps, live: Attachment[], journalled: Set<strin
   findings.push(...(await scanCache(deps.cacheDir, journalled)));
   findings.push(...(await scanPortmap(deps, journalled, findings, nowMs)));
   return findings;
+}
+
+/** address -> the containers host-local's leases give it to. */
+function leaseOwners(findings: readonly Finding[]): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const f of findings) {
+    if (f.kind !== 'lease') continue;
+    for (const a of f.addresses ?? []) {
+      let set = out.get(a);
+      if (set === undefined) out.set(a, (set = new Set()));
+      set.add(f.containerId);
+    }
+  }
+  return out;
 }
 
 /** The node's addresses, reading the runtimes' netns dirs and those the journal and cache name. */
