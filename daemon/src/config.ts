@@ -9,6 +9,8 @@ import { join, resolve } from 'node:path';
 import { DEFAULT_SHIM_TIMEOUT_MS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/options.js';
+import { cniVersionMode } from './lifecycle/command-line.js';
+import type { CniVersionMode } from './lifecycle/cni-version.js';
 import { defaultShim } from './lifecycle/shim-path.js';
 import { DEFAULT_RETRY_POLICY, HOLD_MAX_ATTEMPTS, type RetryPolicy } from './engine/teardown.js';
 import { ANSWER_MARGIN_MS } from './engine/add.js';
@@ -33,6 +35,8 @@ export interface DaemonConfig {
   shutdownGraceMs: number;
   logLevel: string;
   cniConfDir: string | undefined;
+  /** --cni-version: how the conflist's version is chosen at start, with --cni-conf-dir (lifecycle/cni-version.ts). */
+  cniVersion: CniVersionMode;
   /** What SIGTERM does to the node's install (lifecycle/on-term.ts). */
   uninstallOnDelete: UninstallMode;
   /** In-cluster API access; undefined when there is no service-account token. */
@@ -80,6 +84,11 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --prune-interval SEC     how often finished attachments past the TTL are deleted (default 60)
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
   --cni-conf-dir DIR       watch this CNI conf dir and keep 00-steward.conflist in step with the primary network
+  --cni-version auto|primary|0.3.1|0.4.0|1.0.0|1.1.0
+                           with --cni-conf-dir: the conflist's cniVersion, decided again at start before
+                           serving (default auto: 1.1.0 only where the runtime, asked through CRI Version on
+                           --runtime-endpoint, accepts it and calls STATUS; a downgraded runtime gets the
+                           primary's version back)
   --shim PATH              this stewardd's own shim; with --cni-conf-dir, /readyz fails while the shim install
                            recorded in the CNI bin dir is another build (default: as stewardd install's --shim)
   --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
@@ -137,6 +146,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
       'prune-interval': { type: 'string' },
       'shutdown-grace': { type: 'string' },
       'cni-conf-dir': { type: 'string' },
+      'cni-version': { type: 'string' },
       shim: { type: 'string' },
       'shim-libc': { type: 'string' },
       'uninstall-on-delete': { type: 'string' },
@@ -193,6 +203,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems) * 1000,
     logLevel,
     cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
+    cniVersion: cniVersionMode(values['cni-version'], problems),
     uninstallOnDelete: uninstallOnDelete as UninstallMode,
     api: apiAccess(values, problems),
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,

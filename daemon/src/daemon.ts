@@ -13,6 +13,8 @@ import type { RunningDaemon } from './running-daemon.js';
 import { Engine } from './engine/engine.js';
 import { onTermStep } from './lifecycle/on-term.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
+import { decideCniVersion } from './lifecycle/commands.js';
+import { conflistView } from './lifecycle/conflist-view.js';
 import { ShimCheck } from './lifecycle/shim-check.js';
 import { recover } from './engine/recovery.js';
 import { SpoolDrain } from './engine/spool.js';
@@ -23,7 +25,7 @@ import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { Auditor } from './audit/auditor.js';
-import { CriRuntime } from './audit/cri.js';
+import { runtimeFor } from './audit/runtime.js';
 import { collectNodeAddresses, NET_FILES } from './audit/node-addresses.js';
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
@@ -111,8 +113,20 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   });
   const spool = new SpoolDrain(engine, cfg.spoolDir, log);
   let ready = false;
+  const runtime = runtimeFor(cfg.runtimeEndpoint);
+  // Decided again at every start (the DaemonSet's), before serving: a runtime upgraded to one that
+  // calls STATUS gets 1.1.0, one downgraded below it the primary's version back.
+  // A runtime that does not answer proves nothing: the record's choice (install's) then stands.
+  const decided = cfg.cniConfDir ? await decideCniVersion(cfg.cniVersion, undefined, log, runtime) : undefined;
+  const versionChoice = decided?.mode === 'auto' && decided.runtime === undefined ? undefined : decided;
   const watcher = cfg.cniConfDir
-    ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
+    ? new PrimaryWatcher({
+        confDir: cfg.cniConfDir,
+        stateDir: cfg.stateDir,
+        socket: cfg.socket,
+        log,
+        ...(versionChoice ? { versionChoice } : {}),
+      })
     : undefined;
   // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
   const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
@@ -148,7 +162,6 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     }
     return problems;
   };
-  const runtime = new CriRuntime(cfg.runtimeEndpoint);
   const auditor = new Auditor(
     {
       journal: store,
@@ -178,7 +191,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     },
     log,
     metrics.recordAudit,
-    (socket) => new CriRuntime(socket),
+    (socket) => runtimeFor(socket),
   );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
@@ -199,7 +212,15 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     startedAt,
     health,
     audit: (opts) => auditor.run(opts),
+    ...(cfg.cniConfDir ? { conflist: () => conflistView(cfg.stateDir, decided) } : {}),
   });
+  if (cfg.cniConfDir)
+    metrics.setConflistSource(() => {
+      const v = conflistView(cfg.stateDir, decided);
+      return v?.cniVersion == null
+        ? undefined
+        : { cniVersion: v.cniVersion, mode: v.choice.mode, runtime: v.runtime, statusAsked: v.statusAsked };
+    });
 
   log.info(
     { db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs },
@@ -209,6 +230,8 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   // Spooled DELs are drained after the socket opens (spool.ts); their containers wait for them.
   spool.scan();
 
+  // The conflist in step (its version above included) before the first request is served.
+  watcher?.scan();
   await app.listen({ path: cfg.socket });
   restrictSocket(cfg.socket);
   selfCheck.start();

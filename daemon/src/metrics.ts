@@ -13,6 +13,14 @@ export interface GaugeSource {
   countPendingTeardowns(): number;
 }
 
+/** What steward_conflist_info says of the conflist the daemon keeps. */
+export interface ConflistMetric {
+  cniVersion: string;
+  mode: string;
+  runtime: string;
+  statusAsked: boolean;
+}
+
 /** Every kind of audit finding is reported, 0 included. */
 const AUDIT_KINDS = ['lease', 'cache', 'portmap', 'attachment'] as const;
 const ATTACHMENT_STATES = ['adding', 'added', 'deleting', 'deleted'] as const;
@@ -154,6 +162,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** 1, labelled with the conflist's cniVersion and whether the runtime asks STATUS (lifecycle/cni-version.ts). */
+  readonly conflistInfo: Gauge<'cni_version' | 'mode' | 'runtime' | 'status_asked'> = new Gauge({
+    name: 'steward_conflist_info',
+    help: "1, labelled with the cniVersion steward's conflist is written at, how it was chosen (--cni-version), the runtime that said what it is, and whether that runtime asks STATUS (status_asked)",
+    labelNames: ['cni_version', 'mode', 'runtime', 'status_asked'] as const,
+    registers: [this.registry],
+    collect: () => this.collectConflist(),
+  });
+
+  private conflistSource: () => ConflistMetric | undefined = () => undefined;
+
   readonly auditLastRun = new Gauge({
     name: 'steward_audit_last_run_timestamp_seconds',
     help: 'When the last audit pass finished (Unix time; 0 before the first)',
@@ -258,6 +277,19 @@ export class Metrics {
   /** What steward_ready reports; until called, 0. */
   setReadiness(isReady: () => boolean): void {
     this.readiness = isReady;
+  }
+
+  /** Where steward_conflist_info reads the conflist's version at each scrape (one series at a time). */
+  setConflistSource(source: () => ConflistMetric | undefined): void {
+    this.conflistSource = source;
+  }
+
+  private collectConflist(): void {
+    this.conflistInfo.reset();
+    const c = this.conflistSource();
+    if (c === undefined) return;
+    const labels = { cni_version: c.cniVersion, mode: c.mode, runtime: c.runtime, status_asked: String(c.statusAsked) };
+    this.conflistInfo.set(labels, 1);
   }
 
   /** What steward_installed_shim_mismatch reports (lifecycle/shim-check.ts); until called, 0. */

@@ -10,14 +10,19 @@
 // libcni runs no STATUS below cniVersion 1.1.0, and install writes steward's conflist at the
 // primary's cniVersion: this node's primary (bridge + host-local + portmap, Debian's plugins, which
 // speak up to 1.0.0) is at 1.0.0, so containerd 2.x would execute nothing here and report ready
-// whatever stewardd does; the first test records that. The loop then gives the installed shim the
-// installed conflist with only steward's own cniVersion at 1.1.0 (the delegates stay at 1.0.0, so
-// no delegate STATUS runs), which is what a node whose steward conflist is at 1.1.0 gets.
+// whatever stewardd does; the first test records that (`stewardd install --cni-version auto` asked this
+// containerd 1.6 and kept the primary's version, docs/runtimes.md). The loop then gives the installed
+// shim the conflist `stewardd install --cni-version auto` writes for a runtime answering CRI Version as
+// containerd 2.0.1 does (a fake CRI socket: containerd 2.x is not packaged here), with the node's
+// primary and socket: steward's own cniVersion at 1.1.0 by that choice, the delegates still at 1.0.0
+// (no delegate STATUS runs), which is what a containerd 2.0.1 node gets.
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { copyFileSync, readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { fakeRuntime } from '../helpers/fake-cri.js';
+import { installInto, nodeTree } from '../helpers/node-tree.js';
 import { startCriSuite } from '../helpers/cri/suite.js';
 import { figure } from '../helpers/cri/scenario.js';
 import { StatusLoop, firstConfFile, networkCondition } from '../helpers/cri/cni-status.js';
@@ -50,10 +55,15 @@ describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { 
     env.defer(() => {
       if (stopped) process.kill(pid, 'SIGCONT');
     });
-    const condition = () => {
-      const list = JSON.parse(readFileSync(firstConfFile(n.confDir), 'utf8'));
-      return networkCondition({ ...list, cniVersion: '1.1.0' }, [n.binDir]);
-    };
+    const as2 = nodeTree(join(env.dir, 'as-containerd-2.0.1'));
+    copyFileSync(n.net.file, join(as2.confDir, basename(n.net.file)));
+    const cri2 = join(env.dir, 'containerd-2.0.1.sock');
+    await fakeRuntime(env, cri2, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
+    const inst = await installInto(as2, n.daemon.socket, ['--runtime-endpoint', `unix://${cri2}`]);
+    assert.equal(inst.code, 0, inst.stdout + inst.stderr);
+    const written = JSON.parse(readFileSync(firstConfFile(as2.confDir), 'utf8'));
+    assert.equal(written.cniVersion, '1.1.0', 'auto wrote 1.1.0 for containerd 2.0.1');
+    const condition = () => networkCondition(written, [n.binDir]);
     const loop = new StatusLoop(PERIOD_MS, condition);
     loop.start();
     try {

@@ -10,7 +10,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fixtureCalls } from '../helpers/env.js';
 import { PLAIN_HANDLER } from '../helpers/cri/node.js';
@@ -75,6 +75,22 @@ describe('containerd 1.6 CRI plugin (kubelet-like driver) with steward installed
       ['bridge', 'portmap'],
     );
     assert.ok(existsSync(join(n.binDir, 'steward')), 'stewardd install copied the shim into the CRI bin_dir');
+  });
+
+  it("stewardd install --cni-version auto asks this containerd 1.6 what it is and keeps the primary's version (it never calls STATUS)", async () => {
+    const n = node!;
+    const primary = JSON.parse(readFileSync(n.net.file, 'utf8')) as {
+      cniVersion: string;
+    };
+    const inst = await n.stewardd(['install', '--runtime-endpoint', n.runtimeEndpoint]);
+    assert.equal(inst.code, 0, inst.stderr);
+    const written = JSON.parse(readFileSync(join(n.confDir, '00-steward.conflist'), 'utf8')) as { cniVersion: string };
+    figure('conflist version under containerd 1.6', { primary: primary.cniVersion, written: written.cniVersion });
+    assert.equal(written.cniVersion, primary.cniVersion);
+    assert.match(
+      inst.stdout,
+      /STATUS: not asked by this runtime \(conflist [0-9.]+, containerd v?1\.6\.[^;]*; --cni-version auto: containerd v?1\.6\.\S* does not ask STATUS\)/,
+    );
   });
 
   it("10 pods in parallel: 10 distinct addresses, each attachment carries its pod's namespace and name; after stop + remove no lease, no attachment left added", async () => {

@@ -1,5 +1,6 @@
-// A fake CRI runtime on a Unix socket: runtime.v1 ListPodSandbox answers the given sandbox ids (the
-// daemon's own service definition, daemon/src/audit/cri.ts). For the audit's integration tests.
+// A fake CRI runtime on a Unix socket: runtime.v1 ListPodSandbox answers the given sandbox ids, and
+// Version the given runtime name and version (the daemon's own service definition,
+// daemon/src/audit/cri.ts). For the audit's and the conflist version's integration tests.
 
 import * as grpc from '@grpc/grpc-js';
 import { runtimeServiceCtor } from '../../daemon/src/audit/cri.js';
@@ -22,7 +23,13 @@ export async function fakeRuntime(
   env: TestEnv,
   socket: string,
   ids: string[] | (() => string[]),
-  opts: { answer?: number; failAfter?: number; delayMs?: number } = {},
+  opts: {
+    answer?: number;
+    failAfter?: number;
+    delayMs?: number;
+    /** What Version answers (default: an unknown runtime); 'hang' never answers it. */
+    version?: { runtimeName: string; runtimeVersion: string } | 'hang';
+  } = {},
 ): Promise<FakeRuntime> {
   let calls = 0;
   const server = new grpc.Server();
@@ -36,6 +43,11 @@ export async function fakeRuntime(
       }
       const items = (typeof ids === 'function' ? ids() : ids).map((i) => ({ id: i, state: 'SANDBOX_READY' }));
       setTimeout(() => cb(null, { items }), opts.delayMs ?? 0);
+    },
+    Version: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
+      const v = opts.version ?? { runtimeName: 'fake-runtime', runtimeVersion: '0.0.1' };
+      if (v === 'hang') return;
+      cb(null, { version: '0.1.0', runtimeApiVersion: 'v1', ...v });
     },
   });
   await new Promise<void>((resolve, reject) =>

@@ -4,8 +4,10 @@
 // → libcni GetStatusNetworkList on the first conf file, its plugins in order, CNI_COMMAND=STATUS,
 // CNI_PATH the bin dir, other CNI_* empty; an error → NetworkReady false, NetworkPluginNotReady),
 // executing the shim that install copied into the bin dir with the conflist install wrote. The
-// primary is at cniVersion 1.1.0 (libcni runs no STATUS below that: see the e2e file); its plugin is
-// the fixture, which answers STATUS. The period is 1 s here, 1/5 of the kubelet's 5 s, so every
+// primary is at cniVersion 1.0.0, as primaries are; `stewardd install --cni-version auto` (the
+// default) asked the runtime, a CRI runtime answering Version as containerd 2.0.1 does, and wrote
+// steward's conflist at 1.1.0 (libcni runs no STATUS below that: see the e2e file); the primary's
+// plugin is the fixture. The period is 1 s here, 1/5 of the kubelet's 5 s, so every
 // bound below scales the same way; test/e2e/cri-status.test.ts runs it at 5 s under the CRI driver.
 
 import { after, describe, it } from 'node:test';
@@ -16,6 +18,7 @@ import { Daemon } from '../helpers/daemon.js';
 import { FIXTURE_BIN, TestEnv } from '../helpers/env.js';
 import { installInto, nodeTree, writeJson, type NodeTree } from '../helpers/node-tree.js';
 import { StatusLoop, firstConfFile, networkCondition } from '../helpers/cri/cni-status.js';
+import { fakeRuntime } from '../helpers/fake-cri.js';
 
 const env = new TestEnv('status-loop');
 after(() => env.close());
@@ -25,15 +28,20 @@ const PERIOD_MS = 1000;
 describe("containerd 2.x's STATUS loop against the installed shim", () => {
   it('NetworkReady flips false within one period of kill -STOP on stewardd and back within one period of kill -CONT', async () => {
     const confDir = join(env.dir, 'node/etc/cni/net.d');
-    const daemon = new Daemon(env, { name: 'loop', args: ['--cni-conf-dir', confDir] });
+    const runtime = join(env.dir, 'containerd-2.0.1.sock');
+    await fakeRuntime(env, runtime, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
+    const daemon = new Daemon(env, {
+      name: 'loop',
+      args: ['--cni-conf-dir', confDir, '--runtime-endpoint', `unix://${runtime}`],
+    });
     const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
     symlinkSync(join(FIXTURE_BIN, 'steward-fixture'), join(tree.binDir, 'steward-fixture'));
     writeJson(join(tree.confDir, '10-podnet.conflist'), {
-      cniVersion: '1.1.0',
+      cniVersion: '1.0.0',
       name: 'podnet',
       plugins: [{ type: 'steward-fixture', stateDir: join(env.dir, 'fx') }],
     });
-    const inst = await installInto(tree, daemon.socket);
+    const inst = await installInto(tree, daemon.socket, ['--runtime-endpoint', `unix://${runtime}`]);
     assert.equal(inst.code, 0, inst.stdout + inst.stderr);
     await daemon.start();
     const first = firstConfFile(tree.confDir);

@@ -5,7 +5,8 @@
 
 import type { Logger } from 'pino';
 import { DEFAULT_PASS_DEADLINE_MS } from './options.js';
-import { runAudit, type AuditDeps, type AuditOptions, type AuditReport, type RuntimeInfo } from './run.js';
+import { runAudit, type AuditDeps, type AuditOptions, type AuditReport } from './run.js';
+import type { RuntimeSource } from './runtime.js';
 
 export interface PassOutcome {
   /** The report; undefined when the pass itself failed (`error`). */
@@ -14,13 +15,6 @@ export interface PassOutcome {
   /** When the pass finished (ms since epoch). */
   at: number;
   graceMs: number;
-}
-
-/** Who is alive, asked of one CRI runtime (audit/cri.ts CriRuntime). */
-export interface RuntimeSource {
-  listSandboxes(): Promise<string[] | null>;
-  info(): RuntimeInfo;
-  close(): void;
 }
 
 export interface PeriodicAudit {

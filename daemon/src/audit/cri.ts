@@ -1,13 +1,11 @@
-// Who is alive, asked of the container runtime the way crictl asks: CRI runtime.v1 ListPodSandbox over
-// the runtime's Unix socket. Every sandbox id listed is alive, whatever its state. The same service
-// definition serves the project's tests as their CRI client (test/helpers/cri/client.ts).
+// The container runtime's CRI (runtime.v1) over its Unix socket, the way crictl asks it: the service
+// definition and the two calls steward makes (ListPodSandbox, Version). The same service definition
+// serves the project's tests as their CRI client (test/helpers/cri/client.ts).
 
-import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type * as GrpcJs from '@grpc/grpc-js';
 import type * as ProtoLoader from '@grpc/proto-loader';
-import type { RuntimeInfo } from './run.js';
 
 // The gRPC libraries are loaded on first use, not at start: imported, they add ~15 MiB to the RSS of
 // every daemon, most of which never audits (the restart row of `npm run bench`). Both are CommonJS,
@@ -39,71 +37,57 @@ export function runtimeServiceCtor(): GrpcJs.ServiceClientConstructor {
   return v1.RuntimeService as GrpcJs.ServiceClientConstructor;
 }
 
-type Unary = (
+type Unary<T> = (
   req: unknown,
   meta: GrpcJs.Metadata,
   opts: GrpcJs.CallOptions,
-  cb: (e: GrpcJs.ServiceError | null, r: { items?: Array<{ id?: string }> }) => void,
+  cb: (e: GrpcJs.ServiceError | null, r: T) => void,
 ) => void;
 
-/** A runtime source: the sandbox ids listed (null when unreachable) and what the report says of it. */
-export class CriRuntime {
-  private client: GrpcJs.Client | undefined;
+/** What CRI's Version answers: the runtime's name and version (`containerd`, `v1.7.24`; `cri-o`, `1.32.0`). */
+export interface CriVersion {
+  runtimeName: string;
+  runtimeVersion: string;
+  runtimeApiVersion: string;
+}
 
-  private last: RuntimeInfo;
+/**
+ * The two CRI calls steward makes, over one runtime socket, each with its own deadline: who is alive
+ * (ListPodSandbox: the ids, whatever their state) and what the runtime is (Version). Both reject on
+ * any failure; audit/runtime.ts turns that into what the audit and install report.
+ */
+export class CriClient {
+  private readonly client: GrpcJs.Client;
 
-  /** endpoint: a socket path; undefined probes DEFAULT_RUNTIME_SOCKETS at each ask. */
-  constructor(
-    private readonly endpoint: string | undefined,
-    private readonly timeoutMs = 5000,
-  ) {
-    this.last = { reachable: false, endpoint: endpoint === undefined ? null : `unix://${endpoint}` };
+  constructor(readonly socket: string) {
+    const Ctor = runtimeServiceCtor();
+    this.client = new Ctor(`unix://${socket}`, grpc().credentials.createInsecure());
   }
 
-  info(): RuntimeInfo {
-    return this.last;
+  private call<T>(method: string, req: unknown, timeoutMs: number): Promise<T> {
+    const fn = (this.client as unknown as Record<string, Unary<T>>)[method]!.bind(this.client);
+    return new Promise<T>((resolve, reject) =>
+      fn(req, new (grpc().Metadata)(), { deadline: Date.now() + timeoutMs }, (e, res) =>
+        e ? reject(e) : resolve(res),
+      ),
+    );
   }
 
-  private socket(): string | undefined {
-    if (this.endpoint !== undefined) return this.endpoint;
-    return DEFAULT_RUNTIME_SOCKETS.find((s) => existsSync(s));
+  async listPodSandboxIds(timeoutMs: number): Promise<string[]> {
+    const r = await this.call<{ items?: Array<{ id?: string }> }>('ListPodSandbox', { filter: {} }, timeoutMs);
+    return (r.items ?? []).map((s) => s.id ?? '').filter((id) => id !== '');
   }
 
-  readonly listSandboxes = async (): Promise<string[] | null> => {
-    const socket = this.socket();
-    if (socket === undefined) {
-      this.last = {
-        reachable: false,
-        endpoint: null,
-        message: `no runtime endpoint given and none of ${DEFAULT_RUNTIME_SOCKETS.join(', ')} exists`,
-      };
-      return null;
-    }
-    const endpoint = `unix://${socket}`;
-    if (this.client === undefined || this.client.getChannel().getTarget() !== `unix:${socket}`) {
-      this.client?.close();
-      const Ctor = runtimeServiceCtor();
-      this.client = new Ctor(endpoint, grpc().credentials.createInsecure());
-    }
-    const client = this.client;
-    const fn = (client as unknown as Record<string, Unary>).ListPodSandbox!.bind(client);
-    try {
-      const r = await new Promise<{ items?: Array<{ id?: string }> }>((resolve, reject) =>
-        fn({ filter: {} }, new (grpc().Metadata)(), { deadline: Date.now() + this.timeoutMs }, (e, res) =>
-          e ? reject(e) : resolve(res),
-        ),
-      );
-      const ids = (r.items ?? []).map((s) => s.id ?? '').filter((id) => id !== '');
-      this.last = { reachable: true, endpoint, sandboxes: ids.length };
-      return ids;
-    } catch (e) {
-      this.last = { reachable: false, endpoint, message: `ListPodSandbox failed: ${(e as Error).message}` };
-      return null;
-    }
-  };
+  async version(timeoutMs: number): Promise<CriVersion> {
+    const r = await this.call<Partial<CriVersion>>('Version', { version: 'v1' }, timeoutMs);
+    return {
+      runtimeName: r.runtimeName ?? '',
+      runtimeVersion: r.runtimeVersion ?? '',
+      runtimeApiVersion: r.runtimeApiVersion ?? '',
+    };
+  }
 
   close(): void {
-    this.client?.close();
-    this.client = undefined;
+    this.client.close();
   }
 }

@@ -15,24 +15,12 @@ import type { Attachment, Step } from '../store/types.js';
 import { scanCache } from './cache.js';
 import { decide, findingKey, runtimeDistrust, type Decision, type Finding } from './decide.js';
 import { storedResultAddresses, type NodeAddresses } from './node-addresses.js';
+import type { RuntimeInfo } from './runtime.js';
 import { scanLeases, type NetworkLock } from './leases.js';
 import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RELEASE_CAP } from './options.js';
 import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from './portmap.js';
 
-export interface RuntimeInfo {
-  reachable: boolean;
-  endpoint: string | null;
-  /** Sandboxes listed, when reachable. */
-  sandboxes?: number;
-  message?: string;
-  /**
-   * In a report: the runtime answered the pass's first ask and stopped answering before a release
-   * (what was released before stands; the rest was only reported).
-   */
-  lostDuringPass?: boolean;
-  /** Why its answer was not trusted this pass (report only): it contradicted what the node proves. */
-  distrusted?: string;
-}
+export type { RuntimeInfo } from './runtime.js';
 
 export interface AuditDeps {
   /** The journal, read through store/ queries only. */

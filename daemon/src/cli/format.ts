@@ -39,6 +39,8 @@ export interface StatusJson {
   teardownQueue: { depth: number; oldestPendingSeconds: number | null; nextAttemptAt: string | null };
   executions: { slots: number; inUse: number; queued: number };
   lastErrors: TeardownRow[];
+  /** With --cni-conf-dir: the conflist's version and whether the runtime asks STATUS. */
+  conflist?: { cniVersion: string | null; summary: string };
 }
 
 /**
@@ -125,6 +127,7 @@ export function formatStatus(s: StatusJson, now: number): string {
       `${abandoned} abandoned${q.nextAttemptAt === null ? '' : `, next retry ${when(q.nextAttemptAt, now)}`}`,
     `plugin slots: ${s.executions.inUse}/${s.executions.slots} in use, ${s.executions.queued} queued`,
   ];
+  if (s.conflist !== undefined) lines.push(printable(`conflist:     ${s.conflist.summary}`));
   if (s.lastErrors.length > 0) lines.push('', teardownTable(s.lastErrors, now));
   const shown = s.lastErrors.length;
   if (shown < q.depth + abandoned)

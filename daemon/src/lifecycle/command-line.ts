@@ -7,6 +7,8 @@ import { join, resolve } from 'node:path';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, MAX_SOCKET_PATH_BYTES } from '@cni-steward/shared';
 import { fail, int, level } from '../flags.js';
 import type { InstallConfig, ShimLibc, UninstallConfig } from './options.js';
+import { CNI_VERSION_MODES, parseCniVersionMode, type CniVersionMode } from './cni-version.js';
+import { parseRuntimeEndpoint } from '../audit/options.js';
 import { DEFAULT_SHIM, DIST, defaultShim } from './shim-path.js';
 
 const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime searches (default /opt/cni/bin)
@@ -22,7 +24,14 @@ ${LIFECYCLE_PATHS}
   --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
   --socket PATH            daemon socket written into the conflist (default ${DEFAULT_SOCKET})
   --spool-dir DIR          spool dir written into the conflist (default <state-dir>/spool)
-  --force                  overwrite files at our paths that stewardd did not write`;
+  --force                  overwrite files at our paths that stewardd did not write
+  --cni-version auto|primary|0.3.1|0.4.0|1.0.0|1.1.0
+                           steward's own conflist version (default auto: 1.1.0, so that STATUS and GC are
+                           asked, only where the runtime accepts it and calls STATUS: containerd >= 2.0.1,
+                           CRI-O >= 1.32, asked through CRI Version; else the primary's version)
+  --runtime-endpoint unix:///PATH
+                           the CRI runtime auto asks (default: the first of the containerd and CRI-O sockets
+                           that exists)`;
 
 export const UNINSTALL_USAGE = `usage: stewardd uninstall [options]
   drains pending teardowns, then removes exactly what install added, if unchanged since
@@ -51,6 +60,8 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
       'shim-libc': { type: 'string' },
       'spool-dir': { type: 'string' },
       force: { type: 'boolean' },
+      'cni-version': { type: 'string' },
+      'runtime-endpoint': { type: 'string' },
     },
   });
   const problems: string[] = [];
@@ -68,6 +79,8 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     spoolDir: resolve(values['spool-dir'] ?? join(stateDir, 'spool')),
     force: values.force ?? false,
     logLevel: level(values['log-level'], problems),
+    cniVersion: cniVersionMode(values['cni-version'], problems),
+    runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),
   };
   // The shim refuses a socket path no Unix socket can have (code 7 on every ADD): never write one.
   if (Buffer.byteLength(cfg.socket) > MAX_SOCKET_PATH_BYTES)
@@ -76,6 +89,20 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     );
   fail(problems, INSTALL_USAGE);
   return cfg;
+}
+
+/** --cni-version's value (default auto); a problem when it is none of the modes. */
+export function cniVersionMode(raw: string | undefined, problems: string[]): CniVersionMode {
+  const mode = parseCniVersionMode(raw ?? 'auto');
+  if (mode === undefined) problems.push(`--cni-version must be one of ${CNI_VERSION_MODES.join(', ')}, got "${raw}"`);
+  return mode ?? 'auto';
+}
+
+function runtimeEndpoint(raw: string | undefined, problems: string[]): string | undefined {
+  if (raw === undefined) return undefined;
+  const path = parseRuntimeEndpoint(raw);
+  if (path === undefined) problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
+  return path;
 }
 
 export function parseUninstallConfig(argv: string[]): UninstallConfig {

@@ -3,7 +3,16 @@
 
 import { existsSync } from 'node:fs';
 import { destination } from 'pino';
+import type { Logger } from 'pino';
 import { createLogger } from '../log.js';
+import { runtimeFor, type RuntimeSource } from '../audit/runtime.js';
+import {
+  chooseConflistVersion,
+  describeChoice,
+  VERSION_ASK_MS,
+  type CniVersionMode,
+  type ConflistVersionChoice,
+} from './cni-version.js';
 import type { InstallConfig, UninstallConfig } from './options.js';
 import { install, LifecycleError } from './install.js';
 import { uninstall, type UninstallReport } from './uninstall.js';
@@ -17,13 +26,18 @@ const stderrLog = (level: string) => createLogger(level, destination(2));
 export async function runInstall(cfg: InstallConfig): Promise<number> {
   const log = stderrLog(cfg.logLevel);
   try {
-    const r = await install({ ...cfg, log });
+    const choice = await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log);
+    const { cniVersion: _, runtimeEndpoint: __, ...rest } = cfg;
+    const r = await install({ ...rest, cniVersion: choice, log });
     console.log(`shim: ${r.shim} (${r.shimPath}, from ${cfg.shim})`);
     const c = r.conflist;
     switch (c.status) {
       case 'written':
       case 'unchanged':
-        console.log(`conflist: ${c.status} (${cfg.cniConfDir}/00-steward.conflist wraps ${c.primary})`);
+        console.log(
+          `conflist: ${c.status} (${cfg.cniConfDir}/00-steward.conflist wraps ${c.primary}, cniVersion ${c.cniVersion})`,
+        );
+        console.log(describeChoice(choice, c.cniVersion));
         break;
       case 'no-primary':
         console.log(
@@ -47,6 +61,27 @@ export async function runInstall(cfg: InstallConfig): Promise<number> {
     log.error(e.message);
     console.log(`install refused: ${e.message}`);
     return 1;
+  }
+}
+
+/**
+ * The conflist's version for `mode`: `auto` asks the runtime (within VERSION_ASK_MS) what it is.
+ * Logged either way, with the reason, so the DaemonSet's install log says why STATUS is (not) asked.
+ */
+export async function decideCniVersion(
+  mode: CniVersionMode,
+  endpoint: string | undefined,
+  log: Logger,
+  runtime?: RuntimeSource,
+): Promise<ConflistVersionChoice> {
+  const rt = runtime ?? runtimeFor(endpoint);
+  try {
+    const answer = mode === 'auto' ? await rt.version(VERSION_ASK_MS) : undefined;
+    const choice = chooseConflistVersion(mode, answer);
+    log.info({ cniVersion: choice.version ?? "the primary's", ...choice }, 'conflist version chosen');
+    return choice;
+  } finally {
+    if (runtime === undefined) rt.close(); // ours: a daemon's own runtime stays open for its audit
   }
 }
 

@@ -89,6 +89,8 @@ export function capabilitiesOf(primary: Record<string, unknown>): Record<string,
 export interface RenderOptions {
   socket: string;
   spoolDir: string;
+  /** steward's own cniVersion (cni-version.ts); absent: the primary's. */
+  cniVersion?: string;
 }
 
 /** The file's bytes: deterministic, so unchanged inputs give an unchanged file. */
@@ -97,6 +99,6 @@ export function renderConflist(primary: Record<string, unknown>, o: RenderOption
   const entry: Record<string, unknown> = { type: 'steward', socket: o.socket, spoolDir: o.spoolDir };
   if (Object.keys(caps).length > 0) entry.capabilities = caps;
   entry.delegates = [primary];
-  const conflist = { cniVersion: primary.cniVersion, name: 'steward', plugins: [entry] };
+  const conflist = { cniVersion: o.cniVersion ?? primary.cniVersion, name: 'steward', plugins: [entry] };
   return `${JSON.stringify(conflist, null, 2)}\n`;
 }

@@ -15,6 +15,7 @@
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { conflistVersionOf, type ConflistVersionChoice } from './cni-version.js';
 import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
 import { readRegularFile, sha256, sha256File, tempsOf } from './files.js';
 import { loggedWait, withLock } from './lock.js';
@@ -34,8 +35,13 @@ import type { InstallConfig } from './options.js';
 export const SHIM_NAME = 'steward';
 
 /** What `stewardd install` was asked (command-line.ts), with a logger instead of a level. */
-export interface InstallOptions extends Omit<InstallConfig, 'logLevel' | 'shimLibc'> {
+export interface InstallOptions extends Omit<
+  InstallConfig,
+  'logLevel' | 'shimLibc' | 'cniVersion' | 'runtimeEndpoint'
+> {
   log: Logger;
+  /** The conflist's cniVersion, decided by the caller (cni-version.ts); absent: the primary's. */
+  cniVersion?: ConflistVersionChoice;
   /** How files are written and removed; tests pass failing ones to simulate a crash. */
   ops?: FileOps;
   /** How long to wait for the install lock (lock.ts); LOCK_WAIT_MS by default. */
@@ -43,7 +49,7 @@ export interface InstallOptions extends Omit<InstallConfig, 'logLevel' | 'shimLi
 }
 
 export type ConflistOutcome =
-  | { status: 'written' | 'unchanged'; primary: string }
+  | { status: 'written' | 'unchanged'; primary: string; cniVersion: string }
   | { status: 'no-primary' }
   | { status: 'invalid-primary'; primary: string; why: string }
   | { status: 'foreign'; path: string };
@@ -114,22 +120,23 @@ export function syncConflist(
     return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why } };
   }
   const path = join(rec.cniConfDir, STEWARD_CONFLIST);
-  const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir });
+  const cniVersion = conflistVersionOf(rec.cniVersion, String(scan.conf.cniVersion));
+  const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir, cniVersion });
   const next = sha256(text);
   const onDisk = sha256File(path);
   const known = acceptedAt(recordedFiles(rec), path);
   if (!force && foreign(onDisk, known, next)) return { rec, outcome: { status: 'foreign', path } };
-  const done: InstallRecord = { ...rec, conflist: { path, sha256: next, primary: scan.file } };
+  const done: InstallRecord = { ...rec, conflist: { path, sha256: next, primary: scan.file, cniVersion } };
   if (onDisk === next) {
     writeRecord(stateDir, done, ops);
-    return { rec: done, outcome: { status: 'unchanged', primary: scan.file } };
+    return { rec: done, outcome: { status: 'unchanged', primary: scan.file, cniVersion } };
   }
   const pending: InstallRecord = {
     ...rec,
-    conflist: { path, sha256: next, primary: scan.file, ...replaced(onDisk, known, next) },
+    conflist: { path, sha256: next, primary: scan.file, cniVersion, ...replaced(onDisk, known, next) },
   };
   trackedWrite(stateDir, ops, pending, path, text, 0o644, done);
-  return { rec: done, outcome: { status: 'written', primary: scan.file } };
+  return { rec: done, outcome: { status: 'written', primary: scan.file, cniVersion } };
 }
 
 /**
@@ -222,6 +229,7 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
     cniConfDir: o.cniConfDir,
     socket: o.socket,
     spoolDir: o.spoolDir,
+    ...(o.cniVersion !== undefined ? { cniVersion: o.cniVersion } : {}),
   };
   const withShim = (shim: InstallRecord['shim']): InstallRecord => ({
     ...base,

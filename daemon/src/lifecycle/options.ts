@@ -1,6 +1,8 @@
 // The options of the node-lifecycle commands (install, uninstall, the SIGTERM decision). Owned
 // here, next to the code that uses them; command-line.ts parses the command line into them.
 
+import type { CniVersionMode } from './cni-version.js';
+
 /** What SIGTERM does to the node's install: auto asks the API server whether the DaemonSet is gone. */
 export type UninstallMode = 'auto' | 'always' | 'never';
 
@@ -17,6 +19,10 @@ export interface InstallConfig {
   spoolDir: string;
   force: boolean;
   logLevel: string;
+  /** --cni-version: steward's own conflist version, or how to choose it (cni-version.ts). */
+  cniVersion: CniVersionMode;
+  /** --runtime-endpoint: the CRI socket `auto` asks; undefined = the usual containerd then CRI-O sockets. */
+  runtimeEndpoint: string | undefined;
 }
 
 export interface UninstallConfig {

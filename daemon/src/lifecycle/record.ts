@@ -24,6 +24,8 @@ export interface InstalledFile {
 /** A file of an earlier install at a path no longer in use (--cni-bin-dir or --cni-conf-dir changed). */
 export type RetiredFile = InstalledFile & { kind: 'shim' | 'conflist' };
 
+import type { ConflistVersionChoice } from './cni-version.js';
+
 export interface InstallRecord {
   version: 1;
   /** "uninstalling" while uninstall removes files, so a running watcher stops rewriting them. */
@@ -33,8 +35,13 @@ export interface InstallRecord {
   socket: string;
   spoolDir: string;
   shim: InstalledFile;
-  /** Absent until a primary network config exists. `primary` is unknown for a file taken over from `retired`. */
-  conflist?: InstalledFile & { primary?: string };
+  /**
+   * Absent until a primary network config exists. `primary` is unknown for a file taken over from
+   * `retired`; `cniVersion` is the version it was written at (absent in records older than that).
+   */
+  conflist?: InstalledFile & { primary?: string; cniVersion?: string };
+  /** Which cniVersion the conflist is written at and why (cni-version.ts); absent: the primary's. */
+  cniVersion?: ConflistVersionChoice;
   /**
    * Files an earlier install wrote at other paths. Install removes them once the new ones are in
    * place and then drops them from the record; they are listed until then so that a crash in

@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import { syncConflist, type ConflistOutcome } from './install.js';
 import { describeHolder, tryLock } from './lock.js';
 import { readRecord, type InstallRecord } from './record.js';
+import type { ConflistVersionChoice } from './cni-version.js';
 
 export interface WatcherOptions {
   confDir: string;
@@ -23,6 +24,8 @@ export interface WatcherOptions {
   log: Logger;
   rescanMs?: number;
   debounceMs?: number;
+  /** The conflist's cniVersion as this daemon chose it at start (cni-version.ts); absent: the record's. */
+  versionChoice?: ConflistVersionChoice;
 }
 
 export class PrimaryWatcher {
@@ -109,7 +112,7 @@ export class PrimaryWatcher {
         const rec = readRecord(this.o.stateDir);
         const gone = this.notOurs(rec);
         if (gone) return this.notReady(...gone);
-        this.report(syncConflist(this.o.stateDir, rec!, false).outcome);
+        this.report(syncConflist(this.o.stateDir, this.withVersion(rec!), false).outcome);
       } finally {
         r.held.release();
       }
@@ -118,12 +121,30 @@ export class PrimaryWatcher {
     }
   }
 
+  /**
+   * The record with this daemon's own conflist-version choice (made at its start, asking the
+   * runtime): a runtime downgraded below a 1.1.0 conflist since install gets the primary's version
+   * back at the first scan, which runs before the daemon serves.
+   */
+  private withVersion(rec: InstallRecord): InstallRecord {
+    const choice = this.o.versionChoice;
+    if (choice === undefined || JSON.stringify(rec.cniVersion) === JSON.stringify(choice)) return rec;
+    const was = rec.conflist?.cniVersion;
+    const now = choice.version ?? "the primary's";
+    if (was !== undefined && was !== choice.version)
+      this.o.log.warn({ was, now, reason: choice.reason }, 'conflist version changes');
+    return { ...rec, cniVersion: choice };
+  }
+
   private report(c: ConflistOutcome): void {
     switch (c.status) {
       case 'written':
       case 'unchanged':
         if (c.status === 'written')
-          this.o.log.info({ primary: c.primary }, 'primary network config changed; 00-steward.conflist regenerated');
+          this.o.log.info(
+            { primary: c.primary, cniVersion: c.cniVersion },
+            'primary network config or version changed; 00-steward.conflist regenerated',
+          );
         this.ok = true;
         this.lastReason = '';
         return;

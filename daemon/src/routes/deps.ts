@@ -48,6 +48,11 @@ export interface AppDeps {
   admission?: () => AdmissionStats;
   /** Why the daemon is not healthy (the journal cannot be written, no plugin spawner); [] when it is. */
   health: () => Promise<string[]>;
+  /**
+   * The conflist this daemon keeps (with --cni-conf-dir): the cniVersion written and why, and the
+   * line `stewardd status` shows (lifecycle/cni-version.ts describeChoice). Shown in /v1/status.
+   */
+  conflist?: () => { cniVersion: string | null; choice: unknown; summary: string } | undefined;
   /** One audit pass (audit/run.ts): GET/POST /v1/audit. */
   audit?: (opts: AuditOptions) => Promise<AuditReport>;
 }

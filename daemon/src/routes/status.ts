@@ -95,6 +95,10 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       },
       executions: deps.executions(),
       ...(deps.admission ? { admission: deps.admission() } : {}),
+      ...(() => {
+        const c = deps.conflist?.();
+        return c ? { conflist: c } : {};
+      })(),
       lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) =>
         teardownView(s, attachmentOf(s.attachmentId)),
       ),

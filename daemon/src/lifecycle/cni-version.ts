@@ -1,0 +1,96 @@
+// Which cniVersion steward's own conflist is written at. libcni asks a network for STATUS and sends
+// it GC only from 1.1.0, but libcni before v1.2.0 (containerd 1.7, CRI-O up to 1.30, podman 4) fails
+// every ADD on a 1.1.0 conflist ("unsupported CNI result version"). So `auto` asks the runtime what it
+// is (CRI Version, through audit/runtime.ts) and writes 1.1.0 only where that runtime both accepts it
+// and calls STATUS: containerd from 2.0.1 (go-cni 1.1.11), CRI-O from 1.32 (ocicni 0.4.3). Anything
+// else, an unknown runtime, a version it cannot read or no answer: the primary's own version.
+
+import type { RuntimeVersion } from '../audit/runtime.js';
+
+export const CNI_VERSION_MODES = ['auto', 'primary', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
+export type CniVersionMode = (typeof CNI_VERSION_MODES)[number];
+
+/** How long install (and a starting daemon) waits for the runtime's Version answer. */
+export const VERSION_ASK_MS = 2000;
+
+/** The choice, as the install record keeps it and `stewardd status` shows it. */
+export interface ConflistVersionChoice {
+  mode: CniVersionMode;
+  /** The version to write; null: the primary's own. */
+  version: string | null;
+  /** Why, in an operator's words. */
+  reason: string;
+  /** What the runtime said it is, when it answered. */
+  runtime?: { name: string; version: string; endpoint: string };
+  /** Whether the runtime asked calls STATUS (and GC) on a 1.1.0 conflist. */
+  statusAsked: boolean;
+}
+
+/** The first version each runtime accepts a 1.1.0 conflist at and calls STATUS on it. */
+const STATUS_FROM: Readonly<Record<string, readonly [number, number, number]>> = {
+  containerd: [2, 0, 1],
+  'cri-o': [1, 32, 0],
+};
+
+/** `v2.0.1`, `1.6.20~ds1`, `1.32.0-rc.1` as [major, minor, patch]; undefined when not one. */
+export function parseRuntimeVersion(raw: string): [number, number, number] | undefined {
+  const m = /^v?(\d{1,6})\.(\d{1,6})\.(\d{1,6})(?:$|[-+~.])/.exec(raw.trim());
+  if (m === null) return undefined;
+  return [Number(m[1]), Number(m[2]), Number(m[3])];
+}
+
+function atLeast(v: readonly number[], min: readonly number[]): boolean {
+  for (let i = 0; i < 3; i++) if ((v[i] ?? 0) !== (min[i] ?? 0)) return (v[i] ?? 0) > (min[i] ?? 0);
+  return true;
+}
+
+export function parseCniVersionMode(raw: string): CniVersionMode | undefined {
+  return (CNI_VERSION_MODES as readonly string[]).includes(raw) ? (raw as CniVersionMode) : undefined;
+}
+
+/** The decision, pure: the mode asked for and what the runtime answered (or why it did not). */
+export function chooseConflistVersion(
+  mode: CniVersionMode,
+  answer: RuntimeVersion | { error: string; endpoint?: string | null } | undefined,
+): ConflistVersionChoice {
+  const runtime = answer !== undefined && 'name' in answer ? answer : undefined;
+  const statusAsked = runtime !== undefined && acceptsStatus(runtime);
+  const said = runtime !== undefined ? { runtime: { ...runtime } } : {};
+  if (mode !== 'auto') {
+    const version = mode === 'primary' ? null : mode;
+    return { mode, version, reason: `--cni-version ${mode}`, statusAsked: statusAsked && version === '1.1.0', ...said };
+  }
+  if (runtime === undefined) {
+    const why = answer !== undefined && 'error' in answer ? answer.error : 'not asked';
+    return { mode, version: null, reason: `the runtime did not say what it is (${why})`, statusAsked: false };
+  }
+  const name = `${runtime.name} ${runtime.version}`;
+  if (statusAsked)
+    return { mode, version: '1.1.0', reason: `${name} calls STATUS and GC on 1.1.0`, statusAsked, ...said };
+  const known = STATUS_FROM[runtime.name] !== undefined;
+  const reason = !known
+    ? `${name} is not a runtime steward knows the CNI versions of`
+    : parseRuntimeVersion(runtime.version) === undefined
+      ? `${name}: cannot read its version`
+      : `${name} does not ask STATUS`;
+  return { mode, version: null, reason, statusAsked: false, ...said };
+}
+
+function acceptsStatus(r: RuntimeVersion): boolean {
+  const min = STATUS_FROM[r.name];
+  const v = parseRuntimeVersion(r.version);
+  return min !== undefined && v !== undefined && atLeast(v, min);
+}
+
+/** The conflist's cniVersion under `choice`, given the primary's. */
+export function conflistVersionOf(choice: ConflistVersionChoice | undefined, primaryVersion: string): string {
+  return choice?.version ?? primaryVersion;
+}
+
+/** One line for `stewardd status`: what was written and whether STATUS reaches steward. */
+export function describeChoice(choice: ConflistVersionChoice, written: string | undefined): string {
+  const conflist = written === undefined ? 'not written yet' : `conflist ${written}`;
+  const who = choice.runtime ? `${choice.runtime.name} ${choice.runtime.version}` : 'runtime unknown';
+  const status = choice.statusAsked && written === '1.1.0' ? 'asked by this runtime' : 'not asked by this runtime';
+  return `STATUS: ${status} (${conflist}, ${who}; --cni-version ${choice.mode}: ${choice.reason})`;
+}
