@@ -5,12 +5,26 @@
 import { opendirSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PluginRunner } from './plugins/executor.js';
-import type { PassOutcome } from './audit/auditor.js';
 
 export interface GaugeSource {
   counts(): { attachments: Record<string, number>; steps: Record<string, number> };
   oldestPendingTeardownAt(): number | undefined;
   countPendingTeardowns(): number;
+}
+
+/**
+ * What the audit metrics read of one pass (audit/auditor.ts hands its PassOutcome, which has this
+ * shape): metrics know nothing else of the audit.
+ */
+export interface AuditPassFigures {
+  /** When the pass finished (ms since epoch). */
+  at: number;
+  graceMs: number;
+  /** Undefined when the pass itself failed. */
+  report?: {
+    orphans: ReadonlyArray<{ kind: string; released: boolean; ageSeconds: number | null }>;
+    runtime: { reachable: boolean; lostDuringPass?: boolean; distrusted?: string };
+  };
 }
 
 /** What steward_conflist_info says of the conflist the daemon keeps. */
@@ -298,7 +312,7 @@ export class Metrics {
   }
 
   /** One audit pass's outcome (audit/auditor.ts onPass). A failed pass leaves the orphan gauges as they were. */
-  readonly recordAudit = (o: PassOutcome): void => {
+  readonly recordAudit = (o: AuditPassFigures): void => {
     this.auditLastRun.set(o.at / 1000);
     const r = o.report;
     const distrusted = r?.runtime.distrusted !== undefined;

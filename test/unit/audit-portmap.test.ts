@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from '../../daemon/src/audit/portmap.js';
-import { scanPortmap } from '../../daemon/src/audit/run.js';
+import { scanPortmap } from '../../daemon/src/audit/gather.js';
 
 const A = 'a'.repeat(64);
 const B = 'b'.repeat(64);

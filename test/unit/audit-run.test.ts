@@ -3,7 +3,8 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { hostLocalDataDirs, hostLocalDelConfig, parseDuration } from '../../daemon/src/audit/run.js';
+import { hostLocalDataDirs, hostLocalDelConfig } from '../../daemon/src/audit/leases.js';
+import { parseDuration } from '../../daemon/src/audit/options.js';
 import type { Finding } from '../../daemon/src/audit/decide.js';
 import { parseCap, parseRuntimeEndpoint } from '../../daemon/src/audit/options.js';
 

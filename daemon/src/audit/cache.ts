@@ -3,7 +3,8 @@
 // the file name split, since network names and ifnames may contain '-'. Nothing ever deletes these
 // under containerd (it never calls CNI GC).
 
-import { readdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Finding } from './decide.js';
 import { readPlainFile } from './files.js';
@@ -50,4 +51,11 @@ export async function scanCache(dir: string, journalled: ReadonlySet<string>): P
     }
   }
   return out.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/** Removes a cache file; false when libcni removed it meanwhile, on its owner's DEL. */
+export async function releaseCache(f: Finding): Promise<boolean> {
+  if (!existsSync(f.path)) return false;
+  await unlink(f.path);
+  return true;
 }

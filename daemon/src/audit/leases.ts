@@ -3,9 +3,12 @@
 // `<container id>\r\n<ifname>` (older releases wrote the id alone), beside its `lock` and
 // `last_reserved_ip.<range>` files, which are not leases.
 
+import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { isIP } from 'node:net';
-import { join } from 'node:path';
+import { isIP, isIPv4 } from 'node:net';
+import { dirname, join } from 'node:path';
+import type { PluginRunner } from '../plugins/executor.js';
+import { pluginCall } from '../plugins/call.js';
 import type { Finding } from './decide.js';
 import { readPlainFile } from './files.js';
 import { canonicalIp } from './node-addresses.js';
@@ -99,4 +102,55 @@ async function readLeases(
     });
   }
   return out;
+}
+
+/** host-local dataDirs named in a step's plugin config (as the plugin itself, or as its ipam). */
+export function hostLocalDataDirs(config: string): string[] {
+  try {
+    const c = JSON.parse(config) as { type?: unknown; dataDir?: unknown; ipam?: { type?: unknown; dataDir?: unknown } };
+    const out: string[] = [];
+    if (c.ipam?.type === 'host-local' && typeof c.ipam.dataDir === 'string') out.push(c.ipam.dataDir);
+    if (c.type === 'host-local' && typeof c.dataDir === 'string') out.push(c.dataDir);
+    return out;
+  } catch {
+    return [];
+  }
+}
+
+/** The host-local config a DEL of an unjournalled lease is given: its network and dataDir. */
+export function hostLocalDelConfig(f: Finding): Record<string, unknown> {
+  // host-local refuses a config without ranges; a DEL releases by container id and ifname across the
+  // network's directory, so any range holding the lease's IP serves: its /24 (IPv4) or /64 (IPv6).
+  const subnet =
+    f.ip !== null && isIPv4(f.ip) ? `${f.ip.split('.').slice(0, 3).join('.')}.0/24` : `${v6Prefix64(f.ip)}::/64`;
+  return {
+    cniVersion: '0.4.0',
+    name: f.network,
+    type: 'host-local',
+    ipam: { type: 'host-local', dataDir: dirname(dirname(f.path)), ranges: [[{ subnet }]] },
+  };
+}
+
+/** The first 64 bits of an IPv6 address, as host-local expects a /64 network written. */
+function v6Prefix64(ip: string | null): string {
+  const [head = '', tail = ''] = (ip ?? '::').split('::');
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === '' ? [] : tail.split(':');
+  const groups = ip?.includes('::') ? [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t] : h;
+  return groups
+    .slice(0, 4)
+    .map((g) => g || '0')
+    .join(':');
+}
+
+/**
+ * Releases an unjournalled lease through host-local's own DEL (its container id and ifname from the
+ * lease, `eth0` for one in the older format); host-local takes its own lock. False when the lease
+ * was freed meanwhile by its owner's own DEL.
+ */
+export async function releaseLease(f: Finding, run: PluginRunner, cniPath: string): Promise<boolean> {
+  if (!existsSync(f.path)) return false;
+  const target = { containerId: f.containerId, ifname: f.ifname === '' ? 'eth0' : f.ifname, cniPath };
+  await run(pluginCall('DEL', 'host-local', hostLocalDelConfig(f), target));
+  return true;
 }

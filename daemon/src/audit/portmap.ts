@@ -6,6 +6,8 @@
 // shared chains (CNI-HOSTPORT-DNAT, -SETMARK, -MASQ) belong to nobody and are never findings.
 // The rules are read from `iptables-save -t nat` (and ip6tables-save) by the caller, through plugins/.
 
+import type { PluginRunner } from '../plugins/executor.js';
+import { pluginCall } from '../plugins/call.js';
 import type { Finding } from './decide.js';
 import { canonicalIp } from './node-addresses.js';
 
@@ -114,4 +116,14 @@ export function portmapDelConfig(network: string): Record<string, unknown> {
     capabilities: { portMappings: true },
     runtimeConfig: { portMappings: [{ hostPort: 1, containerPort: 1, protocol: 'tcp' }] },
   };
+}
+
+/**
+ * Releases an unjournalled rule through portmap's own DEL: one per network and container removes its
+ * chain in both families, with every jump to it.
+ */
+export async function releasePortmap(f: Finding, run: PluginRunner, cniPath: string): Promise<void> {
+  await run(
+    pluginCall('DEL', 'portmap', portmapDelConfig(f.network), { containerId: f.containerId, ifname: 'eth0', cniPath }),
+  );
 }

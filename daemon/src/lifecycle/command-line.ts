@@ -49,38 +49,45 @@ const pathOptions = {
   'log-level': { type: 'string' },
 } as const;
 
-export function parseInstallConfig(argv: string[]): InstallConfig {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      ...pathOptions,
-      shim: { type: 'string' },
-      'shim-libc': { type: 'string' },
-      'spool-dir': { type: 'string' },
-      force: { type: 'boolean' },
-      'cni-version': { type: 'string' },
-      'runtime-endpoint': { type: 'string' },
-    },
-  });
+type Flag = { type: 'string' } | { type: 'boolean' };
+type Values = Record<string, string | boolean | undefined>;
+
+/**
+ * The preamble install and uninstall share: their flags over the common path flags, strict, no
+ * positionals; the problems found so far (none yet) and the state dir every path defaults under.
+ */
+function parseLifecycle(argv: string[], own: Record<string, Flag>) {
+  const values = parseArgs({ args: argv, strict: true, allowPositionals: false, options: { ...pathOptions, ...own } })
+    .values as Values;
+  const str = (name: string): string | undefined => values[name] as string | undefined;
   const problems: string[] = [];
-  const shimLibc = (values['shim-libc'] ?? 'glibc') as ShimLibc;
+  return { values, str, problems, stateDir: resolve(str('state-dir') ?? DEFAULT_STATE_DIR) };
+}
+
+export function parseInstallConfig(argv: string[]): InstallConfig {
+  const { values, str, problems, stateDir } = parseLifecycle(argv, {
+    shim: { type: 'string' },
+    'shim-libc': { type: 'string' },
+    'spool-dir': { type: 'string' },
+    force: { type: 'boolean' },
+    'cni-version': { type: 'string' },
+    'runtime-endpoint': { type: 'string' },
+  });
+  const shimLibc = (str('shim-libc') ?? 'glibc') as ShimLibc;
   if (shimLibc !== 'glibc' && shimLibc !== 'musl')
-    problems.push(`--shim-libc "${values['shim-libc']}" is not glibc or musl`);
-  const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
+    problems.push(`--shim-libc "${str('shim-libc')}" is not glibc or musl`);
   const cfg: InstallConfig = {
-    cniBinDir: resolve(values['cni-bin-dir'] ?? '/opt/cni/bin'),
-    cniConfDir: resolve(values['cni-conf-dir'] ?? '/etc/cni/net.d'),
+    cniBinDir: resolve(str('cni-bin-dir') ?? '/opt/cni/bin'),
+    cniConfDir: resolve(str('cni-conf-dir') ?? '/etc/cni/net.d'),
     stateDir,
-    shim: resolve(values.shim ?? defaultShim(shimLibc)),
+    shim: resolve(str('shim') ?? defaultShim(shimLibc)),
     shimLibc,
-    socket: resolve(values.socket ?? DEFAULT_SOCKET),
-    spoolDir: resolve(values['spool-dir'] ?? join(stateDir, 'spool')),
-    force: values.force ?? false,
-    logLevel: level(values['log-level'], problems),
-    cniVersion: cniVersionMode(values['cni-version'], problems),
-    runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),
+    socket: resolve(str('socket') ?? DEFAULT_SOCKET),
+    spoolDir: resolve(str('spool-dir') ?? join(stateDir, 'spool')),
+    force: values.force === true,
+    logLevel: level(str('log-level'), problems),
+    cniVersion: cniVersionMode(str('cni-version'), problems),
+    runtimeEndpoint: runtimeEndpoint(str('runtime-endpoint'), problems),
   };
   // The shim refuses a socket path no Unix socket can have (code 7 on every ADD): never write one.
   if (Buffer.byteLength(cfg.socket) > MAX_SOCKET_PATH_BYTES)
@@ -105,30 +112,24 @@ function runtimeEndpoint(raw: string | undefined, problems: string[]): string | 
   return path;
 }
 
+const optionalPath = (p: string | undefined): string | undefined => (p ? resolve(p) : undefined);
+
 export function parseUninstallConfig(argv: string[]): UninstallConfig {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      ...pathOptions,
-      db: { type: 'string' },
-      'drain-timeout': { type: 'string' },
-      purge: { type: 'boolean' },
-    },
+  const { values, str, problems, stateDir } = parseLifecycle(argv, {
+    db: { type: 'string' },
+    'drain-timeout': { type: 'string' },
+    purge: { type: 'boolean' },
   });
-  const problems: string[] = [];
-  const stateDir = resolve(values['state-dir'] ?? DEFAULT_STATE_DIR);
   const cfg: UninstallConfig = {
     // Only cross-checked against the record: uninstall removes what the record names.
-    cniBinDir: values['cni-bin-dir'] ? resolve(values['cni-bin-dir']) : undefined,
-    cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
+    cniBinDir: optionalPath(str('cni-bin-dir')),
+    cniConfDir: optionalPath(str('cni-conf-dir')),
     stateDir,
-    dbPath: resolve(values.db ?? join(stateDir, 'steward.db')),
-    socket: values.socket ? resolve(values.socket) : undefined,
-    drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
-    purge: values.purge ?? false,
-    logLevel: level(values['log-level'], problems),
+    dbPath: resolve(str('db') ?? join(stateDir, 'steward.db')),
+    socket: optionalPath(str('socket')),
+    drainTimeoutMs: int('drain-timeout', str('drain-timeout'), 30, 0, problems) * 1000,
+    purge: values.purge === true,
+    logLevel: level(str('log-level'), problems),
   };
   fail(problems, UNINSTALL_USAGE);
   return cfg;

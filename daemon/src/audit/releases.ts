@@ -1,0 +1,175 @@
+// An audit pass's releases, in batches: before each batch past the first the runtime is asked again
+// (its answer cross-checked against the node) and the journal read again, once for the batch; no
+// release starts after the pass's deadline. Each finding goes through its own kind's path, beside its
+// scanner: a journalled container through the engine's teardown, a lease through host-local's DEL
+// (leases.ts), a portmap rule through portmap's DEL (portmap.ts), a cache file by removal (cache.ts).
+// Every release is logged with its evidence.
+
+import type { Attachment } from '../store/types.js';
+import { releaseCache } from './cache.js';
+import { runtimeDistrust, type Decision } from './decide.js';
+import { owingTeardown, type SandboxGuard } from './guard.js';
+import { releaseLease } from './leases.js';
+import { releasePortmap } from './portmap.js';
+import type { AuditDeps, OrphanView } from './types.js';
+
+/** Releases between two asks of the runtime (and reads of the journal). */
+export const RELEASE_BATCH = 32;
+
+export const DISTRUSTED = "audit: the runtime's answer contradicts the node; this pass only reports";
+
+/** What a report and a release's log line say of one finding. */
+export function view(d: Decision): Omit<OrphanView, 'released'> {
+  const f = d.finding;
+  return {
+    kind: f.kind,
+    containerId: f.containerId,
+    network: f.network,
+    ifname: f.ifname,
+    ip: f.ip,
+    path: f.path,
+    ageSeconds: d.ageSeconds,
+    journalled: f.journalled,
+  };
+}
+
+/** What one pass's releases learn as they go. */
+export interface PassState {
+  /** The runtime stopped answering a re-ask: no more releases (nor asks, each up to its deadline) this pass. */
+  runtimeLost: boolean;
+  /** Journalled containers this pass tore down: true once done, false if their teardown failed. */
+  tornDown: Map<string, boolean>;
+  /** network + container id whose portmap DEL this pass ran (it removes both families' chains). */
+  unmapped: Set<string>;
+  /** No release starts after this (ms since epoch). */
+  deadline: number;
+  now: () => number;
+  deadlineReached?: boolean;
+  /** Why the releases stopped before the decisions were done (reported as reportOnly). */
+  stopped?: string;
+  /**
+   * What the current batch of releases acts on: the runtime's answer, the journal as read once for
+   * the batch, and how many releases it has made. The first batch uses the pass's own ask.
+   */
+  batch: { listed: Set<string>; size: number; owing: Set<number>; starting: Set<string> };
+}
+
+/**
+ * A new batch every RELEASE_BATCH releases: the runtime asked again and the journal read again, once
+ * for the batch rather than once per release. False when no more releases may run this pass.
+ */
+async function nextBatch(deps: AuditDeps, guard: SandboxGuard, pass: PassState): Promise<boolean> {
+  if (pass.runtimeLost || pass.stopped !== undefined) return false;
+  if (pass.now() >= pass.deadline) {
+    pass.deadlineReached = true;
+    pass.stopped = 'the pass reached its deadline; what is left waits for the next pass';
+    deps.log.warn('audit: the pass reached its deadline; no more releases this pass');
+    return false;
+  }
+  if (pass.batch.size < RELEASE_BATCH) return true;
+  const again = await deps.listSandboxes();
+  if (again === null) {
+    pass.runtimeLost = true;
+    pass.stopped = 'the runtime stopped answering during the pass';
+    deps.log.warn({ runtime: deps.runtime() }, 'audit: the runtime stopped answering; no more releases this pass');
+    return false;
+  }
+  const starting = guard.startingNow();
+  const distrust = runtimeDistrust(again, guard.withNetns());
+  if (distrust !== undefined) {
+    pass.stopped = distrust;
+    deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
+    return false;
+  }
+  pass.batch = { listed: new Set(again), size: 0, owing: owingTeardown(deps.journal), starting };
+  return true;
+}
+
+export async function release(
+  deps: AuditDeps,
+  d: Decision,
+  live: readonly Attachment[],
+  guard: SandboxGuard,
+  pass: PassState,
+): Promise<boolean> {
+  const f = d.finding;
+  const earlier = doneEarlier(d, pass);
+  if (earlier !== undefined) {
+    if (earlier) deps.log.warn({ ...view(d), by: 'an earlier release of its container in this pass' }, RELEASED);
+    return earlier;
+  }
+  if (!(await nextBatch(deps, guard, pass))) return false;
+  // As of this batch's ask: a sandbox that appeared meanwhile keeps what it holds, and so does one
+  // whose ADD began or whose network namespace is back.
+  const { batch } = pass;
+  if (batch.listed.has(f.containerId) || batch.starting.has(f.containerId) || guard.hasNetns(f.containerId))
+    return false;
+  batch.size += 1;
+  const evidence = { ...view(d), runtimeSandboxes: batch.listed.size };
+  try {
+    if (!(await releaseOne(deps, d, live, pass))) return false;
+  } catch (e) {
+    deps.log.warn({ ...evidence, err: (e as Error).message }, 'audit: release failed');
+    return false;
+  }
+  deps.log.warn(evidence, RELEASED);
+  return true;
+}
+
+/**
+ * Already freed (or failed) by this pass's action for another finding of the same container: its
+ * teardown, or the portmap DEL that removed both families. Undefined: not acted on yet.
+ */
+function doneEarlier(d: Decision, pass: PassState): boolean | undefined {
+  const f = d.finding;
+  if (f.journalled && f.kind !== 'cache') return pass.tornDown.get(f.containerId);
+  if (f.kind === 'portmap' && pass.unmapped.has(`${f.network}\0${f.containerId}`)) return true;
+  return undefined;
+}
+
+/** The finding's own kind of release; false when there was nothing left to free. */
+async function releaseOne(
+  deps: AuditDeps,
+  d: Decision,
+  live: readonly Attachment[],
+  pass: PassState,
+): Promise<boolean> {
+  const f = d.finding;
+  const cniPath = deps.cniPath ?? '';
+  if (f.journalled && f.kind !== 'cache') return releaseContainer(deps, f.containerId, live, pass);
+  switch (f.kind) {
+    case 'lease':
+      return releaseLease(f, deps.run, cniPath);
+    case 'portmap':
+      await releasePortmap(f, deps.run, cniPath);
+      pass.unmapped.add(`${f.network}\0${f.containerId}`);
+      return true;
+    case 'cache':
+      return releaseCache(f);
+    default:
+      return false;
+  }
+}
+
+/**
+ * Steward holds it: its own DEL path, once per container, frees the lease with everything else. Only
+ * what still owes a teardown as of this batch: the runtime's own DEL may have finished it meanwhile.
+ */
+async function releaseContainer(
+  deps: AuditDeps,
+  containerId: string,
+  live: readonly Attachment[],
+  pass: PassState,
+): Promise<boolean> {
+  const targets = live.filter((x) => x.containerId === containerId && pass.batch.owing.has(x.id));
+  if (targets.length === 0) return false;
+  pass.tornDown.set(containerId, false);
+  for (const a of targets) {
+    const out = await deps.teardown(a.id);
+    if (!out.done) throw out.error ?? new Error('teardown unfinished');
+  }
+  pass.tornDown.set(containerId, true);
+  return true;
+}
+
+const RELEASED = 'audit: released an orphan: its sandbox is not listed by the runtime';
