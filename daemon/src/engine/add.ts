@@ -19,6 +19,7 @@ import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { journalProcess } from './plugin-processes.js';
+import { pluginCall, requestTarget } from '../plugins/call.js';
 
 interface PlannedStep {
   d: Delegate;
@@ -111,35 +112,11 @@ export async function addAttachment(
   hold: (after: Promise<unknown>) => void = () => undefined,
   clientGone: () => boolean = () => false,
 ): Promise<string> {
-  const { store } = ctx;
   if (clientGone()) throw unheard('nothing was run');
   const deadline = performance.now() + answerBudgetMs(conf.raw.timeouts);
   const configText = JSON.stringify(conf.raw);
-  const existing = store.currentAttachment(key);
-  if (existing && existing.state === 'added') {
-    // A repeated ADD of the very same attachment is answered from the journal; anything else is a conflict.
-    if (existing.netns === env.netns && existing.config === configText && existing.result) {
-      return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
-    }
-    throw new CniError(
-      ErrorCode.AttachmentConflict,
-      `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`,
-    );
-  }
-  if (existing && (existing.state === 'deleting' || existing.state === 'adding')) {
-    // `adding` here (inside the container's queue, so no ADD of it is running) is an ADD whose
-    // journal was cut off; `deleting` still owes DELs. Adding again now could let a later DEL of
-    // the old one release what this ADD allocates (same container and interface), so finish it
-    // first: a step that can only fail the same way is abandoned now rather than block this ADD.
-    const outcome = await ctx.teardown.run(existing.id, Priority.Add, { force: true, abandonPermanent: true });
-    if (!outcome.done) {
-      throw new CniError(
-        ErrorCode.TryAgainLater,
-        `an earlier attachment of container ${key.containerId} on ${key.network}/${key.ifname} is still being torn down`,
-        outcome.error?.message,
-      );
-    }
-  }
+  const repeated = await settleEarlier(ctx, env, conf, key, configText);
+  if (repeated !== undefined) return repeated;
 
   // Every plugin must exist before anything is journaled or run: a chain that cannot complete
   // should fail without allocating (and then owing a DEL to a plugin that is not there).
@@ -147,27 +124,7 @@ export async function addAttachment(
 
   const plan = planSteps(conf);
   const pod = podFromCniArgs(env.args);
-  // The attachment and its whole chain are one commit, synced before the first plugin runs: the
-  // first step `adding`, the others `planned`. It is the ADD's only fsync; every later write of it
-  // is relaxed (docs/architecture.md, "Journal durability").
-  const { a, steps } = store.atomic(() => {
-    const a = store.createAttachment({
-      ...key,
-      netns: env.netns,
-      cniArgs: env.args,
-      cniPath: env.path,
-      cniVersion: conf.cniVersion,
-      bootId: ctx.bootId,
-      config: configText,
-      podNamespace: pod.namespace,
-      podName: pod.name,
-      podUid: pod.uid,
-    });
-    const steps = plan.map((p, i) =>
-      store.insertStep({ ...p.row, attachmentId: a.id }, i === 0 ? 'adding' : 'planned'),
-    );
-    return { a, steps };
-  });
+  const { a, steps } = journalAttachment(ctx, env, conf, key, configText, plan, pod);
   const alog = ctx.log.child({
     containerId: key.containerId,
     ...podLogFields(pod),
@@ -194,6 +151,79 @@ export async function addAttachment(
     if (rollback) void rollback.finally(() => ctx.adding.delete(a.id));
     else ctx.adding.delete(a.id);
   }
+}
+
+/**
+ * What an earlier attachment of the same key means for this ADD: the very same one already added is
+ * answered from the journal (its result text); another one added is a conflict; one `adding` (an
+ * ADD whose journal was cut off: this runs inside the container's queue, so none of it is running)
+ * or `deleting` (still owing DELs) is finished first, since adding again now could let a later DEL
+ * of the old one release what this ADD allocates. Undefined: go on with the ADD.
+ */
+async function settleEarlier(
+  ctx: EngineContext,
+  env: CniEnv,
+  conf: StewardConf,
+  key: AttachmentKey,
+  configText: string,
+): Promise<string | undefined> {
+  const existing = ctx.store.currentAttachment(key);
+  if (existing && existing.state === 'added') {
+    if (existing.netns === env.netns && existing.config === configText && existing.result) {
+      return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
+    }
+    throw new CniError(
+      ErrorCode.AttachmentConflict,
+      `container ${key.containerId} already has interface ${key.ifname} on network ${key.network}; DEL it before adding again`,
+    );
+  }
+  if (existing && (existing.state === 'deleting' || existing.state === 'adding')) {
+    // A step that can only fail the same way is abandoned now rather than block this ADD.
+    const outcome = await ctx.teardown.run(existing.id, Priority.Add, { force: true, abandonPermanent: true });
+    if (!outcome.done) {
+      throw new CniError(
+        ErrorCode.TryAgainLater,
+        `an earlier attachment of container ${key.containerId} on ${key.network}/${key.ifname} is still being torn down`,
+        outcome.error?.message,
+      );
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The attachment and its whole chain as one commit, synced before the first plugin runs: the first
+ * step `adding`, the others `planned`. It is the ADD's only fsync; every later write of it is
+ * relaxed (docs/architecture.md, "Journal durability").
+ */
+function journalAttachment(
+  ctx: EngineContext,
+  env: CniEnv,
+  conf: StewardConf,
+  key: AttachmentKey,
+  configText: string,
+  plan: PlannedStep[],
+  pod: ReturnType<typeof podFromCniArgs>,
+): { a: Attachment; steps: Step[] } {
+  const { store } = ctx;
+  return store.atomic(() => {
+    const a = store.createAttachment({
+      ...key,
+      netns: env.netns,
+      cniArgs: env.args,
+      cniPath: env.path,
+      cniVersion: conf.cniVersion,
+      bootId: ctx.bootId,
+      config: configText,
+      podNamespace: pod.namespace,
+      podName: pod.name,
+      podUid: pod.uid,
+    });
+    const steps = plan.map((p, i) =>
+      store.insertStep({ ...p.row, attachmentId: a.id }, i === 0 ? 'adding' : 'planned'),
+    );
+    return { a, steps };
+  });
 }
 
 /** Rolls back every started step of a failed ADD; never rejects (the scheduler reclaims what is left). */
@@ -225,18 +255,13 @@ async function runStep(
 ): Promise<CniResult> {
   const { d, plugin, stdin } = planned;
   try {
-    const out = await ctx.slots.run(Priority.Add, {
-      command: 'ADD',
-      type: plugin.type,
-      containerId: env.containerId,
-      netns: env.netns,
-      ifname: d.ifname,
-      args: env.args,
-      cniPath: env.path,
-      stdin: prev ? { ...stdin, prevResult: prev } : stdin,
-      onStart: journalProcess(ctx.store, ctx.log, step.id),
-      budgetMs: deadline - performance.now(),
-    });
+    const out = await ctx.slots.run(
+      Priority.Add,
+      pluginCall('ADD', plugin.type, prev ? { ...stdin, prevResult: prev } : stdin, requestTarget(env, d.ifname), {
+        onStart: journalProcess(ctx.store, ctx.log, step.id),
+        budgetMs: deadline - performance.now(),
+      }),
+    );
     if (out === undefined)
       throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
     return convertResult(out, d.cniVersion);

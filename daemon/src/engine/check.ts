@@ -10,6 +10,7 @@ import { Priority } from './limiter.js';
 import { parseStewardConf } from './netconf.js';
 import { netnsProblem } from './netns.js';
 import { finalResults } from './teardown.js';
+import { pluginCall, requestTarget } from '../plugins/call.js';
 
 /** CHECK of one attachment; runs inside the container's queue. */
 export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: AttachmentKey): Promise<string> {
@@ -35,23 +36,19 @@ export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: Atta
   for (const step of steps) {
     const d = stored.delegates[step.delegateIndex];
     if (!d || d.disableCheck) continue;
-    const call = {
-      containerId: a.containerId,
-      netns: env.netns,
-      ifname: step.ifname,
-      args: env.args,
-      cniPath: env.path,
-    };
+    const target = requestTarget(env, step.ifname);
     const version = versionAtLeast(d.cniVersion, '0.4.0')
       ? d.cniVersion
-      : await checkVersionFor(step.pluginType, d.name, (probe) => ctx.slots.run(Priority.Add, { ...probe, ...call }));
+      : await checkVersionFor(step.pluginType, d.name, (probe) =>
+          ctx.slots.run(Priority.Add, pluginCall(probe.command, probe.type, probe.stdin, target)),
+        );
     const stdin: Record<string, unknown> = {
       ...(JSON.parse(step.config) as Record<string, unknown>),
       cniVersion: version,
     };
     const prev = finals.get(step.delegateIndex);
     if (prev) stdin.prevResult = convertResult(prev, version);
-    await ctx.slots.run(Priority.Add, { command: 'CHECK', type: step.pluginType, stdin, ...call });
+    await ctx.slots.run(Priority.Add, pluginCall('CHECK', step.pluginType, stdin, target));
   }
   return '';
 }

@@ -8,6 +8,8 @@ import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
+import { pluginCall, requestTarget } from '../plugins/call.js';
+import type { Logger } from 'pino';
 
 /** A bounded set that forgets its oldest entries first. */
 class RecentKeys {
@@ -202,29 +204,7 @@ export class Dels {
     } catch (e) {
       log.warn({ err: (e as Error).message }, 'DEL for an unknown attachment with an unusable netconf; nothing to run');
     }
-    if (conf) {
-      for (const d of [...conf.delegates].reverse()) {
-        for (const plugin of [...d.plugins].reverse()) {
-          try {
-            await ctx.slots.run(priority, {
-              command: 'DEL',
-              type: plugin.type,
-              containerId: env.containerId,
-              netns: env.netns,
-              ifname: d.ifname,
-              args: env.args,
-              cniPath: env.path,
-              stdin: pluginStdin(d, plugin, conf.runtimeConfig),
-            });
-          } catch (e) {
-            log.warn(
-              { plugin: plugin.type, err: (e as Error).message },
-              'pass-through DEL failed; ignored, since this attachment was never added through steward',
-            );
-          }
-        }
-      }
-    }
+    if (conf) await this.passThroughChains(env, conf, priority, log);
     // Relaxed: the DEL has run; a tombstone lost with the kernel only means a repeat passes through again.
     ctx.store.relaxed(() =>
       ctx.store.createAttachment(
@@ -244,5 +224,22 @@ export class Dels {
       ),
     );
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
+  }
+
+  /** The request's delegates, last first, each plugin's DEL once; a failure is logged, never returned. */
+  private async passThroughChains(env: CniEnv, conf: StewardConf, priority: PriorityValue, log: Logger): Promise<void> {
+    for (const d of [...conf.delegates].reverse()) {
+      for (const plugin of [...d.plugins].reverse()) {
+        try {
+          const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
+          await this.ctx.slots.run(priority, pluginCall('DEL', plugin.type, stdin, requestTarget(env, d.ifname)));
+        } catch (e) {
+          log.warn(
+            { plugin: plugin.type, err: (e as Error).message },
+            'pass-through DEL failed; ignored, since this attachment was never added through steward',
+          );
+        }
+      }
+    }
   }
 }

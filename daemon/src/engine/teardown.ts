@@ -24,6 +24,7 @@ import type { Metrics } from '../metrics.js';
 import { teardownNetns } from './netns.js';
 import { journalProcess } from './plugin-processes.js';
 import { clockFromNow, RetryClock, systemClock } from './clock.js';
+import { pluginCall } from '../plugins/call.js';
 
 export interface RetryPolicy {
   /** First retry delay; doubles per attempt up to maxDelayMs, with +-20% jitter. */
@@ -206,10 +207,7 @@ export class Teardown {
 
     let firstFailure: CniError | undefined;
     let unfinished = false;
-    // Delegates in reverse order, each on its own; within one, steps in reverse chain order.
-    const byDelegate = new Map<number, Step[]>();
-    for (const step of steps) byDelegate.set(step.delegateIndex, [...(byDelegate.get(step.delegateIndex) ?? []), step]);
-    for (const chain of [...byDelegate.values()].reverse()) {
+    for (const chain of chainsLastFirst(steps)) {
       for (const step of [...chain].reverse()) {
         if (DONE_STATES.has(step.state)) continue;
         if (step.state === 'planned' && !plannedMayHaveRun) continue;
@@ -231,36 +229,9 @@ export class Teardown {
           succeeded = step;
           continue;
         }
-        const again = store.getStep(step.id) as Step;
-        const permanent = isPermanentFailure(failure, a.error, step.state === 'del_failed' ? step.error : null);
-        const holding =
-          confirmed(step) && chain.some((s) => s.pluginIndex < step.pluginIndex && !DONE_STATES.has(s.state));
-        if (this.pastBound(again, permanent, holding) || (permanent && opts.abandonPermanent)) {
-          store.setStepAbandoned(step.id, failure.message);
-          this.pendingMark.delete(step.id);
-          this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
-          alog.error(
-            { step: step.id, plugin: step.pluginType, attempts: again.attempts, permanent, err: failure.message },
-            'teardown step abandoned; resources it holds may be leaked; continuing with the steps before it',
-          );
-          continue;
-        }
+        if (this.failed(a, step, chain, failure, opts, alog) === 'abandoned') continue;
         unfinished = true;
         firstFailure ??= failure;
-        alog.warn(
-          {
-            step: step.id,
-            plugin: step.pluginType,
-            attempts: again.attempts,
-            nextAttemptAt: again.nextAttemptAt,
-            permanent,
-            confirmed: confirmed(step),
-            err: failure.message,
-          },
-          confirmed(step)
-            ? 'teardown step failed; queued for retry, the steps before it wait'
-            : 'DEL of a step whose ADD never succeeded failed; retried on its own',
-        );
         if (confirmed(step)) break;
       }
     }
@@ -277,6 +248,49 @@ export class Teardown {
     return { done: true };
   }
 
+  /**
+   * A step's DEL failed (journaled `del_failed` by delStep): abandoned, loudly, when past the retry
+   * bound (or permanent, when asked), so the steps before it go on; else left for its retry.
+   */
+  private failed(
+    a: Attachment,
+    step: Step,
+    chain: readonly Step[],
+    failure: CniError,
+    opts: TeardownOptions,
+    alog: Logger,
+  ): 'abandoned' | 'pending' {
+    const { store } = this.d;
+    const again = store.getStep(step.id) as Step;
+    const permanent = isPermanentFailure(failure, a.error, step.state === 'del_failed' ? step.error : null);
+    const holding = confirmed(step) && chain.some((s) => s.pluginIndex < step.pluginIndex && !DONE_STATES.has(s.state));
+    if (this.pastBound(again, permanent, holding) || (permanent && opts.abandonPermanent)) {
+      store.setStepAbandoned(step.id, failure.message);
+      this.pendingMark.delete(step.id);
+      this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
+      alog.error(
+        { step: step.id, plugin: step.pluginType, attempts: again.attempts, permanent, err: failure.message },
+        'teardown step abandoned; resources it holds may be leaked; continuing with the steps before it',
+      );
+      return 'abandoned';
+    }
+    alog.warn(
+      {
+        step: step.id,
+        plugin: step.pluginType,
+        attempts: again.attempts,
+        nextAttemptAt: again.nextAttemptAt,
+        permanent,
+        confirmed: confirmed(step),
+        err: failure.message,
+      },
+      confirmed(step)
+        ? 'teardown step failed; queued for retry, the steps before it wait'
+        : 'DEL of a step whose ADD never succeeded failed; retried on its own',
+    );
+    return 'pending';
+  }
+
   /** Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or undefined. */
   private async delStep(
     a: Attachment,
@@ -290,17 +304,11 @@ export class Teardown {
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
     try {
-      await slots.run(priority, {
-        command: 'DEL',
-        type: step.pluginType,
-        containerId: a.containerId,
-        netns,
-        ifname: step.ifname,
-        args: a.cniArgs,
-        cniPath: a.cniPath,
-        stdin,
-        onStart: journalProcess(store, this.d.log, step.id),
-      });
+      const target = { containerId: a.containerId, netns, ifname: step.ifname, args: a.cniArgs, cniPath: a.cniPath };
+      await slots.run(
+        priority,
+        pluginCall('DEL', step.pluginType, stdin, target, { onStart: journalProcess(store, this.d.log, step.id) }),
+      );
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
@@ -335,4 +343,11 @@ export function finalResults(steps: readonly Step[]): Map<number, CniResult> {
     if (s.result !== null) out.set(s.delegateIndex, JSON.parse(s.result) as CniResult);
   }
   return out;
+}
+
+/** Delegates in reverse order, each on its own; within one, its steps in chain order (walked reversed). */
+function chainsLastFirst(steps: readonly Step[]): Step[][] {
+  const byDelegate = new Map<number, Step[]>();
+  for (const step of steps) byDelegate.set(step.delegateIndex, [...(byDelegate.get(step.delegateIndex) ?? []), step]);
+  return [...byDelegate.values()].reverse();
 }
