@@ -16,8 +16,8 @@ import { DEFAULT_RETRY_POLICY, HOLD_MAX_ATTEMPTS, type RetryPolicy } from './eng
 import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
-import { fail, int, level } from './flags.js';
-import { DEFAULT_GRACE_MS, parseDuration, parseRuntimeEndpoint } from './audit/options.js';
+import { fail, int, level, runtimeEndpoint } from './flags.js';
+import { DEFAULT_GRACE_MS, parseDuration } from './audit/options.js';
 
 export interface DaemonConfig {
   socket: string;
@@ -122,52 +122,50 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --audit-grace DUR        the periodic pass's grace (default 15m)
   --log-level LEVEL        pino level (default info)`;
 
+/** `stewardd run`'s flags (RUN_USAGE says what each means). */
+const RUN_FLAGS = {
+  socket: { type: 'string' },
+  'state-dir': { type: 'string' },
+  db: { type: 'string' },
+  'spool-dir': { type: 'string' },
+  'bin-dir': { type: 'string', multiple: true },
+  'max-parallel': { type: 'string' },
+  'plugin-timeout': { type: 'string' },
+  'del-policy': { type: 'string' },
+  'boot-id-file': { type: 'string' },
+  'retry-base-ms': { type: 'string' },
+  'retry-max-ms': { type: 'string' },
+  'retry-max-attempts': { type: 'string' },
+  'retry-max-age': { type: 'string' },
+  'retry-hold-attempts': { type: 'string' },
+  'tombstone-ttl': { type: 'string' },
+  'prune-interval': { type: 'string' },
+  'shutdown-grace': { type: 'string' },
+  'cni-conf-dir': { type: 'string' },
+  'cni-version': { type: 'string' },
+  shim: { type: 'string' },
+  'shim-libc': { type: 'string' },
+  'uninstall-on-delete': { type: 'string' },
+  'drain-timeout': { type: 'string' },
+  'k8s-api': { type: 'string' },
+  'k8s-token-file': { type: 'string' },
+  'k8s-ca-file': { type: 'string' },
+  'k8s-timeout': { type: 'string' },
+  namespace: { type: 'string' },
+  daemonset: { type: 'string' },
+  'log-level': { type: 'string' },
+  'metrics-listen': { type: 'string' },
+  'runtime-endpoint': { type: 'string' },
+  'audit-lease-dir': { type: 'string', multiple: true },
+  'audit-cache-dir': { type: 'string' },
+  'audit-portmap-network': { type: 'string', multiple: true },
+  'audit-interval': { type: 'string' },
+  'audit-release': { type: 'boolean' },
+  'audit-grace': { type: 'string' },
+} as const;
+
 export function parseRunConfig(argv: string[]): DaemonConfig {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: false,
-    options: {
-      socket: { type: 'string' },
-      'state-dir': { type: 'string' },
-      db: { type: 'string' },
-      'spool-dir': { type: 'string' },
-      'bin-dir': { type: 'string', multiple: true },
-      'max-parallel': { type: 'string' },
-      'plugin-timeout': { type: 'string' },
-      'del-policy': { type: 'string' },
-      'boot-id-file': { type: 'string' },
-      'retry-base-ms': { type: 'string' },
-      'retry-max-ms': { type: 'string' },
-      'retry-max-attempts': { type: 'string' },
-      'retry-max-age': { type: 'string' },
-      'retry-hold-attempts': { type: 'string' },
-      'tombstone-ttl': { type: 'string' },
-      'prune-interval': { type: 'string' },
-      'shutdown-grace': { type: 'string' },
-      'cni-conf-dir': { type: 'string' },
-      'cni-version': { type: 'string' },
-      shim: { type: 'string' },
-      'shim-libc': { type: 'string' },
-      'uninstall-on-delete': { type: 'string' },
-      'drain-timeout': { type: 'string' },
-      'k8s-api': { type: 'string' },
-      'k8s-token-file': { type: 'string' },
-      'k8s-ca-file': { type: 'string' },
-      'k8s-timeout': { type: 'string' },
-      namespace: { type: 'string' },
-      daemonset: { type: 'string' },
-      'log-level': { type: 'string' },
-      'metrics-listen': { type: 'string' },
-      'runtime-endpoint': { type: 'string' },
-      'audit-lease-dir': { type: 'string', multiple: true },
-      'audit-cache-dir': { type: 'string' },
-      'audit-portmap-network': { type: 'string', multiple: true },
-      'audit-interval': { type: 'string' },
-      'audit-release': { type: 'boolean' },
-      'audit-grace': { type: 'string' },
-    },
-  });
+  const { values } = parseArgs({ args: argv, strict: true, allowPositionals: false, options: RUN_FLAGS });
   const problems: string[] = [];
   const uninstallOnDelete = values['uninstall-on-delete'] ?? 'auto';
   if (!['auto', 'always', 'never'].includes(uninstallOnDelete)) {
@@ -180,13 +178,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   if (delPolicy !== 'defer' && delPolicy !== 'strict')
     problems.push(`--del-policy must be defer or strict, got "${delPolicy}"`);
   const logLevel = level(values['log-level'], problems);
-  const retry: RetryPolicy = {
-    baseDelayMs: int('retry-base-ms', values['retry-base-ms'], DEFAULT_RETRY_POLICY.baseDelayMs, 1, problems),
-    maxDelayMs: int('retry-max-ms', values['retry-max-ms'], DEFAULT_RETRY_POLICY.maxDelayMs, 1, problems),
-    maxAttempts: int('retry-max-attempts', values['retry-max-attempts'], DEFAULT_RETRY_POLICY.maxAttempts, 1, problems),
-    maxAgeMs: int('retry-max-age', values['retry-max-age'], DEFAULT_RETRY_POLICY.maxAgeMs / 1000, 1, problems) * 1000,
-    holdMaxAttempts: int('retry-hold-attempts', values['retry-hold-attempts'], HOLD_MAX_ATTEMPTS, 1, problems),
-  };
+  const retry = retryPolicy(values, problems);
   const cfg: DaemonConfig = {
     socket: resolve(values.socket ?? DEFAULT_SOCKET),
     stateDir,
@@ -219,16 +211,34 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   };
   if (cfg.auditRelease && values['audit-interval'] === undefined)
     problems.push('--audit-release needs --audit-interval (it makes the periodic audit pass release)');
-  // The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
-  // default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime
-  // as the shim's 11. Longer chains are cut by the budget itself (engine/add.ts answerBudgetMs).
-  const budgetMs = DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS;
-  if (cfg.pluginTimeoutMs > budgetMs)
-    problems.push(
-      `--plugin-timeout ${cfg.pluginTimeoutMs / 1000} s does not fit under the shim's ADD bound: at most ${budgetMs / 1000} s (the shim's default ${DEFAULT_SHIM_TIMEOUT_MS / 1000} s less ${ANSWER_MARGIN_MS / 1000} s to answer)`,
-    );
+  checkDeadlineChain(cfg.pluginTimeoutMs, problems);
   fail(problems, RUN_USAGE);
   return cfg;
+}
+
+type RunValues = ReturnType<typeof parseArgs<{ options: typeof RUN_FLAGS }>>['values'];
+
+function retryPolicy(values: RunValues, problems: string[]): RetryPolicy {
+  return {
+    baseDelayMs: int('retry-base-ms', values['retry-base-ms'], DEFAULT_RETRY_POLICY.baseDelayMs, 1, problems),
+    maxDelayMs: int('retry-max-ms', values['retry-max-ms'], DEFAULT_RETRY_POLICY.maxDelayMs, 1, problems),
+    maxAttempts: int('retry-max-attempts', values['retry-max-attempts'], DEFAULT_RETRY_POLICY.maxAttempts, 1, problems),
+    maxAgeMs: int('retry-max-age', values['retry-max-age'], DEFAULT_RETRY_POLICY.maxAgeMs / 1000, 1, problems) * 1000,
+    holdMaxAttempts: int('retry-hold-attempts', values['retry-hold-attempts'], HOLD_MAX_ATTEMPTS, 1, problems),
+  };
+}
+
+/**
+ * The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
+ * default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime as
+ * the shim's 11. Longer chains are cut by the budget itself (engine/add.ts answerBudgetMs).
+ */
+function checkDeadlineChain(pluginTimeoutMs: number, problems: string[]): void {
+  const budgetMs = DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS;
+  if (pluginTimeoutMs > budgetMs)
+    problems.push(
+      `--plugin-timeout ${pluginTimeoutMs / 1000} s does not fit under the shim's ADD bound: at most ${budgetMs / 1000} s (the shim's default ${DEFAULT_SHIM_TIMEOUT_MS / 1000} s less ${ANSWER_MARGIN_MS / 1000} s to answer)`,
+    );
 }
 
 /** The longest a Node timer waits: beyond 2^31-1 ms it fires after 1 ms instead. 596h is under it. */
@@ -260,13 +270,6 @@ function duration(
   return ms;
 }
 
-/** --runtime-endpoint unix:///PATH (crictl's form); a bare absolute path is accepted too. */
-function runtimeEndpoint(raw: string | undefined, problems: string[]): string | undefined {
-  if (raw === undefined) return undefined;
-  const path = parseRuntimeEndpoint(raw);
-  if (path === undefined) problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
-  return path;
-}
 
 function metricsListen(raw: string | undefined, problems: string[]): ListenAddress | undefined {
   if (raw === undefined) return undefined;

@@ -2,6 +2,8 @@
 // flag to `problems` instead of throwing, so that `fail` reports every bad value at once, followed
 // by the subcommand's usage.
 
+import { parseRuntimeEndpoint } from './audit/options.js';
+
 /** An integer flag >= min; the fallback when absent or bad (the bad value is reported). */
 export function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
   if (raw === undefined) return fallback;
@@ -19,6 +21,14 @@ export function level(raw: string | undefined, problems: string[]): string {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(l))
     problems.push(`--log-level "${l}" is not a pino level`);
   return l;
+}
+
+/** --runtime-endpoint unix:///PATH (crictl's form; a bare absolute path too): the socket path. */
+export function runtimeEndpoint(raw: string | undefined, problems: string[]): string | undefined {
+  if (raw === undefined) return undefined;
+  const path = parseRuntimeEndpoint(raw);
+  if (path === undefined) problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
+  return path;
 }
 
 /** Throws one error listing every problem, then the usage; does nothing when there are none. */

@@ -5,10 +5,9 @@
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, MAX_SOCKET_PATH_BYTES } from '@cni-steward/shared';
-import { fail, int, level } from '../flags.js';
+import { fail, int, level, runtimeEndpoint } from '../flags.js';
 import type { InstallConfig, ShimLibc, UninstallConfig } from './options.js';
 import { CNI_VERSION_MODES, parseCniVersionMode, type CniVersionMode } from './cni-version.js';
-import { parseRuntimeEndpoint } from '../audit/options.js';
 import { DEFAULT_SHIM, DIST, defaultShim } from './shim-path.js';
 
 const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime searches (default /opt/cni/bin)
@@ -105,12 +104,6 @@ export function cniVersionMode(raw: string | undefined, problems: string[]): Cni
   return mode ?? 'auto';
 }
 
-function runtimeEndpoint(raw: string | undefined, problems: string[]): string | undefined {
-  if (raw === undefined) return undefined;
-  const path = parseRuntimeEndpoint(raw);
-  if (path === undefined) problems.push(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${raw}"`);
-  return path;
-}
 
 const optionalPath = (p: string | undefined): string | undefined => (p ? resolve(p) : undefined);
 
