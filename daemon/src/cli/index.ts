@@ -166,6 +166,11 @@ function attachmentsQuery(v: Parsed['values']): string {
 }
 
 /** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
+/** The API's JSON body unchanged (-o json), or the table. */
+function out(json: boolean, body: string, human: () => string): void {
+  console.log(json ? body.trimEnd() : human());
+}
+
 export async function runCli(command: CliCommand, argv: string[], now: () => number = Date.now): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     console.log(`${CLI_USAGE[command]}\n${EXIT_CODES}`);
@@ -173,7 +178,6 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
   }
   try {
     const p = parse(command, argv);
-    const out = (json: boolean, body: string, human: () => string) => console.log(json ? body.trimEnd() : human());
     switch (command) {
       case 'status': {
         const r = await call(p.socket, 'GET', '/v1/status', p.timeoutMs);
@@ -206,58 +210,46 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
         );
         return Exit.Ok;
       }
-      case 'audit': {
-        const q = new URLSearchParams();
-        if (p.values.release === true) q.set('release', 'true');
-        if (typeof p.values.grace === 'string') {
-          if (parseDuration(p.values.grace) === undefined)
-            throw new CliError(
-              `--grace must be a duration such as 90s, 15m or 1h30m, got "${p.values.grace}"`,
-              Exit.Usage,
-            );
-          q.set('grace', p.values.grace);
-        }
-        if (typeof p.values.cap === 'string') {
-          if (parseCap(p.values.cap) === undefined)
-            throw new CliError(
-              `--cap must be a whole number from 0 to ${MAX_RELEASE_CAP}, got "${p.values.cap}"`,
-              Exit.Usage,
-            );
-          q.set('cap', p.values.cap);
-        }
-        if (typeof p.values['cap-fraction'] === 'string') {
-          if (parseCapFraction(p.values['cap-fraction']) === undefined)
-            throw new CliError(
-              `--cap-fraction must be a number above 0 and at most 1, got "${p.values['cap-fraction']}"`,
-              Exit.Usage,
-            );
-          q.set('capFraction', p.values['cap-fraction']);
-        }
-        const endpoint = p.values['runtime-endpoint'];
-        if (typeof endpoint === 'string') {
-          if (parseRuntimeEndpoint(endpoint) === undefined)
-            throw new CliError(`--runtime-endpoint must be unix:///ABSOLUTE/PATH, got "${endpoint}"`, Exit.Usage);
-          q.set('runtimeEndpoint', endpoint);
-        }
-        const release = p.values.release === true || q.has('grace') || q.has('cap') || q.has('capFraction');
-        // The pass stops starting releases before this command would give up on its answer.
-        q.set('deadline', `${Math.max(1000, p.timeoutMs - CLI_DEADLINE_MARGIN_MS)}ms`);
-        const path = `/v1/audit?${q.toString()}`;
-        const r = await call(p.socket, release ? 'POST' : 'GET', path, p.timeoutMs).catch((e: unknown) => {
-          if (e instanceof CliError && /did not answer within/.test(e.message))
-            e.message +=
-              '; the pass may still be running in stewardd (it waits its turn behind other passes, and' +
-              ' starts no release after its deadline): its releases are in the log and the next audit shows what is left';
-          throw e;
-        });
-        const a = r.json as AuditJson;
-        out(p.json, r.body, () => formatAudit(a));
-        return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;
-      }
+      case 'audit':
+        return await audit(p);
     }
   } catch (e) {
     if (!(e instanceof CliError)) throw e;
     console.error(`stewardd ${command}: ${e.message}`);
     return e.exitCode;
   }
+}
+
+/** The audit query's flags, each checked before the daemon is asked (a bad one is exit 2). */
+const AUDIT_FLAGS: ReadonlyArray<[flag: string, param: string, ok: (v: string) => boolean, must: string]> = [
+  ['grace', 'grace', (v) => parseDuration(v) !== undefined, 'a duration such as 90s, 15m or 1h30m'],
+  ['cap', 'cap', (v) => parseCap(v) !== undefined, `a whole number from 0 to ${MAX_RELEASE_CAP}`],
+  ['cap-fraction', 'capFraction', (v) => parseCapFraction(v) !== undefined, 'a number above 0 and at most 1'],
+  ['runtime-endpoint', 'runtimeEndpoint', (v) => parseRuntimeEndpoint(v) !== undefined, 'unix:///ABSOLUTE/PATH'],
+];
+
+async function audit(p: Parsed): Promise<number> {
+  const q = new URLSearchParams();
+  if (p.values.release === true) q.set('release', 'true');
+  for (const [flag, param, ok, must] of AUDIT_FLAGS) {
+    const v = p.values[flag];
+    if (typeof v !== 'string') continue;
+    if (!ok(v)) throw new CliError(`--${flag} must be ${must}, got "${v}"`, Exit.Usage);
+    q.set(param, v);
+  }
+  const release = p.values.release === true || q.has('grace') || q.has('cap') || q.has('capFraction');
+  // The pass stops starting releases before this command would give up on its answer.
+  q.set('deadline', `${Math.max(1000, p.timeoutMs - CLI_DEADLINE_MARGIN_MS)}ms`);
+  const r = await call(p.socket, release ? 'POST' : 'GET', `/v1/audit?${q.toString()}`, p.timeoutMs).catch(
+    (e: unknown) => {
+      if (e instanceof CliError && /did not answer within/.test(e.message))
+        e.message +=
+          '; the pass may still be running in stewardd (it waits its turn behind other passes, and' +
+          ' starts no release after its deadline): its releases are in the log and the next audit shows what is left';
+      throw e;
+    },
+  );
+  const a = r.json as AuditJson;
+  out(p.json, r.body, () => formatAudit(a));
+  return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;
 }
