@@ -191,6 +191,18 @@ export async function install(o: InstallOptions): Promise<InstallReport> {
   return withLock(o.stateDir, 'install', loggedWait(o.stateDir, o.lockWaitMs, o.log), () => installHeld(o, shimBytes));
 }
 
+/** Our conflist at the (possibly new) conf dir path, if any earlier record knows it. */
+function earlierConflist(
+  prev: InstallRecord | undefined,
+  prevFiles: RetiredFile[],
+  conflistPath: string,
+): InstallRecord['conflist'] {
+  if (prev?.conflist?.path === conflistPath) return prev.conflist;
+  const at = prevFiles.find((f) => f.path === conflistPath);
+  if (at === undefined) return undefined;
+  return { path: at.path, sha256: at.sha256, ...(at.previous !== undefined ? { previous: at.previous } : {}) };
+}
+
 /** install, holding the lock: everything from reading the record to the last write. */
 function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   const ops = o.ops ?? realFileOps;
@@ -208,18 +220,7 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
     );
   }
 
-  // Our conflist at the (possibly new) conf dir path, if any earlier record knows it.
-  const atConflist = prevFiles.find((f) => f.path === conflistPath);
-  const conflist =
-    prev?.conflist?.path === conflistPath
-      ? prev.conflist
-      : atConflist
-        ? {
-            path: atConflist.path,
-            sha256: atConflist.sha256,
-            ...(atConflist.previous !== undefined ? { previous: atConflist.previous } : {}),
-          }
-        : undefined;
+  const conflist = earlierConflist(prev, prevFiles, conflistPath);
   // Everything recorded at other paths: the bin or conf dir changed. Removed below, once the new files are in place.
   const retired: RetiredFile[] = prevFiles.filter((f) => f.path !== shimPath && f.path !== conflistPath);
   const base = {
