@@ -270,7 +270,6 @@ function duration(
   return ms;
 }
 
-
 function metricsListen(raw: string | undefined, problems: string[]): ListenAddress | undefined {
   if (raw === undefined) return undefined;
   const a = parseListenAddress(raw);

@@ -171,6 +171,11 @@ export class Teardown {
     }
   }
 
+  /**
+   * The teardown of one attachment, its steps last first. Long on purpose: which step is DELed, in
+   * which journal commit its `deleting` and its predecessor's `deleted` land, and when a failure
+   * halts the chain are the teardown's promise (docs/teardown.md), read in one place.
+   */
   private async runSteps(
     attachmentId: number,
     priority: PriorityValue,

@@ -104,7 +104,6 @@ export function cniVersionMode(raw: string | undefined, problems: string[]): Cni
   return mode ?? 'auto';
 }
 
-
 const optionalPath = (p: string | undefined): string | undefined => (p ? resolve(p) : undefined);
 
 export function parseUninstallConfig(argv: string[]): UninstallConfig {

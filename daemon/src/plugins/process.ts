@@ -51,6 +51,11 @@ export interface ProcessHooks {
   onStart?: (pid: number) => void;
 }
 
+/**
+ * One plugin process, start to settle. Long on purpose: spawn, deadline, capped capture, exit, the
+ * group kill and the pipe grace share one state, and the order of those events is the point (a
+ * deadline kills only while the group is its own; the group goes at exit; settle once): one read.
+ */
 export function runProcess(job: ProcessJob, hooks: ProcessHooks = {}): Promise<ProcessOutcome> {
   return new Promise((resolve) => {
     const out: Buffer[] = [];
