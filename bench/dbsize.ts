@@ -4,7 +4,7 @@
 // the benchmark restarts the daemon to prune. A second, smaller batch of cycles then shows the
 // pruned pages are reused (the file does not grow). Sizes are the files on disk: db + -wal + -shm.
 
-import Database from 'better-sqlite3';
+import { Store } from '../daemon/src/store/store.js';
 import { existsSync, statSync } from 'node:fs';
 import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
@@ -50,14 +50,9 @@ export async function benchDbSize(env: Scratch, ctx: BenchContext): Promise<Row[
     const afterSecond = sizes(d.dbPath);
     await d.stop();
     const closed = sizes(d.dbPath);
-    const db = new Database(d.dbPath, { readonly: true });
-    const pragma = (p: string) => Number(db.pragma(p, { simple: true }));
-    const pages = {
-      pageSize: pragma('page_size'),
-      pageCount: pragma('page_count'),
-      freelist: pragma('freelist_count'),
-    };
-    db.close();
+    const store = new Store(d.dbPath);
+    const pages = store.pageStats();
+    store.close();
     return [
       {
         id: 'dbsize',

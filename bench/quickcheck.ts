@@ -4,21 +4,20 @@
 // database afresh, as a start does; the page cache stays warm (dropping it would disturb every
 // other process on the machine), so a cold start after a reboot reads the file from disk first.
 
-import Database from 'better-sqlite3';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { Scratch } from './lib/scratch.js';
 import { Store } from '../daemon/src/store/store.js';
 import { noopConf } from './lib/netconf.js';
-import { populate } from './lib/populate.js';
+import { populateJournal } from '../daemon/src/store/populate.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, p99, round } from './lib/stats.js';
 
 export async function benchQuickCheck(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const attachments = n(10_000, ctx, 100);
   const dbPath = join(env.dir, 'quickcheck.db');
-  populate(dbPath, attachments, 'bench-boot', noopConf(join(env.dir, 'qc.sock')));
+  populateJournal(dbPath, attachments, 'bench-boot', noopConf(join(env.dir, 'qc.sock')));
   const runs = n(15, ctx, 3);
   const quick: number[] = [];
   const integrity: number[] = [];
@@ -29,11 +28,11 @@ export async function benchQuickCheck(env: Scratch, ctx: BenchContext): Promise<
     quick.push(performance.now() - t0);
     store.close();
     if (problems.length > 0) throw new Error(`quick_check found problems in a fresh database: ${problems.join('; ')}`);
-    const db = new Database(dbPath);
+    const again = new Store(dbPath);
     const t1 = performance.now();
-    db.pragma('integrity_check');
+    again.integrityCheck();
     integrity.push(performance.now() - t1);
-    db.close();
+    again.close();
   }
   ctx.log(`quick_check ${quick.map((x) => x.toFixed(1)).join(' ')} ms`);
   return [

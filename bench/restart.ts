@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import type { Scratch } from './lib/scratch.js';
 import { BenchDaemon } from './lib/daemon.js';
 import { noopConf } from './lib/netconf.js';
-import { populate } from './lib/populate.js';
+import { populateJournal } from '../daemon/src/store/populate.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedRatio, round } from './lib/stats.js';
 
@@ -18,7 +18,7 @@ export async function benchRestart(env: Scratch, ctx: BenchContext): Promise<Row
   const empty = new BenchDaemon(env, 'restart-empty');
   const bootId = readFileSync(full.bootIdFile, 'utf8').trim();
   const t0 = Date.now();
-  populate(full.dbPath, ATTACHMENTS, bootId, noopConf(full.socket));
+  populateJournal(full.dbPath, ATTACHMENTS, bootId, noopConf(full.socket));
   ctx.log(`populated ${ATTACHMENTS} attachments in ${Date.now() - t0} ms`);
 
   const ms = { full: [] as number[], empty: [] as number[] };

@@ -8,7 +8,7 @@ import type { Scratch } from './lib/scratch.js';
 import { createServer } from 'node:net';
 import { BenchDaemon } from './lib/daemon.js';
 import { noopConf } from './lib/netconf.js';
-import { populate } from './lib/populate.js';
+import { populateJournal } from '../daemon/src/store/populate.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, p99, pairedRatio, round } from './lib/stats.js';
 
@@ -37,7 +37,7 @@ export async function benchScrape(env: Scratch, ctx: BenchContext): Promise<Row[
   const [fullPort, emptyPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
   const full = new BenchDaemon(env, 'scrape-10k', ['--metrics-listen', `127.0.0.1:${fullPort}`]);
   const empty = new BenchDaemon(env, 'scrape-empty', ['--metrics-listen', `127.0.0.1:${emptyPort}`]);
-  populate(full.dbPath, ATTACHMENTS, readFileSync(full.bootIdFile, 'utf8').trim(), noopConf(full.socket));
+  populateJournal(full.dbPath, ATTACHMENTS, readFileSync(full.bootIdFile, 'utf8').trim(), noopConf(full.socket));
   await full.start();
   await empty.start();
   try {

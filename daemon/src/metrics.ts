@@ -20,11 +20,19 @@ export interface AuditPassFigures {
   /** When the pass finished (ms since epoch). */
   at: number;
   graceMs: number;
-  /** Undefined when the pass itself failed. */
+  /** Undefined when the pass itself failed (`error`). */
   report?: {
     orphans: ReadonlyArray<{ kind: string; released: boolean; ageSeconds: number | null }>;
-    runtime: { reachable: boolean; lostDuringPass?: boolean; distrusted?: string };
+    runtime: {
+      reachable: boolean;
+      endpoint?: string | null;
+      sandboxes?: number;
+      message?: string;
+      lostDuringPass?: boolean;
+      distrusted?: string;
+    };
   };
+  error?: Error;
 }
 
 /** What steward_conflist_info says of the conflist the daemon keeps. */

@@ -7,6 +7,7 @@ import { after, afterEach, describe, test } from 'node:test';
 import { openDatabase } from '../helpers/sqlite.js';
 import { MIGRATIONS } from '../../daemon/src/store/migrations.js';
 import { Store } from '../../daemon/src/store/store.js';
+import { populateJournal } from '../../daemon/src/store/populate.js';
 import type { AttachmentKey, NewAttachment } from '../../daemon/src/store/types.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-store-test-'));
@@ -469,5 +470,35 @@ describe('Store plugin processes (schema 3)', () => {
       store.runningStepProcesses().map((r) => r.process),
       [proc],
     );
+  });
+});
+
+describe('populateJournal (the one filler of a busy journal, for benchmarks and tests)', () => {
+  test("writes N live attachments of the given boot, each one added step of the first delegate's plugin, and the file's pages are read back", () => {
+    const path = join(root, 'populated.db');
+    const conf = {
+      cniVersion: '1.0.0',
+      name: 'steward',
+      type: 'steward',
+      delegates: [{ name: 'podnet', cniVersion: '1.0.0', plugins: [{ type: 'bridge', bridge: 'cni0' }] }],
+    };
+    populateJournal(path, 25, 'boot-x', conf);
+    const store = new Store(path);
+    try {
+      const live = store.attachmentsInState('added');
+      assert.equal(live.length, 25);
+      assert.ok(live.every((a) => a.bootId === 'boot-x' && a.result !== null));
+      assert.equal(new Set(live.map((a) => a.containerId)).size, 25);
+      const steps = store.stepsOf(live[0]!.id);
+      assert.deepEqual(
+        steps.map((s) => [s.pluginType, s.state, JSON.parse(s.config).name]),
+        [['bridge', 'added', 'podnet']],
+      );
+      const pages = store.pageStats();
+      assert.ok(pages.pageSize >= 512 && pages.pageCount > 1, JSON.stringify(pages));
+      assert.deepEqual(store.integrityCheck(), []);
+    } finally {
+      store.close();
+    }
   });
 });

@@ -156,6 +156,24 @@ export class JournalDatabase {
     if (this.db.open) this.db.close();
   }
 
+  /** The file's pages: their size, how many, how many free (what the database-size benchmark reports). */
+  pageStats(): { pageSize: number; pageCount: number; freelist: number } {
+    return {
+      pageSize: Number(this.pragmaValue('page_size')),
+      pageCount: Number(this.pragmaValue('page_count')),
+      freelist: Number(this.pragmaValue('freelist_count')),
+    };
+  }
+
+  /** PRAGMA integrity_check (quick_check plus every index cross-checked): [] when "ok". Slower; for comparison. */
+  integrityCheck(maxProblems = 20): string[] {
+    const rows = this.cached(`PRAGMA integrity_check(${Math.trunc(maxProblems)})`).all() as Array<{
+      integrity_check: string;
+    }>;
+    const out = rows.map((r) => r.integrity_check);
+    return out.length === 1 && out[0] === 'ok' ? [] : out;
+  }
+
   // ---- health (additive: probes that need no schema of their own)
 
   /**

@@ -426,11 +426,11 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
     assert.ok(existsSync(join(CNI_CONF_DIR, '00-steward.conflist')), 'the conflist stays');
     assert.ok(existsSync(STATE_DIR), 'the state stays');
     // While no daemon runs, the journal gets 10,000 live attachments of this boot (a busy node's),
-    // written by the daemon's own Store (bench/lib/populate.ts): the new pod resumes with them.
-    const { populate } = await import('../../../bench/lib/populate.js');
+    // written by the daemon's own Store (daemon/src/store/populate.ts): the new pod resumes with them.
+    const { populateJournal } = await import('../../../daemon/src/store/populate.js');
     const { noopConf } = await import('../../../bench/lib/netconf.js');
     const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-    populate(join(STATE_DIR, 'steward.db'), ATTACHMENTS, bootId, noopConf(SOCKET));
+    populateJournal(join(STATE_DIR, 'steward.db'), ATTACHMENTS, bootId, noopConf(SOCKET));
     // The next pod is the one deleted for good below.
     await play(renderPod('always', { name: POD, image: IMAGE, dir: env.dir }));
     // The new init container found its install unchanged and rewrote nothing (a write is a rename: a new inode).

@@ -1,10 +1,10 @@
-// Filling a stewardd database quickly for start-up benchmarks: the daemon's own Store class (so
-// schema and rows are exactly what the daemon writes), with every insert in one transaction on
-// the Store's connection instead of one fsync'd transaction per row.
+// Filling a journal with a busy node's live attachments, in one commit, through the Store's own
+// methods (so schema and rows are exactly what the daemon writes): for start-up and scrape
+// benchmarks (bench/) and the tests that need a large journal (test/e2e/image, test/unit/store).
 
-import type Database from 'better-sqlite3';
-import { Store } from '../../daemon/src/store/store.js';
+import { Store } from './store.js';
 
+/** A bridge step's result, as Debian's bridge + host-local return one. */
 const STEP_RESULT = JSON.stringify({
   cniVersion: '1.0.0',
   interfaces: [
@@ -17,29 +17,31 @@ const STEP_RESULT = JSON.stringify({
   dns: {},
 });
 
-/** Writes `count` live (added) attachments of boot `bootId`, each one bridge step, like a busy node's. */
-export function populate(dbPath: string, count: number, bootId: string, config: Record<string, unknown>): void {
+interface DelegateShape {
+  name: string;
+  cniVersion: string;
+  plugins: Array<Record<string, unknown>>;
+}
+
+/**
+ * Writes `count` live (added) attachments of boot `bootId` into the journal at dbPath, each one step
+ * of the first delegate's first plugin of `config` (a steward netconf), in one transaction.
+ */
+export function populateJournal(dbPath: string, count: number, bootId: string, config: Record<string, unknown>): void {
   const store = new Store(dbPath);
   try {
-    const db = (store as unknown as { db: Database.Database }).db;
-    const delegate = (
-      config.delegates as Array<{ name: string; cniVersion: string; plugins: Array<Record<string, unknown>> }>
-    )[0];
-    const stepConfig = JSON.stringify({
-      ...delegate?.plugins[0],
-      name: delegate?.name,
-      cniVersion: delegate?.cniVersion,
-    });
+    const delegate = (config.delegates as DelegateShape[] | undefined)?.[0];
+    const plugin = delegate?.plugins[0];
+    const stepConfig = JSON.stringify({ ...plugin, name: delegate?.name, cniVersion: delegate?.cniVersion });
     const configText = JSON.stringify(config);
-    db.transaction(() => {
+    store.atomic(() => {
       for (let i = 0; i < count; i++) {
-        const containerId = `${i.toString(16).padStart(8, '0')}${'0'.repeat(56)}`;
-        const netns = `/var/run/netns/cni-${i.toString(16).padStart(8, '0')}`;
+        const id = i.toString(16).padStart(8, '0');
         const a = store.createAttachment({
-          containerId,
+          containerId: `${id}${'0'.repeat(56)}`,
           network: 'steward',
           ifname: 'eth0',
-          netns,
+          netns: `/var/run/netns/cni-${id}`,
           cniArgs: `K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod-${i}`,
           podNamespace: 'bench',
           podName: `pod-${i}`,
@@ -55,13 +57,13 @@ export function populate(dbPath: string, count: number, bootId: string, config: 
           delegateName: delegate?.name ?? 'podnet',
           ifname: 'eth0',
           pluginIndex: 0,
-          pluginType: String(delegate?.plugins[0]?.type),
+          pluginType: String(plugin?.type),
           config: stepConfig,
         });
         store.setStepAdded(step.id, STEP_RESULT);
         store.setAttachmentAdded(a.id, STEP_RESULT);
       }
-    })();
+    });
   } finally {
     store.close();
   }
