@@ -186,9 +186,16 @@ describe('podman runs containers on a steward network', { skip }, () => {
   });
 
   it('under podman (no CRI) `stewardd audit --release` finds no runtime: the running container is reported owner unknown, nothing is released, exit 5', async (t) => {
+    // Through the suite's rule: with STEWARD_E2E_REQUIRE=1 a machine that cannot be a podman-only node
+    // fails here with the reason instead of passing over the case.
     const present = DEFAULT_RUNTIME_SOCKETS.filter((p) => existsSync(p));
-    if (present.length > 0)
-      return t.skip(`a CRI socket exists on this machine (${present.join(', ')}): not a podman-only node`);
+    const why = skipOrFail(
+      'the podman-only audit case',
+      present.length > 0
+        ? `a CRI socket exists on this machine (${present.join(', ')}): not a podman-only node`
+        : undefined,
+    );
+    if (why) return t.skip(why);
     const h = host!;
     const net = h.bridgeNetwork('audit', '1.0.0', { steward: steward() });
     const cid = await podman!.runDetached(net.name, net.name);

@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { REPO } from './env.js';
+import { DEFAULT_SHIM_TIMEOUT_MS } from '@cni-steward/shared';
 
 export const SHIM = join(REPO, 'bin/steward');
 
@@ -42,6 +43,13 @@ export interface ExecOptions {
   timeoutMs?: number;
 }
 
+/**
+ * Without timeoutMs, an exec that outlives the shim's longest default bound (the ADD bound, 120 s)
+ * plus a margin is killed and its test fails, naming the exec: a regression that removes a bound
+ * fails the test that hit it instead of hanging the run.
+ */
+export const EXEC_LIMIT_MS = DEFAULT_SHIM_TIMEOUT_MS + 30_000;
+
 export function execPlugin(
   file: string,
   env: Record<string, string>,
@@ -57,9 +65,21 @@ export function execPlugin(
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
     child.stdin.on('error', () => undefined);
-    const timer = timeoutMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    let overran = false;
+    const timer = setTimeout(() => {
+      overran = timeoutMs === undefined;
+      child.kill('SIGKILL');
+    }, timeoutMs ?? EXEC_LIMIT_MS);
     child.on('close', (code, signal) => {
-      if (timer) clearTimeout(timer);
+      clearTimeout(timer);
+      if (overran) {
+        reject(
+          new Error(
+            `${file} ${args.join(' ')} (CNI_COMMAND=${env.CNI_COMMAND ?? '-'}) did not exit within ${EXEC_LIMIT_MS} ms: killed`,
+          ),
+        );
+        return;
+      }
       const stdout = Buffer.concat(out).toString('utf8');
       let json: unknown;
       try {

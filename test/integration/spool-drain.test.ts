@@ -51,7 +51,12 @@ describe('a spool backlog at start', () => {
     for (let round = 0; round < 50; round++)
       for (const cid of known) writeFileSync(join(daemon.spoolDir, spoolName(t + round, cid, n++)), body(cid));
     for (const cid of unknown) writeFileSync(join(daemon.spoolDir, spoolName(t, cid, n++)), body(cid));
-    assert.equal(n, 5300);
+    // The container the held ADD below is for: its spooled DELs are the newest, so the drain reaches
+    // them last, well after that ADD is sent (checked there, so the test cannot pass by the drain
+    // having passed it already).
+    const last = 'zlast';
+    for (let i = 0; i < 5; i++) writeFileSync(join(daemon.spoolDir, spoolName(t + 100 + i, last, n++)), body(last));
+    assert.equal(n, 5305);
 
     const t0 = Date.now();
     await daemon.start(5_000, '/healthz');
@@ -74,11 +79,13 @@ describe('a spool backlog at start', () => {
     assert.ok((await daemon.status()).spool.draining > 0, 'the ADD was answered before the drain finished');
 
     // An ADD for a container that still has spooled DELs waits for them: it is answered after they ran.
-    const held = await shim({ command: 'ADD', containerId: known[99]!, netns }, fixConf);
+    const callsOfLast = () => fixtureCalls(fixState).filter((l) => l.split(' ')[1] === last);
+    assert.deepEqual(callsOfLast(), [], 'its spooled DELs have not run yet when the ADD is sent');
+    assert.ok((await daemon.status()).spool.draining > 0);
+    const held = await shim({ command: 'ADD', containerId: last, netns }, fixConf);
     assert.equal(held.code, 0, held.stdout);
-    const callsNow = fixtureCalls(fixState).filter((l) => l.split(' ')[1] === known[99]);
     assert.deepEqual(
-      callsNow.map((l) => l.split(' ')[0]),
+      callsOfLast().map((l) => l.split(' ')[0]),
       ['DEL', 'ADD'],
       'the spooled DEL ran before the ADD that came after it',
     );
@@ -92,7 +99,7 @@ describe('a spool backlog at start', () => {
     const dels = fixtureCalls(fixState, 'DEL').map((l) => l.split(' ')[1]);
     const perContainer = new Map<string, number>();
     for (const cid of dels) perContainer.set(cid!, (perContainer.get(cid!) ?? 0) + 1);
-    for (const cid of [...known, ...unknown]) assert.equal(perContainer.get(cid), 1, `delegate DELs for ${cid}`);
+    for (const cid of [...known, ...unknown, last]) assert.equal(perContainer.get(cid), 1, `delegate DELs for ${cid}`);
     const readyAfter = await daemon.get('/readyz');
     assert.equal(readyAfter.status, 200);
     assert.equal((await daemon.status()).message, undefined);
@@ -100,7 +107,7 @@ describe('a spool backlog at start', () => {
     const del = await shim({ command: 'DEL', containerId: 'newpod', netns: otherNs }, realConf);
     assert.equal(del.code, 0, del.stdout);
     assert.deepEqual(leases(dataDir, 'hostnet'), []);
-    await shim({ command: 'DEL', containerId: known[99]!, netns }, fixConf);
+    await shim({ command: 'DEL', containerId: last, netns }, fixConf);
     await daemon.stop();
   });
 });
