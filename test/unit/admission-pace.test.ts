@@ -108,6 +108,11 @@ describe('tombstoned DELs while ADDs are served', () => {
   });
 
   it('the pacing lasts priorityMs after the last ADD is answered, then ends', async () => {
+    // Its own ADD, answered here: the window is measured from this answer, not the previous test's.
+    const add = post('ADD', 'pod-window');
+    await until('the ADD reaches its handler', () => heldAdds.length === 1);
+    heldAdds.shift()?.('{}');
+    assert.equal(await add, 200);
     assert.equal(admission.stats.addPriority, true, 'right after the ADD, DELs are still paced');
     await new Promise((r) => setTimeout(r, PRIORITY_MS + 50));
     assert.equal(admission.stats.addPriority, false);
