@@ -1,0 +1,118 @@
+// The steward CNI plugin executable: wires the process (environment, stdin, stdout, the socket,
+// the spool, the clock) into run and exits with its code. Nothing here decides anything.
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The process's start as near as Go lets a program see it: package variables are set before
+// main runs. The STATUS bound counts from here.
+var started = time.Now()
+
+func main() {
+	// A shim that lives for milliseconds needs one thread of Go code: fewer Ps is less start-up
+	// and GC work on many-core nodes (containerd #10897); reading stdin blocks a thread of its own.
+	runtime.GOMAXPROCS(1)
+	debug.SetTraceback("none")
+	var out []byte
+	code := 1
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				out = newError(codeInternal, fmt.Sprintf("steward shim: unexpected error: %v", p)).encode(latestVersion)
+				code = 1
+			}
+		}()
+		out, code = process()
+	}()
+	writeStdout(out)
+	os.Exit(code)
+}
+
+func process() ([]byte, int) {
+	e := environ(os.Environ())
+	elapsed := func() time.Duration { return time.Since(started) }
+	bound := stdinBound(e, elapsed())
+	stdin, closed := readStdin(maxNetconfBytes+1, bound)
+	if !closed {
+		return stdinNotClosed(bound), 1
+	}
+	return run(input{env: e, stdin: stdin, elapsed: elapsed}, postUnix, spoolRequest)
+}
+
+// environ: the environment as a map; the first of a repeated name wins, as getenv(3) finds it.
+func environ(kv []string) env {
+	e := env{}
+	for _, s := range kv {
+		if i := strings.IndexByte(s, '='); i > 0 {
+			if _, seen := e[s[:i]]; !seen {
+				e[s[:i]] = s[i+1:]
+			}
+		}
+	}
+	return e
+}
+
+// readStdin reads until EOF or until more than limit bytes arrived (the caller refuses those);
+// closed is false when stdin was still open after bound (a runtime always writes and closes it, so
+// the shim's bounds hold however long a broken caller keeps it open). The read runs on its own
+// goroutine: left blocked there, it does not hold the exit. A read error ends the input.
+func readStdin(limit int, bound time.Duration) (data []byte, closed bool) {
+	done := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 0, 4096)
+		for len(buf) <= limit {
+			if len(buf) == cap(buf) {
+				grown := make([]byte, len(buf), 2*cap(buf))
+				copy(grown, buf)
+				buf = grown
+			}
+			end := cap(buf)
+			if end > limit+1 {
+				end = limit + 1
+			}
+			n, err := syscall.Read(0, buf[len(buf):end])
+			if err == syscall.EINTR {
+				continue
+			}
+			if n <= 0 {
+				break
+			}
+			buf = buf[:len(buf)+n]
+		}
+		done <- buf
+	}()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case data = <-done:
+		return data, true
+	case <-timer.C:
+		return nil, false
+	}
+}
+
+// writeStdout writes all of out to fd 1, also when the runtime handed over a non-blocking pipe.
+// A closed stdout (EPIPE) is ignored: the exit code is all that is left. (syscall.Write, not
+// os.Stdout: Go kills a program by SIGPIPE on a failed write to os.Stdout.)
+func writeStdout(out []byte) {
+	for len(out) > 0 {
+		n, err := syscall.Write(1, out)
+		if err == syscall.EAGAIN || err == syscall.EINTR {
+			waitWritable(1)
+			continue
+		}
+		if err != nil || n <= 0 {
+			return
+		}
+		out = out[n:]
+	}
+}
