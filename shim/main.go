@@ -38,14 +38,17 @@ func main() {
 }
 
 func process() ([]byte, int) {
-	e := environ(os.Environ())
-	elapsed := func() time.Duration { return time.Since(started) }
+	return call(environ(os.Environ()), 0, func() time.Duration { return time.Since(started) }, postUnix, spoolRequest)
+}
+
+// call is one CNI call: stdin read from fd within its bound, then run.
+func call(e env, fd int, elapsed func() time.Duration, send sender, spool spooler) ([]byte, int) {
 	bound := stdinBound(e, elapsed())
-	stdin, closed := readStdin(maxNetconfBytes+1, bound)
+	stdin, closed := readStdin(fd, maxNetconfBytes+1, bound)
 	if !closed {
 		return stdinNotClosed(bound), 1
 	}
-	return run(input{env: e, stdin: stdin, elapsed: elapsed}, postUnix, spoolRequest)
+	return run(input{env: e, stdin: stdin, elapsed: elapsed}, send, spool)
 }
 
 // environ: the environment as a map; the first of a repeated name wins, as getenv(3) finds it.
@@ -65,7 +68,7 @@ func environ(kv []string) env {
 // closed is false when stdin was still open after bound (a runtime always writes and closes it, so
 // the shim's bounds hold however long a broken caller keeps it open). The read runs on its own
 // goroutine: left blocked there, it does not hold the exit. A read error ends the input.
-func readStdin(limit int, bound time.Duration) (data []byte, closed bool) {
+func readStdin(fd, limit int, bound time.Duration) (data []byte, closed bool) {
 	done := make(chan []byte, 1)
 	go func() {
 		buf := make([]byte, 0, 4096)
@@ -79,7 +82,7 @@ func readStdin(limit int, bound time.Duration) (data []byte, closed bool) {
 			if end > limit+1 {
 				end = limit + 1
 			}
-			n, err := syscall.Read(0, buf[len(buf):end])
+			n, err := syscall.Read(fd, buf[len(buf):end])
 			if err == syscall.EINTR {
 				continue
 			}
