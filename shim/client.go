@@ -81,16 +81,17 @@ func unreachable(err error) *unreachableError {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return &unreachableError{reason: "timed out", timeout: true}
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &unreachableError{reason: "timed out", timeout: true}
-	}
+	// Before net.Error's Timeout(): an errno says EAGAIN (a full listen backlog) is a timeout.
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		if name := errnoName(errno); name != "" {
 			return &unreachableError{reason: name}
 		}
 		return &unreachableError{reason: errno.Error()}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &unreachableError{reason: "timed out", timeout: true}
 	}
 	return &unreachableError{reason: err.Error()}
 }

@@ -33,7 +33,7 @@ func main() {
 		}()
 		out, code = process()
 	}()
-	writeStdout(out)
+	writeStdout(1, out)
 	os.Exit(code)
 }
 
@@ -106,11 +106,11 @@ func readStdin(fd, limit int, bound time.Duration) (data []byte, closed bool) {
 // writeStdout writes all of out to fd 1, also when the runtime handed over a non-blocking pipe.
 // A closed stdout (EPIPE) is ignored: the exit code is all that is left. (syscall.Write, not
 // os.Stdout: Go kills a program by SIGPIPE on a failed write to os.Stdout.)
-func writeStdout(out []byte) {
+func writeStdout(fd int, out []byte) {
 	for len(out) > 0 {
-		n, err := syscall.Write(1, out)
+		n, err := syscall.Write(fd, out)
 		if err == syscall.EAGAIN || err == syscall.EINTR {
-			waitWritable(1)
+			waitWritable(fd)
 			continue
 		}
 		if err != nil || n <= 0 {
