@@ -5,7 +5,7 @@ export const SHIM_SRC: string;
 export const GO_BUILD_FLAGS: string[];
 export const GO_MISSING: string;
 export function goCommand(): string | undefined;
-export function compileFor(target: string, out: string, flags?: string[]): string;
+export function compileFor(target: string, out: string, flags?: string[], src?: string): string;
 export function hostTarget(): string;
 export function buildShim(
   target: string,

@@ -30,7 +30,7 @@ export const GO_BUILD_FLAGS = ['-trimpath', '-ldflags', '-s -w'];
 
 /** What to do when Go is missing, in one line. */
 export const GO_MISSING =
-  'Go is missing: the shim (dist/steward) is not built; install Debian\'s golang-go as root (apt-get install --no-install-recommends golang-go) or Go 1.19+ from https://go.dev/dl/, then run npm run build again';
+  "Go is missing: the shim (dist/steward) is not built; install Debian's golang-go as root (apt-get install --no-install-recommends golang-go) or Go 1.19+ from https://go.dev/dl/, then run npm run build again";
 
 /** The `go` command, or undefined when there is none. */
 export function goCommand() {
@@ -39,10 +39,11 @@ export function goCommand() {
 }
 
 /**
- * Builds the shim for `target` into `out` with `flags` (default GO_BUILD_FLAGS); written to a temp
- * name and renamed, so `out` is never half-written.
+ * Builds the shim (or another Go main package: `src`, as the bench's floor programs) for `target`
+ * into `out` with `flags` (default GO_BUILD_FLAGS); written to a temp name and renamed, so `out` is
+ * never half-written.
  */
-export function compileFor(target, out, flags = GO_BUILD_FLAGS) {
+export function compileFor(target, out, flags = GO_BUILD_FLAGS, src = SHIM_SRC) {
   const t = TARGETS[target];
   if (!t) throw new Error(`unknown target ${target}; known: ${Object.keys(TARGETS).join(', ')}`);
   const go = goCommand();
@@ -51,7 +52,7 @@ export function compileFor(target, out, flags = GO_BUILD_FLAGS) {
   const tmp = `${out}.tmp`;
   rmSync(tmp, { force: true });
   execFileSync(go, ['build', ...flags, '-o', tmp, '.'], {
-    cwd: SHIM_SRC,
+    cwd: src,
     env: { ...process.env, CGO_ENABLED: '0', GOOS: t.goos, GOARCH: t.goarch, GOPROXY: 'off', GOFLAGS: '' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
