@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Go shim's tests (npm run test:go): go vet, go test (the contract's vectors in shared/vectors/,
 # the unit tests, the fuzz targets' seed corpus) with its coverage, then a short run of each fuzz
-# target (FUZZ_GO_SECONDS each, default 20 and 10: at most 60 s together with the rest).
+# target (FUZZ_GO_SECONDS each, default 20, 10 and 10: about 45 s together with the rest).
 # `npm run fuzz:go` runs them longer (FUZZ_GO_SECONDS=300 each by default).
 set -euo pipefail
 cd "$(dirname "$0")/../shim"
@@ -17,3 +17,4 @@ answer=${FUZZ_GO_SECONDS:-10}
 # -parallel 1: one fuzzing worker; the machines this runs on have two cores and other work.
 go test -run '^$' -fuzz '^FuzzCall$' -fuzztime "${call}s" -parallel 1 .
 go test -run '^$' -fuzz '^FuzzParseResponse$' -fuzztime "${answer}s" -parallel 1 .
+go test -run '^$' -fuzz '^FuzzTopLevel$' -fuzztime "${answer}s" -parallel 1 .

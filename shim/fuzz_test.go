@@ -103,3 +103,38 @@ func FuzzParseResponse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTopLevel: the shim's own reading of the netconf's top level (no copies) agrees with
+// encoding/json's on every valid object: the same keys, the same value bytes, the last of a
+// repeated key.
+func FuzzTopLevel(f *testing.F) {
+	for _, seed := range []string{
+		`{"cniVersion":"1.0.0","socket":"/s","socket":"/t","x":{"a":[1,"]}"]}}`,
+		` { "\u0073ocket" : null , "timeouts" : { "add" : 1 } } `,
+		`{}`, `[]`, `"x"`, `{"a":"\"}"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		got, ok := topLevel(b)
+		var want map[string]json.RawMessage
+		err := json.Unmarshal(b, &want)
+		if !ok {
+			if err == nil && want != nil {
+				t.Fatalf("%q: not read as an object", b)
+			}
+			return
+		}
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("%q: %v vs %v (%v)", b, got, want, err)
+		}
+		for k, v := range want {
+			if !bytes.Equal(got[k], v) {
+				t.Fatalf("%q: key %q: %q, want %q", b, k, got[k], v)
+			}
+		}
+	})
+}

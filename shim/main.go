@@ -74,7 +74,11 @@ func readStdin(fd, limit int, bound time.Duration) (data []byte, closed bool) {
 		buf := make([]byte, 0, 4096)
 		for len(buf) <= limit {
 			if len(buf) == cap(buf) {
-				grown := make([]byte, len(buf), 2*cap(buf))
+				size := 2 * cap(buf)
+				if size > limit+1 {
+					size = limit + 1
+				}
+				grown := make([]byte, len(buf), size)
 				copy(grown, buf)
 				buf = grown
 			}

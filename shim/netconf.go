@@ -28,18 +28,88 @@ func decodeNetconf(stdin []byte) (*netconf, *cniError) {
 		// ten times it (test/integration/fuzz.test.ts). stewardd refuses anything over 100 anyway.
 		return nil, newError(codeInvalidConfig, "netconf on stdin cannot be forwarded (nested too deeply?): it nests objects and arrays deeper than "+strconv.Itoa(maxJSONDepth)+" levels")
 	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(stdin, &keys); err != nil {
-		var probe interface{}
-		if json.Unmarshal(stdin, &probe) == nil {
-			return nil, newError(codeDecodeFailure, "netconf on stdin is not a JSON object")
+	if !json.Valid(stdin) {
+		var probe struct{}
+		err := json.Unmarshal(stdin, &probe) // for the syntax error's text
+		msg := "invalid JSON"
+		if err != nil {
+			msg = err.Error()
 		}
-		return nil, newError(codeDecodeFailure, "netconf on stdin is not valid JSON: "+err.Error())
+		return nil, newError(codeDecodeFailure, "netconf on stdin is not valid JSON: "+msg)
 	}
-	if keys == nil { // the JSON null
+	keys, ok := topLevel(stdin)
+	if !ok {
 		return nil, newError(codeDecodeFailure, "netconf on stdin is not a JSON object")
 	}
 	return &netconf{raw: stdin, keys: keys}, nil
+}
+
+// topLevel: the members of a JSON object that is known to be valid, each value a slice of b (no
+// copy: the netconf may be a mebibyte); a repeated key keeps its last value. false when b is not
+// an object. Keys are matched exactly (encoding/json's struct decoding would ignore case).
+func topLevel(b []byte) (map[string]json.RawMessage, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	keys := map[string]json.RawMessage{}
+	i = skipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		end := valueEnd(b, i)
+		var key string
+		if json.Unmarshal(b[i:end], &key) != nil {
+			return nil, false
+		}
+		i = skipSpace(b, end)
+		i = skipSpace(b, i+1) // the ':'
+		end = valueEnd(b, i)
+		keys[key] = b[i:end]
+		i = skipSpace(b, end)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return keys, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd: where the valid JSON value starting at b[i] ends.
+func valueEnd(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 // tooDeep tells whether JSON text nests objects and arrays deeper than max (a scan that skips
@@ -258,12 +328,7 @@ func encodeURIComponent(s string) string {
 // requestBody is what stewardd reads (shared/src/api.ts CniWireRequest): the CNI_* variables
 // the runtime set, and the netconf.
 func requestBody(e env, conf *netconf) ([]byte, error) {
-	var compact bytes.Buffer
-	compact.Grow(len(conf.raw))
-	if err := json.Compact(&compact, conf.raw); err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, compact.Len()+512)
+	b := make([]byte, 0, len(conf.raw)+512)
 	b = append(b, `{"env":{`...)
 	first := true
 	for _, name := range cniEnvVars {
@@ -280,6 +345,11 @@ func requestBody(e env, conf *netconf) ([]byte, error) {
 		b = appendJSONString(b, v)
 	}
 	b = append(b, `},"config":`...)
-	b = append(b, compact.Bytes()...)
-	return append(b, '}'), nil
+	// Compacted into the same buffer: one copy of the netconf, not two.
+	out := bytes.NewBuffer(b)
+	if err := json.Compact(out, conf.raw); err != nil {
+		return nil, err
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
 }

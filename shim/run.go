@@ -42,7 +42,8 @@ func failureSafe(stdout []byte) []byte {
 	if !hasVersion {
 		v = latestVersion
 	}
-	e.Msg, e.Details = failureSafeText(e.Msg), failureSafeText(e.Details)
+	// The version too: it can be the netconf's own string, echoed (found by FuzzCall).
+	e.Msg, e.Details, v = failureSafeText(e.Msg), failureSafeText(e.Details), failureSafeText(v)
 	return e.encode(v)
 }
 

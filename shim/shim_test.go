@@ -302,3 +302,21 @@ func TestFirstChars(t *testing.T) {
 		t.Error("firstChars")
 	}
 }
+
+func TestTopLevelKeysAreMatchedExactlyAndTheLastOneWins(t *testing.T) {
+	conf, err := decodeNetconf([]byte(`{"SOCKET":"/upper","\u0073ocket":"/first","socket":"/last","name":"n"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := conf.str("socket"); s != "/last" {
+		t.Errorf("socket %q", s)
+	}
+	if _, ok := conf.keys["Socket"]; ok {
+		t.Error("case-folded key")
+	}
+	for _, in := range []string{"null", "5", `"x"`, "[{}]"} {
+		if _, err := decodeNetconf([]byte(in)); err == nil || err.Code != codeDecodeFailure {
+			t.Errorf("%s: %v", in, err)
+		}
+	}
+}
