@@ -22,6 +22,7 @@ func main() {
 	// and GC work on many-core nodes (containerd #10897); reading stdin blocks a thread of its own.
 	runtime.GOMAXPROCS(1)
 	debug.SetTraceback("none")
+	holdStdFds()
 	var out []byte
 	code := 1
 	func() {
@@ -62,6 +63,20 @@ func environ(kv []string) env {
 		}
 	}
 	return e
+}
+
+// holdStdFds opens /dev/null on fd 0, 1 or 2 when the runtime left it closed, so nothing the shim
+// opens later (the socket, a spool file, the runtime's own poller) takes its number and receives
+// the answer meant for stdout. A closed stdin is then an empty one; a closed stdout discards it.
+func holdStdFds() {
+	for fd := 0; fd <= 2; fd++ {
+		if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0); errno == syscall.EBADF {
+			// open(2) returns the lowest free number: this one.
+			if got, err := syscall.Open("/dev/null", syscall.O_RDWR, 0); err == nil && got != fd {
+				_ = syscall.Close(got)
+			}
+		}
+	}
 }
 
 // readStdin reads until EOF or until more than limit bytes arrived (the caller refuses those);
