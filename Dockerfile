@@ -1,10 +1,23 @@
-# cni-steward image: the stewardd daemon (ENTRYPOINT, under tini) plus the single-executable shims
-# that `stewardd install` copies onto the node. Two stages: build with dev dependencies and a
-# compiler (tsc, Bun for the shims); run with production dependencies, better-sqlite3's prebuilt
-# addon and the shims, and no compiler, npm or yarn.
-# Both stages use the same Node image so the addon's ABI matches. One image per CPU architecture:
-# it carries the shims for its own architecture, glibc and musl (docs/packaging.md).
+# cni-steward image: the stewardd daemon (ENTRYPOINT, under tini) plus the static shim that
+# `stewardd install` copies onto the node. Three stages: the shim, built by Debian's golang-go (Go's
+# standard library only: nothing is fetched); the daemon, built with dev dependencies and tsc; the
+# runtime, with production dependencies, better-sqlite3's prebuilt addon and the shim, and no
+# compiler, npm or yarn.
+# The Node stages use the same Node image so the addon's ABI matches. One image per CPU architecture:
+# it carries the shim for its own architecture, which runs on glibc and musl hosts alike
+# (docs/packaging.md).
 ARG NODE_IMAGE=node:24-bookworm-slim
+
+# The Node image is Debian (bookworm): its golang-go is Go 1.19, what shim/go.mod asks for.
+FROM ${NODE_IMAGE} AS shim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends golang-go file \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY shim/ shim/
+COPY scripts/build-shims.mjs scripts/
+# dist/shims/steward-linux-<arch>: static (CGO_ENABLED=0), -trimpath, stripped (scripts/build-shims.mjs).
+RUN node scripts/build-shims.mjs --targets host
 
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
@@ -18,9 +31,8 @@ ENV npm_config_nodedir=/usr/local npm_config_update_notifier=false
 COPY package.json package-lock.json tsconfig.json tsconfig.base.json ./
 COPY shared/package.json shared/
 COPY daemon/package.json daemon/
-COPY shim/package.json shim/
 # The root `prepare` script builds, and the sources are not here yet: install first, then run
-# only the install scripts that matter (Bun's binary, esbuild's binary), and load the sqlite addon.
+# only the install script that matters (esbuild's binary, for tsx), and load the sqlite addon.
 # A builder whose npm registry needs an extra CA passes it as the build secret `npm-ca`
 # (scripts/build-image.sh does); it is read from /run/secrets for these steps, never stored in a
 # layer. `npm ci` can exit 0 after "Exit handler never called!" with a partial tree: `npm ls` checks.
@@ -28,20 +40,14 @@ RUN --mount=type=secret,id=npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi \
  && npm ci --ignore-scripts --no-audit --no-fund \
  && npm ls --all >/dev/null \
- && npm rebuild bun esbuild \
+ && npm rebuild esbuild \
  && node -e "new (require('better-sqlite3'))(':memory:').close()"
 COPY shared/ shared/
 COPY daemon/ daemon/
-COPY shim/ shim/
-COPY scripts/bundle-shim.mjs scripts/build-shims.mjs scripts/
 COPY bin/stewardd bin/
-# dist/shims/steward-linux-<arch>[-musl]: Bun compiles each against its target runtime, fetched as
-# an npm package (scripts/build-shims.mjs).
-RUN --mount=type=secret,id=npm-ca \
-    if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi \
- && npm run build \
- && node scripts/build-shims.mjs --targets host
-# Production dependencies only (and not the Bun target runtimes build-shims cached); of
+# The daemon only (tsc): the shim comes from the shim stage.
+RUN npx tsc -b
+# Production dependencies only; of
 # better-sqlite3 only its JS and the prebuilt addon for this image (glibc, this CPU).
 RUN npm prune --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/.cache \
@@ -73,8 +79,8 @@ COPY --from=build /src/daemon/package.json daemon/
 COPY --from=build /src/daemon/dist/ daemon/dist/
 COPY --from=build /src/daemon/proto/ daemon/proto/
 COPY --from=build /src/bin/stewardd bin/
-# stewardd install's default --shim is <app>/dist/shims/steward-linux-<arch>[-musl].
-COPY --from=build /src/dist/shims/ dist/shims/
+# stewardd install's default --shim is <app>/dist/shims/steward-linux-<arch>.
+COPY --from=shim /src/dist/shims/ dist/shims/
 ENV NODE_ENV=production
 ENTRYPOINT ["/usr/bin/tini", "-s", "--", "node", "/app/daemon/dist/main.js"]
 CMD ["run"]

@@ -12,7 +12,7 @@
 //   mutants whose code or covering tests changed (the state file sits under the ignored reports/).
 // - No TypeScript checker: tsx strips types, so a mutant tsc would refuse still runs and is judged by
 //   the tests like any other; the checker would double the run time for a handful of mutants.
-// - dist/ (the 100 MB bundled shim) is not copied to the sandbox: no unit test executes it.
+// - dist/ (the built shim) is not copied to the sandbox: no unit test executes it.
 // - The daemon imports the shared package as @cni-steward/shared, i.e. shared/dist (built, not
 //   mutated): shared/src/cni mutants are killed by the tests that import shared/src directly.
 

@@ -6,8 +6,7 @@
 // removed at the end, on failure or Ctrl-C.
 
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -79,12 +78,12 @@ function git(...args: string[]): string | undefined {
   }
 }
 
-function bunVersion(): string {
+/** The Go toolchain's version (`go version`: "go version go1.19.8 linux/amd64" -> "1.19.8"). */
+function goVersion(): string {
   try {
-    const pkg = createRequire(import.meta.url).resolve('bun/package.json');
-    return (JSON.parse(readFileSync(pkg, 'utf8')) as { version: string }).version;
+    return /go(\d[\w.]*)/.exec(execFileSync('go', ['version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
   } catch {
-    return 'unknown';
+    return 'missing';
   }
 }
 
@@ -140,7 +139,7 @@ async function main(): Promise<number> {
     commit: git('rev-parse', '--short', 'HEAD') ?? 'unknown',
     dirty: (git('status', '--porcelain') ?? '') !== '',
     node: process.version,
-    bun: bunVersion(),
+    go: goVersion(),
     machine: {
       cpuModel: cpus()[0]?.model ?? '?',
       cores: cpus().length,

@@ -1,136 +1,95 @@
-// Builds the shim for each kind of node: dist/shims/steward-linux-<arch>[-musl], one self-contained
-// executable per CPU architecture and libc, from the same bundle as dist/steward
-// (shim/dist/steward-bun.mjs, made by scripts/bundle-shim.mjs: run `npm run build` first).
+// Builds the shim, `steward` (shim/, Go's standard library only), with the Go toolchain on PATH
+// (Debian's golang-go, 1.19, or newer): CGO_ENABLED=0, -trimpath, -ldflags "-s -w", so each is one
+// static, stripped binary that runs on any Linux of its CPU, glibc or musl. No module is fetched
+// (GOFLAGS=-mod=mod is never needed: shim/go.mod requires nothing; GOPROXY=off makes sure).
 //
-// Each is compiled by the Bun of the `bun` devDependency with `--compile-executable-path` pointing at
-// the Bun runtime of the target, taken from that runtime's own package on the npm registry
-// (`npm pack @oven/bun-linux-…@<the bun devDependency's version>`, cached under
-// node_modules/.cache/steward-bun-targets): Bun never downloads anything itself.
-//
-//   linux-x64        @oven/bun-linux-x64-baseline      x86-64 without AVX2 (what the image ships)
-//   linux-x64-musl   @oven/bun-linux-x64-musl-baseline x86-64, musl libc (Alpine-like hosts)
-//   linux-arm64      @oven/bun-linux-aarch64           arm64, glibc
-//   linux-arm64-musl @oven/bun-linux-aarch64-musl      arm64, musl
-// No separate AVX2 build: @oven/bun-linux-x64@1.4.5 and @oven/bun-linux-x64-baseline@1.4.5 hold the
-// very same bun binary (same sha256), so the baseline one costs nothing (docs/packaging.md).
-//
-// usage: node scripts/build-shims.mjs [--targets a,b,…|host] [--out DIR]
-//   host = the two libc variants of this machine's architecture (what one image of this arch carries).
-// Prints one JSON line per binary: target, path, bytes, and `file`'s description.
-import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
-import { createRequire } from 'node:module';
+//   node scripts/build-shims.mjs --local       dist/steward, for this machine's CPU (npm run build).
+//                                             Without Go it prints one line saying so and exits 0:
+//                                             the daemon does not need the shim to serve.
+//   node scripts/build-shims.mjs [--targets a,b,…|host] [--out DIR]
+//                                             dist/shims/steward-linux-<x64|arm64> (npm run build:shims),
+//                                             one JSON line per binary: target, path, bytes, `file`'s
+//                                             description. Go is required.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
+/** Node's CPU names (dist/shims/steward-linux-<arch>, as stewardd install looks for them) to Go's. */
 export const TARGETS = {
-  'linux-x64': { pkg: '@oven/bun-linux-x64-baseline', bunTarget: 'bun-linux-x64-baseline' },
-  'linux-x64-musl': { pkg: '@oven/bun-linux-x64-musl-baseline', bunTarget: 'bun-linux-x64-musl-baseline' },
-  'linux-arm64': { pkg: '@oven/bun-linux-aarch64', bunTarget: 'bun-linux-arm64' },
-  'linux-arm64-musl': { pkg: '@oven/bun-linux-aarch64-musl', bunTarget: 'bun-linux-arm64-musl' },
+  'linux-x64': { goos: 'linux', goarch: 'amd64' },
+  'linux-arm64': { goos: 'linux', goarch: 'arm64' },
 };
-const DEFAULT_TARGETS = ['linux-x64', 'linux-x64-musl', 'linux-arm64', 'linux-arm64-musl'];
+const DEFAULT_TARGETS = Object.keys(TARGETS);
 
-const require = createRequire(import.meta.url);
 const root = resolve(dirname(new URL(import.meta.url).pathname), '..');
-const bunVersion = JSON.parse(readFileSync(require.resolve('bun/package.json'), 'utf8')).version;
+export const SHIM_SRC = join(root, 'shim');
 
-/** The bun that compiles: the devDependency's binary for this machine. */
-function hostBun() {
-  const arch = process.arch === 'arm64' ? 'aarch64' : process.arch;
-  for (const pkg of [`@oven/bun-linux-${arch}`, `@oven/bun-linux-${arch}-baseline`]) {
-    try {
-      const bin = join(dirname(require.resolve(`${pkg}/package.json`)), 'bin', 'bun');
-      if (existsSync(bin) && statSync(bin).size > 1_000_000) return bin;
-    } catch {
-      /* not installed */
-    }
-  }
-  const wrapper = join(dirname(require.resolve('bun/package.json')), 'bin', 'bun.exe');
-  if (existsSync(wrapper) && statSync(wrapper).size > 1_000_000) return wrapper;
-  throw new Error('no Bun binary in node_modules; run npm ci');
-}
+/** The flags of every shipped shim: no build paths in it, no symbol table or DWARF. */
+export const GO_BUILD_FLAGS = ['-trimpath', '-ldflags', '-s -w'];
 
-/** The target's Bun runtime, from its npm package (same version as the compiler). */
-function targetRuntime(pkg) {
-  const cache = join(root, 'node_modules', '.cache', 'steward-bun-targets', `${pkg.replace('/', '+')}@${bunVersion}`);
-  const bin = join(cache, 'package', 'bin', 'bun');
-  if (existsSync(bin)) return bin;
-  rmSync(cache, { recursive: true, force: true });
-  mkdirSync(cache, { recursive: true });
-  const out = execFileSync('npm', ['pack', '--silent', '--pack-destination', cache, `${pkg}@${bunVersion}`], {
-    encoding: 'utf8',
-  })
-    .trim()
-    .split('\n')
-    .pop();
-  execFileSync('tar', ['-xzf', join(cache, out), '-C', cache]);
-  rmSync(join(cache, out));
-  if (!existsSync(bin)) throw new Error(`${pkg}@${bunVersion} has no package/bin/bun`);
-  chmodSync(bin, 0o755);
-  return bin;
-}
+/** What to do when Go is missing, in one line. */
+export const GO_MISSING =
+  "Go is missing: the shim (dist/steward) is not built; install Debian's golang-go as root (apt-get install --no-install-recommends golang-go) or Go 1.19+ from https://go.dev/dl/, then run npm run build again";
 
-function hostTargets() {
-  const arch = process.arch === 'arm64' ? 'arm64' : 'x64';
-  return [`linux-${arch}`, `linux-${arch}-musl`];
+/** The `go` command, or undefined when there is none. */
+export function goCommand() {
+  const r = spawnSync('go', ['version'], { encoding: 'utf8' });
+  return r.status === 0 ? 'go' : undefined;
 }
 
 /**
- * The compile flags of every shipped shim (dist/steward and dist/shims/*). Measured one by one
- * against curl in docs/performance.md ("The shim call", `bench/tools/shim-variants.ts`): only
- * --bytecode changes the time per call (without it every start parses the bundle); --format=cjs,
- * --minify, --compile-exec-argv=--smol and --compile-jit-policy are within the noise. The two
- * --no-compile-autoload-* flags keep the shim from reading bunfig.toml (its `preload` scripts) and
- * .env from the working directory the runtime runs it in (test/integration/shim-targets.test.ts).
+ * Builds the shim (or another Go main package: `src`, as the bench's floor programs) for `target`
+ * into `out` with `flags` (default GO_BUILD_FLAGS); written to a temp name and renamed, so `out` is
+ * never half-written.
  */
-export const COMPILE_FLAGS = [
-  '--bytecode',
-  '--format=esm',
-  '--minify',
-  '--no-compile-autoload-bunfig',
-  '--no-compile-autoload-dotenv',
-];
-
-/**
- * Compiles `entry` (a bundled .mjs) into a self-contained executable for `target` with `flags`
- * (default COMPILE_FLAGS); written to a temp name and renamed, so `out` is never half-written.
- */
-export function compileFor(target, entry, out, flags = COMPILE_FLAGS) {
+export function compileFor(target, out, flags = GO_BUILD_FLAGS, src = SHIM_SRC) {
   const t = TARGETS[target];
   if (!t) throw new Error(`unknown target ${target}; known: ${Object.keys(TARGETS).join(', ')}`);
+  const go = goCommand();
+  if (!go) throw new Error(GO_MISSING);
   mkdirSync(dirname(out), { recursive: true });
   const tmp = `${out}.tmp`;
-  execFileSync(
-    hostBun(),
-    [
-      'build',
-      '--compile',
-      `--target=${t.bunTarget}`,
-      `--compile-executable-path=${targetRuntime(t.pkg)}`,
-      ...flags,
-      entry,
-      '--outfile',
-      tmp,
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+  rmSync(tmp, { force: true });
+  execFileSync(go, ['build', ...flags, '-o', tmp, '.'], {
+    cwd: src,
+    env: { ...process.env, CGO_ENABLED: '0', GOOS: t.goos, GOARCH: t.goarch, GOPROXY: 'off', GOFLAGS: '' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   renameSync(tmp, out);
   return out;
 }
 
+/** This machine's target. */
+export function hostTarget() {
+  return `linux-${process.arch === 'arm64' ? 'arm64' : 'x64'}`;
+}
+
 export function buildShim(target, outDir) {
-  const bundle = join(root, 'shim', 'dist', 'steward-bun.mjs');
-  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run npm run build first`);
-  const out = compileFor(target, bundle, join(outDir, `steward-${target}`));
-  const file = execFileSync('file', ['-b', out], { encoding: 'utf8' }).trim();
+  const out = compileFor(target, join(outDir, `steward-${target}`));
+  let file = '';
+  try {
+    file = execFileSync('file', ['-b', out], { encoding: 'utf8' }).trim();
+  } catch {
+    /* no file(1) */
+  }
   return { target, path: out, bytes: statSync(out).size, file };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { targets: { type: 'string' }, out: { type: 'string' } } });
-  const targets =
-    values.targets === 'host' ? hostTargets() : values.targets ? values.targets.split(',') : DEFAULT_TARGETS;
-  const outDir = resolve(values.out ?? join(root, 'dist', 'shims'));
-  for (const target of targets) console.log(JSON.stringify(buildShim(target, outDir)));
+  const { values } = parseArgs({
+    options: { targets: { type: 'string' }, out: { type: 'string' }, local: { type: 'boolean' } },
+  });
+  if (values.local) {
+    if (!goCommand()) {
+      console.log(`build: ${GO_MISSING}`);
+      process.exit(0);
+    }
+    compileFor(hostTarget(), join(root, 'dist', 'steward'));
+  } else {
+    const targets =
+      values.targets === 'host' ? [hostTarget()] : values.targets ? values.targets.split(',') : DEFAULT_TARGETS;
+    const outDir = resolve(values.out ?? join(root, 'dist', 'shims'));
+    for (const target of targets) console.log(JSON.stringify(buildShim(target, outDir)));
+  }
 }

@@ -31,6 +31,11 @@ if [ "$(id -u)" != 0 ]; then
   npm run typecheck
   npm run lint
   npm run test:unit
+  if command -v go >/dev/null 2>&1; then
+    npm run test:go
+  else
+    echo "test: SKIPPED test:go: Go is missing (golang-go; setup.sh installs it as root)" >&2
+  fi
   root_suites_skipped
   exit 0
 fi

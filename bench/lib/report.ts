@@ -45,7 +45,10 @@ export interface BenchResults {
   /** Uncommitted changes (tracked or untracked, not ignored) in the tree that was benchmarked. */
   dirty: boolean;
   node: string;
-  bun: string;
+  /** The Go toolchain that built the shim (`go version`'s version). */
+  go?: string;
+  /** Runs from before the Go shim: the Bun that compiled the shim then. */
+  bun?: string;
   machine: { cpuModel: string; cores: number; kernel: string; memMiB: number };
   /**
    * 1-minute load average: before the first benchmark, sampled every 5 s during (the run's own

@@ -47,7 +47,7 @@ export function describe(res: BenchResults): string {
     `${scope} on ${res.date.slice(0, 16).replace('T', ' ')} UTC, commit ${res.commit}` +
     `${res.dirty ? ' (with uncommitted changes)' : ''}, scale ${res.scale}, ${res.seconds} s; ` +
     `${res.machine.cores} cores (${res.machine.cpuModel}), ${res.machine.memMiB} MiB, Linux ${res.machine.kernel}; ` +
-    `node ${res.node}, bun ${res.bun}; shim ${res.shim}. ` +
+    `node ${res.node}, ${res.go !== undefined ? `go ${res.go}` : `bun ${res.bun ?? '?'} (a run of the former Bun shim)`}; shim ${res.shim}. ` +
     `Load average (1 min): ${l.before} before, ${l.during.mean} mean / ${l.during.max} max during ` +
     `(${l.during.samples} samples, the run's own processes included), ${l.after} after; ` +
     `other processes' CPU during the run: ${l.otherCores ?? '?'} cores: ` +

@@ -91,7 +91,7 @@ export const RUN_USAGE = `usage: stewardd run [options]
                            primary's version back)
   --shim PATH              this stewardd's own shim; with --cni-conf-dir, /readyz fails while the shim install
                            recorded in the CNI bin dir is another build (default: as stewardd install's --shim)
-  --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
+  --shim-libc glibc|musl   accepted for older manifests; the static shim runs on either (default glibc)
   --uninstall-on-delete auto|always|never
                            on SIGTERM, uninstall from the node? auto (default): only if the API server says this
                            pod's DaemonSet is gone or being deleted; never without a service-account token

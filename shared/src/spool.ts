@@ -1,12 +1,17 @@
 // Writing a DEL to the spool: temp file, fsync, rename, fsync of the dir, so the daemon never
-// ingests a half-written request and a crash never loses a written one. The shim spools when the
-// daemon is down; the daemon spools DELs itself when its journal is corrupt (routes/degraded.ts), in the
-// same format, so that one ingest path (daemon/src/engine/spool.ts ingestSpool) reads both.
-// No node:crypto import: the shim bundles this module, and loading node:crypto costs the
-// Bun-compiled shim ~3.5 ms CPU per call (docs/performance.md, "The shim call"); the Web Crypto
-// global gives the four random bytes without it. node:fs is loaded only when a DEL is spooled
-// (process.getBuiltinModule, which a bundler leaves in place): imported at the top, it costs the
-// Bun-compiled shim ~2 ms CPU on every call.
+// ingests a half-written request and a crash never loses a written one. The daemon spools DELs
+// itself with this writer when its journal is corrupt (routes/degraded.ts); the shim (Go,
+// shim/spool.go) spools when the daemon is down, in the same format, so that one ingest path
+// (daemon/src/engine/spool.ts ingestSpool) reads both. The format is described once, in
+// shared/vectors/spool.json; both writers and SPOOL_NAME are tested against it.
+// (No node:crypto and a lazily loaded node:fs: this module was bundled into the former TypeScript
+// shim, where each import cost a share of every call.)
+
+/**
+ * A spool file's name: <ms since the epoch, 15 digits>-<container id>-<8 hex digits>.json
+ * (shared/vectors/spool.json namePattern); the ingest reads only these.
+ */
+export const SPOOL_NAME = /^(\d{15})-(.+)-[0-9a-f]{8}\.json$/;
 
 function randomHex(bytes: number): string {
   return Array.from(globalThis.crypto.getRandomValues(new Uint8Array(bytes)), (b) =>

@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { CNI_ROUTE } from '@cni-steward/shared';
-import { postUnix } from '../../shim/src/client.js';
 import { Daemon } from '../helpers/daemon.js';
+import { postUnix } from '../helpers/unix-post.js';
 import { TestEnv, SYSTEM_CNI_BIN } from '../helpers/env.js';
 import { delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 

@@ -1,5 +1,4 @@
-// The single-executable shim dist/steward (Bun-compiled, fetch over the Unix socket) on a host
-// with no Node.js at all: a real ADD/DEL with bridge + host-local in a netns, and the
+// The shim dist/steward (Go, static) on a host with no Node.js at all: a real ADD/DEL with bridge + host-local in a netns, and the
 // daemon-unreachable paths that depend on its transport (code 11 for ADD, spooled DEL).
 
 import { after, before, describe, it } from 'node:test';

@@ -192,7 +192,7 @@ describe('shim request bounds', () => {
     const conf = stewardConf(join(env.dir, 'none', 'run', 's.sock'), '1.1.0', [
       delegate('n', '1.1.0', [fixturePlugin(join(env.dir, 'open-fx'))]),
     ]);
-    // bin/steward (Node) always; dist/steward (the Bun-compiled build of the same code) when built.
+    // bin/steward (the checkout's wrapper, which execs dist/steward) and dist/steward itself.
     const shims = [SHIM, join(REPO, 'dist/steward')].filter((f) => existsSync(f));
     for (const file of shims) {
       const t0 = performance.now();

@@ -1,11 +1,13 @@
 // Shim/daemon version skew with a real older build: the last commit before the protocol version
 // existed is checked out in a git worktree, built (tsc -b), and its shim and stewardd run against
 // today's stewardd and shim. Either way the answer is a CNI error naming both versions, never a result.
+// That release's shim was TypeScript: it runs here under Node from its tsc output (shim/dist/main.js),
+// the same code its bundle held. Today's shim is the Go binary (bin/steward runs dist/steward).
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, SYSTEM_CNI_BIN, TestEnv, fixtureCalls } from '../helpers/env.js';
@@ -14,6 +16,7 @@ import { SHIM, cniEnv, execPlugin } from '../helpers/shim.js';
 
 const env = new TestEnv('version-skew');
 const old = join(env.dir, 'old');
+const oldShim = join(env.dir, 'old-steward');
 let oldDaemon: Daemon;
 let newDaemon: Daemon;
 
@@ -33,7 +36,14 @@ before(async () => {
   }
   for (const w of ['shared', 'daemon', 'shim']) symlinkSync(join(old, w), join(old, 'node_modules', '@cni-steward', w));
   execFileSync(process.execPath, [join(REPO, 'node_modules/typescript/bin/tsc'), '-b', 'shim', 'daemon'], { cwd: old });
-  execFileSync(process.execPath, ['scripts/bundle-shim.mjs'], { cwd: old });
+  // Its bin/steward ran a bundle made with Bun and esbuild; its tsc output is the same program.
+  writeFileSync(
+    oldShim,
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(old, 'shim/dist/main.js'))}\n`,
+    {
+      mode: 0o755,
+    },
+  );
   oldDaemon = new Daemon(env, { name: 'old-daemon', exe: join(old, 'bin/stewardd') });
   newDaemon = new Daemon(env, { name: 'new-daemon' });
   await oldDaemon.start();
@@ -53,7 +63,7 @@ function call(shim: string, daemon: Daemon, command: string, cid: string, fx: st
 describe('shim and stewardd from different releases', { timeout: 600_000 }, () => {
   it("the previous release's shim against today's stewardd: code 108 naming protocols 1 and 2, nothing run", async () => {
     const fx = join(env.dir, 'fx-old-shim');
-    const r = await call(join(old, 'bin/steward'), newDaemon, 'ADD', 'old-shim', fx);
+    const r = await call(oldShim, newDaemon, 'ADD', 'old-shim', fx);
     assert.equal(r.code, 1, r.stdout);
     assert.equal(r.json.code, 108);
     assert.match(r.json.msg, /shim speaks protocol 1 .*stewardd speaks protocol 2.*roll the stewardd DaemonSet/);

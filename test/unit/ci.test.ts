@@ -33,17 +33,19 @@ describe('CI', () => {
     }
   });
 
-  it('npm test builds first (tsc, the shim bundle and dist/steward), then runs the suites', () => {
+  it('npm test builds first (tsc and the Go shim dist/steward), then runs the suites, go test among them', () => {
     const scripts = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).scripts as Record<string, string>;
     const steps = scripts.test!.split('&&').map((s) => s.trim());
     assert.equal(steps[0], 'npm run build');
     assert.match(scripts.build!, /tsc -b/);
-    assert.match(scripts.build!, /scripts\/bundle-shim\.mjs/);
-    const bundler = readFileSync(join(REPO, 'scripts/bundle-shim.mjs'), 'utf8');
-    assert.match(bundler, /outfile: 'shim\/dist\/steward\.mjs'/);
-    assert.match(bundler, /'--outfile', 'dist\/steward'/);
-    for (const suite of ['test:unit', 'test:integration', 'test:e2e'])
+    assert.match(scripts.build!, /scripts\/build-shims\.mjs --local/);
+    const builder = readFileSync(join(REPO, 'scripts/build-shims.mjs'), 'utf8');
+    assert.match(builder, /join\(root, 'dist', 'steward'\)/);
+    assert.match(builder, /CGO_ENABLED: '0'/);
+    for (const suite of ['test:unit', 'test:go', 'test:integration', 'test:e2e'])
       assert.ok(steps.indexOf(`npm run ${suite}`) > 0, suite);
+    assert.match(scripts['test:go']!, /scripts\/test-go\.sh/);
+    assert.match(scripts.lint!, /scripts\/lint-go\.sh/);
   });
 
   describe('scripts/test.sh as a user who is not root', () => {

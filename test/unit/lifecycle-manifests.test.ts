@@ -138,7 +138,8 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
     const cfg = parseInstallConfig(argsOf(init).slice(1));
     assert.deepEqual(cfg, parseInstallConfig([]));
     assert.equal(cfg.shimLibc, 'glibc');
-    assert.match(parseInstallConfig(['--shim-libc', 'musl']).shim, /shims\/steward-linux-(x64|arm64)-musl$/);
+    // The static shim runs on either libc: --shim-libc musl names the same file as glibc.
+    assert.equal(parseInstallConfig(['--shim-libc', 'musl']).shim, cfg.shim);
     assert.throws(() => parseInstallConfig(['--shim-libc', 'uclibc']), /--shim-libc "uclibc" is not glibc or musl/);
     assert.equal(cfg.socket, parseRunConfig(argsOf(main).slice(1)).socket);
     for (const p of [cfg.cniBinDir, cfg.cniConfDir, cfg.stateDir])
@@ -214,17 +215,17 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
       /^ENTRYPOINT \["\/usr\/bin\/tini", "-s", "--", "node", "\/app\/daemon\/dist\/main\.js"\]$/m,
     );
     assert.match(dockerfile, /^COPY --from=build \/src\/bin\/stewardd bin\/$/m);
-    assert.match(dockerfile, /^COPY --from=build \/src\/dist\/shims\/ dist\/shims\/$/m);
+    assert.match(dockerfile, /^COPY --from=shim \/src\/dist\/shims\/ dist\/shims\/$/m);
+    assert.match(dockerfile, /apt-get install -y --no-install-recommends golang-go/);
     assert.match(dockerfile, /node scripts\/build-shims\.mjs --targets host/);
-    // A tree that carries dist/shims (the image): install copies the shim for its CPU and --shim-libc.
+    // A tree that carries dist/shims (the image): install copies the shim for its CPU, whatever the libc.
     const dist = mkdtempSync(join(tmpdir(), 'stw-dist-'));
     try {
       mkdirSync(join(dist, 'shims'));
-      for (const f of ['steward-linux-x64', 'steward-linux-arm64-musl']) writeFileSync(join(dist, 'shims', f), '');
+      for (const f of ['steward-linux-x64', 'steward-linux-arm64']) writeFileSync(join(dist, 'shims', f), '');
       assert.equal(defaultShim('glibc', 'x64', dist), join(dist, 'shims/steward-linux-x64'));
-      assert.equal(defaultShim('musl', 'arm64', dist), join(dist, 'shims/steward-linux-arm64-musl'));
-      // musl never falls back to the checkout's glibc build: install then says the file is missing.
-      assert.equal(defaultShim('musl', 'x64', dist), join(dist, 'shims/steward-linux-x64-musl'));
+      assert.equal(defaultShim('musl', 'x64', dist), join(dist, 'shims/steward-linux-x64'));
+      assert.equal(defaultShim('musl', 'arm64', dist), join(dist, 'shims/steward-linux-arm64'));
     } finally {
       rmSync(dist, { recursive: true, force: true });
     }

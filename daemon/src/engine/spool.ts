@@ -23,7 +23,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { MAX_REQUEST_BYTES, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
+import { MAX_REQUEST_BYTES, SPOOL_NAME, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
 
 /** A spooled request is at most a netconf plus its CNI_* envelope. */
@@ -90,8 +90,9 @@ function existsOrLink(p: string): boolean {
   }
 }
 
-/** Names the shim's spoolRequest (shared/src/spool.ts) gives: time, first 64 chars of the container id, random. */
-const SPOOL_NAME = /^(\d{15})-(.+)-[0-9a-f]{8}\.json$/;
+// Spool file names are SPOOL_NAME (shared/src/spool.ts): the one format both writers use, the Go
+// shim's and spoolRequest, described in shared/vectors/spool.json: time, first 64 chars of the
+// container id, random.
 
 /** How many entries one batch reads, and how many bytes of requests it holds at most. */
 const BATCH_FILES = 256;

@@ -18,9 +18,9 @@ const LIFECYCLE_PATHS = `  --cni-bin-dir DIR        CNI plugin dir the runtime s
 export const INSTALL_USAGE = `usage: stewardd install [options]
   copies the steward shim into the CNI bin dir and writes 00-steward.conflist wrapping the primary network
 ${LIFECYCLE_PATHS}
-  --shim PATH              the single-executable shim to copy (default: the one for this CPU and
-                           --shim-libc under ${join(DIST, 'shims')}, else ${DEFAULT_SHIM})
-  --shim-libc glibc|musl   the host's C library, which picks the default --shim (default glibc)
+  --shim PATH              the static shim binary to copy (default: the one for this CPU
+                           under ${join(DIST, 'shims')}, else ${DEFAULT_SHIM})
+  --shim-libc glibc|musl   accepted for older manifests; the static shim runs on either (default glibc)
   --socket PATH            daemon socket written into the conflist (default ${DEFAULT_SOCKET})
   --spool-dir DIR          spool dir written into the conflist (default <state-dir>/spool)
   --force                  overwrite files at our paths that stewardd did not write

@@ -38,8 +38,9 @@ export function parseCniEnv(env: EnvSource): CniEnv {
   }
   for (const name of ['CNI_CONTAINERID', 'CNI_NETNS', 'CNI_IFNAME', 'CNI_ARGS', 'CNI_PATH'] as const) {
     if (CONTROL_RE.test(env[name] ?? '')) problems.push(`${name} contains control characters`);
-    // Node and Bun decode the environment as UTF-8 and put U+FFFD for bytes that are not: the
-    // value is no longer what the runtime sent (two ifnames would become one attachment key).
+    // Node decodes the environment as UTF-8 and puts U+FFFD for bytes that are not: the value is no
+    // longer what the runtime sent (two ifnames would become one attachment key). The Go shim
+    // (shim/env.go) refuses the same bytes before they are sent.
     if ((env[name] ?? '').includes('\uFFFD')) problems.push(`${name} is not valid UTF-8`);
   }
   const containerId = env.CNI_CONTAINERID ?? '';

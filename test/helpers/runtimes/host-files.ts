@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import { REPO } from '../env.js';
 
 /**
- * The shim a runtime should execute: the self-contained dist/steward when it exists, else bin/steward
- * (a Node script; STEWARD_E2E_SHIM=bin/steward forces it, to compare the two).
+ * The shim a runtime should execute: the Go binary dist/steward when it exists, else bin/steward (the
+ * checkout's wrapper, which execs dist/steward or answers that it is not built; STEWARD_E2E_SHIM=bin/steward
+ * forces it).
  */
 export function shimExecutable(): { path: string; kind: 'dist/steward' | 'bin/steward' } {
   const dist = join(REPO, 'dist/steward');

@@ -1,6 +1,6 @@
-// One HTTP/1.1 request over a Unix socket, written by hand on node:net: the shim lives for one
-// CNI call, and node:http's agent or undici cost more to load than the whole call (see
-// shared/shim-startup.md in the design notes). Kept to one function so a build may swap it.
+// One HTTP/1.1 request over a Unix socket, written by hand on node:net, as the shim writes it
+// (shim/client.go): tests that attack stewardd's socket send exactly the shim's request, hints
+// and all, without a shim process. (This was the TypeScript shim's client.)
 
 import { connect } from 'node:net';
 

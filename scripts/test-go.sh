@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The Go shim's tests (npm run test:go): go vet, go test (the contract's vectors in shared/vectors/,
+# the unit tests, the fuzz targets' seed corpus) with its coverage, then a short run of each fuzz
+# target (FUZZ_GO_SECONDS each, default 20, 10 and 10: about 45 s together with the rest).
+# `npm run fuzz:go` runs them longer (FUZZ_GO_SECONDS=300 each by default).
+set -euo pipefail
+cd "$(dirname "$0")/../shim"
+if ! command -v go >/dev/null 2>&1; then
+  echo "test:go: FAILED: Go is missing; install Debian's golang-go as root (apt-get install --no-install-recommends golang-go) or Go 1.19+ from https://go.dev/dl/" >&2
+  exit 1
+fi
+export CGO_ENABLED=0 GOPROXY=off GOFLAGS=
+go vet ./...
+go test -count=1 -cover ./...
+call=${FUZZ_GO_SECONDS:-20}
+answer=${FUZZ_GO_SECONDS:-10}
+# -parallel 1: one fuzzing worker; the machines this runs on have two cores and other work.
+go test -run '^$' -fuzz '^FuzzCall$' -fuzztime "${call}s" -parallel 1 .
+go test -run '^$' -fuzz '^FuzzParseResponse$' -fuzztime "${answer}s" -parallel 1 .
+go test -run '^$' -fuzz '^FuzzTopLevel$' -fuzztime "${answer}s" -parallel 1 .

@@ -1,0 +1,3 @@
+module cni-steward/shim
+
+go 1.19
