@@ -199,6 +199,12 @@ func answer(in input, send sender, spool spooler) ([]byte, int) {
 				return nil, 0
 			}
 		}
+		// An older stewardd carried the ADD out (its delegates allocated) before its answer showed
+		// the skew: the runtime is told the ADD failed and sends no DEL after that (containerd
+		// 1.6.37+, 1.7.23+, 2.x), so the shim undoes it itself before answering.
+		if ce.command == "ADD" && r.status == 200 {
+			skew.Msg += "; " + undoSkewedAdd(wire, conf, socket, spoolDir, ce.containerID, send, spool, in.elapsed)
+		}
 		return fail(skew)
 	}
 	if r.status == 200 {
@@ -215,6 +221,29 @@ func answer(in input, send sender, spool spooler) ([]byte, int) {
 	}
 	return fail(&cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
 		Details: firstChars(string(r.body), 200)})
+}
+
+// undoSkewedAdd sends the DEL of an ADD an older stewardd served (within the DEL's own bound, as
+// the runtime would have sent it), or spools it when that DEL gets no 200; it says which.
+func undoSkewedAdd(wire env, conf *netconf, socket, spoolDir, containerID string, send sender, spool spooler,
+	elapsed func() time.Duration) string {
+	del := env{}
+	for k, v := range wire {
+		del[k] = v
+	}
+	del["CNI_COMMAND"] = "DEL"
+	body, err := requestBody(del, conf)
+	if err != nil {
+		return "its ADD could not be undone: " + err.Error()
+	}
+	b, _ := commandBound("DEL", nil, elapsed())
+	if r, err := send(socket, cniRoute, body, b.remaining, hintHeaders(del, conf)); err == nil && r.status == 200 {
+		return "the ADD it carried out was undone (DEL answered)"
+	}
+	if _, serr := spool(spoolDir, containerID, body); serr != nil {
+		return "its ADD could not be undone (the DEL failed and could not be spooled: " + serr.Error() + ")"
+	}
+	return "the ADD it carried out is undone by a spooled DEL when stewardd next starts"
 }
 
 // firstChars: the first n characters of s.

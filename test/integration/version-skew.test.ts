@@ -72,16 +72,27 @@ describe('shim and stewardd from different releases', { timeout: 600_000 }, () =
     assert.match(m.text, /steward_version_skew_seen_total\{shim_protocol="1"\} [1-9]/);
   });
 
-  it("today's shim against the previous release's stewardd: code 108 for ADD, 50 for STATUS, naming both", async () => {
+  it("today's shim against the previous release's stewardd: code 108 for ADD (what it allocated undone), 50 for STATUS, naming both", async () => {
     const fx = join(env.dir, 'fx-new-shim');
     const add = await call(SHIM, oldDaemon, 'ADD', 'new-shim', fx);
     assert.equal(add.code, 1, add.stdout);
     assert.equal(add.json.code, 108);
     assert.match(
       add.json.msg,
-      /this shim speaks protocol 2, stewardd .* speaks protocol 1 .*roll the stewardd DaemonSet/,
+      /this shim speaks protocol 2, stewardd .* speaks protocol 1 .*roll the stewardd DaemonSet.*the ADD it carried out was undone/,
     );
     assert.equal(add.json.ips, undefined, 'no result printed');
+    // The previous stewardd ran the delegate's ADD before its answer showed the skew; the runtime,
+    // told the ADD failed, sends no DEL: the shim's own DEL undid it, so nothing stays allocated.
+    assert.deepEqual(
+      fixtureCalls(fx).map((l) => l.split(' ')[0]),
+      ['ADD', 'DEL'],
+    );
+    const left = (await oldDaemon.get('/v1/attachments?containerId=new-shim')).json as Array<{ state: string }>;
+    assert.deepEqual(
+      left.map((a) => a.state),
+      ['deleted'],
+    );
     const status = await call(SHIM, oldDaemon, 'STATUS', '', fx);
     assert.equal(status.json.code, 50, status.stdout);
     assert.match(status.json.msg, /version skew/);
