@@ -41,6 +41,8 @@ export interface ExecOptions {
   args?: string[];
   /** Kill the process after this long (ms); it then reports the signal. */
   timeoutMs?: number;
+  /** Told the pid once the process exists. */
+  onSpawn?: (pid: number) => void;
 }
 
 /**
@@ -56,9 +58,10 @@ export function execPlugin(
   stdin: string | Buffer,
   opts: string[] | ExecOptions = {},
 ): Promise<ShimAnswer & { stderr: string; signal: NodeJS.Signals | null }> {
-  const { args = [], timeoutMs } = Array.isArray(opts) ? { args: opts } : opts;
+  const { args = [], timeoutMs, onSpawn } = Array.isArray(opts) ? { args: opts } : opts;
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    if (onSpawn) child.once('spawn', () => child.pid !== undefined && onSpawn(child.pid));
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
@@ -93,10 +96,12 @@ export function execPlugin(
   });
 }
 
-export function shim(call: ShimCall, conf: unknown): Promise<ShimAnswer> {
+/** `onSpawn` is told the shim's pid as soon as it runs (bounds measured from its own start). */
+export function shim(call: ShimCall, conf: unknown, onSpawn?: (pid: number) => void): Promise<ShimAnswer> {
   return execPlugin(
     SHIM,
     cniEnv(call),
     typeof conf === 'string' || Buffer.isBuffer(conf) ? conf : JSON.stringify(conf),
+    onSpawn ? { onSpawn } : {},
   );
 }

@@ -7,7 +7,7 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { corruptJournal } from '../helpers/sqlite.js';
@@ -20,13 +20,34 @@ const env = new TestEnv('shim-bounds');
 after(() => env.close());
 
 const STATUS_ENV = { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
-/** The issue's bound for STATUS, exec included. */
+/** design.md's bound for STATUS, exec included: measured from this process's spawn. */
 const STATUS_LIMIT_MS = 1000;
+/**
+ * The shim's own STATUS bound (750 ms) counts from its own start: measured from the process's start
+ * time in /proc (clock ticks: 10 ms here), plus that tick and the exit.
+ */
+const STATUS_OWN_LIMIT_MS = 750 + 60;
+const TICK_MS = 1000 / 100; // getconf CLK_TCK: 100 on Linux
 
-async function timed(call: ShimCall, conf: unknown): Promise<ShimAnswer & { ms: number }> {
+/** Seconds since boot (/proc/uptime), and a process's start in the same clock (/proc/PID/stat field 22). */
+const uptimeMs = () => Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 1000;
+function startedMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) * TICK_MS;
+  } catch {
+    return undefined; // already gone
+  }
+}
+
+/** A shim call timed both ways: `ms` from the spawn, `ownMs` from the shim process's own start. */
+async function timed(call: ShimCall, conf: unknown): Promise<ShimAnswer & { ms: number; ownMs: number }> {
   const t0 = performance.now();
-  const res = await shim(call, conf);
-  return { ...res, ms: performance.now() - t0 };
+  let started: number | undefined;
+  const res = await shim(call, conf, (pid) => (started = startedMs(pid)));
+  const ms = performance.now() - t0;
+  const ownMs = started === undefined ? ms : uptimeMs() - started;
+  return { ...res, ms, ownMs };
 }
 
 /** A Unix socket that accepts every connection and never answers (a frozen or stuck daemon). */
@@ -78,6 +99,7 @@ describe('shim request bounds', () => {
     assert.equal(res.json.code, 50);
     assert.match(res.json.msg, /unreachable/);
     assert.ok(res.ms < STATUS_LIMIT_MS, `STATUS took ${res.ms} ms`);
+    assert.ok(res.ownMs <= STATUS_OWN_LIMIT_MS, `STATUS took ${res.ownMs} ms from the shim's own start`);
   });
 
   it('a socket that accepts and never answers: STATUS 50 within 1 s, ADD/CHECK 11 naming their bound, DEL spooled', async () => {
@@ -94,6 +116,7 @@ describe('shim request bounds', () => {
     assert.equal(st.json?.code, 50, st.stdout);
     assert.match(st.json.msg, /no answer within the STATUS bound of \d+ ms/);
     assert.ok(st.ms <= STATUS_LIMIT_MS, `STATUS took ${st.ms} ms`);
+    assert.ok(st.ownMs <= STATUS_OWN_LIMIT_MS, `STATUS took ${st.ownMs} ms from the shim's own start`);
 
     const add = await timed({ command: 'ADD', containerId: 'fz', netns: '/proc/self/ns/net' }, conf);
     assert.equal(add.json?.code, 11, add.stdout);
@@ -138,6 +161,7 @@ describe('shim request bounds', () => {
     const frozen = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
     assert.equal(frozen.json?.code, 50, frozen.stdout);
     assert.ok(frozen.ms <= STATUS_LIMIT_MS, `STATUS took ${frozen.ms} ms`);
+    assert.ok(frozen.ownMs <= STATUS_OWN_LIMIT_MS, `STATUS took ${frozen.ownMs} ms from the shim's own start`);
     const del = await timed({ command: 'DEL', containerId: 'rc', netns }, conf);
     assert.equal(del.code, 0, del.stdout);
     assert.equal(spooled(daemon.spoolDir).length, 1);
@@ -230,6 +254,7 @@ describe('shim request bounds', () => {
     assert.equal(res.json?.code, 50, res.stdout);
     assert.match(res.json.msg, /degraded/);
     assert.ok(res.ms < STATUS_LIMIT_MS, `STATUS took ${res.ms} ms`);
+    assert.ok(res.ownMs <= STATUS_OWN_LIMIT_MS, `STATUS took ${res.ownMs} ms from the shim's own start`);
     await daemon.stop();
   });
 });
