@@ -4,7 +4,16 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO } from '../helpers/env.js';
@@ -51,24 +60,26 @@ describe('CI', () => {
   describe('scripts/test.sh as a user who is not root', () => {
     // The script decides before it installs anything, so only test.sh itself is needed: it runs from
     // a copy in a temp dir every user can read (the checkout's own path may not be).
-    const runAs = (env: Record<string, string>) => {
+    const runAs = (env: Record<string, string>, prepare?: (dir: string) => void) => {
       const dir = mkdtempSync(join(tmpdir(), 'stw-testsh-'));
       try {
         mkdirSync(join(dir, 'scripts'));
         copyFileSync(join(REPO, 'scripts/test.sh'), join(dir, 'scripts/test.sh'));
         chmodSync(dir, 0o755);
+        prepare?.(dir);
         const asRoot = process.getuid?.() === 0;
         // As root, drop to nobody; otherwise this process already is not root.
         const cmd = asRoot ? 'setpriv' : 'bash';
         const args = asRoot
           ? ['--reuid=nobody', '--regid=nogroup', '--clear-groups', 'bash', 'scripts/test.sh']
           : ['scripts/test.sh'];
-        return spawnSync(cmd, args, {
+        const r = spawnSync(cmd, args, {
           cwd: dir,
           encoding: 'utf8',
-          env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, ...env },
+          env: { PATH: `${join(dir, 'bin')}:${process.env.PATH ?? '/usr/bin:/bin'}`, HOME: dir, ...env },
           timeout: 30_000,
         });
+        return { ...r, npmLog: existsSync(join(dir, 'npm.log')) ? readFileSync(join(dir, 'npm.log'), 'utf8') : '' };
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
@@ -82,10 +93,24 @@ describe('CI', () => {
       assert.doesNotMatch(r.stdout, /setup:/, 'nothing is installed before the decision');
     });
 
-    it('without STEWARD_E2E_REQUIRE goes on to the root-free suites (stopped here by STEWARD_TEST_DECIDE_ONLY)', () => {
-      const r = runAs({ STEWARD_TEST_DECIDE_ONLY: '1' });
+    it('without STEWARD_E2E_REQUIRE runs the root-free suites (setup and npm stubbed: the npm calls are recorded) and names the ones it skipped', () => {
+      const r = runAs({}, (dir) => {
+        // setup.sh and node-env.sh as stubs, npm and node as recorders: the script's own flow is what runs.
+        writeFileSync(join(dir, 'scripts/setup.sh'), 'echo setup-stub\n');
+        writeFileSync(join(dir, 'scripts/node-env.sh'), 'steward_node_use() { :; }\n');
+        mkdirSync(join(dir, 'bin'));
+        writeFileSync(join(dir, 'bin/npm'), `#!/bin/sh\necho "$*" >> ${JSON.stringify(join(dir, 'npm.log'))}\n`, {
+          mode: 0o755,
+        });
+        writeFileSync(join(dir, 'bin/node'), '#!/bin/sh\necho v24.0.0-stub\n', { mode: 0o755 });
+        chmodSync(join(dir, 'scripts'), 0o777);
+        chmodSync(dir, 0o777);
+      });
       assert.equal(r.status, 0, r.stderr);
-      assert.match(r.stdout, /would run the whole suite/);
+      const calls = r.npmLog.trim().split('\n');
+      assert.deepEqual(calls.slice(0, 4), ['run build', 'run typecheck', 'run lint', 'run test:unit']);
+      assert.ok(!calls.some((c) => /test:integration|test:e2e|^test$/.test(c)), calls.join('; '));
+      assert.match(r.stderr, /SKIPPED test:integration and test:e2e/);
     });
   });
 });
