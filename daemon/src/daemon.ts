@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { Server as NetServer } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { createLogger } from './log.js';
+import { createLogger, type LogSink } from './log.js';
 import { type DaemonConfig } from './config.js';
 import { openJournal, startDegraded, type Journal } from './degraded.js';
 import type { RunningDaemon } from './running-daemon.js';
@@ -50,7 +50,11 @@ export function readBootId(file: string): string {
   return id;
 }
 
-export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
+export async function startDaemon(
+  cfg: DaemonConfig,
+  log: Logger = createLogger(cfg.logLevel),
+  logSink?: LogSink,
+): Promise<RunningDaemon> {
   const startedAt = Date.now();
   // STEWARD_TEST_CLOCK_OFFSET_MS shifts the wall clock of the retry schedule and the journal's
   // timestamps: for tests only (a clock step between two runs), read here and nowhere else. See
@@ -169,6 +173,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
+  if (logSink) metrics.setLogDropped(() => logSink.dropped);
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({
     engine,

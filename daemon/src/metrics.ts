@@ -158,8 +158,16 @@ export class Metrics {
     help: 'Whether the last audit pass succeeded: 1, or 0 when it failed or no container runtime answered (or none ran yet)',
     registers: [this.registry],
   });
+  /** Connections the socket's accept(2) failed for, by errno (EMFILE, ENFILE: out of descriptors). */
+  readonly acceptErrors = new Counter({
+    name: 'steward_accept_errors_total',
+    help: 'Connections to the CNI socket that accept(2) failed for, by errno (EMFILE/ENFILE: out of file descriptors)',
+    labelNames: ['errno'] as const,
+    registers: [this.registry],
+  });
   private readiness: () => boolean = () => false;
   private shimMismatch: () => number = () => 0;
+  private logDropped: () => number = () => 0;
 
   constructor(source: GaugeSource, opts: MetricsOptions = {}) {
     const now = opts.now ?? Date.now;
@@ -228,6 +236,15 @@ export class Metrics {
       "1 when the shim installed on the node is not this stewardd's own build (readiness fails until stewardd install)",
       (g) => g.set(this.shimMismatch()),
     );
+    const dropped: Counter = new Counter({
+      name: 'steward_log_lines_dropped_total',
+      help: 'Log lines dropped because stdout was not read (more than 4 MiB waiting): log.ts LogSink',
+      registers: [this.registry],
+      collect: () => {
+        dropped.reset();
+        dropped.inc(this.logDropped());
+      },
+    });
     const info = new Gauge({
       name: 'steward_build_info',
       help: 'Always 1; the version label says which stewardd runs',
@@ -246,11 +263,17 @@ export class Metrics {
     this.auditLastSuccess.set(0);
     this.coalescedDels.inc({ how: 'joined' }, 0);
     this.coalescedDels.inc({ how: 'tombstone' }, 0);
+    for (const errno of ['EMFILE', 'ENFILE']) this.acceptErrors.inc({ errno }, 0);
   }
 
   /** What steward_ready reports; until called, 0. */
   setReadiness(isReady: () => boolean): void {
     this.readiness = isReady;
+  }
+
+  /** What steward_log_lines_dropped_total reports (log.ts LogSink.dropped); until called, 0. */
+  setLogDropped(dropped: () => number): void {
+    this.logDropped = dropped;
   }
 
   /** What steward_installed_shim_mismatch reports (lifecycle/shim-check.ts); until called, 0. */
