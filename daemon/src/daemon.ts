@@ -27,7 +27,7 @@ import { CriRuntime } from './audit/cri.js';
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
-import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
+import { ConnectionGuard, listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
 import { VERSION } from './version.js';
 
@@ -119,14 +119,25 @@ export async function startDaemon(
     : undefined;
   // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
   const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
-  const extraListeners: NetServer[] = [];
+  const connectionGuard = new ConnectionGuard(
+    (why) => metrics.connectionsRefused.inc({ why }),
+    (refused, why) =>
+      log.error(
+        { refused, why, maxConnections: connectionGuard.maxConnections },
+        'connections to the socket closed at once for want of file descriptors (steward_connections_refused_total): raise the open files limit or find what holds them',
+      ),
+  );
+  // The listener serving the socket path now: the HTTP server's own, or the one a relisten made.
+  let listener: { close(): unknown } | undefined;
+  let relistened: NetServer | undefined;
   const selfCheck = new SelfCheck({
     dbPath: cfg.dbPath,
     log,
     socket: {
       path: cfg.socket,
       relisten: async () => {
-        extraListeners.push(await listenAgain(cfg.socket, app.server));
+        relistened = await listenAgain(cfg.socket, app.server, listener ?? app.server, connectionGuard);
+        listener = relistened;
       },
       onRelisten: (why) => metrics.socketRelistens.inc({ why }),
     },
@@ -201,7 +212,9 @@ export async function startDaemon(
   // Spooled DELs are drained after the socket opens (spool.ts); their containers wait for them.
   spool.scan();
 
+  connectionGuard.watch(app.server);
   await app.listen({ path: cfg.socket });
+  listener = app.server;
   restrictSocket(cfg.socket);
   selfCheck.start();
   shimCheck?.start();
@@ -227,9 +240,11 @@ export async function startDaemon(
       const afterClose = await onTermStep(cfg, reason, log);
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       // A pass in progress finishes (bounded by the same grace) before the journal closes under it.
+      // A relistened socket stops taking connections as the server's own would (app.close closes that one).
+      relistened?.close();
       await Promise.race([Promise.all([app.close(), auditor.stop()]), grace]);
       shimCheck?.stop();
-      for (const l of extraListeners) l.close();
+      connectionGuard.stop();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();

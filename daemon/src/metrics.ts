@@ -158,11 +158,11 @@ export class Metrics {
     help: 'Whether the last audit pass succeeded: 1, or 0 when it failed or no container runtime answered (or none ran yet)',
     registers: [this.registry],
   });
-  /** Connections the socket's accept(2) failed for, by errno (EMFILE, ENFILE: out of descriptors). */
-  readonly acceptErrors = new Counter({
-    name: 'steward_accept_errors_total',
-    help: 'Connections to the CNI socket that accept(2) failed for, by errno (EMFILE/ENFILE: out of file descriptors)',
-    labelNames: ['errno'] as const,
+  /** Connections to the CNI socket closed at once for want of file descriptors (socket.ts ConnectionGuard). */
+  readonly connectionsRefused = new Counter({
+    name: 'steward_connections_refused_total',
+    help: 'Connections to the CNI socket closed at once for want of file descriptors: past the cap kept below RLIMIT_NOFILE (fd_cap), or accept(2) failing (EMFILE, ENFILE)',
+    labelNames: ['why'] as const,
     registers: [this.registry],
   });
   private readiness: () => boolean = () => false;
@@ -263,7 +263,7 @@ export class Metrics {
     this.auditLastSuccess.set(0);
     this.coalescedDels.inc({ how: 'joined' }, 0);
     this.coalescedDels.inc({ how: 'tombstone' }, 0);
-    for (const errno of ['EMFILE', 'ENFILE']) this.acceptErrors.inc({ errno }, 0);
+    for (const why of ['fd_cap', 'EMFILE', 'ENFILE']) this.connectionsRefused.inc({ why }, 0);
   }
 
   /** What steward_ready reports; until called, 0. */
