@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import type { Server as NetServer } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
-import { createLogger } from './log.js';
+import { createLogger, type LogSink } from './log.js';
 import { type DaemonConfig } from './config.js';
 import { openJournal, startDegraded, type Journal } from './degraded.js';
 import type { RunningDaemon } from './running-daemon.js';
@@ -30,7 +30,7 @@ import { collectNodeAddresses, NET_FILES } from './audit/node-addresses.js';
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
-import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
+import { ConnectionGuard, listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership } from './store/owner.js';
 import { VERSION } from './version.js';
 
@@ -53,7 +53,11 @@ export function readBootId(file: string): string {
   return id;
 }
 
-export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(cfg.logLevel)): Promise<RunningDaemon> {
+export async function startDaemon(
+  cfg: DaemonConfig,
+  log: Logger = createLogger(cfg.logLevel),
+  logSink?: LogSink,
+): Promise<RunningDaemon> {
   const startedAt = Date.now();
   // STEWARD_TEST_CLOCK_OFFSET_MS shifts the wall clock of the retry schedule and the journal's
   // timestamps: for tests only (a clock step between two runs), read here and nowhere else. See
@@ -130,14 +134,25 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
     : undefined;
   // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
   const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
-  const extraListeners: NetServer[] = [];
+  const connectionGuard = new ConnectionGuard(
+    (why) => metrics.connectionsRefused.inc({ why }),
+    (refused, why) =>
+      log.error(
+        { refused, why, maxConnections: connectionGuard.maxConnections },
+        'connections to the socket closed at once for want of file descriptors (steward_connections_refused_total): raise the open files limit or find what holds them',
+      ),
+  );
+  // The listener serving the socket path now: the HTTP server's own, or the one a relisten made.
+  let listener: { close(): unknown } | undefined;
+  let relistened: NetServer | undefined;
   const selfCheck = new SelfCheck({
     dbPath: cfg.dbPath,
     log,
     socket: {
       path: cfg.socket,
       relisten: async () => {
-        extraListeners.push(await listenAgain(cfg.socket, app.server));
+        relistened = await listenAgain(cfg.socket, app.server, listener ?? app.server, connectionGuard);
+        listener = relistened;
       },
       onRelisten: (why) => metrics.socketRelistens.inc({ why }),
     },
@@ -195,6 +210,7 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
   );
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
+  if (logSink) metrics.setLogDropped(() => logSink.dropped);
   const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({
     engine,
@@ -232,7 +248,9 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
 
   // The conflist in step (its version above included) before the first request is served.
   watcher?.scan();
+  connectionGuard.watch(app.server);
   await app.listen({ path: cfg.socket });
+  listener = app.server;
   restrictSocket(cfg.socket);
   selfCheck.start();
   shimCheck?.start();
@@ -258,9 +276,11 @@ export async function startDaemon(cfg: DaemonConfig, log: Logger = createLogger(
       const afterClose = await onTermStep(cfg, reason, log);
       const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
       // A pass in progress finishes (bounded by the same grace) before the journal closes under it.
+      // A relistened socket stops taking connections as the server's own would (app.close closes that one).
+      relistened?.close();
       await Promise.race([Promise.all([app.close(), auditor.stop()]), grace]);
       shimCheck?.stop();
-      for (const l of extraListeners) l.close();
+      connectionGuard.stop();
       await scheduler.stop();
       await metricsListener?.close();
       executor.close();

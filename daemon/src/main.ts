@@ -1,6 +1,6 @@
 // The stewardd process: subcommand dispatch and signals. Everything else is in daemon.ts.
 
-import { createLogger } from './log.js';
+import { createDaemonLogger } from './log.js';
 import { parseProbeArgs, parseRunConfig, PROBE_USAGE, RUN_USAGE } from './config.js';
 import { INSTALL_USAGE, parseInstallConfig, parseUninstallConfig, UNINSTALL_USAGE } from './lifecycle/command-line.js';
 import { avoidExitHang } from '@cni-steward/shared';
@@ -31,10 +31,10 @@ async function main(argv: string[]): Promise<number> {
         return 0;
       }
       const cfg = parseRunConfig(rest);
-      const log = createLogger(cfg.logLevel);
+      const { log, sink } = createDaemonLogger(cfg.logLevel);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
       const { startDaemon } = await import('./daemon.js');
-      const daemon = await startDaemon(cfg, log);
+      const daemon = await startDaemon(cfg, log, sink);
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void daemon.close(sig));
       await daemon.closed;
       return 0;

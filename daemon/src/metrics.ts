@@ -205,8 +205,16 @@ export class Metrics {
     help: 'Whether the last audit pass succeeded: 1, or 0 when it failed or no container runtime answered (or none ran yet)',
     registers: [this.registry],
   });
+  /** Connections to the CNI socket closed at once for want of file descriptors (socket.ts ConnectionGuard). */
+  readonly connectionsRefused = new Counter({
+    name: 'steward_connections_refused_total',
+    help: 'Connections to the CNI socket closed at once for want of file descriptors: past the cap kept below RLIMIT_NOFILE (fd_cap), or accept(2) failing (EMFILE, ENFILE)',
+    labelNames: ['why'] as const,
+    registers: [this.registry],
+  });
   private readiness: () => boolean = () => false;
   private shimMismatch: () => number = () => 0;
+  private logDropped: () => number = () => 0;
 
   constructor(source: GaugeSource, opts: MetricsOptions = {}) {
     const now = opts.now ?? Date.now;
@@ -275,6 +283,15 @@ export class Metrics {
       "1 when the shim installed on the node is not this stewardd's own build (readiness fails until stewardd install)",
       (g) => g.set(this.shimMismatch()),
     );
+    const dropped: Counter = new Counter({
+      name: 'steward_log_lines_dropped_total',
+      help: 'Log lines dropped because stdout was not read (more than 4 MiB waiting): log.ts LogSink',
+      registers: [this.registry],
+      collect: () => {
+        dropped.reset();
+        dropped.inc(this.logDropped());
+      },
+    });
     const info = new Gauge({
       name: 'steward_build_info',
       help: 'Always 1; the version label says which stewardd runs',
@@ -294,6 +311,7 @@ export class Metrics {
     this.auditRuntimeDistrusted.set(0);
     this.coalescedDels.inc({ how: 'joined' }, 0);
     this.coalescedDels.inc({ how: 'tombstone' }, 0);
+    for (const why of ['fd_cap', 'EMFILE', 'ENFILE']) this.connectionsRefused.inc({ why }, 0);
   }
 
   /** What steward_ready reports; until called, 0. */
@@ -312,6 +330,11 @@ export class Metrics {
     if (c === undefined) return;
     const labels = { cni_version: c.cniVersion, mode: c.mode, runtime: c.runtime, status_asked: String(c.statusAsked) };
     this.conflistInfo.set(labels, 1);
+  }
+
+  /** What steward_log_lines_dropped_total reports (log.ts LogSink.dropped); until called, 0. */
+  setLogDropped(dropped: () => number): void {
+    this.logDropped = dropped;
   }
 
   /** What steward_installed_shim_mismatch reports (lifecycle/shim-check.ts); until called, 0. */

@@ -84,4 +84,32 @@ describe('GC and STATUS (CNI 1.1)', () => {
     assert.equal(fixtureCalls(fx, 'STATUS').length, before);
     await daemon.stop();
   });
+
+  it('STATUS single flight: concurrent STATUS requests after the cache expired run the delegate STATUS once and share its answer', async () => {
+    const daemon = await startDaemon('status-flight');
+    const statusBody = (conf: unknown) =>
+      JSON.stringify({ env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' }, config: conf });
+    const burst = async (conf: unknown, n: number) =>
+      Promise.all(Array.from({ length: n }, () => daemon.request('POST', '/v1/cni', statusBody(conf))));
+    for (const failStatus of [false, true]) {
+      const fx = join(env.dir, `flight-fx-${failStatus}`);
+      // The delegate's STATUS takes 300 ms, so every request of the burst arrives while it runs.
+      const conf = stewardConf(daemon.socket, '1.1.0', [
+        delegate(`flight${failStatus ? 'down' : 'up'}`, '1.1.0', [
+          fixturePlugin(fx, { sleepStatusMs: 300, failStatus }),
+        ]),
+      ]);
+      const first = await daemon.request('POST', '/v1/cni', statusBody(conf));
+      assert.equal(first.status, failStatus ? 503 : 200, first.text);
+      assert.equal(fixtureCalls(fx, 'STATUS').length, 1);
+      await new Promise((r) => setTimeout(r, 5300)); // past the cache's 5 s
+      const answers = await burst(conf, 60);
+      for (const a of answers) {
+        assert.equal(a.status, failStatus ? 503 : 200, a.text);
+        if (failStatus) assert.equal(a.json.code, 50);
+      }
+      assert.equal(fixtureCalls(fx, 'STATUS').length, 2, 'one delegate STATUS for the whole burst');
+    }
+    await daemon.stop();
+  });
 });

@@ -169,6 +169,49 @@ describe('the start-up spool drain', () => {
     assert.deepEqual(last, ['ADD one h', 'ADD two h', 'DEL two h', 'DEL one h']);
   });
 
+  test('a scheduler tick holding the spool dir through the start-up drain: the holds last until every spooled DEL is done', async () => {
+    // The engine faked: spooled DELs end when the test says. A tick's pass (ingestSpool) takes the
+    // spool dir first and runs the held container's spooled DEL; the start-up drain must not
+    // release the container before that DEL is done, however long the tick takes. (When that DEL
+    // sits in a later batch of the tick's pass than a slow one, nothing else orders the ADD after it.)
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    writeFileSync(join(dir, spoolName(t, 'reused', 1)), wire('DEL', 'reused'));
+    const pending: Array<{ id: string; done: () => void }> = [];
+    const fake = {
+      spoolHold: undefined as ((id: string) => Promise<void> | undefined) | undefined,
+      spooledDel: (r: { env: { containerId: string } }) =>
+        new Promise<string>((resolve) => pending.push({ id: r.env.containerId, done: () => resolve('') })),
+    };
+    const engine = fake as unknown as Parameters<typeof ingestSpool>[0];
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 1);
+    const hold = fake.spoolHold?.('reused');
+    assert.ok(hold, 'the container is held');
+    let released = false;
+    void hold.then(() => (released = true));
+    const tick = ingestSpool(engine, dir, silentLog);
+    assert.deepEqual(
+      pending.map((p) => p.id),
+      ['reused'],
+      "the tick's pass runs the spooled DEL",
+    );
+    let drained = false;
+    const started = drain.start().then((r) => ((drained = true), r));
+    // Longer than both of the old drain's tries and the 200 ms between them.
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(released, false, "the hold ended while the tick's pass still ran the container's spooled DEL");
+    assert.equal(drained, false);
+    assert.equal(fake.spoolHold === undefined, false);
+    pending[0]!.done();
+    assert.deepEqual(await tick, { ingested: 1, rejected: 0 });
+    await started;
+    assert.equal(released, true, 'released once the spooled DEL is done');
+    assert.equal(fake.spoolHold, undefined);
+    assert.equal(drain.pending, 0);
+    assert.deepEqual(readdirSync(dir), []);
+  });
+
   test('one delegate DEL per attachment however many files name it; holds only the containers named', async () => {
     const { engine, plugins } = setup();
     await engine.handle(req('ADD', 'known', chain));

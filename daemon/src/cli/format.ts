@@ -34,6 +34,7 @@ export interface StatusJson {
   version: string;
   uptimeSeconds: number;
   ready: boolean;
+  problems?: string[];
   attachments: Record<string, number>;
   steps: Record<string, number>;
   teardownQueue: { depth: number; oldestPendingSeconds: number | null; nextAttemptAt: string | null };
@@ -127,6 +128,7 @@ export function formatStatus(s: StatusJson, now: number): string {
       `${abandoned} abandoned${q.nextAttemptAt === null ? '' : `, next retry ${when(q.nextAttemptAt, now)}`}`,
     `plugin slots: ${s.executions.inUse}/${s.executions.slots} in use, ${s.executions.queued} queued`,
   ];
+  for (const p of s.problems ?? []) lines.push(`not ready:    ${printable(p)}`);
   if (s.conflist !== undefined) lines.push(printable(`conflist:     ${s.conflist.summary}`));
   if (s.lastErrors.length > 0) lines.push('', teardownTable(s.lastErrors, now));
   const shown = s.lastErrors.length;

@@ -90,9 +90,15 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
   });
 }
 
-/** Delegate STATUS answers, kept for a few seconds per netconf. */
+/**
+ * Delegate STATUS answers, kept for a few seconds per netconf, and the one delegate STATUS pass in
+ * flight per netconf (issue 28 item 5): containerd asks on every CRI Status call, and once the cache
+ * expired 200 concurrent STATUS execs ran the delegates' STATUS 181 times, starving each other past
+ * the shim's 750 ms bound. Now the first runs it and the others wait for its answer.
+ */
 export class StatusCache {
   private readonly entries = new Map<string, { at: number; error?: CniError }>();
+  private readonly inFlight = new Map<string, Promise<void>>();
   constructor(
     readonly ttlMs = 5000,
     private readonly now: () => number = Date.now,
@@ -107,6 +113,26 @@ export class StatusCache {
   set(key: string, error?: CniError): void {
     if (this.entries.size > 256) this.entries.clear();
     this.entries.set(key, error ? { at: this.now(), error } : { at: this.now() });
+  }
+
+  /** The cached answer, or the pass in flight for `key`, or `pass` run now (its answer cached and shared). */
+  answer(key: string, pass: () => Promise<void>): Promise<void> {
+    const cached = this.get(key);
+    if (cached) return cached.error ? Promise.reject(cached.error) : Promise.resolve();
+    const running = this.inFlight.get(key);
+    if (running) return running;
+    const p = pass().then(
+      () => this.set(key),
+      (e: unknown) => {
+        const err = CniError.from(e, ErrorCode.PluginNotAvailable);
+        this.set(key, err);
+        throw err;
+      },
+    );
+    const done = () => void this.inFlight.delete(key);
+    p.then(done, done);
+    this.inFlight.set(key, p);
+    return p;
   }
 }
 
@@ -123,13 +149,7 @@ export async function runStatus(
       `STATUS needs cniVersion 1.1.0 or later, the netconf says ${conf.cniVersion}`,
     );
   }
-  const key = JSON.stringify(conf.raw);
-  const cached = cache.get(key);
-  if (cached) {
-    if (cached.error) throw cached.error;
-    return '';
-  }
-  try {
+  await cache.answer(JSON.stringify(conf.raw), async () => {
     for (const d of conf.delegates) {
       if (!versionAtLeast(d.cniVersion, '1.1.0')) continue;
       for (const plugin of d.plugins) {
@@ -145,11 +165,6 @@ export async function runStatus(
         });
       }
     }
-  } catch (e) {
-    const err = CniError.from(e, ErrorCode.PluginNotAvailable);
-    cache.set(key, err);
-    throw err;
-  }
-  cache.set(key);
+  });
   return '';
 }

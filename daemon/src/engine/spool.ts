@@ -103,29 +103,54 @@ export interface SpoolReport {
   rejected: number;
 }
 
-/** Dirs being drained by this process: never two drains of one dir at once. */
-const draining = new Set<string>();
+/** The pass draining each dir in this process: never two passes over one dir at once. */
+const draining = new Map<string, Promise<SpoolReport>>();
 
 /**
- * One pass over the spool: batches of at most BATCH_FILES entries (BATCH_BYTES of requests), each
- * batch's DELs run together (identical ones coalesce in the engine), then their files removed.
- * `settled(name)` is told of every entry handled or moved aside.
+ * One pass over the spool (drainPass), unless one is already running over this dir: then a
+ * scheduler tick skips it (`after: false`), and the start-up drain (`after: true`) waits for it to
+ * end, and for any that started meanwhile, and then makes a pass of its own, which sees every file
+ * the other left. The start-up drain must never end before a pass it skipped (issue 28 item 5: it
+ * gave up after two tries 200 ms apart and released its holds while a tick's pass still had the
+ * held containers' spooled DELs to run, so a reused container id's ADD could run before them).
  */
 async function drainOnce(
   engine: Engine,
   spoolDir: string,
   log: Logger,
   settled: (name: string) => void = () => undefined,
+  after = false,
+): Promise<SpoolReport> {
+  if (after) for (let p = draining.get(spoolDir); p; p = draining.get(spoolDir)) await p.catch(() => undefined);
+  else if (draining.has(spoolDir)) return { ingested: 0, rejected: 0 };
+  // No await between the check above and this: the pass is registered before anything else runs.
+  const pass = drainPass(engine, spoolDir, log, settled);
+  draining.set(spoolDir, pass);
+  try {
+    return await pass;
+  } finally {
+    if (draining.get(spoolDir) === pass) draining.delete(spoolDir);
+  }
+}
+
+/**
+ * One pass over the spool: batches of at most BATCH_FILES entries (BATCH_BYTES of requests), each
+ * batch's DELs run together (identical ones coalesce in the engine), then their files removed.
+ * `settled(name)` is told of every entry handled or moved aside.
+ */
+async function drainPass(
+  engine: Engine,
+  spoolDir: string,
+  log: Logger,
+  settled: (name: string) => void,
 ): Promise<SpoolReport> {
   const report: SpoolReport = { ingested: 0, rejected: 0 };
-  if (draining.has(spoolDir)) return report;
   let dir;
   try {
     dir = opendirSync(spoolDir, { bufferSize: 64 });
   } catch {
     return report;
   }
-  draining.add(spoolDir);
   try {
     for (;;) {
       const batch: { name: string; req: ReturnType<typeof decodeWireRequest> }[] = [];
@@ -199,7 +224,6 @@ async function drainOnce(
       await new Promise((r) => setImmediate(r));
     }
   } finally {
-    draining.delete(spoolDir);
     try {
       dir.closeSync();
     } catch {
@@ -284,18 +308,14 @@ export class SpoolDrain {
     if (this.total === 0) return Promise.resolve({ ingested: 0, rejected: 0 });
     const t0 = Date.now();
     this.running ??= (async () => {
-      // A tick of the scheduler may be in one pass already: wait for it, then drain everything.
-      let report: SpoolReport = { ingested: 0, rejected: 0 };
-      for (let i = 0; i < 2 && this.total > 0; i++) {
-        const r = await drainOnce(this.engine, this.spoolDir, this.log, (name) => this.settled(name)).catch(
-          (e: unknown) => {
-            this.log.error({ err: (e as Error).message }, 'spool drain failed; the scheduler retries it on its ticks');
-            return { ingested: 0, rejected: 0 };
-          },
-        );
-        report = { ingested: report.ingested + r.ingested, rejected: report.rejected + r.rejected };
-        if (this.total > 0) await new Promise((r) => setTimeout(r, 200));
-      }
+      // A tick of the scheduler may be in a pass already (its DELs are not settled here): wait for
+      // it to end, then drain everything it left. Only then are the holds released.
+      const report = await drainOnce(this.engine, this.spoolDir, this.log, (name) => this.settled(name), true).catch(
+        (e: unknown) => {
+          this.log.error({ err: (e as Error).message }, 'spool drain failed; the scheduler retries it on its ticks');
+          return { ingested: 0, rejected: 0 };
+        },
+      );
       this.finish();
       this.log.info({ ...report, ms: Date.now() - t0 }, 'spooled DELs drained');
       return report;

@@ -12,8 +12,9 @@ import {
   fsyncSync,
   openSync,
   readdirSync,
-  readFileSync,
+  readSync,
   renameSync,
+  statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
@@ -24,19 +25,66 @@ export function sha256(data: Buffer | string): string {
 }
 
 /**
- * A regular file's content (links followed), read without ever blocking: opened O_NONBLOCK and
- * checked to be a regular file first, so a FIFO (which open and read would wait on forever, with
- * the daemon's whole event loop) or a device is refused, and so is one over `maxBytes`.
+ * Reads a regular file (links followed) in chunks, never blocking and never opening anything else:
+ * the path is stat'ed first and only a regular file is opened (a FIFO would hold open(2) and read(2),
+ * and with them the daemon's whole event loop, for good; opening a device can act on it), then it is
+ * opened O_NONBLOCK|O_NOCTTY and checked again on the descriptor (replaced in between: refused too).
+ * More than `maxBytes` is refused before reading, and a file that grows past it while read stops the
+ * read there: at most `maxBytes + 1` bytes are ever read, one chunk of `chunkBytes` held at a time.
  */
-export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINITY): Buffer {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+export function readRegularFileChunks(
+  path: string,
+  maxBytes: number,
+  onChunk: (chunk: Buffer) => void,
+  chunkBytes = 1024 * 1024,
+): void {
+  if (!statSync(path).isFile()) throw new NotRegularFileError(path);
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new NotRegularFileError(path);
-    if (st.size > maxBytes) throw new Error(`${path} is ${st.size} bytes, more than the ${maxBytes} read`);
-    return readFileSync(fd);
+    if (st.size > maxBytes) throw new FileTooLargeError(path, st.size, maxBytes);
+    const buf = Buffer.allocUnsafe(Math.max(1, Math.min(chunkBytes, st.size + 1)));
+    for (let total = 0; ;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) return;
+      total += n;
+      if (total > maxBytes) throw new FileTooLargeError(path, total, maxBytes, true);
+      onChunk(buf.subarray(0, n));
+    }
   } finally {
     closeSync(fd);
+  }
+}
+
+/** A regular file's content, read by readRegularFileChunks (never blocking, at most `maxBytes`). */
+export function readRegularFile(path: string, maxBytes = MAX_REGULAR_FILE_BYTES): Buffer {
+  const chunks: Buffer[] = [];
+  readRegularFileChunks(path, maxBytes, (c) => chunks.push(Buffer.from(c)));
+  return Buffer.concat(chunks);
+}
+
+/** A regular file's sha256, hashed as read by readRegularFileChunks (never more than one chunk in memory). */
+export function sha256RegularFile(path: string, maxBytes = MAX_REGULAR_FILE_BYTES): string {
+  const h = createHash('sha256');
+  readRegularFileChunks(path, maxBytes, (c) => h.update(c));
+  return h.digest('hex');
+}
+
+/**
+ * The most any node file is read: the shim (104-111 MB for Bun's build, a few MB for the Go one) with
+ * room to spare. Node cannot hold more than 2 GiB in one Buffer anyway; a bigger file is refused.
+ */
+export const MAX_REGULAR_FILE_BYTES = 256 * 1024 * 1024;
+
+/** What readRegularFileChunks throws for a file over its bound. */
+export class FileTooLargeError extends Error {
+  constructor(path: string, size: number, maxBytes: number, grew = false) {
+    super(
+      grew
+        ? `${path} grew past the ${maxBytes} bytes read while it was read`
+        : `${path} is ${size} bytes, more than the ${maxBytes} read`,
+    );
   }
 }
 
@@ -47,13 +95,17 @@ export class NotRegularFileError extends Error {
   }
 }
 
-/** The file's sha256 (of "not a regular file" for a FIFO or device there), or undefined when it does not exist. */
+/**
+ * The file's sha256 (of "not a regular file" for a FIFO or device there, of "too large" for one over
+ * the bound: neither is a file install wrote), or undefined when it does not exist.
+ */
 export function sha256File(path: string): string | undefined {
   try {
-    return sha256(readRegularFile(path));
+    return sha256RegularFile(path);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     if (e instanceof NotRegularFileError) return sha256(`not a regular file: ${path}`);
+    if (e instanceof FileTooLargeError) return sha256(`too large: ${path}`);
     throw e;
   }
 }

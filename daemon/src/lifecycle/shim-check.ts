@@ -6,13 +6,21 @@
 // The installed shim is the one install recorded (record.ts: its path in the CNI bin dir); the
 // daemon's own is --shim (default shim-path.ts defaultShim, as install's). Checked at start and
 // every second, cheaply: the installed file is hashed only when its stat (size, mtime, inode) changed.
+//
+// Both files are read through files.ts readRegularFileChunks (issue 28 item 3): only a regular file,
+// never blocking, at most MAX_SHIM_BYTES, hashed a chunk at a time. Anything else at the installed
+// path (a FIFO, a link to a device, a directory, a file over the bound, one that cannot be read) is
+// not this daemon's shim: not ready with the reason, never a frozen loop, a heap of bytes or a silent
+// "no mismatch".
 
-import { readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { sha256 } from './files.js';
+import { MAX_REGULAR_FILE_BYTES, sha256RegularFile } from './files.js';
 import { readRecord } from './record.js';
 
 export const SHIM_CHECK_INTERVAL_MS = 1000;
+/** The largest shim hashed: Bun's build is 104-111 MB, the Go one a few MB. */
+export const MAX_SHIM_BYTES = MAX_REGULAR_FILE_BYTES;
 
 export interface ShimCheckOptions {
   stateDir: string;
@@ -24,13 +32,14 @@ export interface ShimCheckOptions {
 
 export class ShimCheck {
   private readonly own: string | undefined;
-  private seen: { path: string; stamp: string; sha: string | undefined } | undefined;
+  private seen:
+    { path: string; stamp: string; sha: string } | { path: string; stamp: string; unreadable: string } | undefined;
   private why: string | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: ShimCheckOptions) {
     try {
-      this.own = sha256(readFileSync(o.ownShim));
+      this.own = sha256RegularFile(o.ownShim, MAX_SHIM_BYTES);
     } catch (e) {
       // Nothing to compare with: the check is off, said once.
       o.log.warn(
@@ -81,19 +90,25 @@ export class ShimCheck {
       return this.set(undefined);
     }
     if (this.seen?.path !== path || this.seen.stamp !== stamp) {
-      let sha: string | undefined;
       try {
-        sha = sha256(readFileSync(path));
-      } catch {
-        sha = undefined;
+        this.seen = { path, stamp, sha: sha256RegularFile(path, MAX_SHIM_BYTES) };
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
+          this.seen = undefined;
+          return this.set(undefined);
+        }
+        this.seen = { path, stamp, unreadable: (e as Error).message };
       }
-      this.seen = { path, stamp, sha };
     }
-    const sha = this.seen.sha;
+    const seen = this.seen;
+    if ('unreadable' in seen)
+      return this.set(
+        `installed shim ${path} cannot be checked: ${seen.unreadable}; it is not this stewardd's shim: run stewardd install / roll the DaemonSet`,
+      );
     this.set(
-      sha === undefined || sha === this.own
+      seen.sha === this.own
         ? undefined
-        : `installed shim ${path} sha256 ${sha} is not this stewardd's (${this.own}): run stewardd install / roll the DaemonSet`,
+        : `installed shim ${path} sha256 ${seen.sha} is not this stewardd's (${this.own}): run stewardd install / roll the DaemonSet`,
     );
   }
 

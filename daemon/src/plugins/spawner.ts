@@ -175,7 +175,9 @@ export class Spawner {
     const child = fork(CHILD, [], {
       execArgv: [],
       serialization: 'json',
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Its stdout is not the daemon's: it never writes there, and a child started on the daemon's
+      // stdout pipe would make it blocking again for the daemon's log sink too (log.ts).
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
     child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true; started?: PluginProcess }) => {

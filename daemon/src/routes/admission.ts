@@ -12,6 +12,8 @@
 //    answered from a tombstone are paced to one per `tombstonePaceMs`. A storm's repeated DELs are
 //    cheap for the daemon, but their senders are not: a client that retries as fast as it is answered
 //    takes the CPU a pod's ADD (its plugins, its runtime) needs. Without ADDs they go at full speed.
+//  - Only the exact target POST /v1/cni is the CNI route: another spelling of it (query, fragment,
+//    percent-encoding, absolute form, extra slashes) is refused with code 6 (routes/cni-route.ts).
 //  - A hinted JSON request to exactly POST /v1/cni is served from its raw body (routes/raw-cni.ts):
 //    serveCni, the route's own code, without fastify's routing, hooks and body parser (about 0.2 ms
 //    of a request's 0.4 ms before the engine). A DEL whose attachment the engine already tore down
@@ -20,7 +22,8 @@
 //    unchanged. The body stays the contract: hints that disagree with it are refused (code 4).
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CNI_ROUTE, CniError, ErrorCode } from '@cni-steward/shared';
+import { CniError, ErrorCode } from '@cni-steward/shared';
+import { cniTarget, refuseCniVariant } from './cni-route.js';
 import { writeCniError } from './http-status.js';
 import { readHints, type Hints } from './hints.js';
 import { admitProtocol } from './protocol.js';
@@ -160,16 +163,18 @@ export class Admission {
 
   private admit(req: IncomingMessage, res: ServerResponse): void {
     let hints: Hints | undefined;
-    // Only the shim's exact path: a query string goes to fastify, whose hook refuses repeated parameters.
-    if (req.method === 'POST' && req.url === CNI_ROUTE) {
+    // Only the shim's exact target (routes/cni-route.ts): any other spelling of it (a query string,
+    // a fragment, percent-encoding, the absolute form) is refused here, before fastify would route it.
+    const target = req.method === 'POST' ? cniTarget(req.url) : 'other';
+    if (target === 'variant' && refuseCniVariant(req, res)) return;
+    if (target === 'exact') {
       try {
         hints = readHints(req.headers);
       } catch {
         // Malformed hints: fastify's route reads them again and refuses the request with code 4.
       }
+      if (!admitProtocol(req, res, hints !== undefined, this.o.onSkew)) return;
     }
-    if (req.method === 'POST' && req.url === CNI_ROUTE && !admitProtocol(req, res, hints !== undefined, this.o.onSkew))
-      return;
     if (!hints) return this.next(req, res);
     this.bodyDeadline(req, res);
     if (hints.command !== 'DEL') {

@@ -7,6 +7,7 @@ import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { AppDeps } from './deps.js';
 import { clientGone } from './client-gone.js';
+import { assertExactCniTarget } from './cni-route.js';
 import { checkHints, readHints, type Hints } from './hints.js';
 
 /** Serves one request body; resolves with the text to print, rejects with a CniError. */
@@ -54,6 +55,7 @@ export async function serveCni(
 
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
+    assertExactCniTarget(request.raw.url ?? '');
     const text = await serveCni(deps, request.body, readHints(request.headers), request.log, () =>
       clientGone(request.raw, reply.raw),
     );

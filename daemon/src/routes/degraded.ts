@@ -7,6 +7,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, spoolRequest } from '@cni-steward/shared';
+import { assertExactCniTarget } from './cni-route.js';
 
 export interface DegradedDeps {
   /** Why the journal is not usable (also in the log, /readyz and /v1/status). */
@@ -32,6 +33,7 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
   }));
 
   app.post(CNI_ROUTE, async (request, reply) => {
+    assertExactCniTarget(request.raw.url ?? '');
     const req = decodeWireRequest(request.body);
     if (req.env.command === 'STATUS') {
       throw new CniError(ErrorCode.PluginNotAvailable, `stewardd is degraded: ${deps.reason}`);

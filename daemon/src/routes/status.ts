@@ -77,6 +77,11 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       version: deps.version,
       uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
       ready: deps.isReady(),
+      // Why not ready (as /readyz says it), so `stewardd status` names the reason too.
+      ...(() => {
+        const problems = deps.isReady() ? [] : (deps.readyProblems?.() ?? []);
+        return problems.length > 0 ? { problems } : {};
+      })(),
       spool: { draining: deps.spoolDraining?.() ?? 0 },
       ...(() => {
         const n = deps.spoolDraining?.() ?? 0;
