@@ -26,7 +26,7 @@ import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { Auditor } from './audit/auditor.js';
 import { runtimeFor } from './audit/runtime.js';
-import { collectNodeAddresses, NET_FILES } from './audit/node-addresses.js';
+import { collectNodeAddresses, NET_FILES, NETNS_READ_TIMEOUT_MS } from './audit/node-addresses.js';
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
@@ -121,7 +121,9 @@ export async function startDaemon(
   // Decided again at every start (the DaemonSet's), before serving: a runtime upgraded to one that
   // calls STATUS gets 1.1.0, one downgraded below it the primary's version back.
   // A runtime that does not answer proves nothing: the record's choice (install's) then stands.
-  const decided = cfg.cniConfDir ? await decideCniVersion(cfg.cniVersion, undefined, log, runtime) : undefined;
+  const decided = cfg.cniConfDir
+    ? await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime)
+    : undefined;
   const versionChoice = decided?.mode === 'auto' && decided.runtime === undefined ? undefined : decided;
   const watcher = cfg.cniConfDir
     ? new PrimaryWatcher({
@@ -194,10 +196,13 @@ export async function startDaemon(
         collectNodeAddresses({
           netnsDirs,
           readInNetns: async (path) => {
+            // Short: one namespace that hangs makes the proof incomplete, it does not hold the pass.
             const net = `--net=${path}`;
-            const fib = await executor.runTool('nsenter', [net, 'cat', NET_FILES[0]]);
+            const fib = await executor.runTool('nsenter', [net, 'cat', NET_FILES[0]], NETNS_READ_TIMEOUT_MS);
             // No if_inet6 where IPv6 is off in that namespace.
-            const v6 = await executor.runTool('nsenter', [net, 'cat', NET_FILES[1]]).catch(() => '');
+            const v6 = await executor
+              .runTool('nsenter', [net, 'cat', NET_FILES[1]], NETNS_READ_TIMEOUT_MS)
+              .catch(() => '');
             return `${fib}\n${v6}`;
           },
         }),

@@ -165,4 +165,27 @@ describe('the daemon decides again at every start, before it serves', () => {
     assert.match(s.conflist.summary, /^STATUS: asked by this runtime \(conflist 1\.1\.0, containerd v2\.0\.1/);
     await daemon.stop();
   });
+
+  it("an operator's explicit stewardd install --cni-version stands against the daemon's auto (the way out when auto picks what a runtime refuses)", async () => {
+    const t = nodeTree(join(env.dir, 'explicit'));
+    writeLoopbackPrimary(t.confDir);
+    const sock = join(env.dir, 'explicit.sock');
+    await fakeRuntime(env, sock, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
+    const daemon = new Daemon(env, {
+      name: 'ex',
+      args: ['--cni-conf-dir', t.confDir, '--runtime-endpoint', `unix://${sock}`],
+    });
+    const tree = { ...t, stateDir: daemon.stateDir };
+    assert.equal((await installInto(tree, daemon.socket, ['--runtime-endpoint', `unix://${sock}`])).code, 0);
+    await daemon.start();
+    assert.equal(conflistVersion(tree), '1.1.0');
+    const pinned = await installInto(tree, daemon.socket, ['--cni-version', '1.0.0']);
+    assert.equal(pinned.code, 0, pinned.stdout + pinned.stderr);
+    assert.equal(conflistVersion(tree), '1.0.0');
+    await new Promise((r) => setTimeout(r, 2500)); // two watcher rescans
+    assert.equal(conflistVersion(tree), '1.0.0', "the daemon's auto did not undo it");
+    const s = (await daemon.get('/v1/status')).json as { conflist: { summary: string } };
+    assert.match(s.conflist.summary, /--cni-version 1\.0\.0/);
+    await daemon.stop();
+  });
 });

@@ -129,7 +129,11 @@ describe('audit decision', () => {
     assert.deepEqual(run([f], { nodeAddresses: partial, sightings: new Map([[key, NOW - GRACE]]) }), [
       ['old', 'release', true],
     ]);
-    assert.deepEqual(run([f], { nodeAddresses: null, graceMs: 0 }), [['old', 'release', true]]);
+    // A first sighting never counts, grace 0 included: two passes must agree.
+    assert.deepEqual(run([f], { nodeAddresses: null, graceMs: 0 }), [['old', 'unconfirmed', true]]);
+    assert.deepEqual(run([f], { nodeAddresses: null, graceMs: 0, sightings: new Map([[key, NOW - 1]]) }), [
+      ['old', 'release', true],
+    ]);
   });
 
   test("at most a fraction of one network's leases a pass, never fewer than 10", () => {
@@ -138,5 +142,36 @@ describe('audit decision', () => {
     assert.equal(verdicts.filter((v) => v === 'release').length, 15);
     assert.equal(run(many, { cap: 1000, capFraction: 0.1 }).filter(([, v]) => v === 'release').length, 10);
     assert.equal(run(many, { cap: 1000, capFraction: 1 }).filter(([, v]) => v === 'release').length, 30);
+  });
+
+  test('one host-local DEL frees every lease of the container on that interface: a live sibling keeps them all', () => {
+    const v4 = { ...lease('dual', 7_200_000), path: '/tmp/net/10.1.0.2', addresses: ['10.1.0.2'] };
+    const v6 = { ...lease('dual', 7_200_000), ip: 'fd00::2', path: '/tmp/net/fd00::2', addresses: ['fd00::2'] };
+    // Its IPv4 address is on an interface, its IPv6 one is gone: the v6 lease alone would be "unused".
+    assert.deepEqual(run([v4, v6], { nodeAddresses: nodeWith('10.1.0.2') }), [
+      ['dual', 'address-in-use', false],
+      ['dual', 'group-held', false],
+    ]);
+    // Both gone: both released, together.
+    assert.deepEqual(run([v4, v6]), [
+      ['dual', 'release', true],
+      ['dual', 'release', true],
+    ]);
+    // One of them young: the other waits for it.
+    assert.deepEqual(run([v4, { ...v6, mtimeMs: NOW - 60_000 }]), [
+      ['dual', 'group-waits', true],
+      ['dual', 'young', true],
+    ]);
+  });
+
+  test('a group that does not fit under the cap whole is capped whole', () => {
+    const a1 = { ...lease('a', 7_200_000), path: '/tmp/net/10.1.0.3', addresses: ['10.1.0.3'] };
+    const a2 = { ...lease('a', 7_200_000), path: '/tmp/net/10.1.0.4', addresses: ['10.1.0.4'] };
+    const b = { ...lease('b', 7_200_000), path: '/tmp/net/10.1.0.5', addresses: ['10.1.0.5'] };
+    assert.deepEqual(run([b, a1, a2], { cap: 2 }), [
+      ['b', 'release', true],
+      ['a', 'capped', true],
+      ['a', 'capped', true],
+    ]);
   });
 });

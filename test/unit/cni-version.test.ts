@@ -29,6 +29,14 @@ describe('the conflist version auto chooses', () => {
     assert.equal(pick('cri-o', '1.30.0'), null);
   });
 
+  it('a pre-release of the first version that calls STATUS is before it (semver); a later one is not', () => {
+    assert.equal(pick('containerd', 'v2.0.1-rc.1'), null);
+    assert.equal(pick('cri-o', '1.32.0-dev'), null);
+    assert.equal(pick('containerd', 'v2.0.2-rc.1'), '1.1.0');
+    assert.equal(pick('containerd', '2.0.1+unknown'), '1.1.0');
+    assert.equal(pick('containerd', '1.7.24-k3s1'), null);
+  });
+
   it('an unknown runtime, a version it cannot read, or no answer: the primary, saying why', () => {
     const unknown = chooseConflistVersion('auto', rt('podman', '5.0.0'));
     assert.equal(unknown.version, null);
@@ -54,9 +62,10 @@ describe('the conflist version auto chooses', () => {
   });
 
   it('runtime versions are read as the runtimes write them', () => {
-    assert.deepEqual(parseRuntimeVersion('v1.7.24'), [1, 7, 24]);
-    assert.deepEqual(parseRuntimeVersion('1.6.20~ds1'), [1, 6, 20]);
-    assert.deepEqual(parseRuntimeVersion('1.32.0-rc.1'), [1, 32, 0]);
+    assert.deepEqual(parseRuntimeVersion('v1.7.24'), [1, 7, 24, false]);
+    assert.deepEqual(parseRuntimeVersion('1.6.20~ds1'), [1, 6, 20, false]);
+    assert.deepEqual(parseRuntimeVersion('1.32.0-rc.1'), [1, 32, 0, true]);
+    assert.deepEqual(parseRuntimeVersion('2.0.1+unknown'), [2, 0, 1, false]);
     assert.equal(parseRuntimeVersion('1.32'), undefined);
     assert.equal(parseRuntimeVersion('v2.0.1x'), undefined);
   });

@@ -49,8 +49,14 @@ export class Auditor {
     const pass = this.tail.then(async () => {
       const other =
         opts.runtimeEndpoint !== undefined && this.runtimeAt ? this.runtimeAt(opts.runtimeEndpoint) : undefined;
+      // Another runtime's view never becomes the sightings the daemon's own passes agree with.
       const deps: AuditDeps = other
-        ? { ...this.deps, listSandboxes: () => other.listSandboxes(), runtime: () => other.info() }
+        ? {
+            ...this.deps,
+            listSandboxes: () => other.listSandboxes(),
+            runtime: () => other.info(),
+            sightings: undefined,
+          }
         : this.deps;
       try {
         const report = await runAudit(deps, { ...opts, deadlineMs: Math.max(0, deadlineAt - Date.now()) });

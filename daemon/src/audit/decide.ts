@@ -9,6 +9,8 @@
 // at least the grace apart have both found it orphaned (its sighting), and never while the runtime's
 // answer contradicts what the node proves (`distrust`).
 
+import { dirname } from 'node:path';
+
 export type OrphanKind = 'lease' | 'cache' | 'portmap' | 'attachment';
 
 export interface Finding {
@@ -92,6 +94,8 @@ export type Verdict =
   | 'young'
   | 'unconfirmed'
   | 'owner-unknown'
+  | 'group-held'
+  | 'group-waits'
   | 'capped'
   | 'report-only';
 
@@ -108,46 +112,89 @@ export interface Decision {
 }
 
 export function decide(input: DecideInput): Decision[] {
-  let released = 0;
+  const verdicts = input.findings.map((f) => verdictOf(input, f));
+  return capped(input, heldTogether(verdicts));
+}
+
+/** One finding's verdict on its own, before what one release frees with it and the caps. */
+function verdictOf(input: DecideInput, finding: Finding): Decision {
+  const ageSeconds = finding.mtimeMs === null ? null : Math.max(0, Math.floor((input.nowMs - finding.mtimeMs) / 1000));
+  const d = (verdict: Verdict, orphan = true): Decision => ({ finding, orphan, verdict, ageSeconds });
+  const inUse = input.nodeAddresses?.addresses;
+  const addresses = ownAddresses(finding, input.addressOwners);
+  if (input.alive === null) return d('owner-unknown');
+  if (input.alive.has(finding.containerId)) return d('alive', false);
+  if (input.netnsPresent?.has(finding.containerId)) return d('netns-present', false);
+  if (input.inFlight.has(finding.containerId)) return d('in-flight', false);
+  // An interface on the node has its address: a pod holds it, listed or not.
+  if (inUse !== undefined && addresses.some((a) => inUse.has(a))) return d('address-in-use', false);
+  if (input.distrust !== undefined) return d('runtime-distrusted');
+  if (!input.release) return d('report-only');
+  // No evidence of its age at all: it cannot be shown to be past the grace, so it is never released.
+  if (finding.mtimeMs === null || input.nowMs - finding.mtimeMs < input.graceMs) return d('young');
+  // Only the runtime says it is dead: an earlier pass at least the grace before must have agreed.
+  if (!provenUnused(input, finding) && !sightedLongEnough(input, finding)) return d('unconfirmed');
+  return d('release');
+}
+
+/**
+ * What one release frees together: a journalled container's findings (its teardown frees them all),
+ * an unjournalled container's leases on one interface of one network (host-local's DEL frees every
+ * lease of that container and interface there, IPv4 and IPv6 alike), its portmap rules of one network
+ * (portmap's DEL removes both families' chains). A cache file is its own.
+ */
+export function releaseGroup(f: Finding): string {
+  if (f.journalled && f.kind !== 'cache') return `container\0${f.containerId}`;
+  if (f.kind === 'lease') return `lease\0${dirname(f.path)}\0${f.containerId}\0${f.ifname === '' ? 'eth0' : f.ifname}`;
+  if (f.kind === 'portmap') return `portmap\0${f.network}\0${f.containerId}`;
+  return `file\0${f.path}`;
+}
+
+/**
+ * A release frees its whole group, so a finding is released only when every finding of its group may
+ * be: one held by a pod (its IPv4 address on an interface while its IPv6 one is gone, say) keeps the
+ * group, and one that must wait (young, unconfirmed) holds the others back with it.
+ */
+function heldTogether(verdicts: Decision[]): Decision[] {
+  const groups = new Map<string, Decision[]>();
+  for (const d of verdicts) {
+    const key = releaseGroup(d.finding);
+    groups.set(key, [...(groups.get(key) ?? []), d]);
+  }
+  return verdicts.map((d) => {
+    if (d.verdict !== 'release') return d;
+    const group = groups.get(releaseGroup(d.finding)) ?? [d];
+    if (group.some((x) => !x.orphan)) return { ...d, verdict: 'group-held', orphan: false };
+    if (group.some((x) => x.verdict !== 'release')) return { ...d, verdict: 'group-waits' };
+    return d;
+  });
+}
+
+/** The per-pass caps, a group at a time: a group that does not fit whole is capped whole. */
+function capped(input: DecideInput, verdicts: Decision[]): Decision[] {
   const perNetwork = networkCaps(input);
   const releasedIn = new Map<string, number>();
-  const inUse = input.nodeAddresses?.addresses;
-  const out: Decision[] = [];
-  for (const finding of input.findings) {
-    const ageSeconds =
-      finding.mtimeMs === null ? null : Math.max(0, Math.floor((input.nowMs - finding.mtimeMs) / 1000));
-    const d = (verdict: Verdict, orphan = true): Decision => ({ finding, orphan, verdict, ageSeconds });
-    const addresses = ownAddresses(finding, input.addressOwners);
-    if (input.alive === null) {
-      out.push(d('owner-unknown'));
-    } else if (input.alive.has(finding.containerId)) {
-      out.push(d('alive', false));
-    } else if (input.netnsPresent?.has(finding.containerId)) {
-      out.push(d('netns-present', false));
-    } else if (input.inFlight.has(finding.containerId)) {
-      out.push(d('in-flight', false));
-    } else if (inUse !== undefined && addresses.some((a) => inUse.has(a))) {
-      // An interface on the node has its address: a pod holds it, listed or not.
-      out.push(d('address-in-use', false));
-    } else if (input.distrust !== undefined) {
-      out.push(d('runtime-distrusted'));
-    } else if (!input.release) {
-      out.push(d('report-only'));
-    } else if (finding.mtimeMs === null || input.nowMs - finding.mtimeMs < input.graceMs) {
-      // No evidence of its age at all: it cannot be shown to be past the grace, so it is never released.
-      out.push(d('young'));
-    } else if (!provenUnused(input, finding) && !sightedLongEnough(input, finding)) {
-      // Only the runtime says it is dead: a second pass at least the grace later must agree.
-      out.push(d('unconfirmed'));
-    } else if (released >= input.cap || overNetworkCap(finding, perNetwork, releasedIn)) {
-      out.push(d('capped'));
-    } else {
-      released += 1;
-      if (finding.kind === 'lease') releasedIn.set(finding.network, (releasedIn.get(finding.network) ?? 0) + 1);
-      out.push(d('release'));
+  let released = 0;
+  const decided = new Map<string, boolean>();
+  return verdicts.map((d) => {
+    if (d.verdict !== 'release') return d;
+    const key = releaseGroup(d.finding);
+    let fits = decided.get(key);
+    if (fits === undefined) {
+      const group = verdicts.filter((x) => x.verdict === 'release' && releaseGroup(x.finding) === key);
+      const leases = group.filter((x) => x.finding.kind === 'lease').length;
+      const net = d.finding.network;
+      fits =
+        released + group.length <= input.cap &&
+        (leases === 0 || (releasedIn.get(net) ?? 0) + leases <= (perNetwork.get(net) ?? MIN_NETWORK_CAP));
+      if (fits) {
+        released += group.length;
+        releasedIn.set(net, (releasedIn.get(net) ?? 0) + leases);
+      }
+      decided.set(key, fits);
     }
-  }
-  return out;
+    return fits ? d : { ...d, verdict: 'capped' };
+  });
 }
 
 /** The finding's addresses that no lease gives to another container. */
@@ -170,10 +217,13 @@ function provenUnused(input: DecideInput, f: Finding): boolean {
   return (f.addresses ?? []).length > 0 || (f.kind === 'attachment' && (f.netns ?? '') !== '');
 }
 
-/** Orphaned since at least the grace (a finding first found now counts from now: grace 0 is at once). */
+/**
+ * Found orphaned by an earlier pass at least the grace ago. A first sighting never counts, grace 0
+ * included: what the node cannot prove unused needs two passes that agree.
+ */
 function sightedLongEnough(input: DecideInput, f: Finding): boolean {
-  const first = input.sightings?.get(findingKey(f)) ?? input.nowMs;
-  return input.nowMs - first >= input.graceMs;
+  const first = input.sightings?.get(findingKey(f));
+  return first !== undefined && first < input.nowMs && input.nowMs - first >= input.graceMs;
 }
 
 /** Per network: how many of its leases one pass may release. */
@@ -184,15 +234,6 @@ function networkCaps(input: DecideInput): Map<string, number> {
   const caps = new Map<string, number>();
   for (const [net, n] of leases) caps.set(net, Math.max(MIN_NETWORK_CAP, Math.floor(n * fraction)));
   return caps;
-}
-
-function overNetworkCap(
-  f: Finding,
-  caps: ReadonlyMap<string, number>,
-  releasedIn: ReadonlyMap<string, number>,
-): boolean {
-  if (f.kind !== 'lease') return false;
-  return (releasedIn.get(f.network) ?? 0) >= (caps.get(f.network) ?? MIN_NETWORK_CAP);
 }
 
 /** The form containerd and CRI-O give every sandbox id (32 random bytes, hex). */

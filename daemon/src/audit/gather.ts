@@ -28,10 +28,13 @@ export async function gather(
   for (const a of live) if (a.state !== 'adding') findings.push(attachmentFinding(a)); // in flight: never a finding
   const skipped = (dir: string, err: Error) =>
     deps.log.warn({ dir, err: err.message }, "audit: host-local's lock of a network not had; its leases skipped");
-  for (const dir of [...dataDirs].sort())
-    findings.push(...(await scanLeases(dir, journalled, deps.lockNetwork, skipped)));
-  findings.push(...(await scanCache(deps.cacheDir, journalled)));
-  findings.push(...(await scanPortmap(deps, journalled, findings, nowMs)));
+  // Appended one by one: a pool of 150,000 leases spread into one push() overflows the stack.
+  const add = (more: readonly Finding[]) => {
+    for (const f of more) findings.push(f);
+  };
+  for (const dir of [...dataDirs].sort()) add(await scanLeases(dir, journalled, deps.lockNetwork, skipped));
+  add(await scanCache(deps.cacheDir, journalled));
+  add(await scanPortmap(deps, journalled, findings, nowMs));
   return findings;
 }
 

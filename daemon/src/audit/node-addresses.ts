@@ -5,7 +5,7 @@
 // `nsenter --net=PATH` (run by the caller through plugins/). A lease, cache entry or portmap rule
 // whose address is found here belongs to a live pod and is never released.
 
-import { readdir, readFile, readlink, stat, statfs } from 'node:fs/promises';
+import { open, readdir, readlink, stat, statfs } from 'node:fs/promises';
 import { isIPv4, isIPv6 } from 'node:net';
 import { join } from 'node:path';
 
@@ -76,11 +76,53 @@ export interface CollectOptions {
   readInNetns: (path: string) => Promise<string>;
 }
 
+/** How long reading one bind-mounted namespace may take (nsenter + cat), before it counts as unread. */
+export const NETNS_READ_TIMEOUT_MS = 2000;
+
 /** statfs(2)'s f_type of a namespace file. */
 const NSFS_MAGIC = 0x6e736673;
 
 /** Files read per namespace, from inside it: /proc/self/net is the reader's own netns. */
 export const NET_FILES = ['/proc/self/net/fib_trie', '/proc/self/net/if_inet6'] as const;
+
+/** A namespace's fib_trie is read up to this much: past it, the namespace counts as unread. */
+export const MAX_NET_FILE_BYTES = 16 * 1024 * 1024;
+
+/** fib_trie then if_inet6 of a process's netns, bounded; undefined when not readable (or too big). */
+async function readProcNet(proc: string, pid: string): Promise<string | undefined> {
+  const fib = await readBounded(join(proc, pid, 'net/fib_trie'));
+  if (fib === undefined) return undefined;
+  const v6 = (await readBounded(join(proc, pid, 'net/if_inet6'))) ?? '';
+  return `${fib}\n${v6}`;
+}
+
+/** A procfs file (its size reads 0) up to MAX_NET_FILE_BYTES; undefined when unreadable or longer. */
+async function readBounded(path: string): Promise<string | undefined> {
+  let fh;
+  try {
+    fh = await open(path, 'r');
+    const buf = Buffer.alloc(1 << 20);
+    const parts: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      if (total > MAX_NET_FILE_BYTES) return undefined;
+      parts.push(Buffer.from(buf.subarray(0, bytesRead)));
+    }
+    return Buffer.concat(parts).toString('utf8');
+  } catch {
+    return undefined;
+  } finally {
+    await fh?.close().catch(() => undefined);
+  }
+}
+
+async function anyAlive(proc: string, pids: readonly string[]): Promise<boolean> {
+  for (const pid of pids) if ((await stat(join(proc, pid)).catch(() => undefined)) !== undefined) return true;
+  return false;
+}
 
 export async function collectNodeAddresses(opts: CollectOptions): Promise<NodeAddresses> {
   const proc = opts.proc ?? '/proc';
@@ -103,14 +145,19 @@ export async function collectNodeAddresses(opts: CollectOptions): Promise<NodeAd
     }
   }
   for (const [ino, list] of byNs) {
+    let read = false;
     for (const pid of list) {
-      const fib = await readFile(join(proc, pid, 'net/fib_trie'), 'utf8').catch(() => undefined);
-      if (fib === undefined) continue;
-      const v6 = await readFile(join(proc, pid, 'net/if_inet6'), 'utf8').catch(() => '');
-      for (const a of parseNetFiles(`${fib}\n${v6}`)) addresses.add(a);
+      const text = await readProcNet(proc, pid);
+      // The pid may have exited and been reused meanwhile: its files then were another namespace's.
+      const still = await readlink(join(proc, pid, 'ns/net')).catch(() => '');
+      if (text === undefined || still !== `net:[${ino}]`) continue;
+      for (const a of parseNetFiles(text)) addresses.add(a);
       seen.add(ino);
+      read = true;
       break;
     }
+    // A namespace with a process still in it that could not be read is a gap in the proof.
+    if (!read && (await anyAlive(proc, list))) unread.push(`net:[${ino}]`);
   }
   for (const dir of new Set(opts.netnsDirs)) {
     for (const name of await readdir(dir).catch(() => [] as string[])) {

@@ -47,6 +47,8 @@ export interface PassState {
   deadlineReached?: boolean;
   /** Why the releases stopped before the decisions were done (reported as reportOnly). */
   stopped?: string;
+  /** A later batch's ask was not trusted (the report's runtime.distrusted, and the metric, say so). */
+  distrusted?: string;
   /**
    * What the current batch of releases acts on: the runtime's answer, the journal as read once for
    * the batch, and how many releases it has made. The first batch uses the pass's own ask.
@@ -78,6 +80,7 @@ async function nextBatch(deps: AuditDeps, guard: SandboxGuard, pass: PassState):
   const distrust = runtimeDistrust(again, guard.withNetns());
   if (distrust !== undefined) {
     pass.stopped = distrust;
+    pass.distrusted = distrust;
     deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
     return false;
   }

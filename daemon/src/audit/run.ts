@@ -50,7 +50,8 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   const reportOnly = pass.stopped ?? distrust;
   return {
     orphans,
-    runtime: distrust !== undefined ? { ...runtime, distrusted: distrust } : runtime,
+    runtime:
+      (distrust ?? pass.distrusted) !== undefined ? { ...runtime, distrusted: distrust ?? pass.distrusted } : runtime,
     ...(reportOnly !== undefined && opts.release ? { reportOnly } : {}),
     ...(pass.deadlineReached ? { deadlineReached: true } : {}),
     node: 'addresses' in node ? { namespaces: node.namespaces, unread: node.unread } : node,
@@ -75,10 +76,8 @@ async function judge(
   for (const id of guard.startedSince()) inFlight.add(id);
   const node = await nodeProof(deps, live, findings);
   const sandboxes = await deps.listSandboxes();
-  const distrust = sandboxes === null ? undefined : runtimeDistrust(sandboxes, guard.withNetns());
-  if (distrust !== undefined) deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
   const sightings = deps.sightings?.load() ?? new Map<string, number>();
-  const decisions = decide({
+  const base = {
     findings,
     alive: sandboxes === null ? null : new Set(sandboxes),
     inFlight,
@@ -86,15 +85,35 @@ async function judge(
     nodeAddresses: 'addresses' in node ? { addresses: node.addresses, complete: node.unread.length === 0 } : null,
     addressOwners: leaseOwners(findings),
     sightings,
-    ...(distrust !== undefined ? { distrust } : {}),
     nowMs: now(),
     graceMs: opts.graceMs,
     cap: opts.cap ?? DEFAULT_RELEASE_CAP,
     ...(opts.capFraction !== undefined ? { capFraction: opts.capFraction } : {}),
     release: opts.release,
-  });
+  };
+  let decisions = decide(base);
+  const distrust =
+    sandboxes === null ? undefined : (runtimeDistrust(sandboxes, guard.withNetns()) ?? nodeContradicts(decisions));
+  if (distrust !== undefined) {
+    deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
+    decisions = decide({ ...base, distrust });
+  }
   if (sandboxes !== null && distrust === undefined) deps.sightings?.save(nextSightings(decisions, sightings, now()));
   return { decisions, sandboxes, distrust, node, guard };
+}
+
+/**
+ * Why the node contradicts the runtime's list, if it does: containers that never went through
+ * steward, unlisted, yet holding an address on an interface or a network namespace that exists. A
+ * list that misses a live pod cannot be trusted to say any other one is gone.
+ */
+function nodeContradicts(decisions: readonly Decision[]): string | undefined {
+  const held = decisions.filter(
+    (d) => !d.finding.journalled && (d.verdict === 'address-in-use' || d.verdict === 'netns-present'),
+  );
+  const ids = [...new Set(held.map((d) => d.finding.containerId))];
+  if (ids.length === 0) return undefined;
+  return `${ids.length} container(s) the runtime does not list still hold an address on an interface or a network namespace (e.g. ${ids[0]?.slice(0, 13)})`;
 }
 
 /**

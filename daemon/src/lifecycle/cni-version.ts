@@ -22,7 +22,7 @@ export interface ConflistVersionChoice {
   reason: string;
   /** What the runtime said it is, when it answered. */
   runtime?: { name: string; version: string; endpoint: string };
-  /** Whether the runtime asked calls STATUS (and GC) on a 1.1.0 conflist. */
+  /** Whether the runtime that answered calls STATUS (and GC) on a conflist at 1.1.0 (status tells it with the version written). */
   statusAsked: boolean;
 }
 
@@ -32,16 +32,20 @@ const STATUS_FROM: Readonly<Record<string, readonly [number, number, number]>> =
   'cri-o': [1, 32, 0],
 };
 
-/** `v2.0.1`, `1.6.20~ds1`, `1.32.0-rc.1` as [major, minor, patch]; undefined when not one. */
-export function parseRuntimeVersion(raw: string): [number, number, number] | undefined {
-  const m = /^v?(\d{1,6})\.(\d{1,6})\.(\d{1,6})(?:$|[-+~.])/.exec(raw.trim());
+/**
+ * `v2.0.1`, `1.6.20~ds1`, `1.32.0-rc.1` as [major, minor, patch, pre-release?]; undefined when not
+ * one. A `-` suffix is a pre-release (semver: before its release); `+build` and Debian's `~ds1` are not.
+ */
+export function parseRuntimeVersion(raw: string): [number, number, number, boolean] | undefined {
+  const m = /^v?(\d{1,6})\.(\d{1,6})\.(\d{1,6})($|[-+~.].*)/.exec(raw.trim());
   if (m === null) return undefined;
-  return [Number(m[1]), Number(m[2]), Number(m[3])];
+  return [Number(m[1]), Number(m[2]), Number(m[3]), (m[4] ?? '').startsWith('-')];
 }
 
-function atLeast(v: readonly number[], min: readonly number[]): boolean {
-  for (let i = 0; i < 3; i++) if ((v[i] ?? 0) !== (min[i] ?? 0)) return (v[i] ?? 0) > (min[i] ?? 0);
-  return true;
+/** v >= min, a pre-release of min itself counting as below it (2.0.1-rc.1 is not 2.0.1). */
+function atLeast(v: readonly [number, number, number, boolean], min: readonly number[]): boolean {
+  for (let i = 0; i < 3; i++) if (v[i] !== (min[i] ?? 0)) return (v[i] as number) > (min[i] ?? 0);
+  return !v[3];
 }
 
 export function parseCniVersionMode(raw: string): CniVersionMode | undefined {
@@ -58,7 +62,7 @@ export function chooseConflistVersion(
   const said = runtime !== undefined ? { runtime: { ...runtime } } : {};
   if (mode !== 'auto') {
     const version = mode === 'primary' ? null : mode;
-    return { mode, version, reason: `--cni-version ${mode}`, statusAsked: statusAsked && version === '1.1.0', ...said };
+    return { mode, version, reason: `--cni-version ${mode}`, statusAsked, ...said };
   }
   if (runtime === undefined) {
     const why = answer !== undefined && 'error' in answer ? answer.error : 'not asked';
@@ -80,6 +84,16 @@ function acceptsStatus(r: RuntimeVersion): boolean {
   const min = STATUS_FROM[r.name];
   const v = parseRuntimeVersion(r.version);
   return min !== undefined && v !== undefined && atLeast(v, min);
+}
+
+/** `auto` when more than one runtime reads the conf dir: the primary's version, which both accept. */
+export function manyRuntimes(sockets: readonly string[]): ConflistVersionChoice {
+  return {
+    mode: 'auto',
+    version: null,
+    reason: `more than one runtime socket exists (${sockets.join(', ')}) and each reads the CNI conf dir: the primary's version, which every runtime accepts (give --runtime-endpoint to choose by one)`,
+    statusAsked: false,
+  };
 }
 
 /** The conflist's cniVersion under `choice`, given the primary's. */

@@ -6,9 +6,11 @@ import { destination } from 'pino';
 import type { Logger } from 'pino';
 import { createLogger } from '../log.js';
 import { runtimeFor, type RuntimeSource } from '../audit/runtime.js';
+import { DEFAULT_RUNTIME_SOCKETS } from '../audit/cri.js';
 import {
   chooseConflistVersion,
   describeChoice,
+  manyRuntimes,
   VERSION_ASK_MS,
   type CniVersionMode,
   type ConflistVersionChoice,
@@ -74,10 +76,16 @@ export async function decideCniVersion(
   log: Logger,
   runtime?: RuntimeSource,
 ): Promise<ConflistVersionChoice> {
+  const present = DEFAULT_RUNTIME_SOCKETS.filter((s) => existsSync(s));
+  if (mode === 'auto' && endpoint === undefined && present.length > 1) {
+    const choice = manyRuntimes(present);
+    log.warn({ ...choice }, 'conflist version chosen');
+    return choice;
+  }
   const rt = runtime ?? runtimeFor(endpoint);
   try {
-    const answer = mode === 'auto' ? await rt.version(VERSION_ASK_MS) : undefined;
-    const choice = chooseConflistVersion(mode, answer);
+    // Asked whatever the mode: status says whether this runtime asks STATUS at what was written.
+    const choice = chooseConflistVersion(mode, await rt.version(VERSION_ASK_MS));
     log.info({ cniVersion: choice.version ?? "the primary's", ...choice }, 'conflist version chosen');
     return choice;
   } finally {

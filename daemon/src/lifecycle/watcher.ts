@@ -124,11 +124,15 @@ export class PrimaryWatcher {
   /**
    * The record with this daemon's own conflist-version choice (made at its start, asking the
    * runtime): a runtime downgraded below a 1.1.0 conflist since install gets the primary's version
-   * back at the first scan, which runs before the daemon serves.
+   * back at the first scan, which runs before the daemon serves. An explicit mode in the record
+   * (an operator's install) is kept unless this daemon's own mode is explicit too.
    */
   private withVersion(rec: InstallRecord): InstallRecord {
     const choice = this.o.versionChoice;
     if (choice === undefined || JSON.stringify(rec.cniVersion) === JSON.stringify(choice)) return rec;
+    // An operator's explicit `stewardd install --cni-version X` stands against this daemon's `auto`:
+    // it is the way out when auto picks what a runtime refuses.
+    if (choice.mode === 'auto' && rec.cniVersion !== undefined && rec.cniVersion.mode !== 'auto') return rec;
     const was = rec.conflist?.cniVersion;
     const now = choice.version ?? "the primary's";
     if (was !== undefined && was !== choice.version)

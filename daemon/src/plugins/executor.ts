@@ -55,7 +55,7 @@ export interface ExecutorOptions {
 export type PluginRunner = (call: PluginCall) => Promise<unknown>;
 
 /** Runs a host tool (iptables-save, ...) found on the plugins' PATH; resolves with its stdout. */
-export type ToolRunner = (name: string, args: readonly string[]) => Promise<string>;
+export type ToolRunner = (name: string, args: readonly string[], timeoutMs?: number) => Promise<string>;
 
 /** Runs plugins; resolves with the decoded stdout (undefined when empty), rejects with a CniError. */
 export class PluginExecutor {
@@ -105,7 +105,7 @@ export class PluginExecutor {
    * up on the PATH plugins get, run through the same spawner under the plugin deadline. A non-zero
    * exit, a timeout or a spawn failure rejects with what the tool said.
    */
-  readonly runTool: ToolRunner = async (name, args) => {
+  readonly runTool: ToolRunner = async (name, args, timeoutMs = this.opts.timeoutMs) => {
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new Error(`"${name}" is not a tool name`);
     const dirs = this.opts.path.split(':').filter((d) => isAbsolute(d));
     const file = dirs.map((d) => join(d, name)).find((f) => isExecutable(f));
@@ -115,12 +115,12 @@ export class PluginExecutor {
       args: [...args],
       env: { PATH: this.opts.path, LC_ALL: 'C' },
       stdin: '',
-      timeoutMs: this.opts.timeoutMs,
+      timeoutMs,
       maxOutputBytes: this.opts.maxOutputBytes ?? 64 * 1024 * 1024,
     });
     const label = [name, ...args].join(' ');
     if (o.spawnError !== undefined) throw new Error(`cannot execute ${label}: ${o.spawnError}`);
-    if (o.timedOut) throw new Error(`${label} did not finish within ${this.opts.timeoutMs} ms and was killed`);
+    if (o.timedOut) throw new Error(`${label} did not finish within ${timeoutMs} ms and was killed`);
     if (o.overflow) throw new Error(`${label} printed more than the output cap`);
     if (o.code !== 0)
       throw new Error(
