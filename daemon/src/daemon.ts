@@ -9,9 +9,10 @@ import type { Logger } from 'pino';
 import { createLogger, type LogSink } from './log.js';
 import { type DaemonConfig } from './config.js';
 import { openJournal, startDegraded, type Journal } from './degraded.js';
+import type { Store } from './store/store.js';
 import type { RunningDaemon } from './running-daemon.js';
 import { Engine } from './engine/engine.js';
-import { onTermStep } from './lifecycle/on-term.js';
+import { shutdownSequence } from './lifecycle/shutdown.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { decideCniVersion } from './lifecycle/commands.js';
 import { conflistView } from './lifecycle/conflist-view.js';
@@ -25,13 +26,13 @@ import { listenMetrics } from './metrics-listener.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
 import { buildApp } from './server.js';
 import { Auditor } from './audit/auditor.js';
-import { runtimeFor } from './audit/runtime.js';
+import { runtimeFor, type RuntimeSource } from './audit/runtime.js';
 import { collectNodeAddresses, NET_FILES, NETNS_READ_TIMEOUT_MS } from './audit/node-addresses.js';
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
 import { ConnectionGuard, listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
-import { takeOwnership } from './store/owner.js';
+import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { VERSION } from './version.js';
 
 /**
@@ -66,84 +67,51 @@ export async function startDaemon(
   const bootId = readBootId(cfg.bootIdFile);
   // Before anything reads or writes the journal: a second daemon on this state dir stops here.
   const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
+  // The store's hooks count into the metrics, made once the journal is open (before any write).
+  const counted: { metrics?: Metrics } = {};
   let journal: Journal;
   try {
     await prepareSocketPath(cfg.socket);
     journal = openJournal(cfg.dbPath, {
       now: () => clock.wall(),
-      onWriteError: (e) => metrics.countWriteError(e),
-      onCommit: (seconds, synced) => metrics.observeCommit(seconds, synced),
+      onWriteError: (e) => counted.metrics?.countWriteError(e),
+      onCommit: (seconds, synced) => counted.metrics?.observeCommit(seconds, synced),
     });
   } catch (e) {
     owner.release();
     throw e;
   }
   if ('corrupt' in journal) return startDegraded(cfg, owner, journal, log, startedAt);
-  const { store } = journal;
   log.info({ db: cfg.dbPath, ms: Math.round(journal.checkMs) }, 'journal passed PRAGMA quick_check');
   // Every journal write SQLite refuses is counted in steward_db_write_errors_total (the metrics
   // object exists by the time the first write can fail: recovery runs after both are made).
-  const metrics: Metrics = new Metrics(store, { spoolDir: cfg.spoolDir, version: VERSION });
-  const executor = new PluginExecutor({
-    binDirs: cfg.binDirs,
-    timeoutMs: cfg.pluginTimeoutMs,
-    path: process.env.PATH ?? DEFAULT_PLUGIN_PATH,
-    log,
-  });
-  executor.warm();
-  const run: PluginRunner = metrics.instrument(executor.run);
-  const engine = new Engine({
-    store,
-    run,
-    locate: executor.locate,
-    log,
-    metrics,
-    bootId,
-    maxParallel: cfg.maxParallel,
-    delPolicy: cfg.delPolicy,
-    retry: cfg.retry,
-    answerBeforeFinalCommit: true,
-    hostNetns: '/proc/self/ns/net',
-    clock,
-  });
-  const scheduler = new RetryScheduler({
-    engine,
-    store,
-    log,
-    pollMs: Math.min(1000, cfg.retry.baseDelayMs),
-    tombstoneTtlMs: cfg.tombstoneTtlMs,
-    pruneEveryMs: cfg.pruneIntervalMs,
-    spoolDir: cfg.spoolDir,
-  });
-  const spool = new SpoolDrain(engine, cfg.spoolDir, log);
+  const metrics = new Metrics(journal.store, { spoolDir: cfg.spoolDir, version: VERSION });
+  counted.metrics = metrics;
+  return serve(cfg, { log, logSink, owner, store: journal.store, metrics, clock, bootId, startedAt });
+}
+
+interface Serving {
+  log: Logger;
+  logSink: LogSink | undefined;
+  owner: OwnerLock;
+  store: Store;
+  metrics: Metrics;
+  clock: RetryClock;
+  bootId: string;
+  startedAt: number;
+}
+
+/**
+ * The daemon on a journal that passed its check. Long on purpose: the order of these steps is the
+ * start-up contract (recovery before the socket opens, the conflist in step before the first
+ * request, readiness only once everything answers), and reads best in one place.
+ */
+async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, clock, bootId, startedAt }: Serving) {
+  const { executor, run, engine, scheduler, spool } = engineParts(cfg, store, metrics, clock, bootId, log);
   let ready = false;
   const runtime = runtimeFor(cfg.runtimeEndpoint);
-  // Decided again at every start (the DaemonSet's), before serving: a runtime upgraded to one that
-  // calls STATUS gets 1.1.0, one downgraded below it the primary's version back.
-  // A runtime that does not answer proves nothing: the record's choice (install's) then stands.
-  const decided = cfg.cniConfDir
-    ? await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime)
-    : undefined;
-  const versionChoice = decided?.mode === 'auto' && decided.runtime === undefined ? undefined : decided;
-  const watcher = cfg.cniConfDir
-    ? new PrimaryWatcher({
-        confDir: cfg.cniConfDir,
-        stateDir: cfg.stateDir,
-        socket: cfg.socket,
-        log,
-        ...(versionChoice ? { versionChoice } : {}),
-      })
-    : undefined;
-  // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
-  const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
-  const connectionGuard = new ConnectionGuard(
-    (why) => metrics.connectionsRefused.inc({ why }),
-    (refused, why) =>
-      log.error(
-        { refused, why, maxConnections: connectionGuard.maxConnections },
-        'connections to the socket closed at once for want of file descriptors (steward_connections_refused_total): raise the open files limit or find what holds them',
-      ),
-  );
+  const { decided, watcher, shimCheck } = await nodeInstall(cfg, runtime, log);
+  const connectionGuard = guardConnections(metrics, log);
   // The listener serving the socket path now: the HTTP server's own, or the one a relisten made.
   let listener: { close(): unknown } | undefined;
   let relistened: NetServer | undefined;
@@ -162,57 +130,8 @@ export async function startDaemon(
   const isReady = () =>
     ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined && shimCheck?.problem() === undefined;
   const readyProblems = () => [selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined);
-  let lastHealth = '';
-  const health = async (): Promise<string[]> => {
-    const problems: string[] = [];
-    const db = store.writeProbe(MIN_JOURNAL_FREE_BYTES);
-    if (db !== undefined) problems.push(db);
-    const spawner = await executor.health();
-    if (spawner !== undefined) problems.push(spawner);
-    const self = selfCheck.problem();
-    if (self !== undefined) problems.push(self);
-    const now = problems.join('; ');
-    if (now !== lastHealth) {
-      if (now === '') log.info('healthy again');
-      else log.warn({ problems }, 'unhealthy');
-      lastHealth = now;
-    }
-    return problems;
-  };
-  const auditor = new Auditor(
-    {
-      journal: store,
-      teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
-      run,
-      listSandboxes: runtime.listSandboxes,
-      runtime: () => runtime.info(),
-      leaseDirs: cfg.auditLeaseDirs,
-      cacheDir: cfg.auditCacheDir,
-      readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
-      firstSeen: new Map<string, number>(),
-      portmapNetworks: cfg.auditPortmapNetworks,
-      lockNetwork: async (file) => (await holdFlock(file, HOST_LOCAL_LOCK_WAIT_MS)).release,
-      nodeAddresses: (netnsDirs) =>
-        collectNodeAddresses({
-          netnsDirs,
-          readInNetns: async (path) => {
-            // Short: one namespace that hangs makes the proof incomplete, it does not hold the pass.
-            const net = `--net=${path}`;
-            const fib = await executor.runTool('nsenter', [net, 'cat', NET_FILES[0]], NETNS_READ_TIMEOUT_MS);
-            // No if_inet6 where IPv6 is off in that namespace.
-            const v6 = await executor
-              .runTool('nsenter', [net, 'cat', NET_FILES[1]], NETNS_READ_TIMEOUT_MS)
-              .catch(() => '');
-            return `${fib}\n${v6}`;
-          },
-        }),
-      sightings: store.sightings,
-      log,
-    },
-    log,
-    metrics.recordAudit,
-    (socket) => runtimeFor(socket),
-  );
+  const health = healthCheck(store, executor, selfCheck, log);
+  const auditor = buildAuditor(cfg, { store, engine, run, executor, runtime, metrics, log });
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   if (logSink) metrics.setLogDropped(() => logSink.dropped);
@@ -267,23 +186,23 @@ export async function startDaemon(
     auditor.startPeriodic({ intervalMs: cfg.auditIntervalMs, release: cfg.auditRelease, graceMs: cfg.auditGraceMs });
   log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
 
-  let resolveClosed!: () => void;
-  const closed = new Promise<void>((r) => (resolveClosed = r));
-  let closing: Promise<void> | undefined;
-  const close = (reason: string): Promise<void> => {
-    closing ??= (async () => {
+  return shutdownSequence({
+    cfg,
+    log,
+    owner,
+    quiesce: () => {
       ready = false;
       watcher?.stop();
       // Before the server closes: closing it unlinks the socket path, which is no deletion to repair.
       selfCheck.stop();
-      log.info({ reason }, 'stewardd shutting down');
-      // kubectl delete vs rolling update: decided (and drained) while still serving.
-      const afterClose = await onTermStep(cfg, reason, log);
-      const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
-      // A pass in progress finishes (bounded by the same grace) before the journal closes under it.
-      // A relistened socket stops taking connections as the server's own would (app.close closes that one).
+    },
+    // A pass in progress finishes (bounded by the grace) before the journal closes under it. A
+    // relistened socket stops taking connections as the server's own would (app.close closes that one).
+    stopServing: () => {
       relistened?.close();
-      await Promise.race([Promise.all([app.close(), auditor.stop()]), grace]);
+      return Promise.all([app.close(), auditor.stop()]);
+    },
+    release: async () => {
       shimCheck?.stop();
       connectionGuard.stop();
       await scheduler.stop();
@@ -291,17 +210,159 @@ export async function startDaemon(
       executor.close();
       runtime.close();
       store.close();
-      owner.release();
-      try {
-        afterClose();
-      } catch (e) {
-        // Never leave close() unresolved: the process must still exit.
-        log.error({ err: (e as Error).message }, 'purging the state dir after uninstall failed; it stays');
-      }
-      log.info('stewardd stopped');
-      resolveClosed();
-    })();
-    return closing;
+    },
+  });
+}
+
+/** The engine and what runs its plugins: the executor (metered), the retry scheduler, the spool drain. */
+function engineParts(
+  cfg: DaemonConfig,
+  store: Store,
+  metrics: Metrics,
+  clock: RetryClock,
+  bootId: string,
+  log: Logger,
+) {
+  const executor = new PluginExecutor({
+    binDirs: cfg.binDirs,
+    timeoutMs: cfg.pluginTimeoutMs,
+    path: process.env.PATH ?? DEFAULT_PLUGIN_PATH,
+    log,
+  });
+  executor.warm();
+  const run: PluginRunner = metrics.instrument(executor.run);
+  const engine = new Engine({
+    store,
+    run,
+    locate: executor.locate,
+    log,
+    metrics,
+    bootId,
+    maxParallel: cfg.maxParallel,
+    delPolicy: cfg.delPolicy,
+    retry: cfg.retry,
+    answerBeforeFinalCommit: true,
+    hostNetns: '/proc/self/ns/net',
+    clock,
+  });
+  const scheduler = new RetryScheduler({
+    engine,
+    store,
+    log,
+    pollMs: Math.min(1000, cfg.retry.baseDelayMs),
+    tombstoneTtlMs: cfg.tombstoneTtlMs,
+    pruneEveryMs: cfg.pruneIntervalMs,
+    spoolDir: cfg.spoolDir,
+  });
+  const spool = new SpoolDrain(engine, cfg.spoolDir, log);
+  return { executor, run, engine, scheduler, spool };
+}
+
+/**
+ * With --cni-conf-dir, the node's install this daemon keeps: the conflist's version decided again
+ * (lifecycle/cni-version.ts), the primary watcher and the installed-shim check.
+ */
+async function nodeInstall(cfg: DaemonConfig, runtime: RuntimeSource, log: Logger) {
+  // Decided again at every start (the DaemonSet's), before serving: a runtime upgraded to one that
+  // calls STATUS gets 1.1.0, one downgraded below it the primary's version back.
+  // A runtime that does not answer proves nothing: the record's choice (install's) then stands.
+  const decided = cfg.cniConfDir
+    ? await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime)
+    : undefined;
+  const versionChoice = decided?.mode === 'auto' && decided.runtime === undefined ? undefined : decided;
+  const watcher = cfg.cniConfDir
+    ? new PrimaryWatcher({
+        confDir: cfg.cniConfDir,
+        stateDir: cfg.stateDir,
+        socket: cfg.socket,
+        log,
+        ...(versionChoice ? { versionChoice } : {}),
+      })
+    : undefined;
+  // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
+  const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
+  return { decided, watcher, shimCheck };
+}
+
+/** Connections past the descriptor budget closed at once, counted and logged (socket.ts). */
+function guardConnections(metrics: Metrics, log: Logger): ConnectionGuard {
+  const connectionGuard: ConnectionGuard = new ConnectionGuard(
+    (why) => metrics.connectionsRefused.inc({ why }),
+    (refused, why) =>
+      log.error(
+        { refused, why, maxConnections: connectionGuard.maxConnections },
+        'connections to the socket closed at once for want of file descriptors (steward_connections_refused_total): raise the open files limit or find what holds them',
+      ),
+  );
+  return connectionGuard;
+}
+
+/** /healthz: the journal can be written and plugins started; a change of verdict is logged once. */
+function healthCheck(store: Store, executor: PluginExecutor, selfCheck: SelfCheck, log: Logger) {
+  let lastHealth = '';
+  const health = async (): Promise<string[]> => {
+    const problems: string[] = [];
+    const db = store.writeProbe(MIN_JOURNAL_FREE_BYTES);
+    if (db !== undefined) problems.push(db);
+    const spawner = await executor.health();
+    if (spawner !== undefined) problems.push(spawner);
+    const self = selfCheck.problem();
+    if (self !== undefined) problems.push(self);
+    const now = problems.join('; ');
+    if (now !== lastHealth) {
+      if (now === '') log.info('healthy again');
+      else log.warn({ problems }, 'unhealthy');
+      lastHealth = now;
+    }
+    return problems;
   };
-  return { close, closed };
+  return health;
+}
+
+interface AuditParts {
+  store: Store;
+  engine: Engine;
+  run: PluginRunner;
+  executor: PluginExecutor;
+  runtime: RuntimeSource;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/** The audit (audit/): its passes over what the node holds, asking this daemon's runtime. */
+function buildAuditor(cfg: DaemonConfig, { store, engine, run, executor, runtime, metrics, log }: AuditParts): Auditor {
+  return new Auditor(
+    {
+      journal: store,
+      teardown: (id) => engine.runTeardown(id, Priority.Background, { force: true }),
+      run,
+      listSandboxes: runtime.listSandboxes,
+      runtime: () => runtime.info(),
+      leaseDirs: cfg.auditLeaseDirs,
+      cacheDir: cfg.auditCacheDir,
+      readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
+      firstSeen: new Map<string, number>(),
+      portmapNetworks: cfg.auditPortmapNetworks,
+      lockNetwork: async (file) => (await holdFlock(file, HOST_LOCAL_LOCK_WAIT_MS)).release,
+      nodeAddresses: (netnsDirs) =>
+        collectNodeAddresses({
+          netnsDirs,
+          readInNetns: async (path) => {
+            // Short: one namespace that hangs makes the proof incomplete, it does not hold the pass.
+            const net = `--net=${path}`;
+            const fib = await executor.runTool('nsenter', [net, 'cat', NET_FILES[0]], NETNS_READ_TIMEOUT_MS);
+            // No if_inet6 where IPv6 is off in that namespace.
+            const v6 = await executor
+              .runTool('nsenter', [net, 'cat', NET_FILES[1]], NETNS_READ_TIMEOUT_MS)
+              .catch(() => '');
+            return `${fib}\n${v6}`;
+          },
+        }),
+      sightings: store.sightings,
+      log,
+    },
+    log,
+    metrics.recordAudit,
+    (socket) => runtimeFor(socket),
+  );
 }

@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from './config.js';
 import type { RunningDaemon } from './running-daemon.js';
-import { onTermStep } from './lifecycle/on-term.js';
+import { shutdownSequence } from './lifecycle/shutdown.js';
 import { buildDegradedApp } from './server.js';
 import { restrictSocket } from './socket.js';
 import type { OwnerLock } from './store/owner.js';
@@ -68,27 +68,6 @@ export async function startDegraded(
     { socket: cfg.socket },
     'stewardd serving, NOT ready: journal unusable; ADD/CHECK answered 11, DELs spooled',
   );
-  let resolveClosed!: () => void;
-  const closed = new Promise<void>((r) => (resolveClosed = r));
-  let closing: Promise<void> | undefined;
-  const close = (why: string): Promise<void> => {
-    closing ??= (async () => {
-      log.info({ reason: why }, 'stewardd shutting down');
-      // Degraded or not, a DaemonSet deleted must not leave its config behind (seed 001): the same
-      // decision as a healthy daemon's; the uninstall goes on without the unreadable journal.
-      const afterClose = await onTermStep(cfg, why, log);
-      const grace = new Promise<void>((r) => setTimeout(r, cfg.shutdownGraceMs).unref());
-      await Promise.race([app.close(), grace]);
-      owner.release();
-      try {
-        afterClose();
-      } catch (e) {
-        log.error({ err: (e as Error).message }, 'purging the state dir after uninstall failed; it stays');
-      }
-      log.info('stewardd stopped');
-      resolveClosed();
-    })();
-    return closing;
-  };
-  return { close, closed };
+  // Degraded or not, a DaemonSet deleted must not leave its config behind (seed 001).
+  return shutdownSequence({ cfg, log, owner, stopServing: () => app.close() });
 }

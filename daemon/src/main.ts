@@ -22,14 +22,23 @@ commands:
   version      print the version
 status, attachments, teardowns, retry and audit print tables, or the API's JSON with -o json (<command> --help)`;
 
+/** Each subcommand's usage, printed for `<command> --help` before anything else is loaded. */
+const HELP: Record<string, string> = {
+  run: RUN_USAGE,
+  install: INSTALL_USAGE,
+  uninstall: UNINSTALL_USAGE,
+  probe: PROBE_USAGE,
+};
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  const help = command === undefined ? undefined : HELP[command];
+  if (help !== undefined && rest.includes('--help')) {
+    console.log(help);
+    return 0;
+  }
   switch (command) {
     case 'run': {
-      if (rest.includes('--help')) {
-        console.log(RUN_USAGE);
-        return 0;
-      }
       const cfg = parseRunConfig(rest);
       const { log, sink } = createDaemonLogger(cfg.logLevel);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
@@ -39,30 +48,12 @@ async function main(argv: string[]): Promise<number> {
       await daemon.closed;
       return 0;
     }
-    case 'install': {
-      if (rest.includes('--help')) {
-        console.log(INSTALL_USAGE);
-        return 0;
-      }
-      const { runInstall } = await import('./lifecycle/commands.js');
-      return runInstall(parseInstallConfig(rest));
-    }
-    case 'uninstall': {
-      if (rest.includes('--help')) {
-        console.log(UNINSTALL_USAGE);
-        return 0;
-      }
-      const { runUninstall } = await import('./lifecycle/commands.js');
-      return runUninstall(parseUninstallConfig(rest));
-    }
-    case 'probe': {
-      if (rest.includes('--help')) {
-        console.log(PROBE_USAGE);
-        return 0;
-      }
-      const { runProbe } = await import('./lifecycle/commands.js');
-      return runProbe(parseProbeArgs(rest));
-    }
+    case 'install':
+      return (await import('./lifecycle/commands.js')).runInstall(parseInstallConfig(rest));
+    case 'uninstall':
+      return (await import('./lifecycle/commands.js')).runUninstall(parseUninstallConfig(rest));
+    case 'probe':
+      return (await import('./lifecycle/commands.js')).runProbe(parseProbeArgs(rest));
     case 'status':
     case 'attachments':
     case 'teardowns':

@@ -216,6 +216,10 @@ export class Metrics {
   private shimMismatch: () => number = () => 0;
   private logDropped: () => number = () => 0;
 
+  /**
+   * The gauges read at each scrape from the journal and the daemon's state. Long on purpose: one
+   * gauge per metric, each a few lines, in the order the README's metrics table lists them.
+   */
   constructor(source: GaugeSource, opts: MetricsOptions = {}) {
     const now = opts.now ?? Date.now;
     // One database read per scrape for the three gauges that need the counts (collect() runs per metric).
@@ -283,6 +287,12 @@ export class Metrics {
       "1 when the shim installed on the node is not this stewardd's own build (readiness fails until stewardd install)",
       (g) => g.set(this.shimMismatch()),
     );
+    this.registerOwn(opts.version);
+    this.zeroSeries();
+  }
+
+  /** The log-drop counter read from the sink, and the build info. */
+  private registerOwn(version: string | undefined): void {
     const dropped: Counter = new Counter({
       name: 'steward_log_lines_dropped_total',
       help: 'Log lines dropped because stdout was not read (more than 4 MiB waiting): log.ts LogSink',
@@ -298,8 +308,11 @@ export class Metrics {
       labelNames: ['version'] as const,
       registers: [this.registry],
     });
-    info.set({ version: opts.version ?? 'unknown' }, 1);
-    // Successes exist from the first scrape, so rate() and error ratios have a denominator.
+    info.set({ version: version ?? 'unknown' }, 1);
+  }
+
+  /** Series that exist from the first scrape, so rate() and error ratios have a denominator. */
+  private zeroSeries(): void {
     for (const command of ['ADD', 'DEL', 'CHECK']) this.requests.inc({ command, code: '0' }, 0);
     for (const kind of AUDIT_KINDS) {
       this.auditOrphans.set({ kind }, 0);

@@ -8,6 +8,7 @@ import { podOf } from '../store/types.js';
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
 import { parseStewardConf, pluginStdin } from './netconf.js';
+import { pluginCall } from '../plugins/call.js';
 
 /** GC and STATUS use the shared engine context (context.ts). */
 export type GcDeps = Pick<EngineContext, 'store' | 'slots' | 'teardown' | 'gate' | 'log'>;
@@ -70,16 +71,9 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
       const stillValid = held.map((a) => ({ containerID: a.containerId, ifname: ifnameFor(a) }));
       for (const plugin of d.plugins) {
         try {
-          await deps.slots.run(Priority.Background, {
-            command: 'GC',
-            type: plugin.type,
-            containerId: '',
-            netns: '',
-            ifname: '',
-            args: '',
-            cniPath: env.path,
-            stdin: { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid },
-          });
+          const stdin = { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid };
+          // GC is about no container: only CNI_PATH is set.
+          await deps.slots.run(Priority.Background, pluginCall('GC', plugin.type, stdin, { cniPath: env.path }));
         } catch (e) {
           errors.push(`${d.name}/${plugin.type}: ${(e as Error).message}`);
         }
@@ -153,16 +147,8 @@ export async function runStatus(
     for (const d of conf.delegates) {
       if (!versionAtLeast(d.cniVersion, '1.1.0')) continue;
       for (const plugin of d.plugins) {
-        await deps.slots.run(Priority.Add, {
-          command: 'STATUS',
-          type: plugin.type,
-          containerId: '',
-          netns: '',
-          ifname: '',
-          args: '',
-          cniPath: env.path,
-          stdin: pluginStdin(d, plugin, {}),
-        });
+        const stdin = pluginStdin(d, plugin, {});
+        await deps.slots.run(Priority.Add, pluginCall('STATUS', plugin.type, stdin, { cniPath: env.path }));
       }
     }
   });

@@ -20,6 +20,7 @@ import {
   readSync,
   renameSync,
   unlinkSync,
+  type Dir,
 } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -133,6 +134,12 @@ async function drainOnce(
   }
 }
 
+/** A spooled DEL read from its file, by the file's name. */
+interface SpooledDel {
+  name: string;
+  req: ReturnType<typeof decodeWireRequest>;
+}
+
 /**
  * One pass over the spool: batches of at most BATCH_FILES entries (BATCH_BYTES of requests), each
  * batch's DELs run together (identical ones coalesce in the engine), then their files removed.
@@ -153,72 +160,8 @@ async function drainPass(
   }
   try {
     for (;;) {
-      const batch: { name: string; req: ReturnType<typeof decodeWireRequest> }[] = [];
-      let bytes = 0;
-      let end = false;
-      while (batch.length < BATCH_FILES && bytes < BATCH_BYTES) {
-        const ent = dir.readSync();
-        if (ent === null) {
-          end = true;
-          break;
-        }
-        const name = ent.name;
-        if (!name.endsWith('.json')) continue;
-        const file = join(spoolDir, name);
-        try {
-          const text = readSpoolFile(file);
-          bytes += text.length;
-          const req = decodeWireRequest(JSON.parse(text));
-          if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
-          batch.push({ name, req });
-        } catch (e) {
-          if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-            settled(name);
-            continue; // gone since it was listed
-          }
-          // Never lost: moved aside for an operator to read.
-          try {
-            const to = reject(spoolDir, name);
-            report.rejected++;
-            log.error(
-              { file, movedTo: to, err: (e as Error).message },
-              'spooled DEL rejected; moved to spool/rejected',
-            );
-          } catch (me) {
-            log.error(
-              { file, err: (e as Error).message, moveErr: (me as Error).message },
-              'spooled DEL rejected and could not be moved aside',
-            );
-          }
-          settled(name);
-        }
-      }
-      await Promise.all(
-        batch.map(async ({ name, req }) => {
-          const file = join(spoolDir, name);
-          try {
-            await engine.spooledDel(req);
-          } catch (e) {
-            // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
-            log.warn(
-              {
-                file,
-                containerId: req.env.containerId,
-                ...podLogFields(podFromCniArgs(req.env.args)),
-                err: (e as Error).message,
-              },
-              'spooled DEL did not complete; its teardown stays queued',
-            );
-          }
-          try {
-            unlinkSync(file);
-          } catch (e) {
-            if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-          }
-          report.ingested++;
-          settled(name);
-        }),
-      );
+      const { batch, end } = readBatch(dir, spoolDir, report, settled, log);
+      await runBatch(engine, spoolDir, batch, report, settled, log);
       if (end) break;
       // Let requests on the socket in between batches.
       await new Promise((r) => setImmediate(r));
@@ -231,6 +174,88 @@ async function drainPass(
     }
   }
   return report;
+}
+
+/** The next batch of readable spooled DELs; what cannot be read safely is moved aside on the way. */
+function readBatch(
+  dir: Dir,
+  spoolDir: string,
+  report: SpoolReport,
+  settled: (name: string) => void,
+  log: Logger,
+): { batch: SpooledDel[]; end: boolean } {
+  const batch: SpooledDel[] = [];
+  let bytes = 0;
+  while (batch.length < BATCH_FILES && bytes < BATCH_BYTES) {
+    const ent = dir.readSync();
+    if (ent === null) return { batch, end: true };
+    const name = ent.name;
+    if (!name.endsWith('.json')) continue;
+    const file = join(spoolDir, name);
+    try {
+      const text = readSpoolFile(file);
+      bytes += text.length;
+      const req = decodeWireRequest(JSON.parse(text));
+      if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
+      batch.push({ name, req });
+    } catch (e) {
+      // Gone since it was listed, or never lost: moved aside for an operator to read.
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') setAside(spoolDir, name, e as Error, report, log);
+      settled(name);
+    }
+  }
+  return { batch, end: false };
+}
+
+function setAside(spoolDir: string, name: string, err: Error, report: SpoolReport, log: Logger): void {
+  const file = join(spoolDir, name);
+  try {
+    const to = reject(spoolDir, name);
+    report.rejected++;
+    log.error({ file, movedTo: to, err: err.message }, 'spooled DEL rejected; moved to spool/rejected');
+  } catch (me) {
+    log.error(
+      { file, err: err.message, moveErr: (me as Error).message },
+      'spooled DEL rejected and could not be moved aside',
+    );
+  }
+}
+
+/** Runs a batch's DELs together, each file removed once its DEL is done or journaled as teardown work. */
+async function runBatch(
+  engine: Engine,
+  spoolDir: string,
+  batch: readonly SpooledDel[],
+  report: SpoolReport,
+  settled: (name: string) => void,
+  log: Logger,
+): Promise<void> {
+  await Promise.all(
+    batch.map(async ({ name, req }) => {
+      const file = join(spoolDir, name);
+      try {
+        await engine.spooledDel(req);
+      } catch (e) {
+        // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
+        log.warn(
+          {
+            file,
+            containerId: req.env.containerId,
+            ...podLogFields(podFromCniArgs(req.env.args)),
+            err: (e as Error).message,
+          },
+          'spooled DEL did not complete; its teardown stays queued',
+        );
+      }
+      try {
+        unlinkSync(file);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      }
+      report.ingested++;
+      settled(name);
+    }),
+  );
 }
 
 /** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost (scheduler ticks). */

@@ -197,43 +197,50 @@ export class Spawner {
         );
       }
     });
-    child.on('exit', (code, signal) => {
-      if (this.current === w) this.current = undefined;
-      if (w.calls.size === 0) return;
-      const orphans = [...w.calls.values()].flatMap((c) => (c.process ? [c.process] : []));
-      this.log.error(
-        { code, signal, inFlight: w.calls.size, orphans: orphans.map((p) => p.pid) },
-        'plugin spawner exited with calls in flight; killing the plugins it was running',
-      );
-      const how = signal ? `killed by ${signal}` : `status ${code}`;
-      const fail = () => {
-        for (const id of [...w.calls.keys()]) {
-          this.finish(
-            w,
-            id,
-            undefined,
-            new CniError(
-              ErrorCode.PluginExecFailed,
-              `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`,
-            ),
-          );
-        }
-      };
-      // The calls fail (and their steps are rolled back) only once their plugins are gone.
-      stopGroups(orphans).then(
-        (out) => {
-          if (out.survivors.length > 0)
-            this.log.error({ survivors: out.survivors }, 'plugin processes survived SIGKILL (stuck in the kernel)');
-          fail();
-        },
-        (e: unknown) => {
-          this.log.error({ err: String(e) }, 'cannot kill the plugins of a dead spawner');
-          fail();
-        },
-      );
-    });
+    child.on('exit', (code, signal) => this.exited(w, code, signal));
     this.current = w;
     return w;
+  }
+
+  /**
+   * The spawner process ended: calls still in flight fail, but only once the plugins it was running
+   * are gone (their steps are then rolled back, never left running behind the journal's back).
+   */
+  private exited(w: Worker, code: number | null, signal: NodeJS.Signals | null): void {
+    const child = w.child;
+    if (this.current === w) this.current = undefined;
+    if (w.calls.size === 0) return;
+    const orphans = [...w.calls.values()].flatMap((c) => (c.process ? [c.process] : []));
+    this.log.error(
+      { code, signal, inFlight: w.calls.size, orphans: orphans.map((p) => p.pid) },
+      'plugin spawner exited with calls in flight; killing the plugins it was running',
+    );
+    const how = signal ? `killed by ${signal}` : `status ${code}`;
+    const fail = () => {
+      for (const id of [...w.calls.keys()]) {
+        this.finish(
+          w,
+          id,
+          undefined,
+          new CniError(
+            ErrorCode.PluginExecFailed,
+            `the plugin spawner exited (pid ${child.pid ?? '?'}, ${how}) while the call was in flight; a plugin's outcome is unknown`,
+          ),
+        );
+      }
+    };
+    // The calls fail (and their steps are rolled back) only once their plugins are gone.
+    stopGroups(orphans).then(
+      (out) => {
+        if (out.survivors.length > 0)
+          this.log.error({ survivors: out.survivors }, 'plugin processes survived SIGKILL (stuck in the kernel)');
+        fail();
+      },
+      (e: unknown) => {
+        this.log.error({ err: String(e) }, 'cannot kill the plugins of a dead spawner');
+        fail();
+      },
+    );
   }
 
   /** A spawner keeps the daemon alive only while a plugin runs (recovery runs before the server listens). */

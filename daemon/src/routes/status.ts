@@ -42,10 +42,18 @@ function teardownView(s: Step, a: Attachment | undefined) {
 }
 
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
-  const { metrics } = deps;
-  const store = deps.journal;
-  const attachmentOf = (id: number) => store.getAttachment(id);
+  probeRoutes(app, deps);
+  app.get('/v1/status', async () => statusView(deps));
+  attachmentRoutes(app, deps);
+  teardownRoutes(app, deps);
+  app.get('/metrics', async (_req, reply) => {
+    const text = await deps.metrics.registry.metrics();
+    return reply.type(deps.metrics.registry.contentType).send(text);
+  });
+}
 
+/** /healthz (liveness) and /readyz (readiness), as the kubelet's probes ask them. */
+function probeRoutes(app: FastifyInstance, deps: AppDeps): void {
   // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
   // answers, or a new one does). 503 with the reasons otherwise.
   app.get('/healthz', async (_req, reply) => {
@@ -68,48 +76,54 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
     }
     return { ready: true, ...draining() };
   });
+}
 
-  app.get('/v1/status', async () => {
-    const counts = store.counts();
-    const oldest = store.oldestPendingTeardownAt();
-    const now = Date.now();
-    return {
-      version: deps.version,
-      uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
-      ready: deps.isReady(),
-      // Why not ready (as /readyz says it), so `stewardd status` names the reason too.
-      ...(() => {
-        const problems = deps.isReady() ? [] : (deps.readyProblems?.() ?? []);
-        return problems.length > 0 ? { problems } : {};
+/** GET /v1/status: counts by state, the retry queue, why not ready, the last errors. */
+function statusView(deps: AppDeps) {
+  const store = deps.journal;
+  const counts = store.counts();
+  const oldest = store.oldestPendingTeardownAt();
+  const now = Date.now();
+  return {
+    version: deps.version,
+    uptimeSeconds: Math.round((now - deps.startedAt) / 1000),
+    ready: deps.isReady(),
+    // Why not ready (as /readyz says it), so `stewardd status` names the reason too.
+    ...(() => {
+      const problems = deps.isReady() ? [] : (deps.readyProblems?.() ?? []);
+      return problems.length > 0 ? { problems } : {};
+    })(),
+    spool: { draining: deps.spoolDraining?.() ?? 0 },
+    ...(() => {
+      const n = deps.spoolDraining?.() ?? 0;
+      return n > 0 ? { message: `draining ${n} spooled DELs` } : {};
+    })(),
+    warnings: deps.warnings(),
+    attachments: counts.attachments,
+    steps: counts.steps,
+    teardownQueue: {
+      depth: store.countPendingTeardowns(),
+      oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
+      nextAttemptAt: (() => {
+        const t = store.nextTeardownDueAt();
+        return t === undefined ? null : new Date(t).toISOString();
       })(),
-      spool: { draining: deps.spoolDraining?.() ?? 0 },
-      ...(() => {
-        const n = deps.spoolDraining?.() ?? 0;
-        return n > 0 ? { message: `draining ${n} spooled DELs` } : {};
-      })(),
-      warnings: deps.warnings(),
-      attachments: counts.attachments,
-      steps: counts.steps,
-      teardownQueue: {
-        depth: store.countPendingTeardowns(),
-        oldestPendingSeconds: oldest === undefined ? null : Math.round((now - oldest) / 1000),
-        nextAttemptAt: (() => {
-          const t = store.nextTeardownDueAt();
-          return t === undefined ? null : new Date(t).toISOString();
-        })(),
-      },
-      executions: deps.executions(),
-      ...(deps.admission ? { admission: deps.admission() } : {}),
-      ...(() => {
-        const c = deps.conflist?.();
-        return c ? { conflist: c } : {};
-      })(),
-      lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) =>
-        teardownView(s, attachmentOf(s.attachmentId)),
-      ),
-    };
-  });
+    },
+    executions: deps.executions(),
+    ...(deps.admission ? { admission: deps.admission() } : {}),
+    ...(() => {
+      const c = deps.conflist?.();
+      return c ? { conflist: c } : {};
+    })(),
+    lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) =>
+      teardownView(s, store.getAttachment(s.attachmentId)),
+    ),
+  };
+}
 
+/** GET /v1/attachments?containerId=&state=&pod=&limit=. */
+function attachmentRoutes(app: FastifyInstance, deps: AppDeps): void {
+  const store = deps.journal;
   app.get<{ Querystring: { containerId?: string; state?: string; pod?: string; limit?: string } }>(
     '/v1/attachments',
     async (req, reply) => {
@@ -149,7 +163,12 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
       }));
     },
   );
+}
 
+/** GET /v1/teardowns and POST /v1/teardowns/retry. */
+function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
+  const store = deps.journal;
+  const attachmentOf = (id: number) => store.getAttachment(id);
   app.get('/v1/teardowns', async () => {
     return {
       pending: store.pendingTeardownSteps().map((s) => teardownView(s, attachmentOf(s.attachmentId))),
@@ -166,10 +185,5 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
     const rearmed = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : 0;
     const result = await deps.scheduler.retryNow();
     return { ...result, rearmed };
-  });
-
-  app.get('/metrics', async (_req, reply) => {
-    const text = await metrics.registry.metrics();
-    return reply.type(metrics.registry.contentType).send(text);
   });
 }
