@@ -80,3 +80,17 @@ test('bench/ imports no SQLite driver and writes no SQL of its own', () => {
     [],
   );
 });
+
+test('docs/architecture.md names every directory and top-level file under daemon/src, and every file of each directory', () => {
+  const doc = readFileSync(join(REPO, 'docs/architecture.md'), 'utf8');
+  const root = join(REPO, 'daemon/src');
+  const missing: string[] = [];
+  for (const name of readdirSync(root)) {
+    const p = join(root, name);
+    if (statSync(p).isDirectory()) {
+      if (!doc.includes(`${name}/`)) missing.push(`${name}/`);
+      for (const f of readdirSync(p)) if (f.endsWith('.ts') && !doc.includes(f)) missing.push(`${name}/${f}`);
+    } else if (!doc.includes(name)) missing.push(name);
+  }
+  assert.deepEqual(missing, []);
+});
