@@ -10,13 +10,14 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
 import { directAdd, directDel } from '../helpers/direct.js';
-import { REPO, TestEnv, leases } from '../helpers/env.js';
+import { TestEnv, leases } from '../helpers/env.js';
+import { stewardd } from '../helpers/node-tree.js';
 import { fakeRuntime } from '../helpers/fake-cri.js';
 import { bridgePlugin, delegate, stewardConf } from '../helpers/netconf.js';
 import { portmapCall, portmapOwners } from '../helpers/portmap.js';
@@ -33,23 +34,7 @@ const NET = `hostile-${process.pid}`;
 const PMNET = `stw-hpm-${process.pid}`;
 const HOURS = 3 * 3600;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => stewardd(args);
 
 function age(path: string, seconds: number): void {
   const t = (Date.now() - seconds * 1000) / 1000;
@@ -273,6 +258,24 @@ describe('the audit against a runtime that answers wrong, with live pods through
   });
 });
 
+/** A daemon auditing only the leases under dataDir (no cache dir, none of the first describe's portmap rules). */
+function leasesOnlyDaemon(name: string, sock: string, dataDir: string): Daemon {
+  return new Daemon(env, {
+    name,
+    args: [
+      ...FAST_RETRY,
+      '--runtime-endpoint',
+      `unix://${sock}`,
+      '--audit-lease-dir',
+      dataDir,
+      '--audit-cache-dir',
+      join(env.dir, 'none'),
+      '--audit-portmap-network',
+      `${PMNET}-none`,
+    ],
+  });
+}
+
 describe("an audit pass's bounds", () => {
   it('a runtime answering in 3 s: ten releases take one answer, not one each', async () => {
     const dataDir = join(env.dir, 'bounded');
@@ -286,21 +289,7 @@ describe("an audit pass's bounds", () => {
     }
     const sock = join(env.dir, 'slow3.sock');
     const cri = await fakeRuntime(env, sock, [], { delayMs: 3000 });
-    const d = new Daemon(env, {
-      name: 'b',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${sock}`,
-        '--audit-lease-dir',
-        dataDir,
-        '--audit-cache-dir',
-        join(env.dir, 'none'),
-        // Not the first describe's portmap rules: this pass audits its own leases only.
-        '--audit-portmap-network',
-        `${PMNET}-none`,
-      ],
-    });
+    const d = leasesOnlyDaemon('b', sock, dataDir);
     await d.start();
     const t0 = Date.now();
     const r = await cli(['audit', '--release', '--grace', '1m', '-o', 'json', '--socket', d.socket]);
@@ -328,21 +317,7 @@ describe("an audit pass's bounds", () => {
       );
     const sock = join(env.dir, 'big.sock');
     await fakeRuntime(env, sock, []);
-    const d = new Daemon(env, {
-      name: 'big',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${sock}`,
-        '--audit-lease-dir',
-        dataDir,
-        '--audit-cache-dir',
-        join(env.dir, 'none'),
-        // Not the first describe's portmap rules: this pass audits its own leases only.
-        '--audit-portmap-network',
-        `${PMNET}-none`,
-      ],
-    });
+    const d = leasesOnlyDaemon('big', sock, dataDir);
     await d.start();
     let done = false;
     const pass = d.request('GET', '/v1/audit').finally(() => (done = true));

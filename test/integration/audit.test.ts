@@ -17,7 +17,8 @@ import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
 import { RELEASE_BATCH } from '../../daemon/src/audit/run.js';
 import { fakeRuntime } from '../helpers/fake-cri.js';
 import { portmapCall, portmapOwners as portmapOwnersOf } from '../helpers/portmap.js';
-import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
+import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { stewardd } from '../helpers/node-tree.js';
 import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
@@ -64,23 +65,8 @@ function seedPortmap(ids: string[]): void {
   });
 }
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+type Run = Awaited<ReturnType<typeof stewardd>>;
+const cli = (args: string[]) => stewardd(args);
 
 /** A daemon auditing `s`'s leftovers, asking the CRI runtime on `runtime`; `extra` flags appended. */
 function auditDaemon(

@@ -1,6 +1,8 @@
 // Short human tables for the CLI, made from the API's JSON (routes/status.ts shapes). Pure
 // functions of (json, now): what an operator reads at 3 a.m., one row per thing.
 
+import type { RuntimeInfo } from '../audit/runtime.js';
+
 export interface TeardownRow {
   step: number;
   attachment: number;
@@ -174,14 +176,7 @@ export interface AuditJson {
     journalled: boolean;
     released: boolean;
   }>;
-  runtime: {
-    reachable: boolean;
-    endpoint: string | null;
-    sandboxes?: number;
-    message?: string;
-    lostDuringPass?: boolean;
-    distrusted?: string;
-  };
+  runtime: RuntimeInfo;
   reportOnly?: string;
   deadlineReached?: boolean;
   node?: { namespaces: number; unread: string[] } | { error: string };
