@@ -81,7 +81,8 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
     };
     const floorBin = compileFor(
       hostTarget(),
-      join(env.dir, 'go-floor'),
+      // Its own name: the shim row's build of the same program is under go-floor/ in the same scratch dir.
+      join(env.dir, 'go-floor', 'status'),
       undefined,
       join(REPO, 'bench/fixtures/go-floor'),
     );
