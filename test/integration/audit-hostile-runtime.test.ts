@@ -62,17 +62,7 @@ describe('the audit against a runtime that answers wrong, with live pods through
     await fakeRuntime(env, right, [A, B]);
     daemon = new Daemon(env, {
       name: 'd',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${right}`,
-        '--audit-lease-dir',
-        dataDir,
-        '--audit-cache-dir',
-        cacheDir,
-        '--audit-portmap-network',
-        PMNET,
-      ],
+      args: auditArgs(right),
     });
     await daemon.start();
     const bridge = env.bridge();
@@ -126,6 +116,19 @@ describe('the audit against a runtime that answers wrong, with live pods through
     held.push(cacheB);
     assert.deepEqual(leases(dataDir, NET).sort(), [ipA, ipB, `${base}.200`].sort());
   });
+
+  /** A daemon's flags to audit this node's dirs and portmap network, asking the runtime on `sock`. */
+  const auditArgs = (sock: string) => [
+    ...FAST_RETRY,
+    '--runtime-endpoint',
+    `unix://${sock}`,
+    '--audit-lease-dir',
+    dataDir,
+    '--audit-cache-dir',
+    cacheDir,
+    '--audit-portmap-network',
+    PMNET,
+  ];
 
   /** Everything A and B hold is still there: leases, B's cache file and portmap rule, A's attachment. */
   async function nothingLiveReleased(why: string): Promise<void> {
@@ -216,22 +219,7 @@ describe('the audit against a runtime that answers wrong, with live pods through
     await fakeRuntime(env, empty, []);
     const periodic = new Daemon(env, {
       name: 'p',
-      args: [
-        ...FAST_RETRY,
-        '--runtime-endpoint',
-        `unix://${empty}`,
-        '--audit-lease-dir',
-        dataDir,
-        '--audit-cache-dir',
-        cacheDir,
-        '--audit-portmap-network',
-        PMNET,
-        '--audit-interval',
-        '1s',
-        '--audit-release',
-        '--audit-grace',
-        '1s',
-      ],
+      args: [...auditArgs(empty), '--audit-interval', '1s', '--audit-release', '--audit-grace', '1s'],
     });
     await periodic.start();
     await new Promise((r) => setTimeout(r, 5000)); // five passes
