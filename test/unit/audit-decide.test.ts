@@ -3,7 +3,13 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { decide, type DecideInput, type Finding } from '../../daemon/src/audit/decide.js';
+import {
+  decide,
+  releaseGroup,
+  runtimeDistrust,
+  type DecideInput,
+  type Finding,
+} from '../../daemon/src/audit/decide.js';
 
 const NOW = 10_000_000_000;
 const GRACE = 15 * 60_000;
@@ -173,5 +179,162 @@ describe('audit decision', () => {
       ['a', 'capped', true],
       ['a', 'capped', true],
     ]);
+  });
+
+  test('a finding with no address is never proven unused by the node (only sightings release it); an attachment is, by its gone netns', () => {
+    const bare: Finding = { ...lease('bare', 7_200_000), kind: 'cache', path: '/c/bare', addresses: [] };
+    // The whole node was read, no address anywhere: still nothing proves this one is unused.
+    assert.deepEqual(run([bare]), [['bare', 'unconfirmed', true]]);
+    const att = (netns: string): Finding => ({
+      ...bare,
+      kind: 'attachment',
+      containerId: 'att',
+      netns,
+      journalled: true,
+    });
+    assert.deepEqual(run([att('/run/netns/gone')]), [['att', 'release', true]]);
+    assert.deepEqual(run([att('')]), [['att', 'unconfirmed', true]], 'no netns recorded: no proof');
+    assert.deepEqual(run([{ ...att('/run/netns/gone'), kind: 'cache', journalled: false }]), [
+      ['att', 'unconfirmed', true],
+    ]);
+  });
+
+  test('a sighting made by this very pass is not an earlier one, grace 0 included', () => {
+    const f: Finding = { ...lease('now', 7_200_000), addresses: [] };
+    const key = `lease\0${f.path}\0now`;
+    const partial = { addresses: new Set<string>(), complete: false };
+    assert.deepEqual(run([f], { nodeAddresses: partial, graceMs: 0, sightings: new Map([[key, NOW]]) }), [
+      ['now', 'unconfirmed', true],
+    ]);
+    assert.deepEqual(run([f], { nodeAddresses: partial, graceMs: 0, sightings: new Map([[key, NOW + 5000]]) }), [
+      ['now', 'unconfirmed', true],
+    ]);
+  });
+
+  test('release groups: what one DEL or teardown frees', () => {
+    const base = lease('c1', 0);
+    // A journalled container's findings are one group, whatever their kind, but for its cache files.
+    assert.equal(
+      releaseGroup({ ...base, journalled: true }),
+      releaseGroup({ ...base, kind: 'portmap', journalled: true }),
+    );
+    assert.notEqual(
+      releaseGroup({ ...base, kind: 'cache', journalled: true }),
+      releaseGroup({ ...base, journalled: true }),
+    );
+    // Unjournalled leases: one per data dir, container and interface; no ifname is eth0.
+    assert.equal(releaseGroup({ ...base, ifname: '' }), releaseGroup({ ...base, ifname: 'eth0' }));
+    assert.notEqual(releaseGroup({ ...base, ifname: 'net1' }), releaseGroup(base));
+    assert.notEqual(releaseGroup({ ...base, path: '/other/net/10.1.0.2' }), releaseGroup(base));
+    assert.notEqual(releaseGroup({ ...base, containerId: 'c2' }), releaseGroup(base));
+    // portmap: one per network and container, whatever the family's path.
+    const pm = { ...base, kind: 'portmap' as const };
+    assert.equal(
+      releaseGroup({ ...pm, path: 'iptables -t nat CNI-DN-1' }),
+      releaseGroup({ ...pm, path: 'ip6tables -t nat CNI-DN-1' }),
+    );
+    assert.notEqual(releaseGroup({ ...pm, network: 'other' }), releaseGroup(pm));
+    assert.notEqual(releaseGroup(pm), releaseGroup(base), 'a rule and a lease are freed by different DELs');
+    // Cache files: each its own.
+    const c = { ...base, kind: 'cache' as const };
+    assert.notEqual(releaseGroup({ ...c, path: '/c/a' }), releaseGroup({ ...c, path: '/c/b' }));
+  });
+
+  test("the per-network cap counts a network's leases only, never fewer than 10, and a group's leases together", () => {
+    const pool = Array.from({ length: 24 }, (_, i) => ({
+      ...lease(`p${i}`, 7_200_000),
+      path: `/tmp/net/10.1.1.${i}`,
+      addresses: [`10.1.1.${i}`],
+    }));
+    // 24 leases at 0.5: 12 released. Rules and cache files of the same network do not count against it.
+    const rules = pool.map((f) => ({
+      ...f,
+      kind: 'portmap' as const,
+      path: `iptables -t nat CNI-DN-${f.containerId}`,
+    }));
+    const out = run([...pool, ...rules], { cap: 1000 });
+    assert.equal(out.filter(([, v], i) => v === 'release' && i < 24).length, 12);
+    assert.equal(out.filter(([, v], i) => v === 'release' && i >= 24).length, 24);
+    // Another network's leases have their own cap.
+    const other = pool.map((f) => ({ ...f, network: 'other', path: f.path.replace('/net/', '/other/') }));
+    assert.equal(run([...pool, ...other], { cap: 1000 }).filter(([, v]) => v === 'release').length, 24);
+  });
+
+  test("an id with anything after or before 64 hex digits is not the runtime's form", () => {
+    const id = 'a'.repeat(64);
+    assert.match(runtimeDistrust([`${id}x`], []) ?? '', /not 64 lower-case hex/);
+    assert.match(runtimeDistrust([`x${id}`], []) ?? '', /not 64 lower-case hex/);
+    assert.match(runtimeDistrust([`${id}\n`], []) ?? '', /"a{64}\\n"/);
+    assert.match(runtimeDistrust([id], ['b'.repeat(64)]) ?? '', /\(e\.g\. bbbbbbbbbbbbb\)$/);
+  });
+
+  test('the age a report shows: whole seconds since the evidence, 0 for a future mtime, none without evidence; exactly the grace old is past it', () => {
+    const ages = decide({
+      findings: [lease('old', 7_200_500), lease('future', -60_000), { ...lease('none', 0), mtimeMs: null }],
+      alive: new Set(),
+      inFlight: new Set(),
+      nowMs: NOW,
+      graceMs: GRACE,
+      cap: 10,
+      release: false,
+    }).map((d) => d.ageSeconds);
+    assert.deepEqual(ages, [7200, 0, null]);
+    assert.deepEqual(run([lease('edge', GRACE)]), [['edge', 'release', true]]);
+    assert.deepEqual(run([lease('inside', GRACE - 1)]), [['inside', 'young', true]]);
+  });
+
+  test('a group that fits the cap exactly is released whole; the cap and the network cap hold at their edge', () => {
+    const a1 = { ...lease('a', 7_200_000), path: '/tmp/net/10.1.0.3', addresses: ['10.1.0.3'] };
+    const a2 = { ...lease('a', 7_200_000), path: '/tmp/net/10.1.0.4', addresses: ['10.1.0.4'] };
+    assert.deepEqual(run([a1, a2], { cap: 2 }), [
+      ['a', 'release', true],
+      ['a', 'release', true],
+    ]);
+    const singles = ['x', 'y', 'z'].map((id, i) => ({ ...lease(id, 7_200_000), path: `/tmp/net/10.1.0.${20 + i}` }));
+    assert.deepEqual(
+      run(singles, { cap: 1 }).map(([, v]) => v),
+      ['release', 'capped', 'capped'],
+    );
+    // 22 leases at 0.5 allow 11: the 11th is released, the 12th capped.
+    const pool = Array.from({ length: 22 }, (_, i) => ({ ...lease(`q${i}`, 7_200_000), path: `/tmp/net/10.1.2.${i}` }));
+    const verdicts = run(pool, { cap: 1000 }).map(([, v]) => v);
+    assert.equal(verdicts.indexOf('capped'), 11);
+    assert.equal(verdicts.filter((v) => v === 'release').length, 11);
+  });
+
+  test('a very long odd id is named cut to 80 characters', () => {
+    const long = 'Z'.repeat(200);
+    const why = runtimeDistrust([long], []) ?? '';
+    assert.ok(why.includes(`"${'Z'.repeat(80)}"`) && !why.includes('Z'.repeat(81)), why);
+  });
+
+  test('two journalled containers are two groups: one kept does not keep the other', () => {
+    const j = (id: string, age: number): Finding => ({
+      ...lease(id, age),
+      kind: 'attachment',
+      journalled: true,
+      netns: `/run/netns/${id}`,
+      path: `attachment/${id}`,
+    });
+    assert.deepEqual(run([j('j1', 7_200_000), j('j2', 60_000)]), [
+      ['j1', 'release', true],
+      ['j2', 'young', true],
+    ]);
+  });
+
+  test('a group that did not fit does not use up the cap of those after it', () => {
+    const b = { ...lease('b', 7_200_000), path: '/tmp/net/10.1.0.5' };
+    const a1 = { ...lease('a', 7_200_000), path: '/tmp/net/10.1.0.3' };
+    const a2 = { ...lease('a', 7_200_000), path: '/tmp/net/10.1.0.4' };
+    const c = { ...lease('c', 7_200_000), path: '/tmp/net/10.1.0.6' };
+    assert.deepEqual(
+      run([b, a1, a2, c], { cap: 2 }).map(([id, v]) => `${id} ${v}`),
+      ['b release', 'a capped', 'a capped', 'c release'],
+    );
+  });
+
+  test('a finding that names no addresses at all (none recorded) is not proven by the node either', () => {
+    const { addresses: _, ...noField } = lease('nofield', 7_200_000);
+    assert.deepEqual(run([noField as Finding]), [['nofield', 'unconfirmed', true]]);
   });
 });
