@@ -24,11 +24,7 @@ export function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findin
   };
   let journalled: Attachment[] = [];
   const read = () => {
-    journalled = [
-      ...deps.journal.attachmentsInState('adding'),
-      ...deps.journal.attachmentsInState('added'),
-      ...deps.journal.attachmentsInState('deleting'),
-    ];
+    journalled = liveAttachments(deps.journal);
     for (const a of journalled) note(a.containerId, a.netns);
     return journalled;
   };
@@ -36,8 +32,11 @@ export function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findin
   const hasNetns = (id: string) => [...(netnsOf.get(id) ?? [])].some((p) => existsSync(p));
   const starting = (a: Attachment) => a.state === 'adding' || !known.has(a.containerId);
   return {
-    /** Containers in flight now, or journalled since the first read (reads the journal). */
-    startedSince: (): Set<string> =>
+    /**
+     * Containers in flight now, or journalled since the pass's first read: a fresh read of the
+     * journal (after the scans, then once per batch of releases).
+     */
+    startingNow: (): Set<string> =>
       new Set(
         read()
           .filter(starting)
@@ -47,15 +46,17 @@ export function sandboxGuard(deps: AuditDeps, known: ReadonlySet<string>, findin
     /** Pods steward set up (added) whose namespace is still there, as of the last journal read. */
     withNetns: (): string[] =>
       journalled.filter((a) => a.state === 'added' && a.netns !== '' && existsSync(a.netns)).map((a) => a.containerId),
-    /** Containers starting as of a fresh read of the journal (once per batch of releases). */
-    startingNow: (): Set<string> =>
-      new Set(
-        read()
-          .filter(starting)
-          .map((a) => a.containerId),
-      ),
     hasNetns,
   };
+}
+
+/** The journal's attachments that are not torn down: in flight, added, or still owing DELs. */
+export function liveAttachments(journal: AuditDeps['journal']): Attachment[] {
+  return [
+    ...journal.attachmentsInState('adding'),
+    ...journal.attachmentsInState('added'),
+    ...journal.attachmentsInState('deleting'),
+  ];
 }
 
 /** Ids of the attachments that owe a teardown now (added, or with steps still deleting), read afresh. */

@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import type { Attachment } from '../store/types.js';
 import { decide, findingKey, runtimeDistrust, type Decision, type Finding } from './decide.js';
 import { gather, leaseOwners, nodeProof } from './gather.js';
-import { owingTeardown, sandboxGuard } from './guard.js';
+import { liveAttachments, owingTeardown, sandboxGuard } from './guard.js';
 import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RELEASE_CAP } from './options.js';
 import { DISTRUSTED, release, view, type PassState } from './releases.js';
 import type { AuditDeps, AuditOptions, AuditReport, OrphanView } from './types.js';
@@ -18,14 +18,10 @@ export { RELEASE_BATCH } from './releases.js';
 export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<AuditReport> {
   const now = deps.now ?? Date.now;
   const deadline = now() + (opts.deadlineMs ?? DEFAULT_PASS_DEADLINE_MS);
-  const live = [
-    ...deps.journal.attachmentsInState('adding'),
-    ...deps.journal.attachmentsInState('added'),
-    ...deps.journal.attachmentsInState('deleting'),
-  ];
+  const live = liveAttachments(deps.journal);
   const journalled = new Set(live.map((a) => a.containerId));
   const findings = await gather(deps, live, journalled, now());
-  const { decisions, sandboxes, distrust, node, guard } = await judge(deps, opts, live, findings, now);
+  const { decisions, sandboxes, distrust, node, guard } = await judge(deps, opts, live, journalled, findings, now);
 
   // What its owner's own DEL freed while the pass ran (scanned before the DEL finished, unlisted after
   // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
@@ -67,13 +63,13 @@ async function judge(
   deps: AuditDeps,
   opts: AuditOptions,
   live: readonly Attachment[],
+  journalled: ReadonlySet<string>,
   findings: Finding[],
   now: () => number,
 ) {
-  const journalled = new Set(live.map((a) => a.containerId));
   const inFlight = new Set(live.filter((a) => a.state === 'adding').map((a) => a.containerId));
   const guard = sandboxGuard(deps, journalled, findings);
-  for (const id of guard.startedSince()) inFlight.add(id);
+  for (const id of guard.startingNow()) inFlight.add(id);
   const node = await nodeProof(deps, live, findings);
   const sandboxes = await deps.listSandboxes();
   const sightings = deps.sightings?.load() ?? new Map<string, number>();
