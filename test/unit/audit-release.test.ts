@@ -121,4 +121,23 @@ describe('audit releases', () => {
     assert.equal(r.runtime.lostDuringPass, true);
     assert.ok(d.logs.includes('audit: the runtime stopped answering; no more releases this pass'));
   });
+
+  it("a dual-stack interface's two leases: one host-local DEL frees both, and both are reported released", async () => {
+    const Z = 'f'.repeat(64);
+    const root = leaseDir('dual', [
+      ['10.1.0.7', Z],
+      ['fd00::7', Z],
+    ]);
+    const dels: string[] = [];
+    const d = deps({ attachments: [], leaseDir: root, teardown: () => ({ done: true }) });
+    // host-local's DEL frees every lease of the container and interface in the network's directory.
+    d.run = async (call) => {
+      dels.push(`${call.command} ${call.type} ${call.containerId.slice(0, 1)}`);
+      for (const ip of ['10.1.0.7', 'fd00::7']) rmSync(join(root, 'net', ip), { force: true });
+      return {} as never;
+    };
+    const r = await runAudit(d, { release: true, graceMs: HOUR });
+    assert.deepEqual(released(r), ['lease f true', 'lease f true']);
+    assert.deepEqual(dels, ['DEL host-local f'], 'one DEL for the group');
+  });
 });

@@ -7,7 +7,7 @@
 
 import type { Attachment } from '../store/types.js';
 import { releaseCache } from './cache.js';
-import { runtimeDistrust, type Decision } from './decide.js';
+import { releaseGroup, runtimeDistrust, type Decision } from './decide.js';
 import { owingTeardown, type SandboxGuard } from './guard.js';
 import { releaseLease } from './leases.js';
 import { releasePortmap } from './portmap.js';
@@ -37,10 +37,12 @@ export function view(d: Decision): Omit<OrphanView, 'released'> {
 export interface PassState {
   /** The runtime stopped answering a re-ask: no more releases (nor asks, each up to its deadline) this pass. */
   runtimeLost: boolean;
-  /** Journalled containers this pass tore down: true once done, false if their teardown failed. */
-  tornDown: Map<string, boolean>;
-  /** network + container id whose portmap DEL this pass ran (it removes both families' chains). */
-  unmapped: Set<string>;
+  /**
+   * Release groups (decide.ts releaseGroup) this pass acted on: true once freed (a teardown, a
+   * host-local DEL of every lease of the interface, a portmap DEL of both families), false while a
+   * container's teardown runs or when it failed. The group's other findings are answered from it.
+   */
+  done: Map<string, boolean>;
   /** No release starts after this (ms since epoch). */
   deadline: number;
   now: () => number;
@@ -111,6 +113,7 @@ export async function release(
   const evidence = { ...view(d), runtimeSandboxes: batch.listed.size };
   try {
     if (!(await releaseOne(deps, d, live, pass))) return false;
+    pass.done.set(releaseGroup(f), true);
   } catch (e) {
     deps.log.warn({ ...evidence, err: (e as Error).message }, 'audit: release failed');
     return false;
@@ -119,15 +122,9 @@ export async function release(
   return true;
 }
 
-/**
- * Already freed (or failed) by this pass's action for another finding of the same container: its
- * teardown, or the portmap DEL that removed both families. Undefined: not acted on yet.
- */
-function doneEarlier(d: Decision, pass: PassState): boolean | undefined {
-  const f = d.finding;
-  if (f.journalled && f.kind !== 'cache') return pass.tornDown.get(f.containerId);
-  if (f.kind === 'portmap' && pass.unmapped.has(`${f.network}\0${f.containerId}`)) return true;
-  return undefined;
+/** Already freed (or failed) by this pass's release of another finding of its group; undefined: not yet. */
+export function doneEarlier(d: Decision, pass: PassState): boolean | undefined {
+  return pass.done.get(releaseGroup(d.finding));
 }
 
 /** The finding's own kind of release; false when there was nothing left to free. */
@@ -139,13 +136,12 @@ async function releaseOne(
 ): Promise<boolean> {
   const f = d.finding;
   const cniPath = deps.cniPath ?? '';
-  if (f.journalled && f.kind !== 'cache') return releaseContainer(deps, f.containerId, live, pass);
+  if (f.journalled && f.kind !== 'cache') return releaseContainer(deps, d, live, pass);
   switch (f.kind) {
     case 'lease':
       return releaseLease(f, deps.run, cniPath);
     case 'portmap':
       await releasePortmap(f, deps.run, cniPath);
-      pass.unmapped.add(`${f.network}\0${f.containerId}`);
       return true;
     case 'cache':
       return releaseCache(f);
@@ -160,18 +156,19 @@ async function releaseOne(
  */
 async function releaseContainer(
   deps: AuditDeps,
-  containerId: string,
+  d: Decision,
   live: readonly Attachment[],
   pass: PassState,
 ): Promise<boolean> {
+  const containerId = d.finding.containerId;
   const targets = live.filter((x) => x.containerId === containerId && pass.batch.owing.has(x.id));
   if (targets.length === 0) return false;
-  pass.tornDown.set(containerId, false);
+  // Marked before the teardown runs: should it fail, the container's other findings are not tried again.
+  pass.done.set(releaseGroup(d.finding), false);
   for (const a of targets) {
     const out = await deps.teardown(a.id);
     if (!out.done) throw out.error ?? new Error('teardown unfinished');
   }
-  pass.tornDown.set(containerId, true);
   return true;
 }
 

@@ -8,7 +8,7 @@ import { decide, findingKey, runtimeDistrust, type Decision, type Finding } from
 import { gather, leaseOwners, nodeProof } from './gather.js';
 import { liveAttachments, owingTeardown, sandboxGuard } from './guard.js';
 import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RELEASE_CAP } from './options.js';
-import { DISTRUSTED, release, view, type PassState } from './releases.js';
+import { DISTRUSTED, doneEarlier, release, view, type PassState } from './releases.js';
 import type { AuditDeps, AuditOptions, AuditReport, OrphanView } from './types.js';
 
 export type { RuntimeInfo } from './runtime.js';
@@ -30,15 +30,16 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
     f.attachmentId !== undefined ? owingNow.has(f.attachmentId) : f.kind === 'portmap' || existsSync(f.path);
   const pass: PassState = {
     runtimeLost: false,
-    tornDown: new Map(),
-    unmapped: new Set(),
+    done: new Map(),
     deadline,
     now,
     batch: { listed: new Set(sandboxes ?? []), size: 0, owing: owingNow, starting: new Set() },
   };
   const orphans: OrphanView[] = [];
   for (const d of decisions) {
-    if (!d.orphan || !stillHeld(d.finding)) continue;
+    // A finding its group's release freed earlier in this pass (the other lease of a dual-stack
+    // interface, a container's lease after its teardown) is reported released, not taken for gone.
+    if (!d.orphan || (doneEarlier(d, pass) === undefined && !stillHeld(d.finding))) continue;
     const released = d.verdict === 'release' ? await release(deps, d, live, guard, pass) : false;
     orphans.push({ ...view(d), released });
   }
