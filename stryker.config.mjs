@@ -1,5 +1,5 @@
-// Mutation testing (`npm run mutate`, docs/mutation.md): StrykerJS mutates the engine, the store and the
-// CNI contract code, and counts a mutant killed only when a root-free unit test (test/unit) fails on it.
+// Mutation testing (`npm run mutate`, docs/mutation.md): StrykerJS mutates the engine, the store, the
+// CNI contract code, the audit (what it releases on a live node) and the admission of CNI requests, and counts a mutant killed only when a root-free unit test (test/unit) fails on it.
 // - Runner: the tap runner starts one `node --import tsx` per test file; node:test prints TAP with
 //   --test-reporter=tap. A "test" for Stryker is therefore one file, and coverage is recorded per
 //   file (coverageAnalysis perTest), so a mutant only re-runs the files that reach it.
@@ -23,6 +23,16 @@ export default {
   ignorers: ['LogCalls'],
   tap: {
     testFiles: [
+      'test/unit/admission-pace.test.ts',
+      'test/unit/admission-release.test.ts',
+      'test/unit/audit-auditor.test.ts',
+      'test/unit/audit-cache.test.ts',
+      'test/unit/audit-decide.test.ts',
+      'test/unit/audit-leases.test.ts',
+      'test/unit/audit-portmap.test.ts',
+      'test/unit/audit-proof.test.ts',
+      'test/unit/audit-release.test.ts',
+      'test/unit/audit-run.test.ts',
       'test/unit/backoff.test.ts',
       'test/unit/cni-contract.test.ts',
       'test/unit/convert.test.ts',
@@ -51,7 +61,13 @@ export default {
     nodeArgs: ['--import', 'tsx', '--test-reporter=tap', '-r', '{{hookFile}}', '{{testFile}}'],
     forceBail: true,
   },
-  mutate: ['daemon/src/engine/**/*.ts', 'daemon/src/store/**/*.ts', 'shared/src/cni/**/*.ts'],
+  mutate: [
+    'daemon/src/engine/**/*.ts',
+    'daemon/src/store/**/*.ts',
+    'shared/src/cni/**/*.ts',
+    'daemon/src/audit/**/*.ts',
+    'daemon/src/routes/admission.ts',
+  ],
   coverageAnalysis: 'perTest',
   concurrency: 2,
   incremental: true,

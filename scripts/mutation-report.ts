@@ -66,9 +66,14 @@ export const PARTS: Part[] = [
     scope: 'daemon/src/engine/',
     mutate: ['daemon/src/engine/**/*.ts', ...ENGINE_CHAIN.map((f) => `!${f}`)],
   },
+  { name: 'audit', scope: 'daemon/src/audit/', mutate: ['daemon/src/audit/**/*.ts'] },
+  { name: 'admission', scope: 'daemon/src/routes/admission.ts', mutate: ['daemon/src/routes/admission.ts'] },
 ];
 /** Lanes run side by side; the parts of one lane one after the other (about equal work per lane). */
-const LANES = [['cni', 'store', 'engine-rest'], ['engine-chain']];
+const LANES = [
+  ['cni', 'store', 'engine-rest'],
+  ['engine-chain', 'audit', 'admission'],
+];
 
 interface Meta {
   date: string;

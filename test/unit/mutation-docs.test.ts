@@ -4,6 +4,7 @@
 // scope with no incremental state, and every survivor it lists is classified.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -58,6 +59,25 @@ describe('docs/mutation.md report block', () => {
       );
     }
     if (results.missing.length > 0) assert.match(extract(read(DOC_FILE), 'report') ?? '', /\*\*Incomplete:\*\*/);
+  });
+
+  test('the table is at a commit no older than the last change to any mutated file, and every part finished', () => {
+    const git = (...args: string[]) => execFileSync('git', args, { cwd: REPO, encoding: 'utf8' }).trim();
+    // The mutated files are the directories in scope (a scope ending in .ts is one file).
+    const lastChange = git('log', '-1', '--format=%H', 'HEAD', '--', ...SCOPES.map((s) => s.replace(/\/$/, '')));
+    assert.match(lastChange, /^[0-9a-f]{40}$/);
+    const full = git('rev-parse', '--verify', `${results.commit}^{commit}`);
+    let atOrAfter = true;
+    try {
+      execFileSync('git', ['merge-base', '--is-ancestor', lastChange, full], { cwd: REPO, stdio: 'ignore' });
+    } catch {
+      atOrAfter = false;
+    }
+    assert.ok(
+      atOrAfter,
+      `the table is at ${results.commit}, older than ${lastChange.slice(0, 10)}, the last change to a mutated file: run npm run mutate:report`,
+    );
+    assert.deepEqual(results.missing, [], 'the shipped table measures every part');
   });
 
   test('the parts cover each directory in scope, the engine split in two halves that do not overlap', () => {
