@@ -46,6 +46,8 @@ export interface MutationResults {
   /** Per directory with at least one part finished. */
   tallies: Tally[];
   survivors: Survivor[];
+  /** The Go shim's statement coverage at the same commit (StrykerJS mutates TypeScript only). */
+  goCoverage?: { command: string; percent: number };
 }
 
 export type SurvivorClass = 'equivalent' | 'accepted' | 'to kill';
@@ -146,6 +148,14 @@ export function renderBlock(res: MutationResults, classes: readonly Classificati
     '',
     renderTable(res),
     '',
+    ...(res.goCoverage
+      ? [
+          `The Go shim (\`shim/\`) is not mutated (StrykerJS mutates TypeScript); its statement coverage at the ` +
+            `same commit, \`${res.goCoverage.command}\`: **${res.goCoverage.percent.toFixed(1)} %** (floor 90 %, ` +
+            'enforced by `npm run test:go`).',
+          '',
+        ]
+      : []),
     'The Stryker runs it made (two lanes side by side; run time is per part, a directory’s is the sum of its parts):',
     '',
     '```sh',

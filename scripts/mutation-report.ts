@@ -82,6 +82,7 @@ interface Meta {
   loadBefore: number;
   command: string;
   parts: string[];
+  goCoverage: { command: string; percent: number };
 }
 
 function strykerArgs(part: Part, concurrency: number): string[] {
@@ -140,6 +141,19 @@ async function runPart(part: Part, concurrency: number): Promise<PartRun> {
   return run;
 }
 
+/** The Go shim's statement coverage (`go test -cover`), measured at the same commit as the mutants. */
+function goCoverage(): { command: string; percent: number } {
+  const command = 'cd shim && go test -count=1 -cover ./...';
+  const out = execFileSync('go', ['test', '-count=1', '-cover', './...'], {
+    cwd: join(REPO, 'shim'),
+    encoding: 'utf8',
+    env: { ...process.env, CGO_ENABLED: '0', GOPROXY: 'off', GOFLAGS: '' },
+  });
+  const m = /coverage: (\d+(?:\.\d+)?)% of statements/.exec(out);
+  if (!m) throw new Error(`go test -cover printed no coverage:\n${out}`);
+  return { command, percent: Number(m[1]) };
+}
+
 function git(...args: string[]): string {
   return execFileSync('git', args, { cwd: REPO, encoding: 'utf8' }).trim();
 }
@@ -194,6 +208,7 @@ function assemble(): MutationResults {
     missing,
     tallies: summarize(merged).filter((t) => measured.has(t.scope)),
     survivors: survivors(merged),
+    goCoverage: meta.goCoverage,
   };
 }
 
@@ -250,6 +265,7 @@ async function main(): Promise<void> {
     loadBefore: loadavg()[0] as number,
     command: `npm run mutate:report${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     parts: names,
+    goCoverage: goCoverage(),
   };
   writeFileSync(join(REPO, META), `${JSON.stringify(meta, null, 2)}\n`);
   const lanes = LANES.map((lane) => lane.filter((n) => names.includes(n))).filter((lane) => lane.length > 0);

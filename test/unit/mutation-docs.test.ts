@@ -80,6 +80,15 @@ describe('docs/mutation.md report block', () => {
     assert.deepEqual(results.missing, [], 'the shipped table measures every part');
   });
 
+  test("the Go shim's statement coverage at the same commit is reported beside the table", () => {
+    assert.ok(results.goCoverage, 'docs/mutation/latest.json has no goCoverage: run npm run mutate:report');
+    assert.match(results.goCoverage.command, /go test -count=1 -cover/);
+    assert.ok(results.goCoverage.percent > 0 && results.goCoverage.percent <= 100);
+    assert.ok(
+      (extract(read(DOC_FILE), 'report') ?? '').includes(`**${results.goCoverage.percent.toFixed(1)} %**`),
+    );
+  });
+
   test('the parts cover each directory in scope, the engine split in two halves that do not overlap', () => {
     assert.deepEqual([...new Set(PARTS.map((p) => p.scope))].sort(), [...SCOPES].sort());
     const chain = PARTS.find((p) => p.name === 'engine-chain')!.mutate;
