@@ -8,13 +8,7 @@ import { describe, test } from 'node:test';
 import { convertResult } from '../../shared/src/cni/convert.js';
 import { decodeWireRequest } from '../../shared/src/wire.js';
 import { cniArgsProblem, parseCniArgs, parseCniEnv } from '../../shared/src/cni/env.js';
-import {
-  CniError,
-  ErrorCode,
-  clip,
-  failureSafeText,
-  isUncodedPluginFailure,
-} from '../../shared/src/cni/errors.js';
+import { CniError, ErrorCode, clip, failureSafeText, isUncodedPluginFailure } from '../../shared/src/cni/errors.js';
 import { podFromCniArgs, podLabel, podLogFields } from '../../shared/src/cni/pod.js';
 import { checkContainerId, checkIfName, checkNetworkName, checkPluginType } from '../../shared/src/cni/validate.js';
 import {
@@ -106,7 +100,7 @@ describe('clip and failureSafeText', () => {
 
   // Teardown gives up on a DEL that fails the same uncoded way each time (issue 21): only a plugin
   // that printed no CNI error counts, never one that said what went wrong.
-  test('an uncoded plugin failure is code 100 ending in the executor\'s words, nothing else', () => {
+  test("an uncoded plugin failure is code 100 ending in the executor's words, nothing else", () => {
     const uncoded = 'plugin bridge (DEL) exited 1 without a CNI error';
     assert.equal(isUncodedPluginFailure(new CniError(ErrorCode.PluginExecFailed, uncoded)), true);
     assert.equal(isUncodedPluginFailure(new CniError(ErrorCode.PluginExecFailed, 'failed to find plugin "x"')), false);

@@ -84,9 +84,7 @@ describe('docs/mutation.md report block', () => {
     assert.ok(results.goCoverage, 'docs/mutation/latest.json has no goCoverage: run npm run mutate:report');
     assert.match(results.goCoverage.command, /go test -count=1 -cover/);
     assert.ok(results.goCoverage.percent > 0 && results.goCoverage.percent <= 100);
-    assert.ok(
-      (extract(read(DOC_FILE), 'report') ?? '').includes(`**${results.goCoverage.percent.toFixed(1)} %**`),
-    );
+    assert.ok((extract(read(DOC_FILE), 'report') ?? '').includes(`**${results.goCoverage.percent.toFixed(1)} %**`));
   });
 
   test('the parts cover each directory in scope, the engine split in two halves that do not overlap', () => {

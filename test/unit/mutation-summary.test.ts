@@ -22,7 +22,7 @@ const report: Report = {
 
 describe('mutation summary', () => {
   test('totals each directory; the score is (killed + timeout) over valid mutants, errors and ignored left out', () => {
-    const [engine, store, cni, other] = summarize(report);
+    const [engine, store, cni, audit, admission, other] = summarize(report);
     assert.deepEqual(engine, {
       scope: 'daemon/src/engine/',
       killed: 2,
@@ -43,6 +43,10 @@ describe('mutation summary', () => {
       errors: 0,
       score: null,
     });
+    assert.deepEqual(
+      [audit!.scope, audit!.score, admission!.scope],
+      ['daemon/src/audit/', null, 'daemon/src/routes/admission.ts'],
+    );
     assert.equal(other!.scope, 'other');
     assert.equal(other!.score, 0);
   });
@@ -60,7 +64,7 @@ describe('mutation summary', () => {
 
   test('prints one aligned row per directory with the score to two decimals', () => {
     const lines = formatTable(summarize(report)).split('\n');
-    assert.equal(lines.length, 5);
+    assert.equal(lines.length, 7);
     assert.match(lines[1]!, /^daemon\/src\/engine\/\s+2\s+1\s+1\s+1\s+1\s+60\.00%$/);
     assert.equal(new Set(lines.map((l) => l.length)).size, 1, 'columns aligned');
     assert.match(lines[3]!, /^shared\/src\/cni\/\s+0\s+0\s+0\s+0\s+0\s+n\/a$/, 'no mutants: no score');
