@@ -3,7 +3,7 @@
 // /proc/self/ns/net is a network namespace any user can name, so ADD's netns check passes without
 // creating one.
 
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 
 import type { CniRequestBody } from '@cni-steward/shared';
 import type { RetryClock } from '../../daemon/src/engine/clock.js';
@@ -78,6 +78,8 @@ export interface SetupOptions {
   clock?: RetryClock;
   /** Plugin types that do not exist: locate throws for them. */
   missing?: string[];
+  /** The engine's logger (silent when not given), for tests that read the rows an operator sees. */
+  log?: Logger;
 }
 
 export function setup(opts: SetupOptions = {}) {
@@ -93,7 +95,7 @@ export function setup(opts: SetupOptions = {}) {
       if (opts.missing?.includes(type)) throw new Error(`plugin ${type} not found`);
       return `/fake/${type}`;
     },
-    log: silentLog,
+    log: opts.log ?? silentLog,
     metrics,
     bootId: opts.bootId ?? 'boot-1',
     maxParallel: opts.maxParallel ?? 4,

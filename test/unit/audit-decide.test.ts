@@ -194,6 +194,8 @@ describe('audit decision', () => {
     });
     assert.deepEqual(run([att('/run/netns/gone')]), [['att', 'release', true]]);
     assert.deepEqual(run([att('')]), [['att', 'unconfirmed', true]], 'no netns recorded: no proof');
+    const { netns: _none, ...noNetns } = att('/run/netns/gone');
+    assert.deepEqual(run([noNetns]), [['att', 'unconfirmed', true]], 'no netns field at all: no proof either');
     assert.deepEqual(run([{ ...att('/run/netns/gone'), kind: 'cache', journalled: false }]), [
       ['att', 'unconfirmed', true],
     ]);

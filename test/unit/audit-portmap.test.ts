@@ -97,6 +97,27 @@ describe('audit: portmap rules', () => {
     assert.equal(asked.length, 2);
   });
 
+  it('a DNAT target is read whole, whatever the width of its octets', () => {
+    const save = [
+      `-A CNI-DN-w -p tcp -m tcp --dport 80 -j DNAT --to-destination 10.99.100.55:8080`,
+      `-A CNI-HOSTPORT-DNAT -m comment --comment "dnat name: \\"n\\" id: \\"${A}\\"" -j CNI-DN-w`,
+    ].join('\n');
+    assert.deepEqual(
+      parsePortmapRules('iptables', save).map((r) => r.addresses),
+      [['10.99.100.55']],
+    );
+  });
+
+  it('the DEL portmap is given, in full', () => {
+    assert.deepEqual(portmapDelConfig('pm-net.1'), {
+      cniVersion: '0.4.0',
+      name: 'pm-net.1',
+      type: 'portmap',
+      capabilities: { portMappings: true },
+      runtimeConfig: { portMappings: [{ hostPort: 1, containerPort: 1, protocol: 'tcp' }] },
+    });
+  });
+
   it('the DEL config names the network and gives portmap a mapping (without one its DEL does nothing)', () => {
     const c = portmapDelConfig('pm-net.1') as {
       name: string;

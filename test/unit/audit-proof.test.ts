@@ -4,7 +4,17 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -14,6 +24,7 @@ import {
   parseFibTrieLocal,
   parseIfInet6,
   resultAddresses,
+  storedResultAddresses,
   type NodeAddresses,
 } from '../../daemon/src/audit/node-addresses.js';
 import { runAudit, type AuditDeps } from '../../daemon/src/audit/run.js';
@@ -99,6 +110,265 @@ describe("the node's addresses", () => {
     assert.equal(out.namespaces, 2);
     assert.deepEqual(out.unread, []);
     assert.deepEqual(read, [], 'no namespace to enter');
+  });
+});
+
+describe("the node's namespaces: what counts as read", () => {
+  let n = 0;
+  /** A fake /proc: each pid's ns/net link, and its fib_trie (null: none) and if_inet6. */
+  function fakeProc(pids: Array<{ pid: string; ns: string; fib?: string | null; inet6?: string }>): string {
+    const proc = join(dir, `proc-${++n}`);
+    mkdirSync(proc, { recursive: true });
+    for (const p of pids) {
+      mkdirSync(join(proc, p.pid, 'ns'), { recursive: true });
+      mkdirSync(join(proc, p.pid, 'net'), { recursive: true });
+      symlinkSync(p.ns, join(proc, p.pid, 'ns', 'net'));
+      if (p.fib !== null) writeFileSync(join(proc, p.pid, 'net', 'fib_trie'), p.fib ?? '');
+      if (p.inet6 !== undefined) writeFileSync(join(proc, p.pid, 'net', 'if_inet6'), p.inet6);
+    }
+    return proc;
+  }
+  const fib = (a: string) => `Local:\n  |-- ${a}\n     /32 host LOCAL\n`;
+  const none = async (): Promise<string> => {
+    throw new Error('no namespace to enter');
+  };
+
+  it("a namespace whose process's files cannot be read, while the process lives, is a gap in the proof", async () => {
+    const proc = fakeProc([
+      { pid: '10', ns: 'net:[100]', fib: null },
+      { pid: '11', ns: 'net:[200]', fib: fib('10.0.0.2'), inet6: INET6 },
+    ]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(out.unread, ['net:[100]']);
+    assert.equal(out.namespaces, 1);
+    assert.deepEqual([...out.addresses].sort(), [
+      '0000:0000:0000:0000:0000:0000:0000:0001',
+      '10.0.0.2',
+      'fd00:0000:0000:0000:0000:0000:0000:000a',
+    ]);
+  });
+
+  it('another process in the same namespace serves when the first cannot be read; no fib_trie v6 alone is not enough', async () => {
+    const proc = fakeProc([
+      { pid: '20', ns: 'net:[300]', fib: null, inet6: INET6 },
+      { pid: '21', ns: 'net:[300]', fib: fib('10.0.0.3') },
+    ]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(out.unread, []);
+    assert.equal(out.namespaces, 1);
+    assert.deepEqual([...out.addresses], ['10.0.0.3'], "the second process's files: no if_inet6 there");
+  });
+
+  it('entries that are not processes, and links that are not network namespaces, are passed over', async () => {
+    const proc = fakeProc([
+      { pid: 'self', ns: 'net:[400]', fib: fib('10.0.0.4') },
+      { pid: '30', ns: 'mnt:[401]', fib: fib('10.0.0.5') },
+      { pid: '31', ns: 'net:[402]', fib: fib('10.0.0.6') },
+    ]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual([...out.addresses], ['10.0.0.6']);
+    assert.equal(out.namespaces, 1);
+    assert.deepEqual(out.unread, [], 'what is not a network namespace is no gap either');
+    const odd = fakeProc([
+      { pid: 'x12', ns: 'net:[410]', fib: fib('10.0.0.11') },
+      { pid: '12x', ns: 'net:[411]', fib: fib('10.0.0.12') },
+    ]);
+    const none2 = await collectNodeAddresses({ proc: odd, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(
+      none2,
+      { addresses: new Set(), namespaces: 0, unread: [] },
+      'names not all digits are no processes',
+    );
+  });
+
+  it('the first readable process of a namespace serves; one after it that cannot be read is no gap', async () => {
+    const proc = fakeProc([
+      { pid: '24', ns: 'net:[310]', fib: fib('10.0.12.3') },
+      { pid: '25', ns: 'net:[310]', fib: null },
+    ]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(out.unread, []);
+    assert.deepEqual([...out.addresses], ['10.0.12.3']);
+  });
+
+  it('a fib_trie of exactly 16 MiB is still read', async () => {
+    const head = fib('10.0.0.9');
+    const exact = `${head}${' '.repeat(16 * 1024 * 1024 - head.length - 1)}\n`;
+    const proc = fakeProc([{ pid: '42', ns: 'net:[502]', fib: exact }]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(out.unread, []);
+    assert.deepEqual([...out.addresses], ['10.0.0.9']);
+  });
+
+  it("with no procfs root given it reads the node's own /proc: this process's namespace at least", async () => {
+    const out = await collectNodeAddresses({ netnsDirs: [], readInNetns: none });
+    assert.ok(out.namespaces >= 1);
+    assert.ok(out.addresses.has('127.0.0.1'));
+  });
+
+  it('a dangling entry in a netns dir is passed over', async () => {
+    const netns = join(dir, `netns-${++n}`);
+    mkdirSync(netns);
+    symlinkSync(join(dir, 'nothing-here'), join(netns, 'dangling'));
+    const out = await collectNodeAddresses({ proc: fakeProc([]), netnsDirs: [netns], readInNetns: none });
+    assert.deepEqual(out, { addresses: new Set(), namespaces: 0, unread: [] });
+  });
+
+  it('a fib_trie over 16 MiB is not read: its namespace is a gap in the proof', async () => {
+    const big = `${fib('10.0.0.7')}${' '.repeat(16 * 1024 * 1024)}\n`;
+    const proc = fakeProc([{ pid: '40', ns: 'net:[500]', fib: big }]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(out.unread, ['net:[500]']);
+    assert.deepEqual([...out.addresses], []);
+  });
+
+  it('a fib_trie over the 1 MiB read buffer is read whole', async () => {
+    const pad = `${'  |-- 192.0.2.1\n     /24 link UNICAST\n'.repeat(40_000)}`;
+    const proc = fakeProc([{ pid: '41', ns: 'net:[501]', fib: `${pad}${fib('10.0.0.8')}` }]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual([...out.addresses], ['10.0.0.8']);
+  });
+
+  it('every process is looked at, however many (read 64 links at a time)', async () => {
+    const pids = Array.from({ length: 130 }, (_, i) => ({
+      pid: String(1000 + i),
+      ns: `net:[${9000 + i}]`,
+      fib: fib(`10.1.${Math.floor(i / 200)}.${(i % 200) + 1}`),
+    }));
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    const out = await collectNodeAddresses({ proc: fakeProc(pids), netnsDirs: [], readInNetns: none });
+    assert.equal(out.namespaces, 130);
+    assert.equal(out.addresses.size, 130);
+    assert.ok(fds() <= before + 2, `every file read is closed again (${before} fds before, ${fds()} after)`);
+  });
+
+  it('a bind-mounted namespace no process is in is read inside it; a plain file in the dir is no namespace', async () => {
+    // A symlink to this process's own namespace file is an nsfs file, as a bind mount is.
+    const netns = join(dir, `netns-${++n}`);
+    mkdirSync(netns);
+    symlinkSync('/proc/self/ns/net', join(netns, 'pod-a'));
+    writeFileSync(join(netns, 'placeholder'), '');
+    const entered: string[] = [];
+    const out = await collectNodeAddresses({
+      proc: fakeProc([]),
+      netnsDirs: [netns, netns],
+      readInNetns: async (p) => {
+        entered.push(p);
+        return `${fib('10.88.0.9')}\n${INET6}`;
+      },
+    });
+    assert.deepEqual(entered, [join(netns, 'pod-a')], 'entered once, the placeholder never');
+    assert.equal(out.namespaces, 1);
+    assert.ok(out.addresses.has('10.88.0.9'));
+    assert.ok(out.addresses.has('fd00:0000:0000:0000:0000:0000:0000:000a'));
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('a bind-mounted namespace a process is in is not entered again', async () => {
+    const netns = join(dir, `netns-${++n}`);
+    mkdirSync(netns);
+    symlinkSync('/proc/self/ns/net', join(netns, 'pod-b'));
+    const ino = statSync('/proc/self/ns/net').ino;
+    assert.equal(readlinkSync('/proc/self/ns/net'), `net:[${ino}]`);
+    const entered: string[] = [];
+    const out = await collectNodeAddresses({
+      proc: fakeProc([{ pid: '50', ns: `net:[${ino}]`, fib: fib('10.0.0.10') }]),
+      netnsDirs: [netns],
+      readInNetns: async (p) => {
+        entered.push(p);
+        return '';
+      },
+    });
+    assert.deepEqual(entered, []);
+    assert.equal(out.namespaces, 1);
+  });
+
+  it('a namespace that cannot be entered is a gap while it exists; one gone meanwhile (a teardown) is not', async () => {
+    const netns = join(dir, `netns-${++n}`);
+    mkdirSync(netns);
+    symlinkSync('/proc/self/ns/net', join(netns, 'stuck'));
+    const stuck = await collectNodeAddresses({ proc: fakeProc([]), netnsDirs: [netns], readInNetns: none });
+    assert.deepEqual(stuck.unread, [join(netns, 'stuck')]);
+    assert.equal(stuck.namespaces, 0);
+    const gone = await collectNodeAddresses({
+      proc: fakeProc([]),
+      netnsDirs: [netns],
+      readInNetns: async (p) => {
+        rmSync(p);
+        throw new Error('nsenter: no such file');
+      },
+    });
+    assert.deepEqual(gone.unread, []);
+  });
+
+  it('a missing /proc or netns dir holds nothing and is no gap', async () => {
+    const out = await collectNodeAddresses({
+      proc: join(dir, 'no-proc'),
+      netnsDirs: [join(dir, 'no-dir')],
+      readInNetns: none,
+    });
+    assert.deepEqual(out, { addresses: new Set(), namespaces: 0, unread: [] });
+  });
+});
+
+describe('addresses in their comparable form', () => {
+  it('IPv4 without leading zeros, IPv6 with every group in full, an IPv4 tail as two groups', () => {
+    assert.equal(canonicalIp(' 10.1.2.3 '), '10.1.2.3');
+    assert.equal(canonicalIp('::'), '0000:0000:0000:0000:0000:0000:0000:0000');
+    assert.equal(canonicalIp('fd00::'), 'fd00:0000:0000:0000:0000:0000:0000:0000');
+    assert.equal(canonicalIp('1:2:3:4:5:6:7:8'), '0001:0002:0003:0004:0005:0006:0007:0008');
+    assert.equal(canonicalIp('::ffff:1.2.3.4'), '0000:0000:0000:0000:0000:ffff:0102:0304');
+    assert.equal(canonicalIp('64:ff9b::255.255.255.255'), '0064:ff9b:0000:0000:0000:0000:ffff:ffff');
+    assert.equal(canonicalIp('10.1.2'), null);
+    assert.equal(canonicalIp(''), null);
+  });
+
+  it('fib_trie: a leaf is the address only when its line says /32 host LOCAL', () => {
+    const text = [
+      'Local:',
+      '  |-- 10.0.0.1',
+      '     /32 host LOCAL',
+      '  |-- 10.0.0.2',
+      '     /32 link BROADCAST',
+      '  |-- 10.0.0.3 ',
+      '     /32 host LOCAL   ',
+      '  |-- 10.0.0.4',
+      '     /32 host LOCALX',
+      '  |-- 10.0.0.5',
+      '     x /32 host LOCAL',
+      '  |-- 10.0.12.34',
+      '     /32 host LOCAL',
+      '  +-- 10.0.0.0/8 2 0 2',
+      '     /32 host LOCAL',
+    ].join('\n');
+    assert.deepEqual(parseFibTrieLocal(text), ['10.0.0.1', '10.0.0.3', '10.0.12.34']);
+    assert.deepEqual(parseFibTrieLocal('     /32 host LOCAL\n'), [], 'no leaf before it');
+  });
+
+  it('if_inet6: only lines starting with 32 hex digits, any case', () => {
+    const text = [
+      'FD00000000000000000000000000000B 02 40 00 80 eth0',
+      'fd00000000000000000000000000000 02 40 00 80 short',
+      ' fd00000000000000000000000000000c 02 40 00 80 indented',
+      'fd00000000000000000000000000000dx 02 40 00 80 long',
+      '',
+    ].join('\n');
+    assert.deepEqual(parseIfInet6(text), ['fd00:0000:0000:0000:0000:0000:0000:000b']);
+  });
+
+  it("a result's addresses: ips entries without an address, and non-string ones, are skipped", () => {
+    assert.deepEqual(
+      resultAddresses({ ips: [null, {}, { address: 5 }, { address: 'bogus' }, { address: '10.0.0.1/8' }] }),
+      ['10.0.0.1'],
+    );
+    assert.deepEqual(resultAddresses({ ips: 'x', ip6: { ip: 'fd00::1/64' } }), [
+      'fd00:0000:0000:0000:0000:0000:0000:0001',
+    ]);
+    assert.deepEqual(resultAddresses('10.0.0.1'), []);
+    assert.deepEqual(storedResultAddresses(null), []);
+    assert.deepEqual(storedResultAddresses('not json'), []);
+    assert.deepEqual(storedResultAddresses('{"ips":[{"address":"10.0.0.2/24"}]}'), ['10.0.0.2']);
   });
 });
 

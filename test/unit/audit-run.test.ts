@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { hostLocalDataDirs, hostLocalDelConfig } from '../../daemon/src/audit/leases.js';
 import { parseDuration } from '../../daemon/src/audit/options.js';
 import type { Finding } from '../../daemon/src/audit/decide.js';
-import { parseCap, parseRuntimeEndpoint } from '../../daemon/src/audit/options.js';
+import { parseCap, parseCapFraction, parseDeadline, parseRuntimeEndpoint } from '../../daemon/src/audit/options.js';
 
 const lease = (ip: string): Finding => ({
   kind: 'lease',
@@ -26,6 +26,43 @@ describe('audit run helpers', () => {
     assert.equal(parseDuration('1h30m'), 5_400_000);
     assert.equal(parseDuration('250ms'), 250);
     for (const bad of ['', 'soon', '15', '-1m', '1d', 'm']) assert.equal(parseDuration(bad), undefined, bad);
+  });
+
+  it('parses fractional durations, rounded to the millisecond', () => {
+    assert.equal(parseDuration('1.5m'), 90_000);
+    assert.equal(parseDuration('0.0015s'), 2);
+    assert.equal(parseDuration('2h0.5s'), 7_200_500);
+    for (const bad of ['1.m', '.5m', '1m ', ' 1m', '1M', '1h-5m']) assert.equal(parseDuration(bad), undefined, bad);
+  });
+
+  it('parses a per-network fraction above 0 and at most 1, six decimals at most', () => {
+    assert.equal(parseCapFraction('0.5'), 0.5);
+    assert.equal(parseCapFraction('1'), 1);
+    assert.equal(parseCapFraction('1.000000'), 1);
+    assert.equal(parseCapFraction('0.000001'), 0.000001);
+    for (const bad of [
+      '0',
+      '0.0',
+      '0.000000',
+      '1.5',
+      '1.000001',
+      '2',
+      '.5',
+      '0.5x',
+      'x0.5',
+      '0.0000001',
+      '-0.5',
+      '',
+      '1e-1',
+    ])
+      assert.equal(parseCapFraction(bad), undefined, bad);
+  });
+
+  it('parses a pass deadline from 1s to 596h and refuses the rest', () => {
+    assert.equal(parseDeadline('1s'), 1000);
+    assert.equal(parseDeadline('5m'), 300_000);
+    assert.equal(parseDeadline('596h'), 596 * 3_600_000);
+    for (const bad of ['999ms', '0s', '596h1ms', '600h', 'soon', '']) assert.equal(parseDeadline(bad), undefined, bad);
   });
 
   it('parses release caps from 0 to 1000000 and refuses the rest', () => {
@@ -48,6 +85,11 @@ describe('audit run helpers', () => {
     assert.deepEqual(hostLocalDataDirs('{"type":"host-local","dataDir":"/d2"}'), ['/d2']);
     assert.deepEqual(hostLocalDataDirs('{"type":"bridge","ipam":{"type":"dhcp","dataDir":"/x"}}'), []);
     assert.deepEqual(hostLocalDataDirs('not json'), []);
+    // Neither a dataDir that is not a string, nor one of a plugin that is not host-local.
+    assert.deepEqual(hostLocalDataDirs('{"type":"bridge","ipam":{"type":"host-local"}}'), []);
+    assert.deepEqual(hostLocalDataDirs('{"type":"bridge","ipam":{"type":"host-local","dataDir":5}}'), []);
+    assert.deepEqual(hostLocalDataDirs('{"type":"bridge","dataDir":"/d3"}'), []);
+    assert.deepEqual(hostLocalDataDirs('{"type":"host-local"}'), []);
   });
 
   it("gives host-local the lease's network, dataDir and a range without host bits", () => {
@@ -63,5 +105,11 @@ describe('audit run helpers', () => {
     assert.equal(subnet('fd00:10:1::5'), 'fd00:10:1:0::/64');
     assert.equal(subnet('fd00:1:2:3:4:5:6:7'), 'fd00:1:2:3::/64');
     assert.equal(subnet('::1'), '0:0:0:0::/64');
+    assert.equal(subnet('::'), '0:0:0:0::/64');
+    assert.equal(subnet('fd00::'), 'fd00:0:0:0::/64');
+    assert.equal(subnet('fd00::1:2:3:4:5'), 'fd00:0:0:1::/64');
+    assert.equal(subnet('fd00:a:b::1:2:3:4'), 'fd00:a:b:0::/64');
+    assert.equal(v4.cniVersion, '0.4.0');
+    assert.equal(v4.type, 'host-local');
   });
 });

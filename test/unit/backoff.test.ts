@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { backoffDelay, type RetryPolicy } from '../../daemon/src/engine/teardown.js';
+import {
+  DEFAULT_RETRY_POLICY,
+  HOLD_MAX_ATTEMPTS,
+  backoffDelay,
+  type RetryPolicy,
+} from '../../daemon/src/engine/teardown.js';
 
 const policy: RetryPolicy = { baseDelayMs: 1000, maxDelayMs: 60_000, maxAttempts: 50, maxAgeMs: 86_400_000 };
 /** random() = 0.5 gives a jitter factor of exactly 1. */
@@ -66,5 +71,21 @@ describe('backoffDelay', () => {
   test('returns whole milliseconds', () => {
     const d = backoffDelay({ ...policy, baseDelayMs: 333 }, 1, () => 0.123);
     assert.ok(Number.isInteger(d), `${d} is not an integer`);
+  });
+});
+
+describe('the daemon’s default retry policy (docs/teardown.md)', () => {
+  test('1 s doubling to a 5 min cap; abandoned after 50 failures or 24 h; a holding step after 10 (about 14 min)', () => {
+    const d = DEFAULT_RETRY_POLICY;
+    assert.deepEqual(
+      [d.baseDelayMs, d.maxDelayMs, d.maxAttempts, d.maxAgeMs, d.holdMaxAttempts],
+      [1000, 5 * 60_000, 50, 24 * 3_600_000, HOLD_MAX_ATTEMPTS],
+    );
+    assert.equal(HOLD_MAX_ATTEMPTS, 10);
+    const waits = Array.from({ length: HOLD_MAX_ATTEMPTS - 1 }, (_, i) => backoffDelay(d, i + 1, noJitter));
+    assert.deepEqual(waits, [1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000, 256_000]);
+    const minutes = waits.reduce((a, b) => a + b, 0) / 60_000;
+    assert.ok(minutes > 8 && minutes < 15, `a holding step is given up on after ~${minutes.toFixed(1)} min of retries`);
+    assert.equal(backoffDelay(d, 10, noJitter), 300_000, 'the tenth wait is capped at 5 min');
   });
 });

@@ -43,6 +43,11 @@ describe('deadline chain', () => {
     assert.equal(answerBudgetMs({ add: 30_000 }), 30_000 - ANSWER_MARGIN_MS);
     assert.equal(answerBudgetMs({ add: 10 }), 1000);
     assert.equal(answerBudgetMs({ add: 'x' }), DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS);
+    // Only a positive whole number of ms is a bound; anything else is the default.
+    for (const timeouts of [null, 'text', {}, { add: 0 }, { add: -5000 }, { add: 7000.5 }, { add: null }])
+      assert.equal(answerBudgetMs(timeouts), DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS, JSON.stringify(timeouts));
+    assert.equal(answerBudgetMs({ add: 7000 }), 2000);
+    assert.equal(answerBudgetMs({ add: ANSWER_MARGIN_MS + 1000 }), 1000, 'never less than 1 s');
   });
 
   it('the delegate list and each chain are capped with code 7', () => {

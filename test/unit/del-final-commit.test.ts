@@ -25,7 +25,7 @@ function req(command: string, containerId: string): CniRequestBody {
   };
 }
 
-function setup() {
+function setup(log = pino({ level: 'silent' })) {
   const store = new Store(':memory:');
   const calls: string[] = [];
   const run = async (c: PluginCall): Promise<unknown> => {
@@ -36,7 +36,7 @@ function setup() {
     store,
     run,
     locate: (t) => `/fake/${t}`,
-    log: pino({ level: 'silent' }),
+    log,
     metrics: new Metrics(store),
     bootId: 'b',
     maxParallel: 4,
@@ -81,5 +81,37 @@ describe('DEL answered before its final commit', () => {
       ['DEL two c2', 'DEL one c2'],
     );
     assert.equal(state('c2').state, 'added');
+  });
+  test('a final commit that fails after the answer is logged; the step stays deleting and no tombstone answers a repeat', async () => {
+    const rows: Array<Record<string, unknown>> = [];
+    const log = pino(
+      { level: 'info', base: undefined, timestamp: false },
+      { write: (t: string) => void rows.push(JSON.parse(t)) },
+    );
+    const { store, engine, calls, state } = setup(log);
+    await engine.handle(req('ADD', 'c3'));
+    const realState = store.setAttachmentState.bind(store);
+    let full = true;
+    store.setAttachmentState = (id, st) => {
+      if (full && st === 'deleted') throw new Error('disk full');
+      realState(id, st);
+    };
+    assert.equal(await engine.handle(req('DEL', 'c3')), '', 'answered before the commit');
+    await engine.idle('c3');
+    const failed = rows.filter((r) => /final journal write failed/.test(String(r.msg)));
+    assert.deepEqual(
+      failed.map((r) => [r.containerId, r.err]),
+      [['c3', 'stewardd journal write failed (error: disk full)']],
+    );
+    assert.equal(state('c3').state, 'deleting');
+    full = false;
+    await engine.handle(req('DEL', 'c3'));
+    await engine.idle('c3');
+    assert.deepEqual(
+      calls.filter((c) => c.startsWith('DEL')),
+      ['DEL two c3', 'DEL one c3', 'DEL one c3'],
+      'the repeat reaches the journal and finishes the teardown',
+    );
+    assert.equal(state('c3').state, 'deleted');
   });
 });

@@ -2,12 +2,16 @@
 // (netns, plugins present, capabilities), without root: in-memory store, fake plugin runner.
 
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 
 import { CniError } from '@cni-steward/shared';
 import { checkVersionFor } from '../../daemon/src/engine/check-version.js';
 import { StatusCache } from '../../daemon/src/engine/gc-status.js';
-import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+import { netnsProblem, teardownNetns } from '../../daemon/src/engine/netns.js';
+import { NETNS, conf, counterValue, deferred, req, setup } from '../helpers/engine-fakes.js';
 
 const KEY = { network: 'net', ifname: 'eth0' };
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
@@ -62,6 +66,16 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.match(warnings[0]!, /"capabilities": \{"portMappings": true\}/);
   });
 
+  test('"capabilities": null in the steward entry declares nothing: the ADD succeeds and the capability is warned about', async () => {
+    const { engine, plugins } = setup();
+    const nullCaps = { ...conf([{ type: 'one', capabilities: { portMappings: true } }]), capabilities: null };
+    const out = JSON.parse(await engine.handle(req('ADD', 'nc', nullCaps)));
+    assert.equal(out.cniVersion, '1.0.0');
+    assert.deepEqual(plugins.of('ADD'), ['ADD one nc']);
+    assert.equal(engine.configWarnings().length, 1);
+    assert.match(engine.configWarnings()[0]!, /declares capability "portMappings" but the steward entry does not/);
+  });
+
   test('at most 100 netconf warnings are kept', async () => {
     const { engine } = setup();
     const caps = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`cap${i}`, true]));
@@ -99,6 +113,59 @@ describe('engine: requests refused before anything is journaled', () => {
     await engine.handle(req('DEL', 'race', chain));
     assert.equal(plugins.of('DEL').length, before + 2, 'the later DEL tore the new attachment down');
     assert.equal(store.currentAttachment({ containerId: 'race', ...KEY })!.state, 'deleted');
+  });
+
+  test('with two ADDs of a key queued, a DEL between them leaves no tombstone; after the last one settles, repeats are tombstoned again', async () => {
+    const { engine, plugins, store, metrics } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'ADD' && c.containerId === 'two-adds') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const add1 = engine.handle(req('ADD', 'two-adds', chain));
+    const del1 = engine.handle(req('DEL', 'two-adds', chain));
+    const add2 = engine.handle(req('ADD', 'two-adds', chain));
+    gate.resolve();
+    await Promise.all([add1, del1]);
+    await add2;
+    assert.equal(store.currentAttachment({ containerId: 'two-adds', ...KEY })!.state, 'added');
+    const before = plugins.of('DEL').length;
+    await engine.handle(req('DEL', 'two-adds', chain));
+    assert.equal(plugins.of('DEL').length, before + 2, 'the DEL after the second ADD tore it down');
+    assert.equal(store.currentAttachment({ containerId: 'two-adds', ...KEY })!.state, 'deleted');
+    const tombstoned = await counterValue(metrics.coalescedDels, { how: 'tombstone' });
+    await engine.handle(req('DEL', 'two-adds', chain));
+    assert.equal(
+      await counterValue(metrics.coalescedDels, { how: 'tombstone' }),
+      tombstoned + 1,
+      'a repeat is answered from memory',
+    );
+    assert.equal(plugins.of('DEL').length, before + 2);
+  });
+
+  test('a DEL queued behind a new ADD is still joined by a repeat after the DEL before the ADD finished', async () => {
+    const { engine, plugins, metrics } = setup();
+    await engine.handle(req('ADD', 'jn', chain));
+    const delGate = deferred();
+    const addGate = deferred();
+    let adds = 0;
+    plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && plugins.of('DEL').length === 2) await delGate.promise;
+      if (c.command === 'ADD' && ++adds === 1) await addGate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const del1 = engine.handle(req('DEL', 'jn', chain));
+    const add = engine.handle(req('ADD', 'jn', chain));
+    const del2 = engine.handle(req('DEL', 'jn', chain));
+    delGate.resolve();
+    await del1;
+    for (let i = 0; i < 50 && adds === 0; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(adds, 1, 'the new ADD is running');
+    const del3 = engine.handle(req('DEL', 'jn', chain));
+    addGate.resolve();
+    await Promise.all([add, del2, del3]);
+    assert.equal(await counterValue(metrics.coalescedDels, { how: 'joined' }), 1, 'the repeat joined the queued DEL');
+    assert.equal(plugins.of('DEL').length, 4, 'two teardowns, two plugins each');
   });
 
   test('an ADD records the pod named in CNI_ARGS and its CNI_PATH and netns', async () => {
@@ -169,7 +236,9 @@ describe('engine: requests refused before anything is journaled', () => {
     await engine.handle(req('ADD', 'again', chain));
     await assert.rejects(
       engine.handle(req('ADD', 'again', chain, { netns: `/proc/${process.pid}/ns/net` })),
-      code(102),
+      (e: CniError) =>
+        e.code === 102 &&
+        e.message === 'container again already has interface eth0 on network net; DEL it before adding again',
     );
     await engine.handle(req('DEL', 'again', chain));
     await engine.handle(req('ADD', 'again', chain));
@@ -291,6 +360,18 @@ describe('engine: CHECK', () => {
     );
     assert.equal(await checkVersionFor('p', 'pod', async () => ({ supportedVersions: ['1.1.0', '1.0.0'] })), '1.0.0');
   });
+  test('checkVersionFor asks the plugin VERSION at 0.4.0 and lists only the string versions it names', async () => {
+    const asked: unknown[] = [];
+    await assert.rejects(
+      checkVersionFor('mixed', 'side', async (call) => {
+        asked.push(call);
+        return { supportedVersions: ['0.3.1', 7, null, '0.2.0'] };
+      }),
+      (e: CniError) => e.code === 107 && e.details === 'it supports: 0.3.1, 0.2.0',
+    );
+    assert.deepEqual(asked, [{ command: 'VERSION', type: 'mixed', stdin: { cniVersion: '0.4.0' } }]);
+    assert.equal(await checkVersionFor('p', 'pod', async () => ({ supportedVersions: [7, '0.4.0'] })), '0.4.0');
+  });
 });
 
 describe('engine: GC', () => {
@@ -375,6 +456,37 @@ describe('engine: GC', () => {
     assert.equal(a.store.currentAttachment({ containerId: 'y', ...KEY })!.state, 'deleted');
     await a.engine.handle(req('GC', '', net));
     assert.equal(a.store.currentAttachment({ containerId: 'x', ...KEY })!.state, 'deleted');
+  });
+
+  test('GC: an entry without containerID is code 7, and nothing is torn down', async () => {
+    const { engine, plugins } = setup();
+    const net = v11([{ type: 'one' }, { type: 'two' }]);
+    await engine.handle(req('ADD', 'kept', net));
+    await assert.rejects(
+      engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': [{ ifname: 'eth0' }] })),
+      (e: CniError) => e.code === 7 && e.message === 'cni.dev/valid-attachments[0] needs string containerID and ifname',
+    );
+    assert.deepEqual(plugins.of('DEL'), []);
+  });
+
+  test('GC tells the first delegate each attachment’s own interface, a later one its configured interface', async () => {
+    const { engine, plugins } = setup();
+    const net = conf([], '1.1.0', [
+      { name: 'pod', type: 'one' },
+      { name: 'side', type: 'three' },
+    ]);
+    await engine.handle(req('ADD', 'k1', net, { ifname: 'eth1' }));
+    const valid = [{ containerID: 'k1', ifname: 'eth1' }];
+    assert.equal(await engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': valid })), '');
+    const gcs = plugins.callsOf('GC');
+    assert.deepEqual(
+      gcs.map((c) => [c.type, c.stdin['cni.dev/valid-attachments']]),
+      [
+        ['one', [{ containerID: 'k1', ifname: 'eth1' }]],
+        ['three', [{ containerID: 'k1', ifname: 'net1' }]],
+      ],
+    );
+    assert.equal(plugins.of('DEL').length, 0, 'the listed attachment is kept');
   });
 
   test('a delegate GC failure fails the GC (100) naming each plugin, after every plugin was asked', async () => {
@@ -477,5 +589,63 @@ describe('engine: STATUS', () => {
     full.set('one-more');
     assert.equal(full.get('n0'), undefined, 'past 256 the cache is cleared');
     assert.ok(full.get('one-more'));
+  });
+  test('StatusCache: callers during a pass share it; once it expired, the next caller runs a new one', async () => {
+    const clock = { t: 1000 };
+    const cache = new StatusCache(5000, () => clock.t);
+    let passes = 0;
+    const gate = deferred();
+    const pass = async () => {
+      passes++;
+      await gate.promise;
+    };
+    const waiting = [cache.answer('net', pass), cache.answer('net', pass), cache.answer('net', pass)];
+    gate.resolve();
+    await Promise.all(waiting);
+    assert.equal(passes, 1, 'one pass for three concurrent callers');
+    await cache.answer('net', pass);
+    assert.equal(passes, 1, 'answered from the cache');
+    clock.t += 5001;
+    await cache.answer('net', pass);
+    assert.equal(passes, 2, 'expired: a new pass, not the old one in flight');
+  });
+});
+
+describe('what a CNI_NETNS names (netns.ts)', () => {
+  test('each refusal says why: not inspectable (with its errno), another namespace kind, the host’s own', () => {
+    assert.equal(netnsProblem('/proc/self/stat/x'), 'CNI_NETNS "/proc/self/stat/x" cannot be inspected (ENOTDIR)');
+    assert.equal(
+      netnsProblem('/proc/self/ns/uts'),
+      'CNI_NETNS "/proc/self/ns/uts" is not a network namespace (it is the uts namespace kind)',
+    );
+    assert.equal(netnsProblem(NETNS), undefined);
+    assert.equal(netnsProblem('/proc/self/root/proc/self/ns/net'), undefined, 'a kind it cannot tell is not refused');
+    assert.equal(netnsProblem(NETNS, '/nonexistent/host-ns'), undefined, 'an unreadable host path refuses nothing');
+    assert.equal(netnsProblem(NETNS, NETNS), `CNI_NETNS "${NETNS}" is the host's network namespace (stewardd's own)`);
+    assert.match(
+      netnsProblem('/nonexistent/' + 'x'.repeat(300))!,
+      /^CNI_NETNS "\/nonexistent\/x+… \[113 more characters cut\]" does not exist$/,
+      'the path is clipped',
+    );
+  });
+
+  test('a symlink is followed to the namespace it names', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'steward-netns-'));
+    try {
+      symlinkSync('/proc/self/ns/uts', join(dir, 'uts'));
+      symlinkSync(join(dir, 'uts'), join(dir, 'uts2'));
+      symlinkSync(NETNS, join(dir, 'net'));
+      assert.match(netnsProblem(join(dir, 'uts2'))!, /is not a network namespace \(it is the uts namespace kind\)$/);
+      assert.equal(netnsProblem(join(dir, 'net')), undefined);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a teardown DEL gets the stored netns while it is still a network namespace, else an empty one', () => {
+    assert.equal(teardownNetns(NETNS), NETNS);
+    assert.equal(teardownNetns('/proc/self/ns/uts'), '');
+    assert.equal(teardownNetns('/nonexistent/ns'), '');
+    assert.equal(teardownNetns(''), '');
   });
 });

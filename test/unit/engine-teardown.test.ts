@@ -43,6 +43,26 @@ describe('teardown: what each DEL is given', () => {
     }
   });
 
+  test('the rollback of a chain whose last plugin failed gives each DEL the earlier plugin’s result', async () => {
+    const { engine, plugins } = setup();
+    plugins.on('one', (c) =>
+      c.command === 'ADD' ? { cniVersion: '1.0.0', ips: [{ address: '10.7.0.9/24' }] } : undefined,
+    );
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(11, 'two failed');
+    });
+    await assert.rejects(engine.handle(req('ADD', 'half', chain)), (e: CniError) => e.code === 11);
+    await engine.idle('half'); // the rollback runs after the answer
+    const dels = plugins.callsOf('DEL');
+    assert.deepEqual(
+      dels.map((c) => [c.type, c.stdin.prevResult]),
+      [
+        ['two', { cniVersion: '1.0.0', ips: [{ address: '10.7.0.9/24' }] }],
+        ['one', { cniVersion: '1.0.0', ips: [{ address: '10.7.0.9/24' }] }],
+      ],
+    );
+  });
+
   test('a 0.3.x delegate gets no prevResult on DEL (libcni passes it from 0.4.0 on)', async () => {
     const { engine, plugins } = setup();
     const old = conf([{ type: 'one' }], '0.3.1');
@@ -139,6 +159,27 @@ describe('teardown: failures, retries and bounds', () => {
     plugins.on('one', () => undefined);
     assert.deepEqual(await engine.runTeardown(a.id, Priority.Background), { done: true }, 'due now: it runs');
     assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('a confirmed step waiting for its retry holds back the steps before it; it runs when due to the millisecond', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({ now: () => clock.t });
+    await engine.handle(req('ADD', 'hold', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'busy'));
+    await engine.handle(req('DEL', 'hold', chain));
+    const a = store.currentAttachment({ containerId: 'hold', ...KEY })!;
+    const two = store.stepsOf(a.id)[1]!;
+    assert.equal(two.state, 'del_failed');
+    const waiting = await engine.runTeardown(a.id, Priority.Background);
+    assert.equal(waiting.error!.code, 105);
+    assert.deepEqual(plugins.of('DEL'), ['DEL two hold'], 'step one is not DELed while two waits');
+    plugins.on('two', () => undefined);
+    clock.t = two.nextAttemptAt! - 1;
+    assert.equal((await engine.runTeardown(a.id, Priority.Background)).done, false, 'one millisecond early');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two hold']);
+    clock.t = two.nextAttemptAt!;
+    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background), { done: true }, 'due exactly now');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two hold', 'DEL two hold', 'DEL one hold']);
   });
 
   test('a confirmed step that keeps failing is abandoned after maxAttempts; the steps before it then run', async () => {
@@ -351,5 +392,260 @@ describe('DEL: input, pass-through and tombstones', () => {
     assert.equal(await engine.handle(req('DEL', 'rb', chain)), '');
     assert.equal(plugins.of('DEL').length, dels, 'nothing ran again');
     assert.equal(await counterValue(metrics.coalescedDels, { how: 'tombstone' }), 2);
+  });
+});
+
+describe('operator re-arm of abandoned steps (stewardd retry --abandoned)', () => {
+  test('every abandoned step is re-armed due now, its attachment reopened and its tombstone forgotten', async () => {
+    const clock = { t: 5_000_000 };
+    const { engine, plugins, store } = setup({
+      now: () => clock.t,
+      store: new Store(':memory:', () => clock.t),
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 1, maxAgeMs: 3_600_000 },
+    });
+    const one = conf([{ type: 'one' }]);
+    failDel(plugins, 'one', () => new CniError(11, 'stuck'));
+    for (const id of ['ra', 'rb']) {
+      await engine.handle(req('ADD', id, one));
+      assert.equal(await engine.handle(req('DEL', id, one)), '');
+    }
+    const [a, b] = ['ra', 'rb'].map((id) => store.currentAttachment({ containerId: id, ...KEY })!);
+    assert.equal(store.getAttachment(a!.id)!.state, 'deleted', 'abandoned at its only attempt');
+    assert.equal(engine.isTombstoned({ containerId: 'ra', ...KEY }), true);
+    assert.equal(engine.isTombstoned({ containerId: 'nobody', ...KEY }), false);
+    const before = plugins.of('DEL').length;
+    assert.equal(await engine.handle(req('DEL', 'ra', one)), '');
+    assert.equal(plugins.of('DEL').length, before, 'answered from the tombstone');
+
+    assert.equal(await engine.rearmAbandoned(), 2, 'one step in each of the two attachments');
+    for (const x of [a!, b!]) {
+      assert.equal(store.getAttachment(x.id)!.state, 'deleting');
+      const [st] = store.stepsOf(x.id);
+      assert.equal(st!.state, 'del_failed');
+      assert.ok(st!.nextAttemptAt! <= clock.t, 'due now');
+    }
+    assert.equal(engine.isTombstoned({ containerId: 'ra', ...KEY }), false);
+
+    // The runtime's next DEL reaches the journal and runs the re-armed step, which now succeeds.
+    plugins.on('one', () => undefined);
+    assert.equal(await engine.handle(req('DEL', 'ra', one)), '');
+    assert.deepEqual(plugins.of('DEL').slice(before), ['DEL one ra']);
+    assert.equal(store.getAttachment(a!.id)!.state, 'deleted');
+    assert.equal(await engine.rearmAbandoned(), 0, 'nothing abandoned is left to re-arm');
+  });
+});
+
+describe('teardown: which failing steps hold the steps before them', () => {
+  const HOLD = { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000, holdMaxAttempts: 2 };
+
+  test('a confirmed step holding an earlier one is abandoned after holdMaxAttempts, then the earlier one runs', async () => {
+    const { engine, plugins, store } = setup({ retry: HOLD });
+    await engine.handle(req('ADD', 'h1', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'two is stuck'));
+    await engine.handle(req('DEL', 'h1', chain));
+    const a = store.currentAttachment({ containerId: 'h1', ...KEY })!;
+    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background, { force: true }), { done: true });
+    assert.deepEqual(plugins.of('DEL'), ['DEL two h1', 'DEL two h1', 'DEL one h1']);
+    assert.deepEqual(
+      store.stepsOf(a.id).map((st) => [st.state, st.attempts]),
+      [
+        ['deleted', 1],
+        ['abandoned', 2],
+      ],
+    );
+  });
+
+  test('a failing step with nothing left before it holds nothing: it gets every attempt of maxAttempts', async () => {
+    const { engine, plugins, store } = setup({ retry: HOLD });
+    await engine.handle(req('ADD', 'h2', chain));
+    failDel(plugins, 'one', () => new CniError(11, 'one is stuck'));
+    await engine.handle(req('DEL', 'h2', chain));
+    const a = store.currentAttachment({ containerId: 'h2', ...KEY })!;
+    for (let i = 0; i < 2; i++) await engine.runTeardown(a.id, Priority.Background, { force: true });
+    const [one, two] = store.stepsOf(a.id);
+    assert.equal(two!.state, 'deleted');
+    assert.deepEqual([one!.state, one!.attempts], ['del_failed', 3], 'past holdMaxAttempts, still retried');
+  });
+
+  test('a step whose ADD never succeeded holds nothing: the steps before it run, and it keeps every attempt', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({ retry: HOLD, now: () => clock.t });
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(222, 'two refuses');
+      throw new CniError(11, 'two DEL busy');
+    });
+    let oneDels = 0;
+    plugins.on('one', (c) => {
+      if (c.command === 'DEL' && ++oneDels <= 3) throw new CniError(11, 'one DEL busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await assert.rejects(engine.handle(req('ADD', 'h3', chain)));
+    await engine.idle('h3'); // the rollback: both DELs fail
+    const a = store.currentAttachment({ containerId: 'h3', ...KEY })!;
+    for (let i = 0; i < 2; i++) await engine.runTeardown(a.id, Priority.Background, { force: true });
+    const [one, two] = store.stepsOf(a.id);
+    assert.deepEqual(
+      [two!.state, two!.attempts],
+      ['del_failed', 3],
+      'an unconfirmed step is not bound by holdMaxAttempts',
+    );
+    assert.deepEqual([one!.state, one!.attempts], ['del_failed', 3]);
+
+    // Not yet due, the unconfirmed step is skipped and the step before it, due, still runs.
+    store.setStepDelFailed(two!.id, 'two DEL busy', clock.t + 3_600_000);
+    store.setStepDelFailed(one!.id, 'one DEL busy', clock.t);
+    const before = plugins.of('DEL').length;
+    const outcome = await engine.runTeardown(a.id, Priority.Background);
+    assert.deepEqual(plugins.of('DEL').slice(before), ['DEL one h3']);
+    assert.equal(outcome.done, false);
+    assert.deepEqual(
+      store.stepsOf(a.id).map((st) => st.state),
+      ['deleted', 'del_failed'],
+    );
+  });
+
+  test('an abandoned step is never DELed again while the attachment’s other delegate is still torn down', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({
+      now: () => clock.t,
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 2, maxAgeMs: 3_600_000 },
+    });
+    const two = conf([], '1.0.0', [
+      { name: 'pod', type: 'one' },
+      { name: 'side', type: 'three' },
+    ]);
+    await engine.handle(req('ADD', 'ab2', two));
+    failDel(plugins, 'three', () => new CniError(11, 'three is stuck'));
+    failDel(plugins, 'one', () => new CniError(11, 'one is busy'));
+    await engine.handle(req('DEL', 'ab2', two));
+    const a = store.currentAttachment({ containerId: 'ab2', ...KEY })!;
+    const [one] = store.stepsOf(a.id);
+    store.setStepDelFailed(one!.id, 'one is busy', clock.t + 3_600_000);
+    clock.t += 10_000; // three is due, one is not
+    const second = await engine.runTeardown(a.id, Priority.Background);
+    assert.equal(second.done, false);
+    assert.deepEqual(
+      store.stepsOf(a.id).map((st) => st.state),
+      ['del_failed', 'abandoned'],
+    );
+    plugins.on('one', () => undefined);
+    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background, { force: true }), { done: true });
+    assert.deepEqual(plugins.of('DEL'), ['DEL three ab2', 'DEL one ab2', 'DEL three ab2', 'DEL one ab2']);
+  });
+});
+
+describe('teardown: what each failure journals', () => {
+  test('the second failure of a step waits twice the base delay (+-20%)', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({ now: () => clock.t });
+    await engine.handle(req('ADD', 'b2', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'busy'));
+    await engine.handle(req('DEL', 'b2', chain));
+    const a = store.currentAttachment({ containerId: 'b2', ...KEY })!;
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    const two = store.stepsOf(a.id)[1]!;
+    assert.equal(two.attempts, 2);
+    const delay = two.nextAttemptAt! - clock.t;
+    assert.ok(delay >= 1600 && delay <= 2400, `second retry after ~2 s, got ${delay}`);
+  });
+
+  test('an uncoded plugin failure repeated byte for byte is permanent: abandoned at its third DEL', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000 },
+    });
+    await engine.handle(req('ADD', 'unc', chain));
+    failDel(plugins, 'one', () => new CniError(100, 'plugin one exited with status 1 without a CNI error'));
+    await engine.handle(req('DEL', 'unc', chain));
+    const a = store.currentAttachment({ containerId: 'unc', ...KEY })!;
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[0]!.state, 'del_failed');
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[0]!.state, 'abandoned');
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('each DEL’s plugin process is journaled on its step while it runs; the attachment is busy only meanwhile', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'pp', chain));
+    const a = store.currentAttachment({ containerId: 'pp', ...KEY })!;
+    const seen: Array<[string, number, boolean]> = [];
+    plugins.on('two', (c) => {
+      if (c.command !== 'DEL') return { cniVersion: '1.0.0' };
+      c.onStart?.({ pid: 4242, startTime: 77, bootId: 'b', pidNamespace: 'pidns' });
+      const running = store.runningStepProcesses();
+      seen.push([running[0]!.pluginType, running[0]!.process.pid, engine.isBusy(a.id)]);
+      return undefined;
+    });
+    await engine.handle(req('DEL', 'pp', chain));
+    assert.deepEqual(seen, [['two', 4242, true]]);
+    assert.equal(engine.isBusy(a.id), false, 'no longer busy once its teardown is over');
+  });
+});
+
+describe('teardown: pending time and repeated failures', () => {
+  test('a step first DELed long after the daemon started has been pending only since that DEL', async () => {
+    const clock = { t: 1_000_000 };
+    const { engine, plugins, store } = setup({
+      now: () => clock.t,
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 60_000 },
+    });
+    clock.t += 2 * 3_600_000; // the daemon has run two hours
+    await engine.handle(req('ADD', 'late', chain));
+    failDel(plugins, 'two', () => new CniError(11, 'busy'));
+    await engine.handle(req('DEL', 'late', chain));
+    const a = store.currentAttachment({ containerId: 'late', ...KEY })!;
+    const two = store.stepsOf(a.id)[1]!;
+    assert.equal(two.state, 'del_failed', 'not abandoned: it has been pending for no time, not two hours');
+    assert.ok(two.pendingMs < 60_000);
+  });
+
+  test('a DEL cut off midway does not count as a repeat of the uncoded failure before it', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000 },
+    });
+    const one = conf([{ type: 'one' }]);
+    await engine.handle(req('ADD', 'cutdel', one));
+    failDel(plugins, 'one', () => new CniError(100, 'plugin one exited with status 1 without a CNI error'));
+    await engine.handle(req('DEL', 'cutdel', one));
+    const a = store.currentAttachment({ containerId: 'cutdel', ...KEY })!;
+    await engine.runTeardown(a.id, Priority.Background, { force: true });
+    const [step] = store.stepsOf(a.id);
+    assert.deepEqual([step!.state, step!.attempts], ['del_failed', 2]);
+    // The next DEL was cut off (the daemon died): the step is left deleting, its last error kept.
+    store.setStepDeleting(step!.id);
+    await engine.reclaimUnfinished(a.id);
+    const [after] = store.stepsOf(a.id);
+    assert.deepEqual(
+      [after!.state, after!.attempts],
+      ['del_failed', 3],
+      'the unknown outcome in between breaks the repeat',
+    );
+  });
+});
+
+describe('teardown: planned steps', () => {
+  test('a planned step of an attachment from an earlier boot is DELed (its commit may have been lost); of this boot, skipped', async () => {
+    const store = new Store(':memory:');
+    const before = setup({ store, bootId: 'boot-0' });
+    await before.engine.handle(req('ADD', 'pl', chain));
+    const a = store.currentAttachment({ containerId: 'pl', ...KEY })!;
+    const two = store.stepsOf(a.id)[1]!;
+    store.setStepState(two.id, 'planned');
+    store.setAttachmentState(a.id, 'adding');
+    const same = setup({ store, bootId: 'boot-0' });
+    const other = setup({ store, bootId: 'boot-1' });
+    // A copy for the same boot: the same rows, a second attachment.
+    const b = store.atomic(() => {
+      const b = store.createAttachment({ ...a, containerId: 'pl2' }, 'adding');
+      for (const st of store.stepsOf(a.id)) {
+        const c = store.insertStep({ ...st, attachmentId: b.id }, st.state === 'planned' ? 'planned' : 'adding');
+        if (st.state !== 'planned') store.setStepAdded(c.id, st.result!);
+      }
+      return b;
+    });
+    await same.engine.runTeardown(b.id, Priority.Background, { force: true });
+    assert.deepEqual(same.plugins.of('DEL'), ['DEL one pl2'], 'this boot: the planned step never ran');
+    await other.engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.deepEqual(other.plugins.of('DEL'), ['DEL two pl', 'DEL one pl'], 'another boot: DELed too');
   });
 });

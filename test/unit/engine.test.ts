@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { pino } from 'pino';
 
 import { CniError } from '@cni-steward/shared';
 import { Priority } from '../../daemon/src/engine/limiter.js';
@@ -37,6 +38,16 @@ describe('engine: ADD and rollback', () => {
     await assert.rejects(
       engine.handle(req('ADD', 'c2', chain)),
       (e: CniError) => e.code === 222 && e.message === 'two refuses',
+    );
+    const failed = store.currentAttachment({ containerId: 'c2', network: 'net', ifname: 'eth0' })!;
+    assert.deepEqual(
+      store.stepsOf(failed.id).map((st) => [st.pluginType, st.state, st.error]),
+      [
+        ['one', 'added', null],
+        ['two', 'add_failed', 'two refuses'],
+        ['three', 'planned', null],
+      ],
+      'as journaled when the answer leaves, before the rollback',
     );
     await engine.idle('c2'); // the rollback runs after the answer
     assert.deepEqual(
@@ -274,6 +285,35 @@ describe('cut-off journals while running', () => {
     assert.deepEqual(store.unfinishedAttachmentIds(), []);
   });
 
+  test('reclaimUnfinished: a cut-off teardown keeps a failed step’s schedule, a cut-off ADD is rolled back in full', async () => {
+    const clock = { t: 2_000_000 };
+    const { engine, plugins, store } = setup({ now: () => clock.t });
+    const two = conf([{ type: 'one' }, { type: 'two' }]);
+    const KEY = { network: 'net', ifname: 'eth0' };
+    await engine.handle(req('ADD', 'td', two));
+    await engine.handle(req('ADD', 'ad', two));
+    const td = store.currentAttachment({ containerId: 'td', ...KEY })!;
+    const ad = store.currentAttachment({ containerId: 'ad', ...KEY })!;
+    // Both: step one failed its DEL earlier and is due in a minute; step two's journal was cut off mid-DEL.
+    for (const a of [td, ad]) {
+      const [one, second] = store.stepsOf(a.id);
+      store.setStepDelFailed(one!.id, 'busy', clock.t + 60_000);
+      store.setStepDeleting(second!.id);
+    }
+    store.setAttachmentState(td.id, 'deleting');
+    store.setAttachmentState(ad.id, 'adding');
+
+    const resumed = await engine.reclaimUnfinished(td.id);
+    assert.equal(resumed.done, false, 'the teardown resumes, and waits for step one’s retry');
+    assert.equal(resumed.error!.code, 105);
+    assert.deepEqual(plugins.of('DEL'), ['DEL two td']);
+    assert.equal(store.stepsOf(td.id)[0]!.state, 'del_failed');
+
+    assert.deepEqual(await engine.reclaimUnfinished(ad.id), { done: true }, 'a cut-off ADD is forced through');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two td', 'DEL two ad', 'DEL one ad']);
+    assert.equal(store.getAttachment(ad.id)!.state, 'deleted');
+  });
+
   test('reclaimUnfinished leaves a live ADD alone', async () => {
     const { engine, plugins, store } = setup();
     const gate = deferred();
@@ -291,5 +331,210 @@ describe('cut-off journals while running', () => {
     assert.equal((await reclaim).done, true);
     assert.equal(store.getAttachment(a.id)!.state, 'added', 'checked again inside the queue: not cut off');
     assert.equal(plugins.of('DEL').length, 0);
+  });
+});
+
+describe('engine: an ADD nobody waits for', () => {
+  test('one whose requester is already gone is not started: 11, nothing journaled or run', async () => {
+    const { engine, plugins, store } = setup();
+    await assert.rejects(
+      engine.handle(req('ADD', 'gone', chain), () => true),
+      (e: CniError) =>
+        e.code === 11 &&
+        e.message ===
+          "the ADD's requester closed its connection before the answer (its bound passed while the ADD waited or ran); nothing was run",
+    );
+    assert.equal(plugins.calls.length, 0);
+    assert.equal(store.currentAttachment({ containerId: 'gone', network: 'net', ifname: 'eth0' }), undefined);
+  });
+
+  test('one whose requester left while it ran is rolled back like a failed one', async () => {
+    const { engine, plugins, store } = setup();
+    let gone = false;
+    plugins.on('three', (c) => {
+      if (c.command === 'ADD') gone = true;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await assert.rejects(
+      engine.handle(req('ADD', 'left', chain), () => gone),
+      (e: CniError) => e.code === 11 && /; every started step is rolled back$/.test(e.message),
+    );
+    await engine.idle('left');
+    assert.deepEqual(plugins.of('DEL'), ['DEL three left', 'DEL two left', 'DEL one left']);
+    assert.equal(store.currentAttachment({ containerId: 'left', network: 'net', ifname: 'eth0' })!.state, 'deleted');
+  });
+
+  test('each plugin is given what is left of the answer budget (the netconf’s timeouts.add less the margin)', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'budget', { ...chain, timeouts: { add: 30_000 } }));
+    const budgets = plugins.callsOf('ADD').map((c) => c.budgetMs!);
+    assert.equal(budgets.length, 3);
+    for (const b of budgets) assert.ok(b > 15_000 && b <= 25_000, `budget ${b} ms of 25000`);
+    assert.ok(budgets[0]! >= budgets[2]!, 'later plugins get what is left');
+  });
+
+  test('while a failed ADD is rolled back, its attachment is busy (not mistaken for a cut-off one)', async () => {
+    const { engine, plugins, store } = setup();
+    const gate = deferred();
+    plugins.on('two', async (c) => {
+      if (c.command === 'ADD') throw new CniError(11, 'two refuses');
+      await gate.promise;
+      return undefined;
+    });
+    await assert.rejects(engine.handle(req('ADD', 'rbk', chain)));
+    const a = store.currentAttachment({ containerId: 'rbk', network: 'net', ifname: 'eth0' })!;
+    assert.equal(engine.isBusy(a.id), true, 'answered, its rollback not started yet: still busy');
+    for (let i = 0; i < 50 && plugins.of('DEL').length === 0; i++) await new Promise((r) => setImmediate(r));
+    assert.deepEqual(plugins.of('DEL'), ['DEL two rbk'], 'the rollback is under way');
+    assert.equal(engine.isBusy(a.id), true);
+    gate.resolve();
+    await engine.idle('rbk');
+    assert.equal(engine.isBusy(a.id), false);
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+});
+
+describe('engine: ADDs and CHECKs in flight (admission)', () => {
+  test('hasAddOrCheck holds while any ADD or CHECK of the container is queued or running', async () => {
+    const { engine, plugins } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'ADD' && c.containerId === 'busy') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    assert.equal(engine.hasAddOrCheck('busy'), false);
+    const add = engine.handle(req('ADD', 'busy', chain));
+    const again = engine.handle(req('ADD', 'busy', chain));
+    assert.equal(engine.hasAddOrCheck('busy'), true);
+    assert.equal(engine.hasAddOrCheck('other'), false);
+    gate.resolve();
+    await add;
+    assert.equal(engine.hasAddOrCheck('busy'), true, 'the repeated ADD is still queued');
+    await again;
+    await new Promise((r) => setImmediate(r));
+    assert.equal(engine.hasAddOrCheck('busy'), false);
+    const check = engine.handle(req('CHECK', 'busy', chain));
+    assert.equal(engine.hasAddOrCheck('busy'), true);
+    await check;
+    await new Promise((r) => setImmediate(r));
+    assert.equal(engine.hasAddOrCheck('busy'), false);
+  });
+
+  test('the wait in a container’s queue is measured in seconds', async () => {
+    const { engine, plugins, metrics } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'ADD') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const first = engine.handle(req('ADD', 'q', chain));
+    const second = engine.handle(req('DEL', 'q', chain));
+    await new Promise((r) => setTimeout(r, 60));
+    gate.resolve();
+    await Promise.all([first, second]);
+    const { values } = await metrics.queueWaitSeconds.get();
+    const sum = values.find((v) => v.metricName === 'steward_queue_wait_seconds_sum')!.value;
+    const count = values.find((v) => v.metricName === 'steward_queue_wait_seconds_count')!.value;
+    assert.equal(count, 2);
+    assert.ok(sum >= 0.05 && sum < 0.05 + performance.now() / 1000, `waited ~0.06 s in all, got ${sum}`);
+  });
+});
+
+type Row = Record<string, unknown> & { level: number; msg: string };
+
+/** A logger whose rows (info and up) are kept, parsed, for the test to read. */
+function capture() {
+  const rows: Row[] = [];
+  const log = pino(
+    { level: 'info', base: undefined, timestamp: false },
+    { write: (s: string) => void rows.push(JSON.parse(s) as Row) },
+  );
+  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ msg: _m, ...rest }) => rest);
+  return { log, rows, of };
+}
+
+describe('engine: what the log tells an operator', () => {
+  test('a failed ADD’s rollback: "rolled back" when done, an error naming the failure when a DEL fails', async () => {
+    const cap = capture();
+    const { engine, plugins } = setup({ log: cap.log });
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(222, 'two refuses');
+      if (c.containerId === 'stuck') throw new CniError(11, 'two DEL busy');
+    });
+    await assert.rejects(engine.handle(req('ADD', 'fine', chain)));
+    await engine.idle('fine');
+    assert.equal(cap.of('failed ADD rolled back').length, 1);
+    assert.equal(cap.of('rollback incomplete; the failed step stays queued for retry').length, 0);
+    await assert.rejects(engine.handle(req('ADD', 'stuck', chain)));
+    await engine.idle('stuck');
+    const [row] = cap.of('rollback incomplete; the failed step stays queued for retry');
+    assert.equal(row?.err, 'two DEL busy');
+    assert.equal(row?.level, 50);
+    assert.equal(cap.of('failed ADD rolled back').length, 1, 'not said of the incomplete one');
+  });
+
+  test('a rollback whose journal write fails is logged as left to the scheduler', async () => {
+    const cap = capture();
+    const store = new Store(':memory:');
+    const { engine, plugins } = setup({ log: cap.log, store });
+    plugins.on('two', (c) => {
+      if (c.command === 'ADD') throw new CniError(222, 'two refuses');
+    });
+    store.setAttachmentError = () => {
+      throw new CniError(11, 'disk full');
+    };
+    await assert.rejects(engine.handle(req('ADD', 'full', chain)), (e: CniError) => e.code === 222);
+    await engine.idle('full');
+    assert.deepEqual(
+      cap.of('rollback could not run; the retry scheduler reclaims it').map((r) => r.err),
+      ['disk full'],
+    );
+  });
+
+  test('a capability warning names network, delegate, plugin and capability', async () => {
+    const cap = capture();
+    const { engine } = setup({ log: cap.log });
+    await engine.handle(req('ADD', 'cw', conf([{ type: 'one', capabilities: { bandwidth: true } }])));
+    const rows = cap.rows.filter((r) => /declares capability "bandwidth"/.test(r.msg));
+    assert.equal(rows.length, 1);
+    const { network, delegate, plugin, capability } = rows[0]!;
+    assert.deepEqual([network, delegate, plugin, capability], ['net', 'pod', 'one', 'bandwidth']);
+  });
+
+  test('a pass-through DEL: an unusable netconf and a failing plugin are warned about; no journal error is claimed', async () => {
+    const cap = capture();
+    const { engine, plugins } = setup({ log: cap.log });
+    assert.equal(await engine.handle(req('DEL', 'u1', { name: 'net', cniVersion: '1.0.0' })), '');
+    const [bad] = cap.of('DEL for an unknown attachment with an unusable netconf; nothing to run');
+    assert.match(String(bad?.err), /invalid steward netconf/);
+    plugins.on('two', () => {
+      throw new CniError(11, 'two cannot');
+    });
+    assert.equal(await engine.handle(req('DEL', 'u2', chain)), '');
+    assert.deepEqual(
+      cap
+        .of('pass-through DEL failed; ignored, since this attachment was never added through steward')
+        .map((r) => [r.plugin, r.err]),
+      [['two', 'two cannot']],
+    );
+    assert.deepEqual(plugins.of('DEL'), ['DEL three u2', 'DEL two u2', 'DEL one u2']);
+    assert.equal(cap.rows.filter((r) => r.level >= 50).length, 0, 'nothing logged as an error');
+  });
+
+  test('GC names each attachment whose teardown it could not finish', async () => {
+    const cap = capture();
+    const { engine, plugins } = setup({ log: cap.log });
+    const net = conf([{ type: 'one' }], '1.1.0');
+    await engine.handle(req('ADD', 'gcf', net, { args: 'K8S_POD_NAMESPACE=ns;K8S_POD_NAME=web' }));
+    await engine.handle(req('ADD', 'gcok', net));
+    plugins.on('one', (c) => {
+      if (c.command === 'DEL' && c.containerId === 'gcf') throw new CniError(11, 'one busy');
+      return c.command === 'ADD' ? { cniVersion: '1.1.0' } : undefined;
+    });
+    assert.equal(await engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': [] })), '');
+    assert.deepEqual(
+      cap.of('GC teardown incomplete; queued for retry').map((r) => [r.containerId, r.err]),
+      [['gcf', 'one busy']],
+    );
   });
 });

@@ -98,4 +98,35 @@ describe('KeyedQueue', () => {
     await settle();
     assert.equal(q.size, 0);
   });
+  test('a task queued after an earlier one settled still waits for the one still running', async () => {
+    const q = new KeyedQueue();
+    const hold1 = deferred();
+    const hold2 = deferred();
+    const events: string[] = [];
+    const first = q.run('k', async () => {
+      await hold1.promise;
+      events.push('end 1');
+    });
+    const second = q.run('k', async () => {
+      events.push('start 2');
+      await hold2.promise;
+      events.push('end 2');
+    });
+    hold1.resolve();
+    await first;
+    await settle();
+    await settle();
+    assert.deepEqual(events, ['end 1', 'start 2']);
+    const third = q.run('k', async () => {
+      events.push('start 3');
+    });
+    await settle();
+    await settle();
+    assert.deepEqual(events, ['end 1', 'start 2'], 'the third task waits for the second');
+    assert.equal(q.size, 1);
+    hold2.resolve();
+    await second;
+    await third;
+    assert.deepEqual(events, ['end 1', 'start 2', 'end 2', 'start 3']);
+  });
 });

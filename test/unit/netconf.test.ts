@@ -275,3 +275,67 @@ describe('pluginStdin', () => {
     assert.ok(!('runtimeConfig' in out), `got runtimeConfig ${JSON.stringify(out.runtimeConfig)}`);
   });
 });
+
+describe('parseStewardConf: the error texts an operator reads', () => {
+  const failure = (c: unknown, ifname = 'eth0') => {
+    try {
+      parseStewardConf(c, ifname);
+    } catch (e) {
+      assert.ok(e instanceof CniError);
+      return [e.code, e.message, e.details ?? null];
+    }
+    assert.fail('the netconf was accepted');
+  };
+  const SUPPORTED = 'supported: 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0';
+
+  test('a shape error names every problem with its JSON path, at most eight of them', () => {
+    assert.deepEqual(failure({ cniVersion: '1.0.0' }), [
+      7,
+      "invalid steward netconf: (root) must have required property 'name'; (root) must have required property 'delegates'",
+      null,
+    ]);
+    assert.deepEqual(failure(conf([{ name: 'd', plugins: [{ type: 5 }, {}] }])), [
+      7,
+      "invalid steward netconf: /delegates/0/plugins/0/type must be string; /delegates/0/plugins/1 must have required property 'type'",
+      null,
+    ]);
+    const nine = {
+      cniVersion: 1,
+      name: 2,
+      delegates: 3,
+      socket: '',
+      spoolDir: 'rel',
+      timeouts: 1,
+      runtimeConfig: 2,
+      disableGC: 'x',
+      type: 4,
+    };
+    assert.deepEqual(failure(nine), [
+      7,
+      'invalid steward netconf: /cniVersion must be string; /name must be string; /type must be string; ' +
+        '/socket must NOT have fewer than 1 characters; /spoolDir must match pattern "^/"; /delegates must be array; ' +
+        '/timeouts must be object; /runtimeConfig must be object',
+      null,
+    ]);
+  });
+
+  test('an unsupported version, outer or delegate, lists the supported ones; a bad ifname says which delegate', () => {
+    assert.deepEqual(failure(conf([], { cniVersion: '9.9.9' })), [1, 'cniVersion "9.9.9" is not supported', SUPPORTED]);
+    assert.deepEqual(failure(conf([{ name: 'd', cniVersion: '9.9', type: 'x' }])), [
+      1,
+      'delegate 0 ("d"): cniVersion "9.9" is not supported',
+      SUPPORTED,
+    ]);
+    assert.deepEqual(failure(conf([{ name: 'd', ifname: 'bad/if', type: 'x' }])), [
+      7,
+      'delegate 0 ("d"): ifname "bad/if" must not contain "/", ":" or whitespace',
+      null,
+    ]);
+    assert.deepEqual(failure(conf([{ name: 'd', type: 'x' }]), 'a'.repeat(20)), [
+      7,
+      `delegate 0 ("d"): ifname "${'a'.repeat(20)}" is longer than 15 bytes`,
+      null,
+    ]);
+    for (const bad of [[], null, 'text', 7]) assert.deepEqual(failure(bad), [7, 'netconf must be a JSON object', null]);
+  });
+});

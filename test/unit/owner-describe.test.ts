@@ -44,7 +44,11 @@ describe('describeOwner', () => {
       describeOwner(owner()),
       `pid ${process.pid}, started 2026-01-01T00:00:00.000Z, owner since 2026-01-01T00:00:01.000Z, serving /run/s.sock`,
     );
-    assert.equal(describeOwner(owner({ procStart: undefined, pidns: undefined })).includes('stale'), false);
+    // An owner file of an older stewardd, with no start tick and no PID namespace: named the same.
+    assert.equal(
+      describeOwner(owner({ procStart: undefined, pidns: undefined })),
+      `pid ${process.pid}, started 2026-01-01T00:00:00.000Z, owner since 2026-01-01T00:00:01.000Z, serving /run/s.sock`,
+    );
   });
 
   test('an owner file whose pid is now another process, or no process, is called stale', () => {
@@ -53,6 +57,8 @@ describe('describeOwner', () => {
       /; that pid is no longer that process, so the owner file is stale/,
     );
     assert.match(describeOwner(owner({ pid: 2 ** 30 })), /owner file is stale/);
+    // An older stewardd's owner file (no start tick) whose pid no longer exists: stale too.
+    assert.match(describeOwner(owner({ pid: 2 ** 30, procStart: undefined })), /owner file is stale/);
   });
 
   test('an owner in another PID namespace is said to be so; no owner yet is said too', () => {
@@ -69,7 +75,9 @@ describe('takeOwnership records who owns the dir', () => {
     const a = join(dir, 'a');
     const b = join(dir, 'b');
     const before = Date.now();
+    const upBefore = process.uptime() * 1000;
     const lock = takeOwnership([a, b, a], '/run/a.sock');
+    const upAfter = process.uptime() * 1000;
     try {
       assert.deepEqual(lock.dirs, [a, b], 'deduplicated, in order');
       for (const d of [a, b]) {
@@ -83,6 +91,12 @@ describe('takeOwnership records who owns the dir', () => {
         const expected = before - process.uptime() * 1000;
         assert.ok(Math.abs(started - expected) < 60_000, `startedAt ${info.startedAt} is this process's start`);
         assert.ok(Date.parse(info.since) >= before - 1000);
+        // startedAt is `since` less this process's uptime (ISO strings: whole milliseconds).
+        const age = Date.parse(info.since) - started;
+        assert.ok(
+          age >= Math.floor(upBefore) - 1 && age <= Math.ceil(upAfter) + 1,
+          `startedAt is ${age} ms before since; uptime was ${Math.round(upBefore)}..${Math.round(upAfter)} ms`,
+        );
         assert.equal(statSync(join(d, OWNER_INFO_FILE)).mode & 0o777, 0o600);
         assert.equal(statSync(d).mode & 0o777, 0o700);
         assert.ok(statSync(join(d, OWNER_LOCK_FILE)).isFile());

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { CniError } from '@cni-steward/shared';
-import { RetryClock, type Clock } from '../../daemon/src/engine/clock.js';
+import { RetryClock, clockFromNow, systemClock, type Clock } from '../../daemon/src/engine/clock.js';
 import { Priority } from '../../daemon/src/engine/limiter.js';
 import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
 import type { RetryPolicy } from '../../daemon/src/engine/teardown.js';
@@ -193,5 +193,29 @@ describe('retry schedule: the max age counts time pending while a daemon ran', (
     m.pass(1);
     await second.engine.runTeardown(two(store, 'old').attachmentId, Priority.Background, { force: true });
     assert.equal(two(store, 'old').state, 'abandoned', 'a minute pending in all: abandoned');
+  });
+});
+
+describe('the clocks themselves', () => {
+  test('the system clock: the wall shifted by the test offset (STEWARD_TEST_CLOCK_OFFSET_MS), the monotonic one unshifted', () => {
+    const c = systemClock(DAY);
+    const wall = c.wall() - Date.now();
+    assert.ok(wall >= DAY - 1000 && wall <= DAY + 1000, `wall offset ${wall}`);
+    assert.ok(Math.abs(c.mono() - performance.now()) < 1000);
+    assert.ok(Math.abs(systemClock().wall() - Date.now()) < 1000);
+  });
+
+  test('the retry clock starts at the wall and then follows the monotonic clock only', () => {
+    const m = machine(1_700_000_000_000);
+    const rc = new RetryClock(m.clock);
+    assert.equal(rc.now(), 1_700_000_000_000);
+    assert.equal(rc.startedMono, 5_000);
+    m.pass(1500);
+    m.step(-DAY);
+    assert.equal(rc.now(), 1_700_000_001_500, 'a wall step back moves nothing');
+    assert.equal(rc.mono(), 6_500);
+    assert.equal(rc.wall(), 1_700_000_001_500 - DAY, 'the wall clock itself is read as it is');
+    const one = clockFromNow(() => 42);
+    assert.deepEqual([one.wall(), one.mono()], [42, 42]);
   });
 });

@@ -14,7 +14,7 @@ const DAY = 24 * 3_600_000;
 const TTL = 10_000;
 const PRUNE_EVERY = 60_000;
 
-function world() {
+function world(ttl = TTL) {
   const clock = { t: 100 * DAY };
   const store = new Store(':memory:', () => clock.t);
   const env = setup({ now: () => clock.t, store });
@@ -23,7 +23,7 @@ function world() {
     store,
     log: silentLog,
     pollMs: 5,
-    tombstoneTtlMs: TTL,
+    tombstoneTtlMs: ttl,
     pruneEveryMs: PRUNE_EVERY,
     spoolDir: '/nonexistent/steward-spool',
     now: () => clock.t,
@@ -111,6 +111,24 @@ describe('retry scheduler: pruning', () => {
       w.clock.t += 2 * PRUNE_EVERY + 1;
       await w.ticks();
       assert.equal(w.store.getAttachment(abandoned), undefined, 'past 7 days: pruned');
+    } finally {
+      await w.s.stop();
+    }
+  });
+  test('with a TTL longer than 7 days, one with an abandoned step is kept for the TTL too', async () => {
+    const w = world(10 * DAY);
+    const abandoned = w.finished('abandoned', true);
+    const plain = w.finished('plain');
+    w.clock.t += 8 * DAY;
+    w.s.start();
+    try {
+      await w.ticks();
+      assert.notEqual(w.store.getAttachment(abandoned), undefined, '8 days old, under the 10-day TTL');
+      assert.notEqual(w.store.getAttachment(plain), undefined);
+      w.clock.t += 2 * DAY + 1;
+      await w.ticks();
+      assert.equal(w.store.getAttachment(abandoned), undefined, 'past the TTL: pruned');
+      assert.equal(w.store.getAttachment(plain), undefined);
     } finally {
       await w.s.stop();
     }

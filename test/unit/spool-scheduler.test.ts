@@ -13,7 +13,7 @@ import { recover } from '../../daemon/src/engine/recovery.js';
 import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
 import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestSpool } from '../../daemon/src/engine/spool.js';
 import { Store } from '../../daemon/src/store/store.js';
-import { NETNS, conf, req, setup, silentLog } from '../helpers/engine-fakes.js';
+import { NETNS, conf, deferred, req, setup, silentLog } from '../helpers/engine-fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-test-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -169,6 +169,106 @@ describe('the start-up spool drain', () => {
     assert.deepEqual(last, ['ADD one h', 'ADD two h', 'DEL two h', 'DEL one h']);
   });
 
+  test('entries not named by spoolRequest are counted and drained too, holding no container', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    writeFileSync(join(dir, 'by-hand.json'), wire('DEL', 'hand'));
+    writeFileSync(join(dir, 'broken.json'), '{not json');
+    writeFileSync(join(dir, spoolName(Date.now() - 1000, 'named', 1)), wire('DEL', 'named'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 3);
+    assert.equal(drain.pending, 3);
+    assert.equal(engine.spoolHold?.('hand'), undefined, 'an unnamed entry holds nobody');
+    assert.ok(engine.spoolHold?.('named'));
+    assert.deepEqual(await drain.start(), { ingested: 2, rejected: 1 });
+    assert.equal(drain.pending, 0);
+    assert.equal(engine.spoolHold, undefined);
+    assert.deepEqual(plugins.of('DEL').sort(), ['DEL one hand', 'DEL one named', 'DEL two hand', 'DEL two named']);
+  });
+
+  test('a container id longer than the 64 characters a spool name keeps is still held', async () => {
+    const { engine, plugins } = setup();
+    const long = 'c'.repeat(70);
+    const dir = freshDir();
+    writeFileSync(join(dir, spoolName(Date.now() - 1000, long.slice(0, 64), 1)), wire('DEL', long));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 1);
+    assert.ok(engine.spoolHold?.(long), 'held by its first 64 characters');
+    const add = engine.handle(req('ADD', long, chain));
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(plugins.of('ADD').length, 0);
+    await drain.start();
+    await add;
+    assert.equal(plugins.of('ADD').length, 2);
+  });
+
+  test('each held container is released as soon as its own spooled DELs are done, not at the end of the drain', async () => {
+    const { engine, plugins } = setup();
+    const gate = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && c.containerId === 'slow') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    writeFileSync(join(dir, spoolName(t, 'slow', 1)), wire('DEL', 'slow'));
+    writeFileSync(join(dir, spoolName(t, 'fast', 2)), wire('DEL', 'fast'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 2);
+    const drained = drain.start();
+    const add = engine.handle(req('ADD', 'fast', chain)).then(() => 'added');
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise((r) => (timer = setTimeout(() => r('still held'), 5000)));
+    assert.equal(await Promise.race([add, waited]), 'added', 'served while the other container drains');
+    clearTimeout(timer);
+    assert.deepEqual(plugins.of('ADD'), ['ADD one fast', 'ADD two fast']);
+    assert.equal(drain.pending, 1);
+    gate.resolve();
+    await drained;
+    assert.equal(drain.pending, 0);
+  });
+
+  test('start() twice runs one drain: both callers get its report', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    writeFileSync(join(dir, spoolName(Date.now() - 1000, 'twice', 1)), wire('DEL', 'twice'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 1);
+    const [a, b] = await Promise.all([drain.start(), drain.start()]);
+    assert.deepEqual(a, { ingested: 1, rejected: 0 });
+    assert.deepEqual(b, { ingested: 1, rejected: 0 });
+    assert.deepEqual(plugins.of('DEL'), ['DEL two twice', 'DEL one twice']);
+  });
+
+  test('an empty or missing spool holds nothing and drains at once', async () => {
+    const { engine } = setup();
+    const empty = new SpoolDrain(engine, freshDir(), silentLog);
+    assert.equal(empty.scan(), 0);
+    assert.equal(engine.spoolHold, undefined);
+    assert.deepEqual(await empty.start(), { ingested: 0, rejected: 0 });
+    const missing = new SpoolDrain(engine, join(root, 'never-made'), silentLog);
+    assert.equal(missing.scan(), 0);
+    assert.deepEqual(await missing.start(), { ingested: 0, rejected: 0 });
+  });
+
+  test('a CHECK of a held container waits for its spooled DELs too', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'ck', chain));
+    const dir = freshDir();
+    writeFileSync(join(dir, spoolName(Date.now() - 1000, 'ck', 1)), wire('DEL', 'ck'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 1);
+    const check = engine.handle(req('CHECK', 'ck', chain)).then(
+      () => 'healthy',
+      (e: CniError) => e.code,
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(plugins.of('CHECK').length, 0, 'the CHECK waits for the spooled DEL');
+    await drain.start();
+    assert.equal(await check, 106, 'after the spooled DEL the attachment is torn down (106), never checked as healthy');
+    assert.deepEqual(plugins.of('DEL'), ['DEL two ck', 'DEL one ck']);
+  });
+
   test('a scheduler tick holding the spool dir through the start-up drain: the holds last until every spooled DEL is done', async () => {
     // The engine faked: spooled DELs end when the test says. A tick's pass (ingestSpool) takes the
     // spool dir first and runs the held container's spooled DEL; the start-up drain must not
@@ -296,6 +396,32 @@ describe('recovery resumes cut-off teardowns at once', () => {
   });
 });
 
+describe('recovery sweeps an earlier boot at once', () => {
+  test('a failed step of an earlier boot’s attachment not due for an hour is DELed by the sweep, with an empty netns', async () => {
+    const clock = { t: 1_000_000 };
+    const store = new Store(':memory:', () => clock.t);
+    const before = setup({ store, now: () => clock.t, bootId: 'boot-0' });
+    await before.engine.handle(req('ADD', 'prev', chain));
+    before.plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await before.engine.handle(req('DEL', 'prev', chain));
+    const a = store.currentAttachment({ containerId: 'prev', ...KEY })!;
+    const failed = store.stepsOf(a.id).find((st) => st.state === 'del_failed')!;
+    store.setStepDelFailed(failed.id, 'busy', clock.t + 3_600_000);
+
+    const now = setup({ store, now: () => clock.t, bootId: 'boot-1' });
+    const report = await recover(now.engine, 'boot-1', silentLog);
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 0, resumed: 0 });
+    assert.deepEqual(
+      now.plugins.callsOf('DEL').map((c) => [c.type, c.netns]),
+      [['one', '']],
+    );
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+  });
+});
+
 describe('retry scheduler', () => {
   function scheduler(env: ReturnType<typeof setup>, clock: { t: number }, extra: Partial<{ ttl: number }> = {}) {
     return new RetryScheduler({
@@ -389,6 +515,73 @@ describe('retry scheduler', () => {
       await s.stop();
     }
     assert.deepEqual(env.plugins.of('DEL'), ['DEL two cut', 'DEL one cut']);
+  });
+
+  test('retryNow counts an attachment once however many of its steps failed; one whose journal write fails is pending, then retried', async () => {
+    const clock = { t: 1_000_000 };
+    const env = setup({ now: () => clock.t });
+    const sides = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }] },
+      { name: 'side', plugins: [{ type: 'three' }] },
+    ]);
+    await env.engine.handle(req('ADD', 'm', sides));
+    let failing = true;
+    for (const type of ['one', 'three'])
+      env.plugins.on(type, (c) => {
+        if (c.command === 'DEL' && failing) throw new CniError(11, 'busy');
+        return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+      });
+    await env.engine.handle(req('DEL', 'm', sides));
+    const a = env.store.currentAttachment({ containerId: 'm', ...KEY })!;
+    assert.equal(env.store.pendingTeardownSteps().length, 2);
+    failing = false;
+    const realDeleting = env.store.setStepDeleting.bind(env.store);
+    let full = true;
+    env.store.setStepDeleting = (id) => {
+      if (full) throw new CniError(11, 'disk full');
+      realDeleting(id);
+    };
+    const s = scheduler(env, clock);
+    const dels = env.plugins.of('DEL').length;
+    assert.deepEqual(await s.retryNow(), { attempted: 1, done: 0, pending: 1 });
+    assert.equal(env.plugins.of('DEL').length, dels, 'nothing ran: the journal refused the write');
+    full = false;
+    assert.deepEqual(await s.retryNow(), { attempted: 1, done: 1, pending: 0 });
+    assert.equal(env.store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('a start whose schedule check fails still ticks: due retries run', async () => {
+    const clock = { t: 1_000_000 };
+    const store = new Store(':memory:', () => clock.t);
+    const env = setup({ now: () => clock.t, store });
+    await env.engine.handle(req('ADD', 'st', chain));
+    let fail = true;
+    env.plugins.on('one', (c) => {
+      if (c.command === 'DEL' && fail) throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await env.engine.handle(req('DEL', 'st', chain));
+    const a = store.currentAttachment({ containerId: 'st', ...KEY })!;
+    fail = false;
+    clock.t += 60_000;
+    const realClamp = store.clampNextAttempts.bind(store);
+    let clampCalls = 0;
+    store.clampNextAttempts = (latest) => {
+      if (++clampCalls === 1) throw new Error('database is locked');
+      return realClamp(latest);
+    };
+    const s = scheduler(env, clock);
+    assert.doesNotThrow(() => s.start());
+    try {
+      const deadline = Date.now() + 20_000;
+      while (store.getAttachment(a.id)!.state !== 'deleted') {
+        assert.ok(Date.now() < deadline, 'retried within 20 s');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await s.stop();
+    }
+    assert.ok(clampCalls >= 2, 'each tick checks the schedule again');
   });
 
   test('a stopped scheduler runs no more ticks', async () => {

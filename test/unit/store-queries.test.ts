@@ -3,7 +3,7 @@
 // injected clock.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
@@ -140,6 +140,26 @@ describe('Store: the teardown queue', () => {
     assert.equal(store.nextTeardownDueAt(), 3_000);
   });
 
+  test('clampNextAttempts pulls in only failed steps due later than the bound, and says how many', () => {
+    const { store, clock } = openStore();
+    const a = store.createAttachment(att());
+    const [late, soon, deleting] = [0, 1, 2].map((i) => step(store, a.id, i));
+    store.setStepDelFailed(late!.id, 'e', 90_000);
+    store.setStepDelFailed(soon!.id, 'e', 3_000);
+    store.setStepDeleting(deleting!.id);
+    clock.t = 5_000;
+    assert.equal(store.clampNextAttempts(10_000), 1);
+    assert.deepEqual(
+      [late, soon, deleting].map((s) => [store.getStep(s!.id)!.nextAttemptAt, store.getStep(s!.id)!.updatedAt]),
+      [
+        [10_000, 5_000],
+        [3_000, 1_000],
+        [null, 1_000],
+      ],
+    );
+    assert.equal(store.clampNextAttempts(10_000), 0, 'nothing left to pull in');
+  });
+
   test('nextTeardownDueAt and oldestPendingTeardownAt are undefined with nothing pending', () => {
     const { store, clock } = openStore();
     assert.equal(store.nextTeardownDueAt(), undefined);
@@ -207,6 +227,37 @@ describe('Store: failed writes', () => {
     );
     assert.equal(store.stepsOf(a.id).length, 1, 'nothing of the failed transaction was kept');
   });
+  test('a failure without a driver code (a broken precondition) is code 104 saying "error", and nothing of it is kept', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(att());
+    const s = step(store, a.id, 0); // journaled `adding`, not `planned`
+    assert.throws(
+      () => store.startStep(s.id),
+      (e: CniError) =>
+        e instanceof CniError &&
+        e.code === 104 &&
+        e.message === `stewardd journal write failed (error: step ${s.id} is not planned; it cannot be started)`,
+    );
+    assert.equal(store.getStep(s.id)?.state, 'adding');
+  });
+
+  test('relaxed() (a commit without fsync) inside atomic() is refused with its reason, and records nothing', () => {
+    const { store } = openStore();
+    const s = step(store, store.createAttachment(att()).id, 0);
+    const proc = { pid: 7, startTime: 8, bootId: 'b', pidNamespace: 'pid:[1]' };
+    assert.throws(
+      () => store.atomic(() => store.setStepProcess(s.id, proc)),
+      (e: CniError) =>
+        e.code === 104 && e.message === 'stewardd journal write failed (error: relaxed() inside another transaction)',
+    );
+    assert.deepEqual(store.runningStepProcesses(), []);
+    store.setStepProcess(s.id, proc);
+    assert.deepEqual(
+      store.runningStepProcesses().map((r) => r.process),
+      [proc],
+      'outside atomic() it is recorded',
+    );
+  });
 });
 
 describe('Store: health probes', () => {
@@ -229,6 +280,42 @@ describe('Store: health probes', () => {
     const problems = store.quickCheck();
     assert.equal(problems.length, 1);
     assert.match(problems[0]!, /not open/);
+  });
+
+  test('writeProbe: a database directory moved away under the daemon is named, not taken for a healthy disk', () => {
+    const dir = join(root, `moved-${++n}`);
+    const path = join(dir, 'steward.db');
+    const store = new Store(path);
+    open.push(store);
+    renameSync(dir, `${dir}.gone`);
+    const why = store.writeProbe(1);
+    assert.ok(
+      why?.startsWith(`cannot tell how much room is left for ${path}: ENOENT`),
+      `writeProbe said ${JSON.stringify(why)}`,
+    );
+  });
+
+  test('quickCheck and integrityCheck report a page no table uses (a damaged file) as their one problem', () => {
+    const path = join(root, `damaged-${++n}`, 'steward.db');
+    new Store(path).close(); // the last close checkpoints the WAL into the file and removes it
+    const header = readFileSync(path).subarray(0, 100);
+    const pageSize = header.readUInt16BE(16);
+    const orphan = header.readUInt32BE(28) + 1;
+    // One more page, all zeros, counted in the header's database size but linked from nowhere.
+    const fd = openSync(path, 'r+');
+    try {
+      writeSync(fd, Buffer.alloc(pageSize), 0, pageSize, (orphan - 1) * pageSize);
+      const size = Buffer.alloc(4);
+      size.writeUInt32BE(orphan);
+      writeSync(fd, size, 0, 4, 28);
+    } finally {
+      closeSync(fd);
+    }
+    const store = new Store(path);
+    open.push(store);
+    const problem = `*** in database main ***\nPage ${orphan}: never used`;
+    assert.deepEqual(store.quickCheck(), [problem]);
+    assert.deepEqual(store.integrityCheck(), [problem]);
   });
 });
 
@@ -261,5 +348,68 @@ describe('Store: re-arming abandoned steps (stewardd retry --abandoned)', () => 
 
     assert.equal(store.rearmAbandoned(other), 0, 'nothing abandoned: nothing re-armed');
     assert.equal(store.getAttachment(other)?.state, 'deleted', 'and the attachment stays torn down');
+  });
+});
+
+describe('Store: disk use', () => {
+  test('after a burst of writes the WAL file shrinks back to 4 MiB (journal_size_limit), not kept at its largest', () => {
+    const { store } = openStore();
+    const big = 'q'.repeat(1_000_000);
+    store.atomic(() => {
+      for (let i = 0; i < 6; i++) store.createAttachment(att({ containerId: `burst-${i}`, config: big }));
+    });
+    const wal = `${store.path}-wal`;
+    assert.ok(statSync(wal).size > 5_000_000, `the burst grew the WAL to ${statSync(wal).size} bytes`);
+    store.createAttachment(att({ containerId: 'after' })); // the next commit restarts the WAL, truncated
+    assert.ok(statSync(wal).size <= 4 * 1024 * 1024, `the WAL is ${statSync(wal).size} bytes after the burst`);
+    assert.equal(store.listAttachments({}).length, 7);
+  });
+});
+
+describe('Store: commit metrics (onCommit, onWriteError)', () => {
+  test('each outermost commit is reported once with its duration and whether it was synced; a failed one is not', () => {
+    const commits: Array<[number, boolean]> = [];
+    const failures: string[] = [];
+    const store = new Store(join(root, `metrics-${++n}`, 'steward.db'), {
+      onCommit: (seconds, synced) => commits.push([seconds, synced]),
+      onWriteError: (e) => failures.push((e as Error & { code?: string }).code ?? '?'),
+    });
+    open.push(store);
+
+    const t0 = performance.now();
+    const a = store.createAttachment(att());
+    const elapsedMs = performance.now() - t0;
+    assert.equal(commits.length, 1);
+    const [seconds, synced] = commits[0]!;
+    assert.equal(synced, true);
+    assert.ok(seconds >= 0 && seconds * 1000 <= elapsedMs, `${seconds} s reported for a ${elapsedMs} ms call`);
+
+    commits.length = 0;
+    const first = store.atomic(() => {
+      const s0 = step(store, a.id, 0);
+      step(store, a.id, 1);
+      return s0;
+    });
+    assert.deepEqual(
+      commits.map(([, sy]) => sy),
+      [true],
+      'two writes in one atomic(): one commit',
+    );
+
+    commits.length = 0;
+    store.setStepProcess(first.id, { pid: 1, startTime: 2, bootId: 'b', pidNamespace: 'p' });
+    assert.deepEqual(
+      commits.map(([, sy]) => sy),
+      [false],
+      'a relaxed commit is reported as not synced',
+    );
+
+    commits.length = 0;
+    assert.throws(
+      () => step(store, a.id, 0),
+      (e: CniError) => e.code === 104,
+    );
+    assert.deepEqual(commits, [], 'a failed write commits nothing');
+    assert.deepEqual(failures, ['SQLITE_CONSTRAINT_UNIQUE']);
   });
 });

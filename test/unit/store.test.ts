@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
@@ -8,7 +8,7 @@ import { openDatabase } from '../helpers/sqlite.js';
 import { MIGRATIONS } from '../../daemon/src/store/migrations.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { populateJournal } from '../../daemon/src/store/populate.js';
-import type { AttachmentKey, NewAttachment } from '../../daemon/src/store/types.js';
+import { attachmentLogFields, type AttachmentKey, type NewAttachment } from '../../daemon/src/store/types.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-store-test-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -358,6 +358,29 @@ describe('Store pods', () => {
     assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'nope' } }), []);
     assert.deepEqual(store.listAttachments({ pod: { namespace: 'team-a', name: 'web-1' }, state: 'added' }), []);
   });
+
+  test('every log line about an attachment names its key, its pod when known, and its id', () => {
+    const { store } = openStore();
+    const a = store.createAttachment(
+      newAttachment({ containerId: 'a', podNamespace: 'team-a', podName: 'web-0', podUid: 'uid-a' }),
+    );
+    const none = store.createAttachment(newAttachment({ containerId: 'd' }));
+    assert.deepEqual(attachmentLogFields(a), {
+      containerId: 'a',
+      podNamespace: 'team-a',
+      podName: 'web-0',
+      podUid: 'uid-a',
+      network: 'steward-net',
+      ifname: 'eth0',
+      attachment: a.id,
+    });
+    assert.deepEqual(attachmentLogFields(none), {
+      containerId: 'd',
+      network: 'steward-net',
+      ifname: 'eth0',
+      attachment: none.id,
+    });
+  });
 });
 
 describe('durability and write failures', () => {
@@ -494,11 +517,87 @@ describe('populateJournal (the one filler of a busy journal, for benchmarks and 
         steps.map((s) => [s.pluginType, s.state, JSON.parse(s.config).name]),
         [['bridge', 'added', 'podnet']],
       );
+      // Rows as the daemon writes them for a pod of a busy node: what status, GC and recovery read.
+      const first = live.find((a) => a.podName === 'pod-0')!;
+      const { id, createdAt, updatedAt, ...rest } = first;
+      assert.deepEqual(rest, {
+        containerId: '0'.repeat(64),
+        network: 'steward',
+        ifname: 'eth0',
+        netns: '/var/run/netns/cni-00000000',
+        cniArgs: 'K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod-0',
+        cniPath: '/opt/cni/bin',
+        cniVersion: '1.0.0',
+        bootId: 'boot-x',
+        state: 'added',
+        config: JSON.stringify(conf),
+        result: first.result,
+        error: null,
+        podNamespace: 'bench',
+        podName: 'pod-0',
+        podUid: null,
+      });
+      assert.ok(id > 0 && createdAt <= updatedAt);
+      assert.equal(live.find((a) => a.podName === 'pod-17')!.containerId, `00000011${'0'.repeat(56)}`);
+      const bridgeResult = {
+        cniVersion: '1.0.0',
+        interfaces: [
+          { name: 'cni0', mac: '0a:58:0a:f4:01:01' },
+          { name: 'veth1a2b3c4d', mac: '12:34:56:78:9a:bc' },
+          { name: 'eth0', mac: '0a:58:0a:f4:01:05', sandbox: '/var/run/netns/cni-00000000' },
+        ],
+        ips: [{ address: '10.244.1.5/24', gateway: '10.244.1.1', interface: 2 }],
+        routes: [{ dst: '0.0.0.0/0' }],
+        dns: {},
+      };
+      assert.deepEqual(JSON.parse(first.result!), bridgeResult, "the attachment's result: a bridge + host-local ADD");
+      const [step] = store.stepsOf(first.id);
+      assert.deepEqual(
+        [step!.delegateName, step!.ifname, step!.seq, JSON.parse(step!.config), JSON.parse(step!.result!)],
+        ['podnet', 'eth0', 0, { type: 'bridge', bridge: 'cni0', name: 'podnet', cniVersion: '1.0.0' }, bridgeResult],
+      );
       const pages = store.pageStats();
       assert.ok(pages.pageSize >= 512 && pages.pageCount > 1, JSON.stringify(pages));
       assert.deepEqual(store.integrityCheck(), []);
     } finally {
       store.close();
+    }
+  });
+
+  test('leaves the journal closed and whole in its one file (a copy of the file alone has every row)', () => {
+    const path = join(root, 'populated-copied.db');
+    populateJournal(path, 3, 'boot-y', { delegates: [{ name: 'n', cniVersion: '1.0.0', plugins: [{ type: 'ptp' }] }] });
+    assert.equal(existsSync(`${path}-wal`), false, 'no WAL left beside it: the journal was closed');
+    const copy = join(root, 'populated-copy.db');
+    copyFileSync(path, copy);
+    const store = new Store(copy);
+    try {
+      assert.equal(store.attachmentsInState('added').length, 3);
+    } finally {
+      store.close();
+    }
+  });
+
+  test('a netconf without delegates (or a delegate without a name) still fills it, under the delegate name "podnet"', () => {
+    const bare = join(root, 'populated-bare.db');
+    populateJournal(bare, 2, 'boot-z', { cniVersion: '1.0.0', name: 'steward', type: 'steward' });
+    const unnamed = join(root, 'populated-unnamed.db');
+    populateJournal(unnamed, 2, 'boot-z', { delegates: [{ cniVersion: '1.0.0', plugins: [{ type: 'bridge' }] }] });
+    for (const path of [bare, unnamed]) {
+      const store = new Store(path);
+      try {
+        const live = store.attachmentsInState('added');
+        assert.equal(live.length, 2);
+        assert.deepEqual(
+          live.flatMap((a) => store.stepsOf(a.id).map((s) => [s.delegateName, s.state])),
+          [
+            ['podnet', 'added'],
+            ['podnet', 'added'],
+          ],
+        );
+      } finally {
+        store.close();
+      }
     }
   });
 });

@@ -1,0 +1,82 @@
+// Start-up recovery (engine/recovery.ts) as an operator reads it in the log: one "recovery finished"
+// row with what was swept, rolled back and resumed, and an error row for each teardown that could
+// not even run (its journal refused the write), left for the retry scheduler; start-up never stops
+// on one. Root-free: in-memory store, fake plugins, a capturing logger.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { pino } from 'pino';
+
+import { recover } from '../../daemon/src/engine/recovery.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { conf, req, setup } from '../helpers/engine-fakes.js';
+
+const KEY = { network: 'net', ifname: 'eth0' };
+const chain = conf([{ type: 'one' }, { type: 'two' }]);
+
+type Row = Record<string, unknown> & { level: number; msg: string };
+
+function capture() {
+  const rows: Row[] = [];
+  const log = pino(
+    { level: 'info', base: undefined, timestamp: false },
+    { write: (s: string) => void rows.push(JSON.parse(s) as Row) },
+  );
+  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ level: _l, msg: _m, ...rest }) => rest);
+  return { log, rows, of };
+}
+
+/** An attachment of boot-0, one left `adding` and one left `deleting`, all journaled by an earlier run. */
+async function earlierRun(store: Store) {
+  const before = setup({ store, bootId: 'boot-0' });
+  await before.engine.handle(req('ADD', 'stale', chain));
+  const now = setup({ store, bootId: 'boot-1' });
+  await now.engine.handle(req('ADD', 'adding', chain));
+  await now.engine.handle(req('ADD', 'deleting', chain));
+  const adding = store.currentAttachment({ containerId: 'adding', ...KEY })!;
+  const deleting = store.currentAttachment({ containerId: 'deleting', ...KEY })!;
+  store.setAttachmentState(adding.id, 'adding');
+  store.setAttachmentState(deleting.id, 'deleting');
+  return {
+    stale: store.currentAttachment({ containerId: 'stale', ...KEY })!.id,
+    adding: adding.id,
+    deleting: deleting.id,
+  };
+}
+
+describe('recovery: what it logs', () => {
+  test('one row says what was swept, rolled back and resumed; nothing is logged as an error when every teardown ran', async () => {
+    const store = new Store(':memory:');
+    const ids = await earlierRun(store);
+    const now = setup({ store, bootId: 'boot-1' });
+    const cap = capture();
+    const report = await recover(now.engine, 'boot-1', cap.log);
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1 });
+    assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1 }]);
+    assert.deepEqual(
+      cap.rows.filter((r) => r.level >= 50),
+      [],
+    );
+    for (const id of Object.values(ids)) assert.equal(store.getAttachment(id)!.state, 'deleted');
+  });
+
+  test('a teardown whose journal refuses the write is logged and left journaled; recovery still finishes', async () => {
+    const store = new Store(':memory:');
+    const ids = await earlierRun(store);
+    const now = setup({ store, bootId: 'boot-1' });
+    store.setStepDeleting = () => {
+      throw new Error('database or disk is full');
+    };
+    const cap = capture();
+    const report = await recover(now.engine, 'boot-1', cap.log);
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1 });
+    const errors = cap.of('recovery teardown could not run; left for the retry scheduler');
+    assert.equal(errors.length, 3, 'one per attachment');
+    for (const e of errors) assert.match(String(e.err), /database or disk is full/);
+    assert.equal(now.plugins.of('DEL').length, 0, 'no plugin ran without its journal row');
+    assert.notEqual(store.getAttachment(ids.stale)!.state, 'deleted');
+    assert.equal(store.getAttachment(ids.adding)!.state, 'adding');
+    assert.equal(store.getAttachment(ids.deleting)!.state, 'deleting');
+    assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1 }]);
+  });
+});

@@ -1,0 +1,399 @@
+// What the retry scheduler (engine/scheduler.ts) tells an operator, tick by tick: the log rows of
+// spool ingestion, due retries, cut-off reclaims, pruning and the backoff-cap clamp, each only when
+// there was something to say, and the errors of a tick or a start that could not check the
+// schedule. Root-free: in-memory store, fake plugins, an injected clock and a capturing logger.
+
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { pino } from 'pino';
+
+import { CniError } from '@cni-steward/shared';
+import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+
+const root = mkdtempSync(join(tmpdir(), 'steward-scheduler-test-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let dirs = 0;
+
+const KEY = { network: 'net', ifname: 'eth0' };
+const chain = conf([{ type: 'one' }, { type: 'two' }]);
+const HOUR = 3_600_000;
+
+type Row = Record<string, unknown> & { level: number; msg: string };
+
+/** A logger whose rows (info and up) are kept, parsed, for the test to read. */
+function capture() {
+  const rows: Row[] = [];
+  const waiters: Array<{ msg: string; resolve: () => void }> = [];
+  const log = pino(
+    { level: 'info', base: undefined, timestamp: false },
+    {
+      write(s: string) {
+        const row = JSON.parse(s) as Row;
+        rows.push(row);
+        for (const w of waiters.filter((x) => x.msg === row.msg)) w.resolve();
+      },
+    },
+  );
+  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ level: _l, msg: _m, ...rest }) => rest);
+  const waitFor = (msg: string) =>
+    rows.some((r) => r.msg === msg)
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => waiters.push({ msg, resolve }));
+  return { log, rows, of, waitFor };
+}
+
+function world(opts: { spoolDir?: string; pollMs?: number; ownNow?: boolean } = {}) {
+  const clock = { t: 1_000_000 };
+  const store = new Store(':memory:', () => clock.t);
+  const env = setup({ now: () => clock.t, store });
+  const cap = capture();
+  const s = new RetryScheduler({
+    engine: env.engine,
+    store,
+    log: cap.log,
+    // One tick per start unless told: the next would come an hour later.
+    pollMs: opts.pollMs ?? HOUR,
+    tombstoneTtlMs: HOUR,
+    pruneEveryMs: 60_000,
+    spoolDir: opts.spoolDir ?? join(root, 'no-spool'),
+    // Without its own `now`, the scheduler prunes on the engine's retry clock's wall time.
+    ...(opts.ownNow === false ? {} : { now: () => clock.t }),
+  });
+  /** Starts the scheduler, waits for its first tick to end (it always prunes) and stops it. */
+  const oneTick = async () => {
+    const pruned = deferred();
+    const real = store.pruneTombstones.bind(store);
+    store.pruneTombstones = (...a: Parameters<Store['pruneTombstones']>) => {
+      const n = real(...a);
+      pruned.resolve();
+      return n;
+    };
+    s.start();
+    await pruned.promise;
+    await s.stop();
+    store.pruneTombstones = real;
+  };
+  /** A teardown of `id` whose step of plugin `one` failed, due at the clock's now + 1 s (or `dueAt`). */
+  const failing = async (id: string) => {
+    let fail = true;
+    env.plugins.on('one', (c) => {
+      if (c.command === 'DEL' && fail) throw new CniError(11, 'busy');
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await env.engine.handle(req('ADD', id, chain));
+    await env.engine.handle(req('DEL', id, chain));
+    const a = store.currentAttachment({ containerId: id, ...KEY })!;
+    assert.equal(a.state, 'deleting');
+    return { id: a.id, heal: () => (fail = false) };
+  };
+  /** Like oneTick, but false when the tick has not ended within 2 s (it waits on something). */
+  const tickEnds = async () => {
+    const pruned = deferred();
+    const real = store.pruneTombstones.bind(store);
+    store.pruneTombstones = (...a: Parameters<Store['pruneTombstones']>) => {
+      const n = real(...a);
+      pruned.resolve();
+      return n;
+    };
+    s.start();
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      pruned.promise.then(() => true),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 2000))),
+    ]);
+    clearTimeout(timer);
+    return ended;
+  };
+  return { clock, store, env, cap, s, oneTick, tickEnds, failing };
+}
+
+function spoolWire(containerId: string) {
+  return JSON.stringify({
+    env: { CNI_COMMAND: 'DEL', CNI_CONTAINERID: containerId, CNI_NETNS: NETNS, CNI_IFNAME: 'eth0', CNI_PATH: '/fake' },
+    config: chain,
+  });
+}
+
+describe('retry scheduler: what a tick logs', () => {
+  test('a tick with nothing to do logs nothing', async () => {
+    const w = world();
+    await w.oneTick();
+    assert.deepEqual(w.cap.rows, []);
+  });
+
+  test('a tick reports the spool it ingested, the retries it ran and what it pruned', async () => {
+    const spoolDir = join(root, `spool-${++dirs}`);
+    mkdirSync(spoolDir);
+    const w = world({ spoolDir });
+    await w.env.engine.handle(req('ADD', 'old', chain));
+    await w.env.engine.handle(req('DEL', 'old', chain));
+    const due = await w.failing('due');
+    due.heal();
+    w.clock.t += 2 * HOUR;
+    // One spooled DEL that runs, one entry that cannot be read: 1 + 1, never 1 - 1.
+    writeFileSync(join(spoolDir, 'a.json'), spoolWire('gone'));
+    writeFileSync(join(spoolDir, 'b.json'), '{not json');
+    await w.oneTick();
+    assert.deepEqual(w.cap.of('spooled DELs ingested'), [{ ingested: 1, rejected: 1 }]);
+    const rejected = w.cap.of('spooled DEL rejected; moved to spool/rejected');
+    assert.equal(rejected.length, 1);
+    assert.equal(rejected[0]!.file, join(spoolDir, 'b.json'));
+    assert.equal(rejected[0]!.movedTo, join(spoolDir, 'rejected', 'b.json'));
+    assert.match(String(rejected[0]!.err), /JSON/);
+    assert.deepEqual(readdirSync(join(spoolDir, 'rejected')), ['b.json']);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, pending: 0 }]);
+    assert.equal(w.store.getAttachment(due.id)!.state, 'deleted');
+    assert.deepEqual(w.cap.of('pruned finished attachments'), [{ pruned: 1 }]);
+    assert.deepEqual(w.cap.of('cut-off attachments reclaimed'), [], 'nothing was cut off');
+  });
+
+  test('a spool pass that only rejected is reported too', async () => {
+    const spoolDir = join(root, `spool-${++dirs}`);
+    mkdirSync(spoolDir);
+    writeFileSync(join(spoolDir, 'bad.json'), 'nope');
+    const w = world({ spoolDir });
+    await w.oneTick();
+    assert.deepEqual(w.cap.of('spooled DELs ingested'), [{ ingested: 0, rejected: 1 }]);
+  });
+
+  test('a retry that fails again is reported as pending', async () => {
+    const w = world();
+    const due = await w.failing('still');
+    w.clock.t += 10_000; // past the 5 s backoff cap, well within the hour before it is given up on
+    await w.oneTick();
+    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 0, pending: 1 }]);
+    assert.equal(w.store.getAttachment(due.id)!.state, 'deleting');
+  });
+
+  test('a reclaimed cut-off journal is reported, whether it finished or is still pending', async () => {
+    for (const finishes of [true, false]) {
+      const w = world();
+      await w.env.engine.handle(req('ADD', 'cut', chain));
+      const a = w.store.currentAttachment({ containerId: 'cut', ...KEY })!;
+      w.store.atomic(() => {
+        w.store.setAttachmentState(a.id, 'deleting');
+        w.store.setStepDeleting(w.store.stepsOf(a.id)[1]!.id);
+      });
+      if (!finishes)
+        w.env.plugins.on('two', (c) => {
+          if (c.command === 'DEL') throw new CniError(11, 'busy');
+        });
+      await w.oneTick();
+      assert.deepEqual(
+        w.cap.of('cut-off attachments reclaimed'),
+        [finishes ? { attempted: 1, done: 1, pending: 0 } : { attempted: 1, done: 0, pending: 1 }],
+        finishes ? 'reclaimed' : 'still pending',
+      );
+      assert.equal(w.store.getAttachment(a.id)!.state, finishes ? 'deleted' : 'deleting');
+    }
+  });
+
+  test('a tick that fails is logged with its error, and the scheduler keeps its state', async () => {
+    const w = world();
+    w.store.dueAttachmentIds = () => {
+      throw new Error('database is locked');
+    };
+    w.s.start();
+    await w.cap.waitFor('retry scheduler tick failed');
+    await w.s.stop();
+    assert.deepEqual(w.cap.of('retry scheduler tick failed'), [{ err: 'database is locked' }]);
+  });
+
+  test('a start whose schedule check fails logs why and says the next tick retries it', async () => {
+    const w = world();
+    let calls = 0;
+    const real = w.store.clampNextAttempts.bind(w.store);
+    w.store.clampNextAttempts = (latest) => {
+      if (++calls === 1) throw new Error('disk I/O error');
+      return real(latest);
+    };
+    await w.oneTick();
+    assert.deepEqual(w.cap.of('retry schedule could not be checked; retried on the next tick'), [
+      { err: 'disk I/O error' },
+    ]);
+    assert.equal(calls, 2, 'the tick checked it again');
+  });
+
+  test('a teardown that cannot run (journal write refused) is logged per attachment and left for the next tick', async () => {
+    const w = world();
+    const due = await w.failing('full');
+    due.heal();
+    w.store.setStepDeleting = () => {
+      throw new Error('database or disk is full');
+    };
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, pending: 1 });
+    assert.deepEqual(w.cap.of('teardown could not run; retried on the next tick'), [
+      { attachment: due.id, err: 'stewardd journal write failed (error: database or disk is full)' },
+    ]);
+  });
+});
+
+describe('retry scheduler: the backoff-cap clamp', () => {
+  test('a retry journaled beyond the cap is pulled in to now + the cap, and that is logged once', async () => {
+    const w = world();
+    const due = await w.failing('far');
+    const step = w.store.stepsOf(due.id).find((st) => st.state === 'del_failed')!;
+    w.store.setStepDelFailed(step.id, 'busy', w.clock.t + 10 * 24 * HOUR);
+    assert.equal(w.s.clampSchedule(), 1);
+    assert.equal(w.store.nextTeardownDueAt(), w.clock.t + 5000, 'at most the 5 s cap of the test policy from now');
+    assert.deepEqual(
+      w.cap.of(
+        'teardown retries scheduled beyond the backoff cap (the wall clock stepped back?); pulled in to the cap',
+      ),
+      [{ steps: 1, maxDelayMs: 5000 }],
+    );
+    assert.equal(w.s.clampSchedule(), 0, 'within the cap now');
+    assert.equal(w.cap.rows.length, 1, 'nothing more is logged when nothing was pulled in');
+  });
+});
+
+describe('retry scheduler: what it runs, and what it never waits for', () => {
+  test('without a `now` of its own it prunes on the engine retry clock’s wall time', async () => {
+    const w = world({ ownNow: false });
+    await w.env.engine.handle(req('ADD', 'old', chain));
+    await w.env.engine.handle(req('DEL', 'old', chain));
+    const old = w.store.currentAttachment({ containerId: 'old', ...KEY })!.id;
+    w.clock.t += 2 * HOUR;
+    const ended = await w.tickEnds();
+    await w.s.stop();
+    assert.equal(ended, true, 'the tick reached its prune');
+    assert.equal(w.store.getAttachment(old), undefined, 'pruned past the TTL');
+    assert.deepEqual(w.cap.of('pruned finished attachments'), [{ pruned: 1 }]);
+    assert.deepEqual(w.cap.of('retry scheduler tick failed'), []);
+  });
+
+  test('a tick retries only the steps that are due, not every failed step of the attachment', async () => {
+    const w = world();
+    const sides = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }] },
+      { name: 'side', plugins: [{ type: 'three' }] },
+    ]);
+    let failing = true;
+    for (const type of ['one', 'three'])
+      w.env.plugins.on(type, (c) => {
+        if (c.command === 'DEL' && failing) throw new CniError(11, 'busy');
+        return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+      });
+    await w.env.engine.handle(req('ADD', 'm', sides));
+    await w.env.engine.handle(req('DEL', 'm', sides));
+    failing = false;
+    const a = w.store.currentAttachment({ containerId: 'm', ...KEY })!;
+    const failed = w.store.stepsOf(a.id).filter((st) => st.state === 'del_failed');
+    assert.equal(failed.length, 2);
+    const [early, late] = failed as [(typeof failed)[0], (typeof failed)[0]];
+    w.store.setStepDelFailed(early.id, 'busy', w.clock.t + 1000);
+    w.store.setStepDelFailed(late.id, 'busy', w.clock.t + 4000);
+    w.clock.t += 2000;
+    const before = w.env.plugins.of('DEL').length;
+    await w.oneTick();
+    assert.deepEqual(
+      w.env.plugins.of('DEL').slice(before),
+      [`DEL ${early.pluginType} m`],
+      'only the due step was DELed; the other waits for its time',
+    );
+    assert.equal(w.store.getAttachment(a.id)!.state, 'deleting');
+  });
+
+  test('a tick does not wait for a live ADD whose rows look unfinished, nor reclaims it afterwards', async () => {
+    const w = world();
+    const gate = deferred();
+    w.env.plugins.on('two', async (c) => {
+      if (c.command === 'ADD') await gate.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    const add = w.env.engine.handle(req('ADD', 'live', chain));
+    while (w.env.plugins.of('ADD').length < 2) await new Promise((r) => setTimeout(r, 1));
+    const a = w.store.currentAttachment({ containerId: 'live', ...KEY })!;
+    assert.equal(a.state, 'adding');
+    const ended = await w.tickEnds();
+    gate.resolve();
+    await add;
+    await w.s.stop();
+    assert.equal(ended, true, 'the tick ended while the ADD was still running');
+    assert.equal(w.store.getAttachment(a.id)!.state, 'added');
+    assert.deepEqual(w.cap.of('cut-off attachments reclaimed'), []);
+    assert.deepEqual(w.env.plugins.of('DEL'), [], 'the live ADD was not torn down');
+  });
+
+  test('a tick does not wait for an attachment a retryNow is still tearing down', async () => {
+    const w = world();
+    const sides = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }] },
+      { name: 'side', plugins: [{ type: 'three' }] },
+    ]);
+    let failing = true;
+    const gate = deferred();
+    for (const type of ['one', 'three'])
+      w.env.plugins.on(type, async (c) => {
+        if (c.command === 'DEL' && failing) throw new CniError(11, 'busy');
+        if (c.command === 'DEL') await gate.promise;
+        return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+      });
+    await w.env.engine.handle(req('ADD', 'slow', sides));
+    await w.env.engine.handle(req('DEL', 'slow', sides));
+    failing = false;
+    w.clock.t += 10_000; // both failed steps are due
+    const dels = w.env.plugins.of('DEL').length;
+    const retry = w.s.retryNow();
+    while (w.env.plugins.of('DEL').length === dels) await new Promise((r) => setTimeout(r, 1));
+    const ended = await w.tickEnds();
+    gate.resolve();
+    assert.deepEqual(await retry, { attempted: 1, done: 1, pending: 0 });
+    await w.s.stop();
+    assert.equal(ended, true, 'the tick ended while the retry was still running');
+    assert.deepEqual(w.cap.of('teardown retries ran'), [], 'the tick left the attachment to the retry under way');
+  });
+
+  test('an attachment whose teardown could not run is retried by a later tick', async () => {
+    const w = world();
+    const due = await w.failing('again');
+    due.heal();
+    const real = w.store.setStepDeleting.bind(w.store);
+    let full = true;
+    w.store.setStepDeleting = (id) => {
+      if (full) throw new Error('database or disk is full');
+      real(id);
+    };
+    w.clock.t += 10_000;
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, pending: 1 });
+    full = false;
+    await w.oneTick();
+    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, pending: 0 }]);
+    assert.equal(w.store.getAttachment(due.id)!.state, 'deleted');
+  });
+
+  test('stopped in the middle of a tick, the scheduler runs no further tick', async () => {
+    const w = world({ pollMs: 5 });
+    let ticks = 0;
+    const realDue = w.store.dueAttachmentIds.bind(w.store);
+    w.store.dueAttachmentIds = (now) => {
+      ticks++;
+      return realDue(now);
+    };
+    const due = await w.failing('mid');
+    const gate = deferred();
+    const started = deferred();
+    w.env.plugins.on('one', async (c) => {
+      if (c.command === 'DEL') {
+        started.resolve();
+        await gate.promise;
+      }
+      return undefined;
+    });
+    w.clock.t += 10_000;
+    w.s.start();
+    await started.promise; // the first tick is retrying
+    const stopping = w.s.stop();
+    gate.resolve();
+    await stopping;
+    assert.equal(w.store.getAttachment(due.id)!.state, 'deleted', 'the tick under way finished its work');
+    const seen = ticks;
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(ticks, seen, 'no tick after stop()');
+  });
+});

@@ -1,0 +1,272 @@
+// What the DEL spool (engine/spool.ts) tells an operator: why each entry that cannot be read safely
+// was moved to spool/rejected/ (a link, a directory, a FIFO, a socket, an oversized file, a command
+// other than DEL), when it could not even be moved aside, when a spooled DEL did not complete, and
+// what the start-up drain found and did. Root-free: temp dirs, a capturing logger.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { pino } from 'pino';
+
+import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestSpool } from '../../daemon/src/engine/spool.js';
+import { NETNS, conf, deferred, setup } from '../helpers/engine-fakes.js';
+
+const root = mkdtempSync(join(tmpdir(), 'steward-spool-log-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+const freshDir = () => {
+  const d = join(root, `spool-${++n}`);
+  mkdirSync(d);
+  return d;
+};
+
+const chain = conf([{ type: 'one' }, { type: 'two' }]);
+
+type Row = Record<string, unknown> & { level: number; msg: string };
+
+function capture() {
+  const rows: Row[] = [];
+  const log = pino(
+    { level: 'info', base: undefined, timestamp: false },
+    { write: (s: string) => void rows.push(JSON.parse(s) as Row) },
+  );
+  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ level: _l, msg: _m, ...rest }) => rest);
+  return { log, rows, of };
+}
+
+function wire(command: string, containerId: string, args = '') {
+  return JSON.stringify({
+    env: {
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: containerId,
+      CNI_NETNS: NETNS,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/fake',
+      ...(args ? { CNI_ARGS: args } : {}),
+    },
+    config: chain,
+  });
+}
+
+const spoolName = (t: number, id: string, i: number) =>
+  `${String(t).padStart(15, '0')}-${id}-${i.toString(16).padStart(8, '0')}.json`;
+
+describe('spool: why an entry was rejected', () => {
+  test('each kind of unreadable entry is moved aside with its reason in the log', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    writeFileSync(join(root, 'target.json'), wire('DEL', 'y'));
+    symlinkSync(join(root, 'target.json'), join(dir, 'link.json'));
+    mkdirSync(join(dir, 'dir.json'));
+    execFileSync('mkfifo', [join(dir, 'fifo.json')]);
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(join(dir, 'sock.json'), r));
+    writeFileSync(join(dir, 'big.json'), Buffer.alloc(MAX_SPOOL_FILE_BYTES + 1, 0x20));
+    writeFileSync(join(dir, 'add.json'), wire('ADD', 'x'));
+    const cap = capture();
+    try {
+      assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 6 });
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+    assert.equal(plugins.calls.length, 0, 'nothing rejected is run');
+    const why = Object.fromEntries(
+      cap
+        .of('spooled DEL rejected; moved to spool/rejected')
+        .map((r) => [String(r.file).slice(dir.length + 1), [String(r.movedTo).slice(dir.length + 1), r.err]]),
+    );
+    assert.deepEqual(why, {
+      'link.json': ['rejected/link.json', 'is a symbolic link; only regular files are read'],
+      'dir.json': ['rejected/dir.json', 'is a directory; only regular files are read'],
+      'fifo.json': ['rejected/fifo.json', 'is a FIFO; only regular files are read'],
+      // Linux refuses to open a socket at all (ENXIO): the open error is the reason.
+      'sock.json': ['rejected/sock.json', `ENXIO: no such device or address, open '${join(dir, 'sock.json')}'`],
+      'big.json': [
+        'rejected/big.json',
+        `is ${MAX_SPOOL_FILE_BYTES + 1} bytes, more than the ${MAX_SPOOL_FILE_BYTES} a spooled DEL can be`,
+      ],
+      'add.json': ['rejected/add.json', 'spooled command is ADD, only DEL is spooled'],
+    });
+    assert.equal(cap.rows.length, 6, 'one row per entry, nothing else');
+    assert.ok(
+      cap.rows.every((r) => r.level === 50),
+      'logged as errors',
+    );
+  });
+
+  test('when rejected/ is a link, nothing is moved through it, and the log says so', async () => {
+    const { engine } = setup();
+    const dir = freshDir();
+    const elsewhere = freshDir();
+    symlinkSync(elsewhere, join(dir, 'rejected'));
+    writeFileSync(join(dir, 'bad.json'), 'nope');
+    const cap = capture();
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 0 });
+    assert.ok(existsSync(join(dir, 'bad.json')), 'the entry stays where it was');
+    assert.deepEqual(readdirSync(elsewhere), [], 'nothing was moved where the link points');
+    const rows = cap.of('spooled DEL rejected and could not be moved aside');
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]!.file, join(dir, 'bad.json'));
+    assert.match(String(rows[0]!.err), /JSON/);
+    assert.equal(
+      rows[0]!.moveErr,
+      `${join(dir, 'rejected')} is not a directory (a symbolic link?); not moving anything into it`,
+    );
+  });
+});
+
+describe('spool: a spooled DEL that fails', () => {
+  test('is logged with its file, container and pod, and its file is still removed', async () => {
+    const dir = freshDir();
+    writeFileSync(join(dir, 'f.json'), wire('DEL', 'ctr-1', 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9'));
+    const engine = {
+      spoolHold: undefined,
+      spooledDel: async () => {
+        throw new Error('plugin two timed out');
+      },
+    } as unknown as Parameters<typeof ingestSpool>[0];
+    const cap = capture();
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
+    assert.deepEqual(cap.of('spooled DEL did not complete; its teardown stays queued'), [
+      {
+        file: join(dir, 'f.json'),
+        containerId: 'ctr-1',
+        podNamespace: 'ns1',
+        podName: 'web',
+        podUid: 'u-9',
+        err: 'plugin two timed out',
+      },
+    ]);
+    assert.deepEqual(readdirSync(dir), []);
+  });
+});
+
+describe('spool: the start-up drain tells what it found and did', () => {
+  test('scan names the backlog; start reports it drained', async () => {
+    const { engine } = setup();
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    writeFileSync(join(dir, spoolName(t, 'a', 1)), wire('DEL', 'a'));
+    writeFileSync(join(dir, spoolName(t, 'a', 2)), wire('DEL', 'a'));
+    writeFileSync(join(dir, spoolName(t, 'b', 1)), wire('DEL', 'b'));
+    writeFileSync(join(dir, 'odd.json'), '{not json');
+    const cap = capture();
+    const drain = new SpoolDrain(engine, dir, cap.log);
+    assert.equal(drain.scan(), 4);
+    assert.deepEqual(cap.of('draining 4 spooled DELs in the background'), [{ spooled: 4, containers: 2 }]);
+    const report = await drain.start();
+    assert.deepEqual(report, { ingested: 3, rejected: 1 });
+    const drained = cap.of('spooled DELs drained');
+    assert.equal(drained.length, 1);
+    assert.deepEqual({ ...drained[0], ms: 0 }, { ingested: 3, rejected: 1, ms: 0 });
+    const ms = drained[0]!.ms as number;
+    assert.ok(ms >= 0 && ms < 60_000, `the drain took ${ms} ms by its own account`);
+    assert.equal(drain.pending, 0);
+  });
+
+  test('an empty or missing spool is not announced and drains nothing', async () => {
+    const { engine } = setup();
+    const cap = capture();
+    for (const dir of [freshDir(), join(root, 'missing')]) {
+      const drain = new SpoolDrain(engine, dir, cap.log);
+      assert.equal(drain.scan(), 0);
+      assert.deepEqual(await drain.start(), { ingested: 0, rejected: 0 });
+    }
+    assert.deepEqual(cap.rows, []);
+    assert.equal(engine.spoolHold, undefined, 'no container is held');
+  });
+});
+
+describe('spool: the start-up drain releases each container as soon as its own spooled DELs are done', () => {
+  test('a container is released while another’s spooled DEL still runs; the backlog counts down', async () => {
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    const long = 'l'.repeat(70);
+    writeFileSync(join(dir, spoolName(t, 'a', 1)), wire('DEL', 'a'));
+    writeFileSync(join(dir, spoolName(t, 'b', 1)), wire('DEL', 'b'));
+    writeFileSync(join(dir, spoolName(t, long.slice(0, 64), 1)), wire('DEL', long));
+    writeFileSync(join(dir, 'odd.json'), wire('DEL', 'odd'));
+    writeFileSync(join(dir, 'notes.txt'), 'not a spool entry');
+    const bDone = deferred();
+    const fake = {
+      spoolHold: undefined as ((id: string) => Promise<void> | undefined) | undefined,
+      spooledDel: (r: { env: { containerId: string } }) =>
+        r.env.containerId === 'b' ? bDone.promise.then(() => '') : Promise.resolve(''),
+    };
+    const engine = fake as unknown as Parameters<typeof ingestSpool>[0];
+    const cap = capture();
+    const drain = new SpoolDrain(engine, dir, cap.log);
+    assert.equal(drain.scan(), 4, 'three named entries and one other .json; notes.txt is no entry');
+    const holdA = fake.spoolHold?.('a');
+    const holdB = fake.spoolHold?.('b');
+    const holdLong = fake.spoolHold?.(long);
+    assert.ok(holdA && holdB && holdLong, 'each named container is held (a long id by its first 64 characters)');
+    // Written after the scan: one named for b but stamped later than the scan, one for a container
+    // the scan never saw. Neither is counted, and neither releases anything.
+    writeFileSync(join(dir, spoolName(Date.now() + 60_000, 'b', 2)), wire('DEL', 'later'));
+    writeFileSync(join(dir, spoolName(t, 'unseen', 1)), wire('DEL', 'unseen'));
+    writeFileSync(join(dir, 'late.json'), wire('DEL', 'late-odd'));
+    const released = new Set<string>();
+    void holdA.then(() => released.add('a'));
+    void holdB.then(() => released.add('b'));
+    void holdLong.then(() => released.add('long'));
+    const started = drain.start();
+    const deadline = Date.now() + 5000;
+    while (drain.pending > 1) {
+      assert.ok(Date.now() < deadline, `the backlog counted down to b's one entry (pending ${drain.pending})`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual([...released].sort(), ['a', 'long'], 'released once their own DELs were done; b still held');
+    assert.equal(drain.pending, 1);
+    bDone.resolve();
+    assert.deepEqual(await started, { ingested: 7, rejected: 0 });
+    assert.deepEqual([...released].sort(), ['a', 'b', 'long']);
+    assert.equal(drain.pending, 0);
+    assert.deepEqual(readdirSync(dir), ['notes.txt']);
+  });
+});
+
+describe('spool: passes over one dir never overlap, and leave no descriptor open', () => {
+  test('a scheduler pass while another runs over the dir skips it at once; no DEL runs twice', async () => {
+    const dir = freshDir();
+    writeFileSync(join(dir, spoolName(Date.now() - 1000, 'o', 1)), wire('DEL', 'o'));
+    const gate = deferred();
+    const runs: string[] = [];
+    const engine = {
+      spoolHold: undefined,
+      spooledDel: async (r: { env: { containerId: string } }) => {
+        runs.push(r.env.containerId);
+        await gate.promise;
+        return '';
+      },
+    } as unknown as Parameters<typeof ingestSpool>[0];
+    const first = ingestSpool(engine, dir, capture().log);
+    let second: unknown;
+    void ingestSpool(engine, dir, capture().log).then((r) => (second = r));
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(second, { ingested: 0, rejected: 0 }, 'skipped while the first pass still runs');
+    assert.deepEqual(runs, ['o']);
+    gate.resolve();
+    assert.deepEqual(await first, { ingested: 1, rejected: 0 });
+    assert.deepEqual(runs, ['o'], 'the spooled DEL ran once');
+  });
+
+  test('scanning and draining close every file and directory they opened', async () => {
+    const { engine } = setup();
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    for (let i = 0; i < 20; i++) writeFileSync(join(dir, spoolName(t, `c${i}`, i)), wire('DEL', `c${i}`));
+    const fds = () => readdirSync('/proc/self/fd').length;
+    const before = fds();
+    const drain = new SpoolDrain(engine, dir, capture().log);
+    assert.equal(drain.scan(), 20);
+    assert.equal(fds(), before, 'the scan closed the spool dir');
+    assert.deepEqual(await drain.start(), { ingested: 20, rejected: 0 });
+    assert.equal(fds(), before, 'the drain closed every entry and the dir');
+  });
+});
