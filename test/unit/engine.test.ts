@@ -4,13 +4,13 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { pino } from 'pino';
 
 import { CniError } from '@cni-steward/shared';
 import { Priority } from '../../daemon/src/engine/limiter.js';
 import { recover } from '../../daemon/src/engine/recovery.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { conf, deferred, NETNS, req, setup, silentLog as log } from '../helpers/engine-fakes.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const chain = conf([{ type: 'one' }, { type: 'two' }, { type: 'three' }]);
 
@@ -440,17 +440,10 @@ describe('engine: ADDs and CHECKs in flight (admission)', () => {
   });
 });
 
-type Row = Record<string, unknown> & { level: number; msg: string };
-
-/** A logger whose rows (info and up) are kept, parsed, for the test to read. */
+/** A logger whose rows (info and up) are kept, parsed; of() keeps each row's level. */
 function capture() {
-  const rows: Row[] = [];
-  const log = pino(
-    { level: 'info', base: undefined, timestamp: false },
-    { write: (s: string) => void rows.push(JSON.parse(s) as Row) },
-  );
-  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ msg: _m, ...rest }) => rest);
-  return { log, rows, of };
+  const c = captureLog();
+  return { log: c.log, rows: c.rows, of: c.withLevel };
 }
 
 describe('engine: what the log tells an operator', () => {

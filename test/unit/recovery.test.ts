@@ -5,26 +5,14 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { pino } from 'pino';
 
 import { recover } from '../../daemon/src/engine/recovery.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { conf, req, setup } from '../helpers/engine-fakes.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const KEY = { network: 'net', ifname: 'eth0' };
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
-
-type Row = Record<string, unknown> & { level: number; msg: string };
-
-function capture() {
-  const rows: Row[] = [];
-  const log = pino(
-    { level: 'info', base: undefined, timestamp: false },
-    { write: (s: string) => void rows.push(JSON.parse(s) as Row) },
-  );
-  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ level: _l, msg: _m, ...rest }) => rest);
-  return { log, rows, of };
-}
 
 /** An attachment of boot-0, one left `adding` and one left `deleting`, all journaled by an earlier run. */
 async function earlierRun(store: Store) {
@@ -49,7 +37,7 @@ describe('recovery: what it logs', () => {
     const store = new Store(':memory:');
     const ids = await earlierRun(store);
     const now = setup({ store, bootId: 'boot-1' });
-    const cap = capture();
+    const cap = captureLog();
     const report = await recover(now.engine, 'boot-1', cap.log);
     assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1 });
     assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1 }]);
@@ -67,7 +55,7 @@ describe('recovery: what it logs', () => {
     store.setStepDeleting = () => {
       throw new Error('database or disk is full');
     };
-    const cap = capture();
+    const cap = captureLog();
     const report = await recover(now.engine, 'boot-1', cap.log);
     assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1 });
     const errors = cap.of('recovery teardown could not run; left for the retry scheduler');

@@ -10,10 +10,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { pino } from 'pino';
 
 import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestSpool } from '../../daemon/src/engine/spool.js';
 import { NETNS, conf, deferred, setup } from '../helpers/engine-fakes.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-log-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -25,18 +25,6 @@ const freshDir = () => {
 };
 
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
-
-type Row = Record<string, unknown> & { level: number; msg: string };
-
-function capture() {
-  const rows: Row[] = [];
-  const log = pino(
-    { level: 'info', base: undefined, timestamp: false },
-    { write: (s: string) => void rows.push(JSON.parse(s) as Row) },
-  );
-  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ level: _l, msg: _m, ...rest }) => rest);
-  return { log, rows, of };
-}
 
 function wire(command: string, containerId: string, args = '') {
   return JSON.stringify({
@@ -67,7 +55,7 @@ describe('spool: why an entry was rejected', () => {
     await new Promise<void>((r) => server.listen(join(dir, 'sock.json'), r));
     writeFileSync(join(dir, 'big.json'), Buffer.alloc(MAX_SPOOL_FILE_BYTES + 1, 0x20));
     writeFileSync(join(dir, 'add.json'), wire('ADD', 'x'));
-    const cap = capture();
+    const cap = captureLog();
     try {
       assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 6 });
     } finally {
@@ -104,7 +92,7 @@ describe('spool: why an entry was rejected', () => {
     const elsewhere = freshDir();
     symlinkSync(elsewhere, join(dir, 'rejected'));
     writeFileSync(join(dir, 'bad.json'), 'nope');
-    const cap = capture();
+    const cap = captureLog();
     assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 0 });
     assert.ok(existsSync(join(dir, 'bad.json')), 'the entry stays where it was');
     assert.deepEqual(readdirSync(elsewhere), [], 'nothing was moved where the link points');
@@ -129,7 +117,7 @@ describe('spool: a spooled DEL that fails', () => {
         throw new Error('plugin two timed out');
       },
     } as unknown as Parameters<typeof ingestSpool>[0];
-    const cap = capture();
+    const cap = captureLog();
     assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
     assert.deepEqual(cap.of('spooled DEL did not complete; its teardown stays queued'), [
       {
@@ -154,7 +142,7 @@ describe('spool: the start-up drain tells what it found and did', () => {
     writeFileSync(join(dir, spoolName(t, 'a', 2)), wire('DEL', 'a'));
     writeFileSync(join(dir, spoolName(t, 'b', 1)), wire('DEL', 'b'));
     writeFileSync(join(dir, 'odd.json'), '{not json');
-    const cap = capture();
+    const cap = captureLog();
     const drain = new SpoolDrain(engine, dir, cap.log);
     assert.equal(drain.scan(), 4);
     assert.deepEqual(cap.of('draining 4 spooled DELs in the background'), [{ spooled: 4, containers: 2 }]);
@@ -170,7 +158,7 @@ describe('spool: the start-up drain tells what it found and did', () => {
 
   test('an empty or missing spool is not announced and drains nothing', async () => {
     const { engine } = setup();
-    const cap = capture();
+    const cap = captureLog();
     for (const dir of [freshDir(), join(root, 'missing')]) {
       const drain = new SpoolDrain(engine, dir, cap.log);
       assert.equal(drain.scan(), 0);
@@ -198,7 +186,7 @@ describe('spool: the start-up drain releases each container as soon as its own s
         r.env.containerId === 'b' ? bDone.promise.then(() => '') : Promise.resolve(''),
     };
     const engine = fake as unknown as Parameters<typeof ingestSpool>[0];
-    const cap = capture();
+    const cap = captureLog();
     const drain = new SpoolDrain(engine, dir, cap.log);
     assert.equal(drain.scan(), 4, 'three named entries and one other .json; notes.txt is no entry');
     const holdA = fake.spoolHold?.('a');
@@ -245,9 +233,9 @@ describe('spool: passes over one dir never overlap, and leave no descriptor open
         return '';
       },
     } as unknown as Parameters<typeof ingestSpool>[0];
-    const first = ingestSpool(engine, dir, capture().log);
+    const first = ingestSpool(engine, dir, captureLog().log);
     let second: unknown;
-    void ingestSpool(engine, dir, capture().log).then((r) => (second = r));
+    void ingestSpool(engine, dir, captureLog().log).then((r) => (second = r));
     await new Promise((r) => setTimeout(r, 20));
     assert.deepEqual(second, { ingested: 0, rejected: 0 }, 'skipped while the first pass still runs');
     assert.deepEqual(runs, ['o']);
@@ -263,7 +251,7 @@ describe('spool: passes over one dir never overlap, and leave no descriptor open
     for (let i = 0; i < 20; i++) writeFileSync(join(dir, spoolName(t, `c${i}`, i)), wire('DEL', `c${i}`));
     const fds = () => readdirSync('/proc/self/fd').length;
     const before = fds();
-    const drain = new SpoolDrain(engine, dir, capture().log);
+    const drain = new SpoolDrain(engine, dir, captureLog().log);
     assert.equal(drain.scan(), 20);
     assert.equal(fds(), before, 'the scan closed the spool dir');
     assert.deepEqual(await drain.start(), { ingested: 20, rejected: 0 });
