@@ -8,12 +8,12 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { pino } from 'pino';
 
 import { CniError } from '@cni-steward/shared';
 import { RetryScheduler } from '../../daemon/src/engine/scheduler.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-scheduler-test-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -23,35 +23,11 @@ const KEY = { network: 'net', ifname: 'eth0' };
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
 const HOUR = 3_600_000;
 
-type Row = Record<string, unknown> & { level: number; msg: string };
-
-/** A logger whose rows (info and up) are kept, parsed, for the test to read. */
-function capture() {
-  const rows: Row[] = [];
-  const waiters: Array<{ msg: string; resolve: () => void }> = [];
-  const log = pino(
-    { level: 'info', base: undefined, timestamp: false },
-    {
-      write(s: string) {
-        const row = JSON.parse(s) as Row;
-        rows.push(row);
-        for (const w of waiters.filter((x) => x.msg === row.msg)) w.resolve();
-      },
-    },
-  );
-  const of = (msg: string) => rows.filter((r) => r.msg === msg).map(({ level: _l, msg: _m, ...rest }) => rest);
-  const waitFor = (msg: string) =>
-    rows.some((r) => r.msg === msg)
-      ? Promise.resolve()
-      : new Promise<void>((resolve) => waiters.push({ msg, resolve }));
-  return { log, rows, of, waitFor };
-}
-
 function world(opts: { spoolDir?: string; pollMs?: number; ownNow?: boolean } = {}) {
   const clock = { t: 1_000_000 };
   const store = new Store(':memory:', () => clock.t);
   const env = setup({ now: () => clock.t, store });
-  const cap = capture();
+  const cap = captureLog();
   const s = new RetryScheduler({
     engine: env.engine,
     store,
@@ -65,7 +41,8 @@ function world(opts: { spoolDir?: string; pollMs?: number; ownNow?: boolean } = 
     ...(opts.ownNow === false ? {} : { now: () => clock.t }),
   });
   /** Starts the scheduler, waits for its first tick to end (it always prunes) and stops it. */
-  const oneTick = async () => {
+  /** Resolves `pruned` at the scheduler's next prune (every tick ends with one); restore() unhooks. */
+  const onPrune = () => {
     const pruned = deferred();
     const real = store.pruneTombstones.bind(store);
     store.pruneTombstones = (...a: Parameters<Store['pruneTombstones']>) => {
@@ -73,10 +50,14 @@ function world(opts: { spoolDir?: string; pollMs?: number; ownNow?: boolean } = 
       pruned.resolve();
       return n;
     };
+    return { pruned: pruned.promise, restore: () => (store.pruneTombstones = real) };
+  };
+  const oneTick = async () => {
+    const { pruned, restore } = onPrune();
     s.start();
-    await pruned.promise;
+    await pruned;
     await s.stop();
-    store.pruneTombstones = real;
+    restore();
   };
   /** A teardown of `id` whose step of plugin `one` failed, due at the clock's now + 1 s (or `dueAt`). */
   const failing = async (id: string) => {
@@ -93,17 +74,11 @@ function world(opts: { spoolDir?: string; pollMs?: number; ownNow?: boolean } = 
   };
   /** Like oneTick, but false when the tick has not ended within 2 s (it waits on something). */
   const tickEnds = async () => {
-    const pruned = deferred();
-    const real = store.pruneTombstones.bind(store);
-    store.pruneTombstones = (...a: Parameters<Store['pruneTombstones']>) => {
-      const n = real(...a);
-      pruned.resolve();
-      return n;
-    };
+    const { pruned } = onPrune();
     s.start();
     let timer: NodeJS.Timeout | undefined;
     const ended = await Promise.race([
-      pruned.promise.then(() => true),
+      pruned.then(() => true),
       new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 2000))),
     ]);
     clearTimeout(timer);
