@@ -14,6 +14,7 @@ import { Auditor, type PassOutcome } from '../../daemon/src/audit/auditor.js';
 import type { AuditDeps } from '../../daemon/src/audit/run.js';
 import type { RuntimeSource } from '../../daemon/src/audit/runtime.js';
 import { parseRunConfig } from '../../daemon/src/config.js';
+import { captureLog } from '../helpers/log-capture.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'stw-auditor-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -194,13 +195,8 @@ describe("a pass's deadline", () => {
 });
 
 describe('the periodic pass says what it found', () => {
-  function capture() {
-    const lines: Array<Record<string, unknown>> = [];
-    return { lines, log: pino({ level: 'info' }, { write: (l: string) => lines.push(JSON.parse(l)) }) };
-  }
-
   async function onePeriodicPass(d: AuditDeps, release: boolean) {
-    const { lines, log: plog } = capture();
+    const { rows: lines, log: plog } = captureLog();
     const outcomes: PassOutcome[] = [];
     const auditor = new Auditor(d, plog, (o) => outcomes.push(o));
     auditor.startPeriodic({ intervalMs: 5, release, graceMs: 0 });
@@ -247,7 +243,7 @@ describe('the periodic pass says what it found', () => {
       },
       stepsOf: () => [],
     };
-    const { lines, log: plog } = capture();
+    const { rows: lines, log: plog } = captureLog();
     const auditor = new Auditor(d, plog);
     auditor.startPeriodic({ intervalMs: 5, release: false, graceMs: 0 });
     for (let i = 0; i < 500 && lines.filter((l) => l.msg === 'periodic audit failed').length < 2; i++)
