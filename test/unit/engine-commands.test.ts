@@ -619,7 +619,7 @@ describe('what a CNI_NETNS names (netns.ts)', () => {
       'CNI_NETNS "/proc/self/ns/uts" is not a network namespace (it is the uts namespace kind)',
     );
     assert.equal(netnsProblem(NETNS), undefined);
-    assert.equal(netnsProblem('/proc/self/root/proc/self/ns/net'), undefined, 'a kind it cannot tell is not refused');
+    assert.equal(netnsProblem('/proc/self/root/proc/self/ns/net'), undefined, 'through /proc/<pid>/root/: net');
     assert.equal(netnsProblem(NETNS, '/nonexistent/host-ns'), undefined, 'an unreadable host path refuses nothing');
     assert.equal(netnsProblem(NETNS, NETNS), `CNI_NETNS "${NETNS}" is the host's network namespace (stewardd's own)`);
     assert.match(
@@ -627,6 +627,22 @@ describe('what a CNI_NETNS names (netns.ts)', () => {
       /^CNI_NETNS "\/nonexistent\/x+… \[113 more characters cut\]" does not exist$/,
       'the path is clipped',
     );
+  });
+
+  test('a namespace file reached through /proc/<pid>/root/ is told by its kind like any other', () => {
+    // Through another process's root the file is still a link naming its kind: a uts namespace there
+    // is refused up front, not handed to a plugin whose setns fails and whose ADD is then rolled back.
+    for (const root of ['/proc/self/root', `/proc/${process.pid}/root`, '/proc/thread-self/root']) {
+      assert.equal(
+        netnsProblem(`${root}/proc/self/ns/uts`),
+        `CNI_NETNS "${root}/proc/self/ns/uts" is not a network namespace (it is the uts namespace kind)`,
+      );
+      assert.match(netnsProblem(`${root}/proc/${process.pid}/ns/ipc`)!, /\(it is the ipc namespace kind\)$/);
+      assert.equal(
+        netnsProblem(`${root}/proc/self/ns/net`, '/proc/self/ns/net'),
+        `CNI_NETNS "${root}/proc/self/ns/net" is the host's network namespace (stewardd's own)`,
+      );
+    }
   });
 
   test('a symlink is followed to the namespace it names', () => {

@@ -76,33 +76,33 @@ const kindOf = (name: string) => /^([a-z_]+):\[\d+\]$/.exec(name)?.[1];
 
 /**
  * "net", "uts", "pid", …: the kind of the namespace file at `path` (on nsfs), or undefined when it
- * cannot be told. A /proc/<pid>/ns/* file, reached directly or through symlinks, is a link to its
- * kind and number ("uts:[4026531838]"); a bind mount of one (/run/netns/x) does not, but its
- * line in mountinfo has it as the mount's root: the mountinfo of the mount namespace the path is
- * in, another process's for a path through /proc/<pid>/root/.
+ * cannot be told. A /proc/<pid>/ns/* file, reached directly or through symlinks (through
+ * /proc/<pid>/root/ too), is a link to its kind and number ("uts:[4026531838]"); a bind mount of
+ * one (/run/netns/x) is not, but its line in mountinfo has it as the mount's root: the mountinfo
+ * of the mount namespace the path is in, another process's for a path through /proc/<pid>/root/.
  */
 function namespaceKind(path: string): string | undefined {
-  const other = /^\/proc\/(\d+|self|thread-self)\/root(\/.*)$/.exec(normalize(path));
+  // Symlinks are followed one by one: the last one of a /proc/<pid>/ns/* file names its kind
+  // (realpath cannot resolve that name, it is no path).
+  let at = path;
+  for (let hops = 0; hops < 40; hops++) {
+    let target: string;
+    try {
+      target = readlinkSync(at);
+    } catch {
+      break; // not a link
+    }
+    const own = kindOf(target);
+    if (own !== undefined) return own;
+    at = resolve(dirname(at), target);
+  }
+  const other = /^\/proc\/(\d+|self|thread-self)\/root(\/.*)$/.exec(normalize(at));
   let mountinfo = '/proc/self/mountinfo';
   let inner: string;
   if (other) {
     mountinfo = `/proc/${other[1]}/mountinfo`;
     inner = other[2] as string;
   } else {
-    // Symlinks are followed one by one: the last one of a /proc/<pid>/ns/* file names its kind
-    // (realpath cannot resolve that name, it is no path).
-    let at = path;
-    for (let hops = 0; hops < 40; hops++) {
-      let target: string;
-      try {
-        target = readlinkSync(at);
-      } catch {
-        break; // not a link
-      }
-      const own = kindOf(target);
-      if (own !== undefined) return own;
-      at = resolve(dirname(at), target);
-    }
     try {
       inner = realpathSync(at);
     } catch {
