@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
 import Database from 'better-sqlite3';
-import { PathError } from '../../daemon/src/store/open-error.js';
+import { PathError, namingPath } from '../../daemon/src/store/open-error.js';
 import { Store } from '../../daemon/src/store/store.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-open-error-'));
@@ -116,5 +116,53 @@ describe('PathError: the hint for each cause', () => {
       new Database.SqliteError('database or disk is full', 'SQLITE_FULL'),
     );
     assert.equal(full.message, 'cannot open the journal database /s/db: database or disk is full');
+  });
+});
+
+describe('namingPath: an error that already names the path', () => {
+  const fsError = (code: string, text: string, path: string) =>
+    Object.assign(new Error(`${code}: ${text}, mkdir '${path}'`), { code, errno: -1, syscall: 'mkdir', path });
+
+  test('a node:fs error naming the path is thrown as itself, with the hint its cause has (none for others)', () => {
+    // node:fs names the path, so the error is not wrapped: but a state directory stewardd may not
+    // create (EACCES, EPERM) or that is on a read-only mount (EROFS) still gets what to check.
+    const cases: Array<[string, string]> = [
+      ['EACCES', CANT_OPEN_HINT],
+      ['EPERM', CANT_OPEN_HINT],
+      ['EROFS', READ_ONLY_HINT],
+      ['ENOTDIR', ''],
+    ];
+    for (const [code, hint] of cases) {
+      const thrown = fsError(code, 'some text', '/var/lib/steward');
+      assert.throws(
+        () =>
+          namingPath('create the state directory', '/var/lib/steward', () => {
+            throw thrown;
+          }),
+        (e: unknown) => {
+          assert.equal(e, thrown, `${code}: the error itself, not wrapped`);
+          assert.ok(!(e instanceof PathError));
+          assert.equal((e as Error).message, `${code}: some text, mkdir '/var/lib/steward'${hint}`);
+          assert.equal((e as { code?: string }).code, code);
+          return true;
+        },
+      );
+    }
+  });
+
+  test('an error not naming the path is wrapped in a PathError naming it; a value returned is passed through', () => {
+    assert.equal(namingPath('open the owner lock', '/s/lock', () => 42), 42);
+    assert.throws(
+      () =>
+        namingPath('open the owner lock', '/s/lock', () => {
+          throw Object.assign(new Error('permission denied'), { code: 'EACCES' });
+        }),
+      (e: unknown) => {
+        assert.ok(e instanceof PathError);
+        assert.equal(e.message, `cannot open the owner lock /s/lock: permission denied${CANT_OPEN_HINT}`);
+        assert.equal(e.code, 'EACCES');
+        return true;
+      },
+    );
   });
 });

@@ -22,13 +22,17 @@ function hint(code: string | undefined, msg: string): string {
   return '';
 }
 
-/** Runs `fn`; an error from it becomes a PathError unless it already names `path` or is `keep`. */
-export function namingPath<T>(what: string, path: string, fn: () => T, keep?: (e: unknown) => boolean): T {
+/**
+ * Runs `fn`; an error from it becomes a PathError unless it already names `path` (node:fs errors
+ * do), which then only gets the hint it lacks, its code and stack kept.
+ */
+export function namingPath<T>(what: string, path: string, fn: () => T): T {
   try {
     return fn();
   } catch (e) {
-    if (keep?.(e)) throw e;
-    if (e instanceof Error && e.message.includes(path)) throw e;
-    throw new PathError(what, path, e);
+    if (!(e instanceof Error) || !e.message.includes(path)) throw new PathError(what, path, e);
+    const code = (e as { code?: unknown }).code;
+    e.message += hint(typeof code === 'string' ? code : undefined, e.message);
+    throw e;
   }
 }
