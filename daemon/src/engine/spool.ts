@@ -40,20 +40,17 @@ function readSpoolFile(file: string): string {
   try {
     fd = openSync(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ELOOP')
-      throw new Error('is a symbolic link; only regular files are read', { cause: e });
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP') throw new Error('is a symbolic link; only regular files are read', { cause: e });
+    // Linux refuses to open a Unix socket at all: fstat below never sees one.
+    if (code === 'ENXIO')
+      throw new Error('is a socket (or a device with nothing behind it); only regular files are read', { cause: e });
     throw e;
   }
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) {
-      const kind = st.isDirectory()
-        ? 'a directory'
-        : st.isFIFO()
-          ? 'a FIFO'
-          : st.isSocket()
-            ? 'a socket'
-            : 'a device or other special file';
+      const kind = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'a device or other special file';
       throw new Error(`is ${kind}; only regular files are read`);
     }
     if (st.size > MAX_SPOOL_FILE_BYTES)
