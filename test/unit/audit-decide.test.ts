@@ -262,6 +262,45 @@ describe('audit decision', () => {
     assert.equal(run([...pool, ...other], { cap: 1000 }).filter(([, v]) => v === 'release').length, 24);
   });
 
+  test("a journalled container's leases on several networks each count against their own network's cap", () => {
+    // 'b' has 10 leases (cap 10, the minimum): ten unjournalled leftovers fill it. Container j is
+    // journalled with one lease on 'a' (listed first) and one on 'b': its group would put 'b' at 11.
+    const onB = Array.from({ length: 10 }, (_, i) => ({
+      ...lease(`b${i}`, 7_200_000),
+      network: 'b',
+      path: `/tmp/b/10.2.0.${i}`,
+      addresses: [`10.2.0.${i}`],
+    }));
+    const j = (network: string, ip: string): Finding => ({
+      ...lease('j', 7_200_000, true),
+      network,
+      path: `/tmp/${network}/${ip}`,
+      ip,
+      addresses: [ip],
+    });
+    const verdicts = run([...onB, j('a', '10.1.0.9'), j('b', '10.2.0.99')], { cap: 1000 });
+    assert.equal(verdicts.filter(([id, v]) => id !== 'j' && v === 'release').length, 10);
+    assert.deepEqual(
+      verdicts.filter(([id]) => id === 'j').map(([, v]) => v),
+      ['capped', 'capped'],
+      "j's lease on b would be b's 11th: the whole group waits",
+    );
+    // Its lease on 'a' does not use up a's cap either: with j capped, 10 leftovers on 'a' all go.
+    const onA = onB.map((f) => ({
+      ...f,
+      containerId: `a-${f.containerId}`,
+      network: 'a',
+      path: f.path.replace('/b/', '/a/'),
+    }));
+    const both = run([j('a', '10.1.0.9'), j('b', '10.2.0.99'), ...onA], { cap: 1000 });
+    assert.deepEqual(
+      both.filter(([id]) => id === 'j').map(([, v]) => v),
+      ['release', 'release'],
+    );
+    // a: 11 leases (cap 10): j's one and 9 of the ten leftovers.
+    assert.equal(both.filter(([id, v]) => id !== 'j' && v === 'release').length, 9);
+  });
+
   test("an id with anything after or before 64 hex digits is not the runtime's form", () => {
     const id = 'a'.repeat(64);
     assert.match(runtimeDistrust([`${id}x`], []) ?? '', /not 64 lower-case hex/);

@@ -182,14 +182,16 @@ function capped(input: DecideInput, verdicts: Decision[]): Decision[] {
     let fits = decided.get(key);
     if (fits === undefined) {
       const group = verdicts.filter((x) => x.verdict === 'release' && releaseGroup(x.finding) === key);
-      const leases = group.filter((x) => x.finding.kind === 'lease').length;
-      const net = d.finding.network;
+      // A journalled container's group may hold leases of several networks: each counts in its own.
+      const leases = new Map<string, number>();
+      for (const { finding: f } of group)
+        if (f.kind === 'lease') leases.set(f.network, (leases.get(f.network) ?? 0) + 1);
       fits =
         released + group.length <= input.cap &&
-        (leases === 0 || (releasedIn.get(net) ?? 0) + leases <= (perNetwork.get(net) ?? MIN_NETWORK_CAP));
+        [...leases].every(([net, n]) => (releasedIn.get(net) ?? 0) + n <= (perNetwork.get(net) ?? MIN_NETWORK_CAP));
       if (fits) {
         released += group.length;
-        releasedIn.set(net, (releasedIn.get(net) ?? 0) + leases);
+        for (const [net, n] of leases) releasedIn.set(net, (releasedIn.get(net) ?? 0) + n);
       }
       decided.set(key, fits);
     }
