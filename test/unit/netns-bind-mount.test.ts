@@ -1,0 +1,98 @@
+// What a CNI_NETNS names when it is a bind mount of a namespace file (how `ip netns add` and the
+// runtimes pin a pod's namespace): not a link naming its kind, so the kind comes from the mountinfo
+// of the mount namespace the path is in (engine/netns.ts). Without root: a child in its own user
+// and mount namespace (`unshare -rm`) bind-mounts namespace files over plain files, and the test
+// reaches them through /proc/<child>/root/, as stewardd reaches a pod's files through a runtime's.
+
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { netnsProblem } from '../../daemon/src/engine/netns.js';
+import { skipOrFail } from '../helpers/runtimes/skip.js';
+
+const canUnshare = spawnSync('unshare', ['-rm', 'true']).status === 0;
+const skip = skipOrFail(
+  'bind-mounted namespace files (unit)',
+  canUnshare ? undefined : '`unshare -rm` failed: no unprivileged user namespaces here',
+);
+
+const dir = mkdtempSync(join(tmpdir(), 'steward-netns-bind-'));
+const files = {
+  uts: join(dir, 'uts'),
+  net: join(dir, 'net'),
+  spaced: join(dir, 'with space'),
+  stacked: join(dir, 'stacked'),
+  plain: join(dir, 'plain'),
+};
+let child: ChildProcess | undefined;
+let root = '';
+let cwd = '';
+
+before(async () => {
+  if (skip) return;
+  for (const f of Object.values(files)) writeFileSync(f, '');
+  const q = (s: string) => `'${s}'`;
+  // The last mount on a path is the one it shows: "stacked" is a net namespace covered by a uts one.
+  const script = [
+    `mount --bind /proc/self/ns/uts ${q(files.uts)}`,
+    `mount --bind /proc/self/ns/net ${q(files.net)}`,
+    `mount --bind /proc/self/ns/ipc ${q(files.spaced)}`,
+    `mount --bind /proc/self/ns/net ${q(files.stacked)}`,
+    `mount --bind /proc/self/ns/uts ${q(files.stacked)}`,
+    `cd ${q(dir)}`,
+    'echo ready',
+    // Lives as long as this process holds its stdin: a test killed mid-way leaves nothing behind.
+    'exec cat >/dev/null',
+  ].join(' && ');
+  const c = spawn('unshare', ['-rm', 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  child = c;
+  await new Promise<void>((resolve, reject) => {
+    c.once('exit', (code) => reject(new Error(`unshare exited ${code} before its mounts were made`)));
+    c.stdout?.once('data', () => resolve());
+  });
+  root = `/proc/${c.pid}/root`;
+  cwd = `/proc/${c.pid}/cwd`;
+});
+
+after(() => {
+  child?.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('a bind-mounted namespace file reached through /proc/<pid>/root/', { skip }, () => {
+  test('another kind is refused, named by its kind; a path with a space is read through mountinfo escapes', () => {
+    assert.equal(
+      netnsProblem(`${root}${files.uts}`),
+      `CNI_NETNS "${root}${files.uts}" is not a network namespace (it is the uts namespace kind)`,
+    );
+    assert.match(netnsProblem(`${root}${files.spaced}`)!, /\(it is the ipc namespace kind\)$/);
+  });
+
+  test('a network namespace is accepted, and is still the host one when it is', () => {
+    assert.equal(netnsProblem(`${root}${files.net}`), undefined);
+    // The child shares this process's network namespace: a pod never does.
+    assert.equal(
+      netnsProblem(`${root}${files.net}`, '/proc/self/ns/net'),
+      `CNI_NETNS "${root}${files.net}" is the host's network namespace (stewardd's own)`,
+    );
+  });
+
+  test('of two mounts on one path, the last one is what the path shows', () => {
+    assert.match(netnsProblem(`${root}${files.stacked}`)!, /\(it is the uts namespace kind\)$/);
+  });
+
+  test('the same file in this mount namespace is a plain file, not a namespace', () => {
+    assert.equal(netnsProblem(files.uts), `CNI_NETNS "${files.uts}" is not a network namespace`);
+  });
+
+  test('a namespace file whose kind cannot be read (no mountinfo names it from here) is not refused', () => {
+    // /proc/<pid>/cwd/ is not a root: the path resolves to the child's view of it, which this mount
+    // namespace's mountinfo does not list. Refused only when known to be another kind: a plugin's
+    // setns then says what is wrong.
+    assert.equal(netnsProblem(`${cwd}/uts`), undefined);
+  });
+});
