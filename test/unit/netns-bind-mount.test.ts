@@ -25,6 +25,7 @@ const files = {
   uts: join(dir, 'uts'),
   net: join(dir, 'net'),
   spaced: join(dir, 'with space'),
+  newline: join(dir, 'new\nline'),
   stacked: join(dir, 'stacked'),
   plain: join(dir, 'plain'),
 };
@@ -41,6 +42,7 @@ before(async () => {
     `mount --bind /proc/self/ns/uts ${q(files.uts)}`,
     `mount --bind /proc/self/ns/net ${q(files.net)}`,
     `mount --bind /proc/self/ns/ipc ${q(files.spaced)}`,
+    `mount --bind /proc/self/ns/pid ${q(files.newline)}`,
     `mount --bind /proc/self/ns/net ${q(files.stacked)}`,
     `mount --bind /proc/self/ns/uts ${q(files.stacked)}`,
     `cd ${q(dir)}`,
@@ -64,12 +66,17 @@ after(() => {
 });
 
 describe('a bind-mounted namespace file reached through /proc/<pid>/root/', { skip }, () => {
-  test('another kind is refused, named by its kind; a path with a space is read through mountinfo escapes', () => {
+  test('another kind is refused, named by its kind; a path with a space or a newline is read through mountinfo escapes', () => {
     assert.equal(
       netnsProblem(`${root}${files.uts}`),
       `CNI_NETNS "${root}${files.uts}" is not a network namespace (it is the uts namespace kind)`,
     );
     assert.match(netnsProblem(`${root}${files.spaced}`)!, /\(it is the ipc namespace kind\)$/);
+    assert.match(
+      netnsProblem(`${root}${files.newline}`)!,
+      /\(it is the pid namespace kind\)$/,
+      'a newline in the name',
+    );
   });
 
   test('a network namespace is accepted, and is still the host one when it is', () => {

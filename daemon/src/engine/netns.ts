@@ -96,7 +96,8 @@ function namespaceKind(path: string): string | undefined {
     if (own !== undefined) return own;
     at = resolve(dirname(at), target);
   }
-  const other = /^\/proc\/(\d+|self|thread-self)\/root(\/.*)$/.exec(normalize(at));
+  // `s`: a file name may hold a newline (mountinfo writes it \012), and it is still this path.
+  const other = /^\/proc\/(\d+|self|thread-self)\/root(\/.*)$/s.exec(normalize(at));
   let mountinfo = '/proc/self/mountinfo';
   let inner: string;
   if (other) {
