@@ -60,6 +60,8 @@ export interface AdmissionOptions {
   /** ADDs count as being served for this long after the last one is answered. */
   priorityMs: number;
   maxBodyBytes: number;
+  /** How long a hinted request's body may take (BODY_DEADLINE_MS unless a test says otherwise). */
+  bodyDeadlineMs?: number;
   /** Whether the engine would answer this DEL from its tombstone set (nothing left to tear down). */
   isTombstoned(h: Hints): boolean;
   /** Whether the engine has an ADD or CHECK of this container queued or running (Engine.hasAddOrCheck). */
@@ -90,6 +92,8 @@ interface Parked {
   early: boolean;
   /** Admitted uncapped behind its container's ADD or CHECK in flight (see pump). */
   behind: boolean;
+  /** Its body deadline found node's buffer full while it waited: it gets another once admitted. */
+  rearm: boolean;
 }
 
 export class Admission {
@@ -141,8 +145,17 @@ export class Admission {
    * yet, and its connection closed, which releases its counters (whenDone).
    */
   private bodyDeadline(req: IncomingMessage, res: ServerResponse): void {
+    const ms = this.o.bodyDeadlineMs ?? BODY_DEADLINE_MS;
     const timer = setTimeout(() => {
-      if (!bodyStalled(req) || res.writableEnded) return;
+      if (res.writableEnded) return;
+      if (!bodyStalled(req)) {
+        // A full buffer while parked is no stall, but the rest of the body is not in either: it gets a
+        // deadline of its own from its admission (a client that sent 64 KiB and stopped would else
+        // hold its DEL slot until node:http's request timeout).
+        const p = this.parked.find((q) => q.req === req);
+        if (p && !req.complete) p.rearm = true;
+        return;
+      }
       const i = this.parked.findIndex((p) => p.req === req);
       if (i >= 0) this.parked.splice(i, 1);
       const sock = req.socket;
@@ -150,13 +163,13 @@ export class Admission {
         res.once('finish', () => sock.destroy());
         writeCniError(
           res,
-          new CniError(ErrorCode.TryAgainLater, `request body not received within ${BODY_DEADLINE_MS} ms`),
+          new CniError(ErrorCode.TryAgainLater, `request body not received within ${ms} ms`),
           undefined,
         );
       }
       setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
       this.pump();
-    }, BODY_DEADLINE_MS);
+    }, ms);
     timer.unref();
     whenDone(req, res, () => clearTimeout(timer));
   }
@@ -193,7 +206,7 @@ export class Admission {
       });
       return isRawJson(req) ? serveRawCni(req, res, hints, this.o) : this.next(req, res);
     }
-    const p: Parked = { req, res, hints, admitted: false, early: false, behind: false };
+    const p: Parked = { req, res, hints, admitted: false, early: false, behind: false, rearm: false };
     this.parked.push(p);
     whenDone(req, res, () => {
       if (p.admitted) {
@@ -227,21 +240,27 @@ export class Admission {
     const earlyCap = adding ? 1 : Math.min(2, this.o.maxDels);
     let earlyHeld = false;
     let engineHeld = false;
-    for (let i = 0; i < this.parked.length && !(earlyHeld && engineHeld);) {
+    for (let i = 0; i < this.parked.length;) {
       const p = this.parked[i] as Parked;
       if (p.req.socket.destroyed) {
         this.parked.splice(i, 1); // the client gave up while waiting
         continue;
       }
-      const json = isRawJson(p.req);
-      const early = json && this.o.isTombstoned(p.hints);
       // A DEL of a container with a hinted ADD or CHECK in flight is admitted at once and uncapped: the
       // engine queues it behind that request (in arrival order), so it takes no slot until it is done.
       // The engine is asked too: a runtime that gave up on a slow ADD closed its connection, but the
       // engine still runs that ADD, and the runtime's DELs of that sandbox would sit in DEL slots.
       const cid = p.hints.containerId;
-      const behind =
-        !early && cid !== undefined && (this.othersByContainer.has(cid) || this.o.hasAddOrCheck?.(cid) === true);
+      const addOrCheck = cid !== undefined && (this.othersByContainer.has(cid) || this.o.hasAddOrCheck?.(cid) === true);
+      // Once both kinds are held only such a DEL can still go: the scan goes on for it (stopping here
+      // left it waiting behind held DELs), skipping the others without asking about their tombstones.
+      if (earlyHeld && engineHeld && !addOrCheck) {
+        i++;
+        continue;
+      }
+      const json = isRawJson(p.req);
+      const early = json && this.o.isTombstoned(p.hints);
+      const behind = !early && addOrCheck;
       if (early ? earlyHeld : engineHeld && !behind) {
         i++;
         continue;
@@ -267,18 +286,24 @@ export class Admission {
         }
       }
       this.parked.splice(i, 1);
-      p.admitted = true;
-      p.early = early;
-      p.behind = behind;
-      this.delsAdmitted++;
-      if (behind) this.behindAdmitted++;
-      if (early) {
-        this.earlyAdmitted++;
-        this.lastEarly = now;
-      }
-      if (json) serveRawCni(p.req, p.res, p.hints, this.o, early ? () => this.answeredEarly++ : undefined);
-      else this.next(p.req, p.res);
+      this.admitDel(p, early, behind, now);
     }
+  }
+
+  /** Counts a waiting DEL (taken off `parked`) as admitted and serves it: raw JSON here, else fastify. */
+  private admitDel(p: Parked, early: boolean, behind: boolean, now: number): void {
+    p.admitted = true;
+    p.early = early;
+    p.behind = behind;
+    this.delsAdmitted++;
+    if (behind) this.behindAdmitted++;
+    if (early) {
+      this.earlyAdmitted++;
+      this.lastEarly = now;
+    }
+    if (p.rearm) this.bodyDeadline(p.req, p.res);
+    if (isRawJson(p.req)) serveRawCni(p.req, p.res, p.hints, this.o, early ? () => this.answeredEarly++ : undefined);
+    else this.next(p.req, p.res);
   }
 
   /** Pumps again when the pace allows the next tombstoned DEL (an answered request pumps sooner). */

@@ -1,0 +1,509 @@
+// routes/admission.ts's body deadline on a real HTTP server over a Unix socket, without root: a
+// hinted request whose body has not come BODY_DEADLINE_MS after its headers is answered 11
+// (TryAgainLater) and its connection closed, on whichever path it is (parked, served raw, or handed
+// to fastify), which releases what it holds; a body that came in full, however slowly or however
+// long it then waits or is served, is not touched. Every case has its own server and runs side by
+// side with the others, so the file takes one deadline (about 7 s), not one per case. Times are
+// only asserted as lower bounds.
+
+import { describe, it, type TestContext } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CNI_ROUTE, hintHeaders } from '@cni-steward/shared';
+import {
+  Admission,
+  BODY_DEADLINE_MS,
+  type AdmissionOptions,
+  type AdmissionStats,
+} from '../../daemon/src/routes/admission.js';
+
+const TIMEOUT = { timeout: 20000 };
+/** Timers may fire a little early by performance.now(); lower bounds allow this much. */
+const SLACK_MS = 20;
+const DEADLINE_MESSAGE = `request body not received within ${BODY_DEADLINE_MS} ms`;
+
+/** A request header that makes the stand-in for fastify's handler begin its answer before the body is in. */
+const BEGIN_ANSWER = 'x-test-begin-answer';
+
+interface Client {
+  sock: Socket;
+  /** performance.now() when the connection closed (undefined while open). */
+  closedAt(): number | undefined;
+  answers(): Array<{ status: number; body: string }>;
+}
+
+async function until(what: string, cond: () => boolean, ms = 15000): Promise<void> {
+  const end = performance.now() + ms;
+  while (!cond() && performance.now() < end) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(cond(), what);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+/** Sleeps until `ms` after `t0` (performance.now()). */
+const sleepUntil = (t0: number, ms: number) => sleep(t0 + ms - performance.now());
+
+/** A CNI request's head (through the blank line) and body; the body padded with `pad` spaces. */
+function cniRequest(
+  command: string,
+  containerId: string,
+  o: { pad?: number; contentType?: string; hints?: boolean; chunked?: boolean; extra?: Record<string, string> } = {},
+): { head: string; body: string } {
+  const env = { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_IFNAME: 'eth0' };
+  const config = { cniVersion: '1.0.0', name: 'net', type: 'steward' };
+  const body = JSON.stringify({ env, config }) + ' '.repeat(o.pad ?? 0);
+  const headers: Record<string, string | number> = {
+    ...(o.hints === false ? {} : hintHeaders(env, config)),
+    'content-type': o.contentType ?? 'application/json',
+    ...(o.chunked ? { 'transfer-encoding': 'chunked' } : { 'content-length': Buffer.byteLength(body) }),
+    ...o.extra,
+  };
+  const head =
+    `POST ${CNI_ROUTE} HTTP/1.1\r\nHost: x\r\n` +
+    Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('') +
+    '\r\n';
+  return { head, body };
+}
+
+/** A whole request, as the shim sends it. */
+function whole(command: string, containerId: string): string {
+  const { head, body } = cniRequest(command, containerId);
+  return head + body;
+}
+
+/** A request whose body stops halfway: the headers promise all of it, then nothing comes. */
+function stalled(
+  command: string,
+  containerId: string,
+  o: { contentType?: string; hints?: boolean; extra?: Record<string, string> } = {},
+) {
+  const { head, body } = cniRequest(command, containerId, o);
+  const half = Math.floor(body.length / 2);
+  return { text: head + body.slice(0, half), rest: body.slice(half) };
+}
+
+/** Parses the answers received so far on a connection (Content-Length framed, or a head alone). */
+function parseAnswers(got: string): Array<{ status: number; body: string }> {
+  const out: Array<{ status: number; body: string }> = [];
+  let at = 0;
+  while (at < got.length) {
+    const headEnd = got.indexOf('\r\n\r\n', at);
+    if (headEnd < 0) break;
+    const head = got.slice(at, headEnd);
+    const status = Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1] ?? 0);
+    const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+    if (!length) {
+      out.push({ status, body: '' }); // an answer begun without a length: its head is all we use
+      break;
+    }
+    const end = headEnd + 4 + Number(length[1]);
+    if (end > got.length) break;
+    out.push({ status, body: got.slice(headEnd + 4, end) });
+    at = end;
+  }
+  return out;
+}
+
+interface Rig {
+  admission: Admission;
+  /** Server-side requests in arrival order. */
+  reqs: IncomingMessage[];
+  /** Container ids served (by `serve`) in order. */
+  served: string[];
+  /** The stats as each connection closed, taken before the admission hears of the close. */
+  closes: AdmissionStats[];
+  /** Requests whose serve the test holds, by container id; release(id) answers them. */
+  isHeld(cid: string): boolean;
+  release(cid: string): void;
+  send(text: string, onData?: (c: Client) => void): Client;
+  atRest(): boolean;
+}
+
+/**
+ * An Admission on its own server in its own temp dir, all closed when the test ends (passed or not).
+ * Container ids starting with `hold` are held in `serve` until released; `big` ones are answered
+ * with 2 MiB. The handler standing in for fastify reads the body and answers 200, or begins a
+ * chunked answer at once when the request carries BEGIN_ANSWER.
+ */
+async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<Rig> {
+  const dir = mkdtempSync(join(tmpdir(), 'steward-admission-deadline-'));
+  const path = join(dir, 's.sock');
+  const holds = new Map<string, Array<(text: string) => void>>();
+  const served: string[] = [];
+  const reqs: IncomingMessage[] = [];
+  const clients: Socket[] = [];
+  const admission = new Admission({
+    maxDels: 1,
+    maxDelsWhileAdding: 1,
+    tombstonePaceMs: 1,
+    priorityMs: 50,
+    maxBodyBytes: 1 << 20,
+    isTombstoned: () => false,
+    serve: (body, hints) => {
+      const cid = (body as { env: { CNI_CONTAINERID: string } }).env.CNI_CONTAINERID;
+      served.push(`${hints.command} ${cid}`);
+      if (cid.startsWith('big')) return Promise.resolve(`{"pad":"${'x'.repeat(2 << 20)}"}`);
+      if (!cid.startsWith('hold')) return Promise.resolve('{}');
+      return new Promise<string>((resolve) => holds.set(cid, [...(holds.get(cid) ?? []), resolve]));
+    },
+    ...o,
+  });
+  const fastify = (req: IncomingMessage, res: ServerResponse) => {
+    if (req.headers[BEGIN_ANSWER]) {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.flushHeaders();
+      return;
+    }
+    req.resume();
+    req.once('end', () => res.writeHead(200, { 'content-length': 0 }).end());
+  };
+  const listener = admission.listener(fastify);
+  const server = createServer((req, res) => {
+    reqs.push(req);
+    listener(req, res);
+  });
+  const closes: AdmissionStats[] = [];
+  // Registered before any request on the connection, so it runs before the admission's own listener.
+  server.on('connection', (sock: Socket) => sock.once('close', () => closes.push(admission.stats)));
+  await new Promise<void>((r) => server.listen(path, r));
+  t.after(async () => {
+    for (const c of clients) c.destroy();
+    for (const answers of holds.values()) for (const answer of answers) answer('{}');
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    admission,
+    reqs,
+    served,
+    closes,
+    isHeld: (cid) => holds.has(cid),
+    release: (cid) => {
+      for (const answer of holds.get(cid) ?? []) answer('{}');
+      holds.delete(cid);
+    },
+    send: (text, onData) => {
+      const sock = connect(path);
+      clients.push(sock);
+      let got = '';
+      let closedAt: number | undefined;
+      const c: Client = { sock, closedAt: () => closedAt, answers: () => parseAnswers(got) };
+      sock.on('data', (b: Buffer) => {
+        got += b.toString('latin1');
+        onData?.(c);
+      });
+      sock.on('error', () => undefined);
+      sock.once('close', () => (closedAt = performance.now()));
+      sock.write(text);
+      return c;
+    },
+    atRest: () => {
+      const s = admission.stats;
+      return s.othersInFlight === 0 && s.delsAdmitted === 0 && s.delsWaiting === 0;
+    },
+  };
+}
+
+/** Asserts the connection's one answer is the deadline's: 503, CNI code 11, naming the deadline. */
+function assertDeadlineAnswer(c: Client, what: string): void {
+  const answers = c.answers();
+  assert.equal(answers.length, 1, `${what}: one answer`);
+  const [a] = answers;
+  assert.equal(a?.status, 503, `${what}: 503`);
+  const err = JSON.parse(a?.body ?? '') as { code: number; msg: string };
+  assert.equal(err.code, 11, `${what}: TryAgainLater`);
+  assert.ok(err.msg.includes(DEADLINE_MESSAGE), `${what}: ${err.msg}`);
+}
+
+describe('the body deadline of hinted requests', { concurrency: true }, () => {
+  it(
+    'a stalled DEL waiting for a slot and a stalled ADD are answered 11 at the deadline and closed; the DEL waiting ahead keeps its place',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const holder = r.send(whole('DEL', 'hold-h')); // the one engine DEL slot, served past the deadline
+      await until('the first DEL held', () => r.isHeld('hold-h'));
+      const waiting = r.send(whole('DEL', 'w')); // whole body in, waits for the slot past the deadline
+      await until('a DEL waiting', () => r.admission.stats.delsWaiting === 1);
+      const t0 = performance.now();
+      const del = stalled('DEL', 'stalled-del');
+      const stalledDel = r.send(del.text);
+      await until('the stalled DEL waiting behind it', () => r.admission.stats.delsWaiting === 2);
+      const stalledAdd = r.send(stalled('ADD', 'stalled-add').text);
+      await until('the stalled ADD in flight', () => r.admission.stats.othersInFlight === 1);
+
+      await until('both stalled connections closed', () => [stalledDel, stalledAdd].every((c) => c.closedAt()));
+      for (const c of [stalledDel, stalledAdd]) {
+        assert.ok((c.closedAt() ?? 0) - t0 >= BODY_DEADLINE_MS - SLACK_MS, 'not before the deadline');
+      }
+      assertDeadlineAnswer(stalledDel, 'the stalled DEL');
+      assertDeadlineAnswer(stalledAdd, 'the stalled ADD');
+      await until('the stalled ADD no longer in flight', () => r.admission.stats.othersInFlight === 0);
+      assert.equal(r.admission.stats.delsWaiting, 1, 'the DEL that came first still waits, alone');
+      assert.equal(r.admission.stats.delsAdmitted, 1);
+      assert.deepEqual(holder.answers(), [], 'the held DEL is still being served');
+      assert.deepEqual(waiting.answers(), []);
+
+      r.release('hold-h');
+      await until('both whole DELs answered', () => holder.answers().length === 1 && waiting.answers().length === 1);
+      assert.equal(holder.answers()[0]?.status, 200, 'served past the deadline, still answered 200');
+      assert.equal(waiting.answers()[0]?.status, 200, 'waited past the deadline, then served');
+      assert.deepEqual(r.served, ['DEL hold-h', 'DEL w'], 'the stalled requests are never served');
+      for (const c of [holder, waiting]) c.sock.destroy();
+      await until(`counters at rest (${JSON.stringify(r.admission.stats)})`, r.atRest);
+    },
+  );
+
+  it(
+    'after the 11 the connection is closed: the rest of the body and a next request sent on it are not served',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const add = stalled('ADD', 'keepalive');
+      let followed = false;
+      // As soon as the answer arrives, the client sends the rest of the body and another request.
+      const c = r.send(add.text, (client) => {
+        if (followed || client.answers().length === 0) return;
+        followed = true;
+        client.sock.write(add.rest + whole('DEL', 'next'));
+      });
+      await until('the connection closed', () => c.closedAt() !== undefined);
+      assertDeadlineAnswer(c, 'the stalled ADD');
+      assert.ok(followed);
+      await sleep(200);
+      assert.deepEqual(r.served, []);
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it('a stalled body sent chunked (no Content-Length) is stalled too', TIMEOUT, async (t) => {
+    const r = await rig(t);
+    const { head, body } = cniRequest('ADD', 'chunked', { chunked: true });
+    const part = body.slice(0, 20);
+    const c = r.send(`${head}${part.length.toString(16)}\r\n${part}\r\n`);
+    await until('the ADD in flight', () => r.admission.stats.othersInFlight === 1);
+    await until('the connection closed', () => c.closedAt() !== undefined);
+    assertDeadlineAnswer(c, 'the chunked ADD');
+    assert.deepEqual(r.served, []);
+    await until('counters at rest', r.atRest);
+  });
+
+  it(
+    'a DEL that waited for a slot with a full buffer of body, then stopped, gets a deadline of its own once admitted',
+    TIMEOUT,
+    async (t) => {
+      const deadline = 1000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
+      const holder = r.send(whole('DEL', 'hold-slot')); // the one engine DEL slot
+      await until('the slot held', () => r.isHeld('hold-slot'));
+      const t0 = performance.now();
+      const { head, body } = cniRequest('DEL', 'full-buffer', { pad: 200 * 1024 });
+      const big = r.send(head);
+      await until('the DEL waiting', () => r.admission.stats.delsWaiting === 1 && r.reqs.length === 2);
+      const req = r.reqs[1] as IncomingMessage;
+      // More than node buffers unread while it waits: at its deadline the buffer is full, no stall.
+      big.sock.write(body.slice(0, req.readableHighWaterMark + 10));
+      await sleepUntil(t0, deadline + 500);
+      assert.equal(big.closedAt(), undefined, 'a full buffer while waiting is not a stall');
+      r.release('hold-slot');
+      await until('the slot answered', () => holder.answers().length === 1);
+      const admitted = performance.now();
+      // Admitted, its body is read on and stops: the slot must not be held until node:http's timeout.
+      await until('the DEL that stopped answered and closed', () => big.closedAt() !== undefined);
+      assert.ok((big.closedAt() ?? 0) - admitted >= deadline / 2, 'a deadline from its admission, not at once');
+      const answers = big.answers();
+      assert.equal(answers.length, 1);
+      assert.equal(answers[0]?.status, 503);
+      const err = JSON.parse(answers[0]?.body ?? '') as { code: number; msg: string };
+      assert.equal(err.code, 11);
+      assert.ok(err.msg.includes(`request body not received within ${deadline} ms`), err.msg);
+      assert.deepEqual(r.served, ['DEL hold-slot'], 'the DEL that stopped is never served');
+      holder.sock.destroy();
+      await until(`counters at rest (${JSON.stringify(r.admission.stats)})`, r.atRest);
+    },
+  );
+
+  it(
+    'a body that comes in full a little before the deadline, served past it (a slow plugin), is answered 200',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const add = stalled('ADD', 'hold-slow');
+      const t0 = performance.now();
+      const c = r.send(add.text);
+      await sleepUntil(t0, BODY_DEADLINE_MS - 1500);
+      assert.deepEqual(c.answers(), []);
+      c.sock.write(add.rest);
+      await until('the ADD served', () => r.isHeld('hold-slow'));
+      await sleepUntil(t0, BODY_DEADLINE_MS + 1500);
+      assert.deepEqual(c.answers(), [], 'still being served');
+      assert.equal(c.closedAt(), undefined, 'its connection still open');
+      assert.equal(r.admission.stats.othersInFlight, 1);
+      r.release('hold-slow');
+      await until('the ADD answered', () => c.answers().length === 1);
+      assert.equal(c.answers()[0]?.status, 200);
+      // The connection is still good for the next request.
+      c.sock.write(whole('DEL', 'after'));
+      await until('the next request answered', () => c.answers().length === 2);
+      assert.equal(c.answers()[1]?.status, 200);
+      c.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    "a DEL waiting for its slot past the deadline, its whole body sent and filling node's buffer, is served once admitted",
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const holder = r.send(whole('DEL', 'hold-slot'));
+      await until('the slot held', () => r.isHeld('hold-slot'));
+      const t0 = performance.now();
+      const { head, body } = cniRequest('DEL', 'full-buffer', { pad: 200 * 1024 });
+      const big = r.send(head);
+      await until('the big DEL waiting', () => r.admission.stats.delsWaiting === 1 && r.reqs.length === 2);
+      const req = r.reqs[1] as IncomingMessage;
+      const hwm = req.readableHighWaterMark;
+      assert.ok(body.length > hwm + 1000, `the body (${body.length} bytes) is larger than node's buffer (${hwm})`);
+      // Exactly a buffer's worth first (node then stops reading), the rest once it is in.
+      big.sock.write(body.slice(0, hwm));
+      await until('node buffered exactly its high-water mark', () => req.readableLength === hwm);
+      big.sock.write(body.slice(hwm));
+      await sleepUntil(t0, BODY_DEADLINE_MS + 1000);
+      assert.equal(req.complete, false, 'the body is not all read: it waits in the buffer and the socket');
+      assert.deepEqual(big.answers(), [], 'not answered at the deadline');
+      assert.equal(big.closedAt(), undefined);
+      assert.equal(r.admission.stats.delsWaiting, 1);
+      r.release('hold-slot');
+      await until('the big DEL answered', () => big.answers().length === 1);
+      assert.equal(big.answers()[0]?.status, 200);
+      assert.deepEqual(r.served, ['DEL hold-slot', 'DEL full-buffer']);
+      for (const c of [holder, big]) c.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    "a hinted request handed to fastify's handler (not JSON) is under the deadline too; an unhinted one is not",
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const t0 = performance.now();
+      const hinted = r.send(stalled('DEL', 'text', { contentType: 'text/plain' }).text);
+      const unhinted = r.send(stalled('DEL', 'plain', { hints: false }).text);
+      await until('the hinted request answered and closed', () => hinted.closedAt() !== undefined);
+      assertDeadlineAnswer(hinted, 'the hinted text/plain DEL');
+      await sleepUntil(t0, BODY_DEADLINE_MS + 1500);
+      assert.deepEqual(unhinted.answers(), [], 'the unhinted request is left to the HTTP server');
+      assert.equal(unhinted.closedAt(), undefined);
+      unhinted.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a stalled request whose handler has begun its answer is not answered again; its connection is closed a second after the deadline',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const t0 = performance.now();
+      const c = r.send(stalled('ADD', 'begun', { contentType: 'text/plain', extra: { [BEGIN_ANSWER]: '1' } }).text);
+      await until('the answer begun', () => c.answers().length === 1);
+      await until('the connection closed', () => c.closedAt() !== undefined);
+      assert.ok((c.closedAt() ?? 0) - t0 >= BODY_DEADLINE_MS + 1000 - SLACK_MS, 'a second after the deadline');
+      assert.deepEqual(
+        c.answers().map((a) => a.status),
+        [200],
+        'only the answer begun',
+      );
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a client that gives up on its stalled requests before the deadline releases what they held at once; the deadline then changes nothing',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const holder = r.send(whole('DEL', 'hold-g'));
+      await until('the slot held', () => r.isHeld('hold-g'));
+      const t0 = performance.now();
+      const del = r.send(stalled('DEL', 'gone-del').text);
+      await until('the stalled DEL waiting', () => r.admission.stats.delsWaiting === 1);
+      const add = r.send(stalled('ADD', 'gone-add').text);
+      await until('the stalled ADD in flight', () => r.admission.stats.othersInFlight === 1);
+      del.sock.destroy();
+      add.sock.destroy();
+      await until('both released', () => r.admission.stats.delsWaiting === 0 && r.admission.stats.othersInFlight === 0);
+      const waiting = r.send(whole('DEL', 'w-g'));
+      await until('another DEL waiting', () => r.admission.stats.delsWaiting === 1);
+      await sleepUntil(t0, BODY_DEADLINE_MS + 1500);
+      assert.deepEqual(holder.answers(), [], 'the held DEL still being served');
+      assert.equal(holder.closedAt(), undefined);
+      assert.deepEqual(waiting.answers(), [], 'the other DEL still waiting for the slot');
+      assert.equal(r.admission.stats.delsWaiting, 1);
+      r.release('hold-g');
+      await until('both answered', () => holder.answers().length === 1 && waiting.answers().length === 1);
+      assert.deepEqual(
+        [holder, waiting].map((c) => c.answers()[0]?.status),
+        [200, 200],
+      );
+      assert.deepEqual(r.served, ['DEL hold-g', 'DEL w-g']);
+      for (const c of [holder, waiting]) c.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a client that never reads: a stalled request pipelined behind an unread answer is still closed, its counters released',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const t0 = performance.now();
+      // 2 MiB answered to the first, never read; the second's 11 cannot even be written.
+      const c = r.send(whole('ADD', 'big-answer') + stalled('ADD', 'stalled-behind').text);
+      c.sock.pause();
+      await until('both ADDs in flight', () => r.admission.stats.othersInFlight === 2 && r.served.length === 1);
+      await until('both released', () => r.admission.stats.othersInFlight === 0);
+      assert.ok(performance.now() - t0 >= BODY_DEADLINE_MS + 1000 - SLACK_MS, 'a second after the deadline');
+      assert.deepEqual(r.served, ['ADD big-answer']);
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a stalled DEL whose 11 cannot be written (its client reads nothing) leaves the queue at the deadline, not a second later',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const holder = r.send(whole('DEL', 'hold-q'));
+      await until('the slot held', () => r.isHeld('hold-q'));
+      const t0 = performance.now();
+      const c = r.send(whole('ADD', 'big-answer-q') + stalled('DEL', 'stalled-queued').text);
+      c.sock.pause();
+      await until(
+        'the ADD served, the DEL waiting',
+        () => r.admission.stats.delsWaiting === 1 && r.served.length === 2,
+      );
+      await until('the connection closed', () => r.closes.length === 1);
+      assert.ok(performance.now() - t0 >= BODY_DEADLINE_MS + 1000 - SLACK_MS, 'a second after the deadline');
+      const atClose = r.closes[0];
+      assert.equal(atClose?.delsWaiting, 0, 'the stalled DEL left the queue at the deadline');
+      assert.equal(atClose?.othersInFlight, 1, 'the ADD before it was in flight until the connection closed');
+      await until('the ADD released', () => r.admission.stats.othersInFlight === 0);
+      r.release('hold-q');
+      await until('the held DEL answered', () => holder.answers().length === 1);
+      assert.equal(holder.answers()[0]?.status, 200);
+      assert.deepEqual(r.served, ['DEL hold-q', 'ADD big-answer-q']);
+      holder.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+});
