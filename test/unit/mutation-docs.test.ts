@@ -1,7 +1,8 @@
 // docs/mutation.md's scores come from one `npm run mutate:report` run at one commit: the generated
 // block is exactly what the committed summary (docs/mutation/latest.json) and the hand-written
-// survivor classes (docs/mutation/classes.json) render, the run covers the three directories in
-// scope with no incremental state, and every survivor it lists is classified.
+// survivor classes (docs/mutation/classes.json) render, the run covers every directory in scope
+// with no incremental state, and every survivor it lists is read: equivalent or accepted, none
+// left to kill.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -115,6 +116,13 @@ describe('docs/mutation.md report block', () => {
       assert.ok(c.why.length > 0, `${c.key}: says why`);
       assert.ok(keys.has(c.key), `${c.key}: not a survivor of the committed run`);
     }
+  });
+
+  test('no survivor is left to kill: each is killed by a test, or read and judged equivalent or accepted', () => {
+    assert.deepEqual(
+      classes.filter((c) => c.class === 'to kill').map((c) => c.key),
+      [],
+    );
   });
 
   test('the overall score is over the valid mutants of every directory; the table has one row each and the total', () => {
