@@ -151,7 +151,10 @@ describe('namingPath: an error that already names the path', () => {
   });
 
   test('an error not naming the path is wrapped in a PathError naming it; a value returned is passed through', () => {
-    assert.equal(namingPath('open the owner lock', '/s/lock', () => 42), 42);
+    assert.equal(
+      namingPath('open the owner lock', '/s/lock', () => 42),
+      42,
+    );
     assert.throws(
       () =>
         namingPath('open the owner lock', '/s/lock', () => {
