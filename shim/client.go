@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -30,6 +31,11 @@ type unreachableError struct {
 }
 
 func (e *unreachableError) Error() string { return e.reason }
+
+// badAnswerError: stewardd answered, but not with a usable HTTP answer.
+type badAnswerError struct{ reason string }
+
+func (e *badAnswerError) Error() string { return e.reason }
 
 // sender sends one request; its error, when it has one, is an *unreachableError.
 type sender func(socket, route string, body []byte, timeout time.Duration, headers [][2]string) (reply, error)
@@ -64,7 +70,7 @@ func postUnix(socket, route string, body []byte, timeout time.Duration, headers 
 		return reply{}, unreachable(rerr)
 	}
 	if len(raw) > maxAnswerBytes {
-		return reply{}, &unreachableError{reason: "the answer is longer than " + strconv.Itoa(maxAnswerBytes) + " bytes"}
+		return reply{}, &badAnswerError{reason: "the answer is longer than " + strconv.Itoa(maxAnswerBytes) + " bytes"}
 	}
 	r, perr := parseResponse(raw)
 	if perr != nil {
@@ -184,7 +190,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // regard to ASCII case), or -1.
 func findHeader(head []byte, name string) int {
 	for i := 0; i+2+len(name) <= len(head); i++ {
-		if head[i] == '\r' && head[i+1] == '\n' && equalFoldASCII(string(head[i+2:i+2+len(name)]), name) {
+		if head[i] == '\r' && head[i+1] == '\n' && strings.EqualFold(string(head[i+2:i+2+len(name)]), name) {
 			return i + 2 + len(name)
 		}
 	}
@@ -221,7 +227,7 @@ func headerValue(head []byte, name string) ([]byte, bool) {
 }
 
 func hasPrefixFold(b []byte, lower string) bool {
-	return len(b) >= len(lower) && equalFoldASCII(string(b[:len(lower)]), lower)
+	return len(b) >= len(lower) && strings.EqualFold(string(b[:len(lower)]), lower)
 }
 
 // trimJS trims what JavaScript's trim() does of a Latin-1 string.

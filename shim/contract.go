@@ -27,11 +27,23 @@ const (
 	// maxAnswerBytes bounds what is read of stewardd's answer (its results are a few KiB).
 	maxAnswerBytes = 4 * 1024 * 1024
 
-	defaultCommandBound = 120 * time.Second
+	// The shim's bounds, each inside the runtime's own deadline for the call (docs/architecture.md,
+	// "Deadlines"). ADD: the kubelet gives RunPodSandbox 4 minutes; an ADD's bound plus the undo
+	// of a skewed ADD (a DEL, within delBound) stays under it even at maxAddTimeoutMs.
+	addBound = 120 * time.Second
+	// DEL: CRI-O gives a DEL 1 minute and the kubelet StopPodSandbox 2: the shim spools the DEL
+	// and answers success well before either, so a frozen stewardd never fails a pod's deletion.
+	delBound = 30 * time.Second
+	// CHECK and GC: no runtime deadline is tighter than the default.
+	checkBound = 120 * time.Second
 	// statusBound: STATUS answers within this long of the shim's start (containerd 2.x runs it
 	// every 5 s under a lock with no deadline of its own). Not overridable in the netconf.
-	statusBound  = 750 * time.Millisecond
-	maxTimeoutMs = 3600000
+	statusBound = 750 * time.Millisecond
+
+	// The netconf's "timeouts" (ms) may set each bound from 1 ms up to these.
+	maxAddTimeoutMs   = 200000
+	maxDelTimeoutMs   = 50000
+	maxOtherTimeoutMs = 3600000
 
 	protocolHeader      = "x-steward-protocol"
 	protocolVersion     = 2

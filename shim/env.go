@@ -7,6 +7,7 @@ package main
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -96,22 +97,14 @@ func hasControl(s string) bool {
 	return false
 }
 
-// utf16Len is a string's length as JavaScript counts it (the unit the messages speak in).
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n++
-		if r >= 0x10000 {
-			n++
-		}
-	}
-	return n
-}
-
-// checkContainerID: container ids and network names share the spec's rule; at most 1024 long.
+// checkContainerID: container ids and network names share the spec's rule, which admits ASCII
+// only (so a length is in bytes and characters alike); at most 1024 long.
 func checkContainerID(id string) string {
-	if n := utf16Len(id); n > maxContainerIDLength {
-		return "is " + strconv.Itoa(n) + " characters long; at most " + strconv.Itoa(maxContainerIDLength) + " are accepted (runtimes use 64)"
+	if !isASCII(id) {
+		return checkName(id)
+	}
+	if len(id) > maxContainerIDLength {
+		return "is " + strconv.Itoa(len(id)) + " characters long; at most " + strconv.Itoa(maxContainerIDLength) + " are accepted (runtimes use 64)"
 	}
 	return checkName(id)
 }
@@ -141,7 +134,7 @@ func checkIfName(name string) string {
 		return `must not be "." or ".."`
 	}
 	for _, r := range name {
-		if r == '/' || r == ':' || isJSSpace(r) {
+		if r == '/' || r == ':' || isSpace(r) {
 			return `must not contain "/", ":" or whitespace`
 		}
 	}
@@ -151,13 +144,11 @@ func checkIfName(name string) string {
 	return ""
 }
 
-// isJSSpace is JavaScript's \s: the white space and line terminators of ECMA-262.
-func isJSSpace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return 0x2000 <= r && r <= 0x200a
+// isSpace is white space as stewardd's check reads it (the contract, shared/src/cni/validate.ts):
+// Unicode's White_Space (unicode.IsSpace) and the byte order mark, less NEL (U+0085), which
+// stewardd does not count as white space.
+func isSpace(r rune) bool {
+	return r == 0xfeff || (r != 0x85 && unicode.IsSpace(r))
 }
 
 // cniArgsProblem: why CNI_ARGS would be refused by the reference plugins' parser (cni pkg/types
@@ -175,22 +166,14 @@ func cniArgsProblem(args string) string {
 	return ""
 }
 
-// clip cuts text to max characters (JavaScript's count), saying how much was cut.
+// clip cuts text to at most max bytes (on a character boundary), saying how much was cut.
 func clip(text string, max int) string {
-	n := utf16Len(text)
-	if n <= max {
+	if len(text) <= max {
 		return text
 	}
-	units := 0
-	for i, r := range text {
-		w := 1
-		if r >= 0x10000 {
-			w = 2
-		}
-		if units+w > max {
-			return text[:i] + "… [" + strconv.Itoa(n-units) + " more characters cut]"
-		}
-		units += w
+	cut := max
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
 	}
-	return text
+	return text[:cut] + "… [" + strconv.Itoa(len(text)-cut) + " more bytes cut]"
 }

@@ -4,11 +4,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,31 +24,48 @@ func main() {
 	// and GC work on many-core nodes (containerd #10897); reading stdin blocks a thread of its own.
 	runtime.GOMAXPROCS(1)
 	debug.SetTraceback("none")
-	holdStdFds()
+	// A standard descriptor the runtime left closed is /dev/null already: Go's runtime opens it
+	// before main (runtime.checkfds, Go 1.22+), so the socket or a spool file never takes fd 1
+	// and receives the answer meant for stdout (shim_test.go runs the binary so).
+	e := environ(os.Environ())
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
+		writeAll(1, []byte(versionText()))
+		os.Exit(0)
+	}
+	if e.get("CNI_COMMAND") == "" {
+		// A person at a terminal: say what this is, and do not wait for a netconf they will not type.
+		writeAll(2, []byte(aboutText()))
+		if isTerminal(0) {
+			writeAll(1, newError(codeInvalidEnv, "CNI_COMMAND is not set").encode(latestVersion))
+			os.Exit(1)
+		}
+	}
 	var out []byte
 	code := 1
 	func() {
+		// The last resort: a bug in the shim is still a CNI error on stdout, never a Go trace.
 		defer func() {
 			if p := recover(); p != nil {
 				out = newError(codeInternal, fmt.Sprintf("steward shim: unexpected error: %v", p)).encode(latestVersion)
 				code = 1
 			}
 		}()
-		out, code = process()
+		out, code = call(e, 0, func() time.Duration { return time.Since(started) }, postUnix, spoolRequest)
 	}()
-	writeStdout(1, out)
+	writeAll(1, out)
 	os.Exit(code)
-}
-
-func process() ([]byte, int) {
-	return call(environ(os.Environ()), 0, func() time.Duration { return time.Since(started) }, postUnix, spoolRequest)
 }
 
 // call is one CNI call: stdin read from fd within its bound, then run.
 func call(e env, fd int, elapsed func() time.Duration, send sender, spool spooler) ([]byte, int) {
 	bound := stdinBound(e, elapsed())
-	stdin, closed := readStdin(fd, maxNetconfBytes+1, bound)
-	if !closed {
+	// VERSION needs only the version asked for: a whole JSON value read is enough.
+	var complete func([]byte) bool
+	if e.get("CNI_COMMAND") == "VERSION" {
+		complete = json.Valid
+	}
+	stdin, closed := readStdin(fd, maxNetconfBytes+1, bound.remaining, complete)
+	if !closed && complete == nil {
 		return stdinNotClosed(bound), 1
 	}
 	return run(input{env: e, stdin: stdin, elapsed: elapsed}, send, spool)
@@ -65,26 +84,15 @@ func environ(kv []string) env {
 	return e
 }
 
-// holdStdFds opens /dev/null on fd 0, 1 or 2 when the runtime left it closed, so nothing the shim
-// opens later (the socket, a spool file, the runtime's own poller) takes its number and receives
-// the answer meant for stdout. A closed stdin is then an empty one; a closed stdout discards it.
-func holdStdFds() {
-	for fd := 0; fd <= 2; fd++ {
-		if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_GETFD, 0); errno == syscall.EBADF {
-			// open(2) returns the lowest free number: this one.
-			if got, err := syscall.Open("/dev/null", syscall.O_RDWR, 0); err == nil && got != fd {
-				_ = syscall.Close(got)
-			}
-		}
-	}
-}
-
-// readStdin reads until EOF or until more than limit bytes arrived (the caller refuses those);
-// closed is false when stdin was still open after bound (a runtime always writes and closes it, so
-// the shim's bounds hold however long a broken caller keeps it open). The read runs on its own
-// goroutine: left blocked there, it does not hold the exit. A read error ends the input.
-func readStdin(fd, limit int, bound time.Duration) (data []byte, closed bool) {
+// readStdin reads until EOF, until more than limit bytes arrived (the caller refuses those) or,
+// when complete is given, until what was read satisfies it; closed is false when none of that
+// happened within bound (a runtime always writes and closes stdin, so the shim's bounds hold
+// however long a broken caller keeps it open), and data is then what had arrived. The read runs on
+// its own goroutine: left blocked there, it does not hold the exit. A read error ends the input.
+func readStdin(fd, limit int, bound time.Duration, complete func([]byte) bool) (data []byte, closed bool) {
 	done := make(chan []byte, 1)
+	var mu sync.Mutex
+	var partial []byte
 	go func() {
 		buf := make([]byte, 0, 4096)
 		for len(buf) <= limit {
@@ -109,6 +117,14 @@ func readStdin(fd, limit int, bound time.Duration) (data []byte, closed bool) {
 				break
 			}
 			buf = buf[:len(buf)+n]
+			if complete != nil {
+				if complete(buf) {
+					break
+				}
+				mu.Lock()
+				partial = append(partial[:0], buf...)
+				mu.Unlock()
+			}
 		}
 		done <- buf
 	}()
@@ -118,14 +134,16 @@ func readStdin(fd, limit int, bound time.Duration) (data []byte, closed bool) {
 	case data = <-done:
 		return data, true
 	case <-timer.C:
-		return nil, false
+		mu.Lock()
+		defer mu.Unlock()
+		return partial, false
 	}
 }
 
-// writeStdout writes all of out to fd 1, also when the runtime handed over a non-blocking pipe.
-// A closed stdout (EPIPE) is ignored: the exit code is all that is left. (syscall.Write, not
-// os.Stdout: Go kills a program by SIGPIPE on a failed write to os.Stdout.)
-func writeStdout(fd int, out []byte) {
+// writeAll writes all of out to fd (stdout or stderr), also when the runtime handed over a
+// non-blocking pipe. A closed one (EPIPE) is ignored: the exit code is all that is left.
+// (syscall.Write, not os.Stdout: Go kills a program by SIGPIPE on a failed write to os.Stdout.)
+func writeAll(fd int, out []byte) {
 	for len(out) > 0 {
 		n, err := syscall.Write(fd, out)
 		if err == syscall.EAGAIN || err == syscall.EINTR {

@@ -142,7 +142,7 @@ func tooDeep(b []byte, max int) bool {
 	return false
 }
 
-// present: the key is there and not null (the TypeScript side's `?? default`).
+// present: the key is there and not null: null is the default, on both sides of the contract.
 func (n *netconf) present(key string) bool {
 	raw, ok := n.keys[key]
 	return ok && !bytes.Equal(raw, []byte("null"))
@@ -161,10 +161,11 @@ func (n *netconf) str(key string) (string, bool) {
 	return s, true
 }
 
-// cniVersion is the version errors are written in: the netconf's, else the newest.
+// cniVersion is the version errors are written in: the netconf's when it is a string that is not
+// empty, else the newest (stewardd decides the same: daemon/src/routes/http-status.ts).
 func (n *netconf) cniVersion() string {
 	if n != nil {
-		if v, ok := n.str("cniVersion"); ok {
+		if v, ok := n.str("cniVersion"); ok && v != "" {
 			return v
 		}
 	}
@@ -198,12 +199,24 @@ type bound struct {
 	label     string
 }
 
+// commandDefault is a command's bound when the netconf sets none, and the most "timeouts" may set.
+func commandDefault(command string) (time.Duration, int64) {
+	switch command {
+	case "ADD":
+		return addBound, maxAddTimeoutMs
+	case "DEL":
+		return delBound, maxDelTimeoutMs
+	}
+	return checkBound, maxOtherTimeoutMs
+}
+
 // commandBound: the command's bound from the netconf's "timeouts" (raw may be nil: absent).
 // Checked for every command, STATUS too: a STATUS that passes a netconf every ADD refuses (7)
 // would report the network ready while no pod can start.
 func commandBound(command string, timeouts json.RawMessage, elapsed time.Duration) (bound, *cniError) {
 	key := strings.ToLower(command)
-	ms := int64(defaultCommandBound / time.Millisecond)
+	def, _ := commandDefault(command)
+	ms := int64(def / time.Millisecond)
 	if timeouts != nil {
 		entries, ok := objectEntries(timeouts)
 		if !ok {
@@ -213,9 +226,17 @@ func commandBound(command string, timeouts json.RawMessage, elapsed time.Duratio
 			if kv.key != "add" && kv.key != "check" && kv.key != "del" && kv.key != "gc" {
 				return bound{}, newError(codeInvalidConfig, `"timeouts" has an unknown key "`+kv.key+`" (add, check, del, gc)`)
 			}
-			v, ok := integerMs(kv.value)
+			_, max := commandDefault(strings.ToUpper(kv.key))
+			v, ok := integerMs(kv.value, max)
 			if !ok {
-				return bound{}, newError(codeInvalidConfig, `"timeouts.`+kv.key+`" must be an integer from 1 to 3600000 (ms)`)
+				why := `"timeouts.` + kv.key + `" must be an integer from 1 to ` + strconv.FormatInt(max, 10) + " (ms)"
+				switch kv.key {
+				case "add":
+					why += ": an ADD and the undo of a skewed one must end inside the kubelet's 4 minutes for RunPodSandbox"
+				case "del":
+					why += ": a DEL stewardd does not answer is spooled before the runtime's own deadline (CRI-O: 1 minute)"
+				}
+				return bound{}, newError(codeInvalidConfig, why)
 			}
 			if kv.key == key {
 				ms = v
@@ -235,13 +256,13 @@ func commandBound(command string, timeouts json.RawMessage, elapsed time.Duratio
 	return bound{time.Duration(ms) * time.Millisecond, "the " + command + " bound of " + strconv.FormatInt(ms, 10) + " ms"}, nil
 }
 
-// integerMs: a JSON number that is an integer from 1 to 3600000.
-func integerMs(raw json.RawMessage) (int64, bool) {
+// integerMs: a JSON number that is an integer from 1 to max.
+func integerMs(raw json.RawMessage, max int64) (int64, bool) {
 	if !isJSONNumber(raw) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil || f != float64(int64(f)) || f < 1 || f > maxTimeoutMs {
+	if err != nil || f != float64(int64(f)) || f < 1 || f > float64(max) {
 		return 0, false
 	}
 	return int64(f), true
@@ -328,23 +349,14 @@ func encodeURIComponent(s string) string {
 // requestBody is what stewardd reads (shared/src/api.ts CniWireRequest): the CNI_* variables
 // the runtime set, and the netconf.
 func requestBody(e env, conf *netconf) ([]byte, error) {
-	b := make([]byte, 0, len(conf.raw)+512)
-	b = append(b, `{"env":{`...)
-	first := true
+	vars := map[string]string{}
 	for _, name := range cniEnvVars {
-		v, ok := e[name]
-		if !ok {
-			continue
+		if v, ok := e[name]; ok {
+			vars[name] = v
 		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = appendJSONString(b, name)
-		b = append(b, ':')
-		b = appendJSONString(b, v)
 	}
-	b = append(b, `},"config":`...)
+	b := append([]byte(`{"env":`), encodeJSON(vars)...)
+	b = append(b, `,"config":`...)
 	// Compacted into the same buffer: one copy of the netconf, not two.
 	out := bytes.NewBuffer(b)
 	if err := json.Compact(out, conf.raw); err != nil {

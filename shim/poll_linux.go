@@ -1,5 +1,6 @@
-// Waiting for a non-blocking stdout to drain, without the runtime's poller (fd 1 was never
-// registered with it).
+// The process's standard descriptors as Linux tells them: waiting for a non-blocking stdout to
+// drain, without the runtime's poller (fd 1 was never registered with it), and whether stdin is a
+// terminal.
 
 package main
 
@@ -21,4 +22,11 @@ func waitWritable(fd int) {
 	_, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&p)), 1,
 		uintptr(unsafe.Pointer(&syscall.Timespec{Nsec: int64(time.Millisecond)})), 0, 0, 0)
 	_ = errno
+}
+
+// isTerminal: fd is a terminal (a person typing), told by the TCGETS ioctl as isatty(3) does.
+func isTerminal(fd int) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
 }

@@ -1,12 +1,14 @@
 // The shim's whole logic as a function of its inputs: env + stdin in, stdout + exit code out.
 // The socket request, the spool and the clock are injected, so go test drives it with plain
-// values (shared/vectors/) and main.go only wires the process into it.
+// values (shared/vectors/) and main.go only wires the process into it. One call is three steps:
+// readRequest (the environment and the netconf, checked), deliver (the request to stewardd, or
+// the spool when it cannot take a DEL) and readAnswer (stewardd's answer as the runtime gets it).
 
 package main
 
 import (
+	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -19,228 +21,263 @@ type input struct {
 	elapsed func() time.Duration
 }
 
+// request is one call, read and checked: what to send to which socket, within what bound.
+type request struct {
+	command     string
+	containerID string
+	cniVersion  string // the version errors are written in
+	conf        *netconf
+	wire        env // the CNI_* variables forwarded
+	body        []byte
+	socket      string
+	spoolDir    string
+	bound       bound
+	trace       [][2]string // the runtime's trace context, as headers
+}
+
 // run answers one call; whatever goes wrong, the runtime gets a CNI error on stdout.
 func run(in input, send sender, spool spooler) (stdout []byte, code int) {
-	defer func() {
-		if p := recover(); p != nil {
-			stdout, code = newError(codeInternal, fmt.Sprintf("steward shim: unexpected error: %v", p)).encode(latestVersion), 1
-		}
-		// containerd's go-cni reads "not found" or "no such file or directory" in a DEL error as
-		// success: every DEL failure leaves here without those words, whoever wrote it.
-		if in.env.get("CNI_COMMAND") == "DEL" && code != 0 {
-			stdout = failureSafe(stdout)
-		}
-	}()
-	return answer(in, send, spool)
-}
-
-func failureSafe(stdout []byte) []byte {
-	e, v, hasVersion := parseCNIError(stdout)
-	if e == nil {
-		return []byte(failureSafeText(string(stdout)))
+	stdout, code = answer(in, send, spool)
+	// containerd's go-cni reads "not found" or "no such file or directory" in a DEL error as
+	// success: every DEL failure leaves here without those words, whoever wrote it.
+	if in.env.get("CNI_COMMAND") == "DEL" && code != 0 {
+		stdout = failureSafe(stdout)
 	}
-	if !hasVersion {
-		v = latestVersion
-	}
-	// The version too: it can be the netconf's own string, echoed (found by FuzzCall).
-	e.Msg, e.Details, v = failureSafeText(e.Msg), failureSafeText(e.Details), failureSafeText(v)
-	return e.encode(v)
-}
-
-// stdinBound: how long the shim waits for stdin to be written and closed: the command's default
-// bound (the netconf, which could change it, is what is being read), what is left of STATUS's.
-func stdinBound(e env, elapsed time.Duration) time.Duration {
-	command := "ADD"
-	if e.get("CNI_COMMAND") == "STATUS" {
-		command = "STATUS"
-	}
-	b, _ := commandBound(command, nil, elapsed)
-	return b.remaining
-}
-
-// stdinNotClosed is the answer when stdin stayed open past stdinBound.
-func stdinNotClosed(bound time.Duration) []byte {
-	ms := strconv.FormatInt(int64((bound+time.Millisecond/2)/time.Millisecond), 10)
-	return newError(codeDecodeFailure, "stdin was not closed within "+ms+" ms: no netconf to act on").encode(latestVersion)
-}
-
-func versionAnswer(cniVersion string) []byte {
-	own := latestVersion
-	for _, v := range supportedVersions {
-		if v == cniVersion {
-			own = v
-		}
-	}
-	b := append([]byte(`{"cniVersion":`), appendJSONString(nil, own)...)
-	b = append(b, `,"supportedVersions":[`...)
-	for i, v := range supportedVersions {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(b, v)
-	}
-	return append(b, "]}"...)
+	return stdout, code
 }
 
 func answer(in input, send sender, spool spooler) ([]byte, int) {
+	if in.env.get("CNI_COMMAND") == "VERSION" {
+		return versionAnswer(in.stdin), 0
+	}
+	req, err := readRequest(in)
+	if err != nil {
+		return err.encode(req.cniVersion), 1
+	}
+	r, err := deliver(req, send, spool, in.elapsed)
+	if err != nil {
+		return err.encode(req.cniVersion), 1
+	}
+	if r == nil { // a DEL spooled: stewardd carries it out when it is back
+		return nil, 0
+	}
+	return readAnswer(req, *r)
+}
+
+// versionAnswer: its own version, the one asked for when this shim speaks it, else its newest
+// (as the reference plugins answer), never an echo of whatever string came in.
+func versionAnswer(stdin []byte) []byte {
+	own := latestVersion
+	if len(stdin) <= maxNetconfBytes {
+		if conf, _ := decodeNetconf(stdin); conf != nil {
+			if v, _ := conf.str("cniVersion"); isSupported(v) {
+				own = v
+			}
+		}
+	}
+	return encodeJSON(struct {
+		CniVersion        string   `json:"cniVersion"`
+		SupportedVersions []string `json:"supportedVersions"`
+	}{own, supportedVersions[:]})
+}
+
+func isSupported(v string) bool {
+	for _, s := range supportedVersions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// readRequest checks the environment, then the netconf and the shim's own keys, and builds the
+// request. On error the request still carries the version to write it in.
+func readRequest(in input) (request, *cniError) {
+	req := request{cniVersion: latestVersion}
 	overBound := len(in.stdin) > maxNetconfBytes
-	var conf *netconf
 	var decodeErr *cniError
 	if !overBound {
-		conf, decodeErr = decodeNetconf(in.stdin)
+		req.conf, decodeErr = decodeNetconf(in.stdin)
+		req.cniVersion = req.conf.cniVersion()
 	}
-	cniVersion := conf.cniVersion()
-
-	if in.env.get("CNI_COMMAND") == "VERSION" {
-		// Its own version: the one asked for when this shim speaks it, else its newest (as the
-		// reference plugins answer), never an echo of whatever string came in.
-		return versionAnswer(cniVersion), 0
+	ce, err := parseCNIEnv(in.env)
+	if err != nil {
+		return req, err
 	}
-	fail := func(e *cniError) ([]byte, int) { return e.encode(cniVersion), 1 }
-
-	ce, envErr := parseCNIEnv(in.env)
-	if envErr != nil {
-		return fail(envErr)
-	}
-	if overBound {
-		return fail(newError(codeInvalidConfig, "netconf on stdin is larger than "+strconv.Itoa(maxNetconfBytes)+" bytes"))
-	}
-	if decodeErr != nil {
-		return fail(decodeErr)
-	}
-	if conf == nil {
-		return fail(newError(codeDecodeFailure, "no netconf on stdin"))
+	req.command, req.containerID = ce.command, ce.containerID
+	switch {
+	case overBound:
+		return req, newError(codeInvalidConfig, "netconf on stdin is larger than "+strconv.Itoa(maxNetconfBytes)+" bytes")
+	case decodeErr != nil:
+		return req, decodeErr
+	case req.conf == nil:
+		return req, newError(codeDecodeFailure, "no netconf on stdin")
 	}
 
 	// The shim's own keys. A bad one is code 7, except on DEL: a DEL refused for them would fail
 	// on every retry and pin the sandbox (stewardd tears down from the ADD's stored config
 	// anyway), so a DEL falls back to the default of each key it cannot use.
-	lenient := ce.command == "DEL"
-	socket := defaultSocket
-	if conf.present("socket") {
-		s, isString := conf.str("socket")
+	lenient := req.command == "DEL"
+	req.socket = defaultSocket
+	if req.conf.present("socket") {
+		s, isString := req.conf.str("socket")
 		if why := socketProblem(s, isString); why == "" {
-			socket = s
+			req.socket = s
 		} else if !lenient {
-			return fail(newError(codeInvalidConfig, why))
+			return req, newError(codeInvalidConfig, why)
 		}
 	}
-	spoolDir := defaultSpoolDir
-	if conf.present("spoolDir") {
-		s, isString := conf.str("spoolDir")
+	req.spoolDir = defaultSpoolDir
+	if req.conf.present("spoolDir") {
+		s, isString := req.conf.str("spoolDir")
 		if spoolDirOK(s, isString) {
-			spoolDir = s
+			req.spoolDir = s
 		} else if !lenient {
-			return fail(newError(codeInvalidConfig, `"spoolDir" must be an absolute path`))
+			return req, newError(codeInvalidConfig, `"spoolDir" must be an absolute path`)
 		}
 	}
 
-	wire := env{}
+	req.wire = env{}
 	for _, name := range cniEnvVars {
 		if v, ok := in.env[name]; ok {
-			wire[name] = v
+			req.wire[name] = v
 		}
 	}
-	body, err := requestBody(wire, conf)
-	if err != nil {
-		return fail(newError(codeInvalidConfig, "netconf on stdin cannot be forwarded: "+err.Error()))
+	body, berr := requestBody(req.wire, req.conf)
+	if berr != nil {
+		return req, newError(codeInvalidConfig, "netconf on stdin cannot be forwarded: "+berr.Error())
 	}
 	// What stewardd reads at most: a bigger request could only be refused, and a DEL spooled
 	// that big would be set aside at ingest and never run.
 	if len(body) > maxRequestBytes {
-		return fail(newError(codeInvalidConfig, "the request (netconf and CNI_* variables) is "+strconv.Itoa(len(body))+
-			" bytes, more than the "+strconv.Itoa(maxRequestBytes)+" stewardd reads"))
+		return req, newError(codeInvalidConfig, "the request (netconf and CNI_* variables) is "+strconv.Itoa(len(body))+
+			" bytes, more than the "+strconv.Itoa(maxRequestBytes)+" stewardd reads")
 	}
+	req.body = body
 
-	elapsed := in.elapsed()
-	timeouts, hasTimeouts := conf.keys["timeouts"]
+	timeouts, hasTimeouts := req.conf.keys["timeouts"]
 	if !hasTimeouts {
 		timeouts = nil
 	}
-	b, boundErr := commandBound(ce.command, timeouts, elapsed)
+	b, boundErr := commandBound(req.command, timeouts, in.elapsed())
 	if boundErr != nil {
 		if !lenient {
-			return fail(boundErr)
+			return req, boundErr
 		}
-		b, _ = commandBound(ce.command, nil, elapsed)
+		b, _ = commandBound(req.command, nil, in.elapsed())
 	}
+	req.bound = b
+	req.trace = traceHeaders(in.env)
+	return req, nil
+}
 
-	// The headers carry this shim's protocol version with the hints.
-	r, err := send(socket, cniRoute, body, b.remaining, hintHeaders(wire, conf))
+// headers: the admission hints, the protocol version and the trace context.
+func (req request) headers(wire env) [][2]string {
+	return append(hintHeaders(wire, req.conf), req.trace...)
+}
+
+// deliver sends the request. It returns stewardd's answer; nil and no error when a DEL was
+// spooled instead (stewardd drains the spool when it is back, per container, before that
+// container's next ADD: the teardown is only postponed).
+func deliver(req request, send sender, spool spooler, elapsed func() time.Duration) (*reply, *cniError) {
+	r, err := send(req.socket, cniRoute, req.body, req.bound.remaining, req.headers(req.wire))
 	if err != nil {
 		var u *unreachableError
-		if !errors.As(err, &u) {
-			panic(err)
+		var bad *badAnswerError
+		switch {
+		case errors.As(err, &u):
+			return nil, unreachableOutcome(req, u, spool)
+		case errors.As(err, &bad):
+			return nil, newError(codeInternal, "stewardd at "+req.socket+" answered, but not with a usable HTTP answer: "+bad.reason)
 		}
-		reason := u.reason
-		if u.timeout {
-			reason = "no answer within " + b.label
-		}
-		switch ce.command {
-		case "STATUS":
-			return fail(newError(codePluginNotAvailable, "stewardd is unreachable at "+socket+" ("+reason+")"))
-		case "DEL":
-			// stewardd drains the spool when it is back (per container, before that container's
-			// next ADD), so the teardown is only postponed.
-			if _, serr := spool(spoolDir, ce.containerID, body); serr != nil {
-				return fail(newError(codeTryAgainLater, "stewardd is unreachable at "+socket+" ("+reason+
-					") and the DEL could not be spooled to "+spoolDir+": "+serr.Error()))
-			}
-			return nil, 0
-		}
-		return fail(newError(codeTryAgainLater, "stewardd is unreachable at "+socket+" ("+reason+"); try again later"))
+		return nil, newError(codeInternal, "steward shim: the request to stewardd at "+req.socket+" failed: "+err.Error())
 	}
-
-	if skew := versionSkew(ce.command, r, socket); skew != nil {
+	if skew := versionSkew(req.command, r, req.socket); skew != nil {
 		// A DEL must never be lost: stewardd replays the spool when it starts, i.e. once the
 		// DaemonSet is rolled to the shim's release (an older daemon that served it answered 200).
-		if ce.command == "DEL" && r.status != 200 {
-			if _, serr := spool(spoolDir, ce.containerID, body); serr == nil {
-				return nil, 0
+		if req.command == "DEL" && r.status != 200 {
+			if _, serr := spool(req.spoolDir, req.containerID, req.body); serr == nil {
+				return nil, nil
 			}
 		}
 		// An older stewardd carried the ADD out (its delegates allocated) before its answer showed
 		// the skew: the runtime is told the ADD failed and sends no DEL after that (containerd
 		// 1.6.37+, 1.7.23+, 2.x), so the shim undoes it itself before answering.
-		if ce.command == "ADD" && r.status == 200 {
-			skew.Msg += "; " + undoSkewedAdd(wire, conf, socket, spoolDir, ce.containerID, send, spool, in.elapsed)
+		if req.command == "ADD" && r.status == 200 {
+			skew.Msg += "; " + undoSkewedAdd(req, send, spool, elapsed)
 		}
-		return fail(skew)
+		return nil, skew
 	}
+	return &r, nil
+}
+
+// unreachableOutcome: what the runtime hears when stewardd could not be reached or did not answer
+// in full within the bound. nil when a DEL was spooled.
+func unreachableOutcome(req request, u *unreachableError, spool spooler) *cniError {
+	reason := u.reason
+	if u.timeout {
+		reason = "no answer within " + req.bound.label
+	}
+	where := "stewardd is unreachable at " + req.socket + " (" + reason + ")"
+	switch req.command {
+	case "STATUS":
+		return newError(codePluginNotAvailable, where)
+	case "DEL":
+		if _, serr := spool(req.spoolDir, req.containerID, req.body); serr != nil {
+			return newError(codeTryAgainLater, where+" and the DEL could not be spooled to "+req.spoolDir+": "+serr.Error())
+		}
+		return nil
+	}
+	return newError(codeTryAgainLater, where+"; try again later")
+}
+
+// readAnswer: stewardd's answer as the runtime gets it. A 200 is printed as it came (an ADD or
+// CHECK result must be a JSON object: libcni would fail on anything else after the interfaces
+// exist); a CNI error keeps its words; anything else is 104 naming stewardd.
+func readAnswer(req request, r reply) ([]byte, int) {
 	if r.status == 200 {
+		if (req.command == "ADD" || req.command == "CHECK") && !isJSONObject(r.body) {
+			return (&cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the " + req.command +
+				" with 200 and a body that is not a JSON object", Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
+		}
 		return r.body, 0
 	}
-	if e, _, _ := parseCNIError(r.body); e != nil {
-		// STATUS: whatever keeps stewardd from serving (degraded, not ready, shutting down: 11;
-		// its own bug: 104) means "the plugin is not available" to the runtime; a fault in the
-		// request itself (its version, environment or netconf) keeps its own code.
-		if ce.command == "STATUS" && (e.Code == codeTryAgainLater || e.Code == codeInternal) {
-			return fail(newError(codePluginNotAvailable, "stewardd is not available: "+e.Msg))
-		}
-		return r.body, 1
+	e, _, ok := daemonError(r.body)
+	if !ok {
+		return (&cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
+			Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
 	}
-	return fail(&cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
-		Details: firstChars(string(r.body), 200)})
+	// STATUS: whatever keeps stewardd from serving (degraded, not ready, shutting down: 11;
+	// its own bug: 104) means "the plugin is not available" to the runtime; a fault in the
+	// request itself (its version, environment or netconf) keeps its own code.
+	if req.command == "STATUS" && (e.Code == codeTryAgainLater || e.Code == codeInternal) {
+		return newError(codePluginNotAvailable, "stewardd is not available: "+e.Msg).encode(req.cniVersion), 1
+	}
+	return r.body, 1
+}
+
+func isJSONObject(b []byte) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(b, &obj) == nil && obj != nil
 }
 
 // undoSkewedAdd sends the DEL of an ADD an older stewardd served (within the DEL's own bound, as
 // the runtime would have sent it), or spools it when that DEL gets no 200; it says which.
-func undoSkewedAdd(wire env, conf *netconf, socket, spoolDir, containerID string, send sender, spool spooler,
-	elapsed func() time.Duration) string {
+func undoSkewedAdd(req request, send sender, spool spooler, elapsed func() time.Duration) string {
 	del := env{}
-	for k, v := range wire {
+	for k, v := range req.wire {
 		del[k] = v
 	}
 	del["CNI_COMMAND"] = "DEL"
-	body, err := requestBody(del, conf)
+	body, err := requestBody(del, req.conf)
 	if err != nil {
 		return "its ADD could not be undone: " + err.Error()
 	}
 	b, _ := commandBound("DEL", nil, elapsed())
-	if r, err := send(socket, cniRoute, body, b.remaining, hintHeaders(del, conf)); err == nil && r.status == 200 {
+	if r, err := send(req.socket, cniRoute, body, b.remaining, req.headers(del)); err == nil && r.status == 200 {
 		return "the ADD it carried out was undone (DEL answered)"
 	}
-	if _, serr := spool(spoolDir, containerID, body); serr != nil {
+	if _, serr := spool(req.spoolDir, req.containerID, body); serr != nil {
 		return "its ADD could not be undone (the DEL failed and could not be spooled: " + serr.Error() + ")"
 	}
 	return "the ADD it carried out is undone by a spooled DEL when stewardd next starts"
@@ -277,10 +314,45 @@ func versionSkew(command string, r reply, socket string) *cniError {
 	if r.status == 200 {
 		return nil
 	}
-	e, _, _ := parseCNIError(r.body)
+	e, _, _ := daemonError(r.body)
 	if e == nil || e.Code != codeVersionSkew {
 		return nil
 	}
 	return newError(code, e.Msg+" (this shim speaks protocol "+strconv.Itoa(protocolVersion)+"; stewardd at "+socket+
 		" answered protocol "+r.protocol+")")
+}
+
+// failureSafe rewrites a DEL's failure so no runtime can read it as success.
+func failureSafe(stdout []byte) []byte {
+	e, v, ok := daemonError(stdout)
+	if !ok {
+		return []byte(failureSafeText(string(stdout)))
+	}
+	if v == "" {
+		v = latestVersion
+	}
+	// The version too: it can be stewardd's own string, passed on.
+	e.Msg, e.Details, v = failureSafeText(e.Msg), failureSafeText(e.Details), failureSafeText(v)
+	return e.encode(v)
+}
+
+// stdinBound: how long the shim waits for stdin to be written and closed, and its name: the
+// command's default bound (the netconf, which could change it, is what is being read), what is
+// left of STATUS's.
+func stdinBound(e env, elapsed time.Duration) bound {
+	command := e.get("CNI_COMMAND")
+	switch command {
+	case "VERSION": // answered by the shim itself, as fast as STATUS
+		command = "STATUS"
+	case "STATUS", "DEL":
+	default:
+		command = "ADD"
+	}
+	b, _ := commandBound(command, nil, elapsed)
+	return b
+}
+
+// stdinNotClosed is the answer when stdin stayed open past its bound, which it names.
+func stdinNotClosed(b bound) []byte {
+	return newError(codeDecodeFailure, "stdin was not closed within "+b.label+": no netconf to act on").encode(latestVersion)
 }

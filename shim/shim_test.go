@@ -52,7 +52,7 @@ func TestADelFallsBackToTheDefaultsOfTheShimsOwnKeys(t *testing.T) {
 		if code != 0 || len(out) != 0 {
 			t.Fatalf("%s: %d %s", conf, code, out)
 		}
-		if len(calls) != 1 || calls[0].socket != defaultSocket || calls[0].timeout != defaultCommandBound {
+		if len(calls) != 1 || calls[0].socket != defaultSocket || calls[0].timeout != delBound {
 			t.Errorf("%s: sent %+v", conf, calls)
 		}
 		if len(dirs) != 1 || dirs[0] != defaultSpoolDir {
@@ -65,7 +65,7 @@ func TestTheNetconfsSocketAndBoundAreUsed(t *testing.T) {
 	var calls []sendCall
 	env := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
 	_, code := run(input{env: env, stdin: []byte(`{"socket":"/x/s.sock","timeouts":{"add":2500,"add":3000,"del":7}}`), elapsed: zero},
-		fakeSend(&calls, reply{status: 200, hasProtocol: true, protocol: "2"}, nil), nil)
+		fakeSend(&calls, reply{status: 200, body: []byte("{}"), hasProtocol: true, protocol: "2"}, nil), nil)
 	if code != 0 || calls[0].socket != "/x/s.sock" || calls[0].timeout != 3*time.Second {
 		t.Errorf("%d %+v", code, calls)
 	}
@@ -76,15 +76,17 @@ func TestTheNetconfsSocketAndBoundAreUsed(t *testing.T) {
 }
 
 func TestAnErrorFromTheSenderThatIsNotUnreachableIsCode104AndNotSpooled(t *testing.T) {
-	var calls []sendCall
-	var dirs []string
-	out, code := run(input{env: delEnv, stdin: []byte(`{"cniVersion":"0.4.0"}`), elapsed: zero},
-		fakeSend(&calls, reply{}, errors.New("bug in client: not found")), fakeSpool(&dirs, nil))
-	if code != 1 || !strings.Contains(string(out), `"code":104`) || !strings.Contains(string(out), "unexpected error: bug in client: not-found") {
-		t.Errorf("%d %s", code, out)
-	}
-	if len(dirs) != 0 {
-		t.Errorf("spooled %v", dirs)
+	for _, err := range []error{errors.New("bug in client: not found"), &badAnswerError{reason: "not found in the answer"}} {
+		var calls []sendCall
+		var dirs []string
+		out, code := run(input{env: delEnv, stdin: []byte(`{"cniVersion":"0.4.0"}`), elapsed: zero},
+			fakeSend(&calls, reply{}, err), fakeSpool(&dirs, nil))
+		if code != 1 || !strings.Contains(string(out), `"code":104`) || !strings.Contains(string(out), "not-found") {
+			t.Errorf("%v: %d %s", err, code, out)
+		}
+		if len(dirs) != 0 {
+			t.Errorf("%v: spooled %v", err, dirs)
+		}
 	}
 }
 
@@ -97,13 +99,13 @@ func TestSTATUSCountsTheTimeSinceTheProcessStarted(t *testing.T) {
 			t.Errorf("%v: %+v %v", c.elapsed, b, err)
 		}
 	}
-	if got := stdinBound(env{"CNI_COMMAND": "STATUS"}, 0); got != statusBound {
-		t.Errorf("stdin bound for STATUS %v", got)
+	for command, want := range map[string]time.Duration{"STATUS": statusBound, "VERSION": statusBound, "DEL": delBound, "ADD": addBound, "": addBound} {
+		if got := stdinBound(env{"CNI_COMMAND": command}, 0); got.remaining != want {
+			t.Errorf("stdin bound for %q: %v", command, got)
+		}
 	}
-	if got := stdinBound(env{"CNI_COMMAND": "DEL"}, 0); got != defaultCommandBound {
-		t.Errorf("stdin bound for DEL %v", got)
-	}
-	if got := string(stdinNotClosed(1499600 * time.Microsecond)); !strings.Contains(got, "within 1500 ms") {
+	// The message names the bound, not what was left of it when stdin was read.
+	if got := string(stdinNotClosed(stdinBound(env{"CNI_COMMAND": "STATUS"}, 749600*time.Microsecond))); !strings.Contains(got, "within the STATUS bound of 750 ms") {
 		t.Error(got)
 	}
 }
@@ -121,33 +123,50 @@ func TestFailureSafeRewritesWhatIsNotACNIError(t *testing.T) {
 	}
 }
 
-func TestErrorsAreWrittenAsJSONStringifyWritesThem(t *testing.T) {
-	e := &cniError{Code: 1.5, Msg: "a\"\\\b\f\n\r\t\x01\x7f é \xff <&> \u2028", Details: "d"}
-	want := `{"cniVersion":"1.0.0","code":1.5,"msg":"a\"\\\b\f\n\r\t\u0001` + "\x7f é \uFFFD <&> \u2028" + `","details":"d"}`
+func TestErrorsAreWrittenAsJSONWithoutHTMLEscapes(t *testing.T) {
+	e := &cniError{Code: 7, Msg: "a\"\\\n\t\x01 é \xff <&>", Details: "d"}
+	want := `{"cniVersion":"1.0.0","code":7,"msg":"a\"\\\n\t\u0001 é \ufffd <&>","details":"d"}`
 	if got := string(e.encode("1.0.0")); got != want {
 		t.Errorf("\n got %s\nwant %s", got, want)
 	}
-	for f, want := range map[float64]string{1e21: "1e+21", -3: "-3", 0.1: "0.1", 1e15: "1000000000000000"} {
-		if got := string(appendJSONNumber(nil, f)); got != want {
-			t.Errorf("%v: %s", f, got)
-		}
+	if got := string((&cniError{Code: 3, Msg: "m"}).encode("0.4.0")); got != `{"cniVersion":"0.4.0","code":3,"msg":"m"}` {
+		t.Errorf("no details: %s", got)
 	}
 	if e.Error() != e.Msg {
 		t.Error("Error()")
 	}
 }
 
+func TestADaemonErrorIsAnObjectWithAnIntegerCodeAndAStringMsg(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"code":3,"msg":"m","details":"d","cniVersion":"1.0.0"}`: true,
+		`{"code":3,"msg":"m","details":5}`:                        true,
+		`{"code":3.5,"msg":"m"}`:                                  false,
+		`{"code":"3","msg":"m"}`:                                  false,
+		`{"CODE":3,"msg":"m"}`:                                    false,
+		`{"code":3,"msg":null}`:                                   false,
+		`null`:                                                    false,
+		`[1]`:                                                     false,
+	} {
+		e, _, ok := daemonError([]byte(body))
+		if ok != want || (ok && (e.Code != 3 || e.Msg != "m")) {
+			t.Errorf("%s: %v %+v", body, ok, e)
+		}
+	}
+	e, v, _ := daemonError([]byte(`{"code":3,"msg":"m","details":"d","cniVersion":"1.0.0"}`))
+	if e.Details != "d" || v != "1.0.0" {
+		t.Errorf("%+v %q", e, v)
+	}
+}
+
 func TestClipCutsLongTextSayingHowMuch(t *testing.T) {
-	if got := clip("abcdef", 4); got != "abcd… [2 more characters cut]" {
+	if got := clip("abcdef", 4); got != "abcd… [2 more bytes cut]" {
 		t.Error(got)
 	}
-	if got := clip("ab😀cd", 3); got != "ab… [4 more characters cut]" {
+	if got := clip("abé", 3); got != "ab… [2 more bytes cut]" {
 		t.Error(got)
 	}
 	if got := clip("abc", 4); got != "abc" {
-		t.Error(got)
-	}
-	if got := utf16Len("😀é"); got != 3 {
 		t.Error(got)
 	}
 }
@@ -158,7 +177,7 @@ func TestNamesAndIfnames(t *testing.T) {
 			t.Errorf("name %q", name)
 		}
 	}
-	for name, ok := range map[string]bool{"eth0": true, ".": false, "a\u3000b": false, "a\u2003b": false, "e\x01": false, "": false} {
+	for name, ok := range map[string]bool{"eth0": true, ".": false, "a\u3000b": false, "a\u2003b": false, "a\ufeffb": false, "a\u0085b": true, "e\x01": false, "": false} {
 		if (checkIfName(name) == "") != ok {
 			t.Errorf("ifname %q", name)
 		}
@@ -256,7 +275,7 @@ func TestWriteStdoutWritesEverythingToANonBlockingPipe(t *testing.T) {
 			}
 		}
 	}()
-	writeStdout(fd, data)
+	writeAll(fd, data)
 	w.Close()
 	if n := <-got; n != len(data) {
 		t.Errorf("read %d of %d", n, len(data))
@@ -270,7 +289,7 @@ func TestWriteStdoutToAClosedPipeReturns(t *testing.T) {
 	}
 	r.Close()
 	defer w.Close()
-	writeStdout(int(w.Fd()), []byte("answer")) // EPIPE: nothing to do, and no SIGPIPE death
+	writeAll(int(w.Fd()), []byte("answer")) // EPIPE: nothing to do, and no SIGPIPE death
 }
 
 func TestSpoolFailsWholeWhenItsDirectoryCannotBeMade(t *testing.T) {

@@ -100,7 +100,7 @@ func isGen(raw json.RawMessage) bool {
 	return bytes.Contains(raw, []byte(`"$repeat"`)) || bytes.Contains(raw, []byte(`"$hex"`))
 }
 
-func encodeJSON(t testing.TB, v interface{}) []byte {
+func encodeTestJSON(t testing.TB, v interface{}) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -142,7 +142,7 @@ func stdinOf(t testing.TB, f vectorFile, raw json.RawMessage, subst *strings.Rep
 			}
 			conf[k] = x
 		}
-		return []byte(subst.Replace(string(encodeJSON(t, conf)))), false
+		return []byte(subst.Replace(string(encodeTestJSON(t, conf)))), false
 	}
 	if parts, ok := obj["$parts"]; ok {
 		var list []json.RawMessage
@@ -171,7 +171,7 @@ func stdinOf(t testing.TB, f vectorFile, raw json.RawMessage, subst *strings.Rep
 	if err := json.Unmarshal(raw, &x); err != nil {
 		t.Fatal(err)
 	}
-	return []byte(subst.Replace(string(encodeJSON(t, x)))), false
+	return []byte(subst.Replace(string(encodeTestJSON(t, x)))), false
 }
 
 // recorded is one request the fake stewardd read.

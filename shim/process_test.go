@@ -1,0 +1,213 @@
+// The process itself: the built binary run as a runtime would run it, with its standard
+// descriptors closed or open, against a fake stewardd that records every byte it receives. This is
+// what main wires (environment, stdin, stdout, exit code) and nothing in run.go can show.
+
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// buildShim builds this package once per test binary into a temp dir.
+var buildShim = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "stb")
+	if err != nil {
+		return "", err
+	}
+	exe := filepath.Join(dir, "steward")
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=test-build", "-o", exe, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &exec.ExitError{Stderr: out}
+	}
+	return exe, nil
+})
+
+func shimBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	exe, err := buildShim()
+	if err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return exe
+}
+
+// recordingDaemon accepts connections on a Unix socket, answers each request once it has arrived,
+// half-closes and keeps reading until the client closes: every byte the client sent is recorded.
+type recordingDaemon struct {
+	mu    sync.Mutex
+	conns [][]byte
+	wg    sync.WaitGroup
+}
+
+func startRecordingDaemon(t *testing.T, socket, answer string) *recordingDaemon {
+	t.Helper()
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &recordingDaemon{}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d.wg.Add(1)
+			go func() {
+				defer d.wg.Done()
+				defer c.Close()
+				var got []byte
+				buf := make([]byte, 64*1024)
+				answered := false
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				for {
+					n, err := c.Read(buf)
+					got = append(got, buf[:n]...)
+					if !answered && bytes.Contains(got, []byte("\r\n\r\n")) && requestComplete(got) {
+						_, _ = io.WriteString(c, answer)
+						// Half-closed: the client sees the answer end, and what it sends after is still read.
+						_ = c.(*net.UnixConn).CloseWrite()
+						answered = true
+					}
+					if err != nil {
+						break
+					}
+				}
+				d.mu.Lock()
+				d.conns = append(d.conns, got)
+				d.mu.Unlock()
+			}()
+		}
+	}()
+	return d
+}
+
+// requestComplete: the head and Content-Length bytes of body have arrived.
+func requestComplete(b []byte) bool {
+	end := bytes.Index(b, []byte("\r\n\r\n"))
+	head := strings.ToLower(string(b[:end]))
+	i := strings.Index(head, "content-length: ")
+	if i < 0 {
+		return true
+	}
+	n := 0
+	for _, c := range head[i+len("content-length: "):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return len(b)-end-4 >= n
+}
+
+func (d *recordingDaemon) received() [][]byte {
+	d.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conns
+}
+
+const okAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Steward-Protocol: 2\r\nContent-Length: 22\r\n\r\n{\"cniVersion\":\"1.0.0\"}"
+
+func TestWithItsStandardDescriptorsClosedTheShimSendsOnlyTheRequest(t *testing.T) {
+	exe := shimBinary(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "s.sock")
+	d := startRecordingDaemon(t, socket, okAnswer)
+	conf := `{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `","delegates":[{"name":"d","type":"bridge"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// stdin from the file, stdout and stderr closed: without /dev/null on fd 1, the socket would
+	// be fd 1 and the printed answer would travel back to stewardd.
+	cmd := exec.Command("/bin/sh", "-c", `exec "$0" <"$1" >&- 2>&-`, exe, filepath.Join(dir, "conf"))
+	cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_NETNS=/n", "CNI_IFNAME=eth0", "CNI_PATH=/p"}
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	conns := d.received()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections", len(conns))
+	}
+	end := bytes.Index(conns[0], []byte("\r\n\r\n"))
+	if body := conns[0][end+4:]; !bytes.HasPrefix(body, []byte(`{"env":`)) || !bytes.HasSuffix(body, []byte("}}")) || bytes.Contains(body, []byte("cniVersion\":\"1.0.0\"}{")) {
+		t.Errorf("stewardd received more than the request: %q", body)
+	}
+}
+
+func TestTheBinaryPrintsTheAnswerAndExitsWithItsCode(t *testing.T) {
+	exe := shimBinary(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "s.sock")
+	startRecordingDaemon(t, socket, okAnswer)
+	cmd := exec.Command(exe)
+	cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_NETNS=/n", "CNI_IFNAME=eth0", "CNI_PATH=/p"}
+	cmd.Stdin = strings.NewReader(`{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `"}`)
+	out, err := cmd.Output()
+	if err != nil || string(out) != `{"cniVersion":"1.0.0"}` {
+		t.Errorf("%v %q", err, out)
+	}
+	cmd = exec.Command(exe)
+	cmd.Env = []string{"CNI_COMMAND=ADD"}
+	cmd.Stdin = strings.NewReader(`{"cniVersion":"0.4.0"}`)
+	out, err = cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasPrefix(string(out), `{"cniVersion":"0.4.0","code":4,`) {
+		t.Errorf("%v %q", err, out)
+	}
+}
+
+func TestVersionAndAboutAreForAPerson(t *testing.T) {
+	exe := shimBinary(t)
+	out, err := exec.Command(exe, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "steward test-build (go1.") {
+		t.Errorf("--version: %v %q", err, out)
+	}
+	// No CNI_COMMAND: the about text on stderr, the CNI error on stdout, code 4.
+	cmd := exec.Command(exe)
+	cmd.Env = []string{}
+	cmd.Stdin = strings.NewReader("")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err = cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), `"code":4`) {
+		t.Errorf("%v %q", err, out)
+	}
+	if !strings.Contains(stderr.String(), "steward test-build: the CNI plugin of cni-steward") {
+		t.Errorf("about: %q", stderr.String())
+	}
+}
+
+func TestVERSIONAnswersOnceItHasAWholeJSONValueWithoutWaitingForStdinToClose(t *testing.T) {
+	exe := shimBinary(t)
+	cmd := exec.Command(exe)
+	cmd.Env = []string{"CNI_COMMAND=VERSION"}
+	w, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	_, _ = io.WriteString(w, `{"cniVersion":"0.4.0"}`)
+	// stdin stays open: the answer is the version asked for, not a timeout's newest.
+	if err := cmd.Wait(); err != nil || !strings.HasPrefix(out.String(), `{"cniVersion":"0.4.0","supportedVersions"`) {
+		t.Errorf("%v %q", err, out.String())
+	}
+}
