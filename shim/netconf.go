@@ -142,10 +142,11 @@ func tooDeep(b []byte, max int) bool {
 	return false
 }
 
-// present: the key is there and not null: null is the default, on both sides of the contract.
+// present: the key is there. null is a value, and not a string: the shim's keys refuse it as
+// stewardd's schema does (daemon/src/engine/netconf.ts), so both sides decide it once.
 func (n *netconf) present(key string) bool {
-	raw, ok := n.keys[key]
-	return ok && !bytes.Equal(raw, []byte("null"))
+	_, ok := n.keys[key]
+	return ok
 }
 
 // str is the key's value when it is a JSON string.
