@@ -14,7 +14,7 @@ import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
-import { SHIM, shim, type ShimAnswer, type ShimCall } from '../helpers/shim.js';
+import { SHIM, cniEnv, execPlugin, shim, type ShimAnswer, type ShimCall } from '../helpers/shim.js';
 
 const env = new TestEnv('shim-bounds');
 after(() => env.close());
@@ -28,6 +28,8 @@ const STATUS_LIMIT_MS = 1000;
  */
 const STATUS_OWN_LIMIT_MS = 750 + 60;
 const TICK_MS = 1000 / 100; // getconf CLK_TCK: 100 on Linux
+/** The tightest DEL deadline of a runtime: CRI-O gives a CNI DEL 1 minute (the kubelet StopPodSandbox 2). */
+const RUNTIME_DEL_DEADLINE_S = 60;
 
 /** Seconds since boot (/proc/uptime), and a process's start in the same clock (/proc/PID/stat field 22). */
 const uptimeMs = () => Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 1000;
@@ -176,6 +178,41 @@ describe('shim request bounds', () => {
     assert.equal(fixtureCalls(fx, 'DEL').length, 1);
     const back = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
     assert.equal(back.code, 0, back.stdout);
+    await daemon.stop();
+  });
+
+  it("a DEL on a frozen stewardd with the default bound, under a runtime's deadline (timeout -s KILL 60, CRI-O's minute): spooled, exit 0; after SIGCONT one delegate DEL", async () => {
+    const { daemon, pid } = await freezable('deadline', ['--retry-base-ms', '200']);
+    const fx = join(env.dir, 'deadline-fx');
+    // No "timeouts": the shim's own default DEL bound decides, as on a node.
+    const conf = stewardConf(daemon.socket, '1.1.0', [delegate('dlnet', '1.1.0', [fixturePlugin(fx)])]);
+    const netns = env.netns();
+    assert.equal((await shim({ command: 'ADD', containerId: 'dl', netns }, conf)).code, 0);
+
+    process.kill(pid, 'SIGSTOP');
+    const t0 = performance.now();
+    const del = await execPlugin(
+      'timeout',
+      cniEnv({ command: 'DEL', containerId: 'dl', netns }),
+      JSON.stringify(conf),
+      { args: ['-s', 'KILL', String(RUNTIME_DEL_DEADLINE_S), SHIM] },
+    );
+    const ms = performance.now() - t0;
+    // Killed by the runtime's deadline, the DEL would be neither done nor queued.
+    assert.equal(del.signal, null, `killed after ${Math.round(ms)} ms`);
+    assert.equal(del.code, 0, `${del.stdout} after ${Math.round(ms)} ms`);
+    assert.ok(ms < RUNTIME_DEL_DEADLINE_S * 1000, `${ms} ms`);
+    assert.equal(spooled(daemon.spoolDir).length, 1);
+    assert.equal(fixtureCalls(fx, 'DEL').length, 0);
+
+    process.kill(pid, 'SIGCONT');
+    await daemon.waitFor('the DEL to run', () => fixtureCalls(fx, 'DEL').length >= 1);
+    await daemon.waitFor('the spool to drain', () => spooled(daemon.spoolDir).length === 0);
+    await daemon.waitFor(
+      'the attachment to be torn down',
+      async () => (await daemon.attachment('dl'))?.state === 'deleted',
+    );
+    assert.equal(fixtureCalls(fx, 'DEL').length, 1, fixtureCalls(fx).join('\n'));
     await daemon.stop();
   });
 
