@@ -40,6 +40,14 @@ const (
 	// every 5 s under a lock with no deadline of its own). Not overridable in the netconf.
 	statusBound = 750 * time.Millisecond
 
+	// restartRecordSuffix names the restart record beside the socket (<socket>.restarting), and
+	// maxRestartGrace the longest any record may cover (stewardd's --restart-grace is at most this).
+	restartRecordSuffix = ".restarting"
+	maxRestartGrace     = 120 * time.Second
+	bootIDFile          = "/proc/sys/kernel/random/boot_id"
+	// restartPoll: how often an ADD, CHECK or GC looks for the successor during a restart.
+	restartPoll = 100 * time.Millisecond
+
 	// The netconf's "timeouts" (ms) may set each bound from 1 ms up to these.
 	maxAddTimeoutMs   = 200000
 	maxDelTimeoutMs   = 50000

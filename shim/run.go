@@ -19,6 +19,10 @@ type input struct {
 	env     env
 	stdin   []byte
 	elapsed func() time.Duration
+	// restart tells whether a planned restart of stewardd covers its absence (restart.go); nil:
+	// never. sleep waits between looks for the successor (time.Sleep unless a test says).
+	restart restartLeft
+	sleep   func(time.Duration)
 }
 
 // request is one call, read and checked: what to send to which socket, within what bound.
@@ -54,11 +58,11 @@ func answer(in input, send sender, spool spooler) ([]byte, int) {
 	if err != nil {
 		return err.encode(req.cniVersion), 1
 	}
-	r, err := deliver(req, send, spool, in.elapsed)
+	r, err := deliver(req, in, send, spool)
 	if err != nil {
 		return err.encode(req.cniVersion), 1
 	}
-	if r == nil { // a DEL spooled: stewardd carries it out when it is back
+	if r == nil { // a DEL spooled (stewardd carries it out when it is back), or STATUS through a restart
 		return nil, 0
 	}
 	return readAnswer(req, *r)
@@ -178,9 +182,33 @@ func (req request) headers(wire env) [][2]string {
 
 // deliver sends the request. It returns stewardd's answer; nil and no error when a DEL was
 // spooled instead (stewardd drains the spool when it is back, per container, before that
-// container's next ADD: the teardown is only postponed).
-func deliver(req request, send sender, spool spooler, elapsed func() time.Duration) (*reply, *cniError) {
-	r, err := send(req.socket, cniRoute, req.body, req.bound.remaining, req.headers(req.wire))
+// container's next ADD: the teardown is only postponed), or when STATUS found stewardd in a
+// planned restart (the network is no less ready for it).
+func deliver(req request, in input, send sender, spool spooler) (*reply, *cniError) {
+	start := in.elapsed()
+	remaining := req.bound.remaining
+	var r reply
+	var err error
+	for {
+		r, err = send(req.socket, cniRoute, req.body, remaining, req.headers(req.wire))
+		if req.command == "DEL" || in.restart == nil || !restartGap(err, r) {
+			break
+		}
+		left := in.restart(req.socket)
+		if left <= 0 {
+			break
+		}
+		if req.command == "STATUS" {
+			return nil, nil
+		}
+		// ADD, CHECK, GC: the successor is coming; look again, within the record and the bound.
+		waited := in.elapsed() - start
+		if waited+restartPoll >= req.bound.remaining {
+			break
+		}
+		in.sleep(min(restartPoll, left))
+		remaining = req.bound.remaining - (in.elapsed() - start)
+	}
 	if err != nil {
 		var u *unreachableError
 		var bad *badAnswerError
@@ -204,11 +232,26 @@ func deliver(req request, send sender, spool spooler, elapsed func() time.Durati
 		// the skew: the runtime is told the ADD failed and sends no DEL after that (containerd
 		// 1.6.37+, 1.7.23+, 2.x), so the shim undoes it itself before answering.
 		if req.command == "ADD" && r.status == 200 {
-			skew.Msg += "; " + undoSkewedAdd(req, send, spool, elapsed)
+			skew.Msg += "; " + undoSkewedAdd(req, send, spool, in.elapsed)
 		}
 		return nil, skew
 	}
 	return &r, nil
+}
+
+// restartGap: what stewardd's restart looks like from the shim: its socket gone or refusing (not
+// a frozen one: no answer within the bound is no restart), or stewardd answering that it is
+// shutting down or not ready yet (11, 50). Nothing was run for such an answer.
+func restartGap(err error, r reply) bool {
+	if err != nil {
+		var u *unreachableError
+		return errors.As(err, &u) && !u.timeout
+	}
+	if r.status == 200 {
+		return false
+	}
+	e, _, ok := daemonError(r.body)
+	return ok && (e.Code == codeTryAgainLater || e.Code == codePluginNotAvailable)
 }
 
 // unreachableOutcome: what the runtime hears when stewardd could not be reached or did not answer

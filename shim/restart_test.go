@@ -1,0 +1,116 @@
+// A planned restart seen from the shim: the record's freshness, and what each command does while
+// it covers stewardd's absence (restart.go, run.go deliver).
+
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestARestartRecordCoversOnlyItsOwnBootAndUntilItsDeadline(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	rec := func(boot string, until time.Time) []byte {
+		return []byte(`{"bootId":"` + boot + `","until":` + itoa(until.UnixMilli()) + `,"pid":7}`)
+	}
+	boot := []byte("0b5e\n")
+	for _, c := range []struct {
+		name   string
+		record []byte
+		want   time.Duration
+	}{
+		{"fresh", rec("0b5e", now.Add(5*time.Second)), 5 * time.Second},
+		{"another boot's", rec("1111", now.Add(5*time.Second)), 0},
+		{"past its deadline", rec("0b5e", now.Add(-time.Millisecond)), 0},
+		{"promising more than the longest grace", rec("0b5e", now.Add(time.Hour)), maxRestartGrace},
+		{"absent", nil, 0},
+		{"not JSON", []byte("{"), 0},
+	} {
+		if got := recordLeft(c.record, boot, now); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := recordLeft(rec("", now.Add(time.Second)), nil, now); got != 0 {
+		t.Errorf("no boot id on the node: %v", got)
+	}
+}
+
+func itoa(n int64) string { return strings.TrimSpace(string(encodeJSON(n))) }
+
+// restartCall runs one call whose sender answers from replies in turn (the last repeats), with a
+// restart record that covers `left` (0: none) and a clock that the shim's sleeps advance.
+func restartCall(t *testing.T, command string, left time.Duration, replies ...func() (reply, error)) (out []byte, code int, sends int, spooled int, slept time.Duration) {
+	t.Helper()
+	e := env{"CNI_COMMAND": command, "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	send := func(socket, route string, body []byte, timeout time.Duration, headers [][2]string) (reply, error) {
+		i := min(sends, len(replies)-1)
+		sends++
+		return replies[i]()
+	}
+	spool := func(dir, id string, body []byte) (string, error) { spooled++; return dir, nil }
+	in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","timeouts":{"add":2000}}`),
+		elapsed: func() time.Duration { return slept },
+		restart: func(string) time.Duration { return max(0, left-slept) },
+		sleep:   func(d time.Duration) { slept += d }}
+	out, code = run(in, send, spool)
+	return out, code, sends, spooled, slept
+}
+
+var (
+	gone     = func() (reply, error) { return reply{}, &unreachableError{reason: "ENOENT"} }
+	frozen   = func() (reply, error) { return reply{}, &unreachableError{reason: "timed out", timeout: true} }
+	closing  = func() (reply, error) { return daemonAnswer(503, `{"code":11,"msg":"stewardd is shutting down; try again later"}`) }
+	notReady = func() (reply, error) { return daemonAnswer(503, `{"code":50,"msg":"stewardd is not ready (see /readyz)"}`) }
+	added    = func() (reply, error) { return daemonAnswer(200, `{"cniVersion":"1.1.0","ips":[]}`) }
+)
+
+func daemonAnswer(status int, body string) (reply, error) {
+	return reply{status: status, body: []byte(body), protocol: "2", hasProtocol: true}, nil
+}
+
+func TestSTATUSIsReadyWhileARestartRecordCoversAMissingOrClosingStewardd(t *testing.T) {
+	for name, r := range map[string]func() (reply, error){"socket gone": gone, "shutting down": closing, "not ready yet": notReady} {
+		out, code, _, _, _ := restartCall(t, "STATUS", 10*time.Second, r)
+		if code != 0 || len(out) != 0 {
+			t.Errorf("%s: %d %s", name, code, out)
+		}
+		// Without a record the same answer is 50 at once.
+		out, code, sends, _, _ := restartCall(t, "STATUS", 0, r)
+		if code != 1 || !strings.Contains(string(out), `"code":50`) || sends != 1 {
+			t.Errorf("%s without a record: %d %s (%d sends)", name, code, out, sends)
+		}
+	}
+	// A frozen stewardd is no restart, record or not.
+	if out, code, _, _, _ := restartCall(t, "STATUS", 10*time.Second, frozen); code != 1 || !strings.Contains(string(out), `"code":50`) {
+		t.Errorf("frozen: %d %s", code, out)
+	}
+}
+
+func TestAnADDDuringARestartWaitsForTheSuccessor(t *testing.T) {
+	out, code, sends, _, slept := restartCall(t, "ADD", 10*time.Second, gone, closing, gone, added)
+	if code != 0 || !strings.Contains(string(out), `"ips"`) || sends != 4 || slept != 3*restartPoll {
+		t.Errorf("%d %s: %d sends, slept %v", code, out, sends, slept)
+	}
+	// A successor that never comes: 11 once the ADD's own bound (2 s here) is spent, not before.
+	out, code, sends, _, slept = restartCall(t, "ADD", 10*time.Second, gone)
+	if code != 1 || !strings.Contains(string(out), `"code":11`) || slept < 2*time.Second-restartPoll || slept > 2*time.Second {
+		t.Errorf("%d %s: %d sends, slept %v", code, out, sends, slept)
+	}
+	// The record's deadline ends the wait first when it is nearer.
+	_, code, _, _, slept = restartCall(t, "ADD", 350*time.Millisecond, gone)
+	if code != 1 || slept != 350*time.Millisecond {
+		t.Errorf("%d, slept %v", code, slept)
+	}
+}
+
+func TestADELDuringARestartIsSpooledAtOnceAndNothingWaitsWithoutARecord(t *testing.T) {
+	_, code, sends, spooled, slept := restartCall(t, "DEL", 10*time.Second, gone)
+	if code != 0 || sends != 1 || spooled != 1 || slept != 0 {
+		t.Errorf("DEL: %d, %d sends, %d spooled, slept %v", code, sends, spooled, slept)
+	}
+	out, code, sends, _, slept := restartCall(t, "ADD", 0, gone)
+	if code != 1 || !strings.Contains(string(out), `"code":11`) || sends != 1 || slept != 0 {
+		t.Errorf("ADD without a record: %d %s, %d sends, slept %v", code, out, sends, slept)
+	}
+}
