@@ -58,11 +58,15 @@ func restartCall(t *testing.T, command string, left time.Duration, replies ...fu
 }
 
 var (
-	gone     = func() (reply, error) { return reply{}, &unreachableError{reason: "ENOENT"} }
-	frozen   = func() (reply, error) { return reply{}, &unreachableError{reason: "timed out", timeout: true} }
-	closing  = func() (reply, error) { return daemonAnswer(503, `{"code":11,"msg":"stewardd is shutting down; try again later"}`) }
-	notReady = func() (reply, error) { return daemonAnswer(503, `{"code":50,"msg":"stewardd is not ready (see /readyz)"}`) }
-	added    = func() (reply, error) { return daemonAnswer(200, `{"cniVersion":"1.1.0","ips":[]}`) }
+	gone    = func() (reply, error) { return reply{}, &unreachableError{reason: "ENOENT"} }
+	frozen  = func() (reply, error) { return reply{}, &unreachableError{reason: "timed out", timeout: true} }
+	closing = func() (reply, error) {
+		return daemonAnswer(503, `{"code":11,"msg":"stewardd is shutting down; try again later"}`)
+	}
+	notReady = func() (reply, error) {
+		return daemonAnswer(503, `{"code":50,"msg":"stewardd is not ready (see /readyz)"}`)
+	}
+	added = func() (reply, error) { return daemonAnswer(200, `{"cniVersion":"1.1.0","ips":[]}`) }
 )
 
 func daemonAnswer(status int, body string) (reply, error) {
