@@ -43,8 +43,10 @@ const (
 	// restartRecordSuffix names the restart record beside the socket (<socket>.restarting), and
 	// maxRestartGrace the longest any record may cover (stewardd's --restart-grace is at most this).
 	restartRecordSuffix = ".restarting"
-	maxRestartGrace     = 120 * time.Second
-	bootIDFile          = "/proc/sys/kernel/random/boot_id"
+	// statusNotReadySuffix names the note of the last STATUS the shim answered not ready on its own.
+	statusNotReadySuffix = ".status-not-ready"
+	maxRestartGrace      = 120 * time.Second
+	bootIDFile           = "/proc/sys/kernel/random/boot_id"
 	// restartPoll: how often an ADD, CHECK or GC looks for the successor during a restart.
 	restartPoll = 100 * time.Millisecond
 

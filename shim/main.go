@@ -68,7 +68,8 @@ func call(e env, fd int, elapsed func() time.Duration, send sender, spool spoole
 	if !closed && complete == nil {
 		return stdinNotClosed(bound), 1
 	}
-	return run(input{env: e, stdin: stdin, elapsed: elapsed, restart: restartRecordLeft, sleep: time.Sleep}, send, spool)
+	return run(input{env: e, stdin: stdin, elapsed: elapsed, restart: restartRecordLeft, sleep: time.Sleep,
+		noteNotReady: writeNotReadyNote}, send, spool)
 }
 
 // environ: the environment as a map; the first of a repeated name wins, as getenv(3) finds it.

@@ -13,16 +13,19 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"strconv"
 	"time"
 )
 
 // restartLeft: how much longer the restart record beside socket covers a missing or refusing
-// stewardd; 0 when there is none, it is from another boot, or its deadline has passed.
-type restartLeft func(socket string) time.Duration
+// stewardd; 0 when there is none, it is from another boot, or its deadline has passed. seen: a
+// record was there (a restart whose grace ran out, when left is 0).
+type restartLeft func(socket string) (left time.Duration, seen bool)
 
 // restartRecordLeft is the real one: the record and the kernel's boot id, read from the node.
-func restartRecordLeft(socket string) time.Duration {
-	return recordLeft(readSmall(socket+restartRecordSuffix), readSmall(bootIDFile), time.Now())
+func restartRecordLeft(socket string) (time.Duration, bool) {
+	record := readSmall(socket + restartRecordSuffix)
+	return recordLeft(record, readSmall(bootIDFile), time.Now()), len(record) > 0
 }
 
 // recordLeft decides from the record's bytes, the boot id and the time.
@@ -57,4 +60,30 @@ func readSmall(path string) []byte {
 	defer f.Close()
 	b, _ := io.ReadAll(io.LimitReader(f, 4096))
 	return b
+}
+
+// notReadyNote is what the shim leaves beside the socket when it answers STATUS not ready on its
+// own (stewardd could not answer), for stewardd to report once it is back (`stewardd status`,
+// steward_status_not_ready_timestamp_seconds): when, why (unreachable, frozen, grace expired) and
+// the message the runtime got.
+type notReadyNote func(socket, why, msg string)
+
+// writeNotReadyNote is the real one: <socket>.status-not-ready, replaced whole (temp file and
+// rename), never fsynced (it lives in /run; losing it loses a report, nothing else). A socket
+// directory that is gone gets none.
+func writeNotReadyNote(socket, why, msg string) {
+	note := encodeJSON(struct {
+		At     int64  `json:"at"`
+		Why    string `json:"why"`
+		Reason string `json:"reason"`
+	}{time.Now().UnixMilli(), why, msg})
+	path := socket + statusNotReadySuffix
+	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
+	if os.WriteFile(tmp, note, 0o600) != nil {
+		_ = os.Remove(tmp)
+		return
+	}
+	if os.Rename(tmp, path) != nil {
+		_ = os.Remove(tmp)
+	}
 }

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +53,7 @@ func restartCall(t *testing.T, command string, left time.Duration, replies ...fu
 	spool := func(dir, id string, body []byte) (string, error) { spooled++; return dir, nil }
 	in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","timeouts":{"add":2000}}`),
 		elapsed: func() time.Duration { return slept },
-		restart: func(string) time.Duration { return max(0, left-slept) },
+		restart: func(string) (time.Duration, bool) { return max(0, left-slept), left > 0 },
 		sleep:   func(d time.Duration) { slept += d }}
 	out, code = run(in, send, spool)
 	return out, code, sends, spooled, slept
@@ -116,5 +118,51 @@ func TestADELDuringARestartIsSpooledAtOnceAndNothingWaitsWithoutARecord(t *testi
 	out, code, sends, _, slept := restartCall(t, "ADD", 0, gone)
 	if code != 1 || !strings.Contains(string(out), `"code":11`) || sends != 1 || slept != 0 {
 		t.Errorf("ADD without a record: %d %s, %d sends, slept %v", code, out, sends, slept)
+	}
+}
+
+func TestASTATUSAnsweredNotReadyByTheShimIsNotedWithWhy(t *testing.T) {
+	e := env{"CNI_COMMAND": "STATUS", "CNI_PATH": "/p"}
+	for _, c := range []struct {
+		answer func() (reply, error)
+		seen   bool
+		why    string
+		noted  bool
+	}{
+		{gone, false, "unreachable", true},
+		{gone, true, "grace expired", true},
+		{frozen, false, "frozen", true},
+		{notReady, false, "", false}, // stewardd answered: it knows, and says so itself
+	} {
+		var notes [][3]string
+		in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","socket":"/s/sock"}`), elapsed: zero,
+			restart:      func(string) (time.Duration, bool) { return 0, c.seen },
+			noteNotReady: func(socket, why, msg string) { notes = append(notes, [3]string{socket, why, msg}) }}
+		out, code := run(in, func(string, string, []byte, time.Duration, [][2]string) (reply, error) { return c.answer() }, nil)
+		if code != 1 || !strings.Contains(string(out), `"code":50`) {
+			t.Errorf("%s: %d %s", c.why, code, out)
+		}
+		if c.noted != (len(notes) == 1) || (c.noted && (notes[0][0] != "/s/sock" || notes[0][1] != c.why || !strings.Contains(string(out), notes[0][2]))) {
+			t.Errorf("%q: notes %q", c.why, notes)
+		}
+	}
+}
+
+func TestTheNotReadyNoteIsWrittenBesideTheSocket(t *testing.T) {
+	dir := t.TempDir()
+	socket := dir + "/s.sock"
+	writeNotReadyNote(socket, "frozen", "no answer")
+	var note struct {
+		At     int64  `json:"at"`
+		Why    string `json:"why"`
+		Reason string `json:"reason"`
+	}
+	b := readSmall(socket + statusNotReadySuffix)
+	if json.Unmarshal(b, &note) != nil || note.Why != "frozen" || note.Reason != "no answer" || note.At < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Errorf("%s", b)
+	}
+	writeNotReadyNote(dir+"/gone/s.sock", "unreachable", "x") // no directory: nothing, no panic
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("%v", entries)
 	}
 }

@@ -23,6 +23,8 @@ type input struct {
 	// never. sleep waits between looks for the successor (time.Sleep unless a test says).
 	restart restartLeft
 	sleep   func(time.Duration)
+	// noteNotReady records a STATUS the shim answered not ready on its own (nil: not recorded).
+	noteNotReady notReadyNote
 }
 
 // request is one call, read and checked: what to send to which socket, within what bound.
@@ -194,7 +196,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		if req.command == "DEL" || in.restart == nil || !restartGap(err, r) {
 			break
 		}
-		left := in.restart(req.socket)
+		left, _ := in.restart(req.socket)
 		if left <= 0 {
 			break
 		}
@@ -214,7 +216,11 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		var bad *badAnswerError
 		switch {
 		case errors.As(err, &u):
-			return nil, unreachableOutcome(req, u, spool)
+			e := unreachableOutcome(req, u, spool)
+			if req.command == "STATUS" && in.noteNotReady != nil {
+				in.noteNotReady(req.socket, notReadyWhy(req, u, in.restart), e.Msg)
+			}
+			return nil, e
 		case errors.As(err, &bad):
 			return nil, newError(codeInternal, "stewardd at "+req.socket+" answered, but not with a usable HTTP answer: "+bad.reason)
 		}
@@ -237,6 +243,21 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		return nil, skew
 	}
 	return &r, nil
+}
+
+// notReadyWhy names why STATUS found stewardd unavailable: frozen (no answer within the bound),
+// grace expired (a restart record was there, but its successor never served in time), or
+// unreachable (gone: a crash, kill -9, never started).
+func notReadyWhy(req request, u *unreachableError, restart restartLeft) string {
+	if u.timeout {
+		return "frozen"
+	}
+	if restart != nil {
+		if _, seen := restart(req.socket); seen {
+			return "grace expired"
+		}
+	}
+	return "unreachable"
 }
 
 // restartGap: what stewardd's restart looks like from the shim: its socket gone or refusing (not
