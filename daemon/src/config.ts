@@ -6,7 +6,13 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
-import { DEFAULT_SHIM_TIMEOUT_MS, DEFAULT_SOCKET, DEFAULT_STATE_DIR } from '@cni-steward/shared';
+import {
+  DEFAULT_RESTART_GRACE_S,
+  DEFAULT_SHIM_TIMEOUT_MS,
+  DEFAULT_SOCKET,
+  DEFAULT_STATE_DIR,
+  MAX_RESTART_GRACE_S,
+} from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/options.js';
 import { cniVersionMode } from './lifecycle/command-line.js';
@@ -33,6 +39,8 @@ export interface DaemonConfig {
   tombstoneTtlMs: number;
   pruneIntervalMs: number;
   shutdownGraceMs: number;
+  /** --restart-grace: how long the restart record covers the successor's start (shared/src/restart.ts). */
+  restartGraceMs: number;
   logLevel: string;
   cniConfDir: string | undefined;
   /** --cni-version: how the conflist's version is chosen at start, with --cni-conf-dir (lifecycle/cni-version.ts). */
@@ -83,6 +91,9 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --tombstone-ttl SEC      keep finished attachments this long to answer repeated DELs (default 3600)
   --prune-interval SEC     how often finished attachments past the TTL are deleted (default 60)
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
+  --restart-grace SEC      on SIGTERM where the node keeps steward, the shim tells the runtime the network is
+                           ready, and holds ADDs, for this long after serving stops until a successor serves
+                           (0 to 120; default ${DEFAULT_RESTART_GRACE_S}; 0: a restart is told as not ready)
   --cni-conf-dir DIR       watch this CNI conf dir and keep 00-steward.conflist in step with the primary network
   --cni-version auto|primary|0.3.1|0.4.0|1.0.0|1.1.0
                            with --cni-conf-dir: the conflist's cniVersion, decided again at start before
@@ -141,6 +152,7 @@ const RUN_FLAGS = {
   'tombstone-ttl': { type: 'string' },
   'prune-interval': { type: 'string' },
   'shutdown-grace': { type: 'string' },
+  'restart-grace': { type: 'string' },
   'cni-conf-dir': { type: 'string' },
   'cni-version': { type: 'string' },
   shim: { type: 'string' },
@@ -193,6 +205,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     tombstoneTtlMs: int('tombstone-ttl', values['tombstone-ttl'], 3600, 0, problems) * 1000,
     pruneIntervalMs: int('prune-interval', values['prune-interval'], 60, 1, problems) * 1000,
     shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems) * 1000,
+    restartGraceMs: restartGrace(values['restart-grace'], problems),
     logLevel,
     cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
     cniVersion: cniVersionMode(values['cni-version'], problems),
@@ -214,6 +227,18 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   checkDeadlineChain(cfg.pluginTimeoutMs, problems);
   fail(problems, RUN_USAGE);
   return cfg;
+}
+
+/** --restart-grace: seconds, at most what the shim believes a record for. */
+function restartGrace(raw: string | undefined, problems: string[]): number {
+  const s = int('restart-grace', raw, DEFAULT_RESTART_GRACE_S, 0, problems);
+  if (s > MAX_RESTART_GRACE_S) {
+    problems.push(
+      `--restart-grace must be at most ${MAX_RESTART_GRACE_S} (the shim believes a restart record no longer), got "${raw}"`,
+    );
+    return DEFAULT_RESTART_GRACE_S;
+  }
+  return s * 1000;
 }
 
 type RunValues = ReturnType<typeof parseArgs<{ options: typeof RUN_FLAGS }>>['values'];

@@ -15,6 +15,9 @@ import { Engine } from './engine/engine.js';
 import { shutdownSequence } from './lifecycle/shutdown.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
 import { decideCniVersion } from './lifecycle/commands.js';
+import { VERSION_ASK_SERVING_MS, type ConflistVersionChoice } from './lifecycle/cni-version.js';
+import { removeRestartRecord } from './lifecycle/restart-record.js';
+import { StatusNotReady } from './status-not-ready.js';
 import { conflistView } from './lifecycle/conflist-view.js';
 import { ShimCheck } from './lifecycle/shim-check.js';
 import { recover } from './engine/recovery.js';
@@ -110,7 +113,7 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
   const { executor, run, engine, scheduler, spool } = engineParts(cfg, store, metrics, clock, bootId, log);
   let ready = false;
   const runtime = runtimeFor(cfg.runtimeEndpoint);
-  const { decided, watcher, shimCheck } = await nodeInstall(cfg, runtime, log);
+  const { view, watcher, shimCheck, decideVersion } = nodeInstall(cfg, runtime, log);
   const connectionGuard = guardConnections(metrics, log);
   // The listener serving the socket path now: the HTTP server's own, or the one a relisten made.
   let listener: { close(): unknown } | undefined;
@@ -147,16 +150,17 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
     isReady,
     readyProblems,
     isServing: () => ready,
+    statusNotReady: new StatusNotReady(cfg.socket, metrics.registry),
     spoolDraining: () => spool.pending,
     version: VERSION,
     startedAt,
     health,
     audit: (opts) => auditor.run(opts),
-    ...(cfg.cniConfDir ? { conflist: () => conflistView(cfg.stateDir, decided) } : {}),
+    ...(cfg.cniConfDir ? { conflist: () => conflistView(cfg.stateDir, view.decided) } : {}),
   });
   if (cfg.cniConfDir)
     metrics.setConflistSource(() => {
-      const v = conflistView(cfg.stateDir, decided);
+      const v = conflistView(cfg.stateDir, view.decided);
       return v?.cniVersion == null
         ? undefined
         : { cniVersion: v.cniVersion, mode: v.choice.mode, runtime: v.runtime, statusAsked: v.statusAsked };
@@ -170,7 +174,8 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
   // Spooled DELs are drained after the socket opens (spool.ts); their containers wait for them.
   spool.scan();
 
-  // The conflist in step (its version above included) before the first request is served.
+  // The conflist in step before the first request is served (its version: the record's until
+  // decideVersion below has asked the runtime).
   watcher?.scan();
   connectionGuard.watch(app.server);
   await app.listen({ path: cfg.socket });
@@ -179,7 +184,12 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
   selfCheck.start();
   shimCheck?.start();
   ready = true;
+  // Serving: a planned restart's record has done its work (lifecycle/restart-record.ts).
+  if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves');
   watcher?.start();
+  decideVersion().catch((e: unknown) =>
+    log.warn({ err: e }, 'deciding the conflist version failed; the record stands'),
+  );
   void spool.start();
   scheduler.start();
   if (cfg.auditIntervalMs !== undefined)
@@ -262,26 +272,28 @@ function engineParts(
  * With --cni-conf-dir, the node's install this daemon keeps: the conflist's version decided again
  * (lifecycle/cni-version.ts), the primary watcher and the installed-shim check.
  */
-async function nodeInstall(cfg: DaemonConfig, runtime: RuntimeSource, log: Logger) {
-  // Decided again at every start (the DaemonSet's), before serving: a runtime upgraded to one that
-  // calls STATUS gets 1.1.0, one downgraded below it the primary's version back.
-  // A runtime that does not answer proves nothing: the record's choice (install's) then stands.
-  const decided = cfg.cniConfDir
-    ? await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime)
-    : undefined;
-  const versionChoice = decided?.mode === 'auto' && decided.runtime === undefined ? undefined : decided;
+function nodeInstall(cfg: DaemonConfig, runtime: RuntimeSource, log: Logger) {
   const watcher = cfg.cniConfDir
-    ? new PrimaryWatcher({
-        confDir: cfg.cniConfDir,
-        stateDir: cfg.stateDir,
-        socket: cfg.socket,
-        log,
-        ...(versionChoice ? { versionChoice } : {}),
-      })
+    ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
     : undefined;
   // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
   const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
-  return { decided, watcher, shimCheck };
+  const view: { decided: ConflistVersionChoice | undefined } = { decided: undefined };
+  /**
+   * The conflist's version decided again at every start (the DaemonSet's): a runtime upgraded to one
+   * that calls STATUS gets 1.1.0, one downgraded below it the primary's version back. Run once the
+   * daemon serves, never before: a runtime slow to answer its Version must not keep the successor
+   * of a rolling update from serving (until then the record's choice, install's, stands). A runtime
+   * that does not answer proves nothing: the record's choice then stays.
+   */
+  const decideVersion = async (): Promise<void> => {
+    if (!cfg.cniConfDir || !watcher) return;
+    const decided = await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime, VERSION_ASK_SERVING_MS);
+    view.decided = decided;
+    if (decided.mode === 'auto' && decided.runtime === undefined) return;
+    watcher.chooseVersion(decided);
+  };
+  return { view, watcher, shimCheck, decideVersion };
 }
 
 /** Connections past the descriptor budget closed at once, counted and logged (socket.ts). */

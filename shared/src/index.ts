@@ -9,3 +9,4 @@ export * from './api.js';
 export * from './wire.js';
 export * from './spool.js';
 export * from './exit-hang.js';
+export * from './restart.js';

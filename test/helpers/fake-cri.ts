@@ -27,6 +27,8 @@ export async function fakeRuntime(
     answer?: number;
     failAfter?: number;
     delayMs?: number;
+    /** Version's answer comes this late (a runtime slow to say what it is). */
+    versionDelayMs?: number;
     /** What Version answers (default: an unknown runtime); 'hang' never answers it. */
     version?: { runtimeName: string; runtimeVersion: string } | 'hang';
   } = {},
@@ -47,7 +49,7 @@ export async function fakeRuntime(
     Version: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
       const v = opts.version ?? { runtimeName: 'fake-runtime', runtimeVersion: '0.0.1' };
       if (v === 'hang') return;
-      cb(null, { version: '0.1.0', runtimeApiVersion: 'v1', ...v });
+      setTimeout(() => cb(null, { version: '0.1.0', runtimeApiVersion: 'v1', ...v }), opts.versionDelayMs ?? 0);
     },
   });
   await new Promise<void>((resolve, reject) =>

@@ -106,8 +106,11 @@ describe('stewardd install --cni-version auto asks the runtime', () => {
   });
 });
 
-describe('the daemon decides again at every start, before it serves', () => {
-  it('a runtime downgraded below a 1.1.0 conflist: the first start rewrites it at the primary version before serving; status and the metric say why', async () => {
+/** A runtime's Version answer this late: longer than a successor may take to serve (issue 37: a second). */
+const SLOW_VERSION_MS = 3000;
+
+describe('the daemon decides again at every start, once it serves', () => {
+  it('a runtime downgraded below a 1.1.0 conflist: the first start rewrites it at the primary version once it serves; status and the metric say why', async () => {
     const t = nodeTree(join(env.dir, 'downgrade'));
     writeLoopbackPrimary(t.confDir);
     const newer = join(env.dir, 'newer.sock');
@@ -128,8 +131,8 @@ describe('the daemon decides again at every start, before it serves', () => {
       version: { runtimeName: 'containerd', runtimeVersion: 'v1.7.24' },
     });
     await daemon.start();
-    // daemon.start() returns once the socket answers: the conflist was rewritten before that.
-    assert.equal(conflistVersion(tree), '1.0.0');
+    // Decided once the daemon serves (a runtime slow to answer never delays readiness).
+    await daemon.waitFor('the conflist at the primary version', () => conflistVersion(tree) === '1.0.0');
     const status = await stewardd(['status', '--socket', daemon.socket]);
     assert.match(
       status.stdout,
@@ -159,10 +162,34 @@ describe('the daemon decides again at every start, before it serves', () => {
     await old.stop();
     await fakeRuntime(env, sock, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
     await daemon.start();
-    assert.equal(conflistVersion(tree), '1.1.0');
+    await daemon.waitFor('the conflist at 1.1.0', () => conflistVersion(tree) === '1.1.0');
     const s = (await daemon.get('/v1/status')).json as { conflist: { cniVersion: string; summary: string } };
     assert.equal(s.conflist.cniVersion, '1.1.0');
     assert.match(s.conflist.summary, /^STATUS: asked by this runtime \(conflist 1\.1\.0, containerd v2\.0\.1/);
+    await daemon.stop();
+  });
+
+  it('a runtime slow to answer its Version (3 s) never delays readiness: the daemon serves at once, the conflist follows the answer', async () => {
+    const t = nodeTree(join(env.dir, 'slow'));
+    writeLoopbackPrimary(t.confDir);
+    const sock = join(env.dir, 'slow.sock');
+    const old = await fakeRuntime(env, sock, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v1.7.24' } });
+    const daemon = new Daemon(env, {
+      name: 'slow',
+      args: ['--cni-conf-dir', t.confDir, '--runtime-endpoint', `unix://${sock}`],
+    });
+    const tree = { ...t, stateDir: daemon.stateDir };
+    assert.equal((await installInto(tree, daemon.socket, ['--runtime-endpoint', `unix://${sock}`])).code, 0);
+    await old.stop();
+    await fakeRuntime(env, sock, [], {
+      version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' },
+      versionDelayMs: SLOW_VERSION_MS,
+    });
+    await daemon.start();
+    // Serving, and ready, while the runtime has not answered yet: the record's version stands.
+    assert.equal((await daemon.get('/readyz')).status, 200);
+    assert.equal(conflistVersion(tree), '1.0.0');
+    await daemon.waitFor('the conflist at 1.1.0 once the runtime answered', () => conflistVersion(tree) === '1.1.0');
     await daemon.stop();
   });
 

@@ -42,6 +42,8 @@ export interface StatusJson {
   teardownQueue: { depth: number; oldestPendingSeconds: number | null; nextAttemptAt: string | null };
   executions: { slots: number; inUse: number; queued: number };
   lastErrors: TeardownRow[];
+  /** When CNI STATUS last answered not ready, and why (absent: never since the node's /run was made). */
+  statusNotReady?: { at: string; why: string; reason: string; from: string };
   /** With --cni-conf-dir: the conflist's version and whether the runtime asks STATUS. */
   conflist?: { cniVersion: string | null; summary: string };
 }
@@ -132,6 +134,12 @@ export function formatStatus(s: StatusJson, now: number): string {
   ];
   for (const p of s.problems ?? []) lines.push(`not ready:    ${printable(p)}`);
   if (s.conflist !== undefined) lines.push(printable(`conflist:     ${s.conflist.summary}`));
+  if (s.statusNotReady !== undefined) {
+    const n = s.statusNotReady;
+    lines.push(
+      printable(`STATUS:       last not ready ${when(n.at, now)}, ${n.why} (answered by ${n.from}: ${n.reason})`),
+    );
+  }
   if (s.lastErrors.length > 0) lines.push('', teardownTable(s.lastErrors, now));
   const shown = s.lastErrors.length;
   if (shown < q.depth + abandoned)

@@ -10,8 +10,13 @@ import type { RuntimeVersion } from '../audit/runtime.js';
 export const CNI_VERSION_MODES = ['auto', 'primary', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
 export type CniVersionMode = (typeof CNI_VERSION_MODES)[number];
 
-/** How long install (and a starting daemon) waits for the runtime's Version answer. */
+/** How long install waits for the runtime's Version answer. */
 export const VERSION_ASK_MS = 2000;
+/**
+ * How long a daemon that already serves waits for it: nothing waits on the answer (the record's
+ * choice stands meanwhile), so a runtime slow to answer on a busy node still gets its version.
+ */
+export const VERSION_ASK_SERVING_MS = 10_000;
 
 /** The choice, as the install record keeps it and `stewardd status` shows it. */
 export interface ConflistVersionChoice {

@@ -75,6 +75,7 @@ export async function decideCniVersion(
   endpoint: string | undefined,
   log: Logger,
   runtime?: RuntimeSource,
+  askMs: number = VERSION_ASK_MS,
 ): Promise<ConflistVersionChoice> {
   const present = DEFAULT_RUNTIME_SOCKETS.filter((s) => existsSync(s));
   if (mode === 'auto' && endpoint === undefined && present.length > 1) {
@@ -85,7 +86,7 @@ export async function decideCniVersion(
   const rt = runtime ?? runtimeFor(endpoint);
   try {
     // Asked whatever the mode: status says whether this runtime asks STATUS at what was written.
-    const choice = chooseConflistVersion(mode, await rt.version(VERSION_ASK_MS));
+    const choice = chooseConflistVersion(mode, await rt.version(askMs));
     log.info({ cniVersion: choice.version ?? "the primary's", ...choice }, 'conflist version chosen');
     return choice;
   } finally {

@@ -71,9 +71,10 @@ export interface TermUninstallOptions {
  * stopped by then); the purge takes it again, without waiting: if someone else holds it by then,
  * they are installing again, and the state dir stays.
  */
-export async function uninstallOnTerm(o: TermUninstallOptions): Promise<() => void> {
+export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () => void): Promise<() => void> {
   const d = await decideOnTerm(o.mode, o.api, o.log);
   if (!d.uninstall) return () => undefined;
+  onUninstall?.();
   const r = await uninstall({
     stateDir: o.stateDir,
     dbPath: o.dbPath,
@@ -126,22 +127,44 @@ export interface TermConfig {
   drainTimeoutMs: number;
 }
 
+/** What the SIGTERM step decided: whether the node is being uninstalled, and what to run once closed. */
+export interface TermOutcome {
+  uninstalling: boolean;
+  afterClose: () => void;
+}
+
 /**
  * The SIGTERM step of a running daemon's close(), healthy or degraded alike: uninstallOnTerm when
  * the reason is SIGTERM, else nothing. Never rejects: a failed uninstall leaves the node as it is.
+ * `onUninstall` is told as soon as the decision is to uninstall, before the drain.
  */
-export function onTermStep(cfg: TermConfig, reason: string, log: Logger): Promise<() => void> {
-  if (reason !== 'SIGTERM') return Promise.resolve(() => undefined);
-  return uninstallOnTerm({
-    mode: cfg.uninstallOnDelete,
-    api: cfg.api,
-    stateDir: cfg.stateDir,
-    dbPath: cfg.dbPath,
-    socket: cfg.socket,
-    drainTimeoutMs: cfg.drainTimeoutMs,
-    log,
-  }).catch((e: unknown) => {
+export async function onTermStep(
+  cfg: TermConfig,
+  reason: string,
+  log: Logger,
+  onUninstall?: () => void,
+): Promise<TermOutcome> {
+  if (reason !== 'SIGTERM') return { uninstalling: false, afterClose: () => undefined };
+  let uninstalling = false;
+  try {
+    const afterClose = await uninstallOnTerm(
+      {
+        mode: cfg.uninstallOnDelete,
+        api: cfg.api,
+        stateDir: cfg.stateDir,
+        dbPath: cfg.dbPath,
+        socket: cfg.socket,
+        drainTimeoutMs: cfg.drainTimeoutMs,
+        log,
+      },
+      () => {
+        uninstalling = true;
+        onUninstall?.();
+      },
+    );
+    return { uninstalling, afterClose };
+  } catch (e) {
     log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
-    return () => undefined;
-  });
+    return { uninstalling, afterClose: () => undefined };
+  }
 }

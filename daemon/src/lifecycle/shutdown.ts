@@ -8,9 +8,10 @@ import type { Logger } from 'pino';
 import type { OwnerLock } from '../store/owner.js';
 import type { RunningDaemon } from '../running-daemon.js';
 import { onTermStep, type TermConfig } from './on-term.js';
+import { removeRestartRecord, writeRestartRecord } from './restart-record.js';
 
 export interface ShutdownSteps {
-  cfg: TermConfig & { shutdownGraceMs: number };
+  cfg: TermConfig & { shutdownGraceMs: number; restartGraceMs: number };
   log: Logger;
   owner: OwnerLock;
   /** Before anything else: stop what would react to the socket closing (readiness, self-checks). */
@@ -27,13 +28,28 @@ export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
   let closing: Promise<void> | undefined;
   const close = (reason: string): Promise<void> => {
     closing ??= (async () => {
+      // SIGTERM is a planned end (a rolling update, a drain, a restart by its owner): the restart
+      // record says so before readiness drops, covering the decision and the drain below, then the
+      // successor's grace from the moment serving stops.
+      const planned = reason === 'SIGTERM' && s.cfg.restartGraceMs > 0;
+      if (planned)
+        writeRestartRecord(
+          s.cfg.socket,
+          Date.now() + (s.cfg.api?.timeoutMs ?? 0) + s.cfg.shutdownGraceMs + s.cfg.restartGraceMs,
+          s.log,
+        );
       s.quiesce?.();
       s.log.info({ reason }, 'stewardd shutting down');
       // kubectl delete vs rolling update: decided (and drained) while still serving. A degraded
       // daemon decides the same way (seed 001): the uninstall goes on without an unreadable journal.
-      const afterClose = await onTermStep(s.cfg, reason, s.log);
+      // No successor comes after an uninstall: the record goes as soon as that is decided, so the
+      // drain's refusals of ADD reach the runtime as they are.
+      const { uninstalling, afterClose } = await onTermStep(s.cfg, reason, s.log, () =>
+        removeRestartRecord(s.cfg.socket, s.log),
+      );
       const grace = new Promise<void>((r) => setTimeout(r, s.cfg.shutdownGraceMs).unref());
       await Promise.race([s.stopServing(), grace]);
+      if (planned && !uninstalling) writeRestartRecord(s.cfg.socket, Date.now() + s.cfg.restartGraceMs, s.log);
       try {
         await s.release?.();
       } catch (e) {

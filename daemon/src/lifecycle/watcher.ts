@@ -24,7 +24,7 @@ export interface WatcherOptions {
   log: Logger;
   rescanMs?: number;
   debounceMs?: number;
-  /** The conflist's cniVersion as this daemon chose it at start (cni-version.ts); absent: the record's. */
+  /** The conflist's cniVersion as this daemon chose it (cni-version.ts); absent: the record's. */
   versionChoice?: ConflistVersionChoice;
 }
 
@@ -36,6 +36,12 @@ export class PrimaryWatcher {
   private lastReason = '';
 
   constructor(private readonly o: WatcherOptions) {}
+
+  /** This daemon's own choice of the conflist's version, made once it serves: applied at once. */
+  chooseVersion(choice: ConflistVersionChoice): void {
+    this.o.versionChoice = choice;
+    this.scan();
+  }
 
   /** Ready: an install record exists and the conflist wraps a usable primary. */
   ready(): boolean {
@@ -122,9 +128,9 @@ export class PrimaryWatcher {
   }
 
   /**
-   * The record with this daemon's own conflist-version choice (made at its start, asking the
+   * The record with this daemon's own conflist-version choice (made once it serves, asking the
    * runtime): a runtime downgraded below a 1.1.0 conflist since install gets the primary's version
-   * back at the first scan, which runs before the daemon serves. An explicit mode in the record
+   * back at the scan that follows the runtime's answer. An explicit mode in the record
    * (an operator's install) is kept unless this daemon's own mode is explicit too.
    */
   private withVersion(rec: InstallRecord): InstallRecord {

@@ -23,10 +23,14 @@ export async function serveCni(
   // While shutting down (the SIGTERM drain can take a while) DELs are still served: the shim
   // spools only when the daemon is unreachable, so a refused DEL would simply fail.
   if (req.env.command !== 'DEL' && !deps.isServing()) {
-    throw new CniError(ErrorCode.TryAgainLater, 'stewardd is shutting down; try again later');
+    const msg = 'stewardd is shutting down; try again later';
+    if (req.env.command === 'STATUS') deps.statusNotReady?.record('shutting down', msg);
+    throw new CniError(ErrorCode.TryAgainLater, msg);
   }
   if (req.env.command === 'STATUS' && !deps.isReady()) {
-    throw new CniError(ErrorCode.PluginNotAvailable, 'stewardd is not ready (see /readyz)');
+    const msg = 'stewardd is not ready (see /readyz)';
+    deps.statusNotReady?.record('not ready', msg);
+    throw new CniError(ErrorCode.PluginNotAvailable, msg);
   }
   const command = req.env.command;
   const stop = deps.metrics.requestSeconds.startTimer({ command });

@@ -4,6 +4,7 @@
 import type { Engine } from '../engine/engine.js';
 import type { Store } from '../store/store.js';
 import type { Metrics } from '../metrics.js';
+import type { StatusNotReady } from '../status-not-ready.js';
 import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
 import type { AdmissionStats } from './admission.js';
@@ -40,6 +41,8 @@ export interface AppDeps {
   readyProblems?: () => string[];
   /** False once shutdown begins: ADD and CHECK are then refused with code 11, DEL still served. */
   isServing: () => boolean;
+  /** When STATUS last answered not ready, from either side (status-not-ready.ts). */
+  statusNotReady?: StatusNotReady;
   /** Spooled DELs found at start and still being drained in the background (0 once done). */
   spoolDraining?: () => number;
   version: string;

@@ -115,6 +115,10 @@ function statusView(deps: AppDeps) {
       const c = deps.conflist?.();
       return c ? { conflist: c } : {};
     })(),
+    ...(() => {
+      const n = deps.statusNotReady?.last();
+      return n ? { statusNotReady: { ...n, at: new Date(n.at).toISOString() } } : {};
+    })(),
     lastErrors: [...store.pendingTeardownSteps(10), ...store.abandonedSteps(10)].map((s) =>
       teardownView(s, store.getAttachment(s.attachmentId)),
     ),
