@@ -1,3 +1,3 @@
 module cni-steward/shim
 
-go 1.19
+go 1.26
