@@ -1,23 +1,35 @@
 # cni-steward image: the stewardd daemon (ENTRYPOINT, under tini) plus the static shim that
-# `stewardd install` copies onto the node. Three stages: the shim, built by Debian's golang-go (Go's
-# standard library only: nothing is fetched); the daemon, built with dev dependencies and tsc; the
-# runtime, with production dependencies, better-sqlite3's prebuilt addon and the shim, and no
-# compiler, npm or yarn.
+# `stewardd install` copies onto the node. Three stages: the shim, built by the Go toolchain of the
+# official Go image (GO_IMAGE; Go's standard library only: nothing is fetched); the daemon, built with
+# dev dependencies and tsc; the runtime, with production dependencies, better-sqlite3's prebuilt addon
+# and the shim, and no compiler, npm or yarn.
 # The Node stages use the same Node image so the addon's ABI matches. One image per CPU architecture:
 # it carries the shim for its own architecture, which runs on glibc and musl hosts alike
 # (docs/packaging.md).
 ARG NODE_IMAGE=node:24-bookworm-slim
+# The Go the image's shim is built with, pinned to the patch release: the same source, version stamp and
+# Go give the same bytes. At least the `go` line of shim/go.mod. Only its /usr/local/go is used (a
+# builder without a registry makes a stand-in from its own Go: scripts/build-image.sh).
+ARG GO_IMAGE=golang:1.26.8-bookworm
 
-# The Node image is Debian (bookworm): its golang-go is Go 1.19, what shim/go.mod asks for.
+FROM ${GO_IMAGE} AS go
+
+# The shim stage runs on the Node image (scripts/build-shims.mjs is run by node) with the Go toolchain
+# of GO_IMAGE. Debian bookworm's own golang-go is Go 1.19, older than shim/go.mod allows.
 FROM ${NODE_IMAGE} AS shim
-RUN apt-get update \
- && apt-get install -y --no-install-recommends golang-go file \
- && rm -rf /var/lib/apt/lists/*
+COPY --from=go /usr/local/go/ /usr/local/go/
+ENV PATH=/usr/local/go/bin:$PATH
 WORKDIR /src
+COPY package.json ./
 COPY shim/ shim/
 COPY scripts/build-shims.mjs scripts/
-# dist/shims/steward-linux-<arch>: static (CGO_ENABLED=0), -trimpath, stripped (scripts/build-shims.mjs).
-RUN node scripts/build-shims.mjs --targets host
+# The commit stamped into the shim's version (package.json's version +<commit>): the build context
+# has no .git (.dockerignore); scripts/build-image.sh passes the checkout's short commit.
+ARG STEWARD_COMMIT=
+# dist/shims/steward-linux-<arch>: static (CGO_ENABLED=0), -trimpath, stripped, its version in
+# main.version (scripts/build-shims.mjs); build-shims.mjs fails in one line if this Go is older than
+# shim/go.mod's.
+RUN node scripts/build-shims.mjs --targets host && go version dist/shims/*
 
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \

@@ -29,6 +29,7 @@ import { benchSpoolDrain } from './spool-drain.js';
 import { benchStatus } from './status.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
+import { findGo } from '../scripts/build-shims.mjs';
 
 type Bench = (env: Scratch, ctx: BenchContext) => Promise<Row[]>;
 const BENCHES: Array<[string, Bench]> = [
@@ -78,10 +79,15 @@ function git(...args: string[]): string | undefined {
   }
 }
 
-/** The Go toolchain's version (`go version`: "go version go1.19.8 linux/amd64" -> "1.19.8"). */
+/**
+ * The version of the Go that builds the shim and the floor programs (scripts/build-shims.mjs findGo:
+ * the go on PATH, else /usr/local/go/bin/go, at least shim/go.mod's version): "1.26.8"; an older one
+ * is reported as it is, "missing" when there is none.
+ */
 function goVersion(): string {
   try {
-    return /go(\d[\w.]*)/.exec(execFileSync('go', ['version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
+    const g = findGo();
+    return g.ok ? g.version : g.reason === 'old' ? (g.version ?? 'unknown') : 'missing';
   } catch {
     return 'missing';
   }

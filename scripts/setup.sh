@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for cni-steward, then `npm ci` (which builds).
-# As root it installs the system packages; otherwise it says exactly what is missing. Go (golang-go)
-# builds the shim: without it, and not as root, setup says so in one line and goes on (the daemon
-# builds and serves without the shim; npm run build says the same).
+# As root it installs the system packages; otherwise it says exactly what is missing. Go builds the
+# shim and is not installed here: it is the machine's toolchain, at least the version shim/go.mod names
+# (the go on PATH, else /usr/local/go/bin/go: scripts/go-env.sh; Debian bookworm's golang-go is Go 1.19,
+# too old). An older Go fails setup in one line; without any Go, setup says so in one line and goes on
+# (the daemon builds and serves without the shim; npm run build says the same).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 # hyperfine for `npm run bench` (the shim is measured against curl), and prometheus (the server and
 # promtool: deploy/monitoring/ is tested with the real thing; the tests run their own server on a free
 # loopback port and never use the packaged service, which only starts where systemd runs).
-PACKAGES=(containernetworking-plugins iproute2 iptables python3 make g++ curl hyperfine prometheus golang-go ${EXTRA_APT_PACKAGES:-})
+PACKAGES=(containernetworking-plugins iproute2 iptables python3 make g++ curl hyperfine prometheus ${EXTRA_APT_PACKAGES:-})
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -24,22 +26,23 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
-    # Go alone missing (or Go from go.dev on PATH): the shim is not built, everything else is.
-    others=()
-    for p in "${missing[@]}"; do
-      if [ "$p" = golang-go ]; then
-        command -v go >/dev/null 2>&1 || echo "setup: golang-go is missing: the shim (dist/steward) will not be built; install it as root: apt-get install --no-install-recommends golang-go" >&2
-      else
-        others+=("$p")
-      fi
-    done
-    if [ "${#others[@]}" -gt 0 ]; then
-      echo "setup: missing Debian packages: ${missing[*]}" >&2
-      echo "setup: install them as root: apt-get install --no-install-recommends ${missing[*]}" >&2
-      exit 1
-    fi
+    echo "setup: missing Debian packages: ${missing[*]}" >&2
+    echo "setup: install them as root: apt-get install --no-install-recommends ${missing[*]}" >&2
+    exit 1
   fi
 fi
+
+# Go: checked before Node is fetched; npm ci's `prepare` builds the shim with it (scripts/build-shims.mjs
+# resolves the same go).
+source scripts/go-env.sh
+steward_go_use
+go_rc=0
+steward_go_check setup || go_rc=$?
+case "$go_rc" in
+  0) echo "setup: $(go version) ($(command -v go))" ;;
+  2) echo "setup: without Go the shim (dist/steward) is not built; the daemon is" >&2 ;;
+  *) exit 1 ;;
+esac
 
 # The Node.js the image ships (.node-version): the machine's own if it is that major version,
 # else the official binary fetched into .node/ (scripts/node-env.sh). npm ci runs under it, so
@@ -48,4 +51,5 @@ source scripts/node-env.sh
 steward_node_install
 steward_node_use
 echo "setup: Node $(node --version) ($(command -v node))"
+
 npm ci --no-audit --no-fund

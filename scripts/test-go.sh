@@ -5,11 +5,13 @@
 # `npm run fuzz:go` runs them longer (FUZZ_GO_SECONDS=300 each by default).
 set -euo pipefail
 cd "$(dirname "$0")/../shim"
-if ! command -v go >/dev/null 2>&1; then
-  echo "test:go: FAILED: Go is missing; install Debian's golang-go as root (apt-get install --no-install-recommends golang-go) or Go 1.19+ from https://go.dev/dl/" >&2
-  exit 1
-fi
-export CGO_ENABLED=0 GOPROXY=off GOFLAGS=
+# The Go of shim/go.mod's version or newer: the go on PATH, else /usr/local/go/bin/go (scripts/go-env.sh);
+# an older or missing one fails here in one line.
+source ../scripts/go-env.sh
+steward_go_use
+steward_go_check "test:go: FAILED" || exit 1
+export CGO_ENABLED=0 GOPROXY=off GOTOOLCHAIN=local GOFLAGS=
+echo "test:go: $(go version) ($(command -v go))"
 go vet ./...
 # Statement coverage of the shim's package has a floor (issue 32): 90 %.
 out=$(go test -count=1 -cover ./...)

@@ -26,15 +26,23 @@ bash scripts/setup.sh
 source scripts/node-env.sh
 steward_node_use
 echo "test: Node $(node --version) ($(command -v node))"
+# The Go setup.sh checked (shim/go.mod's version or newer; scripts/go-env.sh), first on PATH for every
+# step: an older one has already failed setup in one line.
+source scripts/go-env.sh
+steward_go_use
+go_rc=0
+steward_go_check test || go_rc=$?
+[ "$go_rc" = 1 ] && exit 1
+[ "$go_rc" = 0 ] && echo "test: $(go version) ($(command -v go))"
 if [ "$(id -u)" != 0 ]; then
   npm run build
   npm run typecheck
   npm run lint
   npm run test:unit
-  if command -v go >/dev/null 2>&1; then
+  if [ "$go_rc" = 0 ]; then
     npm run test:go
   else
-    echo "test: SKIPPED test:go: Go is missing (golang-go; setup.sh installs it as root)" >&2
+    echo "test: SKIPPED test:go: Go is missing (the machine's Go, shim/go.mod's version or newer: install it into /usr/local/go)" >&2
   fi
   root_suites_skipped
   exit 0

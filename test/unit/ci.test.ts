@@ -95,9 +95,11 @@ describe('CI', () => {
 
     it('without STEWARD_E2E_REQUIRE runs the root-free suites (setup and npm stubbed: the npm calls are recorded) and names the ones it skipped', () => {
       const r = runAs({}, (dir) => {
-        // setup.sh and node-env.sh as stubs, npm and node as recorders: the script's own flow is what runs.
+        // setup.sh, node-env.sh and go-env.sh as stubs (a Go that passes the check), npm and node as
+        // recorders: the script's own flow is what runs.
         writeFileSync(join(dir, 'scripts/setup.sh'), 'echo setup-stub\n');
         writeFileSync(join(dir, 'scripts/node-env.sh'), 'steward_node_use() { :; }\n');
+        writeFileSync(join(dir, 'scripts/go-env.sh'), 'steward_go_use() { :; }\nsteward_go_check() { return 0; }\n');
         mkdirSync(join(dir, 'bin'));
         writeFileSync(join(dir, 'bin/npm'), `#!/bin/sh\necho "$*" >> ${JSON.stringify(join(dir, 'npm.log'))}\n`, {
           mode: 0o755,
@@ -108,7 +110,7 @@ describe('CI', () => {
       });
       assert.equal(r.status, 0, r.stderr);
       const calls = r.npmLog.trim().split('\n');
-      assert.deepEqual(calls.slice(0, 4), ['run build', 'run typecheck', 'run lint', 'run test:unit']);
+      assert.deepEqual(calls.slice(0, 5), ['run build', 'run typecheck', 'run lint', 'run test:unit', 'run test:go']);
       assert.ok(!calls.some((c) => /test:integration|test:e2e|^test$/.test(c)), calls.join('; '));
       assert.match(r.stderr, /SKIPPED test:integration and test:e2e/);
     });

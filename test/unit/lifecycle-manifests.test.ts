@@ -14,6 +14,7 @@ import { parseProbeArgs, parseRunConfig } from '../../daemon/src/config.js';
 import { parseInstallConfig } from '../../daemon/src/lifecycle/command-line.js';
 import { DEFAULT_SHIM, defaultShim } from '../../daemon/src/lifecycle/shim-path.js';
 import { REPO } from '../helpers/env.js';
+import { requiredGo, versionAtLeast } from '../../scripts/build-shims.mjs';
 
 interface K8sObject {
   apiVersion: string;
@@ -216,8 +217,20 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
     );
     assert.match(dockerfile, /^COPY --from=build \/src\/bin\/stewardd bin\/$/m);
     assert.match(dockerfile, /^COPY --from=shim \/src\/dist\/shims\/ dist\/shims\/$/m);
-    assert.match(dockerfile, /apt-get install -y --no-install-recommends golang-go/);
-    assert.match(dockerfile, /node scripts\/build-shims\.mjs --targets host/);
+    // The shim stage: the Node image (build-shims.mjs runs under node) with the Go toolchain of GO_IMAGE,
+    // pinned to a patch release that shim/go.mod allows; not Debian's golang-go (Go 1.19 in bookworm).
+    assert.doesNotMatch(dockerfile, /apt-get install[^\n]*golang/);
+    const goImage = /^ARG GO_IMAGE=golang:(\d+\.\d+\.\d+)-bookworm$/m.exec(dockerfile);
+    assert.ok(goImage, 'ARG GO_IMAGE=golang:<x.y.z>-bookworm');
+    assert.ok(versionAtLeast(goImage[1]!, requiredGo()), `${goImage[1]} >= go.mod's ${requiredGo()}`);
+    assert.match(dockerfile, /^FROM \$\{GO_IMAGE\} AS go$/m);
+    const shimStage = dockerfile.slice(dockerfile.indexOf('AS shim\n'), dockerfile.indexOf('AS build\n'));
+    assert.match(shimStage, /^COPY --from=go \/usr\/local\/go\/ \/usr\/local\/go\/$/m);
+    assert.match(shimStage, /^ENV PATH=\/usr\/local\/go\/bin:\$PATH$/m);
+    // package.json's version and the commit (a build arg: no .git in the context) stamped into the shim.
+    assert.match(shimStage, /^COPY package\.json \.\/$/m);
+    assert.match(shimStage, /^ARG STEWARD_COMMIT=$/m);
+    assert.match(shimStage, /^RUN node scripts\/build-shims\.mjs --targets host/m);
     // A tree that carries dist/shims (the image): install copies the shim for its CPU, whatever the libc.
     const dist = mkdtempSync(join(tmpdir(), 'stw-dist-'));
     try {
