@@ -1,6 +1,6 @@
 // Writing a DEL to the spool when stewardd cannot take it: a temp file, fsync, rename, fsync of
-// the directory, so stewardd never ingests a half-written request and a crash never loses a
-// written one. The name is shared/vectors/spool.json's (stewardd's ingest, daemon/src/engine/
+// the directory (and of the parent of each directory level it had to create), so stewardd never
+// ingests a half-written request and a crash never loses a written one. The name is shared/vectors/spool.json's (stewardd's ingest, daemon/src/engine/
 // spool.ts, reads exactly that): <ms since the epoch, 15 digits>-<container id, 64 chars at most>-
 // <8 hex digits>.json, and the temp file is .<same stem>.tmp, which the ingest never reads.
 
@@ -80,12 +80,7 @@ func spoolRequest(dir, containerID string, body []byte) (string, error) {
 		_ = os.Remove(tmp)
 		return "", err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return "", err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := syncDir(dir); err != nil {
 		return "", err
 	}
 	return final, nil
@@ -93,6 +88,9 @@ func spoolRequest(dir, containerID string, body []byte) (string, error) {
 
 // makeDirs is mkdir -p with mode 0700, one level at a time, each EEXIST taken as done. Not
 // os.MkdirAll, which stats each level first: this is the same walk stewardd's own writer makes.
+// Each level it creates is made durable: its parent directory is fsynced, so a crash after the
+// spool file's own fsyncs cannot lose the directory entry that leads to it (a spool file whose
+// directory vanished with the crash is a DEL lost, answered 0 to the runtime).
 func makeDirs(dir string) error {
 	parts := strings.Split(dir, "/")
 	for i := 1; i <= len(parts); i++ {
@@ -100,9 +98,37 @@ func makeDirs(dir string) error {
 			continue
 		}
 		p := strings.Join(parts[:i], "/")
-		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, syscall.EEXIST) {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			if errors.Is(err, syscall.EEXIST) {
+				continue
+			}
+			return err
+		}
+		if err := syncDir(parentOf(parts[:i-1], dir)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// parentOf is the directory holding the level after `parts`: their join, or the root of an
+// absolute dir ("/"), or the working directory of a relative one (".").
+func parentOf(parts []string, dir string) string {
+	if p := strings.Join(parts, "/"); p != "" {
+		return p
+	}
+	if strings.HasPrefix(dir, "/") {
+		return "/"
+	}
+	return "."
+}
+
+// syncDir fsyncs a directory, so the entries made in it are on disk.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -21,7 +21,6 @@ import { StatusNotReady } from './status-not-ready.js';
 import { conflistView } from './lifecycle/conflist-view.js';
 import { ShimCheck } from './lifecycle/shim-check.js';
 import { recover } from './engine/recovery.js';
-import { SpoolDrain } from './engine/spool.js';
 import { RetryScheduler } from './engine/scheduler.js';
 import { RetryClock, systemClock } from './engine/clock.js';
 import { Metrics } from './metrics.js';
@@ -34,6 +33,7 @@ import { collectNodeAddresses, NET_FILES, NETNS_READ_TIMEOUT_MS } from './audit/
 import { holdFlock } from './plugins/flock.js';
 import { Priority } from './engine/limiter.js';
 import { SelfCheck } from './self-check.js';
+import { SpoolDirs } from './spool-dirs.js';
 import { ConnectionGuard, listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { VERSION } from './version.js';
@@ -131,8 +131,15 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
     },
   });
   const isReady = () =>
-    ready && (watcher?.ready() ?? true) && selfCheck.problem() === undefined && shimCheck?.problem() === undefined;
-  const readyProblems = () => [selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined);
+    ready &&
+    (watcher?.ready() ?? true) &&
+    selfCheck.problem() === undefined &&
+    shimCheck?.problem() === undefined &&
+    spool.problems().length === 0;
+  const readyProblems = () => [
+    ...[selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined),
+    ...spool.problems(),
+  ];
   const health = healthCheck(store, executor, selfCheck, log);
   const auditor = buildAuditor(cfg, { store, engine, run, executor, runtime, metrics, log });
   metrics.setReadiness(isReady);
@@ -171,7 +178,9 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
     'stewardd starting; recovering journal',
   );
   await recover(engine, bootId, log);
-  // Spooled DELs are drained after the socket opens (spool.ts); their containers wait for them.
+  // Spooled DELs are drained after the socket opens (engine/spool.ts), from every spool dir the flags
+  // and the install record name (spool-dirs.ts: not ready while one cannot be drained); their
+  // containers wait for them.
   spool.scan();
 
   // The conflist in step before the first request is served (its version: the record's until
@@ -214,6 +223,7 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
     },
     release: async () => {
       shimCheck?.stop();
+      await spool.stop();
       connectionGuard.stop();
       await scheduler.stop();
       await metricsListener?.close();
@@ -224,7 +234,10 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
   });
 }
 
-/** The engine and what runs its plugins: the executor (metered), the retry scheduler, the spool drain. */
+/**
+ * The engine and what runs its plugins: the executor (metered), the retry scheduler, the spool
+ * drain (every spool dir named: spool-dirs.ts).
+ */
 function engineParts(
   cfg: DaemonConfig,
   store: Store,
@@ -264,7 +277,14 @@ function engineParts(
     pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
   });
-  const spool = new SpoolDrain(engine, cfg.spoolDir, log);
+  const spool = new SpoolDirs({
+    engine,
+    own: cfg.spoolDir,
+    stateDir: cfg.stateDir,
+    log,
+    onTempRemoved: (n) => metrics.spoolTempFilesRemoved.inc(n),
+  });
+  metrics.setSpoolDirs(() => spool.dirs());
   return { executor, run, engine, scheduler, spool };
 }
 

@@ -212,7 +212,14 @@ export class Metrics {
     labelNames: ['why'] as const,
     registers: [this.registry],
   });
+  /** Stale temp files the spool dirs' sweep removed (spool-dirs.ts). */
+  readonly spoolTempFilesRemoved = new Counter({
+    name: 'steward_spool_temp_files_removed_total',
+    help: 'Spool temp files (.<name>.tmp) left by a writer killed mid-write, removed once older than 10 minutes',
+    registers: [this.registry],
+  });
   private readiness: () => boolean = () => false;
+  private spoolDirs: (() => readonly string[]) | undefined;
   private shimMismatch: () => number = () => 0;
   private logDropped: () => number = () => 0;
 
@@ -275,7 +282,10 @@ export class Metrics {
     gauge(
       'steward_spool_pending_dels',
       'DELs the shim spooled while the daemon was unreachable, not ingested yet',
-      (g) => g.set(spoolDir === undefined ? 0 : countSpooled(spoolDir)),
+      (g) => {
+        const dirs = this.spoolDirs?.() ?? (spoolDir === undefined ? [] : [spoolDir]);
+        g.set(dirs.reduce((n, d) => n + countSpooled(d), 0));
+      },
     );
     gauge(
       'steward_ready',
@@ -325,6 +335,11 @@ export class Metrics {
     this.coalescedDels.inc({ how: 'joined' }, 0);
     this.coalescedDels.inc({ how: 'tombstone' }, 0);
     for (const why of ['fd_cap', 'EMFILE', 'ENFILE']) this.connectionsRefused.inc({ why }, 0);
+  }
+
+  /** The dirs steward_spool_pending_dels counts (spool-dirs.ts: every one drained); until called, opts.spoolDir. */
+  setSpoolDirs(dirs: () => readonly string[]): void {
+    this.spoolDirs = dirs;
   }
 
   /** What steward_ready reports; until called, 0. */

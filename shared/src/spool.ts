@@ -13,6 +13,12 @@
  */
 export const SPOOL_NAME = /^(\d{15})-(.+)-[0-9a-f]{8}\.json$/;
 
+/**
+ * A spool file's temp name while it is written (shared/vectors/spool.json tempPattern): the ingest
+ * never reads it; one a writer killed mid-write left behind is removed once stale (daemon/src/spool-dirs.ts).
+ */
+export const SPOOL_TEMP_NAME = /^\.(\d{15})-(.+)-[0-9a-f]{8}\.tmp$/;
+
 function randomHex(bytes: number): string {
   return Array.from(globalThis.crypto.getRandomValues(new Uint8Array(bytes)), (b) =>
     b.toString(16).padStart(2, '0'),

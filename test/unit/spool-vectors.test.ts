@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { SPOOL_NAME, spoolRequest } from '@cni-steward/shared';
+import { SPOOL_NAME, SPOOL_TEMP_NAME, spoolRequest } from '@cni-steward/shared';
 import { REPO } from '../helpers/env.js';
 
 const description = JSON.parse(readFileSync(join(REPO, 'shared/vectors/spool.json'), 'utf8')) as {
@@ -19,6 +19,10 @@ const description = JSON.parse(readFileSync(join(REPO, 'shared/vectors/spool.jso
 describe('the spool file name format', () => {
   it("stewardd's ingest pattern is the vector file's", () => {
     assert.equal(SPOOL_NAME.source, description.namePattern);
+  });
+
+  it("stewardd's stale temp file pattern is the vector file's temp pattern", () => {
+    assert.equal(SPOOL_TEMP_NAME.source, description.tempPattern);
   });
 
   it('every example name is read back as its time and container id, and no temp name is', () => {

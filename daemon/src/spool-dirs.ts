@@ -1,0 +1,313 @@
+// Every spool dir a DEL can be spooled to is drained, and kept clean (issue "spool hygiene").
+//
+// Which dirs: the daemon's own (--spool-dir, default <state-dir>/spool) and the one its install
+// record names (<state-dir>/install.json `spoolDir`: what `stewardd install --spool-dir` wrote into
+// the node's conflist, so where the shim spools). They used to be only the first: a DEL the shim
+// spooled to the record's dir was answered 0 and never run, the attachment stayed `added`, its lease
+// held, and /readyz said ready. The record is read again every second, and a dir it stops naming
+// (a re-install with another --spool-dir) is still drained for RETIRED_DIR_MS, since a shim that
+// read the old conflist may still spool there. Each dir is scanned before the socket opens (its
+// containers held, engine/spool.ts SpoolDrain) and drained in the background after; then every
+// second (the retry scheduler's tick drains the daemon's own dir, engine/scheduler.ts; this
+// module's rounds drain the others). A named dir that cannot be drained (not a directory, a link to
+// nothing, cannot be listed) or an install record that cannot be read makes the daemon not ready,
+// with the reason, as the watcher does for a record naming another socket.
+//
+// Stale temp files: a writer (the shim, or a degraded daemon's shared/src/spool.ts) killed between
+// creating `.<stem>.tmp` and renaming it leaves the temp file for good (18 of 200 shims killed at
+// random moments did). Every SWEEP_EVERY_MS each drained dir's regular files named like one
+// (SPOOL_TEMP_NAME) and older than STALE_TEMP_GRACE_MS by mtime are removed, counted
+// (steward_spool_temp_files_removed_total) and logged; younger ones may have a live writer and are
+// left. Entries are lstat'ed, never followed: a link named like a temp file is neither read nor
+// removed. (Not in engine/spool.ts: engine/ is in the mutation run's scope, docs/mutation.md.)
+
+import { lstatSync, opendirSync, statSync, unlinkSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { Logger } from 'pino';
+import { SPOOL_TEMP_NAME } from '@cni-steward/shared';
+import type { Engine } from './engine/engine.js';
+import { SpoolDrain, ingestSpool } from './engine/spool.js';
+import { readRecord, recordPath } from './lifecycle/record.js';
+
+/**
+ * A temp file older than this (by mtime) has no live writer. One lives only while its writer writes
+ * and fsyncs it, milliseconds: the shim writes it once its request failed, within its run (its DEL
+ * bound is 120 s by default, README "Bounds"), and the daemon's writer within one request. Should a
+ * stalled filesystem hold a write longer, removing its temp file makes the writer's rename fail: the
+ * shim answers 11 and the runtime retries the DEL, nothing is lost.
+ */
+export const STALE_TEMP_GRACE_MS = 10 * 60_000;
+
+/**
+ * A dir no longer named is drained this long after it last was: a shim that read the old conflist
+ * spools at the end of its DEL bound at the latest, 120 s by default and at most 1 h (the longest
+ * `timeouts.del` a netconf may set), so none can still spool there after this.
+ */
+export const RETIRED_DIR_MS = 70 * 60_000;
+
+/** How often the named dirs are read again, checked and drained (the dirs other than --spool-dir). */
+export const SPOOL_DIRS_INTERVAL_MS = 1000;
+
+/** How often the stale temp files are looked for: each look lists every dir (a backlog can be 100,000 files). */
+export const SWEEP_EVERY_MS = 60_000;
+
+/** Entries listed between two yields to the event loop while sweeping. */
+const SWEEP_BATCH = 1024;
+
+/** Why `dir` cannot be drained, or undefined when it can (or does not exist yet: the shim makes it). */
+export function spoolDirProblem(dir: string): string | undefined {
+  let isDir: boolean;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return `it cannot be read: ${(e as Error).message}`;
+    try {
+      lstatSync(dir);
+    } catch {
+      return undefined;
+    }
+    return 'it is a symbolic link to a path that does not exist';
+  }
+  if (!isDir) return 'it is not a directory';
+  try {
+    opendirSync(dir).closeSync();
+  } catch (e) {
+    return `it cannot be listed: ${(e as Error).message}`;
+  }
+  return undefined;
+}
+
+/** Removes `file` if it is a regular file (never a link: lstat) last written at least graceMs ago. */
+function removeIfStale(file: string, graceMs: number, now: number): boolean {
+  let st;
+  try {
+    st = lstatSync(file);
+  } catch {
+    return false;
+  }
+  if (!st.isFile() || now - st.mtimeMs < graceMs) return false;
+  try {
+    // Replaced by a link since the lstat? unlink(2) removes the link itself, never what it names.
+    unlinkSync(file);
+    return true;
+  } catch (e) {
+    // Renamed into place (its writer finished) or removed since it was listed.
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw e;
+  }
+}
+
+/** The stale temp files removed from `dir` (names), listing it in batches; none when it cannot be listed. */
+export async function sweepStaleTemps(dir: string, graceMs = STALE_TEMP_GRACE_MS, now = Date.now()): Promise<string[]> {
+  let d;
+  try {
+    d = opendirSync(dir, { bufferSize: 256 });
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  try {
+    let listed = 0;
+    for (let ent = d.readSync(); ent !== null; ent = d.readSync()) {
+      if (SPOOL_TEMP_NAME.test(ent.name) && removeIfStale(join(dir, ent.name), graceMs, now)) removed.push(ent.name);
+      if (++listed % SWEEP_BATCH === 0) await new Promise((r) => setImmediate(r));
+    }
+  } finally {
+    d.closeSync();
+  }
+  return removed;
+}
+
+/** What one dir's SpoolDrain holds: the containers with spooled DELs there, until drained. */
+type Hold = (containerId: string) => Promise<void> | undefined;
+
+/**
+ * The engine as one dir's SpoolDrain sees it: the engine's spooledDel, and a spoolHold of its own.
+ * A SpoolDrain sets engine.spoolHold for the containers its dir holds and clears it once drained, and
+ * uses nothing else of the engine; with one per dir, each sets its own here, and the engine's
+ * spoolHold is all of them at once (SpoolDirs.scan).
+ */
+function engineFor(engine: Engine): { view: Engine; hold: Hold } {
+  let own: Hold | undefined;
+  const view: Pick<Engine, 'spooledDel' | 'spoolHold'> = {
+    spooledDel: (req) => engine.spooledDel(req),
+    get spoolHold() {
+      return own;
+    },
+    set spoolHold(h) {
+      own = h;
+    },
+  };
+  return { view: view as unknown as Engine, hold: (id) => own?.(id) };
+}
+
+export interface SpoolDirsOptions {
+  engine: Engine;
+  /** --spool-dir (the retry scheduler's tick drains it too). */
+  own: string;
+  /** The state dir whose install record names the shim's spool dir. */
+  stateDir: string;
+  log: Logger;
+  /** Told how many stale temp files a sweep removed (steward_spool_temp_files_removed_total). */
+  onTempRemoved?: (n: number) => void;
+  tempGraceMs?: number;
+  intervalMs?: number;
+  sweepEveryMs?: number;
+  now?: () => number;
+}
+
+export class SpoolDirs {
+  /** Every dir named, and when it last was. */
+  private readonly named = new Map<string, { by: string; at: number; round: number }>();
+  private rounds = 0;
+  /** Until the first refresh (scan, before the socket opens): --spool-dir alone, as before. */
+  private drainable: string[];
+  private why: string[] = [];
+  private readonly drains: Array<{ drain: SpoolDrain; hold: Hold }> = [];
+  private timer: NodeJS.Timeout | undefined;
+  private round: Promise<void> | undefined;
+  private lastSweep = -Infinity;
+  private readonly now: () => number;
+
+  constructor(private readonly o: SpoolDirsOptions) {
+    this.now = o.now ?? Date.now;
+    this.drainable = [resolve(o.own)];
+  }
+
+  /** The dirs drained now (steward_spool_pending_dels counts their files). */
+  dirs(): readonly string[] {
+    return this.drainable;
+  }
+
+  /** Why the daemon must not be ready: each named dir that cannot be drained, or the record unreadable. */
+  problems(): string[] {
+    return this.why;
+  }
+
+  /** Spooled DELs found at start and not drained yet, over every dir. */
+  get pending(): number {
+    return this.drains.reduce((n, d) => n + d.drain.pending, 0);
+  }
+
+  /**
+   * Reads the install record again, checks every dir named, and returns those that can be drained. A
+   * dir named now that cannot be drained is a problem; one named earlier (within RETIRED_DIR_MS) is
+   * drained if it can be, and otherwise skipped: no DEL can be spooled there any more once its last
+   * shim is done, and an install that fixed the name makes the daemon ready again at once.
+   */
+  refresh(): readonly string[] {
+    const at = this.now();
+    const round = ++this.rounds;
+    const why: string[] = [];
+    const own = resolve(this.o.own);
+    this.named.set(own, { by: '--spool-dir', at, round });
+    const record = recordPath(this.o.stateDir);
+    try {
+      const dir = readRecord(this.o.stateDir)?.spoolDir;
+      if (dir !== undefined && resolve(dir) !== own)
+        this.named.set(resolve(dir), { by: `install record ${record}`, at, round });
+    } catch (e) {
+      why.push(`cannot read the install record ${record} for the spool dir the shim uses: ${(e as Error).message}`);
+    }
+    const drainable: string[] = [];
+    for (const [dir, n] of this.named) {
+      if (at - n.at > RETIRED_DIR_MS) {
+        this.named.delete(dir);
+        continue;
+      }
+      const problem = spoolDirProblem(dir);
+      if (problem === undefined) drainable.push(dir);
+      else if (n.round === round)
+        why.push(
+          `spool dir ${dir} (named by ${n.by}) cannot be drained: ${problem}; a DEL the shim spools there would never run`,
+        );
+    }
+    this.report(why);
+    this.drainable = drainable;
+    return drainable;
+  }
+
+  private report(why: string[]): void {
+    if (why.join('\n') === this.why.join('\n')) return;
+    for (const w of why) if (!this.why.includes(w)) this.o.log.error(w);
+    if (why.length === 0) this.o.log.info('every spool dir named can be drained again');
+    this.why = why;
+  }
+
+  /**
+   * Before the socket opens: lists every drainable dir (names only) and holds the containers with
+   * spooled DELs there; returns how many DELs wait.
+   */
+  scan(): number {
+    const { engine, log } = this.o;
+    let total = 0;
+    for (const dir of this.refresh()) {
+      const { view, hold } = engineFor(engine);
+      const drain = new SpoolDrain(view, dir, log);
+      total += drain.scan();
+      this.drains.push({ drain, hold });
+    }
+    if (total > 0) engine.spoolHold = this.hold;
+    return total;
+  }
+
+  /** Held until every dir's drain has reached this container's spooled DELs. */
+  private readonly hold: Hold = (containerId) => {
+    const held = this.drains.map((d) => d.hold(containerId)).filter((p) => p !== undefined);
+    if (held.length <= 1) return held[0];
+    return Promise.all(held).then(() => undefined);
+  };
+
+  /** After the socket opens: drains what scan() found in the background, then every second. */
+  start(): Promise<void> {
+    const started = Promise.all(this.drains.map((d) => d.drain.start())).then(() => {
+      if (this.o.engine.spoolHold === this.hold) this.o.engine.spoolHold = undefined;
+    });
+    this.timer = setInterval(() => {
+      this.round ??= this.tick().finally(() => (this.round = undefined));
+    }, this.o.intervalMs ?? SPOOL_DIRS_INTERVAL_MS);
+    this.timer.unref();
+    return started;
+  }
+
+  /** Stops the rounds; resolves once the one running (if any) is done. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.round;
+  }
+
+  /** One round: the dirs named now, each but --spool-dir drained, and every dir swept when due. */
+  async tick(): Promise<void> {
+    const { engine, log } = this.o;
+    try {
+      const dirs = this.refresh();
+      const own = resolve(this.o.own);
+      for (const dir of dirs) {
+        if (dir === own) continue;
+        const r = await ingestSpool(engine, dir, log);
+        if (r.ingested + r.rejected > 0) log.info({ ...r, spoolDir: dir }, 'spooled DELs ingested');
+      }
+      if (this.now() - this.lastSweep >= (this.o.sweepEveryMs ?? SWEEP_EVERY_MS)) {
+        this.lastSweep = this.now();
+        for (const dir of dirs) await this.sweep(dir);
+      }
+    } catch (e) {
+      log.error({ err: (e as Error).message }, 'spool dirs round failed; tried again in a second');
+    }
+  }
+
+  /** Removes the stale temp files of one dir, counted and logged. */
+  async sweep(dir: string): Promise<number> {
+    const graceMs = this.o.tempGraceMs ?? STALE_TEMP_GRACE_MS;
+    const removed = await sweepStaleTemps(dir, graceMs, this.now());
+    if (removed.length > 0) {
+      this.o.onTempRemoved?.(removed.length);
+      this.o.log.warn(
+        { spoolDir: dir, removed: removed.length, files: removed.slice(0, 10), graceMs },
+        `removed ${removed.length} stale spool temp files: left by writers killed mid-write, older than ${graceMs / 60_000} min`,
+      );
+    }
+    return removed.length;
+  }
+}

@@ -1,0 +1,287 @@
+// The spool dirs stewardd drains (daemon/src/spool-dirs.ts), without root: stale temp files a killed
+// writer left are removed once older than the grace and counted in the metric, younger ones and
+// anything that is not a regular temp file are left; the dir the install record names is drained
+// beside --spool-dir (its containers held until then), and a named dir that cannot be drained is a
+// readiness problem naming it.
+
+import assert from 'node:assert/strict';
+import {
+  existsSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+
+import { Metrics } from '../../daemon/src/metrics.js';
+import { RETIRED_DIR_MS, STALE_TEMP_GRACE_MS, SpoolDirs, spoolDirProblem } from '../../daemon/src/spool-dirs.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { NETNS, conf, req, setup } from '../helpers/engine-fakes.js';
+import { captureLog } from '../helpers/log-capture.js';
+
+const root = mkdtempSync(join(tmpdir(), 'steward-spool-dirs-'));
+after(() => rmSync(root, { recursive: true, force: true }));
+let n = 0;
+const freshDir = () => {
+  const d = join(root, `d-${++n}`);
+  mkdirSync(d);
+  return d;
+};
+
+const chain = conf([{ type: 'one' }]);
+const wire = (containerId: string) =>
+  JSON.stringify({
+    env: { CNI_COMMAND: 'DEL', CNI_CONTAINERID: containerId, CNI_NETNS: NETNS, CNI_IFNAME: 'eth0', CNI_PATH: '/x' },
+    config: chain,
+  });
+const stem = (t: number, id: string, r: number) =>
+  `${String(t).padStart(15, '0')}-${id}-${r.toString(16).padStart(8, '0')}`;
+const tempName = (id: string, r = 1) => `.${stem(Date.now(), id, r)}.tmp`;
+const spoolName = (id: string, r = 1) => `${stem(Date.now() - 1000, id, r)}.json`;
+
+/** Sets a path's mtime (not following a link) this long in the past. */
+const age = (path: string, ms: number) => {
+  const t = (Date.now() - ms) / 1000;
+  if (lstatSync(path).isSymbolicLink()) lutimesSync(path, t, t);
+  else utimesSync(path, t, t);
+};
+
+/** An install record in stateDir naming spoolDir. */
+function record(stateDir: string, spoolDir: string): void {
+  mkdirSync(stateDir, { recursive: true });
+  writeFileSync(
+    join(stateDir, 'install.json'),
+    JSON.stringify({
+      version: 1,
+      state: 'installed',
+      cniBinDir: '/opt/cni/bin',
+      cniConfDir: '/etc/cni/net.d',
+      socket: '/run/steward/stewardd.sock',
+      spoolDir,
+      shim: { path: '/opt/cni/bin/steward', sha256: 'x' },
+    }),
+  );
+}
+
+function spoolDirs(own: string, stateDir = freshDir(), over: Partial<ConstructorParameters<typeof SpoolDirs>[0]> = {}) {
+  const s = setup();
+  const metrics = new Metrics(new Store(':memory:'));
+  const cap = captureLog();
+  const dirs = new SpoolDirs({
+    engine: s.engine,
+    own,
+    stateDir,
+    log: cap.log,
+    onTempRemoved: (k) => metrics.spoolTempFilesRemoved.inc(k),
+    intervalMs: 20,
+    ...over,
+  });
+  const removedTotal = async () => (await metrics.spoolTempFilesRemoved.get()).values[0]?.value ?? 0;
+  return { ...s, dirs, cap, removedTotal };
+}
+
+describe('stale spool temp files', () => {
+  test('a temp file older than the grace is removed, counted and logged; a younger one is left for its writer', async () => {
+    const dir = freshDir();
+    const stale = tempName('killed', 1);
+    const fresh = tempName('writing', 2);
+    writeFileSync(join(dir, stale), '{"half":');
+    writeFileSync(join(dir, fresh), '{"being written');
+    age(join(dir, stale), STALE_TEMP_GRACE_MS + 60_000);
+    age(join(dir, fresh), STALE_TEMP_GRACE_MS - 60_000);
+    const { dirs, cap, removedTotal } = spoolDirs(dir);
+    assert.equal(await dirs.sweep(dir), 1);
+    assert.deepEqual(readdirSync(dir), [fresh]);
+    assert.equal(await removedTotal(), 1);
+    const line = cap.rows.find((r) => /stale spool temp files/.test(r.msg));
+    assert.ok(line, 'a log line says so');
+    assert.equal(line.level, 40);
+    assert.deepEqual([line.spoolDir, line.removed, line.files], [dir, 1, [stale]]);
+    // Nothing more to remove: the counter stays, no second line.
+    assert.equal(await dirs.sweep(dir), 0);
+    assert.equal(await removedTotal(), 1);
+  });
+
+  test('a link named like a temp file is neither followed nor removed, however old', async () => {
+    const dir = freshDir();
+    const outside = join(freshDir(), 'precious');
+    writeFileSync(outside, 'keep me');
+    age(outside, STALE_TEMP_GRACE_MS * 2);
+    const link = join(dir, tempName('link'));
+    symlinkSync(outside, link);
+    age(link, STALE_TEMP_GRACE_MS * 2);
+    const { dirs, removedTotal } = spoolDirs(dir);
+    assert.equal(await dirs.sweep(dir), 0);
+    assert.ok(lstatSync(link).isSymbolicLink(), 'the link is still there');
+    assert.equal(readFileSync(outside, 'utf8'), 'keep me');
+    assert.equal(await removedTotal(), 0);
+  });
+
+  test('only regular files named like a spool temp file go: old spool files, directories and other names stay', async () => {
+    const dir = freshDir();
+    const keep = [spoolName('done'), '.not-a-spool-name.tmp', 'notes.tmp', tempName('adir')];
+    writeFileSync(join(dir, keep[0]!), wire('done'));
+    writeFileSync(join(dir, keep[1]!), '');
+    writeFileSync(join(dir, keep[2]!), '');
+    mkdirSync(join(dir, keep[3]!));
+    for (const k of keep) age(join(dir, k), STALE_TEMP_GRACE_MS * 2);
+    const { dirs } = spoolDirs(dir);
+    assert.equal(await dirs.sweep(dir), 0);
+    assert.deepEqual(readdirSync(dir).sort(), [...keep].sort());
+  });
+
+  test("the periodic round sweeps every drained dir, the install record's too", async () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const shims = freshDir();
+    record(stateDir, shims);
+    for (const d of [own, shims]) {
+      const t = join(d, tempName('k'));
+      writeFileSync(t, '');
+      age(t, STALE_TEMP_GRACE_MS + 1000);
+    }
+    const { dirs, removedTotal } = spoolDirs(own, stateDir);
+    dirs.scan();
+    await dirs.tick();
+    assert.deepEqual([readdirSync(own), readdirSync(shims)], [[], []]);
+    assert.equal(await removedTotal(), 2);
+  });
+});
+
+describe('the spool dirs drained', () => {
+  test("the install record's spool dir is drained beside --spool-dir, and a container with DELs there waits for them", async () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const shims = freshDir();
+    record(stateDir, shims);
+    writeFileSync(join(own, spoolName('mine')), wire('mine'));
+    writeFileSync(join(shims, spoolName('theirs')), wire('theirs'));
+    const { dirs, engine, plugins } = spoolDirs(own, stateDir);
+    assert.equal(dirs.scan(), 2);
+    assert.deepEqual([...dirs.dirs()].sort(), [own, shims].sort());
+    assert.deepEqual(dirs.problems(), []);
+    assert.equal(dirs.pending, 2);
+    // Held: the runtime sent the spooled DEL before this ADD.
+    const add = engine.handle(req('ADD', 'theirs', chain));
+    await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(plugins.of('ADD'), [], 'the ADD waits for the DEL spooled in the record dir');
+    await dirs.start();
+    await add;
+    assert.equal(plugins.calls.at(-1), 'ADD one theirs');
+    assert.deepEqual(plugins.of('DEL').sort(), ['DEL one mine', 'DEL one theirs']);
+    assert.deepEqual([readdirSync(own), readdirSync(shims)], [[], []]);
+    assert.equal(dirs.pending, 0);
+    assert.equal(engine.spoolHold, undefined, 'nothing held once every dir is drained');
+    await dirs.stop();
+  });
+
+  test('a DEL spooled to the record dir while the daemon runs is ingested by the next round', async () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const shims = join(freshDir(), 'made-later');
+    record(stateDir, shims);
+    const { dirs, plugins } = spoolDirs(own, stateDir);
+    dirs.scan();
+    await dirs.start();
+    mkdirSync(shims);
+    writeFileSync(join(shims, spoolName('late')), wire('late'));
+    const deadline = Date.now() + 5000;
+    while (readdirSync(shims).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await dirs.stop();
+    assert.deepEqual(readdirSync(shims), []);
+    assert.deepEqual(plugins.of('DEL'), ['DEL one late']);
+  });
+
+  test('a named spool dir that cannot be drained is a readiness problem naming it; a missing one is not', async () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const file = join(freshDir(), 'a-file');
+    writeFileSync(file, '');
+    record(stateDir, file);
+    const { dirs } = spoolDirs(own, stateDir);
+    dirs.scan();
+    assert.deepEqual(dirs.dirs(), [own]);
+    assert.equal(dirs.problems().length, 1);
+    assert.match(
+      dirs.problems()[0]!,
+      new RegExp(
+        `^spool dir ${file} \\(named by install record ${join(stateDir, 'install.json')}\\) cannot be drained: it is not a directory`,
+      ),
+    );
+    // Fixed: a directory that does not exist yet (the shim makes it) is fine at the next round.
+    rmSync(file);
+    await dirs.tick();
+    assert.deepEqual(dirs.problems(), []);
+    assert.deepEqual(dirs.dirs(), [own, file]);
+  });
+
+  test('what makes a spool dir undrainable: not a directory, a link to nothing, a path through a file', () => {
+    const base = freshDir();
+    writeFileSync(join(base, 'f'), '');
+    symlinkSync(join(base, 'nowhere'), join(base, 'dangling'));
+    symlinkSync(freshDir(), join(base, 'linked'));
+    assert.equal(spoolDirProblem(join(base, 'f')), 'it is not a directory');
+    assert.equal(spoolDirProblem(join(base, 'dangling')), 'it is a symbolic link to a path that does not exist');
+    assert.match(spoolDirProblem(join(base, 'f', 'spool')) ?? '', /^it cannot be read: ENOTDIR/);
+    assert.equal(spoolDirProblem(join(base, 'linked')), undefined, 'a link to a directory is drained through');
+    assert.equal(spoolDirProblem(join(base, 'not-yet')), undefined);
+    assert.equal(spoolDirProblem(base), undefined);
+  });
+
+  test('an install record that cannot be read is a readiness problem', () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    writeFileSync(join(stateDir, 'install.json'), '{not json');
+    const { dirs } = spoolDirs(own, stateDir);
+    dirs.scan();
+    assert.deepEqual(dirs.dirs(), [own]);
+    assert.match(
+      dirs.problems()[0] ?? '',
+      /^cannot read the install record .*install\.json for the spool dir the shim uses/,
+    );
+  });
+
+  test('a dir the record no longer names is still drained for a while, then dropped', async () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const old = freshDir();
+    const now = { t: 1_000_000 };
+    record(stateDir, old);
+    const { dirs } = spoolDirs(own, stateDir, { now: () => now.t });
+    dirs.refresh();
+    record(stateDir, own);
+    now.t += RETIRED_DIR_MS - 60_000;
+    assert.deepEqual(
+      [...dirs.refresh()].sort(),
+      [old, own].sort(),
+      'a shim that read the old conflist may still spool there',
+    );
+    now.t += 2 * 60_000;
+    assert.deepEqual(dirs.refresh(), [own]);
+    assert.ok(existsSync(old));
+  });
+
+  test('a dir the record no longer names is no readiness problem: an install that fixes the name is ready at once', () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const file = join(freshDir(), 'a-file');
+    writeFileSync(file, '');
+    record(stateDir, file);
+    const { dirs } = spoolDirs(own, stateDir);
+    dirs.refresh();
+    assert.equal(dirs.problems().length, 1);
+    record(stateDir, own);
+    dirs.refresh();
+    assert.deepEqual(dirs.problems(), []);
+    assert.deepEqual(dirs.dirs(), [own]);
+  });
+});
