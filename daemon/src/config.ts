@@ -11,7 +11,6 @@ import {
   DEFAULT_SHIM_TIMEOUT_MS,
   DEFAULT_SOCKET,
   DEFAULT_STATE_DIR,
-  MAX_RESTART_GRACE_S,
 } from '@cni-steward/shared';
 import type { ApiAccess } from './lifecycle/k8s.js';
 import type { UninstallMode } from './lifecycle/options.js';
@@ -22,7 +21,7 @@ import { DEFAULT_RETRY_POLICY, HOLD_MAX_ATTEMPTS, type RetryPolicy } from './eng
 import { ANSWER_MARGIN_MS } from './engine/add.js';
 import type { DelPolicy } from './engine/engine.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
-import { fail, int, level, runtimeEndpoint } from './flags.js';
+import { fail, int, level, restartGraceSeconds, runtimeEndpoint } from './flags.js';
 import { DEFAULT_GRACE_MS, parseDuration } from './audit/options.js';
 
 export interface DaemonConfig {
@@ -39,8 +38,11 @@ export interface DaemonConfig {
   tombstoneTtlMs: number;
   pruneIntervalMs: number;
   shutdownGraceMs: number;
-  /** --restart-grace: how long the restart record covers the successor's start (shared/src/restart.ts). */
-  restartGraceMs: number;
+  /**
+   * --restart-grace: how long the restart record covers the successor's start (shared/src/restart.ts);
+   * undefined: the install record's, else DEFAULT_RESTART_GRACE_S.
+   */
+  restartGraceMs: number | undefined;
   logLevel: string;
   cniConfDir: string | undefined;
   /** --cni-version: how the conflist's version is chosen at start, with --cni-conf-dir (lifecycle/cni-version.ts). */
@@ -93,7 +95,8 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --shutdown-grace SEC     on SIGTERM, wait this long for in-flight requests (default 20)
   --restart-grace SEC      on SIGTERM where the node keeps steward, the shim tells the runtime the network is
                            ready, and holds ADDs, for this long after serving stops until a successor serves
-                           (0 to 120; default ${DEFAULT_RESTART_GRACE_S}; 0: a restart is told as not ready)
+                           (0 to 120; default: stewardd install's --restart-grace, else ${DEFAULT_RESTART_GRACE_S}; 0: a restart is
+                           told as not ready)
   --cni-conf-dir DIR       watch this CNI conf dir and keep 00-steward.conflist in step with the primary network
   --cni-version auto|primary|0.3.1|0.4.0|1.0.0|1.1.0
                            with --cni-conf-dir: the conflist's cniVersion, decided again at start before
@@ -205,7 +208,10 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     tombstoneTtlMs: int('tombstone-ttl', values['tombstone-ttl'], 3600, 0, problems) * 1000,
     pruneIntervalMs: int('prune-interval', values['prune-interval'], 60, 1, problems) * 1000,
     shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems) * 1000,
-    restartGraceMs: restartGrace(values['restart-grace'], problems),
+    restartGraceMs: (() => {
+      const seconds = restartGraceSeconds(values['restart-grace'], problems);
+      return seconds === undefined ? undefined : seconds * 1000;
+    })(),
     logLevel,
     cniConfDir: values['cni-conf-dir'] ? resolve(values['cni-conf-dir']) : undefined,
     cniVersion: cniVersionMode(values['cni-version'], problems),
@@ -227,18 +233,6 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   checkDeadlineChain(cfg.pluginTimeoutMs, problems);
   fail(problems, RUN_USAGE);
   return cfg;
-}
-
-/** --restart-grace: seconds, at most what the shim believes a record for. */
-function restartGrace(raw: string | undefined, problems: string[]): number {
-  const s = int('restart-grace', raw, DEFAULT_RESTART_GRACE_S, 0, problems);
-  if (s > MAX_RESTART_GRACE_S) {
-    problems.push(
-      `--restart-grace must be at most ${MAX_RESTART_GRACE_S} (the shim believes a restart record no longer), got "${raw}"`,
-    );
-    return DEFAULT_RESTART_GRACE_S;
-  }
-  return s * 1000;
 }
 
 type RunValues = ReturnType<typeof parseArgs<{ options: typeof RUN_FLAGS }>>['values'];

@@ -2,6 +2,7 @@
 // flag to `problems` instead of throwing, so that `fail` reports every bad value at once, followed
 // by the subcommand's usage.
 
+import { DEFAULT_RESTART_GRACE_S, MAX_RESTART_GRACE_S } from '@cni-steward/shared';
 import { parseRuntimeEndpoint } from './audit/options.js';
 
 /** An integer flag >= min; the fallback when absent or bad (the bad value is reported). */
@@ -13,6 +14,22 @@ export function int(name: string, raw: string | undefined, fallback: number, min
     return fallback;
   }
   return n;
+}
+
+/**
+ * --restart-grace SEC (run and install): 0 to MAX_RESTART_GRACE_S, the longest a shim believes a
+ * restart record. undefined when absent.
+ */
+export function restartGraceSeconds(raw: string | undefined, problems: string[]): number | undefined {
+  if (raw === undefined) return undefined;
+  const s = int('restart-grace', raw, DEFAULT_RESTART_GRACE_S, 0, problems);
+  if (s > MAX_RESTART_GRACE_S) {
+    problems.push(
+      `--restart-grace must be at most ${MAX_RESTART_GRACE_S} (the shim believes a restart record no longer), got "${raw}"`,
+    );
+    return undefined;
+  }
+  return s;
 }
 
 /** --log-level: a pino level, info when absent. */

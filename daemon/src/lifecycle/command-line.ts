@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, MAX_SOCKET_PATH_BYTES } from '@cni-steward/shared';
-import { fail, int, level, runtimeEndpoint } from '../flags.js';
+import { fail, int, level, restartGraceSeconds, runtimeEndpoint } from '../flags.js';
 import type { InstallConfig, ShimLibc, UninstallConfig } from './options.js';
 import { CNI_VERSION_MODES, parseCniVersionMode, type CniVersionMode } from './cni-version.js';
 import { DEFAULT_SHIM, DIST, defaultShim } from './shim-path.js';
@@ -30,7 +30,10 @@ ${LIFECYCLE_PATHS}
                            CRI-O >= 1.32, asked through CRI Version; else the primary's version)
   --runtime-endpoint unix:///PATH
                            the CRI runtime auto asks (default: the first of the containerd and CRI-O sockets
-                           that exists)`;
+                           that exists)
+  --restart-grace SEC      recorded for stewardd run: after a SIGTERM that keeps steward, how long the shim
+                           tells the runtime the network is ready while no stewardd serves (0 to 120; run's
+                           own --restart-grace wins; default 15)`;
 
 export const UNINSTALL_USAGE = `usage: stewardd uninstall [options]
   drains pending teardowns, then removes exactly what install added, if unchanged since
@@ -71,6 +74,7 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     force: { type: 'boolean' },
     'cni-version': { type: 'string' },
     'runtime-endpoint': { type: 'string' },
+    'restart-grace': { type: 'string' },
   });
   const shimLibc = (str('shim-libc') ?? 'glibc') as ShimLibc;
   if (shimLibc !== 'glibc' && shimLibc !== 'musl')
@@ -88,6 +92,8 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     cniVersion: cniVersionMode(str('cni-version'), problems),
     runtimeEndpoint: runtimeEndpoint(str('runtime-endpoint'), problems),
   };
+  const grace = restartGraceSeconds(str('restart-grace'), problems);
+  if (grace !== undefined) cfg.restartGraceS = grace;
   // The shim refuses a socket path no Unix socket can have (code 7 on every ADD): never write one.
   if (Buffer.byteLength(cfg.socket) > MAX_SOCKET_PATH_BYTES)
     problems.push(

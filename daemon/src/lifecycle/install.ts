@@ -231,6 +231,7 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
     socket: o.socket,
     spoolDir: o.spoolDir,
     ...(o.cniVersion !== undefined ? { cniVersion: o.cniVersion } : {}),
+    ...(o.restartGraceS !== undefined ? { restartGraceS: o.restartGraceS } : {}),
   };
   const withShim = (shim: InstallRecord['shim']): InstallRecord => ({
     ...base,

@@ -23,6 +23,8 @@ export interface InstallConfig {
   cniVersion: CniVersionMode;
   /** --runtime-endpoint: the CRI socket `auto` asks; undefined = the usual containerd then CRI-O sockets. */
   runtimeEndpoint: string | undefined;
+  /** --restart-grace: recorded for `stewardd run` (its own flag wins); undefined: not recorded. */
+  restartGraceS?: number;
 }
 
 export interface UninstallConfig {

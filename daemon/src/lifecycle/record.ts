@@ -42,6 +42,8 @@ export interface InstallRecord {
   conflist?: InstalledFile & { primary?: string; cniVersion?: string };
   /** Which cniVersion the conflist is written at and why (cni-version.ts); absent: the primary's. */
   cniVersion?: ConflistVersionChoice;
+  /** install's --restart-grace, for `stewardd run` without its own (restart-record.ts). */
+  restartGraceS?: number;
   /**
    * Files an earlier install wrote at other paths. Install removes them once the new ones are in
    * place and then drops them from the record; they are listed until then so that a crash in

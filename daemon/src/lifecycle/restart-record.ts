@@ -5,8 +5,34 @@
 
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { KERNEL_BOOT_ID_FILE, restartRecordPath, type RestartRecord } from '@cni-steward/shared';
+import {
+  DEFAULT_RESTART_GRACE_S,
+  KERNEL_BOOT_ID_FILE,
+  MAX_RESTART_GRACE_S,
+  restartRecordPath,
+  type RestartRecord,
+} from '@cni-steward/shared';
 import { atomicWrite, removeDurably } from './files.js';
+import { readRecord } from './record.js';
+
+/**
+ * The grace a SIGTERM gives the successor: `stewardd run --restart-grace`, else what install
+ * recorded, else the default. Read at SIGTERM, so a reinstall with another grace counts at once.
+ */
+export function restartGraceMs(flagMs: number | undefined, stateDir: string): number {
+  if (flagMs !== undefined) return flagMs;
+  let recorded: unknown;
+  try {
+    recorded = readRecord(stateDir)?.restartGraceS;
+  } catch {
+    recorded = undefined; // an unreadable record: readiness says so elsewhere; the default here
+  }
+  const seconds =
+    typeof recorded === 'number' && Number.isInteger(recorded) && recorded >= 0 && recorded <= MAX_RESTART_GRACE_S
+      ? recorded
+      : DEFAULT_RESTART_GRACE_S;
+  return seconds * 1000;
+}
 
 /** Writes the record: the successor is waited for until `untilMs` (ms since the epoch). */
 export function writeRestartRecord(socket: string, untilMs: number, log: Logger): void {

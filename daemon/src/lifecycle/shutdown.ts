@@ -8,10 +8,10 @@ import type { Logger } from 'pino';
 import type { OwnerLock } from '../store/owner.js';
 import type { RunningDaemon } from '../running-daemon.js';
 import { onTermStep, type TermConfig } from './on-term.js';
-import { removeRestartRecord, writeRestartRecord } from './restart-record.js';
+import { removeRestartRecord, restartGraceMs, writeRestartRecord } from './restart-record.js';
 
 export interface ShutdownSteps {
-  cfg: TermConfig & { shutdownGraceMs: number; restartGraceMs: number };
+  cfg: TermConfig & { shutdownGraceMs: number; restartGraceMs: number | undefined };
   log: Logger;
   owner: OwnerLock;
   /** Before anything else: stop what would react to the socket closing (readiness, self-checks). */
@@ -31,11 +31,12 @@ export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
       // SIGTERM is a planned end (a rolling update, a drain, a restart by its owner): the restart
       // record says so before readiness drops, covering the decision and the drain below, then the
       // successor's grace from the moment serving stops.
-      const planned = reason === 'SIGTERM' && s.cfg.restartGraceMs > 0;
+      const graceMs = reason === 'SIGTERM' ? restartGraceMs(s.cfg.restartGraceMs, s.cfg.stateDir) : 0;
+      const planned = graceMs > 0;
       if (planned)
         writeRestartRecord(
           s.cfg.socket,
-          Date.now() + (s.cfg.api?.timeoutMs ?? 0) + s.cfg.shutdownGraceMs + s.cfg.restartGraceMs,
+          Date.now() + (s.cfg.api?.timeoutMs ?? 0) + s.cfg.shutdownGraceMs + graceMs,
           s.log,
         );
       s.quiesce?.();
@@ -49,7 +50,7 @@ export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
       );
       const grace = new Promise<void>((r) => setTimeout(r, s.cfg.shutdownGraceMs).unref());
       await Promise.race([s.stopServing(), grace]);
-      if (planned && !uninstalling) writeRestartRecord(s.cfg.socket, Date.now() + s.cfg.restartGraceMs, s.log);
+      if (planned && !uninstalling) writeRestartRecord(s.cfg.socket, Date.now() + graceMs, s.log);
       try {
         await s.release?.();
       } catch (e) {
