@@ -319,13 +319,13 @@ func hintHeaders(e env, conf *netconf) [][2]string {
 			h = append(h, [2]string{name, enc})
 		}
 	}
-	for _, p := range [...][2]string{{"x-cni-command", "CNI_COMMAND"}, {"x-cni-containerid", "CNI_CONTAINERID"}, {"x-cni-ifname", "CNI_IFNAME"}} {
+	for _, p := range [...][2]string{{hintCommandHeader, "CNI_COMMAND"}, {hintContainerIDHeader, "CNI_CONTAINERID"}, {hintIfnameHeader, "CNI_IFNAME"}} {
 		if v, ok := e[p[1]]; ok {
 			put(p[0], v)
 		}
 	}
 	if name, ok := conf.str("name"); ok {
-		put("x-cni-network", name)
+		put(hintNetworkHeader, name)
 	}
 	return append(h, [2]string{protocolHeader, strconv.Itoa(protocolVersion)})
 }

@@ -17,6 +17,9 @@ import (
 	"time"
 )
 
+// restartPoll: how often an ADD, CHECK or GC looks for the successor during a restart.
+const restartPoll = 100 * time.Millisecond
+
 // restartLeft: how much longer the restart record beside socket covers a missing or refusing
 // stewardd; 0 when there is none, it is from another boot, or its deadline has passed. seen: a
 // record was there (a restart whose grace ran out, when left is 0).

@@ -174,6 +174,27 @@ func stdinOf(t testing.TB, f vectorFile, raw json.RawMessage, subst *strings.Rep
 	return []byte(subst.Replace(string(encodeTestJSON(t, x)))), false
 }
 
+// replies: a vector's reply as a list, the i-th for the i-th connection (the last repeats). A
+// single reply is a list of one; "unreachable" and "none" are only valid alone.
+func replies(t testing.TB, reply json.RawMessage) []json.RawMessage {
+	var list []json.RawMessage
+	if len(reply) == 0 || reply[0] != '[' {
+		return []json.RawMessage{reply}
+	}
+	if err := json.Unmarshal(reply, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) == 0 {
+		t.Fatalf("an empty reply list")
+	}
+	for _, r := range list {
+		if k := replyKind(r); k == "unreachable" || k == "none" || len(r) == 0 {
+			t.Fatalf("reply %q is only valid as a single reply, not in a list", r)
+		}
+	}
+	return list
+}
+
 // recorded is one request the fake stewardd read.
 type recorded struct {
 	method, path string
@@ -181,19 +202,18 @@ type recorded struct {
 	body         []byte
 }
 
-// fakeDaemon serves one vector's reply on a Unix socket.
+// fakeDaemon serves one vector's replies on a Unix socket, the i-th to the i-th connection.
 type fakeDaemon struct {
-	mu    sync.Mutex
-	reqs  []recorded
-	held  []net.Conn
-	ln    net.Listener
-	reply json.RawMessage
+	mu      sync.Mutex
+	reqs    []recorded
+	held    []net.Conn
+	ln      net.Listener
+	replies []json.RawMessage
 }
 
 func startDaemon(t *testing.T, socket string, reply json.RawMessage) *fakeDaemon {
-	d := &fakeDaemon{reply: reply}
-	kind := replyKind(reply)
-	if kind == "unreachable" {
+	d := &fakeDaemon{replies: replies(t, reply)}
+	if replyKind(reply) == "unreachable" {
 		// A regular file where the socket should be: connect(2) answers ECONNREFUSED, as for a
 		// stale socket nobody listens on.
 		if err := os.WriteFile(socket, nil, 0o600); err != nil {
@@ -206,7 +226,7 @@ func startDaemon(t *testing.T, socket string, reply json.RawMessage) *fakeDaemon
 		t.Fatal(err)
 	}
 	d.ln = ln
-	go d.serve(kind)
+	go d.serve()
 	t.Cleanup(func() {
 		ln.Close()
 		d.mu.Lock()
@@ -219,7 +239,7 @@ func startDaemon(t *testing.T, socket string, reply json.RawMessage) *fakeDaemon
 }
 
 // replyKind: "unreachable", "frozen", "none" (no request expected; answered 200 if one comes), or
-// "" for an answer given in the vector.
+// "" for an answer given in the vector (or a list of replies).
 func replyKind(reply json.RawMessage) string {
 	var kind string
 	if len(reply) == 0 {
@@ -229,24 +249,30 @@ func replyKind(reply json.RawMessage) string {
 	return kind
 }
 
-func (d *fakeDaemon) serve(kind string) {
-	for {
+func (d *fakeDaemon) serve() {
+	for i := 0; ; i++ {
 		c, err := d.ln.Accept()
 		if err != nil {
 			return
 		}
-		go d.handle(c, kind)
+		r := d.replies[len(d.replies)-1]
+		if i < len(d.replies) {
+			r = d.replies[i]
+		}
+		go d.handle(c, r)
 	}
 }
 
-func (d *fakeDaemon) handle(c net.Conn, kind string) {
+// handle reads one request and answers it as r says; a frozen stewardd reads it and never answers.
+func (d *fakeDaemon) handle(c net.Conn, reply json.RawMessage) {
+	kind := replyKind(reply)
 	if kind == "frozen" {
 		d.mu.Lock()
 		d.held = append(d.held, c)
 		d.mu.Unlock()
-		return
+	} else {
+		defer c.Close()
 	}
-	defer c.Close()
 	rd := bufio.NewReader(c)
 	req := recorded{headers: map[string]string{}}
 	line, err := rd.ReadString('\n')
@@ -278,12 +304,17 @@ func (d *fakeDaemon) handle(c net.Conn, kind string) {
 	d.reqs = append(d.reqs, req)
 	d.mu.Unlock()
 	var r httpReply
-	if kind == "none" {
+	switch {
+	case kind == "frozen":
+		return
+	case kind == "none":
 		r = httpReply{Status: 200, Body: `{"cniVersion":"1.0.0"}`}
 		two := "2"
 		r.Protocol = &two
-	} else if err := json.Unmarshal(d.reply, &r); err != nil {
-		return
+	default:
+		if err := json.Unmarshal(reply, &r); err != nil {
+			return
+		}
 	}
 	if r.Raw != nil {
 		_, _ = c.Write([]byte(*r.Raw))
@@ -325,10 +356,17 @@ func TestVectors(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.RemoveAll(dir) })
-			subst := strings.NewReplacer("@SOCKET@", filepath.Join(dir, "s.sock"), "@SPOOL@", filepath.Join(dir, "spool"), "@BADSPOOL@", filepath.Join(dir, "file"))
-			substRe := strings.NewReplacer("@SOCKET@", regexp.QuoteMeta(filepath.Join(dir, "s.sock")), "@SPOOL@", regexp.QuoteMeta(filepath.Join(dir, "spool")), "@BADSPOOL@", regexp.QuoteMeta(filepath.Join(dir, "file")))
-			if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o600); err != nil {
-				t.Fatal(err)
+			subst := strings.NewReplacer("@SOCKET@", filepath.Join(dir, "s.sock"), "@SPOOL@", filepath.Join(dir, "spool"))
+			substRe := strings.NewReplacer("@SOCKET@", regexp.QuoteMeta(filepath.Join(dir, "s.sock")), "@SPOOL@", regexp.QuoteMeta(filepath.Join(dir, "spool")))
+			switch v.Spool {
+			case "":
+			case "fails":
+				// A regular file where the spool dir should be: nothing can be written under it.
+				if err := os.WriteFile(filepath.Join(dir, "spool"), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				t.Fatalf("spool %q: only \"fails\" is known", v.Spool)
 			}
 			daemon := startDaemon(t, filepath.Join(dir, "s.sock"), v.Reply)
 			e := env{}
@@ -413,44 +451,69 @@ func checkSent(t *testing.T, v vector, reqs []recorded, subst *strings.Replacer)
 		}
 		return
 	}
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests reached stewardd, want 1", len(reqs))
-	}
-	var want struct {
-		Method  string             `json:"method"`
-		Path    string             `json:"path"`
-		Headers map[string]*string `json:"headers"`
-		Body    json.RawMessage    `json:"body"`
-	}
-	if err := json.Unmarshal([]byte(subst.Replace(string(v.Want.Sent))), &want); err != nil {
+	// One request (an object) or exactly that many (a list), each checked alike.
+	var wants []sentRequest
+	text := []byte(subst.Replace(string(v.Want.Sent)))
+	if text[0] != '[' {
+		wants = make([]sentRequest, 1)
+		if err := json.Unmarshal(text, &wants[0]); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := json.Unmarshal(text, &wants); err != nil {
 		t.Fatal(err)
 	}
-	req := reqs[0]
+	if len(reqs) != len(wants) {
+		t.Fatalf("%d requests reached stewardd, want %d", len(reqs), len(wants))
+	}
+	for i, want := range wants {
+		checkRequest(t, i, reqs[i], want)
+	}
+}
+
+// sentRequest is what one request must carry (want.sent, or an element of it).
+type sentRequest struct {
+	Method  string             `json:"method"`
+	Path    string             `json:"path"`
+	Headers map[string]*string `json:"headers"`
+	Body    json.RawMessage    `json:"body"`
+}
+
+func checkRequest(t *testing.T, i int, req recorded, want sentRequest) {
+	t.Helper()
 	if want.Method != "" && req.method != want.Method {
-		t.Errorf("method %s, want %s", req.method, want.Method)
+		t.Errorf("request %d: method %s, want %s", i, req.method, want.Method)
 	}
 	if want.Path != "" && req.path != want.Path {
-		t.Errorf("path %s, want %s", req.path, want.Path)
+		t.Errorf("request %d: path %s, want %s", i, req.path, want.Path)
 	}
 	for k, wv := range want.Headers {
 		gv, ok := req.headers[k]
 		if wv == nil && ok {
-			t.Errorf("header %s: %q, want none", k, gv)
+			t.Errorf("request %d: header %s: %q, want none", i, k, gv)
 		} else if wv != nil && gv != *wv {
-			t.Errorf("header %s: %q, want %q", k, gv, *wv)
+			t.Errorf("request %d: header %s: %q, want %q", i, k, gv, *wv)
 		}
 	}
 	if len(want.Body) > 0 {
 		var wb interface{}
 		_ = json.Unmarshal(want.Body, &wb)
 		if !jsonEqual(t, req.body, wb) {
-			t.Errorf("body %s, want %s", req.body, want.Body)
+			t.Errorf("request %d: body %s, want %s", i, req.body, want.Body)
 		}
 	}
 }
 
 func checkSpooled(t *testing.T, v vector, dir string, name *regexp.Regexp, subst *strings.Replacer) {
 	t.Helper()
+	if v.Spool == "fails" {
+		if st, err := os.Lstat(dir); err != nil || !st.Mode().IsRegular() {
+			t.Errorf("the spool dir that cannot be made was replaced: %v %v", st, err)
+		}
+		var b bool
+		if len(v.Want.Spooled) > 0 && (json.Unmarshal(v.Want.Spooled, &b) != nil || b) {
+			t.Fatalf("want.spooled %s with spool \"fails\"", v.Want.Spooled)
+		}
+	}
 	entries, _ := os.ReadDir(dir)
 	var files []string
 	for _, e := range entries {

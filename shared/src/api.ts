@@ -21,8 +21,50 @@ export const MAX_REQUEST_BYTES = MAX_NETCONF_BYTES + 64 * 1024;
 /** A Unix socket path's longest length in bytes (sun_path is 108 bytes with its terminating NUL). */
 export const MAX_SOCKET_PATH_BYTES = 107;
 
-/** How long the shim waits for the daemon before giving up (ms). Plugins may take a while. */
+/**
+ * The shim's ADD bound (ms): how long it waits for stewardd's answer to an ADD unless the netconf's
+ * "timeouts.add" sets another (plugins may take a while). stewardd fits an ADD's plugins under it
+ * (engine/add.ts answerBudgetMs). The kubelet gives RunPodSandbox 4 minutes: an ADD's bound plus the
+ * undo of a skewed ADD (a DEL, within SHIM_DEL_BOUND_MS) stays under it even at MAX_SHIM_ADD_TIMEOUT_MS.
+ */
 export const DEFAULT_SHIM_TIMEOUT_MS = 120_000;
+
+/**
+ * The shim's DEL bound (ms). CRI-O gives a DEL 1 minute and the kubelet StopPodSandbox 2: the shim
+ * spools the DEL and answers success well before either, so a frozen stewardd never fails a pod's deletion.
+ */
+export const SHIM_DEL_BOUND_MS = 30_000;
+
+/** The shim's CHECK and GC bound (ms): no runtime deadline is tighter than the default. */
+export const SHIM_CHECK_BOUND_MS = 120_000;
+
+/**
+ * The shim's STATUS bound (ms), counted from the shim's start: containerd 2.x runs STATUS every 5 s
+ * under a lock with no deadline of its own. Not overridable in the netconf.
+ */
+export const SHIM_STATUS_BOUND_MS = 750;
+
+/**
+ * The most the netconf's "timeouts.add" may set (ms): an ADD and the undo of a skewed one must end
+ * inside the kubelet's 4 minutes for RunPodSandbox. Each key of "timeouts" is an integer from 1 up.
+ */
+export const MAX_SHIM_ADD_TIMEOUT_MS = 200_000;
+/**
+ * The most the netconf's "timeouts.del" may set (ms): a DEL stewardd does not answer is spooled
+ * before the runtime's own deadline (CRI-O: 1 minute).
+ */
+export const MAX_SHIM_DEL_TIMEOUT_MS = 50_000;
+/** The most the netconf's "timeouts.check" and "timeouts.gc" may set (ms): an hour. */
+export const MAX_SHIM_OTHER_TIMEOUT_MS = 3_600_000;
+
+/**
+ * The deepest nesting of objects and arrays the shim reads on stdin: Go's encoding/json stops at
+ * this depth. stewardd refuses a netconf nesting deeper than MAX_NETCONF_DEPTH (wire.ts) anyway.
+ */
+export const MAX_SHIM_JSON_DEPTH = 10_000;
+
+/** The most the shim reads of stewardd's answer (bytes); its results are a few KiB. */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
 /** What travels on the wire: the CNI_* variables as the runtime set them, and the netconf. */
 export interface CniWireRequest {

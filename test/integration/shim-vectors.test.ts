@@ -1,89 +1,36 @@
 // The shim's contract vectors (shared/vectors/shim.json) run against the built binary
 // (dist/steward), as a runtime runs it: env and stdin in, stdout, exit code and the spool out,
 // against a Unix socket server that answers as each vector says (an HTTP answer, raw bytes, a
-// refused connection, a frozen daemon). go test runs the same vectors through the Go logic
+// refused connection, a frozen daemon; or one of those per request, in order), with the spool made
+// unwritable where a vector says it fails. go test runs the same vectors through the Go logic
 // in-process (shim/vectors_test.go); this is the built binary's turn. Vectors marked goOnly need an
-// injected clock and are skipped here.
+// injected clock and are skipped here. Vectors are read by test/helpers/shim-vectors.ts.
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { REPO, TestEnv } from '../helpers/env.js';
+import {
+  type HttpReply,
+  type Vector,
+  gen,
+  loadVectors,
+  replyList,
+  sentList,
+  spoolNamePattern,
+  stdinOf,
+} from '../helpers/shim-vectors.js';
 
 const SHIM_EXE = join(REPO, 'dist/steward');
 
-type Gen = string | { $repeat?: string; times?: number; prefix?: string; $hex?: string };
-interface HttpReply {
-  status?: number;
-  body?: string;
-  protocol?: string;
-  raw?: string;
-}
-interface Vector {
-  name: string;
-  env: Record<string, Gen>;
-  stdin?: unknown;
-  reply?: 'unreachable' | 'frozen' | 'none' | HttpReply;
-  spool?: 'fails';
-  goOnly?: string;
-  want: {
-    exitCode: number;
-    stdout?: string;
-    code?: number;
-    cniVersion?: string;
-    msg?: string;
-    msgNot?: string;
-    sent?: boolean | { method?: string; path?: string; headers?: Record<string, string | null>; body?: unknown };
-    spooled?: boolean | { containerId: string; body?: unknown };
-    maxMs?: number;
-  };
-}
-const file = JSON.parse(readFileSync(join(REPO, 'shared/vectors/shim.json'), 'utf8')) as {
-  netconf: Record<string, unknown>;
-  vectors: Vector[];
-};
-const spoolName = new RegExp(
-  (JSON.parse(readFileSync(join(REPO, 'shared/vectors/spool.json'), 'utf8')) as { namePattern: string }).namePattern,
-);
+const file = loadVectors();
+const spoolName = spoolNamePattern();
 
 const env = new TestEnv('shim-vectors');
 after(() => env.close());
-
-/** A vector string as bytes: a string, {$repeat, times, prefix} or {$hex}. */
-function gen(g: Gen): Buffer {
-  if (typeof g === 'string') return Buffer.from(g, 'utf8');
-  if (g.$hex !== undefined) return Buffer.from(g.$hex, 'hex');
-  return Buffer.from((g.prefix ?? '') + (g.$repeat ?? '').repeat(g.times ?? 0), 'utf8');
-}
-const isGen = (v: unknown) => typeof v === 'object' && v !== null && ('$repeat' in v || '$hex' in v);
-
-function stdinOf(spec: unknown, subst: (s: string) => string): { data: Buffer; open: boolean } {
-  if (spec === undefined) return { data: Buffer.alloc(0), open: false };
-  if (typeof spec === 'string') return { data: Buffer.from(subst(spec), 'utf8'), open: false };
-  const o = spec as Record<string, unknown>;
-  if ('$netconf' in o) {
-    const conf: Record<string, unknown> = { ...file.netconf };
-    for (const [k, v] of Object.entries(o)) {
-      if (k !== '$netconf') conf[k] = isGen(v) ? gen(v as Gen).toString('utf8') : v;
-    }
-    return { data: Buffer.from(subst(JSON.stringify(conf)), 'utf8'), open: false };
-  }
-  if ('$parts' in o) {
-    const parts = (o.$parts as unknown[]).map((p) =>
-      typeof p === 'object' && p !== null && '$netconf' in p
-        ? stdinOf(p, subst).data
-        : Buffer.from(subst(gen(p as Gen).toString('latin1')), 'latin1'),
-    );
-    let data = Buffer.concat(parts);
-    if (typeof o.$pad === 'number' && data.length < o.$pad)
-      data = Buffer.concat([data, Buffer.alloc(o.$pad - data.length, 0x20)]);
-    return { data, open: o.$open === true };
-  }
-  return { data: Buffer.from(subst(JSON.stringify(spec)), 'utf8'), open: false };
-}
 
 interface Recorded {
   method: string;
@@ -103,11 +50,13 @@ async function fakeDaemon(
     writeFileSync(socket, '');
     return { reqs, close: async () => undefined };
   }
+  const replies = replyList(reply);
   const held: Socket[] = [];
+  let connections = 0;
   const server: Server = createServer((c) => {
     held.push(c);
     c.on('error', () => undefined);
-    if (reply === 'frozen') return;
+    const r = replies[Math.min(connections++, replies.length - 1)]!;
     let buf = Buffer.alloc(0);
     c.on('data', (b: Buffer) => {
       buf = Buffer.concat([buf, b]);
@@ -124,20 +73,18 @@ async function fakeDaemon(
       c.removeAllListeners('data');
       const [method = '', path = ''] = lines[0]!.split(' ');
       reqs.push({ method, path, headers, body: buf.subarray(end + 4, end + 4 + length) });
-      const r: HttpReply =
-        reply === undefined || reply === 'none'
-          ? { status: 200, body: '{"cniVersion":"1.0.0"}', protocol: '2' }
-          : reply;
-      if (r.raw !== undefined) {
-        c.end(Buffer.from(r.raw, 'latin1'));
+      if (r === 'frozen') return; // read, never answered
+      const a: HttpReply = r === 'none' ? { status: 200, body: '{"cniVersion":"1.0.0"}', protocol: '2' } : r;
+      if (a.raw !== undefined) {
+        c.end(Buffer.from(a.raw, 'latin1'));
         return;
       }
-      const body = Buffer.from(r.body ?? '', 'utf8');
+      const body = Buffer.from(a.body ?? '', 'utf8');
       c.end(
         Buffer.concat([
           Buffer.from(
-            `HTTP/1.1 ${r.status} X\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n` +
-              (r.protocol !== undefined ? `x-steward-protocol: ${r.protocol}\r\n` : '') +
+            `HTTP/1.1 ${a.status} X\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n` +
+              (a.protocol !== undefined ? `x-steward-protocol: ${a.protocol}\r\n` : '') +
               'connection: close\r\n\r\n',
             'latin1',
           ),
@@ -198,20 +145,17 @@ describe(
       it(v.name, { skip: v.goOnly ?? false, timeout: 30_000 }, async () => {
         const dir = join(env.dir, `v${n++}`);
         mkdirSync(dir);
-        const paths = {
-          '@SOCKET@': join(dir, 's.sock'),
-          '@SPOOL@': join(dir, 'spool'),
-          '@BADSPOOL@': join(dir, 'file'),
-        };
-        writeFileSync(paths['@BADSPOOL@'], '');
-        const subst = (s: string) => s.replace(/@(SOCKET|SPOOL|BADSPOOL)@/g, (m) => paths[m as keyof typeof paths]);
-        const substRe = (s: string) =>
-          s.replace(/@(SOCKET|SPOOL|BADSPOOL)@/g, (m) => escapeRe(paths[m as keyof typeof paths]));
+        const paths = { '@SOCKET@': join(dir, 's.sock'), '@SPOOL@': join(dir, 'spool') };
+        assert.ok(v.spool === undefined || v.spool === 'fails', `spool ${String(v.spool)}: only "fails" is known`);
+        // A regular file where the spool dir should be: nothing can be written under it.
+        if (v.spool === 'fails') writeFileSync(paths['@SPOOL@'], '');
+        const subst = (s: string) => s.replace(/@(SOCKET|SPOOL)@/g, (m) => paths[m as keyof typeof paths]);
+        const substRe = (s: string) => s.replace(/@(SOCKET|SPOOL)@/g, (m) => escapeRe(paths[m as keyof typeof paths]));
         const daemon = await fakeDaemon(paths['@SOCKET@'], v.reply);
         try {
           const vars: Record<string, Buffer> = {};
           for (const [k, g] of Object.entries(v.env)) vars[k] = Buffer.from(subst(gen(g).toString('latin1')), 'latin1');
-          const { data, open } = stdinOf(v.stdin, subst);
+          const { data, open } = stdinOf(file, v.stdin, subst);
           const r = await runShim(vars, data, open);
           const stdout = r.stdout.toString('utf8');
           assert.equal(r.code, v.want.exitCode, `exit code; stdout ${stdout}`);
@@ -233,17 +177,27 @@ describe(
           const sent = v.want.sent;
           if (typeof sent === 'boolean' && v.reply !== 'frozen' && v.reply !== 'unreachable')
             assert.equal(daemon.reqs.length > 0, sent, `requests: ${daemon.reqs.length}`);
-          if (typeof sent === 'object') {
-            assert.equal(daemon.reqs.length, 1);
-            const req = daemon.reqs[0]!;
-            const want = JSON.parse(subst(JSON.stringify(sent))) as Exclude<typeof sent, boolean>;
-            if (want.method) assert.equal(req.method, want.method);
-            if (want.path) assert.equal(req.path, want.path);
-            for (const [k, wv] of Object.entries(want.headers ?? {})) assert.equal(req.headers[k], wv ?? undefined, k);
-            if (want.body !== undefined) assert.deepEqual(JSON.parse(req.body.toString('utf8')), want.body);
+          const listed = sentList(sent);
+          if (listed) {
+            // One request (an object) or exactly that many (a list), each checked alike.
+            const wants = JSON.parse(subst(JSON.stringify(listed))) as typeof listed;
+            assert.equal(daemon.reqs.length, wants.length, 'requests');
+            wants.forEach((want, i) => {
+              const req = daemon.reqs[i]!;
+              if (want.method) assert.equal(req.method, want.method, `request ${i}`);
+              if (want.path) assert.equal(req.path, want.path, `request ${i}`);
+              for (const [k, wv] of Object.entries(want.headers ?? {}))
+                assert.equal(req.headers[k], wv ?? undefined, `request ${i}: ${k}`);
+              if (want.body !== undefined)
+                assert.deepEqual(JSON.parse(req.body.toString('utf8')), want.body, `request ${i}`);
+            });
           }
           const spoolDir = paths['@SPOOL@'];
-          const files = existsSync(spoolDir) ? readdirSync(spoolDir) : [];
+          if (v.spool === 'fails') {
+            assert.ok(lstatSync(spoolDir).isFile(), 'the spool dir that cannot be made was replaced');
+            assert.ok(v.want.spooled === undefined || v.want.spooled === false, 'want.spooled with spool "fails"');
+          }
+          const files = existsSync(spoolDir) && v.spool !== 'fails' ? readdirSync(spoolDir) : [];
           assert.deepEqual(
             files.filter((f) => f.endsWith('.tmp')),
             [],
