@@ -9,6 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from './config.js';
 import type { RunningDaemon } from './running-daemon.js';
+import { removeRestartRecord } from './lifecycle/restart-record.js';
 import { shutdownSequence } from './lifecycle/shutdown.js';
 import { buildDegradedApp } from './server.js';
 import { restrictSocket } from './socket.js';
@@ -63,6 +64,9 @@ export async function startDegraded(
     startedAt,
   });
   await app.listen({ path: cfg.socket });
+  // The successor of a planned restart answers for itself now, degraded as it is: STATUS reads not
+  // ready from here on, not "ready for the grace" (lifecycle/restart-record.ts).
+  if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves (degraded)');
   restrictSocket(cfg.socket);
   log.warn(
     { socket: cfg.socket },

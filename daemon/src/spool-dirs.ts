@@ -32,7 +32,7 @@ import { readRecord, recordPath } from './lifecycle/record.js';
 /**
  * A temp file older than this (by mtime) has no live writer. One lives only while its writer writes
  * and fsyncs it, milliseconds: the shim writes it once its request failed, within its run (its DEL
- * bound is 120 s by default, README "Bounds"), and the daemon's writer within one request. Should a
+ * bound is at most 50 s, README "Bounds"), and the daemon's writer within one request. Should a
  * stalled filesystem hold a write longer, removing its temp file makes the writer's rename fail: the
  * shim answers 11 and the runtime retries the DEL, nothing is lost.
  */
@@ -40,10 +40,11 @@ export const STALE_TEMP_GRACE_MS = 10 * 60_000;
 
 /**
  * A dir no longer named is drained this long after it last was: a shim that read the old conflist
- * spools at the end of its DEL bound at the latest, 120 s by default and at most 1 h (the longest
- * `timeouts.del` a netconf may set), so none can still spool there after this.
+ * spools at the end of its run at the latest, its stdin bound and its DEL bound (at most
+ * MAX_SHIM_DEL_TIMEOUT_MS, the longest `timeouts.del` a netconf may set) together well under this,
+ * so none can still spool there after it.
  */
-export const RETIRED_DIR_MS = 70 * 60_000;
+export const RETIRED_DIR_MS = 10 * 60_000;
 
 /** How often the named dirs are read again, checked and drained (the dirs other than --spool-dir). */
 export const SPOOL_DIRS_INTERVAL_MS = 1000;

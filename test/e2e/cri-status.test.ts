@@ -31,6 +31,9 @@ const suite = await startCriSuite('e2e-cri-status', "containerd 2.x's STATUS loo
 const { env, node, skip } = suite;
 /** The kubelet's runtime status sync period, at which containerd 2.x runs CNI STATUS. */
 const PERIOD_MS = 5000;
+/** The rolling replacement's loop period, and how long the successor takes to come (a DaemonSet's new pod). */
+const ROLLING_PERIOD_MS = 250;
+const SUCCESSOR_DELAY_MS = 2000;
 
 after(() => suite.finish());
 
@@ -110,6 +113,54 @@ describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { 
         process.kill(pid, 'SIGCONT');
         stopped = false;
       }
+    }
+  });
+
+  it('across a rolling replacement of stewardd (SIGTERM, its successor 2 s later on the same state dir) NetworkReady never reads false; after kill -9 with no successor, the first tick reads false', async () => {
+    const n = node!;
+    const as2 = nodeTree(join(env.dir, 'rolling-as-containerd-2.0.1'));
+    copyFileSync(n.net.file, join(as2.confDir, basename(n.net.file)));
+    const cri2 = join(env.dir, 'rolling-containerd-2.0.1.sock');
+    await fakeRuntime(env, cri2, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
+    const inst = await installInto(as2, n.daemon.socket, ['--runtime-endpoint', `unix://${cri2}`]);
+    assert.equal(inst.code, 0, inst.stdout + inst.stderr);
+    const written = JSON.parse(readFileSync(firstConfFile(as2.confDir), 'utf8'));
+    assert.equal(written.cniVersion, '1.1.0');
+    // Faster than the kubelet's 5 s, so that the gap between the two processes is sampled often.
+    const loop = new StatusLoop(ROLLING_PERIOD_MS, () => networkCondition(written, [n.binDir]));
+    loop.start();
+    try {
+      assert.ok(await loop.waitFor(true, 0, 4 * ROLLING_PERIOD_MS), `never ready: ${JSON.stringify(loop.ticks)}`);
+      const tTerm = performance.now();
+      await n.daemon.stop();
+      await new Promise((r) => setTimeout(r, SUCCESSOR_DELAY_MS));
+      await n.daemon.start();
+      await new Promise((r) => setTimeout(r, 2 * ROLLING_PERIOD_MS));
+      const during = loop.ticks.filter((t) => t.at >= tTerm);
+      assert.ok(during.length >= 5, `${during.length} ticks across the replacement`);
+      assert.deepEqual(
+        during.filter((t) => !t.ready),
+        [],
+        'NetworkReady read false during a planned restart',
+      );
+
+      const tKill = performance.now();
+      await n.daemon.kill9();
+      const down = await loop.waitFor(false, tKill, 4 * ROLLING_PERIOD_MS);
+      assert.ok(down, `still ready after kill -9: ${JSON.stringify(loop.ticks.slice(-3))}`);
+      assert.equal(loop.ticks.filter((t) => t.at >= tKill)[0], down, 'the first tick after kill -9 says not ready');
+      assert.ok(down.ms <= 1000, `the STATUS exec against a dead stewardd took ${down.ms} ms`);
+      assert.match(down.message!, /code 50/);
+      figure('status-across-restart', {
+        periodMs: ROLLING_PERIOD_MS,
+        successorDelayMs: SUCCESSOR_DELAY_MS,
+        ticksAcross: during.length,
+        notReadyAcross: during.filter((t) => !t.ready).length,
+        notReadyAfterKillMs: Math.round(down.at + down.ms - tKill),
+      });
+    } finally {
+      await loop.stop();
+      if (!n.daemon.proc) await n.daemon.start();
     }
   });
 });
