@@ -27,6 +27,7 @@ import { benchShim } from './shim.js';
 import { benchShimStorm } from './shim-storm.js';
 import { benchSpoolDrain } from './spool-drain.js';
 import { benchStatus } from './status.js';
+import { benchStatusStorm } from './status-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
 import { findGo } from '../scripts/build-shims.mjs';
@@ -39,6 +40,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['storm', benchStorm],
   ['shim-storm', benchShimStorm],
   ['status', benchStatus],
+  ['status-storm', benchStatusStorm],
   ['cri-pod', benchCriPod],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],

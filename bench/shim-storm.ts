@@ -23,7 +23,7 @@ const CONTAINERS = 60;
 const RETRIES = 10;
 const PARALLEL = 12;
 
-function startDriver(env: Scratch, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
+export function startDriver(env: Scratch, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
   const child = fork(new URL('./lib/shim-storm-driver.ts', import.meta.url).pathname, [], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
