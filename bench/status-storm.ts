@@ -63,9 +63,14 @@ export async function benchStatusStorm(env: Scratch, ctx: BenchContext): Promise
     const baseEnv = { PATH: daemonEnv().PATH ?? '/usr/bin:/bin' };
     const conf = noopConf(daemon.socket);
     const stdin = JSON.stringify(conf);
-    // STATUS is a CNI 1.1 command: the steward entry at 1.1.0 (its delegate stays at 1.0.0, so no
-    // delegate STATUS runs: the figure is steward's own).
-    const statusStdin = JSON.stringify({ ...conf, cniVersion: '1.1.0' });
+    // STATUS is a CNI 1.1 command: the steward entry and its delegate at 1.1.0, so the delegate's own
+    // STATUS runs too (once per 5 s, cached and shared: engine/gc-status.ts), through a plugin slot
+    // the storm's teardowns compete for.
+    const statusStdin = JSON.stringify({
+      ...conf,
+      cniVersion: '1.1.0',
+      delegates: (conf.delegates as Record<string, unknown>[]).map((d) => ({ ...d, cniVersion: '1.1.0' })),
+    });
     const statusEnv = { ...baseEnv, CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
     const addOnce = async (cid: string) => {
       const r = await execCni(shim.path, { ...baseEnv, ...cniVars('ADD', cid) }, stdin);
