@@ -10,3 +10,4 @@ export * from './wire.js';
 export * from './spool.js';
 export * from './exit-hang.js';
 export * from './restart.js';
+export * from './printable.js';

@@ -34,6 +34,21 @@ async function installWith(
   return { t, r };
 }
 
+describe('what the runtime says about itself reaches the operator bounded and escaped (issue 38)', () => {
+  it('install --cni-version auto against a runtime whose version holds ANSI escapes, a forged line and 1 MB: stdout and the record stay small and printable', async () => {
+    const version = `v2.0.1\u001b[31m\nsetup: forged line${'v'.repeat(1024 * 1024)}`;
+    const { t, r } = await installWith({ runtimeName: 'containerd\u001b]0;owned\u0007', runtimeVersion: version });
+    assert.equal(r.code, 0, r.stderr.slice(0, 2000));
+    // eslint-disable-next-line no-control-regex -- the point: no control character reaches the terminal
+    assert.doesNotMatch(r.stdout + r.stderr, /[\u0000-\u0008\u000b-\u001f\u007f]/);
+    assert.doesNotMatch(r.stdout, /^setup: forged line/m);
+    assert.match(r.stdout, /containerd\\x1b\]0;owned\\x07/);
+    const record = readFileSync(join(t.stateDir, 'install.json'), 'utf8');
+    assert.ok(record.length < 8 * 1024, `install record ${record.length} bytes`);
+    assert.ok(r.stdout.length < 8 * 1024, `stdout ${r.stdout.length} bytes`);
+  });
+});
+
 describe('stewardd install --cni-version auto asks the runtime', () => {
   const cases: Array<[string, NonNullable<Parameters<typeof fakeRuntime>[3]>['version'] | 'none', string, RegExp]> = [
     [

@@ -8,6 +8,7 @@ import {
   chooseConflistVersion,
   conflistVersionOf,
   describeChoice,
+  MAX_RUNTIME_TEXT,
   parseCniVersionMode,
   parseRuntimeVersion,
 } from '../../daemon/src/lifecycle/cni-version.js';
@@ -80,5 +81,29 @@ describe('the conflist version auto chooses', () => {
       describeChoice(chooseConflistVersion('auto', rt('cri-o', '1.32.0')), '1.1.0'),
       /^STATUS: asked by this runtime/,
     );
+  });
+});
+
+describe('what a runtime says about itself is bounded and escaped (issue 38)', () => {
+  it('ANSI escapes and a forged line in the name and version come out as escapes, never raw', () => {
+    const c = chooseConflistVersion('auto', rt('containerd\u001b[2J', 'v2.0.1\nsetup: installed everything'));
+    const all = `${c.reason} ${c.runtime?.name} ${c.runtime?.version}`;
+    assert.doesNotMatch(all, /[\u0000-\u001f]/);
+    assert.match(all, /containerd\\x1b\[2J/);
+    assert.match(all, /v2\.0\.1\\x0asetup/);
+  });
+
+  it('a version of 1 MB is cut to MAX_RUNTIME_TEXT characters, saying how much was cut', () => {
+    const c = chooseConflistVersion('auto', rt('containerd', 'v'.repeat(1024 * 1024)));
+    assert.ok(c.runtime !== undefined);
+    assert.ok(c.runtime.version.length < MAX_RUNTIME_TEXT + 64, `${c.runtime.version.length} characters kept`);
+    assert.match(c.runtime.version, /… \[1048376 more characters cut\]$/);
+    assert.ok(JSON.stringify(c).length < 4 * MAX_RUNTIME_TEXT + 1024, `${JSON.stringify(c).length} bytes stored`);
+  });
+
+  it("a failed Version's error text is bounded and escaped too", () => {
+    const c = chooseConflistVersion('auto', { error: `\u202e${'x'.repeat(5000)}`, endpoint: null });
+    assert.doesNotMatch(c.reason, /\u202e/);
+    assert.ok(c.reason.length < MAX_RUNTIME_TEXT + 200, c.reason.slice(0, 80));
   });
 });

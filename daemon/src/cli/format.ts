@@ -1,6 +1,7 @@
 // Short human tables for the CLI, made from the API's JSON (routes/status.ts shapes). Pure
 // functions of (json, now): what an operator reads at 3 a.m., one row per thing.
 
+import { printable } from '@cni-steward/shared';
 import type { RuntimeInfo } from '../audit/runtime.js';
 
 export interface TeardownRow {
@@ -46,19 +47,6 @@ export interface StatusJson {
   statusNotReady?: { at: string; why: string; reason: string; from: string };
   /** With --cni-conf-dir: the conflist's version and whether the runtime asks STATUS. */
   conflist?: { cniVersion: string | null; summary: string };
-}
-
-/**
- * Control characters (C0, DEL, C1) and bidirectional overrides shown as escapes: a cell holds what
- * plugins, pod names (CNI_ARGS) and lease files said, and written raw they could drive the
- * operator's terminal (clear it, retitle it, fake a line) or reorder what is read ("web\u202eexe.1sj").
- */
-export function printable(s: string): string {
-  // eslint-disable-next-line no-control-regex -- matching control characters is the point
-  return s.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => {
-    const n = c.charCodeAt(0);
-    return n < 0x100 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
-  });
 }
 
 /** Columns padded to their widest cell; the last column is not padded. Cells are made printable. */
@@ -227,3 +215,6 @@ no orphans`;
   ]);
   return `${head}\n${table(['KIND', 'CONTAINER', 'NETWORK', 'IFNAME', 'IP', 'AGE', 'JOURNALLED', 'RELEASED', 'PATH'], rows)}`;
 }
+
+/** Made printable for the terminal (shared/src/printable.ts). */
+export { printable };

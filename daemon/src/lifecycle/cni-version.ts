@@ -5,6 +5,7 @@
 // and calls STATUS: containerd from 2.0.1 (go-cni 1.1.11), CRI-O from 1.32 (ocicni 0.4.3). Anything
 // else, an unknown runtime, a version it cannot read or no answer: the primary's own version.
 
+import { printableCapped } from '@cni-steward/shared';
 import type { RuntimeVersion } from '../audit/runtime.js';
 
 export const CNI_VERSION_MODES = ['auto', 'primary', '0.3.1', '0.4.0', '1.0.0', '1.1.0'] as const;
@@ -58,16 +59,32 @@ export function parseCniVersionMode(raw: string): CniVersionMode | undefined {
 }
 
 /** The decision, pure: the mode asked for and what the runtime answered (or why it did not). */
+/**
+ * The most of a runtime's own words kept (its name, its version, a failed Version's error): they are
+ * printed by install, logged, stored in the install record and served in /v1/status, and a runtime
+ * can say anything (a 1 MB version string made a 1.8 MB record and a 4.6 MB status answer).
+ */
+export const MAX_RUNTIME_TEXT = 200;
+
+/** What a runtime said about itself, bounded and escaped (control characters, bidi overrides). */
+function bounded<T extends { name: string; version: string } | { error: string }>(answer: T): T {
+  const cap = (s: string) => printableCapped(s, MAX_RUNTIME_TEXT);
+  return 'error' in answer
+    ? { ...answer, error: cap(answer.error) }
+    : { ...answer, name: cap(answer.name), version: cap(answer.version) };
+}
+
 export function chooseConflistVersion(
   mode: CniVersionMode,
-  answer: RuntimeVersion | { error: string; endpoint?: string | null } | undefined,
+  said: RuntimeVersion | { error: string; endpoint?: string | null } | undefined,
 ): ConflistVersionChoice {
+  const answer = said === undefined ? undefined : bounded(said);
   const runtime = answer !== undefined && 'name' in answer ? answer : undefined;
   const statusAsked = runtime !== undefined && acceptsStatus(runtime);
-  const said = runtime !== undefined ? { runtime: { ...runtime } } : {};
+  const told = runtime !== undefined ? { runtime: { ...runtime } } : {};
   if (mode !== 'auto') {
     const version = mode === 'primary' ? null : mode;
-    return { mode, version, reason: `--cni-version ${mode}`, statusAsked, ...said };
+    return { mode, version, reason: `--cni-version ${mode}`, statusAsked, ...told };
   }
   if (runtime === undefined) {
     const why = answer !== undefined && 'error' in answer ? answer.error : 'not asked';
@@ -75,14 +92,14 @@ export function chooseConflistVersion(
   }
   const name = `${runtime.name} ${runtime.version}`;
   if (statusAsked)
-    return { mode, version: '1.1.0', reason: `${name} calls STATUS and GC on 1.1.0`, statusAsked, ...said };
+    return { mode, version: '1.1.0', reason: `${name} calls STATUS and GC on 1.1.0`, statusAsked, ...told };
   const known = STATUS_FROM[runtime.name] !== undefined;
   const reason = !known
     ? `${name} is not a runtime steward knows the CNI versions of`
     : parseRuntimeVersion(runtime.version) === undefined
       ? `${name}: cannot read its version`
       : `${name} does not ask STATUS`;
-  return { mode, version: null, reason, statusAsked: false, ...said };
+  return { mode, version: null, reason, statusAsked: false, ...told };
 }
 
 function acceptsStatus(r: RuntimeVersion): boolean {
