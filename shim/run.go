@@ -295,12 +295,13 @@ func unreachableOutcome(req request, u *unreachableError, spool spooler) *cniErr
 	return newError(codeTryAgainLater, where+"; try again later")
 }
 
-// readAnswer: stewardd's answer as the runtime gets it. A 200 is printed as it came (an ADD or
-// CHECK result must be a JSON object: libcni would fail on anything else after the interfaces
-// exist); a CNI error keeps its words; anything else is 104 naming stewardd.
+// readAnswer: stewardd's answer as the runtime gets it. A 200 is printed as it came (an ADD's
+// result must be a JSON object: libcni would fail on anything else after the interfaces exist; a
+// CHECK's is empty, or an object); a CNI error keeps its words; anything else is 104 naming stewardd.
 func readAnswer(req request, r reply) ([]byte, int) {
 	if r.status == 200 {
-		if (req.command == "ADD" || req.command == "CHECK") && !isJSONObject(r.body) {
+		// An ADD's answer is its result; a CHECK's is nothing (CNI spec) or an object, never a fragment.
+		if (req.command == "ADD" || (req.command == "CHECK" && len(r.body) > 0)) && !isJSONObject(r.body) {
 			return (&cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the " + req.command +
 				" with 200 and a body that is not a JSON object", Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
 		}

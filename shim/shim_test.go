@@ -339,3 +339,29 @@ func TestTopLevelKeysAreMatchedExactlyAndTheLastOneWins(t *testing.T) {
 		}
 	}
 }
+
+func TestA200IsPrintedOnlyWhenItIsWhatTheCommandAnswers(t *testing.T) {
+	add := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	check := env{"CNI_COMMAND": "CHECK", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	for _, c := range []struct {
+		name string
+		e    env
+		body string
+		code int
+	}{
+		{"ADD with a result", add, `{"cniVersion":"1.0.0"}`, 0},
+		{"ADD with nothing", add, ``, 1},
+		{"ADD with an array", add, `[1]`, 1},
+		{"ADD with text", add, `ok`, 1},
+		{"CHECK with nothing (the spec's success)", check, ``, 0},
+		{"CHECK with an object", check, `{}`, 0},
+		{"CHECK with text", check, `ok`, 1},
+	} {
+		var calls []sendCall
+		out, code := run(input{env: c.e, stdin: []byte(`{"cniVersion":"1.0.0"}`), elapsed: zero},
+			fakeSend(&calls, reply{status: 200, body: []byte(c.body), protocol: "2", hasProtocol: true}, nil), nil)
+		if code != c.code || (code == 0 && string(out) != c.body) || (code == 1 && !strings.Contains(string(out), `"code":104`)) {
+			t.Errorf("%s: %d %s", c.name, code, out)
+		}
+	}
+}
