@@ -169,7 +169,9 @@ class CrioPlayer {
 
 describe("CRI-O's start-up sequence", () => {
   it('STATUS polled until success, then GC per conf file releasing only the unlisted attachment, then ADD and at once CHECK', async () => {
-    const daemon = new Daemon(env, { name: 'crio' });
+    // --restart-grace 0: stewardd is down here, not restarting (a SIGTERM would otherwise leave a
+    // restart record that keeps STATUS ready for the grace: restart-grace.test.ts).
+    const daemon = new Daemon(env, { name: 'crio', args: ['--restart-grace', '0'] });
     const confDir = join(env.dir, 'net.d');
     mkdirSync(confDir, { recursive: true });
     const dataDir = join(env.dir, 'crio-ipam');
