@@ -23,6 +23,11 @@ export interface PartRun {
   command: string;
   concurrency: number;
   seconds: number;
+  /**
+   * The commit the part was measured at, when it is not the table's own: a scope kept from an
+   * earlier run (`npm run mutate:report -- --parts … --keep`) because nothing it depends on changed.
+   */
+  commit?: string;
 }
 
 export interface MutationResults {
@@ -133,7 +138,14 @@ export function renderSurvivors(res: MutationResults, classes: readonly Classifi
 
 export function renderBlock(res: MutationResults, classes: readonly Classification[]): string {
   const state = res.dirty ? ', **with uncommitted changes**' : '';
-  const runs = res.runs.map((r) => `${r.command}   # ${r.part}: ${duration(r.seconds)}`).join('\n');
+  const runs = res.runs
+    .map((r) => `${r.command}   # ${r.part}: ${duration(r.seconds)}${r.commit ? `, at ${r.commit}` : ''}`)
+    .join('\n');
+  const keptScopes = [...new Set(res.runs.filter((r) => r.commit).map((r) => `\`${r.scope}\` (at \`${r.commit}\`)`))];
+  const kept =
+    keptScopes.length === 0
+      ? ''
+      : ` Kept from an earlier run, whose files and tests have not changed since: ${keptScopes.join(', ')}.`;
   const missing =
     res.missing.length === 0
       ? ''
@@ -144,7 +156,7 @@ export function renderBlock(res: MutationResults, classes: readonly Classificati
     '',
     `One run of \`${res.command}\` at commit \`${res.commit}\`${state}, ${res.date}: Node ${res.node}, ` +
       `${res.machine.cores} cores (${res.machine.cpuModel}), load average ${res.load.before.toFixed(1)} at the start ` +
-      `and ${res.load.after.toFixed(1)} at the end. Every mutant was tested (no incremental state).${missing}`,
+      `and ${res.load.after.toFixed(1)} at the end. Every mutant was tested (no incremental state).${kept}${missing}`,
     '',
     renderTable(res),
     '',

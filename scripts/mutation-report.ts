@@ -10,6 +10,9 @@
 // block of docs/mutation.md from it (scripts/mutation-docs.ts). A tree with uncommitted changes is
 // refused unless --allow-dirty (the table then says so). --check writes nothing and exits 1 when the
 // block is not what docs/mutation/latest.json renders. Run it under `nice -n 19` on a shared machine.
+// --keep with --parts runs whole scopes only (every part of each scope named) and keeps the other
+// scopes from the committed table, each with the commit that measured it: test/unit/mutation-docs.test.ts
+// fails when anything such a scope depends on (its files, its tests, the Stryker config) changed since.
 
 import { spawn, execFileSync } from 'node:child_process';
 import {
@@ -83,6 +86,24 @@ interface Meta {
   command: string;
   parts: string[];
   goCoverage: { command: string; percent: number };
+  /** --keep: the committed table these scopes are kept from (a copy taken at the start). */
+  keep?: string;
+}
+
+const KEPT = `${OUT}/kept.json`;
+
+/** The committed table's runs, tallies and survivors of the scopes this run does not measure. */
+export function keptFrom(meta: Pick<Meta, 'keep' | 'parts'>): Pick<MutationResults, 'runs' | 'tallies' | 'survivors'> {
+  if (!meta.keep) return { runs: [], tallies: [], survivors: [] };
+  const old = JSON.parse(readFileSync(join(REPO, meta.keep), 'utf8')) as MutationResults;
+  const rerun = new Set(meta.parts.map((p) => PARTS.find((x) => x.name === p)?.scope));
+  const kept = (scope: string) => !rerun.has(scope as Part['scope']);
+  const inScope = (file: string) => SCOPES.find((s) => file.startsWith(s)) ?? '';
+  return {
+    runs: old.runs.filter((r) => kept(r.scope)).map((r) => ({ ...r, commit: r.commit ?? old.commit })),
+    tallies: old.tallies.filter((t) => kept(t.scope)),
+    survivors: old.survivors.filter((s) => kept(inScope(s.file))),
+  };
 }
 
 function strykerArgs(part: Part, concurrency: number): string[] {
@@ -189,6 +210,8 @@ function assemble(): MutationResults {
     .filter((p) => !done.has(p))
     .map((p) => ({ part: p, scope: PARTS.find((x) => x.name === p)?.scope ?? '' }));
   const measured = new Set(runs.map((r) => r.scope));
+  const kept = keptFrom(meta);
+  const scopeOrder = (scope: string) => SCOPES.indexOf(scope as (typeof SCOPES)[number]);
   // A part ends when its report is written (the parts of one lane run one after the other).
   const ended = Math.max(
     Date.parse(meta.date),
@@ -204,10 +227,14 @@ function assemble(): MutationResults {
     load: { before: meta.loadBefore, after: loadavg()[0] as number },
     command: meta.command,
     seconds: Math.round((ended - Date.parse(meta.date)) / 1000),
-    runs,
+    runs: [...runs, ...kept.runs].sort((a, b) => order(a.part) - order(b.part)),
     missing,
-    tallies: summarize(merged).filter((t) => measured.has(t.scope)),
-    survivors: survivors(merged),
+    tallies: [...summarize(merged).filter((t) => measured.has(t.scope)), ...kept.tallies].sort(
+      (a, b) => scopeOrder(a.scope) - scopeOrder(b.scope),
+    ),
+    survivors: [...survivors(merged), ...kept.survivors].sort(
+      (a, b) => a.file.localeCompare(b.file) || a.line - b.line,
+    ),
     goCoverage: meta.goCoverage,
   };
 }
@@ -231,6 +258,7 @@ async function main(): Promise<void> {
       'allow-dirty': { type: 'boolean' },
       assemble: { type: 'boolean' },
       check: { type: 'boolean' },
+      keep: { type: 'boolean' },
     },
   });
   if (values.check) {
@@ -248,6 +276,14 @@ async function main(): Promise<void> {
   const names = values.parts.split(',').filter((s) => s !== '');
   for (const n of names)
     if (!PARTS.some((p) => p.name === n)) throw new Error(`unknown part ${n}: one of ${PARTS.map((p) => p.name)}`);
+  if (values.keep) {
+    // Whole scopes only: a scope's tally is one run's, never two commits' mixed.
+    for (const scope of new Set(names.map((n) => PARTS.find((p) => p.name === n)?.scope))) {
+      const all = PARTS.filter((p) => p.scope === scope).map((p) => p.name);
+      const left = all.filter((p) => !names.includes(p));
+      if (left.length > 0) throw new Error(`--keep runs whole scopes: ${scope} also needs ${left.join(', ')}`);
+    }
+  }
   const concurrency = Number(values.concurrency);
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency must be a positive integer');
   const dirty = git('status', '--porcelain', '--untracked-files=no') !== '';
@@ -257,6 +293,7 @@ async function main(): Promise<void> {
   }
   rmSync(join(REPO, OUT), { recursive: true, force: true });
   mkdirSync(join(REPO, OUT), { recursive: true });
+  if (values.keep) writeFileSync(join(REPO, KEPT), readFileSync(join(REPO, DOC_RESULTS)));
   const argv = process.argv.slice(2);
   const meta: Meta = {
     date: new Date().toISOString(),
@@ -266,6 +303,7 @@ async function main(): Promise<void> {
     command: `npm run mutate:report${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     parts: names,
     goCoverage: goCoverage(),
+    ...(values.keep ? { keep: KEPT } : {}),
   };
   writeFileSync(join(REPO, META), `${JSON.stringify(meta, null, 2)}\n`);
   const lanes = LANES.map((lane) => lane.filter((n) => names.includes(n))).filter((lane) => lane.length > 0);
