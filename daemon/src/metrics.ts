@@ -4,6 +4,7 @@
 
 import { opendirSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { UNVERSIONED_PROTOCOL } from '@cni-steward/shared';
 import type { PluginRunner } from './plugins/executor.js';
 
 export interface GaugeSource {
@@ -237,6 +238,9 @@ export class Metrics {
       return cached.counts;
     };
     collectDefaultMetrics({ register: this.registry, prefix: 'steward_' });
+    // Exported at 0 from the start: an alert's increase() over a series that first appears at 1
+    // misses a first lone skew. An older shim (protocol 1) is the skew a node meets.
+    this.versionSkew.inc({ shim_protocol: String(UNVERSIONED_PROTOCOL) }, 0);
     const gauge = (name: string, help: string, collect: (g: Gauge) => void, labelNames: string[] = []) => {
       const g: Gauge = new Gauge({
         name,

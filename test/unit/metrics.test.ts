@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -162,5 +162,25 @@ describe('Metrics', () => {
     text = await m.registry.metrics();
     assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
     assert.match(text, /^steward_audit_last_run_timestamp_seconds 7$/m);
+  });
+});
+
+describe('every metric an alert rule reads is exported from the start (issue 40)', () => {
+  test("a fresh daemon's /metrics carries every steward_* name deploy/monitoring/steward-rules.yaml uses, at 0 until it happens", async () => {
+    const rules = readFileSync(new URL('../../deploy/monitoring/steward-rules.yaml', import.meta.url), 'utf8');
+    const names = [...new Set(rules.match(/steward_[a-z_]+/g) ?? [])];
+    assert.ok(names.length >= 10, names.join(' '));
+    const text = await new Metrics(source).registry.metrics();
+    const exported = new Set(
+      text
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('#'))
+        .map((l) => l.split(/[{ ]/)[0]),
+    );
+    assert.deepEqual(
+      names.filter((n) => !exported.has(n)),
+      [],
+      'absent until the first event: increase() over the alert window misses a first lone one',
+    );
   });
 });
