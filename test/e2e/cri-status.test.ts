@@ -37,6 +37,24 @@ const SUCCESSOR_DELAY_MS = 2000;
 
 after(() => suite.finish());
 
+/**
+ * The conflist `stewardd install --cni-version auto` writes for this node's primary and socket when
+ * the runtime answers CRI Version as containerd 2.0.1 does (a fake CRI socket): steward's own
+ * cniVersion 1.1.0, what containerd 2.x then asks STATUS of.
+ */
+async function asContainerd201(tag: string): Promise<any> {
+  const n = node!;
+  const as2 = nodeTree(join(env.dir, `${tag}-containerd-2.0.1`));
+  copyFileSync(n.net.file, join(as2.confDir, basename(n.net.file)));
+  const cri2 = join(env.dir, `${tag}-containerd-2.0.1.sock`);
+  await fakeRuntime(env, cri2, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
+  const inst = await installInto(as2, n.daemon.socket, ['--runtime-endpoint', `unix://${cri2}`]);
+  assert.equal(inst.code, 0, inst.stdout + inst.stderr);
+  const written = JSON.parse(readFileSync(firstConfFile(as2.confDir), 'utf8'));
+  assert.equal(written.cniVersion, '1.1.0', 'auto wrote 1.1.0 for containerd 2.0.1');
+  return written;
+}
+
 describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { skip }, () => {
   it('the CRI plugin loaded the first conf file, 00-steward.conflist; at its cniVersion (the primary’s, 1.0.0) libcni runs no STATUS', async () => {
     const n = node!;
@@ -58,14 +76,7 @@ describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { 
     env.defer(() => {
       if (stopped) process.kill(pid, 'SIGCONT');
     });
-    const as2 = nodeTree(join(env.dir, 'as-containerd-2.0.1'));
-    copyFileSync(n.net.file, join(as2.confDir, basename(n.net.file)));
-    const cri2 = join(env.dir, 'containerd-2.0.1.sock');
-    await fakeRuntime(env, cri2, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
-    const inst = await installInto(as2, n.daemon.socket, ['--runtime-endpoint', `unix://${cri2}`]);
-    assert.equal(inst.code, 0, inst.stdout + inst.stderr);
-    const written = JSON.parse(readFileSync(firstConfFile(as2.confDir), 'utf8'));
-    assert.equal(written.cniVersion, '1.1.0', 'auto wrote 1.1.0 for containerd 2.0.1');
+    const written = await asContainerd201('as');
     const condition = () => networkCondition(written, [n.binDir]);
     const loop = new StatusLoop(PERIOD_MS, condition);
     loop.start();
@@ -118,14 +129,7 @@ describe("containerd 2.x's CNI STATUS loop, played on the CRI driver's node", { 
 
   it('across a rolling replacement of stewardd (SIGTERM, its successor 2 s later on the same state dir) NetworkReady never reads false; after kill -9 with no successor, the first tick reads false', async () => {
     const n = node!;
-    const as2 = nodeTree(join(env.dir, 'rolling-as-containerd-2.0.1'));
-    copyFileSync(n.net.file, join(as2.confDir, basename(n.net.file)));
-    const cri2 = join(env.dir, 'rolling-containerd-2.0.1.sock');
-    await fakeRuntime(env, cri2, [], { version: { runtimeName: 'containerd', runtimeVersion: 'v2.0.1' } });
-    const inst = await installInto(as2, n.daemon.socket, ['--runtime-endpoint', `unix://${cri2}`]);
-    assert.equal(inst.code, 0, inst.stdout + inst.stderr);
-    const written = JSON.parse(readFileSync(firstConfFile(as2.confDir), 'utf8'));
-    assert.equal(written.cniVersion, '1.1.0');
+    const written = await asContainerd201('rolling');
     // Faster than the kubelet's 5 s, so that the gap between the two processes is sampled often.
     const loop = new StatusLoop(ROLLING_PERIOD_MS, () => networkCondition(written, [n.binDir]));
     loop.start();
