@@ -16,13 +16,14 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import {
   canonicalIp,
   collectNodeAddresses,
   parseFibTrieLocal,
   parseIfInet6,
+  parseNsMounts,
   resultAddresses,
   storedResultAddresses,
   type NodeAddresses,
@@ -309,6 +310,432 @@ describe("the node's namespaces: what counts as read", () => {
       readInNetns: none,
     });
     assert.deepEqual(out, { addresses: new Set(), namespaces: 0, unread: [] });
+  });
+});
+
+describe('mount tables: the nsfs mounts of /proc/PID/mountinfo', () => {
+  it('fields per proc(5): optional fields up to a lone "-", the type after it, escapes decoded, paths as bytes', () => {
+    const lines = [
+      '22 27 0:21 / /proc rw,relatime - proc proc rw',
+      '43 42 0:4 net:[4026532177] /run/netns/a rw shared:2 - nsfs nsfs rw',
+      '44 27 0:4 net:[4026532178] /run/user/1000/netns/b rw - nsfs nsfs rw',
+      '45 27 0:4 net:[4026532179] /var/run/docker/netns/c\\040d\\134e\\011f\\012g rw shared:3 master:1 propagate_from:1 - nsfs nsfs rw',
+      '46 27 0:4 uts:[4026532180] /pinned/uts rw - nsfs nsfs rw',
+      '47 27 0:4 mnt:[4026532181] /pinned/mnt rw shared:5 - nsfs nsfs rw',
+      '48 27 0:4 / /weird rw - nsfs nsfs rw',
+      '49 27 0:4 /net:[4026532182] /weird2 rw - nsfs nsfs rw',
+      '50 27 0:4 net:[4026532183]x /weird3 rw - nsfs nsfs rw',
+      '51 27 0:45 / /mnt/- rw,nosuid - tmpfs - rw',
+      '52 - nsfs nsfs rw',
+      '53 27 0:4 net:[4026532184] /nsfs-like rw - nsfsx nsfsx rw',
+      // UTF-8 bytes of "café", then a byte that is not UTF-8.
+      '54 27 0:4 net:[4026532185] /caf\xc3\xa9 rw - nsfs nsfs rw',
+      '55 27 0:4 net:[4026532186] /bad\xff rw - nsfs nsfs rw',
+      '',
+    ];
+    assert.deepEqual(parseNsMounts(Buffer.from(lines.join('\n'), 'latin1')), [
+      { kind: 'net', ino: 4026532177, mountPoint: '/run/netns/a' },
+      { kind: 'net', ino: 4026532178, mountPoint: '/run/user/1000/netns/b' },
+      { kind: 'net', ino: 4026532179, mountPoint: '/var/run/docker/netns/c d\\e\tf\ng' },
+      { kind: 'uts', ino: 4026532180, mountPoint: '/pinned/uts' },
+      { kind: 'mnt', ino: 4026532181, mountPoint: '/pinned/mnt' },
+      { kind: '', ino: 0, mountPoint: '/weird' },
+      { kind: '', ino: 0, mountPoint: '/weird2' },
+      { kind: '', ino: 0, mountPoint: '/weird3' },
+      { kind: 'net', ino: 4026532185, mountPoint: '/café' },
+      { kind: 'net', ino: 4026532186, mountPoint: undefined },
+    ]);
+    assert.deepEqual(parseNsMounts(Buffer.alloc(0)), []);
+  });
+});
+
+describe("the node's namespaces: every mount of one, in every mount namespace", () => {
+  // Real namespace files (nsfs) this process may stat, unprivileged: each a distinct inode. A fake
+  // mount table may name any of them as a network namespace; what is entered is what readInNetns says.
+  const NET = statSync('/proc/self/ns/net').ino;
+  const UTS = statSync('/proc/self/ns/uts').ino;
+  const IPC = statSync('/proc/self/ns/ipc').ino;
+  const NET_FILE = '/proc/self/ns/net';
+  const UTS_FILE = '/proc/self/ns/uts';
+  const IPC_FILE = '/proc/self/ns/ipc';
+  let n = 0;
+  const fib = (a: string) => `Local:\n  |-- ${a}\n     /32 host LOCAL\n`;
+  /** A mountinfo line of an nsfs mount of `root` (`net:[N]`) at `mountPoint` (escaped as the kernel escapes). */
+  const nsfs = (root: string, mountPoint: string, optional = ' shared:2') =>
+    `40 27 0:4 ${root} ${mountPoint} rw${optional} - nsfs nsfs rw`;
+  const table = (...lines: string[]) => ['27 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw', ...lines].join('\n');
+
+  interface FakePid {
+    pid: string;
+    mnt: number;
+    /** Its mountinfo (none: unreadable). */
+    mountinfo?: string | Buffer;
+    /** What its root holds: a path -> the file it links to (a namespace file, or a plain one). */
+    root?: Record<string, string>;
+    /** A network namespace it is in, with its fib_trie (null: unreadable). */
+    net?: { ino: number; fib: string | null };
+  }
+
+  function fakeNode(pids: FakePid[]): { proc: string; base: string } {
+    const base = join(dir, `node-${++n}`);
+    const proc = join(base, 'proc');
+    mkdirSync(proc, { recursive: true });
+    for (const p of pids) {
+      mkdirSync(join(proc, p.pid, 'ns'), { recursive: true });
+      symlinkSync(`mnt:[${p.mnt}]`, join(proc, p.pid, 'ns', 'mnt'));
+      if (p.mountinfo !== undefined) writeFileSync(join(proc, p.pid, 'mountinfo'), p.mountinfo);
+      const root = join(base, 'roots', p.pid);
+      mkdirSync(root, { recursive: true });
+      symlinkSync(root, join(proc, p.pid, 'root'));
+      for (const [path, target] of Object.entries(p.root ?? {})) {
+        mkdirSync(dirname(join(root, path)), { recursive: true });
+        symlinkSync(target, join(root, path));
+      }
+      if (p.net !== undefined) {
+        mkdirSync(join(proc, p.pid, 'net'));
+        symlinkSync(`net:[${p.net.ino}]`, join(proc, p.pid, 'ns', 'net'));
+        if (p.net.fib !== null) writeFileSync(join(proc, p.pid, 'net', 'fib_trie'), p.net.fib);
+      }
+    }
+    return { proc, base };
+  }
+  const through = (proc: string, pid: string, mountPoint: string) => join(proc, pid, 'root', mountPoint);
+
+  /** readInNetns recording what it enters, answering `addr`'s fib_trie (or doing `then` first). */
+  function reader(addr = '10.9.0.1', then?: (path: string) => void) {
+    const entered: string[] = [];
+    return {
+      entered,
+      read: async (path: string) => {
+        entered.push(path);
+        then?.(path);
+        return fib(addr);
+      },
+    };
+  }
+  /** A plain file and its inode: what a mount table may name, but is no namespace. */
+  function plainFile(): { path: string; ino: number } {
+    const path = join(dir, `plain-${++n}`);
+    writeFileSync(path, '');
+    return { path, ino: statSync(path).ino };
+  }
+
+  it('a network namespace mounted under any directory, no process in it, is entered through /proc/PID/root; other kinds are not', async () => {
+    const { proc } = fakeNode([
+      {
+        pid: '100',
+        mnt: 7001,
+        mountinfo: table(
+          nsfs(`net:[${NET}]`, '/run/user/1000/netns/pod\\040a', ''),
+          nsfs(`uts:[${UTS}]`, '/pinned/uts'),
+          nsfs(`ipc:[${IPC}]`, '/pinned/ipc'),
+        ),
+        root: { '/run/user/1000/netns/pod a': NET_FILE, '/pinned/uts': UTS_FILE, '/pinned/ipc': IPC_FILE },
+      },
+    ]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.deepEqual(r.entered, [through(proc, '100', '/run/user/1000/netns/pod a')]);
+    assert.deepEqual([...out.addresses], ['10.9.0.1']);
+    assert.equal(out.namespaces, 1);
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('one mount table per mount namespace, however many processes share it', async () => {
+    // Both tables list NET; each lists another namespace as well: only one of them is read.
+    const { proc } = fakeNode([
+      {
+        pid: '200',
+        mnt: 7002,
+        mountinfo: table(nsfs(`net:[${NET}]`, '/a'), nsfs(`net:[${UTS}]`, '/only-200')),
+        root: { '/a': NET_FILE, '/only-200': UTS_FILE },
+      },
+      {
+        pid: '201',
+        mnt: 7002,
+        mountinfo: table(nsfs(`net:[${NET}]`, '/a'), nsfs(`net:[${IPC}]`, '/only-201')),
+        root: { '/a': NET_FILE, '/only-201': IPC_FILE },
+      },
+    ]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.equal(r.entered.length, 2, r.entered.join(' '));
+    assert.equal(out.namespaces, 2);
+  });
+
+  it('a namespace is read once: mounted twice, in two mount namespaces, or with a process in it', async () => {
+    const { proc } = fakeNode([
+      {
+        pid: '300',
+        mnt: 7003,
+        mountinfo: table(nsfs(`net:[${NET}]`, '/x'), nsfs(`net:[${NET}]`, '/y')),
+        root: { '/x': NET_FILE, '/y': NET_FILE },
+      },
+      {
+        pid: '301',
+        mnt: 7004,
+        mountinfo: table(nsfs(`net:[${NET}]`, '/z'), nsfs(`net:[${UTS}]`, '/w')),
+        root: { '/z': NET_FILE, '/w': UTS_FILE },
+      },
+      // In UTS (as far as this fake /proc says): read through its own files, never entered.
+      { pid: '302', mnt: 7005, mountinfo: table(), net: { ino: UTS, fib: fib('10.9.0.2') } },
+    ]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.equal(r.entered.length, 1, r.entered.join(' '));
+    assert.match(r.entered[0] ?? '', /\/root\/[xyz]$/);
+    assert.deepEqual([...out.addresses].sort(), ['10.9.0.1', '10.9.0.2']);
+    assert.equal(out.namespaces, 2);
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('a namespace mounted in two mount namespaces is reached through either, whichever is looked at first', async () => {
+    for (const reachable of ['400', '401']) {
+      const pins = ['400', '401'].map((pid, i) => ({
+        pid,
+        mnt: 7006 + i,
+        mountinfo: table(nsfs(`net:[${NET}]`, '/p')),
+        root: pid === reachable ? { '/p': NET_FILE } : ({} as Record<string, string>),
+      }));
+      const { proc } = fakeNode(pins);
+      const r = reader();
+      const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+      assert.deepEqual(r.entered, [through(proc, reachable, '/p')]);
+      assert.deepEqual(out.unread, []);
+    }
+  });
+
+  it("a pid whose root does not hold the namespace there (exited and reused, the mount covered) is passed over for the next one's", async () => {
+    const mountinfo = table(nsfs(`net:[${NET}]`, '/q'));
+    for (const good of ['500', '501']) {
+      const { proc } = fakeNode(
+        ['500', '501'].map((pid) => ({
+          pid,
+          mnt: 7010,
+          mountinfo,
+          root: { '/q': pid === good ? NET_FILE : UTS_FILE },
+        })),
+      );
+      const r = reader();
+      const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+      assert.deepEqual(r.entered, [through(proc, good, '/q')]);
+      assert.deepEqual(out.unread, []);
+    }
+  });
+
+  it('a mount the table lists that no root reaches (covered, or a plain file of its inode there) is a gap', async () => {
+    const plain = plainFile();
+    const { proc } = fakeNode([
+      {
+        pid: '600',
+        mnt: 7011,
+        mountinfo: table(nsfs(`net:[${plain.ino}]`, '/plain'), nsfs(`net:[${NET}]`, '/covered')),
+        root: { '/plain': plain.path },
+      },
+    ]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.deepEqual(r.entered, []);
+    assert.deepEqual(out.unread.sort(), [`net:[${NET}]`, `net:[${plain.ino}]`].sort());
+    assert.equal(out.namespaces, 0);
+  });
+
+  it('a mounted namespace that cannot be entered is a gap while it stays mounted', async () => {
+    const { proc } = fakeNode([
+      { pid: '700', mnt: 7012, mountinfo: table(nsfs(`net:[${NET}]`, '/s')), root: { '/s': NET_FILE } },
+    ]);
+    const out = await collectNodeAddresses({
+      proc,
+      netnsDirs: [],
+      readInNetns: async () => {
+        throw new Error('nsenter: timed out');
+      },
+    });
+    assert.deepEqual(out.unread, [through(proc, '700', '/s')]);
+    assert.equal(out.namespaces, 0);
+  });
+
+  it('unmounted while it was being entered (a teardown) is no gap: the table lists it no more', async () => {
+    const { proc } = fakeNode([
+      { pid: '800', mnt: 7013, mountinfo: table(nsfs(`net:[${NET}]`, '/t')), root: { '/t': NET_FILE } },
+    ]);
+    const out = await collectNodeAddresses({
+      proc,
+      netnsDirs: [],
+      readInNetns: async () => {
+        // Another network namespace mounted now, and another kind's file at that inode: neither is it.
+        writeFileSync(
+          join(proc, '800', 'mountinfo'),
+          table(nsfs(`net:[${UTS}]`, '/other'), nsfs(`uts:[${NET}]`, '/t')),
+        );
+        throw new Error('nsenter: no such file');
+      },
+    });
+    assert.deepEqual(out.unread, []);
+    assert.equal(out.namespaces, 0);
+  });
+
+  it('the only process of its mount namespace gone meanwhile: its mounts with it, no gap', async () => {
+    const { proc } = fakeNode([
+      { pid: '900', mnt: 7014, mountinfo: table(nsfs(`net:[${NET}]`, '/u')), root: { '/u': NET_FILE } },
+    ]);
+    const out = await collectNodeAddresses({
+      proc,
+      netnsDirs: [],
+      readInNetns: async () => {
+        rmSync(join(proc, '900'), { recursive: true });
+        throw new Error('nsenter: no such file');
+      },
+    });
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('a pid reused in another mount namespace meanwhile: neither its new table nor its life speak for the old namespace', async () => {
+    const { proc } = fakeNode([
+      { pid: '1000', mnt: 7015, mountinfo: table(nsfs(`net:[${NET}]`, '/v')), root: { '/v': NET_FILE } },
+    ]);
+    const out = await collectNodeAddresses({
+      proc,
+      netnsDirs: [],
+      readInNetns: async () => {
+        // The only process of 7015 exited (its mount namespace, and the mount, with it); its pid now
+        // names a process of another mount namespace, where the same network namespace is mounted.
+        rmSync(join(proc, '1000', 'ns', 'mnt'));
+        symlinkSync('mnt:[9999]', join(proc, '1000', 'ns', 'mnt'));
+        throw new Error('nsenter: no such file');
+      },
+    });
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('a mount table that no longer reads while its process is still in that mount namespace: the namespace it pinned is a gap', async () => {
+    const { proc } = fakeNode([
+      { pid: '1020', mnt: 7026, mountinfo: table(nsfs(`net:[${NET}]`, '/k')), root: { '/k': NET_FILE } },
+    ]);
+    const out = await collectNodeAddresses({
+      proc,
+      netnsDirs: [],
+      readInNetns: async () => {
+        rmSync(join(proc, '1020', 'mountinfo'));
+        throw new Error('nsenter: timed out');
+      },
+    });
+    assert.deepEqual(out.unread, [through(proc, '1020', '/k')]);
+  });
+
+  it('a process gone but not reaped (a zombie is in no namespace): its mount table unread is no gap', async () => {
+    const { proc } = fakeNode([{ pid: '1050', mnt: 7025 }]);
+    // A zombie's /proc/PID stays, its ns links do not read: listed first, it exits before its table is read.
+    const dirs = join(dir, `dirs-${++n}`);
+    mkdirSync(dirs);
+    symlinkSync('/proc/self/ns/net', join(dirs, 'pod'));
+    const r = reader('10.9.0.5', () => rmSync(join(proc, '1050', 'ns', 'mnt')));
+    const out = await collectNodeAddresses({ proc, netnsDirs: [dirs], readInNetns: r.read });
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('entered, but the mount replaced meanwhile: what was read is not taken, and the namespace still mounted is a gap', async () => {
+    const { proc, base } = fakeNode([
+      { pid: '1100', mnt: 7016, mountinfo: table(nsfs(`net:[${NET}]`, '/w')), root: { '/w': NET_FILE } },
+    ]);
+    const r = reader('10.9.9.9', () => {
+      rmSync(join(base, 'roots', '1100', 'w'));
+      symlinkSync(UTS_FILE, join(base, 'roots', '1100', 'w'));
+    });
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.equal(r.entered.length, 1);
+    assert.deepEqual([...out.addresses], []);
+    assert.equal(out.namespaces, 0);
+    assert.deepEqual(out.unread, [through(proc, '1100', '/w')]);
+  });
+
+  it('a mount table that cannot be read (none, or over 16 MiB) while its processes live is a gap', async () => {
+    const { proc } = fakeNode([
+      { pid: '1200', mnt: 7017 },
+      { pid: '1201', mnt: 7018, mountinfo: `${table(nsfs(`net:[${NET}]`, '/m'))}\n${' '.repeat(16 * 1024 * 1024)}` },
+    ]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.deepEqual(r.entered, []);
+    assert.deepEqual(out.unread.sort(), ['mnt:[7017]', 'mnt:[7018]']);
+  });
+
+  it('a mount table whose processes all left before it was read is no gap', async () => {
+    const dirs = join(dir, `dirs-${++n}`);
+    mkdirSync(dirs);
+    symlinkSync('/proc/self/ns/net', join(dirs, 'pod'));
+    const { proc } = fakeNode([{ pid: '1250', mnt: 7019, mountinfo: table(nsfs(`net:[${UTS}]`, '/g')) }]);
+    // The netns dir is read before the mount tables: the process exits meanwhile.
+    const r = reader('10.9.0.3', () => rmSync(join(proc, '1250'), { recursive: true }));
+    const out = await collectNodeAddresses({ proc, netnsDirs: [dirs], readInNetns: r.read });
+    assert.deepEqual(r.entered, [join(dirs, 'pod')]);
+    assert.deepEqual(out.unread, []);
+  });
+
+  it('a mount point that is not UTF-8 cannot be named to nsenter: a gap, unless the namespace is mounted elsewhere too', async () => {
+    const bad = Buffer.from(`${table(nsfs(`net:[${NET}]`, '/bad\xff'))}\n`, 'latin1');
+    const alone = fakeNode([{ pid: '1300', mnt: 7020, mountinfo: bad }]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc: alone.proc, netnsDirs: [], readInNetns: r.read });
+    assert.deepEqual(r.entered, []);
+    assert.deepEqual(out.unread, [`net:[${NET}]`]);
+    const both = fakeNode([
+      {
+        pid: '1301',
+        mnt: 7021,
+        mountinfo: Buffer.concat([bad, Buffer.from(nsfs(`net:[${NET}]`, '/caf\xc3\xa9'), 'latin1')]),
+        root: { '/café': NET_FILE },
+      },
+    ]);
+    const r2 = reader();
+    const out2 = await collectNodeAddresses({ proc: both.proc, netnsDirs: [], readInNetns: r2.read });
+    assert.deepEqual(r2.entered, [through(both.proc, '1301', '/café')]);
+    assert.deepEqual(out2.unread, []);
+  });
+
+  it('an nsfs mount of no kind the proof can tell may be a network namespace: a gap', async () => {
+    const { proc } = fakeNode([{ pid: '1400', mnt: 7022, mountinfo: table(nsfs('/', '/odd')) }]);
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: reader().read });
+    assert.deepEqual(out.unread, ['an nsfs mount of no known kind in mnt:[7022]']);
+  });
+
+  it('a namespace a netns dir gave, read or not, is not entered again through its mount', async () => {
+    for (const fails of [false, true]) {
+      const dirs = join(dir, `dirs-${++n}`);
+      mkdirSync(dirs);
+      symlinkSync('/proc/self/ns/net', join(dirs, 'pod'));
+      const { proc } = fakeNode([
+        { pid: '1500', mnt: 7023, mountinfo: table(nsfs(`net:[${NET}]`, '/pod')), root: { '/pod': NET_FILE } },
+      ]);
+      const entered: string[] = [];
+      const out = await collectNodeAddresses({
+        proc,
+        netnsDirs: [dirs],
+        readInNetns: async (p) => {
+          entered.push(p);
+          if (fails) throw new Error('nsenter: timed out');
+          return fib('10.9.0.4');
+        },
+      });
+      assert.deepEqual(entered, [join(dirs, 'pod')], `fails=${fails}`);
+      assert.deepEqual(out.unread, fails ? [join(dirs, 'pod')] : []);
+    }
+  });
+
+  it('a namespace whose process cannot be read is not entered again through its mount', async () => {
+    const { proc } = fakeNode([
+      {
+        pid: '1600',
+        mnt: 7024,
+        mountinfo: table(nsfs(`net:[${NET}]`, '/n')),
+        root: { '/n': NET_FILE },
+        net: { ino: NET, fib: null },
+      },
+    ]);
+    const r = reader();
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: r.read });
+    assert.deepEqual(r.entered, []);
+    assert.deepEqual(out.unread, [`net:[${NET}]`]);
   });
 });
 

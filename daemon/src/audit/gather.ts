@@ -52,7 +52,10 @@ export function leaseOwners(findings: readonly Finding[]): Map<string, Set<strin
   return out;
 }
 
-/** The node's addresses, reading the runtimes' netns dirs and those the journal and cache name. */
+/**
+ * The node's addresses: every network namespace, with a process in it or mounted anywhere (node-addresses.ts);
+ * the runtimes' netns dirs and those the journal and cache name are entered at their own path too.
+ */
 export async function nodeProof(
   deps: AuditDeps,
   live: readonly Attachment[],
