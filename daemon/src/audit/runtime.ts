@@ -39,9 +39,16 @@ export interface RuntimeSource {
 /** How long a ListPodSandbox may take before the runtime counts as unreachable. */
 export const LIST_TIMEOUT_MS = 5000;
 
-/** The CRI runtime on `endpoint` (a socket path), or, undefined, the first of the usual sockets that exists. */
-export function runtimeFor(endpoint: string | undefined, timeoutMs = LIST_TIMEOUT_MS): RuntimeSource {
-  return new CriRuntime(endpoint, timeoutMs);
+/**
+ * The CRI runtime on `endpoint` (a socket path), or, undefined, the first of the usual sockets
+ * (`defaults`) that exists.
+ */
+export function runtimeFor(
+  endpoint: string | undefined,
+  timeoutMs = LIST_TIMEOUT_MS,
+  defaults: readonly string[] = DEFAULT_RUNTIME_SOCKETS,
+): RuntimeSource {
+  return new CriRuntime(endpoint, timeoutMs, defaults);
 }
 
 class CriRuntime implements RuntimeSource {
@@ -52,6 +59,7 @@ class CriRuntime implements RuntimeSource {
   constructor(
     private readonly endpoint: string | undefined,
     private readonly timeoutMs: number,
+    private readonly defaults: readonly string[],
   ) {
     this.last = { reachable: false, endpoint: endpoint === undefined ? null : `unix://${endpoint}` };
   }
@@ -63,7 +71,7 @@ class CriRuntime implements RuntimeSource {
   /** The socket to ask now: probed at each ask when none was given (the runtime may start later). */
   private socket(): string | undefined {
     if (this.endpoint !== undefined) return this.endpoint;
-    return DEFAULT_RUNTIME_SOCKETS.find((s) => existsSync(s));
+    return this.defaults.find((s) => existsSync(s));
   }
 
   private clientFor(socket: string): CriClient {
@@ -75,7 +83,7 @@ class CriRuntime implements RuntimeSource {
   }
 
   private none(): string {
-    return `no runtime endpoint given and none of ${DEFAULT_RUNTIME_SOCKETS.join(', ')} exists`;
+    return `no runtime endpoint given and none of ${this.defaults.join(', ')} exists`;
   }
 
   readonly listSandboxes = async (): Promise<string[] | null> => {
