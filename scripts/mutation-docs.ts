@@ -145,7 +145,7 @@ export function renderBlock(res: MutationResults, classes: readonly Classificati
   const kept =
     keptScopes.length === 0
       ? ''
-      : ` Kept from an earlier run, whose files and tests have not changed since: ${keptScopes.join(', ')}.`;
+      : ` Kept from an earlier run, whose mutated files have not changed since: ${keptScopes.join(', ')}.`;
   const missing =
     res.missing.length === 0
       ? ''
