@@ -70,6 +70,18 @@ export interface DaemonConfig {
   auditRelease: boolean;
   /** --audit-grace: the periodic pass's grace. */
   auditGraceMs: number;
+  /** Traces exported over OTLP/HTTP (docs/tracing.md); `url` undefined = off. */
+  tracing: TracingConfig;
+}
+
+/** Where and how spans are exported (trace-export.ts); off while `url` is undefined. */
+export interface TracingConfig {
+  /** The OTLP/HTTP traces URL (…/v1/traces). */
+  url: string | undefined;
+  maxQueueSize: number;
+  maxExportBatchSize: number;
+  scheduledDelayMs: number;
+  exportTimeoutMs: number;
 }
 
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -134,6 +146,12 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --audit-release          the periodic pass also releases the orphans past --audit-grace, as
                            stewardd audit --release does (needs --audit-interval; default off: report only)
   --audit-grace DUR        the periodic pass's grace (default 15m)
+  --otlp-endpoint URL      export traces over OTLP/HTTP to this collector (http:// or https://; /v1/traces is
+                           appended unless the path already ends so); default off, or OTEL_EXPORTER_OTLP_ENDPOINT
+                           (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given). Each CNI request continues the
+                           runtime's trace; see docs/tracing.md
+  --otlp-queue-size N      spans waiting for export at most; more are dropped and counted in
+                           steward_trace_spans_dropped_total (default OTEL_BSP_MAX_QUEUE_SIZE, else 2048)
   --log-level LEVEL        pino level (default info)`;
 
 /** `stewardd run`'s flags (RUN_USAGE says what each means). */
@@ -177,6 +195,8 @@ const RUN_FLAGS = {
   'audit-interval': { type: 'string' },
   'audit-release': { type: 'boolean' },
   'audit-grace': { type: 'string' },
+  'otlp-endpoint': { type: 'string' },
+  'otlp-queue-size': { type: 'string' },
 } as const;
 
 export function parseRunConfig(argv: string[]): DaemonConfig {
@@ -227,6 +247,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     auditIntervalMs: duration('audit-interval', values['audit-interval'], undefined, 1000, problems, MAX_TIMER_MS),
     auditRelease: values['audit-release'] === true,
     auditGraceMs: duration('audit-grace', values['audit-grace'], DEFAULT_GRACE_MS, 0, problems) as number,
+    tracing: tracingConfig(values['otlp-endpoint'], values['otlp-queue-size'], process.env, problems),
   };
   if (cfg.auditRelease && values['audit-interval'] === undefined)
     problems.push('--audit-release needs --audit-interval (it makes the periodic audit pass release)');
@@ -287,6 +308,77 @@ function duration(
     return fallback;
   }
   return ms;
+}
+
+/** The OTLP/HTTP traces URL from a base URL (…/v1/traces appended, as for OTEL_EXPORTER_OTLP_ENDPOINT). */
+function tracesUrl(base: string): string {
+  if (/\/v1\/traces\/?$/.test(new URL(base).pathname)) return base;
+  return `${base.endsWith('/') ? base : `${base}/`}v1/traces`;
+}
+
+/** An OTEL_* number (milliseconds or a count) >= min, or the fallback; a bad one is reported. */
+function otelNumber(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, problems: string[]): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) {
+    problems.push(`${name} must be an integer >= ${min}, got "${raw}"`);
+    return fallback;
+  }
+  return n;
+}
+
+/**
+ * Tracing: --otlp-endpoint, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as given), else
+ * OTEL_EXPORTER_OTLP_ENDPOINT (/v1/traces appended); the environment's unless OTEL_SDK_DISABLED=true
+ * or OTEL_TRACES_EXPORTER=none. The batch processor's knobs from --otlp-queue-size and OTEL_BSP_*.
+ */
+export function tracingConfig(
+  flag: string | undefined,
+  queueFlag: string | undefined,
+  env: NodeJS.ProcessEnv,
+  problems: string[],
+): TracingConfig {
+  const envOff = env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true' || env.OTEL_TRACES_EXPORTER?.trim() === 'none';
+  const specific = envOff ? undefined : env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || undefined;
+  const general = envOff ? undefined : env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || undefined;
+  const [what, raw] =
+    flag !== undefined
+      ? ['--otlp-endpoint', flag]
+      : specific !== undefined
+        ? ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', specific]
+        : ['OTEL_EXPORTER_OTLP_ENDPOINT', general];
+  let url: string | undefined;
+  if (raw !== undefined) {
+    let ok = false;
+    try {
+      ok = ['http:', 'https:'].includes(new URL(raw).protocol);
+    } catch {
+      /* not a URL */
+    }
+    if (!ok) problems.push(`${what} must be an http:// or https:// URL, got "${raw}"`);
+    else url = what === 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' ? raw : tracesUrl(raw);
+  }
+  const maxQueueSize = int(
+    'otlp-queue-size',
+    queueFlag,
+    otelNumber(env, 'OTEL_BSP_MAX_QUEUE_SIZE', 2048, 1, problems),
+    1,
+    problems,
+  );
+  return {
+    url,
+    maxQueueSize,
+    maxExportBatchSize: otelNumber(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512, 1, problems),
+    scheduledDelayMs: otelNumber(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000, 0, problems),
+    exportTimeoutMs: otelNumber(
+      env,
+      'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+      otelNumber(env, 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, 1, problems),
+      1,
+      problems,
+    ),
+  };
 }
 
 function metricsListen(raw: string | undefined, problems: string[]): ListenAddress | undefined {

@@ -36,6 +36,7 @@ import { SelfCheck } from './self-check.js';
 import { SpoolDirs } from './spool-dirs.js';
 import { ConnectionGuard, listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
+import { Tracing } from './tracing.js';
 import { VERSION } from './version.js';
 
 /**
@@ -48,6 +49,32 @@ export const MIN_JOURNAL_FREE_BYTES = 1024 * 1024;
 const HOST_LOCAL_LOCK_WAIT_MS = 30_000;
 
 const DEFAULT_PLUGIN_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** At shutdown, how long the spans still queued get to reach the collector. */
+const TRACE_FLUSH_MS = 2000;
+
+export { traceLogFields } from './tracing.js';
+
+/**
+ * The daemon's tracing (tracing.ts): spans exported over OTLP/HTTP when an endpoint is configured,
+ * the SDK loaded only then (trace-export.ts); otherwise none are made.
+ */
+async function startTracing(cfg: DaemonConfig, log: Logger): Promise<Tracing> {
+  const t = cfg.tracing;
+  if (t.url === undefined) return new Tracing();
+  const { startExport } = await import('./trace-export.js');
+  return new Tracing(
+    startExport({
+      url: t.url,
+      maxQueueSize: t.maxQueueSize,
+      maxExportBatchSize: t.maxExportBatchSize,
+      scheduledDelayMs: t.scheduledDelayMs,
+      exportTimeoutMs: t.exportTimeoutMs,
+      version: VERSION,
+      log,
+    }),
+  );
+}
 
 export type { RunningDaemon } from './running-daemon.js';
 
@@ -70,15 +97,19 @@ export async function startDaemon(
   const bootId = readBootId(cfg.bootIdFile);
   // Before anything reads or writes the journal: a second daemon on this state dir stops here.
   const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
-  // The store's hooks count into the metrics, made once the journal is open (before any write).
-  const counted: { metrics?: Metrics } = {};
+  // The store's hooks count into the metrics, made once the journal is open (before any write), and
+  // make a span of each commit within a trace (tracing.ts).
+  const counted: { metrics?: Metrics; tracing?: Tracing } = {};
   let journal: Journal;
   try {
     await prepareSocketPath(cfg.socket);
     journal = openJournal(cfg.dbPath, {
       now: () => clock.wall(),
       onWriteError: (e) => counted.metrics?.countWriteError(e),
-      onCommit: (seconds, synced) => counted.metrics?.observeCommit(seconds, synced),
+      onCommit: (seconds, synced) => {
+        counted.metrics?.observeCommit(seconds, synced);
+        counted.tracing?.commit(seconds, synced);
+      },
     });
   } catch (e) {
     owner.release();
@@ -90,7 +121,10 @@ export async function startDaemon(
   // object exists by the time the first write can fail: recovery runs after both are made).
   const metrics = new Metrics(journal.store, { spoolDir: cfg.spoolDir, version: VERSION });
   counted.metrics = metrics;
-  return serve(cfg, { log, logSink, owner, store: journal.store, metrics, clock, bootId, startedAt });
+  const tracing = await startTracing(cfg, log);
+  counted.tracing = tracing;
+  metrics.setTraceDropped(() => tracing.dropped());
+  return serve(cfg, { log, logSink, owner, store: journal.store, metrics, tracing, clock, bootId, startedAt });
 }
 
 interface Serving {
@@ -99,6 +133,7 @@ interface Serving {
   owner: OwnerLock;
   store: Store;
   metrics: Metrics;
+  tracing: Tracing;
   clock: RetryClock;
   bootId: string;
   startedAt: number;
@@ -109,8 +144,11 @@ interface Serving {
  * start-up contract (recovery before the socket opens, the conflist in step before the first
  * request, readiness only once everything answers), and reads best in one place.
  */
-async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, clock, bootId, startedAt }: Serving) {
-  const { executor, run, engine, scheduler, spool } = engineParts(cfg, store, metrics, clock, bootId, log);
+async function serve(
+  cfg: DaemonConfig,
+  { log, logSink, owner, store, metrics, tracing, clock, bootId, startedAt }: Serving,
+) {
+  const { executor, run, engine, scheduler, spool } = engineParts(cfg, { store, metrics, tracing, clock, bootId, log });
   let ready = false;
   const runtime = runtimeFor(cfg.runtimeEndpoint);
   const { view, watcher, shimCheck, decideVersion } = nodeInstall(cfg, runtime, log);
@@ -152,6 +190,7 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
     executions: () => ({ slots: engine.limiter.slots, inUse: engine.limiter.inUse, queued: engine.limiter.queued }),
     warnings: () => engine.configWarnings(),
     metrics,
+    tracing,
     scheduler,
     log,
     isReady,
@@ -229,6 +268,7 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
       await metricsListener?.close();
       executor.close();
       runtime.close();
+      await tracing.shutdown(TRACE_FLUSH_MS);
       store.close();
     },
   });
@@ -240,17 +280,21 @@ async function serve(cfg: DaemonConfig, { log, logSink, owner, store, metrics, c
  */
 function engineParts(
   cfg: DaemonConfig,
-  store: Store,
-  metrics: Metrics,
-  clock: RetryClock,
-  bootId: string,
-  log: Logger,
+  {
+    store,
+    metrics,
+    tracing,
+    clock,
+    bootId,
+    log,
+  }: { store: Store; metrics: Metrics; tracing: Tracing; clock: RetryClock; bootId: string; log: Logger },
 ) {
   const executor = new PluginExecutor({
     binDirs: cfg.binDirs,
     timeoutMs: cfg.pluginTimeoutMs,
     path: process.env.PATH ?? DEFAULT_PLUGIN_PATH,
     log,
+    tracing,
   });
   executor.warm();
   const run: PluginRunner = metrics.instrument(executor.run);

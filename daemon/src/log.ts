@@ -18,11 +18,13 @@ import { pino, stdTimeFunctions, type DestinationStream, type Logger } from 'pin
 /** Log bytes waiting for a slow stdout before further lines are dropped (about 10,000 lines). */
 export const MAX_PENDING_LOG_BYTES = 4 * 1024 * 1024;
 
-export function createLogger(level: string, dest?: DestinationStream): Logger {
+/** `mixin`: fields added to every line (the daemon's: the active trace's id, tracing.ts traceLogFields). */
+export function createLogger(level: string, dest?: DestinationStream, mixin?: () => object): Logger {
   const opts = {
     level,
     timestamp: stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
+    ...(mixin ? { mixin } : {}),
   };
   return dest ? pino(opts, dest) : pino(opts);
 }
@@ -115,9 +117,9 @@ export function stdoutSink(maxPendingBytes = MAX_PENDING_LOG_BYTES): LogSink {
 }
 
 /** The daemon's logger (`stewardd run`), on a bounded stdout sink; the sink's counters feed the metrics. */
-export function createDaemonLogger(level: string): { log: Logger; sink: LogSink } {
+export function createDaemonLogger(level: string, mixin?: () => object): { log: Logger; sink: LogSink } {
   const sink = stdoutSink();
-  const log = createLogger(level, sink);
+  const log = createLogger(level, sink, mixin);
   sink.onResume = (n) =>
     log.warn({ droppedLines: n }, 'log lines dropped: stdout was not read (steward_log_lines_dropped_total)');
   return { log, sink };

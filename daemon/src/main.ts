@@ -40,9 +40,10 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'run': {
       const cfg = parseRunConfig(rest);
-      const { log, sink } = createDaemonLogger(cfg.logLevel);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
-      const { startDaemon } = await import('./daemon.js');
+      const { startDaemon, traceLogFields } = await import('./daemon.js');
+      // Every line logged within a traced request names its trace (tracing.ts).
+      const { log, sink } = createDaemonLogger(cfg.logLevel, traceLogFields);
       const daemon = await startDaemon(cfg, log, sink);
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void daemon.close(sig));
       await daemon.closed;

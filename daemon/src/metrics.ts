@@ -44,6 +44,10 @@ export interface ConflistMetric {
   statusAsked: boolean;
 }
 
+/** Why a span was dropped (trace-export.ts): every reason is reported, 0 included. */
+const TRACE_DROP_REASONS = ['queue_full', 'export_failed'] as const;
+type TraceDropReason = (typeof TRACE_DROP_REASONS)[number];
+
 /** Every kind of audit finding is reported, 0 included. */
 const AUDIT_KINDS = ['lease', 'cache', 'portmap', 'attachment'] as const;
 const ATTACHMENT_STATES = ['adding', 'added', 'deleting', 'deleted'] as const;
@@ -223,6 +227,7 @@ export class Metrics {
   private spoolDirs: (() => readonly string[]) | undefined;
   private shimMismatch: () => number = () => 0;
   private logDropped: () => number = () => 0;
+  private traceDropped: () => Record<TraceDropReason, number> = () => ({ queue_full: 0, export_failed: 0 });
 
   /**
    * The gauges read at each scrape from the journal and the daemon's state. Long on purpose: one
@@ -323,6 +328,17 @@ export class Metrics {
       registers: [this.registry],
     });
     info.set({ version: version ?? 'unknown' }, 1);
+    const spansDropped: Counter<'reason'> = new Counter({
+      name: 'steward_trace_spans_dropped_total',
+      help: 'Trace spans dropped instead of exported (docs/tracing.md): the export queue was full (queue_full) or the collector did not take their batch in time (export_failed); 0 while tracing is off',
+      labelNames: ['reason'] as const,
+      registers: [this.registry],
+      collect: () => {
+        const d = this.traceDropped();
+        spansDropped.reset();
+        for (const reason of TRACE_DROP_REASONS) spansDropped.inc({ reason }, d[reason]);
+      },
+    });
   }
 
   /** Series that exist from the first scrape, so rate() and error ratios have a denominator. */
@@ -367,6 +383,11 @@ export class Metrics {
   /** What steward_log_lines_dropped_total reports (log.ts LogSink.dropped); until called, 0. */
   setLogDropped(dropped: () => number): void {
     this.logDropped = dropped;
+  }
+
+  /** What steward_trace_spans_dropped_total reports (tracing.ts Tracing.dropped); until called, 0. */
+  setTraceDropped(dropped: () => Record<TraceDropReason, number>): void {
+    this.traceDropped = dropped;
   }
 
   /** What steward_installed_shim_mismatch reports (lifecycle/shim-check.ts); until called, 0. */

@@ -1,6 +1,8 @@
 // Runs one delegate plugin for one CNI command: finds it, builds its environment (only the CNI
-// variables and PATH), hands it to the spawner process (spawner.ts, which runs it without a shell
-// in its own process group under a deadline), and decodes what it printed into a result or a CniError.
+// variables and PATH, and TRACEPARENT/TRACESTATE when a trace is active: tracing.ts), hands it to the
+// spawner process (spawner.ts, which runs it without a shell in its own process group under a
+// deadline), and decodes what it printed into a result or a CniError. While traces are exported,
+// each run is a span (`delegate bridge ADD`) under the request's.
 
 import type { Logger } from 'pino';
 import {
@@ -16,6 +18,7 @@ import { isAbsolute, join } from 'node:path';
 import { findPlugin, pluginSearchPath } from './lookup.js';
 import type { PluginProcess } from './process-group.js';
 import { Spawner } from './spawner.js';
+import type { DelegateTrace, Tracing } from '../tracing.js';
 
 export type { PluginProcess } from './process-group.js';
 
@@ -50,6 +53,8 @@ export interface ExecutorOptions {
   log: Logger;
   /** Cap on captured stdout/stderr, so a chatty plugin cannot exhaust memory. */
   maxOutputBytes?: number;
+  /** Each run's part of the trace (tracing.ts); without, none and no TRACEPARENT. */
+  tracing?: Pick<Tracing, 'delegate'>;
 }
 
 export type PluginRunner = (call: PluginCall) => Promise<unknown>;
@@ -97,7 +102,26 @@ export class PluginExecutor {
       CNI_PATH: dirs.join(':'),
       PATH: this.opts.path,
     };
-    return this.execute(file, call, env);
+    const t = this.opts.tracing?.delegate({
+      type: call.type,
+      command: call.command,
+      containerId: call.containerId,
+      ifname: call.ifname,
+      network: typeof call.stdin.name === 'string' ? call.stdin.name : undefined,
+    });
+    if (t === undefined) return this.execute(file, call, env);
+    // Exactly TRACEPARENT and TRACESTATE (when the context has one), as libcni gives its plugins.
+    const traced = { ...call, onStart: t.onStart(call.onStart) };
+    return this.execute(file, traced, { ...env, ...t.env }, t).then(
+      (out) => {
+        t.end();
+        return out;
+      },
+      (e: unknown) => {
+        t.end(e);
+        throw e;
+      },
+    );
   };
 
   /**
@@ -143,7 +167,12 @@ export class PluginExecutor {
     this.spawner.close();
   }
 
-  private async execute(file: string, call: PluginCall, env: Record<string, string>): Promise<unknown> {
+  private async execute(
+    file: string,
+    call: PluginCall,
+    env: Record<string, string>,
+    trace?: DelegateTrace,
+  ): Promise<unknown> {
     const { log } = this.opts;
     const budgeted = call.budgetMs !== undefined && call.budgetMs < this.opts.timeoutMs;
     const timeoutMs = budgeted ? Math.max(1, Math.floor(call.budgetMs as number)) : this.opts.timeoutMs;
@@ -153,6 +182,7 @@ export class PluginExecutor {
       { file, env, stdin: JSON.stringify(call.stdin), timeoutMs, maxOutputBytes },
       call.onStart,
     );
+    trace?.exited(o);
     const stdout = o.stdout.trim();
     const stderr = o.stderr.trim();
     if (stderr !== '')

@@ -7,6 +7,7 @@
 
 import { fork, type ChildProcess } from 'node:child_process';
 import type { Logger } from 'pino';
+import { context, ROOT_CONTEXT } from '@opentelemetry/api';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { ProcessJob, ProcessOutcome } from './process.js';
 import { stopGroups, type PluginProcess } from './process-group.js';
@@ -172,13 +173,17 @@ export class Spawner {
 
   private ensure(): Worker {
     if (this.current?.child.connected) return this.current;
-    const child = fork(CHILD, [], {
-      execArgv: [],
-      serialization: 'json',
-      // Its stdout is not the daemon's: it never writes there, and a child started on the daemon's
-      // stdout pipe would make it blocking again for the daemon's log sink too (log.ts).
-      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    });
+    // Forked in the root trace context: its channel's events (a plugin started, its outcome) would
+    // otherwise all run in the context of the request that happened to fork it (tracing.ts).
+    const child = context.with(ROOT_CONTEXT, () =>
+      fork(CHILD, [], {
+        execArgv: [],
+        serialization: 'json',
+        // Its stdout is not the daemon's: it never writes there, and a child started on the daemon's
+        // stdout pipe would make it blocking again for the daemon's log sink too (log.ts).
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      }),
+    );
     const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
     child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true; started?: PluginProcess }) => {
       if (msg.started) this.started(w, msg.id, msg.started);

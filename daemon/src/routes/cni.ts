@@ -4,21 +4,47 @@
 // (routes/admission.ts), which answers DELs of torn-down attachments without going through fastify.
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, podFromCniArgs, podLogFields } from '@cni-steward/shared';
+import {
+  CNI_ROUTE,
+  CniError,
+  ErrorCode,
+  decodeWireRequest,
+  podFromCniArgs,
+  podLogFields,
+  type CniRequestBody,
+} from '@cni-steward/shared';
 import type { AppDeps } from './deps.js';
 import { clientGone } from './client-gone.js';
 import { assertExactCniTarget } from './cni-route.js';
 import { checkHints, readHints, type Hints } from './hints.js';
+import { inRequestContext } from '../tracing.js';
 
-/** Serves one request body; resolves with the text to print, rejects with a CniError. */
-export async function serveCni(
+/**
+ * Serves one request body; resolves with the text to print, rejects with a CniError. While traces
+ * are exported, within the request's span (`cni ADD`, …; tracing.ts), in the context it arrived with.
+ */
+export function serveCni(
   deps: AppDeps,
   body: unknown,
   hints: Hints | undefined,
   log: Pick<FastifyBaseLogger, 'warn'>,
   clientGone?: () => boolean,
 ): Promise<string> {
+  const tracing = deps.tracing;
+  if (tracing === undefined || !tracing.recording) return answerCni(deps, body, hints, log, clientGone);
+  return tracing.request(hints?.command, (describe) => answerCni(deps, body, hints, log, clientGone, describe));
+}
+
+async function answerCni(
+  deps: AppDeps,
+  body: unknown,
+  hints: Hints | undefined,
+  log: Pick<FastifyBaseLogger, 'warn'>,
+  clientGone?: () => boolean,
+  describe?: (req: CniRequestBody) => void,
+): Promise<string> {
   const req = decodeWireRequest(body);
+  describe?.(req);
   if (hints) checkHints(hints, req);
   // While shutting down (the SIGTERM drain can take a while) DELs are still served: the shim
   // spools only when the daemon is unreachable, so a refused DEL would simply fail.
@@ -60,8 +86,8 @@ export async function serveCni(
 export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   app.post(CNI_ROUTE, async (request, reply) => {
     assertExactCniTarget(request.raw.url ?? '');
-    const text = await serveCni(deps, request.body, readHints(request.headers), request.log, () =>
-      clientGone(request.raw, reply.raw),
+    const text = await inRequestContext(request.raw, () =>
+      serveCni(deps, request.body, readHints(request.headers), request.log, () => clientGone(request.raw, reply.raw)),
     );
     return reply.code(200).type('application/json').send(text);
   });

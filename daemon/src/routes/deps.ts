@@ -9,6 +9,7 @@ import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
 import type { AdmissionStats } from './admission.js';
 import type { AuditOptions, AuditReport } from '../audit/run.js';
+import type { Tracing } from '../tracing.js';
 
 /** What the operator views read of the journal: queries only, never a write. */
 export type JournalView = Pick<
@@ -33,6 +34,8 @@ export interface AppDeps {
   /** Netconf problems the engine noticed (capabilities the runtime will never pass, ...). */
   warnings: () => string[];
   metrics: Metrics;
+  /** Spans of the CNI requests (tracing.ts); none without, nor while nothing is exported. */
+  tracing?: Tracing;
   scheduler: RetryScheduler;
   log: Logger;
   /** Readiness for probes: serving, and (with --cni-conf-dir) a primary network to wrap. */

@@ -1,0 +1,130 @@
+// Exporting the daemon's spans over OTLP/HTTP (protobuf) with OpenTelemetry's own SDK, loaded only
+// when an endpoint is configured (config.ts: --otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT). A slow,
+// frozen or absent collector never holds a CNI request: spans end into a BatchSpanProcessor whose
+// queue is bounded (--otlp-queue-size); past it they are dropped, and so are batches the collector
+// does not take within the export timeout. Both are counted (steward_trace_spans_dropped_total)
+// from the processor's own self-observability counter (otel.sdk.processor.span.processed, whose
+// error.type is queue_full for a span dropped at the queue), and failures are logged at most once
+// a minute.
+
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import { createNoopMeter, diag, DiagLogLevel, type DiagLogger, type MeterProvider } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import {
+  defaultResource,
+  detectResources,
+  resourceAttributesEnvDetector,
+  resourceFromAttributes,
+  serviceNameEnvDetector,
+} from '@opentelemetry/resources';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { DroppedSpans, SpanExport } from './tracing.js';
+
+export interface ExportOptions {
+  /** The OTLP/HTTP traces URL (…/v1/traces). */
+  url: string;
+  /** Spans waiting for export at most; more are dropped (counted). */
+  maxQueueSize: number;
+  maxExportBatchSize: number;
+  scheduledDelayMs: number;
+  /** A batch the collector has not taken by then is given up (its spans counted as dropped). */
+  exportTimeoutMs: number;
+  version: string;
+  log: Logger;
+}
+
+/** The BatchSpanProcessor's self-observability counter (semantic conventions, otel.sdk.*). */
+const PROCESSED = 'otel.sdk.processor.span.processed';
+
+/**
+ * A MeterProvider that only hears the processor's `processed` counter: error.type queue_full is a
+ * span dropped at the full queue, any other error.type a span in a batch the exporter failed.
+ */
+function droppedCounter(count: (why: keyof DroppedSpans, n: number) => void): MeterProvider {
+  const meter = createNoopMeter();
+  const noopCounter = meter.createCounter.bind(meter);
+  meter.createCounter = (name, opts) => {
+    if (name !== PROCESSED) return noopCounter(name, opts);
+    return {
+      add(n, attributes) {
+        const why = attributes?.['error.type'];
+        if (why === undefined) return;
+        count(why === 'queue_full' ? 'queue_full' : 'export_failed', n);
+      },
+    };
+  };
+  return { getMeter: () => meter };
+}
+
+/** OpenTelemetry's diagnostics (export failures, drops) into the daemon's log: warn and above, at most one line a minute. */
+function diagToLog(log: Logger): DiagLogger {
+  const EVERY_MS = 60_000;
+  let last = 0;
+  let suppressed = 0;
+  const say =
+    (level: 'warn' | 'error') =>
+    (message: string, ...args: unknown[]) => {
+      const now = Date.now();
+      if (now - last < EVERY_MS) {
+        suppressed++;
+        return;
+      }
+      last = now;
+      const detail = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
+      log[level](
+        { component: 'tracing', suppressed, detail: detail.slice(0, 500) },
+        `trace export: ${message.slice(0, 500)}`,
+      );
+      suppressed = 0;
+    };
+  const quiet = () => undefined;
+  return { error: say('error'), warn: say('warn'), info: quiet, debug: quiet, verbose: quiet };
+}
+
+/** The exporting provider (Tracing's SpanExport). */
+export function startExport(o: ExportOptions): SpanExport {
+  diag.setLogger(diagToLog(o.log.child({ component: 'tracing' })), {
+    logLevel: DiagLogLevel.WARN,
+    suppressOverrideMessage: true,
+  });
+  const dropped: DroppedSpans = { queue_full: 0, export_failed: 0 };
+  const processor = new BatchSpanProcessor({
+    exporter: new OTLPTraceExporter({ url: o.url, timeoutMillis: o.exportTimeoutMs }),
+    maxQueueSize: o.maxQueueSize,
+    maxExportBatchSize: Math.min(o.maxExportBatchSize, o.maxQueueSize),
+    scheduledDelayMillis: o.scheduledDelayMs,
+    exportTimeoutMillis: o.exportTimeoutMs,
+    selfObsMeterProvider: droppedCounter((why, n) => (dropped[why] += n)),
+  });
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override ours, as the specification has it.
+  const resource = defaultResource()
+    .merge(
+      resourceFromAttributes({
+        [ATTR_SERVICE_NAME]: 'stewardd',
+        [ATTR_SERVICE_VERSION]: o.version,
+        'host.name': hostname(),
+        ...(process.env.NODE_NAME ? { 'k8s.node.name': process.env.NODE_NAME } : {}),
+      }),
+    )
+    .merge(detectResources({ detectors: [resourceAttributesEnvDetector, serviceNameEnvDetector] }));
+  const provider = new TracerProvider({ resource, spanProcessors: [processor] });
+  o.log.info(
+    { otlpEndpoint: o.url, maxQueueSize: o.maxQueueSize, exportTimeoutMs: o.exportTimeoutMs },
+    'exporting traces over OTLP/HTTP',
+  );
+  return {
+    tracer: provider.getTracer('stewardd', o.version),
+    dropped: () => ({ ...dropped }),
+    shutdown: async (timeoutMs) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+        timer.unref();
+      });
+      await Promise.race([provider.shutdown().catch(() => undefined), late]);
+      clearTimeout(timer);
+    },
+  };
+}
