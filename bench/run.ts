@@ -30,6 +30,7 @@ import { benchStatus } from './status.js';
 import { benchStatusStorm } from './status-storm.js';
 import { benchStorm } from './storm.js';
 import { benchThroughput } from './throughput.js';
+import { benchTracing } from './tracing.js';
 import { findGo } from '../scripts/build-shims.mjs';
 
 type Bench = (env: Scratch, ctx: BenchContext) => Promise<Row[]>;
@@ -47,6 +48,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['quickcheck', benchQuickCheck],
   ['scrape', benchScrape],
   ['spool-drain', benchSpoolDrain],
+  ['tracing', benchTracing],
 ];
 
 const { values } = parseArgs({

@@ -53,3 +53,12 @@ steward_node_use
 echo "setup: Node $(node --version) ($(command -v node))"
 
 npm ci --no-audit --no-fund
+
+# Jaeger, the tracing backend test/integration/tracing.test.ts exports to: built from tools/jaeger/ by
+# the machine's Go through the Go module proxy, into a cache outside the repo (reused at once once
+# built; a first build takes about 4-11 minutes on 2 cores), bounded by STEWARD_JAEGER_BUILD_TIMEOUT
+# (default 1800 s). STEWARD_SETUP_JAEGER=0 skips it. A failure does not fail setup: the daemon needs
+# none of it, and the tracing test then says why it cannot run (a failure under STEWARD_E2E_REQUIRE=1).
+if [ "$go_rc" = 0 ] && [ "${STEWARD_SETUP_JAEGER:-1}" != 0 ]; then
+  bash scripts/build-jaeger.sh || echo "setup: Jaeger was not built; test/integration/tracing.test.ts cannot run" >&2
+fi

@@ -44,6 +44,8 @@ export function daemonEnv(): NodeJS.ProcessEnv {
   // on these dev machines, not in the daemon's container.
   delete env.NODE_EXTRA_CA_CERTS;
   delete env.NODE_OPTIONS;
+  // Tracing is off unless a benchmark turns it on (bench/tracing.ts).
+  for (const k of Object.keys(env)) if (k.startsWith('OTEL_')) delete env[k];
   return env;
 }
 
@@ -54,10 +56,16 @@ export class BenchDaemon {
   readonly logFile: string;
   proc: ChildProcess | undefined;
 
+  /**
+   * `exe`: another tree's bin/stewardd (built), for an A/B against it; `extraEnv`: added to the
+   * daemon's environment (OTEL_* for the tracing row).
+   */
   constructor(
     env: Scratch,
     name: string,
     private readonly args: string[] = [],
+    private readonly exe: string = join(REPO, 'bin/stewardd'),
+    private readonly extraEnv: Record<string, string> = {},
   ) {
     const dir = join(env.dir, name);
     mkdirSync(join(dir, 'run'), { recursive: true });
@@ -89,7 +97,7 @@ export class BenchDaemon {
       process.execPath,
       [
         ...DAEMON_NODE_ARGS,
-        join(REPO, 'bin/stewardd'),
+        this.exe,
         'run',
         '--socket',
         this.socket,
@@ -109,7 +117,7 @@ export class BenchDaemon {
       ],
       {
         stdio: ['ignore', log, log],
-        env: daemonEnv(),
+        env: { ...daemonEnv(), ...this.extraEnv },
       },
     );
     this.proc = proc;

@@ -27,7 +27,7 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { suppressTracing, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { CniError, podFromCniArgs, type CniRequestBody } from '@cni-steward/shared';
 
 /**
@@ -98,7 +98,7 @@ export interface DelegateTrace {
   end(err?: unknown): void;
 }
 
-/** The request a context belongs to: its span, when serving began, how many delegates it ran. */
+/** The request a context belongs to: its span, when serving began (wall ms), how many delegates it ran. */
 interface RequestRecord {
   span: Span;
   servedAt: number;
@@ -106,7 +106,17 @@ interface RequestRecord {
 }
 
 const REQUEST = createContextKey('stewardd CNI request');
+/** When the request arrived (wall ms). */
 const ARRIVED = createContextKey('stewardd CNI request arrival');
+/**
+ * The wall time of performance.now()'s zero, read once per trace (a request, or a run outside any):
+ * every time this module gives a span is that plus performance.now(), so the spans of a trace share
+ * one clock. (The SDK reads Date.now(), to the millisecond, for each span on its own: a child could
+ * seem to start up to a millisecond before its parent, or the wait before a delegate end after it.)
+ */
+const ANCHOR = createContextKey('stewardd trace clock');
+const anchorOf = (ctx: Context): number =>
+  (ctx.getValue(ANCHOR) as number | undefined) ?? Date.now() - performance.now();
 const propagator = new W3CTraceContextPropagator();
 
 /** A request that waited at least this long between its arrival and being served gets an `admission` span. */
@@ -169,6 +179,7 @@ class RecordingDelegate implements DelegateTrace {
   constructor(
     private readonly span: Span,
     private readonly ctx: Context,
+    private readonly anchor: number,
   ) {
     this.env = traceEnv(ctx);
   }
@@ -194,7 +205,7 @@ class RecordingDelegate implements DelegateTrace {
       this.span.setAttribute(ATTR.code, e.code);
       this.span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
     }
-    this.span.end();
+    this.span.end(this.anchor + performance.now());
   }
 }
 
@@ -244,8 +255,9 @@ export class Tracing {
     const recording = this.tracer !== undefined;
     return (req, res) => {
       if (recording) {
-        const ctx = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
-        requestContexts.set(req, ctx.setValue(ARRIVED, performance.now()));
+        const anchor = Date.now() - performance.now();
+        const ctx = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter).setValue(ANCHOR, anchor);
+        requestContexts.set(req, ctx.setValue(ARRIVED, anchor + performance.now()));
       } else if (req.headers.traceparent !== undefined) {
         requestContexts.set(req, propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter));
       }
@@ -256,20 +268,28 @@ export class Tracing {
   /**
    * One CNI request's span (`cni ADD`, …) around `serve`, a child of the runtime's span when the
    * request carried one; `serve` is given `describe`, to name it and set its attributes once the body
-   * is decoded. The answer's CNI code is set on it (0: success). Only while exporting.
+   * is decoded. The answer's CNI code is set on it (0: success). Only while exporting. A STATUS that
+   * brought no context of the runtime's (containerd asks one every 5 s) makes no span at all, nor do
+   * its delegates' runs: it is traced when the runtime's own trace asks for it.
    */
   request<T>(command: string | undefined, serve: (describe: (req: CniRequestBody) => void) => Promise<T>): Promise<T> {
     const tracer = this.tracer;
     if (tracer === undefined) return serve(() => undefined);
     const parent = context.active();
-    const now = performance.now();
+    if (command === 'STATUS' && trace.getSpanContext(parent) === undefined)
+      return context.with(suppressTracing(parent), () => serve(() => undefined));
+    const anchor = anchorOf(parent);
+    const now = anchor + performance.now();
     const arrived = parent.getValue(ARRIVED) as number | undefined;
     const span = tracer.startSpan(
       command === undefined ? 'cni' : `cni ${command}`,
       { kind: SpanKind.SERVER, startTime: arrived ?? now },
       parent,
     );
-    const ctx = trace.setSpan(parent, span).setValue(REQUEST, { span, servedAt: now, delegates: 0 });
+    const ctx = trace
+      .setSpan(parent, span)
+      .setValue(REQUEST, { span, servedAt: now, delegates: 0 })
+      .setValue(ANCHOR, anchor);
     if (arrived !== undefined && now - arrived >= ADMISSION_SPAN_MIN_MS)
       tracer.startSpan('admission', { startTime: arrived }, ctx).end(now);
     const describe = (req: CniRequestBody) => {
@@ -281,14 +301,14 @@ export class Tracing {
       .then(
         (v) => {
           span.setAttribute(ATTR.code, 0);
-          span.end();
+          span.end(anchor + performance.now());
           return v;
         },
         (e: unknown) => {
           const err = CniError.from(e);
           span.setAttribute(ATTR.code, err.code);
           span.setStatus({ code: SpanStatusCode.ERROR, message: err.message });
-          span.end();
+          span.end(anchor + performance.now());
           throw e;
         },
       );
@@ -304,7 +324,8 @@ export class Tracing {
     const parent = context.active();
     const tracer = this.tracer;
     if (tracer === undefined) return passThrough(parent);
-    const now = performance.now();
+    const anchor = anchorOf(parent);
+    const now = anchor + performance.now();
     const request = parent.getValue(REQUEST) as RequestRecord | undefined;
     if (request !== undefined && request.delegates++ === 0)
       tracer
@@ -319,7 +340,7 @@ export class Tracing {
     if (d.network !== undefined) attributes[ATTR.network] = d.network;
     if (request === undefined) attributes[ATTR.background] = true;
     const span = tracer.startSpan(`delegate ${d.type} ${d.command}`, { startTime: now, attributes }, parent);
-    return new RecordingDelegate(span, trace.setSpan(parent, span));
+    return new RecordingDelegate(span, trace.setSpan(parent, span).setValue(ANCHOR, anchor), anchor);
   }
 
   /**
@@ -332,7 +353,7 @@ export class Tracing {
     const parent = context.active();
     const sc = trace.getSpanContext(parent);
     if (sc === undefined || (sc.traceFlags & TraceFlags.SAMPLED) === 0) return;
-    const end = performance.now();
+    const end = anchorOf(parent) + performance.now();
     tracer
       .startSpan('journal commit', { startTime: end - seconds * 1000, attributes: { [ATTR.synced]: synced } }, parent)
       .end(end);
