@@ -110,8 +110,12 @@ export function startExport(o: ExportOptions): SpanExport {
     )
     .merge(detectResources({ detectors: [resourceAttributesEnvDetector, serviceNameEnvDetector] }));
   const provider = new TracerProvider({ resource, spanProcessors: [processor] });
+  // The URL as logged: without credentials, should it carry any (user:password@).
+  const shown = new URL(o.url);
+  shown.username = '';
+  shown.password = '';
   o.log.info(
-    { otlpEndpoint: o.url, maxQueueSize: o.maxQueueSize, exportTimeoutMs: o.exportTimeoutMs },
+    { otlpEndpoint: shown.href, maxQueueSize: o.maxQueueSize, exportTimeoutMs: o.exportTimeoutMs },
     'exporting traces over OTLP/HTTP',
   );
   return {

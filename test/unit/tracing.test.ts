@@ -257,6 +257,11 @@ describe('on (an in-memory exporter)', () => {
     );
     const request = one(spans(), 'cni DEL');
     assert.equal(parentId(request), undefined);
+    // A traceparent that is not W3C's (the shim drops those; curl may send one) is no context either.
+    const bad = fakeReq({ traceparent: `00-${'0'.repeat(32)}-${RUNTIME_SPAN}-01` });
+    arrive(tracing, bad);
+    await inRequestContext(bad, () => tracing.request('CHECK', async () => undefined));
+    assert.equal(parentId(one(spans(), 'cni CHECK')), undefined);
     assert.notEqual(request.spanContext().traceId, RUNTIME_TRACE);
     assert.equal(request.attributes[ATTR.code], ErrorCode.TryAgainLater);
     assert.equal(request.status.code, 2 /* ERROR */);
