@@ -2,6 +2,7 @@
 // fresh netns, through the shipped shim) against stewardds that differ only in tracing, alternated
 // in the same run (each iteration runs every mode, rotated, each in its own new netns):
 //   off       no endpoint: no span is made (the shipped default)
+//   offTwin   a second, identical off daemon: the floor of what two daemons differ by here
 //   offCtx    off, the runtime passing TRACEPARENT (handed to the delegates unchanged)
 //   stopped   exporting to a collector that is down (connection refused): the target, <= 1.05x off
 //   frozen    exporting to one that accepts and never answers, with a 64-span queue: the steady state
@@ -262,6 +263,7 @@ export async function benchTracing(env: Scratch, ctx: BenchContext): Promise<Row
   const base = process.env.BENCH_TRACING_BASE;
   const daemons: Record<string, BenchDaemon> = {
     off: new BenchDaemon(env, 'trace-off'),
+    offTwin: new BenchDaemon(env, 'trace-off-twin'),
     offCtx: new BenchDaemon(env, 'trace-off-ctx'),
     stopped: new BenchDaemon(env, 'trace-stopped', endpoint(await closedPort())),
     frozen: new BenchDaemon(env, 'trace-frozen', [...endpoint(await frozenCollector(env)), '--otlp-queue-size', '64']),
@@ -336,7 +338,7 @@ export async function benchTracing(env: Scratch, ctx: BenchContext): Promise<Row
         extra,
         notes: [
           'modes alternate in one run, rotated per iteration, each ADD+DEL in a fresh netns; ratios are medians of per-iteration ratios against off',
-          "offCtx: off, with the runtime passing TRACEPARENT; frozen: a collector that never answers, queue 64 (every span past it dropped); sink: a loopback OTLP/HTTP receiver answering 200; base: BENCH_TRACING_BASE's stewardd",
+          "offTwin: a second off daemon (the noise floor between two daemons); offCtx: off, with the runtime passing TRACEPARENT; frozen: a collector that never answers, queue 64 (every span past it dropped); sink: a loopback OTLP/HTTP receiver answering 200; base: BENCH_TRACING_BASE's stewardd",
           "…InsideMeanMs: each daemon's own mean time per request (its steward_cni_request_duration_seconds), without the shim's and plugins' process noise",
         ],
       },
