@@ -72,6 +72,18 @@ function procCpuMs(pid: number | undefined, reaped = false): number {
   }
 }
 
+/** /proc/self/mountinfo's lines and the wall ms of one synchronous read of it (median of 5). */
+function mountinfoRead(): { lines: number; ms: number } {
+  const ms: number[] = [];
+  let text = '';
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    text = readFileSync('/proc/self/mountinfo', 'utf8');
+    ms.push(performance.now() - t0);
+  }
+  return { lines: text.split('\n').length - 1, ms: median(ms) };
+}
+
 /** The pid of the process whose command line contains `needle` (the node's containerd: its config path). */
 function pidOf(needle: string): number | undefined {
   for (const p of readdirSync('/proc')) {
@@ -136,6 +148,9 @@ interface Series {
   /** CPU of the pod network path (pathCpuMs) during the up and the down phases. */
   pathUpCpuMs: number;
   pathDownCpuMs: number;
+  /** /proc/self/mountinfo with every pod of a burst up: lines, and ms of one read (median of 5). */
+  mountinfoLines: number[];
+  mountinfoReadMs: number[];
   addSums: Sums;
   delSums: Sums;
   slots: { inUse: number[]; queued: number[] };
@@ -154,6 +169,8 @@ const newSeries = (): Series => ({
   daemonCpuMs: 0,
   pathUpCpuMs: 0,
   pathDownCpuMs: 0,
+  mountinfoLines: [],
+  mountinfoReadMs: [],
   addSums: new Map(),
   delSums: new Map(),
   slots: { inUse: [], queued: [] },
@@ -189,6 +206,8 @@ function figures(s: Series, plain: Series, pods: number, plainLastReady: number[
     leftPlain: plain.left.reduce((a, r) => a + residueTotal(r), 0),
     busyCores: round(mean(s.busyCores)),
     plainBusyCores: round(mean(plain.busyCores)),
+    mountinfoLinesAtPeak: Math.max(0, ...s.mountinfoLines),
+    mountinfoReadMsAtPeak: round(median(s.mountinfoReadMs)),
     pathCpuMsPerPodUp: round(s.pathUpCpuMs / total),
     plainPathCpuMsPerPodUp: round(plain.pathUpCpuMs / (plain.runMs.length || 1)),
     pathCpuMsPerPodDown: round(s.pathDownCpuMs / total),
@@ -292,6 +311,10 @@ export async function benchCriBurst(_scratch: Scratch, ctx: BenchContext): Promi
       const polled = await poller?.stop();
       const m1 = steward ? await metrics() : undefined;
       const ids = up.runs.filter((r) => r.id).map((r) => r.id!);
+      // What each ADD through steward reads to tell a bind-mounted netns's kind (engine/netns.ts), with every pod up.
+      const mi = mountinfoRead();
+      s.mountinfoLines.push(mi.lines);
+      s.mountinfoReadMs.push(mi.ms);
       const addrs = await sandboxAddresses(k.cri, ids);
       const bad = addrs.filter((a) => a.state !== 'SANDBOX_READY' || !a.ip.startsWith(prefix)).length;
       const distinct = new Set(addrs.map((a) => a.ip)).size;

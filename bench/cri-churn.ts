@@ -227,9 +227,11 @@ export async function benchCriChurn(_scratch: Scratch, ctx: BenchContext): Promi
           spawnerFdsLastMinute: round(windowMean(samples, 'spawnerFds', ...last), 1),
           spawnerFdsGrowthPct: pct(g.spawnerFds),
           spawnerRestarts,
-          journalBytesAtPlateau: round(windowMean(samples, 'journalBytes', ...journalFrom), 0),
+          journalBytesAtPlateau: journalAssessed
+            ? round(windowMean(samples, 'journalBytes', ...journalFrom), 0)
+            : 'n/a',
           journalBytesLastMinute: round(windowMean(samples, 'journalBytes', ...last), 0),
-          journalGrowthPct: pct(g.journal),
+          journalGrowthPct: journalAssessed ? pct(g.journal) : 'n/a',
           journalMaxBytes: Math.max(...samples.map((s) => s.journalBytes)),
           walMaxBytes: Math.max(...samples.map((s) => s.walBytes)),
           journalAssessed: journalAssessed ? 'yes' : `no (needs ${plateauEnd + 60} s)`,
