@@ -14,9 +14,12 @@
 //
 // CRI_BURST_PODS (default 100 × --scale, at least 10), CRI_BURST_ROUNDS (default 3 × --scale, at
 // least 1) and CRI_BURST_MAX_PARALLEL (stewardd's --max-parallel; default: stewardd's own, 8).
+// Diagnostics (docs/performance.md, "A burst of pods"): CRI_BURST_CAPS=2,4,8 compares caps in one run
+// (a row per cap, reported only); CRI_BURST_DAEMON_NICE=N adds a series with stewardd's threads at
+// nice N; CRI_BURST_DAEMON_NODE_ARGS passes node flags (--cpu-prof) to stewardd and its spawner.
 
 import { readFileSync, readdirSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
 import { TestEnv } from '../test/helpers/env.js';
 import { CriNode, PLAIN_HANDLER } from '../test/helpers/cri/node.js';
@@ -70,6 +73,12 @@ function procCpuMs(pid: number | undefined, reaped = false): number {
   } catch {
     return 0;
   }
+}
+
+/** Sets the nice value of every thread of a process (setpriority on each task). */
+function setNice(pid: number | undefined, value: number): void {
+  if (pid === undefined) return;
+  for (const t of readdirSync(`/proc/${pid}/task`)) setPriority(Number(t), value);
 }
 
 /** /proc/self/mountinfo's lines and the wall ms of one synchronous read of it (median of 5). */
@@ -284,6 +293,11 @@ export async function benchCriBurst(_scratch: Scratch, ctx: BenchContext): Promi
       await node.daemon.restart();
     }
     let runningCap: number | undefined = cap;
+    // CRI_BURST_DAEMON_NICE: a third series with stewardd's own threads (not its spawner, whose nice
+    // the delegates would inherit) at this nice value, the others as the bench runs them.
+    const daemonNice =
+      process.env.CRI_BURST_DAEMON_NICE === undefined ? undefined : Number(process.env.CRI_BURST_DAEMON_NICE);
+    const baseNice = getPriority();
     /** stewardd restarted with --max-parallel `c` (the CRI plugin keeps the installed conflist). */
     const useCap = async (c: number) => {
       if (runningCap === c) return;
@@ -355,11 +369,18 @@ export async function benchCriBurst(_scratch: Scratch, ctx: BenchContext): Promi
     // Warm-up: the plugins, the shim and both handlers' paths once, not counted.
     await burst('steward', 'warmup', WARMUP_PODS, false);
     await burst('plain', 'warmup', WARMUP_PODS, false);
-    const keys = caps.length > 0 ? ['plain', ...caps.map((c) => `cap ${c}`)] : ['steward', 'plain'];
+    const keys =
+      caps.length > 0
+        ? ['plain', ...caps.map((c) => `cap ${c}`)]
+        : daemonNice !== undefined
+          ? ['steward', 'plain', `nice ${daemonNice}`]
+          : ['steward', 'plain'];
     for (let r = 0; r < rounds; r++) {
       const order = [...keys.slice(r % keys.length), ...keys.slice(0, r % keys.length)];
       for (const key of order) {
         if (key.startsWith('cap ')) await useCap(Number(key.slice(4)));
+        if (daemonNice !== undefined)
+          setNice(node.daemon.proc?.pid, key === 'plain' ? baseNice : key.startsWith('nice ') ? daemonNice : baseNice);
         await burst(key, `r${r}`, pods, true);
       }
     }
@@ -408,6 +429,17 @@ export async function benchCriBurst(_scratch: Scratch, ctx: BenchContext): Promi
       };
     };
     const target = `p99 and time to the last pod ready <= ${LIMIT}x the plain chain's; 0 failures; 0 left (issue 39)`;
+    if (daemonNice !== undefined)
+      return [
+        rowOf('steward', 'cri-burst', cap !== undefined ? `, --max-parallel ${cap}` : '', target, true),
+        rowOf(
+          `nice ${daemonNice}`,
+          `cri-burst-nice`,
+          `, stewardd at nice ${daemonNice} (not its spawner)`,
+          'reported (CRI_BURST_DAEMON_NICE)',
+          false,
+        ),
+      ];
     if (caps.length === 0)
       return [rowOf('steward', 'cri-burst', cap !== undefined ? `, --max-parallel ${cap}` : '', target, true)];
     return caps.map((c) =>
