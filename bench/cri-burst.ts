@@ -242,7 +242,7 @@ const NOTES = (rounds: number, pods: number) => [
   'slots*: /v1/status executions every 100 ms during the steward bursts (inUse of --max-parallel; queued = waiting for a slot); busyCores: the machine CPU in use during the up phase (other processes included); daemonCpuMsPerPodAdd: stewardd + spawner CPU per pod during the up phase',
 ];
 
-export async function benchCriBurst(_scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
+export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
   const missing = baseSkipReason([
     'containerd',
     'ctr',
@@ -273,6 +273,9 @@ export async function benchCriBurst(_scratch: Scratch, ctx: BenchContext): Promi
   let host: RuntimeHost | undefined;
   try {
     host = await RuntimeHost.create(env);
+    // On Ctrl-C run.ts closes the scratch: the node (pods, containerd, stewardd, netns, rules) goes with it.
+    const h = host;
+    scratch.defer(() => h.finish());
     // As a node runs it: info logs (the test helper's default is debug), the journal as shipped.
     const node = await CriNode.start(host, {
       daemonArgs: () => ['--log-level', 'info', ...(cap !== undefined ? ['--max-parallel', String(cap)] : [])],

@@ -66,7 +66,7 @@ function windowMean(samples: Sample[], key: keyof Sample, from: number, to: numb
   return mean(samples.filter((s) => s.t >= from && s.t < to).map((s) => s[key]));
 }
 
-export async function benchCriChurn(_scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
+export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
   const missing = baseSkipReason([
     'containerd',
     'ctr',
@@ -88,6 +88,9 @@ export async function benchCriChurn(_scratch: Scratch, ctx: BenchContext): Promi
   let host: RuntimeHost | undefined;
   try {
     host = await RuntimeHost.create(env);
+    // On Ctrl-C run.ts closes the scratch: the node (pods, containerd, stewardd, netns, rules) goes with it.
+    const h = host;
+    scratch.defer(() => h.finish());
     const node = await CriNode.start(host, {
       daemonArgs: () => ['--log-level', 'info', '--tombstone-ttl', String(ttl)],
     });
