@@ -196,7 +196,7 @@ function figures(s: Series, plain: Series, pods: number, plainLastReady: number[
   return {
     lastReadyMs: round(median(s.lastReady)),
     plainLastReadyMs: round(median(plain.lastReady)),
-    lastReadyRatio: round(median(s.lastReady) / median(plain.lastReady)),
+    lastReadyRatioOfMedians: round(median(s.lastReady) / median(plain.lastReady)),
     lastReadyPairedRatio: round(median(paired)),
     lastReadyEachMs: s.lastReady.map((x) => round(x, 0)).join('/'),
     plainLastReadyEachMs: plainLastReady.map((x) => round(x, 0)).join('/'),
@@ -236,7 +236,7 @@ function figures(s: Series, plain: Series, pods: number, plainLastReady: number[
 }
 
 const NOTES = (rounds: number, pods: number) => [
-  `${rounds} rounds after a warm-up burst of ${WARMUP_PODS} each, the order rotating per round; per pod: RunPodSandbox's wall time as the client sees it (all ${pods} sent at once on one gRPC channel); lastReadyMs: first sent to last answered, median over rounds (lastReadyPairedRatio: median of each round's ratio)`,
+  `${rounds} rounds after a warm-up burst of ${WARMUP_PODS} each, the order rotating per round; per pod: RunPodSandbox's wall time as the client sees it (all ${pods} sent at once on one gRPC channel); lastReadyMs: first sent to last answered, median over rounds; the target's ratio is lastReadyPairedRatio, the median of each round's steward/plain ratio (lastReadyRatioOfMedians pairs different rounds)`,
   'stopRemove*: StopPodSandbox (kubelet retries, 1 s apart) + RemovePodSandbox of every pod at once; left*: leases, veths, pod netns, libcni cache files, CNI-* chains, rules naming a sandbox, containerd shims after each burst (summed)',
   'add*/del* per steward pod, from stewardd histograms over the timed bursts: addDaemonADDMs its answer, addExec_<plugin>_ADDMs the delegates, addJournal*, addQueueWaitMs (the per-container queue: a burst is distinct containers, so ~0); addDaemonOwnMs = answer − delegates, which holds the wait for a plugin slot (there is no histogram of that wait)',
   'slots*: /v1/status executions every 100 ms during the steward bursts (inUse of --max-parallel; queued = waiting for a slot); busyCores: the machine CPU in use during the up phase (other processes included); daemonCpuMsPerPodAdd: stewardd + spawner CPU per pod during the up phase',
@@ -404,7 +404,9 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const s = series.get(key) ?? newSeries();
       const f = figures(s, plain, pods, plain.lastReady);
       const p99Ratio = p99(s.runMs) / p99(plain.runMs);
-      const lastReadyRatio = median(s.lastReady) / median(plain.lastReady);
+      // Each round's steward burst against the plain chain's of the same round (the same load), the
+      // median of those: the ratio of the two medians could pair a quiet round with a busy one.
+      const lastReadyRatio = median(s.lastReady.map((x, i) => x / (plain.lastReady[i] ?? NaN)));
       const met =
         p99Ratio <= LIMIT &&
         lastReadyRatio <= LIMIT &&
@@ -431,7 +433,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
         notes: NOTES(rounds, pods),
       };
     };
-    const target = `p99 and time to the last pod ready <= ${LIMIT}x the plain chain's; 0 failures; 0 left (issue 39)`;
+    const target = `p99 and time to the last pod ready (median of rounds' ratios) <= ${LIMIT}x the plain chain's; 0 failures; 0 left (issue 39)`;
     if (daemonNice !== undefined)
       return [
         rowOf('steward', 'cri-burst', cap !== undefined ? `, --max-parallel ${cap}` : '', target, true),

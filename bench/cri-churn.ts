@@ -48,6 +48,9 @@ interface Sample {
   spawnerFds: number;
   journalBytes: number;
   walBytes: number;
+  /** stewardd's V8 heap in use and its external memory (its own /metrics: prom-client's default metrics). */
+  heapUsedMiB: number;
+  externalMiB: number;
   addP50: number;
   addP99: number;
   adds: number;
@@ -59,6 +62,16 @@ function envNum(name: string): number | undefined {
   const x = Number(v);
   if (!(x > 0)) throw new Error(`${name} must be a positive number, got ${v}`);
   return x;
+}
+
+/** The smallest value of `key` in each minute of the soak (a heap's floor: what survived its collections). */
+function minutes_(samples: Sample[], key: keyof Sample, seconds: number): string {
+  const out: number[] = [];
+  for (let m = 0; m * 60 < seconds; m++) {
+    const xs = samples.filter((s) => s.t >= m * 60 && s.t < (m + 1) * 60).map((s) => s[key]);
+    if (xs.length > 0) out.push(Math.min(...xs));
+  }
+  return out.join('/');
 }
 
 /** Mean of `key` over the samples with t in [from, to). */
@@ -115,7 +128,16 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
     let spawnerRestarts = 0;
     let spawner = spawnerPid(daemonPid);
     const t0 = performance.now();
-    const sample = () => {
+    const heap = async () => {
+      const text = (await node.daemon.get('/metrics').catch(() => ({ text: '' }))).text;
+      const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
+      return {
+        used: read('steward_nodejs_heap_size_used_bytes'),
+        external: read('steward_nodejs_external_memory_bytes'),
+      };
+    };
+    const sample = async () => {
+      const h = await heap();
       const now = spawnerPid(daemonPid);
       if (now !== spawner) spawnerRestarts++;
       spawner = now;
@@ -131,13 +153,15 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
         spawnerFds: s?.fds ?? NaN,
         journalBytes: j.db + j.wal,
         walBytes: j.wal,
+        heapUsedMiB: round(h.used, 1),
+        externalMiB: round(h.external, 1),
         addP50: round(median(ms), 1),
         addP99: round(p99(ms), 1),
         adds: ms.length,
       });
       window = [];
     };
-    sample();
+    await sample();
     let nextSample = t0 + SAMPLE_MS;
     const end = t0 + minutes * 60_000;
     while (performance.now() < end) {
@@ -145,16 +169,16 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
       all.push(r);
       window.push(r);
       if (performance.now() >= nextSample) {
-        sample();
+        await sample();
         nextSample += SAMPLE_MS;
         const last = samples[samples.length - 1]!;
         if (samples.length % 6 === 1)
           ctx.log(
-            `cri-churn t=${last.t}s: ${all.length} replaced, RSS ${last.rssMiB} MiB, fds ${last.fds}, spawner ${last.spawnerRssMiB} MiB/${last.spawnerFds} fds, journal ${last.journalBytes} B, ADD p99 ${last.addP99} ms`,
+            `cri-churn t=${last.t}s: ${all.length} replaced, RSS ${last.rssMiB} MiB (heap ${last.heapUsedMiB}), fds ${last.fds}, spawner ${last.spawnerRssMiB} MiB/${last.spawnerFds} fds, journal ${last.journalBytes} B, ADD p99 ${last.addP99} ms`,
           );
       }
     }
-    sample();
+    await sample();
     const churnS = (performance.now() - t0) / 1000;
     const st = (await node.daemon.get('/v1/status')).json;
     await churn.drain();
@@ -246,6 +270,10 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
           left,
           leftDetail: JSON.stringify(residue),
           leftSettledMs: round(settleMs, 0),
+          heapUsedMiBMinute2: round(windowMean(samples, 'heapUsedMiB', ...m2), 1),
+          heapUsedMiBLastMinute: round(windowMean(samples, 'heapUsedMiB', ...last), 1),
+          heapUsedMiBMinEveryMinute: minutes_(samples, 'heapUsedMiB', churnS),
+          externalMiBLastMinute: round(windowMean(samples, 'externalMiB', ...last), 1),
           rssMiBEveryMinute: every('rssMiB', 6),
           fdsEveryMinute: every('fds', 6),
           journalBytesEveryMinute: every('journalBytes', 6),
