@@ -36,7 +36,7 @@ function shimExecMs(shim: string): Promise<number> {
 const COST_LIMIT_MS = 10;
 const CURL_LIMIT = 1.5;
 
-export async function benchCriPod(_scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
+export async function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
   const missing = baseSkipReason(['containerd', 'ctr', 'containerd-shim-runc-v2', 'runc', 'gcc', 'tar', 'curl']);
   if (missing !== undefined || !existsSync('/usr/lib/cni/bridge')) {
     ctx.log(`cri-pod skipped: ${missing ?? 'no Debian CNI plugins in /usr/lib/cni'}`);
@@ -47,6 +47,9 @@ export async function benchCriPod(_scratch: Scratch, ctx: BenchContext): Promise
   let host: RuntimeHost | undefined;
   try {
     host = await RuntimeHost.create(env);
+    // On Ctrl-C run.ts closes the scratch: the node (pods, containerd, stewardd, netns, rules) goes with it.
+    const h = host;
+    scratch.defer(() => h.finish());
     const node = await CriNode.start(host);
     const k = new Kubelet(node.cri, {
       cgroupParent: node.cgroupParent,

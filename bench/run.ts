@@ -13,6 +13,8 @@ import { parseArgs } from 'node:util';
 import { Scratch } from './lib/scratch.js';
 import { otherCpu } from './lib/other-cpu.js';
 import { benchChain } from './chain.js';
+import { benchCriBurst } from './cri-burst.js';
+import { benchCriChurn } from './cri-churn.js';
 import { benchCriPod } from './cri-pod.js';
 import { benchDbSize } from './dbsize.js';
 import { benchQuickCheck } from './quickcheck.js';
@@ -43,6 +45,8 @@ const BENCHES: Array<[string, Bench]> = [
   ['status', benchStatus],
   ['status-storm', benchStatusStorm],
   ['cri-pod', benchCriPod],
+  ['cri-burst', benchCriBurst],
+  ['cri-churn', benchCriChurn],
   ['restart', benchRestart],
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],

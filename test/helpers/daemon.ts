@@ -34,6 +34,8 @@ export class Daemon {
   private readonly exe: string;
   /** Extra environment for the next start (settable between restarts). */
   extraEnv: Record<string, string>;
+  /** Extra `stewardd run` flags for the next start, after the constructor's (settable between restarts). */
+  extraArgs: string[] = [];
 
   constructor(
     private readonly env: TestEnv,
@@ -95,6 +97,7 @@ export class Daemon {
         '--log-level',
         'debug',
         ...this.args,
+        ...this.extraArgs,
       ],
       {
         stdio: ['ignore', log, log],
