@@ -6,6 +6,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 func TestARestartRecordCoversOnlyItsOwnBootAndUntilItsDeadline(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	rec := func(boot string, until time.Time) []byte {
-		return []byte(`{"bootId":"` + boot + `","until":` + itoa(until.UnixMilli()) + `,"pid":7}`)
+		return []byte(`{"bootId":"` + boot + `","until":` + strconv.FormatInt(until.UnixMilli(), 10) + `,"pid":7}`)
 	}
 	boot := []byte("0b5e\n")
 	for _, c := range []struct {
@@ -37,8 +38,6 @@ func TestARestartRecordCoversOnlyItsOwnBootAndUntilItsDeadline(t *testing.T) {
 		t.Errorf("no boot id on the node: %v", got)
 	}
 }
-
-func itoa(n int64) string { return strings.TrimSpace(string(encodeJSON(n))) }
 
 // restartCall runs one call whose sender answers from replies in turn (the last repeats), with a
 // restart record that covers `left` (0: none) and a clock that the shim's sleeps advance.
