@@ -35,6 +35,7 @@ import {
 import { histogramSums, perPod, type Sums } from '../test/helpers/cri/timing.js';
 import { RuntimeHost } from '../test/helpers/runtimes/host.js';
 import { baseSkipReason } from '../test/helpers/runtimes/skip.js';
+import { CRI_TOOLS } from './lib/cri-tools.js';
 import type { Scratch } from './lib/scratch.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { mean, median, p99, quantile, round } from './lib/stats.js';
@@ -243,16 +244,7 @@ const NOTES = (rounds: number, pods: number) => [
 ];
 
 export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
-  const missing = baseSkipReason([
-    'containerd',
-    'ctr',
-    'containerd-shim-runc-v2',
-    'runc',
-    'gcc',
-    'tar',
-    'ip',
-    'iptables',
-  ]);
+  const missing = baseSkipReason([...CRI_TOOLS, 'ip', 'iptables']);
   if (missing !== undefined) {
     ctx.log(`cri-burst skipped: ${missing}`);
     return [];

@@ -30,6 +30,7 @@ import {
 } from '../test/helpers/cri/residue.js';
 import { RuntimeHost } from '../test/helpers/runtimes/host.js';
 import { baseSkipReason } from '../test/helpers/runtimes/skip.js';
+import { CRI_TOOLS } from './lib/cri-tools.js';
 import type { Scratch } from './lib/scratch.js';
 import type { BenchContext, Row } from './lib/report.js';
 import { mean, median, p99, round } from './lib/stats.js';
@@ -80,16 +81,7 @@ function windowMean(samples: Sample[], key: keyof Sample, from: number, to: numb
 }
 
 export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
-  const missing = baseSkipReason([
-    'containerd',
-    'ctr',
-    'containerd-shim-runc-v2',
-    'runc',
-    'gcc',
-    'tar',
-    'ip',
-    'iptables',
-  ]);
+  const missing = baseSkipReason([...CRI_TOOLS, 'ip', 'iptables']);
   if (missing !== undefined) {
     ctx.log(`cri-churn skipped: ${missing}`);
     return [];

@@ -15,6 +15,7 @@ import { CriNode, PLAIN_HANDLER } from '../test/helpers/cri/node.js';
 import { Kubelet } from '../test/helpers/cri/kubelet.js';
 import { RuntimeHost } from '../test/helpers/runtimes/host.js';
 import { baseSkipReason } from '../test/helpers/runtimes/skip.js';
+import { CRI_TOOLS } from './lib/cri-tools.js';
 import { curlExecMs, histogramSums, perPod } from '../test/helpers/cri/timing.js';
 import type { Scratch } from './lib/scratch.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
@@ -37,7 +38,7 @@ const COST_LIMIT_MS = 10;
 const CURL_LIMIT = 1.5;
 
 export async function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
-  const missing = baseSkipReason(['containerd', 'ctr', 'containerd-shim-runc-v2', 'runc', 'gcc', 'tar', 'curl']);
+  const missing = baseSkipReason([...CRI_TOOLS, 'curl']);
   if (missing !== undefined || !existsSync('/usr/lib/cni/bridge')) {
     ctx.log(`cri-pod skipped: ${missing ?? 'no Debian CNI plugins in /usr/lib/cni'}`);
     return [];
