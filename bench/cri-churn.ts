@@ -51,6 +51,9 @@ interface Sample {
   walBytes: number;
   /** stewardd's V8 heap in use and its external memory (its own /metrics: prom-client's default metrics). */
   heapUsedMiB: number;
+  /** V8's heap as committed (used + free pages it keeps), and stewardd's anonymous RSS. */
+  heapTotalMiB: number;
+  rssAnonMiB: number;
   externalMiB: number;
   addP50: number;
   addP99: number;
@@ -125,6 +128,7 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
       const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 2 ** 20;
       return {
         used: read('steward_nodejs_heap_size_used_bytes'),
+        total: read('steward_nodejs_heap_size_total_bytes'),
         external: read('steward_nodejs_external_memory_bytes'),
       };
     };
@@ -146,6 +150,8 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
         journalBytes: j.db + j.wal,
         walBytes: j.wal,
         heapUsedMiB: round(h.used, 1),
+        heapTotalMiB: round(h.total, 1),
+        rssAnonMiB: round((d?.rssAnonKiB ?? NaN) / 1024, 1),
         externalMiB: round(h.external, 1),
         addP50: round(median(ms), 1),
         addP99: round(p99(ms), 1),
@@ -166,7 +172,7 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
         const last = samples[samples.length - 1]!;
         if (samples.length % 6 === 1)
           ctx.log(
-            `cri-churn t=${last.t}s: ${all.length} replaced, RSS ${last.rssMiB} MiB (heap ${last.heapUsedMiB}), fds ${last.fds}, spawner ${last.spawnerRssMiB} MiB/${last.spawnerFds} fds, journal ${last.journalBytes} B, ADD p99 ${last.addP99} ms`,
+            `cri-churn t=${last.t}s: ${all.length} replaced, RSS ${last.rssMiB} MiB (anon ${last.rssAnonMiB}, heap ${last.heapUsedMiB}/${last.heapTotalMiB}), fds ${last.fds}, spawner ${last.spawnerRssMiB} MiB/${last.spawnerFds} fds, journal ${last.journalBytes} B, ADD p99 ${last.addP99} ms`,
           );
       }
     }
@@ -266,6 +272,18 @@ export async function benchCriChurn(scratch: Scratch, ctx: BenchContext): Promis
           heapUsedMiBLastMinute: round(windowMean(samples, 'heapUsedMiB', ...last), 1),
           heapUsedMiBMinEveryMinute: minutes_(samples, 'heapUsedMiB', churnS),
           externalMiBLastMinute: round(windowMean(samples, 'externalMiB', ...last), 1),
+          // RSS less V8's committed heap: what is left when V8's own sizing of its heap (which moves
+          // RSS by 15-25 MiB at a time with the heap in use flat) is taken out.
+          rssLessV8HeapMiBMinute2: round(
+            windowMean(samples, 'rssMiB', ...m2) - windowMean(samples, 'heapTotalMiB', ...m2),
+            1,
+          ),
+          rssLessV8HeapMiBLastMinute: round(
+            windowMean(samples, 'rssMiB', ...last) - windowMean(samples, 'heapTotalMiB', ...last),
+            1,
+          ),
+          heapTotalMiBEveryMinute: every('heapTotalMiB', 6),
+          rssAnonMiBEveryMinute: every('rssAnonMiB', 6),
           rssMiBEveryMinute: every('rssMiB', 6),
           fdsEveryMinute: every('fds', 6),
           journalBytesEveryMinute: every('journalBytes', 6),

@@ -100,6 +100,9 @@ export async function settledResidue(
 export interface ProcUsage {
   pid: number;
   rssKiB: number;
+  /** Of VmRSS: anonymous memory (heaps, malloc arenas) and file-backed pages (the binary, libraries). */
+  rssAnonKiB: number;
+  rssFileKiB: number;
   fds: number;
 }
 
@@ -107,8 +110,14 @@ export interface ProcUsage {
 export function procUsage(pid: number): ProcUsage | undefined {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const rssKiB = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1] ?? NaN);
-    return { pid, rssKiB, fds: readdirSync(`/proc/${pid}/fd`).length };
+    const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? NaN);
+    return {
+      pid,
+      rssKiB: kib('VmRSS'),
+      rssAnonKiB: kib('RssAnon'),
+      rssFileKiB: kib('RssFile'),
+      fds: readdirSync(`/proc/${pid}/fd`).length,
+    };
   } catch {
     return undefined;
   }
