@@ -17,6 +17,7 @@ import {
 import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
+import { attachmentRow } from './attachment-row.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { journalProcess } from './plugin-processes.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
@@ -207,18 +208,7 @@ function journalAttachment(
 ): { a: Attachment; steps: Step[] } {
   const { store } = ctx;
   return store.atomic(() => {
-    const a = store.createAttachment({
-      ...key,
-      netns: env.netns,
-      cniArgs: env.args,
-      cniPath: env.path,
-      cniVersion: conf.cniVersion,
-      bootId: ctx.bootId,
-      config: configText,
-      podNamespace: pod.namespace,
-      podName: pod.name,
-      podUid: pod.uid,
-    });
+    const a = store.createAttachment(attachmentRow(ctx.bootId, env, key, conf.cniVersion, configText, pod));
     const steps = plan.map((p, i) =>
       store.insertStep({ ...p.row, attachmentId: a.id }, i === 0 ? 'adding' : 'planned'),
     );

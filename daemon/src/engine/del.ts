@@ -5,6 +5,7 @@
 
 import { CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv } from '@cni-steward/shared';
 import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
+import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
@@ -208,18 +209,14 @@ export class Dels {
     // Relaxed: the DEL has run; a tombstone lost with the kernel only means a repeat passes through again.
     ctx.store.relaxed(() =>
       ctx.store.createAttachment(
-        {
-          ...key,
-          netns: env.netns,
-          cniArgs: env.args,
-          cniPath: env.path,
-          cniVersion: typeof config.cniVersion === 'string' ? config.cniVersion : '',
-          bootId: ctx.bootId,
-          config: JSON.stringify(config),
-          podNamespace: pod.namespace,
-          podName: pod.name,
-          podUid: pod.uid,
-        },
+        attachmentRow(
+          ctx.bootId,
+          env,
+          key,
+          typeof config.cniVersion === 'string' ? config.cniVersion : '',
+          JSON.stringify(config),
+          pod,
+        ),
         'deleted',
       ),
     );
