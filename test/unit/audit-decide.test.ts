@@ -7,6 +7,7 @@ import {
   decide,
   releaseGroup,
   runtimeDistrust,
+  VERDICT_REASON,
   type DecideInput,
   type Finding,
 } from '../../daemon/src/audit/decide.js';
@@ -377,5 +378,13 @@ describe('audit decision', () => {
   test('a finding that names no addresses at all (none recorded) is not proven by the node either', () => {
     const { addresses: _, ...noField } = lease('nofield', 7_200_000);
     assert.deepEqual(run([noField as Finding]), [['nofield', 'unconfirmed', true]]);
+  });
+
+  test('each verdict has its own reason for the report (audit -o json), never an empty one', () => {
+    const reasons = Object.values(VERDICT_REASON);
+    assert.equal(reasons.length, 13);
+    for (const r of reasons) assert.ok(r.length > 10, r);
+    assert.equal(new Set(reasons).size, reasons.length, 'no two verdicts read the same');
+    assert.match(VERDICT_REASON.capped, /--cap/);
   });
 });

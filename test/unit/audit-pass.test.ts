@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { RELEASE_BATCH, runAudit, type AuditDeps, type AuditReport } from '../../daemon/src/audit/run.js';
+import { VERDICT_REASON } from '../../daemon/src/audit/decide.js';
 import type { NodeAddresses } from '../../daemon/src/audit/node-addresses.js';
 import type { Attachment, Step } from '../../daemon/src/store/types.js';
 
@@ -184,6 +185,8 @@ function world(
 
 /** The report's findings as `kind container released`, in report order. */
 const seen = (r: AuditReport) => r.orphans.map((f) => `${f.kind} ${f.containerId.slice(0, 1)} ${f.released}`);
+/** Each orphan's verdict and the reason the report gives for it. */
+const why = (r: AuditReport) => r.orphans.map((f) => [f.verdict, f.reason]);
 const msgs = (w: World) => w.logs.map((l) => l.msg);
 
 const jump = (net: string, cid: string, chain: string) =>
@@ -218,6 +221,7 @@ describe("an audit pass: the runtime's answer weighed against the node", () => {
     assert.match(r.runtime.distrusted ?? '', /^1 container\(s\) the runtime does not list/);
     assert.equal(r.reportOnly, undefined);
     assert.deepEqual(seen(r), ['lease b false']);
+    assert.deepEqual(why(r), [['runtime-distrusted', VERDICT_REASON['runtime-distrusted']]]);
   });
 
   it("an unlisted, unjournalled container whose cache entry's namespace exists distrusts the answer too", async () => {
@@ -290,6 +294,7 @@ describe("an audit pass: the runtime's answer weighed against the node", () => {
     const w = world(n, { answers: [null], sightings: store });
     const r = await runAudit(w, { release: true, graceMs: HOUR });
     assert.deepEqual(seen(r), ['lease b false']);
+    assert.deepEqual(why(r), [['owner-unknown', VERDICT_REASON['owner-unknown']]]);
     assert.equal(r.runtime.distrusted, undefined);
     assert.equal(r.reportOnly, undefined);
     assert.deepEqual(w.saved, []);
@@ -340,12 +345,14 @@ describe('an audit pass: its deadline and its batches', () => {
     assert.deepEqual(seen(r), ['lease b false']);
     assert.equal(r.deadlineReached, true);
     assert.equal(r.reportOnly, 'the pass reached its deadline; what is left waits for the next pass');
+    assert.deepEqual(why(r), [['release', `releases stopped: ${r.reportOnly}`]]);
     assert.deepEqual(w.calls, []);
     assert.ok(msgs(w).includes('audit: the pass reached its deadline; no more releases this pass'));
     // A millisecond left on a clock that does not move: the release goes.
     const w2 = world(n);
     const r2 = await runAudit(w2, { release: true, graceMs: HOUR, deadlineMs: 1 });
     assert.deepEqual(seen(r2), ['lease b true']);
+    assert.deepEqual(why(r2), [['release', VERDICT_REASON.release]]);
     assert.equal(r2.deadlineReached, undefined);
     assert.equal(r2.reportOnly, undefined);
   });
@@ -378,6 +385,10 @@ describe('an audit pass: its deadline and its batches', () => {
     const released = r.orphans.filter((o) => o.released).map((o) => o.containerId);
     assert.equal(released.length, RELEASE_BATCH + 1);
     assert.ok(!released.includes(late), 'listed by the re-ask: kept');
+    assert.equal(
+      r.orphans.find((o) => o.containerId === late)?.reason,
+      'the runtime listed its sandbox when asked again',
+    );
     assert.equal(w.asks, 2, 'one ask for the pass, one for the second batch');
     assert.equal(r.runtime.distrusted, undefined);
     assert.equal(r.reportOnly, undefined);
@@ -398,6 +409,10 @@ describe('an audit pass: its deadline and its batches', () => {
     const released = r.orphans.filter((o) => o.released).map((o) => o.containerId);
     assert.equal(released.length, RELEASE_BATCH + 1);
     assert.ok(!released.includes(late));
+    assert.equal(
+      r.orphans.find((o) => o.containerId === late)?.reason,
+      'an ADD of its container began during the pass',
+    );
     assert.ok(!w.calls.includes(late), 'no DEL of a starting container');
   });
 
@@ -410,6 +425,10 @@ describe('an audit pass: its deadline and its batches', () => {
     assert.equal(r.orphans.length, RELEASE_BATCH + 2);
     assert.match(r.runtime.distrusted ?? '', /not 64 lower-case hex digits \("not-a-sandbox-id"\)/);
     assert.equal(r.reportOnly, r.runtime.distrusted);
+    assert.deepEqual(
+      r.orphans.filter((o) => !o.released).map((o) => o.reason),
+      Array(2).fill(`releases stopped: ${r.runtime.distrusted ?? ''}`),
+    );
     assert.equal(w.asks, 2, 'not asked again once distrusted');
     assert.equal(w.calls.length, RELEASE_BATCH);
   });
@@ -425,6 +444,11 @@ describe('an audit pass: its deadline and its batches', () => {
     // Leases are released first (scan order), b's before c's: c's namespace exists by its turn.
     assert.deepEqual(w.calls, ['DEL host-local b eth0']);
     assert.ok(r.orphans.some((o) => o.containerId === id('c') && !o.released));
+    assert.ok(
+      r.orphans
+        .filter((o) => o.containerId === id('c'))
+        .every((o) => o.reason === "its container's network namespace came back during the pass"),
+    );
     assert.ok(existsSync(join(n.cache, `net-${id('c')}-eth0`)), 'its cache file is left');
   });
 });
@@ -461,6 +485,7 @@ describe('an audit pass: what each kind of finding is released through', () => {
     w.firstSeen = firstSeen;
     const r = await runAudit(w, { release: true, graceMs: HOUR });
     assert.deepEqual(seen(r), ['portmap e false']);
+    assert.deepEqual(why(r), [['young', VERDICT_REASON.young]]);
     assert.deepEqual(w.calls, []);
     assert.deepEqual([...firstSeen], [[`ip6tables -t nat CNI-DN-e\0${id('e')}`, NOW]]);
   });
@@ -540,6 +565,7 @@ describe('an audit pass: what each kind of finding is released through', () => {
     assert.equal(r.orphans.length, RELEASE_BATCH + 1);
     assert.equal(r.orphans.filter((o) => o.released).length, RELEASE_BATCH);
     assert.equal(r.orphans.find((o) => o.path === last)?.released, false);
+    assert.equal(r.orphans.find((o) => o.path === last)?.reason, 'nothing was left to free');
     assert.equal(w.calls.length, RELEASE_BATCH, 'no host-local DEL for a lease already gone');
   });
 });
@@ -559,6 +585,7 @@ describe('an audit pass: what it reads', () => {
       r.orphans.map((o) => `${o.kind} ${o.containerId.slice(0, 1)} ${o.network} ${o.path}`),
       [`lease b net2 ${join(other, 'net2', '10.9.0.2')}`],
     );
+    assert.deepEqual(why(r), [['report-only', VERDICT_REASON['report-only']]]);
   });
 
   it("asks the node's addresses in the runtimes' netns dirs and those the journal and cache entries name", async () => {

@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import { VERDICT_REASON } from '../../daemon/src/audit/decide.js';
 import { RELEASE_BATCH, runAudit, type AuditDeps } from '../../daemon/src/audit/run.js';
 import type { Attachment } from '../../daemon/src/store/types.js';
 
@@ -89,6 +90,10 @@ describe('audit releases', () => {
     });
     const r = await runAudit(d, { release: true, graceMs: HOUR });
     assert.deepEqual(released(r), ['attachment x true', 'lease x true']);
+    assert.deepEqual(
+      r.orphans.map((o) => [o.verdict, o.reason]),
+      Array(2).fill(['release', VERDICT_REASON.release]),
+    );
     assert.deepEqual(d.torn, [1]);
     assert.equal(d.logs.filter((m) => m.startsWith('audit: released an orphan')).length, 2, 'one line per finding');
   });
@@ -101,6 +106,10 @@ describe('audit releases', () => {
     });
     const r = await runAudit(d, { release: true, graceMs: HOUR });
     assert.deepEqual(released(r), ['attachment x false', 'lease x false']);
+    assert.deepEqual(
+      r.orphans.map((o) => o.reason),
+      ['release failed: bridge DEL failed', 'its release group was tried earlier in this pass and did not finish'],
+    );
     assert.deepEqual(d.torn, [1]);
     assert.equal(d.logs.filter((m) => m.startsWith('audit: released an orphan')).length, 0);
   });
@@ -116,7 +125,10 @@ describe('audit releases', () => {
     });
     const r = await runAudit(d, { release: true, graceMs: HOUR });
     assert.equal(r.orphans.filter((o) => o.released).length, RELEASE_BATCH);
-    assert.equal(r.orphans.filter((o) => !o.released).length, 2);
+    assert.deepEqual(
+      r.orphans.filter((o) => !o.released).map((o) => o.reason),
+      Array(2).fill('releases stopped: the runtime stopped answering during the pass'),
+    );
     assert.equal(d.asks(), 2);
     assert.equal(r.runtime.lostDuringPass, true);
     assert.ok(d.logs.includes('audit: the runtime stopped answering; no more releases this pass'));

@@ -77,7 +77,9 @@ describe('CLI audit table', () => {
     path: '/var/lib/cni/networks/cbr0/10.77.0.10',
     ageSeconds: 7200,
     journalled: false,
+    verdict: released ? 'release' : 'young',
     released,
+    reason: 'why',
   });
   test('the runtime line: listed sandboxes; unreachable from the start; or lost during the pass', () => {
     const ok = formatAudit({
@@ -87,7 +89,7 @@ describe('CLI audit table', () => {
     assert.match(ok, /^runtime: unix:\/\/\/c\.sock \(3 sandboxes\)\nKIND +CONTAINER/);
     assert.match(
       ok,
-      /lease +bbbbbbbbbbbbb +cbr0 +eth0 +10\.77\.0\.10 +2h00m +no +no +\/var\/lib\/cni\/networks\/cbr0\/10\.77\.0\.10/,
+      /lease +bbbbbbbbbbbbb +cbr0 +eth0 +10\.77\.0\.10 +2h00m +no +young +no +\/var\/lib\/cni\/networks\/cbr0\/10\.77\.0\.10/,
     );
     const down = { reachable: false, endpoint: 'unix:///c.sock', message: 'ListPodSandbox failed: x' };
     assert.match(

@@ -99,6 +99,26 @@ export type Verdict =
   | 'capped'
   | 'report-only';
 
+/**
+ * What each verdict means, as the report's `reason` says it (a release that did not complete says its
+ * own: releases.ts). The verdicts of what is held (alive … group-held) are never reported as orphans.
+ */
+export const VERDICT_REASON: Record<Verdict, string> = {
+  release: 'orphaned past the grace, confirmed by the node or an earlier pass, within the caps',
+  alive: 'the runtime lists its sandbox',
+  'in-flight': 'an ADD or DEL of its container is running',
+  'netns-present': "its container's network namespace still exists",
+  'address-in-use': 'an interface on the node has its address',
+  'runtime-distrusted': "the runtime's answer contradicts the node this pass: report only",
+  young: 'younger than the grace, or of no known age',
+  unconfirmed: 'only the runtime says it is dead: an earlier pass at least the grace before must agree',
+  'owner-unknown': 'the runtime did not answer: nothing is released without its list',
+  'group-held': 'what its release would free with it is held',
+  'group-waits': 'what its release would free with it is not releasable yet',
+  capped: "over this pass's release cap (--cap, --cap-fraction)",
+  'report-only': 'a report: the pass was not asked to release',
+};
+
 /** Leases of one network a pass may always release, whatever the fraction (a small pool's leftovers). */
 export const MIN_NETWORK_CAP = 10;
 export const DEFAULT_CAP_FRACTION = 0.5;

@@ -7,7 +7,7 @@
 
 import type { Attachment } from '../store/types.js';
 import { releaseCache } from './cache.js';
-import { releaseGroup, runtimeDistrust, type Decision } from './decide.js';
+import { releaseGroup, runtimeDistrust, VERDICT_REASON, type Decision } from './decide.js';
 import { owingTeardown, type SandboxGuard } from './guard.js';
 import { releaseLease } from './leases.js';
 import { releasePortmap } from './portmap.js';
@@ -19,7 +19,7 @@ export const RELEASE_BATCH = 32;
 export const DISTRUSTED = "audit: the runtime's answer contradicts the node; this pass only reports";
 
 /** What a report and a release's log line say of one finding. */
-export function view(d: Decision): Omit<OrphanView, 'released'> {
+export function view(d: Decision): Omit<OrphanView, 'released' | 'reason'> {
   const f = d.finding;
   return {
     kind: f.kind,
@@ -30,6 +30,7 @@ export function view(d: Decision): Omit<OrphanView, 'released'> {
     path: f.path,
     ageSeconds: d.ageSeconds,
     journalled: f.journalled,
+    verdict: d.verdict,
   };
 }
 
@@ -60,35 +61,41 @@ export interface PassState {
 
 /**
  * A new batch every RELEASE_BATCH releases: the runtime asked again and the journal read again, once
- * for the batch rather than once per release. False when no more releases may run this pass.
+ * for the batch rather than once per release. Undefined while releases may go on; else why they stopped
+ * (kept in pass.stopped: every later release of the pass says the same).
  */
-async function nextBatch(deps: AuditDeps, guard: SandboxGuard, pass: PassState): Promise<boolean> {
-  if (pass.runtimeLost || pass.stopped !== undefined) return false;
+async function nextBatch(deps: AuditDeps, guard: SandboxGuard, pass: PassState): Promise<string | undefined> {
+  if (pass.stopped !== undefined) return pass.stopped;
   if (pass.now() >= pass.deadline) {
     pass.deadlineReached = true;
-    pass.stopped = 'the pass reached its deadline; what is left waits for the next pass';
     deps.log.warn('audit: the pass reached its deadline; no more releases this pass');
-    return false;
+    return (pass.stopped = 'the pass reached its deadline; what is left waits for the next pass');
   }
-  if (pass.batch.size < RELEASE_BATCH) return true;
+  if (pass.batch.size < RELEASE_BATCH) return undefined;
   const again = await deps.listSandboxes();
   if (again === null) {
     pass.runtimeLost = true;
-    pass.stopped = 'the runtime stopped answering during the pass';
     deps.log.warn({ runtime: deps.runtime() }, 'audit: the runtime stopped answering; no more releases this pass');
-    return false;
+    return (pass.stopped = 'the runtime stopped answering during the pass');
   }
   const starting = guard.startingNow();
   const distrust = runtimeDistrust(again, guard.withNetns());
   if (distrust !== undefined) {
-    pass.stopped = distrust;
     pass.distrusted = distrust;
     deps.log.warn({ reason: distrust, runtime: deps.runtime() }, DISTRUSTED);
-    return false;
+    return (pass.stopped = distrust);
   }
   pass.batch = { listed: new Set(again), size: 0, owing: owingTeardown(deps.journal), starting };
-  return true;
+  return undefined;
 }
+
+/** Whether a finding was released, and why (or why not): the report's `released` and `reason`. */
+export interface Released {
+  released: boolean;
+  reason: string;
+}
+
+const kept = (reason: string): Released => ({ released: false, reason });
 
 export async function release(
   deps: AuditDeps,
@@ -96,30 +103,35 @@ export async function release(
   live: readonly Attachment[],
   guard: SandboxGuard,
   pass: PassState,
-): Promise<boolean> {
+): Promise<Released> {
   const f = d.finding;
+  const done: Released = { released: true, reason: VERDICT_REASON.release };
   const earlier = doneEarlier(d, pass);
-  if (earlier !== undefined) {
-    if (earlier) deps.log.warn({ ...view(d), by: 'an earlier release of its container in this pass' }, RELEASED);
-    return earlier;
+  if (earlier === true) {
+    deps.log.warn({ ...view(d), by: 'an earlier release of its container in this pass' }, RELEASED);
+    return done;
   }
-  if (!(await nextBatch(deps, guard, pass))) return false;
+  if (earlier === false) return kept('its release group was tried earlier in this pass and did not finish');
+  const stopped = await nextBatch(deps, guard, pass);
+  if (stopped !== undefined) return kept(`releases stopped: ${stopped}`);
   // As of this batch's ask: a sandbox that appeared meanwhile keeps what it holds, and so does one
   // whose ADD began or whose network namespace is back.
   const { batch } = pass;
-  if (batch.listed.has(f.containerId) || batch.starting.has(f.containerId) || guard.hasNetns(f.containerId))
-    return false;
+  if (batch.listed.has(f.containerId)) return kept('the runtime listed its sandbox when asked again');
+  if (batch.starting.has(f.containerId)) return kept('an ADD of its container began during the pass');
+  if (guard.hasNetns(f.containerId)) return kept("its container's network namespace came back during the pass");
   batch.size += 1;
   const evidence = { ...view(d), runtimeSandboxes: batch.listed.size };
   try {
-    if (!(await releaseOne(deps, d, live, pass))) return false;
+    if (!(await releaseOne(deps, d, live, pass))) return kept('nothing was left to free');
     pass.done.set(releaseGroup(f), true);
   } catch (e) {
-    deps.log.warn({ ...evidence, err: (e as Error).message }, 'audit: release failed');
-    return false;
+    const err = (e as Error).message;
+    deps.log.warn({ ...evidence, err }, 'audit: release failed');
+    return kept(`release failed: ${err}`);
   }
   deps.log.warn(evidence, RELEASED);
-  return true;
+  return done;
 }
 
 /** Already freed (or failed) by this pass's release of another finding of its group; undefined: not yet. */

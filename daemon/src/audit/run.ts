@@ -4,7 +4,7 @@
 
 import { existsSync } from 'node:fs';
 import type { Attachment } from '../store/types.js';
-import { decide, findingKey, runtimeDistrust, type Decision, type Finding } from './decide.js';
+import { decide, findingKey, runtimeDistrust, VERDICT_REASON, type Decision, type Finding } from './decide.js';
 import { gather, leaseOwners, nodeProof } from './gather.js';
 import { liveAttachments, owingTeardown, sandboxGuard } from './guard.js';
 import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RELEASE_CAP } from './options.js';
@@ -40,8 +40,11 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
     // A finding its group's release freed earlier in this pass (the other lease of a dual-stack
     // interface, a container's lease after its teardown) is reported released, not taken for gone.
     if (!d.orphan || (doneEarlier(d, pass) === undefined && !stillHeld(d.finding))) continue;
-    const released = d.verdict === 'release' ? await release(deps, d, live, guard, pass) : false;
-    orphans.push({ ...view(d), released });
+    const out =
+      d.verdict === 'release'
+        ? await release(deps, d, live, guard, pass)
+        : { released: false, reason: VERDICT_REASON[d.verdict] };
+    orphans.push({ ...view(d), ...out });
   }
   const runtime = { ...deps.runtime(), ...(pass.runtimeLost ? { lostDuringPass: true } : {}) };
   const reportOnly = pass.stopped ?? distrust;

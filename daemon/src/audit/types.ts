@@ -4,7 +4,7 @@
 import type { Logger } from 'pino';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Attachment, Step } from '../store/types.js';
-import type { Finding } from './decide.js';
+import type { Finding, Verdict } from './decide.js';
 import type { NetworkLock } from './leases.js';
 import type { NodeAddresses } from './node-addresses.js';
 import type { Family } from './portmap.js';
@@ -70,7 +70,13 @@ export interface AuditOptions {
 }
 
 /** A finding as the report shows it: its age instead of its mtime, and whether this run released it. */
-export type OrphanView = Omit<Finding, 'mtimeMs'> & { ageSeconds: number | null; released: boolean };
+export type OrphanView = Omit<Finding, 'mtimeMs'> & {
+  ageSeconds: number | null;
+  /** decide.ts's verdict, and why it was (or was not) released: the verdict's meaning, or what stopped its release. */
+  verdict: Verdict;
+  released: boolean;
+  reason: string;
+};
 
 export interface AuditReport {
   orphans: OrphanView[];

@@ -170,7 +170,10 @@ export interface AuditJson {
     path: string;
     ageSeconds: number | null;
     journalled: boolean;
+    /** decide.ts's verdict and why it was released or not (docs/audit.md lists each). */
+    verdict: string;
     released: boolean;
+    reason: string;
   }>;
   runtime: RuntimeInfo;
   reportOnly?: string;
@@ -210,10 +213,11 @@ no orphans`;
     o.ip ?? '',
     o.ageSeconds === null ? '' : duration(o.ageSeconds),
     o.journalled ? 'yes' : 'no',
+    o.verdict,
     o.released ? 'yes' : 'no',
     o.path,
   ]);
-  return `${head}\n${table(['KIND', 'CONTAINER', 'NETWORK', 'IFNAME', 'IP', 'AGE', 'JOURNALLED', 'RELEASED', 'PATH'], rows)}`;
+  return `${head}\n${table(['KIND', 'CONTAINER', 'NETWORK', 'IFNAME', 'IP', 'AGE', 'JOURNALLED', 'VERDICT', 'RELEASED', 'PATH'], rows)}`;
 }
 
 /** Made printable for the terminal (shared/src/printable.ts). */
