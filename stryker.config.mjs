@@ -43,6 +43,7 @@ export default {
       'test/unit/engine.test.ts',
       'test/unit/engine-commands.test.ts',
       'test/unit/engine-teardown.test.ts',
+      'test/unit/engine-trace.test.ts',
       'test/unit/engine-tombstones.test.ts',
       'test/unit/engine-journal-order.test.ts',
       'test/unit/engine-result-version.test.ts',

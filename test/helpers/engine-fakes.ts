@@ -7,7 +7,7 @@ import { pino, type Logger } from 'pino';
 
 import type { CniRequestBody } from '@cni-steward/shared';
 import type { RetryClock } from '../../daemon/src/engine/clock.js';
-import { Engine, type DelPolicy } from '../../daemon/src/engine/engine.js';
+import { Engine, type DelPolicy, type EngineTrace } from '../../daemon/src/engine/engine.js';
 import type { RetryPolicy } from '../../daemon/src/engine/teardown.js';
 import type { PluginCall } from '../../daemon/src/plugins/executor.js';
 import { Metrics } from '../../daemon/src/metrics.js';
@@ -80,6 +80,8 @@ export interface SetupOptions {
   missing?: string[];
   /** The engine's logger (silent when not given), for tests that read the rows an operator sees. */
   log?: Logger;
+  /** What the engine tells tracing (engine.ts EngineTrace); none when not given. */
+  trace?: EngineTrace;
 }
 
 export function setup(opts: SetupOptions = {}) {
@@ -103,6 +105,7 @@ export function setup(opts: SetupOptions = {}) {
     retry: opts.retry ?? TEST_RETRY,
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.trace ? { trace: opts.trace } : {}),
   });
   return { store, plugins, engine, metrics, located };
 }

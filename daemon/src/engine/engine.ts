@@ -9,7 +9,7 @@ import { CniError, ErrorCode, versionAtLeast, type CniEnv, type CniRequestBody }
 import type { Metrics } from '../metrics.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type Attachment, type AttachmentKey } from '../store/types.js';
 import { addAttachment, checkCapabilities } from './add.js';
 import { checkAttachment } from './check.js';
 import type { DelPolicy, EngineContext } from './context.js';
@@ -25,6 +25,18 @@ import type { RetryClock } from './clock.js';
 import { Teardown, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
 
 export type { DelPolicy } from './context.js';
+
+/**
+ * What the engine tells the daemon's tracing (tracing.ts) that no plugin run or journal commit shows:
+ * a request's wait in its container's queue, and a background teardown (a retry, the recovery's, the
+ * audit's), which runs in no request and gets a trace of its own.
+ */
+export interface EngineTrace {
+  queueWait(seconds: number): void;
+  teardown<T>(a: Attachment, work: () => Promise<T>): Promise<T>;
+}
+
+const NO_TRACE: EngineTrace = { queueWait: () => undefined, teardown: (_a, work) => work() };
 
 export interface EngineOptions {
   store: Store;
@@ -45,6 +57,8 @@ export interface EngineOptions {
   clock?: RetryClock;
   /** For tests without a clock: one time for wall and monotonic. */
   now?: () => number;
+  /** The daemon's tracing; none by default. */
+  trace?: EngineTrace;
 }
 
 export class Engine {
@@ -60,10 +74,12 @@ export class Engine {
   private readonly statusCache = new StatusCache();
   /** Netconf problems an operator must fix, keyed so each is logged once (shown in /v1/status). */
   private readonly warnings = new Map<string, string>();
+  private readonly trace: EngineTrace;
 
   constructor(opts: EngineOptions) {
     this.store = opts.store;
     this.limiter = new Limiter(opts.maxParallel);
+    this.trace = opts.trace ?? NO_TRACE;
     const slots = new PluginSlots(this.limiter, opts.run);
     this.teardown = new Teardown({
       store: opts.store,
@@ -105,7 +121,9 @@ export class Engine {
       this.queue
         .run(containerId, () =>
           this.gate.shared(async () => {
-            this.ctx.metrics.queueWaitSeconds.observe((performance.now() - queued) / 1000);
+            const waited = (performance.now() - queued) / 1000;
+            this.ctx.metrics.queueWaitSeconds.observe(waited);
+            this.trace.queueWait(waited);
             const held: Promise<unknown>[] = [];
             try {
               resolve(await work((after) => held.push(after)));
@@ -196,7 +214,9 @@ export class Engine {
   runTeardown(attachmentId: number, priority: PriorityValue, opts: TeardownOptions = {}): Promise<TeardownOutcome> {
     const a = this.store.getAttachment(attachmentId);
     if (!a) return Promise.resolve({ done: true });
-    return this.ctx.serialize(a.containerId, () => this.teardown.run(attachmentId, priority, opts));
+    return this.ctx.serialize(a.containerId, () =>
+      this.trace.teardown(a, () => this.teardown.run(attachmentId, priority, opts)),
+    );
   }
 
   /**
@@ -224,7 +244,9 @@ export class Engine {
         },
         'reclaiming an attachment whose journal was cut off (a journal write failed); tearing it down',
       );
-      return this.teardown.run(attachmentId, Priority.Background, { force: now.state === 'adding' });
+      return this.trace.teardown(now, () =>
+        this.teardown.run(attachmentId, Priority.Background, { force: now.state === 'adding' }),
+      );
     });
   }
 
