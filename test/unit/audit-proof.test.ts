@@ -20,14 +20,13 @@ import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import {
   canonicalIp,
-  collectNodeAddresses,
   parseFibTrieLocal,
   parseIfInet6,
-  parseNsMounts,
   resultAddresses,
   storedResultAddresses,
-  type NodeAddresses,
-} from '../../daemon/src/audit/node-addresses.js';
+} from '../../daemon/src/audit/addresses.js';
+import { collectNodeAddresses, type NodeAddresses } from '../../daemon/src/audit/node-addresses.js';
+import { parseNsMounts } from '../../daemon/src/audit/ns-mounts.js';
 import { runAudit, type AuditDeps } from '../../daemon/src/audit/run.js';
 import { runtimeDistrust } from '../../daemon/src/audit/decide.js';
 import { Store } from '../../daemon/src/store/store.js';

@@ -8,7 +8,7 @@ import { readdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Finding } from './decide.js';
 import { readPlainFile } from './files.js';
-import { resultAddresses } from './node-addresses.js';
+import { resultAddresses } from './addresses.js';
 
 /** libcni's cache documents are a few KiB; a larger file is not one (and is not read whole). */
 const CACHE_READ_BYTES = 1 << 20;

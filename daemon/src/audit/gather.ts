@@ -7,7 +7,8 @@ import type { Attachment } from '../store/types.js';
 import { scanCache } from './cache.js';
 import type { Finding } from './decide.js';
 import { hostLocalDataDirs, scanLeases } from './leases.js';
-import { storedResultAddresses, type NodeAddresses } from './node-addresses.js';
+import { storedResultAddresses } from './addresses.js';
+import type { NodeAddresses } from './node-addresses.js';
 import { parsePortmapRules, portmapFindings, type Family } from './portmap.js';
 import type { AuditDeps } from './types.js';
 

@@ -11,7 +11,7 @@ import type { PluginRunner } from '../plugins/executor.js';
 import { pluginCall } from '../plugins/call.js';
 import type { Finding } from './decide.js';
 import { readPlainFile } from './files.js';
-import { canonicalIp } from './node-addresses.js';
+import { canonicalIp } from './addresses.js';
 
 /** A lease holds an id and an ifname: its first 4 KiB are all that is read. */
 const LEASE_READ_BYTES = 4096;

@@ -8,10 +8,10 @@
 // `nsenter --net=PATH` (run by the caller through plugins/). A lease, cache entry or portmap rule
 // whose address is found here belongs to a live pod and is never released.
 
-import { isUtf8 } from 'node:buffer';
 import { open, readdir, readlink, stat, statfs } from 'node:fs/promises';
-import { isIPv4, isIPv6 } from 'node:net';
 import { join } from 'node:path';
+import { parseNetFiles } from './addresses.js';
+import { parseNsMounts, type NsMount } from './ns-mounts.js';
 
 export interface NodeAddresses {
   /** Every address found, canonical (canonicalIp). */
@@ -20,55 +20,6 @@ export interface NodeAddresses {
   namespaces: number;
   /** Namespaces that exist and could not be read (the proof is then incomplete). */
   unread: string[];
-}
-
-/** An address in one comparable form: IPv4 dotted, IPv6 as 8 full lower-case groups; null if not one. */
-export function canonicalIp(raw: string): string | null {
-  const ip = raw.trim().split('/')[0] ?? '';
-  if (isIPv4(ip)) return ip.split('.').map(Number).join('.');
-  if (!isIPv6(ip)) return null;
-  let text = ip.toLowerCase();
-  // An IPv4 tail (::ffff:10.0.0.1) as two groups.
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4?.[1] !== undefined) {
-    const [a = 0, b = 0, c = 0, d = 0] = v4[1].split('.').map(Number);
-    text = `${text.slice(0, -v4[1].length)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head = '', tail] = text.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  return groups.map((g) => g.padStart(4, '0')).join(':');
-}
-
-/** The local addresses of one /proc/net/fib_trie: the entries marked `/32 host LOCAL`. */
-export function parseFibTrieLocal(text: string): string[] {
-  const out = new Set<string>();
-  let last: string | undefined;
-  for (const line of text.split('\n')) {
-    const leaf = /\|-- (\d+\.\d+\.\d+\.\d+)\s*$/.exec(line);
-    if (leaf?.[1] !== undefined) last = leaf[1];
-    else if (last !== undefined && /^\s*\/32 host LOCAL\s*$/.test(line)) out.add(last);
-  }
-  return [...out];
-}
-
-/** The addresses of one /proc/net/if_inet6: each line starts with the address as 32 hex digits. */
-export function parseIfInet6(text: string): string[] {
-  const out: string[] = [];
-  for (const line of text.split('\n')) {
-    const m = /^([0-9a-f]{32})\s/i.exec(line);
-    if (m?.[1] === undefined) continue;
-    out.push((m[1].toLowerCase().match(/.{4}/g) ?? []).join(':'));
-  }
-  return out;
-}
-
-/** Both files' addresses, from their contents read one after the other (as `cat` prints them). */
-export function parseNetFiles(text: string): string[] {
-  return [...parseFibTrieLocal(text), ...parseIfInet6(text)]
-    .map((a) => canonicalIp(a))
-    .filter((a): a is string => a !== null);
 }
 
 export interface CollectOptions {
@@ -94,45 +45,6 @@ export const NET_FILES = ['/proc/self/net/fib_trie', '/proc/self/net/if_inet6'] 
  * namespace counts as unread.
  */
 export const MAX_NET_FILE_BYTES = 16 * 1024 * 1024;
-
-/** One nsfs mount in a mount table: which namespace is mounted, and where. */
-export interface NsMount {
-  /** The namespace's kind (`net`, `uts`, `ipc`, `mnt`, …) from the root field (`net:[4026532001]`); '' if none. */
-  kind: string;
-  /** The namespace's inode (the root field's number); 0 when the field names none. */
-  ino: number;
-  /** Where it is mounted in that mount namespace, escapes decoded; undefined when not UTF-8 (not nameable to nsenter). */
-  mountPoint: string | undefined;
-}
-
-/**
- * The nsfs mounts of one mount table (`/proc/PID/mountinfo`, as bytes). Per proc(5) each line is
- * `ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL…] - FSTYPE SOURCE SUPER-OPTIONS`: zero or more
- * optional fields (`shared:2`, `master:1`) end at a lone `-`, the filesystem type follows it; a space,
- * tab, newline or backslash in a path is an octal escape (`\040`, `\011`, `\012`, `\134`). Paths are bytes.
- */
-export function parseNsMounts(table: Buffer): NsMount[] {
-  const out: NsMount[] = [];
-  for (const line of table.toString('latin1').split('\n')) {
-    const fields = line.split(' ');
-    // The separator comes after the six fixed fields (none of which is a lone '-': ids are numbers,
-    // the root and mount point paths); a line without it is none of the kernel's.
-    const sep = fields.indexOf('-');
-    if (sep < 6 || fields[sep + 1] !== 'nsfs') continue;
-    const ns = /^([a-z]+):\[(\d+)\]$/.exec(fields[3] as string);
-    const escaped = fields[4] as string;
-    const bytes = Buffer.from(
-      escaped.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8))),
-      'latin1',
-    );
-    out.push({
-      kind: ns?.[1] ?? '',
-      ino: Number(ns?.[2] ?? 0),
-      mountPoint: isUtf8(bytes) ? bytes.toString() : undefined,
-    });
-  }
-  return out;
-}
 
 /** fib_trie then if_inet6 of a process's netns, bounded; undefined when not readable (or too big). */
 async function readProcNet(proc: string, pid: string): Promise<string | undefined> {
@@ -381,27 +293,4 @@ export async function collectNodeAddresses(opts: CollectOptions): Promise<NodeAd
   await readNetnsDirs(opts.netnsDirs, proof, opts.readInNetns);
   await readMountedNamespaces(proc, byMnt, proof, opts.readInNetns);
   return { addresses: proof.addresses, namespaces: proof.seen.size, unread: proof.unread };
-}
-
-/** The addresses a CNI result names (`ips[].address` from 0.3.0 on, `ip4`/`ip6` before), canonical. */
-export function resultAddresses(result: unknown): string[] {
-  if (typeof result !== 'object' || result === null) return [];
-  const r = result as { ips?: unknown; ip4?: { ip?: unknown }; ip6?: { ip?: unknown } };
-  const raw: unknown[] = [];
-  if (Array.isArray(r.ips)) for (const ip of r.ips) raw.push((ip as { address?: unknown } | null)?.address);
-  raw.push(r.ip4?.ip, r.ip6?.ip);
-  return raw
-    .filter((a): a is string => typeof a === 'string')
-    .map((a) => canonicalIp(a))
-    .filter((a): a is string => a !== null);
-}
-
-/** resultAddresses of a result stored as JSON text (an attachment's); none when it is not JSON. */
-export function storedResultAddresses(text: string | null): string[] {
-  if (text === null) return [];
-  try {
-    return resultAddresses(JSON.parse(text));
-  } catch {
-    return [];
-  }
 }

@@ -9,7 +9,7 @@
 import type { PluginRunner } from '../plugins/executor.js';
 import { pluginCall } from '../plugins/call.js';
 import type { Finding } from './decide.js';
-import { canonicalIp } from './node-addresses.js';
+import { canonicalIp } from './addresses.js';
 
 export type Family = 'iptables' | 'ip6tables';
 
