@@ -311,6 +311,7 @@ function engineParts(
     answerBeforeFinalCommit: true,
     hostNetns: '/proc/self/ns/net',
     clock,
+    trace: tracing,
   });
   const scheduler = new RetryScheduler({
     engine,

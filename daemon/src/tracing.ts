@@ -24,11 +24,15 @@ import {
   type Attributes,
   type Context,
   type Span,
+  type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { suppressTracing, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { CniError, podFromCniArgs, type CniRequestBody } from '@cni-steward/shared';
+import type { EngineTrace } from './engine/engine.js';
+import type { TeardownOutcome } from './engine/teardown.js';
+import type { Attachment } from './store/types.js';
 
 /**
  * Span attribute names: OpenTelemetry's semantic conventions where they name the thing (k8s.*,
@@ -54,7 +58,15 @@ export const ATTR = {
   /** A delegate run outside any request: a teardown retry, the spool's DELs, recovery, an audit release. */
   background: 'steward.background',
   synced: 'steward.journal.synced',
+  /** A delegate DEL run by a failed ADD's rollback (within the ADD's trace). */
+  rollback: 'steward.rollback',
+  attachmentId: 'steward.attachment.id',
+  /** A background teardown's outcome: every step torn down (or abandoned), or some left for a retry. */
+  teardownDone: 'steward.teardown.done',
 } as const;
+
+/** DEL requests remembered for the teardown retries they leave (a link from each retry's trace). */
+export const REMEMBERED_DELS = 10_000;
 
 /** Spans dropped, by why: the export queue was full, or the collector did not take them. */
 export interface DroppedSpans {
@@ -103,6 +115,8 @@ interface RequestRecord {
   span: Span;
   servedAt: number;
   delegates: number;
+  /** The CNI command, once the body is decoded. */
+  command?: string;
 }
 
 const REQUEST = createContextKey('stewardd CNI request');
@@ -226,8 +240,14 @@ export function inRequestContext<T>(req: IncomingMessage, fn: () => T): T {
   return ctx === undefined ? fn() : context.with(ctx, fn);
 }
 
-export class Tracing {
+/** An attachment's key as a DEL names it and a teardown's row holds it. */
+const delKey = (containerId: string, network: string, ifname: string): string =>
+  JSON.stringify([containerId, network, ifname]);
+
+export class Tracing implements EngineTrace {
   private readonly tracer: Tracer | undefined;
+  /** The span of the latest DEL request of each attachment key, oldest forgotten first. */
+  private readonly dels = new Map<string, SpanContext>();
 
   /** `exporting` undefined: no span is ever made (trace-export.ts makes one that exports). */
   constructor(private readonly exporting?: SpanExport) {
@@ -286,15 +306,16 @@ export class Tracing {
       { kind: SpanKind.SERVER, startTime: arrived ?? now },
       parent,
     );
-    const ctx = trace
-      .setSpan(parent, span)
-      .setValue(REQUEST, { span, servedAt: now, delegates: 0 })
-      .setValue(ANCHOR, anchor);
+    const record: RequestRecord = { span, servedAt: now, delegates: 0 };
+    const ctx = trace.setSpan(parent, span).setValue(REQUEST, record).setValue(ANCHOR, anchor);
     if (arrived !== undefined && now - arrived >= ADMISSION_SPAN_MIN_MS)
       tracer.startSpan('admission', { startTime: arrived }, ctx).end(now);
     const describe = (req: CniRequestBody) => {
+      record.command = req.env.command;
       span.updateName(`cni ${req.env.command}`);
       span.setAttributes(requestAttributes(req));
+      if (req.env.command === 'DEL' && typeof req.config.name === 'string')
+        this.rememberDel(delKey(req.env.containerId, req.config.name, req.env.ifname), span.spanContext());
     };
     return context
       .with(ctx, () => serve(describe))
@@ -339,8 +360,78 @@ export class Tracing {
     };
     if (d.network !== undefined) attributes[ATTR.network] = d.network;
     if (request === undefined) attributes[ATTR.background] = true;
+    else if (request.command === 'ADD' && d.command === 'DEL') attributes[ATTR.rollback] = true;
     const span = tracer.startSpan(`delegate ${d.type} ${d.command}`, { startTime: now, attributes }, parent);
     return new RecordingDelegate(span, trace.setSpan(parent, span).setValue(ANCHOR, anchor), anchor);
+  }
+
+  /**
+   * EngineTrace: a request's wait in its container's queue (and for the gate), as a `queue wait` span
+   * of the request ending now. Only within a request that is traced.
+   */
+  queueWait(seconds: number): void {
+    const tracer = this.tracer;
+    if (tracer === undefined) return;
+    const parent = context.active();
+    const request = parent.getValue(REQUEST) as RequestRecord | undefined;
+    if (request === undefined) return;
+    const end = anchorOf(parent) + performance.now();
+    tracer.startSpan('queue wait', { startTime: end - seconds * 1000 }, trace.setSpan(parent, request.span)).end(end);
+  }
+
+  /**
+   * EngineTrace: a background teardown of `a` (a retry, the recovery's, the audit's) as a trace of its
+   * own, `teardown`, linked to the DEL request that last named the attachment; its delegates' runs and
+   * commits are its children, and its log lines carry its trace id.
+   */
+  teardown(a: Attachment, work: () => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
+    const tracer = this.tracer;
+    if (tracer === undefined) return work();
+    const anchor = Date.now() - performance.now();
+    const del = this.dels.get(delKey(a.containerId, a.network, a.ifname));
+    const span = tracer.startSpan(
+      'teardown',
+      {
+        root: true,
+        startTime: anchor + performance.now(),
+        attributes: {
+          [ATTR.containerId]: a.containerId,
+          [ATTR.network]: a.network,
+          [ATTR.ifname]: a.ifname,
+          [ATTR.attachmentId]: a.id,
+          [ATTR.background]: true,
+        },
+        links: del === undefined ? [] : [{ context: del }],
+      },
+      ROOT_CONTEXT,
+    );
+    const ctx = trace.setSpan(ROOT_CONTEXT, span).setValue(ANCHOR, anchor);
+    const end = (err?: unknown) => {
+      if (err !== undefined) {
+        const e = CniError.from(err);
+        span.setAttribute(ATTR.code, e.code);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
+      }
+      span.end(anchor + performance.now());
+    };
+    return context.with(ctx, work).then(
+      (out) => {
+        span.setAttribute(ATTR.teardownDone, out.done);
+        // Not done: a step failed and waits for its retry (the outcome's error says which).
+        end(out.done ? undefined : (out.error ?? new Error('teardown unfinished')));
+        return out;
+      },
+      (e: unknown) => {
+        end(e);
+        throw e;
+      },
+    );
+  }
+
+  private rememberDel(key: string, sc: SpanContext): void {
+    this.dels.delete(key);
+    this.dels.set(key, sc);
+    if (this.dels.size > REMEMBERED_DELS) this.dels.delete(this.dels.keys().next().value as string);
   }
 
   /**

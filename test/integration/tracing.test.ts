@@ -3,8 +3,9 @@
 // runtime's TRACEPARENT/TRACESTATE as libcni passes them. The trace read back through Jaeger's query
 // API continues the runtime's: the request span's parent is the runtime's span, each delegate's run
 // is a span under it, and each delegate saw its own span's TRACEPARENT. A request without a context
-// starts a trace of its own; a failed teardown's retry yields delegate spans too (roots of their own,
-// naming the container). A frozen, then a stopped, collector never slows ADD or DEL, and the spans
+// starts a trace of its own; a failed teardown's retry is a `teardown` trace of its own linked to the DEL
+// that left it, its delegate runs under it; a failed ADD's rollback DELs are in the ADD's trace, marked
+// as such; each request's wait in its container's queue is a span. A frozen, then a stopped, collector never slows ADD or DEL, and the spans
 // past the queue are dropped and counted in steward_trace_spans_dropped_total.
 
 import { after, before, describe, it } from 'node:test';
@@ -168,6 +169,10 @@ describe('tracing over OTLP/HTTP to a real Jaeger', { skip }, () => {
     assert.ok(queue, 'the wait before the first delegate is a span');
     assert.equal(parentOf(queue), request.spanID);
     assert.ok(queue.startTime + queue.duration <= first.startTime + 1, 'it ends where the first delegate starts');
+    const [waited] = named(trace, 'queue wait');
+    assert.ok(waited, "the wait in the container's queue is a span of its own");
+    assert.equal(parentOf(waited), request.spanID);
+    assert.ok(waited.startTime + waited.duration <= first.startTime + 1, 'before the first delegate');
     const commits = named(trace, 'journal commit');
     assert.ok(
       commits.some((c) => tags(c)['steward.journal.synced'] === true && parentOf(c) === request.spanID),
@@ -229,7 +234,7 @@ describe('tracing over OTLP/HTTP to a real Jaeger', { skip }, () => {
     );
   });
 
-  it("a failed teardown: the DEL's trace holds the failed delegate DEL; the retry's delegate span is a root naming the container", async () => {
+  it("a failed teardown: the DEL's trace holds the failed delegate DEL; the retry is a teardown trace linked to that DEL, its delegate's span under it, its log lines naming it", async () => {
     const fxRetry = join(env.dir, 'fx-retry');
     const retryConf = stewardConf(daemon.socket, '1.0.0', [
       delegate('retrynet', '1.0.0', [fixturePlugin(fxRetry, { failDelTimes: 1, recordEnv: true })]),
@@ -263,14 +268,63 @@ describe('tracing over OTLP/HTTP to a real Jaeger', { skip }, () => {
     const retried = traces.filter((t) => t !== inRequest);
     assert.equal(retried.length, 1, 'one retry');
     const retry = named(retried[0]!, 'delegate steward-fixture DEL')[0]!;
-    assert.equal(parentOf(retry), undefined, 'a root: the engine does not link a retry to its DEL yet');
+    const [teardown] = named(retried[0]!, 'teardown');
+    assert.ok(teardown, 'the retry is a teardown span');
+    assert.equal(parentOf(teardown), undefined, 'the root of a trace of its own');
+    assert.deepEqual(
+      teardown.references.filter((r) => r.refType !== 'CHILD_OF').map((r) => [r.traceID, r.spanID]),
+      [[inRequest.traceID, named(inRequest, 'cni DEL')[0]!.spanID]],
+      'linked to the DEL request that left it',
+    );
+    assert.equal(tags(teardown)['cni.container_id'], rid);
+    assert.equal(tags(teardown)['steward.teardown.done'], true);
+    assert.equal(typeof tags(teardown)['steward.attachment.id'], 'number');
+    assert.equal(parentOf(retry), teardown.spanID, "the retry's delegate run is the teardown's child");
     assert.equal(tags(retry)['steward.background'], true);
+    const retryLines = readFileSync(daemon.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(`"traceId":"${retry.traceID}"`));
+    assert.ok(
+      retryLines.some((l) => l.includes(rid)),
+      "the retry's log lines carry its trace id",
+    );
     assert.equal(tags(retry)['cni.ifname'], 'eth0');
     assert.equal(tags(retry)['cni.network'], 'retrynet');
     assert.equal(tags(retry)['cni.code'], 0);
     const dels = envLog(fxRetry).filter((c) => c.command === 'DEL');
     assert.equal(dels.length, 2);
     assert.equal(dels[1]!.env.TRACEPARENT, `00-${retry.traceID}-${retry.spanID}-01`);
+  });
+
+  it("a failed ADD's rollback: each delegate DEL it runs is in the ADD's trace, marked as the rollback's", async () => {
+    const fxFail = join(env.dir, 'fx-fail');
+    const failConf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('failnet', '1.0.0', [
+        bridgePlugin({ bridge, subnet, dataDir }),
+        fixturePlugin(fxFail, { failAdd: true }),
+      ]),
+    ]);
+    const fid = 'trace-rollback';
+    const traceId = RUNTIME_TRACE.replace(/^4/, '6');
+    const res = await runShim({ command: 'ADD', containerId: fid, netns: env.netns() }, failConf, {
+      TRACEPARENT: `00-${traceId}-${RUNTIME_SPAN}-01`,
+    });
+    assert.notEqual(res.code, 0, 'the ADD fails');
+    const t = await poll('the rollback in the ADD trace', 30_000, async () => {
+      const x = await jaeger.trace(traceId);
+      return x && named(x, 'delegate bridge DEL').length === 1 && named(x, 'delegate steward-fixture DEL').length === 1
+        ? x
+        : undefined;
+    });
+    const [request] = named(t, 'cni ADD');
+    assert.ok(request);
+    assert.equal(tags(request)['otel.status_code'], 'ERROR');
+    for (const op of ['delegate bridge DEL', 'delegate steward-fixture DEL']) {
+      const d = named(t, op)[0]!;
+      assert.equal(parentOf(d), request.spanID, op);
+      assert.equal(tags(d)['steward.rollback'], true, op);
+    }
+    for (const d of named(t, 'delegate bridge ADD')) assert.equal(tags(d)['steward.rollback'], undefined);
   });
 
   it('a frozen, then a stopped, collector: ADD and DEL still answer promptly, and spans past the queue are dropped and counted', async () => {

@@ -33,7 +33,7 @@ export type { DelPolicy } from './context.js';
  */
 export interface EngineTrace {
   queueWait(seconds: number): void;
-  teardown<T>(a: Attachment, work: () => Promise<T>): Promise<T>;
+  teardown(a: Attachment, work: () => Promise<TeardownOutcome>): Promise<TeardownOutcome>;
 }
 
 const NO_TRACE: EngineTrace = { queueWait: () => undefined, teardown: (_a, work) => work() };
