@@ -1,7 +1,7 @@
 // Benchmark 8: one Prometheus scrape of --metrics-listen (GET /metrics over TCP on loopback) with
 // 10,000 live attachments in the database, alternated with the same scrape of a daemon whose
 // database is empty (the floor: the Node.js process metrics and the HTTP round trip). The gauges
-// that mirror the database are computed at scrape time (metrics.ts), so this is their cost.
+// that mirror the database are computed at scrape time (daemon/src/metrics/), so this is their cost.
 
 import { readFileSync } from 'node:fs';
 import type { Scratch } from './lib/scratch.js';
