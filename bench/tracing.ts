@@ -28,8 +28,9 @@ import { bridgeHostLocal, noopConf, stewardOver, wireBody } from './lib/netconf.
 import { hintHeaders, type CniRequestBody } from '@cni-steward/shared';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createLogger } from '../daemon/src/log.js';
-import { startExport } from '../daemon/src/trace-export.js';
-import { inRequestContext, Tracing } from '../daemon/src/tracing.js';
+import { startExport } from '../daemon/src/tracing/export.js';
+import { inRequestContext } from '../daemon/src/tracing/context.js';
+import { Tracing } from '../daemon/src/tracing/tracing.js';
 import { shimExecutable } from './lib/paths.js';
 import { n, type BenchContext, type Row } from './lib/report.js';
 import { median, pairedRatio, round, timeMs } from './lib/stats.js';

@@ -74,7 +74,7 @@ export interface DaemonConfig {
   tracing: TracingConfig;
 }
 
-/** Where and how spans are exported (trace-export.ts); off while `url` is undefined. */
+/** Where and how spans are exported (tracing/export.ts); off while `url` is undefined. */
 export interface TracingConfig {
   /** The OTLP/HTTP traces URL (…/v1/traces). */
   url: string | undefined;

@@ -36,7 +36,7 @@ import { SelfCheck } from './self-check.js';
 import { SpoolDirs } from './spool-dirs.js';
 import { ConnectionGuard, listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
-import { Tracing } from './tracing.js';
+import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
 
 /**
@@ -53,16 +53,16 @@ const DEFAULT_PLUGIN_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 /** At shutdown, how long the spans still queued get to reach the collector. */
 const TRACE_FLUSH_MS = 2000;
 
-export { traceLogFields } from './tracing.js';
+export { traceLogFields } from './tracing/context.js';
 
 /**
- * The daemon's tracing (tracing.ts): spans exported over OTLP/HTTP when an endpoint is configured,
- * the SDK loaded only then (trace-export.ts); otherwise none are made.
+ * The daemon's tracing (tracing/): spans exported over OTLP/HTTP when an endpoint is configured,
+ * the SDK loaded only then (tracing/export.ts); otherwise none are made.
  */
 async function startTracing(cfg: DaemonConfig, log: Logger): Promise<Tracing> {
   const t = cfg.tracing;
   if (t.url === undefined) return new Tracing();
-  const { startExport } = await import('./trace-export.js');
+  const { startExport } = await import('./tracing/export.js');
   return new Tracing(
     startExport({
       url: t.url,
@@ -98,7 +98,7 @@ export async function startDaemon(
   // Before anything reads or writes the journal: a second daemon on this state dir stops here.
   const owner = takeOwnership([cfg.stateDir, dirname(cfg.dbPath)], cfg.socket);
   // The store's hooks count into the metrics, made once the journal is open (before any write), and
-  // make a span of each commit within a trace (tracing.ts).
+  // make a span of each commit within a trace (tracing/).
   const counted: { metrics?: Metrics; tracing?: Tracing } = {};
   let journal: Journal;
   try {

@@ -98,7 +98,7 @@ export class Metrics {
     this.process.sources.logDropped = dropped;
   }
 
-  /** What steward_trace_spans_dropped_total reports (tracing.ts Tracing.dropped); until called, 0. */
+  /** What steward_trace_spans_dropped_total reports (tracing/tracing.ts Tracing.dropped); until called, 0. */
   setTraceDropped(dropped: () => Record<TraceDropReason, number>): void {
     this.process.sources.traceDropped = dropped;
   }

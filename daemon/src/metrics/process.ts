@@ -13,7 +13,7 @@ export interface ConflistMetric {
   statusAsked: boolean;
 }
 
-/** Why a span was dropped (trace-export.ts): every reason is reported, 0 included. */
+/** Why a span was dropped (tracing/export.ts): every reason is reported, 0 included. */
 const TRACE_DROP_REASONS = ['queue_full', 'export_failed'] as const;
 export type TraceDropReason = (typeof TRACE_DROP_REASONS)[number];
 
@@ -78,7 +78,7 @@ export class ProcessMetrics {
     info.set({ version: version ?? 'unknown' }, 1);
   }
 
-  /** The log-drop counter read from the sink (log.ts LogSink), the span drops from tracing.ts. */
+  /** The log-drop counter read from the sink (log.ts LogSink), the span drops from tracing/. */
   private registerDrops(registry: Registry): void {
     const dropped: Counter = new Counter({
       name: 'steward_log_lines_dropped_total',
