@@ -4,13 +4,13 @@
 // that mirror the database are computed at scrape time (daemon/src/metrics/), so this is their cost.
 
 import { readFileSync } from 'node:fs';
-import type { Scratch } from './lib/scratch.js';
+import type { Scratch } from '../lib/scratch.js';
 import { createServer } from 'node:net';
-import { BenchDaemon } from './lib/daemon.js';
-import { noopConf } from './lib/netconf.js';
-import { populateJournal } from '../daemon/src/store/populate.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, p99, pairedRatio, round } from './lib/stats.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { noopConf } from '../lib/netconf.js';
+import { populateJournal } from '../../daemon/src/store/populate.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, p99, pairedRatio, round } from '../lib/stats.js';
 
 const ATTACHMENTS = 10_000;
 
