@@ -1,7 +1,8 @@
 // Lint rules, and the ownership rules of the tree as import restrictions (docs/architecture.md):
 // better-sqlite3 only in daemon/src/store/, child_process only in daemon/src/plugins/, fastify only in
 // daemon/src/server.ts and routes/, the engine never imports routes/ or fastify, nothing TypeScript
-// imports from shim/ (the Go shim's source), shared/ nothing from the daemon, and bench/ nothing from test/ or a build output.
+// imports from shim/ (the Go shim's source), shared/ nothing from the daemon, and bench/ nothing from test/ or a build output
+// (bench/lib/ without exception; the CRI rows in bench/rows/ drive containerd through test/helpers/cri/).
 // `npm run lint` runs it.
 
 import js from '@eslint/js';
@@ -27,8 +28,12 @@ const TESTS = {
   message: 'bench keeps its own helpers (bench/lib/): a benchmark must not change when a test helper does',
 };
 const BUILT = { group: ['**/dist/**'], message: 'import the sources (run by tsx), not a build output' };
+const LIB_TESTS = {
+  group: ['**/test/**'],
+  message: "bench/lib/ is what every row shares: it imports no test helper (the CRI rows' exception is theirs alone)",
+};
 /** The benchmarks that drive containerd's CRI through test/helpers/cri/ (the one exception to TESTS). */
-const CRI_BENCHES = ['bench/cri-pod.ts', 'bench/cri-burst.ts', 'bench/cri-churn.ts'];
+const CRI_BENCHES = ['bench/rows/cri-pod.ts', 'bench/rows/cri-burst.ts', 'bench/rows/cri-churn.ts'];
 const ROUTES = {
   group: ['**/routes/**', '**/server.js'],
   message: 'the engine knows nothing of HTTP: routes call the engine, never the reverse',
@@ -83,4 +88,6 @@ export default tseslint.config(
   // The one exception: the CRI rows drive containerd with the project's kubelet-like CRI driver
   // (test/helpers/cri/), the same component the e2e suite proves correct, rather than a second copy.
   restrict(CRI_BENCHES, { patterns: [BUILT] }),
+  // bench/lib/ stays the rows' own: a shared helper that imported a test helper would carry it into every row.
+  restrict(['bench/lib/**/*.ts'], { patterns: [LIB_TESTS, BUILT] }),
 );

@@ -4,6 +4,32 @@
 // to FILE (default bench-results/latest.json), which `npm run bench:docs` puts into the docs.
 // Every netns, bridge, process and temp dir a benchmark makes is registered with one Scratch and
 // removed at the end, on failure or Ctrl-C.
+//
+// Where things live in bench/:
+//   run.ts, docs.ts  the two entry points: `npm run bench` (this file) and `npm run bench:docs`
+//   rows/            one file per row, each a `bench*(env, ctx)` giving its rows; its id is the --only name:
+//     shim.ts          shim         one shim call against curl sending the same request
+//     chain.ts         chain        ADD+DEL of bridge + host-local through steward against run directly
+//     throughput.ts    throughput   the daemon alone over its socket, with the shim's exact bodies
+//     storm.ts         storm        a DEL storm, and ADD latency during it (driver: lib/storm-driver.ts)
+//     shim-storm.ts    shim-storm   the storm as a kubelet sends it, through the shipped shim and curl
+//                                   (driver: lib/shim-storm-driver.ts)
+//     status.ts        status       the steady cost of CNI STATUS
+//     status-storm.ts  status-storm CNI STATUS while the node is at its busiest
+//     cri-pod.ts       cri-pod      one pod through containerd's CRI
+//     cri-burst.ts     cri-burst    a burst of pods through containerd's CRI
+//     cri-churn.ts     cri-churn    a churn soak through containerd's CRI
+//     restart.ts       restart      restart to ready with 10,000 live attachments
+//     dbsize.ts        dbsize       the journal's size after 10,000 ADD+DEL cycles and pruning
+//     quickcheck.ts    quickcheck   the start-up journal check on a busy journal
+//     scrape.ts        scrape       one /metrics scrape with 10,000 live attachments
+//     spool-drain.ts   spool-drain  a spool backlog drained at start
+//     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
+//   lib/             what rows share (a daemon process, exec, netconfs, scratch space, stats, the
+//                    table, targets, the docs blocks); it imports no test helper (eslint.config.js)
+//   tools/           one-off tools run by hand, not rows: cpuprofile-summary.ts, daemon-ab.ts,
+//                    journal-syncs.ts, shim-variants.ts
+//   fixtures/        the no-op delegate and the Go floor program the rows execute
 
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -12,27 +38,27 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Scratch } from './lib/scratch.js';
 import { otherCpu } from './lib/other-cpu.js';
-import { benchChain } from './chain.js';
-import { benchCriBurst } from './cri-burst.js';
-import { benchCriChurn } from './cri-churn.js';
-import { benchCriPod } from './cri-pod.js';
-import { benchDbSize } from './dbsize.js';
-import { benchQuickCheck } from './quickcheck.js';
+import { benchChain } from './rows/chain.js';
+import { benchCriBurst } from './rows/cri-burst.js';
+import { benchCriChurn } from './rows/cri-churn.js';
+import { benchCriPod } from './rows/cri-pod.js';
+import { benchDbSize } from './rows/dbsize.js';
+import { benchQuickCheck } from './rows/quickcheck.js';
 import { benchNetns } from './lib/netconf.js';
 import { REPO, ensureFreshShims, shimExecutable } from './lib/paths.js';
 import { LOAD_LIMIT, type BenchContext, type BenchResults, type Row } from './lib/report.js';
 import { report } from './lib/table.js';
 import { applyTargets } from './lib/targets.js';
-import { benchRestart } from './restart.js';
-import { benchScrape } from './scrape.js';
-import { benchShim } from './shim.js';
-import { benchShimStorm } from './shim-storm.js';
-import { benchSpoolDrain } from './spool-drain.js';
-import { benchStatus } from './status.js';
-import { benchStatusStorm } from './status-storm.js';
-import { benchStorm } from './storm.js';
-import { benchThroughput } from './throughput.js';
-import { benchTracing } from './tracing.js';
+import { benchRestart } from './rows/restart.js';
+import { benchScrape } from './rows/scrape.js';
+import { benchShim } from './rows/shim.js';
+import { benchShimStorm } from './rows/shim-storm.js';
+import { benchSpoolDrain } from './rows/spool-drain.js';
+import { benchStatus } from './rows/status.js';
+import { benchStatusStorm } from './rows/status-storm.js';
+import { benchStorm } from './rows/storm.js';
+import { benchThroughput } from './rows/throughput.js';
+import { benchTracing } from './rows/tracing.js';
 import { findGo } from '../scripts/build-shims.mjs';
 
 type Bench = (env: Scratch, ctx: BenchContext) => Promise<Row[]>;

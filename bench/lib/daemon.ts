@@ -44,7 +44,7 @@ export function daemonEnv(): NodeJS.ProcessEnv {
   // on these dev machines, not in the daemon's container.
   delete env.NODE_EXTRA_CA_CERTS;
   delete env.NODE_OPTIONS;
-  // Tracing is off unless a benchmark turns it on (bench/tracing.ts).
+  // Tracing is off unless a benchmark turns it on (bench/rows/tracing.ts).
   for (const k of Object.keys(env)) if (k.startsWith('OTEL_')) delete env[k];
   return env;
 }

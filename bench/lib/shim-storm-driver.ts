@@ -1,4 +1,4 @@
-// The kubelet-style DEL storm of bench/shim-storm.ts, in its own process: for every container,
+// The kubelet-style DEL storm of bench/rows/shim-storm.ts, in its own process: for every container,
 // `retries` executions of its client in a row (each a new process, as the kubelet's sync loop calls
 // StopPodSandbox again), `parallel` containers at a time. The client is the shipped shim, or for the
 // baseline one `curl --unix-socket` process per request (an executed C client). The clients' CPU is

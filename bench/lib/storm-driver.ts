@@ -1,5 +1,5 @@
 // The DEL storm, run in its own process so its client work does not share an event loop with the
-// ADD latencies being measured. Started by storm.ts with fork(); on {go} it sends `perContainer`
+// ADD latencies being measured. Started by rows/storm.ts with fork(); on {go} it sends `perContainer`
 // DELs for every container, `senders` sequential loops per container (so identical DELs also
 // arrive while one is in flight), each on a fresh connection, and reports {done} with the answers.
 

@@ -14,7 +14,7 @@ const ratioAtMost = (max: number) => (r: Row) => (r.ratio === undefined ? null :
 
 /** Issue 14's targets by row id. */
 export const ISSUE_14_TARGETS: Record<string, Target> = {
-  // The shim-storm row (bench/shim-storm.ts) and the shim call (bench/shim.ts) set these themselves.
+  // The shim-storm row (bench/rows/shim-storm.ts) and the shim call (bench/rows/shim.ts) set these themselves.
   'shim-call': { target: '<= 0.5x curl (issue 29)', met: ratioAtMost(0.5) },
   chain: { target: '<= 1.25x (ADD+DEL through the shipped shim; issue 29)', met: ratioAtMost(1.25) },
   'chain-daemon': { target: '<= 1.10x', met: ratioAtMost(1.1) },
@@ -40,7 +40,7 @@ const CHAIN_FIGURES: ChainFigure[] = [
     msKey: 'daemonOnlyMs',
     ratioKey: 'daemonOnlyRatio',
     target: '',
-    note: 'from the chain benchmark, same iterations (bench/chain.ts daemonOnly)',
+    note: 'from the chain benchmark, same iterations (bench/rows/chain.ts daemonOnly)',
   },
   {
     id: 'chain-curl',
@@ -49,7 +49,7 @@ const CHAIN_FIGURES: ChainFigure[] = [
     msKey: 'curlMs',
     ratioKey: 'curlRatio',
     target: 'reported (the shim row against it: shimMinusCurlMs)',
-    note: 'from the chain benchmark, same iterations (bench/chain.ts curl mode)',
+    note: 'from the chain benchmark, same iterations (bench/rows/chain.ts curl mode)',
   },
 ];
 

@@ -2,7 +2,7 @@
 // Go shim spends, one factor at a time. Builds variants of the shim (shim/) and the floor program
 // (bench/fixtures/go-floor) for this machine's CPU, then times each with hyperfine against
 // `curl --unix-socket` sending the same request to the same daemon (a DEL answered from a tombstone,
-// as bench/shim.ts), rounds alternating; and the shipped build on one CPU and on two (taskset).
+// as bench/rows/shim.ts), rounds alternating; and the shipped build on one CPU and on two (taskset).
 // Prints a Markdown table: bytes, median ms, median paired ratio to curl, CPU ms (hyperfine's
 // user + system, mean).
 
@@ -16,7 +16,7 @@ import { BenchDaemon } from '../lib/daemon.js';
 import { benchNetns, cniVars, noopConf, wireBody } from '../lib/netconf.js';
 import { REPO } from '../lib/paths.js';
 import { median, pairedRatio, round } from '../lib/stats.js';
-import { alternate, q, type Cmd } from '../shim.js';
+import { alternate, q, type Cmd } from '../rows/shim.js';
 
 interface Variant {
   name: string;

@@ -18,7 +18,7 @@ import { pino, stdTimeFunctions, type DestinationStream, type Logger } from 'pin
 /** Log bytes waiting for a slow stdout before further lines are dropped (about 10,000 lines). */
 export const MAX_PENDING_LOG_BYTES = 4 * 1024 * 1024;
 
-/** `mixin`: fields added to every line (the daemon's: the active trace's id, tracing.ts traceLogFields). */
+/** `mixin`: fields added to every line (the daemon's: the active trace's id, tracing/context.ts traceLogFields). */
 export function createLogger(level: string, dest?: DestinationStream, mixin?: () => object): Logger {
   const opts = {
     level,

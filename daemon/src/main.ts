@@ -42,7 +42,7 @@ async function main(argv: string[]): Promise<number> {
       const cfg = parseRunConfig(rest);
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
       const { startDaemon, traceLogFields } = await import('./daemon.js');
-      // Every line logged within a traced request names its trace (tracing.ts).
+      // Every line logged within a traced request names its trace (tracing/context.ts).
       const { log, sink } = createDaemonLogger(cfg.logLevel, traceLogFields);
       const daemon = await startDaemon(cfg, log, sink);
       for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void daemon.close(sig));

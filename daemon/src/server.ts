@@ -117,7 +117,7 @@ export function buildApp(deps: AppDeps) {
     serve: (body, hints, clientGone) => serveCni(deps, body, hints, deps.log, clientGone),
     onSkew: (shim) => deps.metrics.versionSkew.inc({ shim_protocol: shim }),
   });
-  // Each request's trace context noted as it arrives (tracing.ts), before admission parks it.
+  // Each request's trace context noted as it arrives (tracing/tracing.ts), before admission parks it.
   const listen = deps.tracing ? deps.tracing.listener.bind(deps.tracing) : <L>(l: L) => l;
   const app = baseApp(deps.log, (handler) => createServer(listen(admission.listener(handler))));
   void app.register(cniRoutes, deps);

@@ -1,5 +1,5 @@
 // A burst of pods through Kubernetes' own path, scaled down from the cri-burst benchmark row
-// (bench/cri-burst.ts) to a correctness test: containerd 1.6's CRI plugin, driven by the kubelet-like
+// (bench/rows/cri-burst.ts) to a correctness test: containerd 1.6's CRI plugin, driven by the kubelet-like
 // client (test/helpers/cri/), gets 10 RunPodSandbox at once through steward and then 10 at once
 // through the plain handler (PLAIN_HANDLER, the same chain without steward); every one succeeds,
 // every pod has its own address from the range, and after Stop + Remove of all of them at once

@@ -1,4 +1,4 @@
-// Pod churn through Kubernetes' own path, scaled down from the cri-churn soak (bench/cri-churn.ts) to
+// Pod churn through Kubernetes' own path, scaled down from the cri-churn soak (bench/rows/cri-churn.ts) to
 // a correctness test: 15 pods run through steward on containerd 1.6's CRI plugin (the kubelet-like
 // client of test/helpers/cri/), then 60 replacements one at a time (the slot's sandbox stopped and
 // removed, a new pod run in its place; every other slot maps a hostPort, so portmap's per-pod chains

@@ -4,7 +4,7 @@
 // within 5 s of start, an ADD for another container (real bridge + host-local) succeeds while the
 // spool is still draining, each container gets exactly one delegate DEL (the fixture plugin counts
 // them), an ADD for a container with spooled DELs waits for them, and the drain finishes. The scale
-// case (100,000 and 3,000) is a bench row (bench/spool-drain.ts).
+// case (100,000 and 3,000) is a bench row (bench/rows/spool-drain.ts).
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';

@@ -70,6 +70,18 @@ const cases: Array<[string, string, string, string]> = [
     'test/lint-case.ts',
   ],
   [
+    'a bench row imports nothing from test/',
+    "import { x } from '../../test/helpers/env.js';",
+    'bench/rows/lint-case.ts',
+    'test/lint-case.ts',
+  ],
+  [
+    'bench/lib imports no test helper',
+    "import { x } from '../../test/helpers/cri/node.js';",
+    'bench/lib/lint-case.ts',
+    'bench/rows/cri-pod.ts',
+  ],
+  [
     'bench imports sources, not a build output',
     "import { x } from '../daemon/dist/store/store.js';",
     'bench/lint-case.ts',

@@ -1,4 +1,4 @@
-// The daemon's tracing (daemon/src/tracing.ts, trace-export.ts, config.ts tracingConfig), without a
+// The daemon's tracing (daemon/src/tracing/, tracing/export.ts, config-checks.ts tracingConfig), without a
 // process: where the endpoint comes from; off, no span and the runtime's context handed on as it
 // came; on (an in-memory exporter), the request span, its admission, queue + journal, delegate and
 // commit spans and what the delegate's environment gets; each request in its own context whatever
@@ -15,11 +15,12 @@ import { context, ROOT_CONTEXT, trace, TraceFlags } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { parse } from 'yaml';
 import { CniError, ErrorCode, type CniRequestBody } from '@cni-steward/shared';
-import { tracingConfig } from '../../daemon/src/config.js';
+import { tracingConfig } from '../../daemon/src/config-checks.js';
 import { createLogger } from '../../daemon/src/log.js';
 import { Metrics } from '../../daemon/src/metrics.js';
-import { startExport } from '../../daemon/src/trace-export.js';
-import { ATTR, inRequestContext, traceLogFields, Tracing } from '../../daemon/src/tracing.js';
+import { startExport } from '../../daemon/src/tracing/export.js';
+import { ATTR, inRequestContext, traceLogFields } from '../../daemon/src/tracing/context.js';
+import { Tracing } from '../../daemon/src/tracing/tracing.js';
 import { REPO } from '../helpers/env.js';
 
 const RUNTIME_TRACE = '0af7651916cd43dd8448eb211c80319c';

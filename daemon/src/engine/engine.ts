@@ -3,17 +3,20 @@
 // container (different containers run in parallel, bounded by the plugin slots). Nothing here
 // knows HTTP or SQL: requests come in as CniRequestBody, state goes through the Store, plugins
 // through PluginSlots. Every step is journaled before its plugin runs.
+// One concern: the engine's front door, many short entry points; the commands' logic is in add.ts,
+// del.ts, check.ts, gc-status.ts and teardown.ts.
 
 import type { Logger } from 'pino';
 import { CniError, ErrorCode, versionAtLeast, type CniEnv, type CniRequestBody } from '@cni-steward/shared';
 import type { Metrics } from '../metrics.js';
 import type { PluginRunner } from '../plugins/executor.js';
 import type { Store } from '../store/store.js';
-import { attachmentLogFields, type Attachment, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { addAttachment, checkCapabilities } from './add.js';
 import { checkAttachment } from './check.js';
 import type { DelPolicy, EngineContext } from './context.js';
 import { Dels } from './del.js';
+import { NO_TRACE, type EngineTrace } from './engine-trace.js';
 import { Gate } from './gate.js';
 import { runGc, runStatus, StatusCache } from './gc-status.js';
 import { KeyedQueue } from './keyed-queue.js';
@@ -25,18 +28,7 @@ import type { RetryClock } from './clock.js';
 import { Teardown, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
 
 export type { DelPolicy } from './context.js';
-
-/**
- * What the engine tells the daemon's tracing (tracing.ts) that no plugin run or journal commit shows:
- * a request's wait in its container's queue, and a background teardown (a retry, the recovery's, the
- * audit's), which runs in no request and gets a trace of its own.
- */
-export interface EngineTrace {
-  queueWait(seconds: number): void;
-  teardown(a: Attachment, work: () => Promise<TeardownOutcome>): Promise<TeardownOutcome>;
-}
-
-const NO_TRACE: EngineTrace = { queueWait: () => undefined, teardown: (_a, work) => work() };
+export type { EngineTrace } from './engine-trace.js';
 
 export interface EngineOptions {
   store: Store;

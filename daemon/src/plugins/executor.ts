@@ -1,5 +1,5 @@
 // Runs one delegate plugin for one CNI command: finds it, builds its environment (only the CNI
-// variables and PATH, and TRACEPARENT/TRACESTATE when a trace is active: tracing.ts), hands it to the
+// variables and PATH, and TRACEPARENT/TRACESTATE when a trace is active: tracing/), hands it to the
 // spawner process (spawner.ts, which runs it without a shell in its own process group under a
 // deadline), and decodes what it printed into a result or a CniError. While traces are exported,
 // each run is a span (`delegate bridge ADD`) under the request's.
@@ -18,7 +18,8 @@ import { isAbsolute, join } from 'node:path';
 import { findPlugin, pluginSearchPath } from './lookup.js';
 import type { PluginProcess } from './process-group.js';
 import { Spawner } from './spawner.js';
-import type { DelegateTrace, Tracing } from '../tracing.js';
+import type { DelegateTrace } from '../tracing/delegate.js';
+import type { Tracing } from '../tracing/tracing.js';
 
 export type { PluginProcess } from './process-group.js';
 
@@ -53,7 +54,7 @@ export interface ExecutorOptions {
   log: Logger;
   /** Cap on captured stdout/stderr, so a chatty plugin cannot exhaust memory. */
   maxOutputBytes?: number;
-  /** Each run's part of the trace (tracing.ts); without, none and no TRACEPARENT. */
+  /** Each run's part of the trace (tracing/); without, none and no TRACEPARENT. */
   tracing?: Pick<Tracing, 'delegate'>;
 }
 

@@ -174,7 +174,7 @@ export class Spawner {
   private ensure(): Worker {
     if (this.current?.child.connected) return this.current;
     // Forked in the root trace context: its channel's events (a plugin started, its outcome) would
-    // otherwise all run in the context of the request that happened to fork it (tracing.ts).
+    // otherwise all run in the context of the request that happened to fork it (tracing/).
     const child = context.with(ROOT_CONTEXT, () =>
       fork(CHILD, [], {
         execArgv: [],

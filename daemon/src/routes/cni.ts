@@ -17,11 +17,11 @@ import type { AppDeps } from './deps.js';
 import { clientGone } from './client-gone.js';
 import { assertExactCniTarget } from './cni-route.js';
 import { checkHints, readHints, type Hints } from './hints.js';
-import { inRequestContext } from '../tracing.js';
+import { inRequestContext } from '../tracing/context.js';
 
 /**
  * Serves one request body; resolves with the text to print, rejects with a CniError. While traces
- * are exported, within the request's span (`cni ADD`, …; tracing.ts), in the context it arrived with.
+ * are exported, within the request's span (`cni ADD`, …; tracing/tracing.ts), in the context it arrived with.
  */
 export function serveCni(
   deps: AppDeps,

@@ -9,7 +9,7 @@ import type { RetryScheduler } from '../engine/scheduler.js';
 import type { Logger } from 'pino';
 import type { AdmissionStats } from './admission.js';
 import type { AuditOptions, AuditReport } from '../audit/run.js';
-import type { Tracing } from '../tracing.js';
+import type { Tracing } from '../tracing/tracing.js';
 
 /** What the operator views read of the journal: queries only, never a write. */
 export type JournalView = Pick<
@@ -34,7 +34,7 @@ export interface AppDeps {
   /** Netconf problems the engine noticed (capabilities the runtime will never pass, ...). */
   warnings: () => string[];
   metrics: Metrics;
-  /** Spans of the CNI requests (tracing.ts); none without, nor while nothing is exported. */
+  /** Spans of the CNI requests (tracing/); none without, nor while nothing is exported. */
   tracing?: Tracing;
   scheduler: RetryScheduler;
   log: Logger;

@@ -8,7 +8,7 @@ import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Hints } from './hints.js';
 import { clientGone } from './client-gone.js';
 import { writeCniError, writeJsonAnswer } from './http-status.js';
-import { inRequestContext } from '../tracing.js';
+import { inRequestContext } from '../tracing/context.js';
 
 export interface RawCniOptions {
   maxBodyBytes: number;
@@ -61,7 +61,7 @@ export function serveRawCni(
     } catch (e) {
       return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
     }
-    // In the trace context the request arrived with (tracing.ts), whichever callback admitted it.
+    // In the trace context the request arrived with (tracing/context.ts), whichever callback admitted it.
     inRequestContext(req, () => o.serve(body, hints, () => clientGone(req, res))).then((text) => {
       onServed?.();
       if (!answered()) writeJsonAnswer(res, 200, text);

@@ -1,7 +1,7 @@
 // A burst of pods as the kubelet sends one when many pods land on a node at once (a Deployment
 // scaled up, a node drained onto this one): every RunPodSandbox at the same moment, each pod's
 // address read back, then every StopPodSandbox + RemovePodSandbox at the same moment. Shared by the
-// correctness test (test/e2e/cri-burst.test.ts) and the timed row (bench/cri-burst.ts).
+// correctness test (test/e2e/cri-burst.test.ts) and the timed row (bench/rows/cri-burst.ts).
 
 import type { CriClient } from './client.js';
 import type { Kubelet, Pod, RunOutcome } from './kubelet.js';

@@ -2,7 +2,7 @@
 // max-pods is 110) while each is replaced in turn: its sandbox stopped and removed, a new pod run in
 // its place. Every other slot's pods carry a hostPort, so portmap adds and removes per-pod chains
 // as well as passing through. Shared by the correctness test (test/e2e/cri-churn.test.ts) and the
-// soak row (bench/cri-churn.ts).
+// soak row (bench/rows/cri-churn.ts).
 
 import type { PortMapping } from './client.js';
 import type { Kubelet, Pod } from './kubelet.js';

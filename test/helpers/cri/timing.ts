@@ -1,4 +1,4 @@
-// What the per-pod timing of test/e2e/cri.test.ts and bench/cri-pod.ts reads besides wall time:
+// What the per-pod timing of test/e2e/cri.test.ts and bench/rows/cri-pod.ts reads besides wall time:
 // stewardd's own histograms (GET /metrics: steward_cni_request_duration_seconds,
 // steward_plugin_duration_seconds, steward_journal_commit_seconds, steward_queue_wait_seconds),
 // differenced over the timed pods, so the per-pod cost splits into the daemon's own path (of it: the

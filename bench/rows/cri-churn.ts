@@ -16,10 +16,10 @@
 // run well past an hour to see the plateau).
 
 import { join } from 'node:path';
-import { TestEnv } from '../test/helpers/env.js';
-import { CriNode } from '../test/helpers/cri/node.js';
-import { Kubelet } from '../test/helpers/cri/kubelet.js';
-import { Churn, type Replacement } from '../test/helpers/cri/churn.js';
+import { TestEnv } from '../../test/helpers/env.js';
+import { CriNode } from '../../test/helpers/cri/node.js';
+import { Kubelet } from '../../test/helpers/cri/kubelet.js';
+import { Churn, type Replacement } from '../../test/helpers/cri/churn.js';
 import {
   iptablesBaseline,
   journalBytes,
@@ -27,13 +27,13 @@ import {
   residueTotal,
   settledResidue,
   spawnerPid,
-} from '../test/helpers/cri/residue.js';
-import { RuntimeHost } from '../test/helpers/runtimes/host.js';
-import { baseSkipReason } from '../test/helpers/runtimes/skip.js';
-import { CRI_TOOLS } from './lib/cri-tools.js';
-import type { Scratch } from './lib/scratch.js';
-import type { BenchContext, Row } from './lib/report.js';
-import { mean, median, p99, round } from './lib/stats.js';
+} from '../../test/helpers/cri/residue.js';
+import { RuntimeHost } from '../../test/helpers/runtimes/host.js';
+import { baseSkipReason } from '../../test/helpers/runtimes/skip.js';
+import { CRI_TOOLS } from '../lib/cri-tools.js';
+import type { Scratch } from '../lib/scratch.js';
+import type { BenchContext, Row } from '../lib/report.js';
+import { mean, median, p99, round } from '../lib/stats.js';
 
 const SAMPLE_MS = 10_000;
 /** stewardd's --prune-interval default: tombstones past the TTL go at the next prune. */

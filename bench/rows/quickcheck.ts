@@ -7,12 +7,12 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { Scratch } from './lib/scratch.js';
-import { Store } from '../daemon/src/store/store.js';
-import { noopConf } from './lib/netconf.js';
-import { populateJournal } from '../daemon/src/store/populate.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, p99, round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { Store } from '../../daemon/src/store/store.js';
+import { noopConf } from '../lib/netconf.js';
+import { populateJournal } from '../../daemon/src/store/populate.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, p99, round } from '../lib/stats.js';
 
 export async function benchQuickCheck(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const attachments = n(10_000, ctx, 100);

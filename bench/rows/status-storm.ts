@@ -7,15 +7,15 @@
 // run. Reported: STATUS p50/p99 under load against idle, and how many answered anything but 0 while
 // stewardd was alive (the target: none, p99 <= 250 ms, a third of the bound).
 
-import type { Scratch } from './lib/scratch.js';
-import { execCni } from './lib/exec.js';
-import { BenchDaemon, daemonEnv } from './lib/daemon.js';
-import { cniVars, noopConf, wireBody } from './lib/netconf.js';
-import { shimExecutable } from './lib/paths.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, p99, round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { execCni } from '../lib/exec.js';
+import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
+import { cniVars, noopConf, wireBody } from '../lib/netconf.js';
+import { shimExecutable } from '../lib/paths.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, p99, round } from '../lib/stats.js';
 import { startDriver } from './shim-storm.js';
-import type { StormCall } from './lib/shim-storm-driver.js';
+import type { StormCall } from '../lib/shim-storm-driver.js';
 
 const CONTAINERS = 60;
 const RETRIES = 10;

@@ -9,16 +9,16 @@
 // before its first line runs).
 
 import { readFileSync } from 'node:fs';
-import { compileFor, hostTarget } from '../scripts/build-shims.mjs';
+import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
 import { join } from 'node:path';
-import type { Scratch } from './lib/scratch.js';
-import { execCni } from './lib/exec.js';
-import { BenchDaemon, daemonEnv } from './lib/daemon.js';
-import { bridgeHostLocal, cniVars } from './lib/netconf.js';
-import { CLK_TCK } from './lib/other-cpu.js';
-import { REPO, SYSTEM_CNI_BIN, shimExecutable } from './lib/paths.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { execCni } from '../lib/exec.js';
+import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
+import { bridgeHostLocal, cniVars } from '../lib/netconf.js';
+import { CLK_TCK } from '../lib/other-cpu.js';
+import { REPO, SYSTEM_CNI_BIN, shimExecutable } from '../lib/paths.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, round } from '../lib/stats.js';
 
 /** containerd's CNI STATUS period and CRI-O's start-up poll, in seconds. */
 const CONTAINERD_PERIOD_S = 5;

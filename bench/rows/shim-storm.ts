@@ -10,21 +10,21 @@
 import { fork } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Scratch } from './lib/scratch.js';
-import { curlCall, execCni } from './lib/exec.js';
-import { BenchDaemon, daemonEnv } from './lib/daemon.js';
-import { cniVars, noopConf, wireBody } from './lib/netconf.js';
-import { shimExecutable } from './lib/paths.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, p99, round } from './lib/stats.js';
-import type { ShimStormOrder, ShimStormReport, StormCall } from './lib/shim-storm-driver.js';
+import type { Scratch } from '../lib/scratch.js';
+import { curlCall, execCni } from '../lib/exec.js';
+import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
+import { cniVars, noopConf, wireBody } from '../lib/netconf.js';
+import { shimExecutable } from '../lib/paths.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, p99, round } from '../lib/stats.js';
+import type { ShimStormOrder, ShimStormReport, StormCall } from '../lib/shim-storm-driver.js';
 
 const CONTAINERS = 60;
 const RETRIES = 10;
 const PARALLEL = 12;
 
 export function startDriver(env: Scratch, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
-  const child = fork(new URL('./lib/shim-storm-driver.ts', import.meta.url).pathname, [], {
+  const child = fork(new URL('../lib/shim-storm-driver.ts', import.meta.url).pathname, [], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -4,12 +4,12 @@
 // /proc/<pid>/status once ready: VmRSS, and VmHWM for the peak during start-up.
 
 import { readFileSync } from 'node:fs';
-import type { Scratch } from './lib/scratch.js';
-import { BenchDaemon } from './lib/daemon.js';
-import { noopConf } from './lib/netconf.js';
-import { populateJournal } from '../daemon/src/store/populate.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, pairedRatio, round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { noopConf } from '../lib/netconf.js';
+import { populateJournal } from '../../daemon/src/store/populate.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, pairedRatio, round } from '../lib/stats.js';
 
 const ATTACHMENTS = 10_000;
 

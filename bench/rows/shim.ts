@@ -14,13 +14,13 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Scratch } from './lib/scratch.js';
-import { BenchDaemon } from './lib/daemon.js';
-import { cniVars, noopConf, wireBody } from './lib/netconf.js';
-import { REPO, ensureFreshShims, shimBinaries, shimExecutable } from './lib/paths.js';
-import { compileFor, hostTarget } from '../scripts/build-shims.mjs';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, pairedRatio, p99, round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { cniVars, noopConf, wireBody } from '../lib/netconf.js';
+import { REPO, ensureFreshShims, shimBinaries, shimExecutable } from '../lib/paths.js';
+import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, pairedRatio, p99, round } from '../lib/stats.js';
 
 export const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 

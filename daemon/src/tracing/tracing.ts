@@ -1,11 +1,14 @@
 // The daemon's traces (docs/tracing.md). A CNI request continues the runtime's trace (the shim
 // forwards TRACEPARENT/TRACESTATE as the W3C headers) or starts its own; under its span come the
-// wait before its first delegate ("queue + journal"), each delegate's run and each journal commit.
+// wait before its first delegate ("queue + journal", its part in the container's queue "queue wait"),
+// each delegate's run and each journal commit; a background teardown is a trace of its own, linked to
+// the DEL that left it (EngineTrace: what the engine tells).
 // Every delegate is given its own span's TRACEPARENT/TRACESTATE, as libcni gives a plugin the
 // runtime's. The context travels from routes/ through the engine to plugins/ by AsyncLocalStorage
-// (OpenTelemetry's context manager): the engine knows nothing of it.
+// (OpenTelemetry's context manager, context.ts): the engine knows nothing of it. Here: Tracing, the
+// request's spans and the journal commits'; a delegate's is delegate.ts's.
 //
-// Spans exist only while exporting (--otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT: trace-export.ts,
+// Spans exist only while exporting (--otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT: export.ts,
 // loaded only then). Off, no span is made at all: a runtime's context is handed to the delegates
 // unchanged and its trace id put in the log lines, and a request without one costs a header lookup.
 
@@ -15,55 +18,30 @@ import {
   context,
   createContextKey,
   defaultTextMapGetter,
-  defaultTextMapSetter,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
   trace,
   TraceFlags,
   type Attributes,
-  type Context,
   type Span,
   type SpanContext,
   type Tracer,
 } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { suppressTracing, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { CniError, podFromCniArgs, type CniRequestBody } from '@cni-steward/shared';
-import type { EngineTrace } from './engine/engine.js';
-import type { TeardownOutcome } from './engine/teardown.js';
-import type { Attachment } from './store/types.js';
-
-/**
- * Span attribute names: OpenTelemetry's semantic conventions where they name the thing (k8s.*,
- * process.*: from its incubating set, written here as its docs advise instrumentations to), cni.*
- * and steward.* this project's own.
- */
-export const ATTR = {
-  command: 'cni.command',
-  containerId: 'cni.container_id',
-  network: 'cni.network',
-  ifname: 'cni.ifname',
-  cniVersion: 'cni.version',
-  /** The CNI code of the answer or of the delegate's error: 0 for success. */
-  code: 'cni.code',
-  pluginType: 'cni.plugin.type',
-  podNamespace: 'k8s.namespace.name',
-  podName: 'k8s.pod.name',
-  podUid: 'k8s.pod.uid',
-  exitCode: 'process.exit.code',
-  pid: 'process.pid',
-  signal: 'steward.plugin.signal',
-  timedOut: 'steward.plugin.timed_out',
-  /** A delegate run outside any request: a teardown retry, the spool's DELs, recovery, an audit release. */
-  background: 'steward.background',
-  synced: 'steward.journal.synced',
-  /** A delegate DEL run by a failed ADD's rollback (within the ADD's trace). */
-  rollback: 'steward.rollback',
-  attachmentId: 'steward.attachment.id',
-  /** A background teardown's outcome: every step torn down (or abandoned), or some left for a retry. */
-  teardownDone: 'steward.teardown.done',
-} as const;
+import { suppressTracing } from '@opentelemetry/core';
+import { CniError, type CniRequestBody } from '@cni-steward/shared';
+import {
+  ANCHOR,
+  anchorOf,
+  ATTR,
+  enableTraceContext,
+  noteRequestContext,
+  propagator,
+  requestAttributes,
+} from './context.js';
+import { passThrough, RecordingDelegate, type DelegateInfo, type DelegateTrace } from './delegate.js';
+import type { EngineTrace, TeardownDone } from '../engine/engine-trace.js';
+import type { Attachment } from '../store/types.js';
 
 /** DEL requests remembered for the teardown retries they leave (a link from each retry's trace). */
 export const REMEMBERED_DELS = 10_000;
@@ -74,40 +52,12 @@ export interface DroppedSpans {
   export_failed: number;
 }
 
-/** What trace-export.ts gives back: the tracer of the exporting provider, its drop counts, its end. */
+/** What export.ts gives back: the tracer of the exporting provider, its drop counts, its end. */
 export interface SpanExport {
   tracer: Tracer;
   dropped(): DroppedSpans;
   /** Flushes what is queued and stops, within `timeoutMs` whatever the collector does. */
   shutdown(timeoutMs: number): Promise<void>;
-}
-
-/** What plugins/ tells of a delegate run. */
-export interface DelegateInfo {
-  type: string;
-  command: string;
-  containerId: string;
-  ifname: string;
-  /** The delegate network's name (its netconf's `name`). */
-  network?: string | undefined;
-}
-
-/** What the spawner told of a finished run. */
-export interface DelegateOutcome {
-  code: number | null;
-  signal: string | null;
-  timedOut: boolean;
-}
-
-/** One delegate run's part of the trace. */
-export interface DelegateTrace {
-  /** TRACEPARENT and TRACESTATE for its environment: its own span's (or, not exporting, the runtime's). */
-  readonly env: Record<string, string>;
-  /** `onStart` run in the delegate's context (its journal commit is the delegate's child), noting the pid. */
-  onStart<P extends { pid: number }>(fn: ((p: P) => void) | undefined): ((p: P) => void) | undefined;
-  exited(o: DelegateOutcome): void;
-  /** Ends its span; `err` is what the run rejected with. */
-  end(err?: unknown): void;
 }
 
 /** The request a context belongs to: its span, when serving began (wall ms), how many delegates it ran. */
@@ -122,123 +72,9 @@ interface RequestRecord {
 const REQUEST = createContextKey('stewardd CNI request');
 /** When the request arrived (wall ms). */
 const ARRIVED = createContextKey('stewardd CNI request arrival');
-/**
- * The wall time of performance.now()'s zero, read once per trace (a request, or a run outside any):
- * every time this module gives a span is that plus performance.now(), so the spans of a trace share
- * one clock. (The SDK reads Date.now(), to the millisecond, for each span on its own: a child could
- * seem to start up to a millisecond before its parent, or the wait before a delegate end after it.)
- */
-const ANCHOR = createContextKey('stewardd trace clock');
-const anchorOf = (ctx: Context): number =>
-  (ctx.getValue(ANCHOR) as number | undefined) ?? Date.now() - performance.now();
-const propagator = new W3CTraceContextPropagator();
 
 /** A request that waited at least this long between its arrival and being served gets an `admission` span. */
 export const ADMISSION_SPAN_MIN_MS = 1;
-
-let contextManager: AsyncLocalStorageContextManager | undefined;
-
-/**
- * OpenTelemetry's AsyncLocalStorage context manager, registered once per process: a context entered
- * in routes/ is the active one in plugins/ within the same async flow.
- */
-export function enableTraceContext(): void {
-  if (contextManager !== undefined) return;
-  contextManager = new AsyncLocalStorageContextManager().enable();
-  context.setGlobalContextManager(contextManager);
-}
-
-/** The fields pino adds to every line logged within a traced request (log.ts): its `traceId`. */
-export function traceLogFields(): Record<string, string> {
-  const sc = trace.getSpanContext(context.active());
-  // A fresh object each time: pino merges the line's fields into it.
-  return sc === undefined ? {} : { traceId: sc.traceId };
-}
-
-/** TRACEPARENT and TRACESTATE of a context's span, for a delegate's environment. */
-function traceEnv(ctx: Context): Record<string, string> {
-  const carrier: Record<string, string> = {};
-  propagator.inject(ctx, carrier, defaultTextMapSetter);
-  const env: Record<string, string> = {};
-  if (carrier.traceparent !== undefined) env.TRACEPARENT = carrier.traceparent;
-  if (carrier.tracestate !== undefined) env.TRACESTATE = carrier.tracestate;
-  return env;
-}
-
-/** The request's attributes, once its body is decoded. */
-export function requestAttributes(req: CniRequestBody): Attributes {
-  const pod = podFromCniArgs(req.env.args);
-  const a: Attributes = {
-    [ATTR.command]: req.env.command,
-    [ATTR.containerId]: req.env.containerId,
-    [ATTR.ifname]: req.env.ifname,
-  };
-  if (typeof req.config.name === 'string') a[ATTR.network] = req.config.name;
-  if (typeof req.config.cniVersion === 'string') a[ATTR.cniVersion] = req.config.cniVersion;
-  if (pod.namespace !== null) a[ATTR.podNamespace] = pod.namespace;
-  if (pod.name !== null) a[ATTR.podName] = pod.name;
-  if (pod.uid !== null) a[ATTR.podUid] = pod.uid;
-  return a;
-}
-
-/** Not exporting: the runtime's context, if the request brought one, handed on unchanged. */
-function passThrough(parent: Context): DelegateTrace | undefined {
-  if (trace.getSpanContext(parent) === undefined) return undefined;
-  return { env: traceEnv(parent), onStart: (fn) => fn, exited: () => undefined, end: () => undefined };
-}
-
-class RecordingDelegate implements DelegateTrace {
-  readonly env: Record<string, string>;
-
-  constructor(
-    private readonly span: Span,
-    private readonly ctx: Context,
-    private readonly anchor: number,
-  ) {
-    this.env = traceEnv(ctx);
-  }
-
-  onStart<P extends { pid: number }>(fn: ((p: P) => void) | undefined): (p: P) => void {
-    return context.bind(this.ctx, (p: P) => {
-      this.span.setAttribute(ATTR.pid, p.pid);
-      fn?.(p);
-    });
-  }
-
-  exited(o: DelegateOutcome): void {
-    if (o.code !== null) this.span.setAttribute(ATTR.exitCode, o.code);
-    if (o.signal !== null) this.span.setAttribute(ATTR.signal, o.signal);
-    if (o.timedOut) this.span.setAttribute(ATTR.timedOut, true);
-  }
-
-  end(err?: unknown): void {
-    if (err === undefined) {
-      this.span.setAttribute(ATTR.code, 0);
-    } else {
-      const e = CniError.from(err);
-      this.span.setAttribute(ATTR.code, e.code);
-      this.span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
-    }
-    this.span.end(this.anchor + performance.now());
-  }
-}
-
-/**
- * Each request's trace context as it arrived (the runtime's span, and when: its span starts there,
- * admission's wait included), noted by Tracing.listener; none for a request that brought no context
- * while nothing is exported.
- */
-const requestContexts = new WeakMap<IncomingMessage, Context>();
-
-/**
- * Runs `fn` (serving one CNI request: routes/raw-cni.ts, routes/cni.ts) in the trace context the
- * request arrived with, entered from the root: never in another request's, whichever callback
- * admitted it.
- */
-export function inRequestContext<T>(req: IncomingMessage, fn: () => T): T {
-  const ctx = requestContexts.get(req);
-  return ctx === undefined ? fn() : context.with(ctx, fn);
-}
 
 /** An attachment's key as a DEL names it and a teardown's row holds it. */
 const delKey = (containerId: string, network: string, ifname: string): string =>
@@ -249,7 +85,7 @@ export class Tracing implements EngineTrace {
   /** The span of the latest DEL request of each attachment key, oldest forgotten first. */
   private readonly dels = new Map<string, SpanContext>();
 
-  /** `exporting` undefined: no span is ever made (trace-export.ts makes one that exports). */
+  /** `exporting` undefined: no span is ever made (export.ts makes one that exports). */
   constructor(private readonly exporting?: SpanExport) {
     this.tracer = exporting?.tracer;
     enableTraceContext();
@@ -277,9 +113,9 @@ export class Tracing implements EngineTrace {
       if (recording) {
         const anchor = Date.now() - performance.now();
         const ctx = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter).setValue(ANCHOR, anchor);
-        requestContexts.set(req, ctx.setValue(ARRIVED, anchor + performance.now()));
+        noteRequestContext(req, ctx.setValue(ARRIVED, anchor + performance.now()));
       } else if (req.headers.traceparent !== undefined) {
-        requestContexts.set(req, propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter));
+        noteRequestContext(req, propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter));
       }
       l(req, res);
     };
@@ -384,7 +220,7 @@ export class Tracing implements EngineTrace {
    * own, `teardown`, linked to the DEL request that last named the attachment; its delegates' runs and
    * commits are its children, and its log lines carry its trace id.
    */
-  teardown(a: Attachment, work: () => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
+  teardown<T extends TeardownDone>(a: Attachment, work: () => Promise<T>): Promise<T> {
     const tracer = this.tracer;
     if (tracer === undefined) return work();
     const anchor = Date.now() - performance.now();

@@ -8,11 +8,11 @@
 
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Scratch } from './lib/scratch.js';
-import { BenchDaemon } from './lib/daemon.js';
-import { FAKE_NETNS, cniVars, noopConf } from './lib/netconf.js';
-import type { BenchContext, Row } from './lib/report.js';
-import { round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { FAKE_NETNS, cniVars, noopConf } from '../lib/netconf.js';
+import type { BenchContext, Row } from '../lib/report.js';
+import { round } from '../lib/stats.js';
 
 interface Case {
   id: string;

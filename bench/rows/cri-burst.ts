@@ -1,6 +1,6 @@
 // Benchmark: a burst of pods through containerd's CRI, as the kubelet sends one when many pods land
 // on a node at once (issue 39, item 1). containerd 1.6's CRI plugin, driven by the project's
-// kubelet-like client (test/helpers/cri/, as bench/cri-pod.ts), gets 100 RunPodSandbox at once
+// kubelet-like client (test/helpers/cri/, as bench/rows/cri-pod.ts), gets 100 RunPodSandbox at once
 // through steward (the conflist `stewardd install` wrote), then the same 100 through the runtime
 // handler PLAIN_HANDLER whose conflist is the same bridge + portmap chain without steward, the order
 // alternating per round; each burst's pods are then stopped and removed at once (timed too), and
@@ -21,24 +21,24 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { cpus, getPriority, setPriority } from 'node:os';
 import { join } from 'node:path';
-import { TestEnv } from '../test/helpers/env.js';
-import { CriNode, PLAIN_HANDLER } from '../test/helpers/cri/node.js';
-import { Kubelet } from '../test/helpers/cri/kubelet.js';
-import { runAtOnce, sandboxAddresses, stopRemoveAtOnce } from '../test/helpers/cri/burst.js';
+import { TestEnv } from '../../test/helpers/env.js';
+import { CriNode, PLAIN_HANDLER } from '../../test/helpers/cri/node.js';
+import { Kubelet } from '../../test/helpers/cri/kubelet.js';
+import { runAtOnce, sandboxAddresses, stopRemoveAtOnce } from '../../test/helpers/cri/burst.js';
 import {
   iptablesBaseline,
   residueTotal,
   settledResidue,
   spawnerPid,
   type PodResidue,
-} from '../test/helpers/cri/residue.js';
-import { histogramSums, perPod, type Sums } from '../test/helpers/cri/timing.js';
-import { RuntimeHost } from '../test/helpers/runtimes/host.js';
-import { baseSkipReason } from '../test/helpers/runtimes/skip.js';
-import { CRI_TOOLS } from './lib/cri-tools.js';
-import type { Scratch } from './lib/scratch.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { mean, median, p99, quantile, round } from './lib/stats.js';
+} from '../../test/helpers/cri/residue.js';
+import { histogramSums, perPod, type Sums } from '../../test/helpers/cri/timing.js';
+import { RuntimeHost } from '../../test/helpers/runtimes/host.js';
+import { baseSkipReason } from '../../test/helpers/runtimes/skip.js';
+import { CRI_TOOLS } from '../lib/cri-tools.js';
+import type { Scratch } from '../lib/scratch.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { mean, median, p99, quantile, round } from '../lib/stats.js';
 
 const LIMIT = 1.1;
 const WARMUP_PODS = 10;

@@ -6,11 +6,11 @@
 // Rounds alternate 1 and 8 concurrent workers. CPU per op is the daemon's own utime+stime from /proc/<pid>/stat over the round, divided by ADDs + DELs;
 // the delegates' CPU (reaped children) is reported apart.
 
-import type { Scratch } from './lib/scratch.js';
-import { BenchDaemon } from './lib/daemon.js';
-import { noopConf, wireBody } from './lib/netconf.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { noopConf, wireBody } from '../lib/netconf.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, round } from '../lib/stats.js';
 
 export interface LoadResult {
   pairs: number;

@@ -4,12 +4,12 @@
 // the benchmark restarts the daemon to prune. A second, smaller batch of cycles then shows the
 // pruned pages are reused (the file does not grow). Sizes are the files on disk: db + -wal + -shm.
 
-import { Store } from '../daemon/src/store/store.js';
+import { Store } from '../../daemon/src/store/store.js';
 import { existsSync, statSync } from 'node:fs';
-import type { Scratch } from './lib/scratch.js';
-import { BenchDaemon } from './lib/daemon.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { round } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { round } from '../lib/stats.js';
 import { addDelLoad } from './throughput.js';
 
 function sizes(dbPath: string): { db: number; wal: number; shm: number; total: number } {

@@ -8,12 +8,12 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Scratch } from './lib/scratch.js';
-import { BenchDaemon } from './lib/daemon.js';
-import { noopConf, wireBody } from './lib/netconf.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { mean, median, p99, round, timeMs } from './lib/stats.js';
-import type { StormOrder, StormReport } from './lib/storm-driver.js';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { noopConf, wireBody } from '../lib/netconf.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { mean, median, p99, round, timeMs } from '../lib/stats.js';
+import type { StormOrder, StormReport } from '../lib/storm-driver.js';
 
 const CONTAINERS = 100;
 const PER_CONTAINER = 100;
@@ -23,7 +23,7 @@ function startDriver(
   env: Scratch,
   order: StormOrder,
 ): Promise<{ child: ChildProcess; go: () => Promise<StormReport> }> {
-  const child = fork(new URL('./lib/storm-driver.ts', import.meta.url).pathname, [], {
+  const child = fork(new URL('../lib/storm-driver.ts', import.meta.url).pathname, [], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

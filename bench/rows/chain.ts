@@ -6,13 +6,13 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { hintHeaders } from '@cni-steward/shared';
 import { join } from 'node:path';
-import type { Scratch } from './lib/scratch.js';
-import { callEnv, execCni, leasedAddresses, type Executed } from './lib/exec.js';
-import { BenchDaemon, type DaemonTime } from './lib/daemon.js';
-import { bridgeHostLocal, cniVars, stewardOver, wireBody } from './lib/netconf.js';
-import { shimExecutable, SYSTEM_CNI_BIN } from './lib/paths.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { mean, median, pairedDiff, pairedRatio, round, timeMs } from './lib/stats.js';
+import type { Scratch } from '../lib/scratch.js';
+import { callEnv, execCni, leasedAddresses, type Executed } from '../lib/exec.js';
+import { BenchDaemon, type DaemonTime } from '../lib/daemon.js';
+import { bridgeHostLocal, cniVars, stewardOver, wireBody } from '../lib/netconf.js';
+import { shimExecutable, SYSTEM_CNI_BIN } from '../lib/paths.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { mean, median, pairedDiff, pairedRatio, round, timeMs } from '../lib/stats.js';
 
 const VERSION = '1.0.0';
 

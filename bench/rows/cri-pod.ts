@@ -10,16 +10,16 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { TestEnv } from '../test/helpers/env.js';
-import { CriNode, PLAIN_HANDLER } from '../test/helpers/cri/node.js';
-import { Kubelet } from '../test/helpers/cri/kubelet.js';
-import { RuntimeHost } from '../test/helpers/runtimes/host.js';
-import { baseSkipReason } from '../test/helpers/runtimes/skip.js';
-import { CRI_TOOLS } from './lib/cri-tools.js';
-import { curlExecMs, histogramSums, perPod } from '../test/helpers/cri/timing.js';
-import type { Scratch } from './lib/scratch.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, round } from './lib/stats.js';
+import { TestEnv } from '../../test/helpers/env.js';
+import { CriNode, PLAIN_HANDLER } from '../../test/helpers/cri/node.js';
+import { Kubelet } from '../../test/helpers/cri/kubelet.js';
+import { RuntimeHost } from '../../test/helpers/runtimes/host.js';
+import { baseSkipReason } from '../../test/helpers/runtimes/skip.js';
+import { CRI_TOOLS } from '../lib/cri-tools.js';
+import { curlExecMs, histogramSums, perPod } from '../../test/helpers/cri/timing.js';
+import type { Scratch } from '../lib/scratch.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, round } from '../lib/stats.js';
 
 /** Wall ms of one exec of the installed shim answering VERSION: what each of a pod's CNI calls pays to start it. */
 function shimExecMs(shim: string): Promise<number> {

@@ -1,5 +1,5 @@
 // Exporting the daemon's spans over OTLP/HTTP (protobuf) with OpenTelemetry's own SDK, loaded only
-// when an endpoint is configured (config.ts: --otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT). A slow,
+// when an endpoint is configured (config-checks.ts: --otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT). A slow,
 // frozen or absent collector never holds a CNI request: spans end into a BatchSpanProcessor whose
 // queue is bounded (--otlp-queue-size); past it they are dropped, and so are batches the collector
 // does not take within the export timeout. Both are counted (steward_trace_spans_dropped_total)

@@ -1,16 +1,16 @@
 // Benchmark 8: one Prometheus scrape of --metrics-listen (GET /metrics over TCP on loopback) with
 // 10,000 live attachments in the database, alternated with the same scrape of a daemon whose
 // database is empty (the floor: the Node.js process metrics and the HTTP round trip). The gauges
-// that mirror the database are computed at scrape time (metrics.ts), so this is their cost.
+// that mirror the database are computed at scrape time (daemon/src/metrics/), so this is their cost.
 
 import { readFileSync } from 'node:fs';
-import type { Scratch } from './lib/scratch.js';
+import type { Scratch } from '../lib/scratch.js';
 import { createServer } from 'node:net';
-import { BenchDaemon } from './lib/daemon.js';
-import { noopConf } from './lib/netconf.js';
-import { populateJournal } from '../daemon/src/store/populate.js';
-import { n, type BenchContext, type Row } from './lib/report.js';
-import { median, p99, pairedRatio, round } from './lib/stats.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { noopConf } from '../lib/netconf.js';
+import { populateJournal } from '../../daemon/src/store/populate.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, p99, pairedRatio, round } from '../lib/stats.js';
 
 const ATTACHMENTS = 10_000;
 
