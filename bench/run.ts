@@ -89,8 +89,23 @@ const { values } = parseArgs({
     only: { type: 'string' },
     scale: { type: 'string' },
     strict: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
   },
 });
+if (values.help) {
+  console.log(
+    [
+      'usage: npm run bench -- [--only ROW,ROW] [--scale X] [--json] [--out FILE] [--strict]',
+      `  --only    run only these rows (${BENCHES.map(([id]) => id).join(', ')})`,
+      '  --scale   sample counts times X (1: the documented run)',
+      '  --json    write the results to bench-results/latest.json (`npm run bench:docs` puts them into the docs)',
+      '  --out     write the results to FILE instead',
+      '  --strict  exit 3 when a row misses its target',
+      'Environment knobs of single rows are listed at the top of their files (e.g. bench/cri-burst.ts: CRI_BURST_*).',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
 const only = values.only?.split(',').filter((s) => s !== '');
 const unknown = only?.filter((o) => !BENCHES.some(([id]) => id === o)) ?? [];
 if (unknown.length > 0) {

@@ -20,6 +20,8 @@ export interface Row {
   target: string;
   /** true/false when the row has a target; null when it only reports. */
   met: boolean | null;
+  /** A short figure the table shows after the steward cell's (e.g. how many STATUS answered 50). */
+  tableNote?: string;
   /** Further named figures (CPU per op, RSS, bytes...). */
   extra?: Record<string, number | string>;
   notes?: string[];

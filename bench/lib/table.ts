@@ -9,9 +9,9 @@ export function table(rows: Row[]): string {
   const lines = ['| benchmark | steward | floor | ratio | target | met |', '|---|--:|--:|--:|---|---|'];
   for (const r of rows) {
     const c =
-      r.candidate.p99 !== undefined
+      (r.candidate.p99 !== undefined
         ? `p50 ${fmt(r.candidate.median, r.unit)}, p99 ${fmt(r.candidate.p99, r.unit)}`
-        : fmt(r.candidate.median, r.unit);
+        : fmt(r.candidate.median, r.unit)) + (r.tableNote ? `; ${r.tableNote}` : '');
     const f =
       r.floor === undefined
         ? '—'

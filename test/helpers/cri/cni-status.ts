@@ -36,6 +36,8 @@ export interface NetworkCondition {
   ready: boolean;
   reason?: string;
   message?: string;
+  /** Not ready: the failing plugin's CNI error code (50: not ready), or its exit code without one. */
+  code?: number | null;
   /** Plugins executed (0 below cniVersion 1.1.0). */
   execs: number;
   ms: number;
@@ -73,6 +75,7 @@ export async function networkCondition(list: any, binDirs: string[], killAfterMs
         ready: false,
         reason: 'NetworkPluginNotReady',
         message: `Network plugin returns error: plugin type="${String(plugin.type)}" failed (status): ${String(msg)} (code ${String(r.json?.code)})`,
+        code: typeof r.json?.code === 'number' ? r.json.code : r.code,
       });
     }
   }

@@ -7,7 +7,8 @@ import { parse, stringify } from 'yaml';
 import { REPO } from '../env.js';
 
 const ds = parse(readFileSync(join(REPO, 'deploy/daemonset.yaml'), 'utf8'));
-const template = ds.spec.template;
+/** The DaemonSet's pod template, as deploy/daemonset.yaml has it. */
+export const template = ds.spec.template;
 /** The manifest's stewardd container (its probes are run with `podman exec`). */
 export const manifestMain = template.spec.containers.find((c: any) => c.name === 'stewardd');
 
