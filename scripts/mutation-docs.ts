@@ -28,10 +28,18 @@ export interface PartRun {
    * earlier run (`npm run mutate:report -- --parts … --keep`) because nothing it depends on changed.
    */
   commit?: string;
+  /**
+   * The test files Stryker reported as covering or killing the part's mutants (coveredBy/killedBy):
+   * the part's verdicts depend on them. Absent in runs recorded before it was kept; the freshness
+   * check (scripts/mutation-fresh.ts) then counts every file of stryker.config.mjs's tap.testFiles
+   * that reaches the scope through its imports.
+   */
+  testFiles?: string[];
 }
 
 export interface MutationResults {
-  schema: 1;
+  /** 2: survivors carry their column and original text, runs their test files. */
+  schema: 1 | 2;
   date: string;
   commit: string;
   /** The work tree had changes not committed (such a run is not reproducible at `commit`). */
@@ -58,13 +66,15 @@ export interface MutationResults {
 export type SurvivorClass = 'equivalent' | 'accepted' | 'to kill';
 
 export interface Classification {
-  /** `file:line mutator replacement`, as survivorKey() builds it. */
+  /** `file:line:column mutator replacement`, as survivorKey() builds it. */
   key: string;
   class: SurvivorClass;
   why: string;
 }
 
-export const survivorKey = (s: Survivor): string => `${s.file}:${s.line} ${s.mutator} ${s.replacement}`;
+/** A verdict's key: a new survivor on the same line with the same mutator but another column has no verdict. */
+export const survivorKey = (s: Survivor): string =>
+  `${s.file}:${s.line}:${s.column ?? '?'} ${s.mutator} ${s.replacement}`;
 
 export const { begin, end, extract, replace } = generatedBlocks('mutation');
 
@@ -123,7 +133,7 @@ export function renderSurvivors(res: MutationResults, classes: readonly Classifi
     const cls = c?.class ?? 'unclassified';
     counts.set(cls, (counts.get(cls) ?? 0) + 1);
     const status = s.status === 'NoCoverage' ? 'no coverage' : 'survived';
-    return `| ${s.file}:${s.line} | ${status} | ${s.mutator} → \`${cell(s.replacement)}\` | ${cls} | ${cell(c?.why ?? '')} |`;
+    return `| ${s.file}:${s.line}:${s.column ?? '?'} | ${status} | ${s.mutator} → \`${cell(s.replacement)}\` | ${cls} | ${cell(c?.why ?? '')} |`;
   });
   const summary = [...counts.entries()]
     .sort((a, b) => b[1] - a[1])
@@ -145,7 +155,8 @@ export function renderBlock(res: MutationResults, classes: readonly Classificati
   const kept =
     keptScopes.length === 0
       ? ''
-      : ` Kept from an earlier run, whose mutated files have not changed since: ${keptScopes.join(', ')}.`;
+      : ` Kept from an earlier run, each at the commit that measured it (whether it is still fresh is ` +
+        `scripts/mutation-fresh.ts's to say): ${keptScopes.join(', ')}.`;
   const missing =
     res.missing.length === 0
       ? ''

@@ -1,4 +1,5 @@
-// `npm run mutate:report [-- --concurrency N] [--parts a,b] [--allow-dirty] [--assemble] [--check]`:
+// `npm run mutate:report [-- --concurrency N] [--parts a,b] [--allow-dirty] [--assemble] [--check]
+// [--render] [--carry [--carry-from old.json]]`:
 // the mutation table of docs/mutation.md from one run at one commit. Runs Stryker once per part
 // (PARTS: shared/src/cni, daemon/src/store, and daemon/src/engine in two halves) with --force, so no
 // incremental state from an earlier commit is reused: every mutant is tested against the tests of
@@ -12,7 +13,11 @@
 // block is not what docs/mutation/latest.json renders. Run it under `nice -n 19` on a shared machine.
 // --keep with --parts runs whole scopes only (every part of each scope named) and keeps the other
 // scopes from the committed table, each with the commit that measured it: test/unit/mutation-docs.test.ts
-// fails when anything such a scope depends on (its files, its tests, the Stryker config) changed since.
+// fails when anything such a scope depends on (its files, its tests, the Stryker config) changed since
+// (scripts/mutation-fresh.ts). Each part records the test files Stryker reports as covering or
+// killing its mutants, and each survivor its column and original text. --render rewrites the block
+// from the committed summary. --carry, after a re-run, carries old verdicts to new survivors that are
+// the same mutant of the same code (scripts/mutation-carry.ts), printing each for review.
 
 import { spawn, execFileSync } from 'node:child_process';
 import {
@@ -41,7 +46,8 @@ import {
   type MutationResults,
   type PartRun,
 } from './mutation-docs.js';
-import { SCOPES, summarize, survivors, type Report } from './mutation-summary.js';
+import { carry, describeCarry } from './mutation-carry.js';
+import { SCOPES, bySite, coveringTestFiles, summarize, survivors, type Report } from './mutation-summary.js';
 
 const REPO = new URL('..', import.meta.url).pathname;
 const OUT = 'reports/mutation-report';
@@ -157,6 +163,8 @@ async function runPart(part: Part, concurrency: number): Promise<PartRun> {
     command,
     concurrency,
     seconds: Math.round((Date.now() - started) / 1000),
+    // What the part's verdicts depend on besides its code (scripts/mutation-fresh.ts).
+    testFiles: coveringTestFiles(JSON.parse(readFileSync(join(REPO, report), 'utf8')) as Report),
   };
   appendFileSync(join(REPO, PARTS_LOG), `${JSON.stringify(run)}\n`);
   return run;
@@ -218,7 +226,7 @@ function assemble(): MutationResults {
     ...runs.map((r) => statSync(join(REPO, OUT, `${r.part}.json`)).mtimeMs),
   );
   return {
-    schema: 1,
+    schema: 2,
     date: meta.date,
     commit: meta.commit,
     dirty: meta.dirty,
@@ -232,9 +240,7 @@ function assemble(): MutationResults {
     tallies: [...summarize(merged).filter((t) => measured.has(t.scope)), ...kept.tallies].sort(
       (a, b) => scopeOrder(a.scope) - scopeOrder(b.scope),
     ),
-    survivors: [...survivors(merged), ...kept.survivors].sort(
-      (a, b) => a.file.localeCompare(b.file) || a.line - b.line,
-    ),
+    survivors: [...survivors(merged), ...kept.survivors].sort(bySite),
     goCoverage: meta.goCoverage,
   };
 }
@@ -249,6 +255,29 @@ function publish(res: MutationResults): void {
   writeDoc(res, false);
 }
 
+/**
+ * --carry: the verdicts of the survivors of the run before (--carry-from, default the committed
+ * docs/mutation/latest.json) carried to the new run's survivors that are the same mutant of the same
+ * code; prints every one for review, writes classes.json and the block.
+ */
+function carryVerdicts(from?: string): void {
+  const old = JSON.parse(
+    from ? readFileSync(join(REPO, from), 'utf8') : git('show', `HEAD:${DOC_RESULTS}`),
+  ) as MutationResults;
+  const next = JSON.parse(readFileSync(join(REPO, DOC_RESULTS), 'utf8')) as MutationResults;
+  const classes = JSON.parse(readFileSync(join(REPO, DOC_CLASSES), 'utf8')) as Classification[];
+  const renamed = new Map<string, string>();
+  for (const line of git('diff', '--find-renames', '--name-status', old.commit, next.commit).split('\n')) {
+    const [status, a, b] = line.split('\t');
+    if (status?.startsWith('R') && a && b) renamed.set(a, b);
+  }
+  const r = carry(old, classes, next, renamed);
+  console.log(describeCarry(r));
+  writeFileSync(join(REPO, DOC_CLASSES), `${JSON.stringify(r.classes, null, 2)}\n`);
+  writeDoc(next, false);
+  if (r.unclassified.length + r.conflicts.length > 0) process.exitCode = 1;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: process.argv.slice(2),
@@ -259,8 +288,19 @@ async function main(): Promise<void> {
       assemble: { type: 'boolean' },
       check: { type: 'boolean' },
       keep: { type: 'boolean' },
+      render: { type: 'boolean' },
+      carry: { type: 'boolean' },
+      'carry-from': { type: 'string' },
     },
   });
+  if (values.render) {
+    writeDoc(JSON.parse(readFileSync(join(REPO, DOC_RESULTS), 'utf8')) as MutationResults, false);
+    return;
+  }
+  if (values.carry) {
+    carryVerdicts(values['carry-from']);
+    return;
+  }
   if (values.check) {
     const res = JSON.parse(readFileSync(join(REPO, DOC_RESULTS), 'utf8')) as MutationResults;
     if (!writeDoc(res, true)) {

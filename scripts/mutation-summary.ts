@@ -5,6 +5,7 @@
 //
 //   node --import tsx scripts/mutation-summary.ts [report.json] [--survivors]
 
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
@@ -19,16 +20,27 @@ export const SCOPES = [
 
 export const DEFAULT_REPORT = 'reports/mutation/mutation.json';
 
+interface Position {
+  line: number;
+  column: number;
+}
+
 interface Mutant {
   id: string;
   mutatorName: string;
   replacement?: string;
   status: string;
-  location: { start: { line: number; column: number } };
+  /** 1-based line and column, end exclusive (mutation-testing-report-schema). */
+  location: { start: Position; end?: Position };
+  /** Ids of the tests (here: test files) that reach the mutant, and of those that killed it. */
+  coveredBy?: string[];
+  killedBy?: string[];
 }
 
 export interface Report {
-  files: Record<string, { mutants: Mutant[] }>;
+  files: Record<string, { mutants: Mutant[]; source?: string }>;
+  /** Test file -> its tests; with the tap runner a test is one file, its id the file's name. */
+  testFiles?: Record<string, { tests: Array<{ id: string; name: string }> }>;
 }
 
 export interface Tally {
@@ -46,9 +58,30 @@ export interface Tally {
 export interface Survivor {
   file: string;
   line: number;
+  /** 1-based column of the mutated range's start (absent in runs before the key carried it). */
+  column?: number;
   mutator: string;
   replacement: string;
   status: string;
+  /**
+   * The source text the mutant replaces (start to end of its range): sha256 of the exact text, and
+   * its first 80 characters with whitespace runs as one space. `--carry` compares the hash.
+   */
+  original?: { sha256: string; text: string };
+}
+
+/** The exact text of [start, end) in source (1-based lines and columns). */
+export function textAt(source: string, start: Position, end: Position): string {
+  const lines = source.split('\n');
+  const offset = (p: Position) => lines.slice(0, p.line - 1).reduce((n, l) => n + l.length + 1, 0) + (p.column - 1);
+  return source.slice(offset(start), offset(end));
+}
+
+export function originalOf(text: string): { sha256: string; text: string } {
+  return {
+    sha256: createHash('sha256').update(text).digest('hex'),
+    text: text.replace(/\s+/g, ' ').slice(0, 80),
+  };
 }
 
 function scopeOf(file: string): string {
@@ -86,22 +119,44 @@ export function summarize(report: Report): Tally[] {
   return [...tallies.values()];
 }
 
+/** File, line, column order. */
+export const bySite = (a: Survivor, b: Survivor): number =>
+  a.file.localeCompare(b.file) || a.line - b.line || (a.column ?? 0) - (b.column ?? 0);
+
 /** Surviving and uncovered mutants, by file and line. */
 export function survivors(report: Report): Survivor[] {
   const out: Survivor[] = [];
-  for (const [file, { mutants }] of Object.entries(report.files)) {
+  for (const [file, { mutants, source }] of Object.entries(report.files)) {
     for (const m of mutants) {
       if (m.status !== 'Survived' && m.status !== 'NoCoverage') continue;
+      const { start, end } = m.location;
       out.push({
         file,
-        line: m.location.start.line,
+        line: start.line,
+        column: start.column,
         mutator: m.mutatorName,
         replacement: (m.replacement ?? '').replace(/\s+/g, ' ').slice(0, 80),
         status: m.status,
+        ...(source !== undefined && end ? { original: originalOf(textAt(source, start, end)) } : {}),
       });
     }
   }
-  return out.sort((a, b) => a.file.localeCompare(b.file) || a.line - b.line);
+  return out.sort(bySite);
+}
+
+/**
+ * The test files Stryker reports as covering or killing any mutant of the report (sorted): what
+ * the report's scores depend on besides the mutated code.
+ */
+export function coveringTestFiles(report: Report): string[] {
+  const fileOf = new Map<string, string>();
+  for (const [name, { tests }] of Object.entries(report.testFiles ?? {}))
+    for (const t of tests) fileOf.set(t.id, name === '' ? t.name : name);
+  const out = new Set<string>();
+  for (const { mutants } of Object.values(report.files))
+    for (const m of mutants)
+      for (const id of [...(m.coveredBy ?? []), ...(m.killedBy ?? [])]) out.add(fileOf.get(id) ?? id);
+  return [...out].map((f) => f.replace(/\\/g, '/').replace(/^(?:.*?\/)?(?=test\/)/, '')).sort();
 }
 
 export function formatTable(tallies: Tally[]): string {

@@ -11,11 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// regexpTemp matches a temp directory of a test (t.TempDir) in what the shim sent.
+var regexpTemp = regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/[^"/]+/[0-9]+/|(?i)content-length: [0-9]+`)
 
 // buildShim builds this package once per test binary into a temp dir.
 var buildShim = sync.OnceValues(func() (string, error) {
@@ -209,5 +214,94 @@ func TestVERSIONAnswersOnceItHasAWholeJSONValueWithoutWaitingForStdinToClose(t *
 	// stdin stays open: the answer is the version asked for, not a timeout's newest.
 	if err := cmd.Wait(); err != nil || !strings.HasPrefix(out.String(), `{"cniVersion":"0.4.0","supportedVersions"`) {
 		t.Errorf("%v %q", err, out.String())
+	}
+}
+
+// sendByBinary runs the built shim through /bin/sh with the redirections given (e.g. `>&- 2>&-`),
+// the netconf on stdin from a file unless the redirections close it, and returns the bytes the fake
+// stewardd received on each connection and the process state.
+func sendByBinary(t *testing.T, redirections string) ([][]byte, *os.ProcessState) {
+	t.Helper()
+	exe := shimBinary(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "s.sock")
+	d := startRecordingDaemon(t, socket, okAnswer)
+	conf := `{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `","spoolDir":"` + dir + `/spool","delegates":[{"name":"d","type":"bridge"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "conf"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `exec "$0" <"$1" `+redirections, exe, filepath.Join(dir, "conf"))
+	cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_NETNS=/n", "CNI_IFNAME=eth0", "CNI_PATH=/p"}
+	// Open descriptors are pipes, as a runtime's are (not /dev/null, which a closed one becomes).
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	_ = cmd.Run()
+	return d.received(), cmd.ProcessState
+}
+
+func TestWithStdoutAndStderrClosedStewarddReceivesExactlyTheBytesOfARunWithThemOpen(t *testing.T) {
+	open, st := sendByBinary(t, "")
+	if st.ExitCode() != 0 || len(open) != 1 {
+		t.Fatalf("open descriptors: exit %v, %d connections", st, len(open))
+	}
+	// The socket path differs per run (a temp dir each, and so Content-Length): blanked out.
+	blank := func(b []byte) []byte {
+		return regexpTemp.ReplaceAll(b, []byte("<varies>"))
+	}
+	for _, redir := range []string{">&- 2>&-", ">&-", "2>&-"} {
+		closed, st := sendByBinary(t, redir)
+		if st.ExitCode() != 0 {
+			t.Errorf("%s: exit %v", redir, st)
+		}
+		if len(closed) != 1 {
+			t.Fatalf("%s: %d connections", redir, len(closed))
+		}
+		// Every byte: an answer written to a socket that took fd 1 (or an about text on fd 2) would
+		// arrive after the request, and Content-Length would differ with the path's length only.
+		if a, b := blank(open[0]), blank(closed[0]); !bytes.Equal(a, b) {
+			t.Errorf("%s: stewardd received\n%q\nwant what a run with open descriptors sends\n%q", redir, b, a)
+		}
+	}
+}
+
+func TestWithAllThreeStandardDescriptorsClosedTheShimExitsOneWithoutWaiting(t *testing.T) {
+	// fd 0 closed is /dev/null to the shim (Go's runtime opens it): an empty netconf, refused at
+	// once (nothing to wait for: EOF), exit 1, and no connection to anything.
+	start := time.Now()
+	conns, st := sendByBinary(t, "<&- >&- 2>&-")
+	if st.Sys().(syscall.WaitStatus).Signaled() || st.ExitCode() != 1 {
+		t.Errorf("exit %v, want code 1", st)
+	}
+	if len(conns) != 0 {
+		t.Errorf("stewardd received %q", conns)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v: the empty stdin was waited on", d)
+	}
+}
+
+func TestTheBinaryWritingToAClosedStdoutExitsWithItsCode(t *testing.T) {
+	exe := shimBinary(t)
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "s.sock")
+	d := startRecordingDaemon(t, socket, okAnswer)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // nobody reads the answer: the write gets EPIPE (and the kernel sends SIGPIPE)
+	defer w.Close()
+	cmd := exec.Command(exe)
+	cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_NETNS=/n", "CNI_IFNAME=eth0", "CNI_PATH=/p"}
+	cmd.Stdin = strings.NewReader(`{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `"}`)
+	cmd.Stdout = w
+	_ = cmd.Run()
+	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() || ws.ExitStatus() != 0 {
+		t.Errorf("exit %v: want 0, the ADD's code, not a death by %v", cmd.ProcessState, ws.Signal())
+	}
+	if n := len(d.received()); n != 1 {
+		t.Errorf("%d connections", n)
 	}
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -256,14 +257,30 @@ func TestWriteStdoutWritesEverythingToANonBlockingPipe(t *testing.T) {
 	}
 }
 
-func TestWriteStdoutToAClosedPipeReturns(t *testing.T) {
+func TestWriteStdoutToAClosedPipeReturnsAtTheFirstFailedWrite(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.Close()
 	defer w.Close()
-	writeAll(int(w.Fd()), []byte("answer")) // EPIPE: nothing to do, and no SIGPIPE death
+	// EPIPE: nothing to do and nothing to wait for (the process is not killed by SIGPIPE either: the
+	// binary's test is TestTheBinaryWritingToAClosedStdoutExitsWithItsCode). A writeAll that retried
+	// or waited for the pipe to drain would never return.
+	done := make(chan struct{})
+	go func() {
+		writeAll(int(w.Fd()), bytes.Repeat([]byte("answer"), 100000))
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writeAll to a pipe with no reader did not return within 5 s")
+	}
+	// The descriptor is still the caller's: writeAll does not close it.
+	if _, err := syscall.Write(int(w.Fd()), []byte("x")); err != syscall.EPIPE {
+		t.Errorf("a later write: %v, want EPIPE on the same open descriptor", err)
+	}
 }
 
 func TestSpoolFailsWholeWhenItsDirectoryCannotBeMade(t *testing.T) {

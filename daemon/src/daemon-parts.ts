@@ -8,8 +8,8 @@ import type { DaemonConfig } from './config.js';
 import type { Store } from './store/store.js';
 import { Engine } from './engine/engine.js';
 import { PrimaryWatcher } from './lifecycle/watcher.js';
-import { decideCniVersion } from './lifecycle/commands.js';
-import { VERSION_ASK_SERVING_MS, type ConflistVersionChoice } from './lifecycle/cni-version.js';
+import { decideAtStart } from './lifecycle/commands.js';
+import type { ConflistVersionChoice } from './lifecycle/cni-version.js';
 import { ShimCheck } from './lifecycle/shim-check.js';
 import { RetryScheduler } from './engine/scheduler.js';
 import type { RetryClock } from './engine/clock.js';
@@ -133,14 +133,14 @@ export function nodeInstall(cfg: DaemonConfig, runtime: RuntimeSource, log: Logg
    * that calls STATUS gets 1.1.0, one downgraded below it the primary's version back. Run once the
    * daemon serves, never before: a runtime slow to answer its Version must not keep the successor
    * of a rolling update from serving (until then the record's choice, install's, stands). A runtime
-   * that does not answer proves nothing: the record's choice then stays.
+   * that does not answer proves nothing: the record's choice then stays; more than one runtime socket
+   * is the primary's version, as install writes it (commands.ts decideAtStart).
    */
   const decideVersion = async (): Promise<void> => {
     if (!cfg.cniConfDir || !watcher) return;
-    const decided = await decideCniVersion(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime, VERSION_ASK_SERVING_MS);
-    view.decided = decided;
-    if (decided.mode === 'auto' && decided.runtime === undefined) return;
-    watcher.chooseVersion(decided);
+    view.decided = await decideAtStart(cfg.cniVersion, cfg.runtimeEndpoint, log, runtime, (c) =>
+      watcher.chooseVersion(c),
+    );
   };
   return { view, watcher, shimCheck, decideVersion };
 }

@@ -53,17 +53,25 @@ export class LogSink implements DestinationStream {
 
   write(line: string): void {
     const out = this.out;
-    if (this.broken || (out.kind === 'stream' && out.stream.writableLength + line.length > this.maxPendingBytes)) {
+    if (this.broken) {
       this.drop();
       return;
     }
     if (out.kind === 'stream') {
+      // Bytes, not characters: a net.Socket queues a string as it is and counts its UTF-16 length in
+      // writableLength, so a bound on characters let three times as many bytes of non-ASCII text wait.
+      // Written as a Buffer, the line is queued and counted in bytes.
+      const bytes = Buffer.from(line);
+      if (out.stream.writableLength + bytes.length > this.maxPendingBytes) {
+        this.drop();
+        return;
+      }
       // O_NONBLOCK is a flag of the open file description, which children share: a child given this
       // stdout or stderr (libuv makes a child's stdio blocking as it starts it) clears it for the
       // daemon too, and the next write to a full pipe would block the loop. Set again at each write
       // (one fcntl pair); the plugin spawner is forked with its stdout ignored for the same reason.
       (out.stream as unknown as { _handle?: { setBlocking?(b: boolean): number } })._handle?.setBlocking?.(false);
-      out.stream.write(line);
+      out.stream.write(bytes);
       return;
     }
     try {

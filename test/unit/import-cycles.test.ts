@@ -3,27 +3,12 @@
 // still two modules that cannot be read apart.
 
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { join, relative } from 'node:path';
 import { test } from 'node:test';
 
+import { importsOf, sources } from '../../scripts/import-graph.js';
+
 const REPO = new URL('../..', import.meta.url).pathname;
-
-function sources(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const p = join(dir, name);
-    return statSync(p).isDirectory() ? sources(p) : p.endsWith('.ts') ? [p] : [];
-  });
-}
-
-/** Relative imports of a module, resolved to source files (`./x.js` is `./x.ts`). */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  const specs = [...text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+'(\.{1,2}\/[^']+)'/g)].map(
-    (m) => m[1] as string,
-  );
-  return specs.map((s) => resolve(dirname(file), s.replace(/\.js$/, '.ts')));
-}
 
 function cycles(files: string[]): string[][] {
   const graph = new Map(files.map((f) => [f, importsOf(f).filter((d) => files.includes(d))]));

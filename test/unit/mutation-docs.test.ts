@@ -5,7 +5,6 @@
 // left to kill.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -25,17 +24,57 @@ import {
   type Classification,
   type MutationResults,
 } from '../../scripts/mutation-docs.js';
+import { describeStale, freshness, tapTestFiles } from '../../scripts/mutation-fresh.js';
 import { PARTS } from '../../scripts/mutation-report.js';
 import { SCOPES, type Tally } from '../../scripts/mutation-summary.js';
 
 const REPO = new URL('../..', import.meta.url).pathname;
+
+/**
+ * Scopes of the committed table already stale when the freshness check learned to count test files,
+ * the Stryker config and imported modules (issue 41): each with exactly what changed since its commit.
+ * Empty it by re-running those scopes (`npm run mutate:report -- --parts … --keep`); any other change
+ * to what a scope depends on fails here.
+ */
+const KNOWN_STALE: Record<string, string[]> = {
+  'daemon/src/store/': [
+    'shared/src/api.ts',
+    'shared/src/index.ts',
+    'shared/src/printable.ts',
+    'shared/src/restart.ts',
+    'shared/src/spool.ts',
+    'test/unit/audit-proof.test.ts',
+    'test/unit/store-open-error.test.ts',
+  ],
+  'daemon/src/engine/': [
+    'daemon/src/metrics.ts',
+    'daemon/src/plugins/executor.ts',
+    'daemon/src/plugins/spawner.ts',
+    'daemon/src/tracing.ts',
+    'shared/src/api.ts',
+    'shared/src/index.ts',
+    'shared/src/printable.ts',
+    'shared/src/restart.ts',
+    'shared/src/spool.ts',
+  ],
+  'daemon/src/audit/': ['daemon/src/plugins/executor.ts', 'daemon/src/plugins/spawner.ts', 'daemon/src/tracing.ts'],
+  'daemon/src/routes/admission.ts': [
+    'daemon/src/routes/raw-cni.ts',
+    'daemon/src/tracing.ts',
+    'shared/src/api.ts',
+    'shared/src/index.ts',
+    'shared/src/printable.ts',
+    'shared/src/restart.ts',
+    'shared/src/spool.ts',
+  ],
+};
 const read = (rel: string) => readFileSync(join(REPO, rel), 'utf8');
 const results = JSON.parse(read(DOC_RESULTS)) as MutationResults;
 const classes = JSON.parse(read(DOC_CLASSES)) as Classification[];
 
 describe('docs/mutation.md report block', () => {
   test('the committed summary is one run at one commit without incremental state; parts not finished are named', () => {
-    assert.equal(results.schema, 1);
+    assert.ok(results.schema === 1 || results.schema === 2);
     assert.match(results.commit, /^[0-9a-f]{7,}$/);
     assert.equal(results.dirty, false, 'a run with uncommitted changes is not reproducible at its commit');
     assert.match(results.date, /^\d{4}-\d\d-\d\dT/);
@@ -62,33 +101,22 @@ describe('docs/mutation.md report block', () => {
     if (results.missing.length > 0) assert.match(extract(read(DOC_FILE), 'report') ?? '', /\*\*Incomplete:\*\*/);
   });
 
-  test('each scope is measured at a commit no older than the last change to its mutated files, and every part finished', () => {
-    const git = (...args: string[]) => execFileSync('git', args, { cwd: REPO, encoding: 'utf8' }).trim();
-    // A scope is measured at the table's commit, or kept (--keep) from an earlier run at its own.
-    for (const scope of SCOPES) {
-      const runs = results.runs.filter((r) => r.scope === scope);
-      assert.ok(runs.length > 0, `${scope} is not measured`);
-      const commits = new Set(runs.map((r) => r.commit ?? results.commit));
-      assert.equal(
-        commits.size,
-        1,
-        `${scope}: its parts were measured at different commits ${[...commits].join(', ')}`,
-      );
-      const measuredAt = git('rev-parse', '--verify', `${[...commits][0]}^{commit}`);
-      // The mutated files are the directory in scope (a scope ending in .ts is one file).
-      const lastChange = git('log', '-1', '--format=%H', 'HEAD', '--', scope.replace(/\/$/, ''));
-      assert.match(lastChange, /^[0-9a-f]{40}$/);
-      let atOrAfter = true;
-      try {
-        execFileSync('git', ['merge-base', '--is-ancestor', lastChange, measuredAt], { cwd: REPO, stdio: 'ignore' });
-      } catch {
-        atOrAfter = false;
-      }
-      assert.ok(
-        atOrAfter,
-        `${scope} is measured at ${measuredAt.slice(0, 10)}, older than ${lastChange.slice(0, 10)}, the last change to its files: run npm run mutate:report -- --parts <its parts> --keep`,
-      );
-    }
+  test('each scope is fresh: nothing it depends on changed since the commit that measured it, and every part finished', async () => {
+    // What a scope depends on: its mutated files, the test files covering its mutants, the Stryker
+    // config and ignorer, and the modules its files import (scripts/mutation-fresh.ts).
+    const all = freshness(REPO, results, await tapTestFiles(REPO));
+    assert.deepEqual(all.map((f) => f.scope).sort(), [...SCOPES].sort(), 'every scope is measured');
+    const stale = Object.fromEntries(
+      all.filter((f) => f.changed.length > 0).map((f) => [f.scope, f.changed.map((c) => c.file)]),
+    );
+    assert.deepEqual(
+      stale,
+      KNOWN_STALE,
+      `stale (or KNOWN_STALE is out of date):\n${all
+        .filter((f) => f.changed.length > 0)
+        .map(describeStale)
+        .join('\n')}`,
+    );
     assert.deepEqual(results.missing, [], 'the shipped table measures every part');
   });
 
@@ -127,6 +155,22 @@ describe('docs/mutation.md report block', () => {
       assert.ok(c.why.length > 0, `${c.key}: says why`);
       assert.ok(keys.has(c.key), `${c.key}: not a survivor of the committed run`);
     }
+  });
+
+  test("a verdict's key carries line and column: a new survivor on the same line with the same mutator has none", () => {
+    const s = {
+      file: 'a.ts',
+      line: 3,
+      column: 9,
+      mutator: 'ConditionalExpression',
+      replacement: 'true',
+      status: 'Survived',
+    };
+    assert.equal(survivorKey(s), 'a.ts:3:9 ConditionalExpression true');
+    assert.notEqual(survivorKey({ ...s, column: 20 }), survivorKey(s));
+    // Every survivor measured since the key carried the column has one.
+    for (const r of results.survivors)
+      if (r.original !== undefined) assert.equal(typeof r.column, 'number', survivorKey(r));
   });
 
   test('no survivor is left to kill: each is killed by a test, or read and judged equivalent or accepted', () => {

@@ -30,6 +30,8 @@ export interface ConflistVersionChoice {
   runtime?: { name: string; version: string; endpoint: string };
   /** Whether the runtime that answered calls STATUS (and GC) on a conflist at 1.1.0 (status tells it with the version written). */
   statusAsked: boolean;
+  /** `auto` with more than one runtime socket (manyRuntimes): the sockets found; no runtime was asked. */
+  runtimeSockets?: string[];
 }
 
 /** The first version each runtime accepts a 1.1.0 conflist at and calls STATUS on it. */
@@ -115,7 +117,18 @@ export function manyRuntimes(sockets: readonly string[]): ConflistVersionChoice 
     version: null,
     reason: `more than one runtime socket exists (${sockets.join(', ')}) and each reads the CNI conf dir: the primary's version, which every runtime accepts (give --runtime-endpoint to choose by one)`,
     statusAsked: false,
+    runtimeSockets: [...sockets],
   };
+}
+
+/**
+ * Whether a daemon at its start rewrites the conflist by `decided`: not when `auto` got no answer
+ * from the runtime (that proves nothing: the record's choice, install's, stays); yes for an explicit
+ * mode, an answer, or more than one runtime socket (known without asking: the primary's version,
+ * which every runtime accepts, as install writes it).
+ */
+export function appliesAtStart(decided: ConflistVersionChoice): boolean {
+  return decided.mode !== 'auto' || decided.runtime !== undefined || decided.runtimeSockets !== undefined;
 }
 
 /** The conflist's cniVersion under `choice`, given the primary's. */

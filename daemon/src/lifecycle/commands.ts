@@ -8,10 +8,12 @@ import { createLogger } from '../log.js';
 import { runtimeFor, type RuntimeSource } from '../audit/runtime.js';
 import { DEFAULT_RUNTIME_SOCKETS } from '../audit/cri.js';
 import {
+  appliesAtStart,
   chooseConflistVersion,
   describeChoice,
   manyRuntimes,
   VERSION_ASK_MS,
+  VERSION_ASK_SERVING_MS,
   type CniVersionMode,
   type ConflistVersionChoice,
 } from './cni-version.js';
@@ -76,8 +78,10 @@ export async function decideCniVersion(
   log: Logger,
   runtime?: RuntimeSource,
   askMs: number = VERSION_ASK_MS,
+  /** The usual runtime sockets looked for (tests give their own). */
+  sockets: readonly string[] = DEFAULT_RUNTIME_SOCKETS,
 ): Promise<ConflistVersionChoice> {
-  const present = DEFAULT_RUNTIME_SOCKETS.filter((s) => existsSync(s));
+  const present = sockets.filter((s) => existsSync(s));
   if (mode === 'auto' && endpoint === undefined && present.length > 1) {
     const choice = manyRuntimes(present);
     log.warn({ ...choice }, 'conflist version chosen');
@@ -92,6 +96,23 @@ export async function decideCniVersion(
   } finally {
     if (runtime === undefined) rt.close(); // ours: a daemon's own runtime stays open for its audit
   }
+}
+
+/**
+ * The conflist's version decided again at a daemon's start (once it serves): `apply` (the primary
+ * watcher's chooseVersion) is given the choice unless `auto` got no answer (appliesAtStart).
+ */
+export async function decideAtStart(
+  mode: CniVersionMode,
+  endpoint: string | undefined,
+  log: Logger,
+  runtime: RuntimeSource,
+  apply: (choice: ConflistVersionChoice) => void,
+  sockets: readonly string[] = DEFAULT_RUNTIME_SOCKETS,
+): Promise<ConflistVersionChoice> {
+  const decided = await decideCniVersion(mode, endpoint, log, runtime, VERSION_ASK_SERVING_MS, sockets);
+  if (appliesAtStart(decided)) apply(decided);
+  return decided;
 }
 
 /** The install lock stayed busy for the whole wait (lock.ts): no file or record was changed. */

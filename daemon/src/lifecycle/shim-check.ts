@@ -7,15 +7,18 @@
 // daemon's own is --shim (default shim-path.ts defaultShim, as install's). Checked at start and
 // every second, cheaply: the installed file is hashed only when its stat (size, mtime, inode) changed.
 //
-// Both files are read through files.ts readRegularFileChunks (issue 28 item 3): only a regular file,
-// never blocking, at most MAX_SHIM_BYTES, hashed a chunk at a time. Anything else at the installed
+// Both files are read with files.ts's checks (issue 28 item 3): only a regular file, never blocking,
+// at most MAX_SHIM_BYTES, hashed a chunk at a time. The installed one is re-hashed asynchronously
+// (sha256RegularFileAsync: the event loop turns between 1 MiB chunks), one check at a time: a
+// 250 MiB file touched every second is re-hashed every second, and that held the loop ~230 ms each
+// time when the hash was synchronous (issue 41). Anything else at the installed
 // path (a FIFO, a link to a device, a directory, a file over the bound, one that cannot be read) is
 // not this daemon's shim: not ready with the reason, never a frozen loop, a heap of bytes or a silent
 // "no mismatch".
 
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { MAX_REGULAR_FILE_BYTES, sha256RegularFile } from './files.js';
+import { MAX_REGULAR_FILE_BYTES, sha256RegularFile, sha256RegularFileAsync } from './files.js';
 import { readRecord } from './record.js';
 
 export const SHIM_CHECK_INTERVAL_MS = 1000;
@@ -36,6 +39,9 @@ export class ShimCheck {
     { path: string; stamp: string; sha: string } | { path: string; stamp: string; unreadable: string } | undefined;
   private why: string | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** The check under way: a tick that finds one running skips (no two hashes of the file at once). */
+  private running: Promise<void> | undefined;
+  private hashes = 0;
 
   constructor(private readonly o: ShimCheckOptions) {
     try {
@@ -50,9 +56,14 @@ export class ShimCheck {
   }
 
   start(): void {
-    this.check();
-    this.timer = setInterval(() => this.check(), this.o.intervalMs ?? SHIM_CHECK_INTERVAL_MS);
+    void this.check();
+    this.timer = setInterval(() => void this.check(), this.o.intervalMs ?? SHIM_CHECK_INTERVAL_MS);
     this.timer.unref();
+  }
+
+  /** How many times the installed file was hashed (its stat changed): for tests and debugging. */
+  hashed(): number {
+    return this.hashes;
   }
 
   stop(): void {
@@ -69,7 +80,15 @@ export class ShimCheck {
     return this.why;
   }
 
-  check(): void {
+  /** One check; while one is under way, that one (the file is never hashed twice at once). */
+  check(): Promise<void> {
+    this.running ??= this.checkOnce().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async checkOnce(): Promise<void> {
     if (this.own === undefined) return;
     let path: string;
     try {
@@ -91,7 +110,8 @@ export class ShimCheck {
     }
     if (this.seen?.path !== path || this.seen.stamp !== stamp) {
       try {
-        this.seen = { path, stamp, sha: sha256RegularFile(path, MAX_SHIM_BYTES) };
+        this.hashes++;
+        this.seen = { path, stamp, sha: await sha256RegularFileAsync(path, MAX_SHIM_BYTES) };
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
           this.seen = undefined;
