@@ -59,6 +59,7 @@ export default {
       'test/unit/recovery.test.ts',
       'test/unit/retry-clock.test.ts',
       'test/unit/scheduler.test.ts',
+      'test/unit/spool-batches.test.ts',
       'test/unit/spool-log.test.ts',
       'test/unit/spool-scheduler.test.ts',
       'test/unit/scheduler-prune.test.ts',
