@@ -52,6 +52,7 @@ export default {
       'test/unit/limiter.test.ts',
       'test/unit/netconf.test.ts',
       'test/unit/netns-bind-mount.test.ts',
+      'test/unit/netns-kind-cache.test.ts',
       'test/unit/owner.test.ts',
       'test/unit/owner-describe.test.ts',
       'test/unit/plugin-processes.test.ts',
