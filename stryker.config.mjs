@@ -71,6 +71,7 @@ export default {
       'test/unit/validate.test.ts',
       // Slow ones last (waits of 0.2 to 6 s; 2 to 7 s a file): a mutant runs its covering files in this order and
       // stops at the first that fails, so most admission mutants are killed before these run.
+      'test/unit/admission-edges.test.ts',
       'test/unit/admission-pace.test.ts',
       'test/unit/admission-counters.test.ts',
       'test/unit/admission-body-deadline.test.ts',
