@@ -53,6 +53,7 @@ export default {
       'test/unit/limiter.test.ts',
       'test/unit/netconf.test.ts',
       'test/unit/netns-bind-mount.test.ts',
+      'test/unit/netns-kind-cache.test.ts',
       'test/unit/owner.test.ts',
       'test/unit/owner-describe.test.ts',
       'test/unit/plugin-processes.test.ts',
@@ -60,6 +61,7 @@ export default {
       'test/unit/recovery.test.ts',
       'test/unit/retry-clock.test.ts',
       'test/unit/scheduler.test.ts',
+      'test/unit/spool-batches.test.ts',
       'test/unit/spool-log.test.ts',
       'test/unit/spool-scheduler.test.ts',
       'test/unit/scheduler-prune.test.ts',
@@ -70,6 +72,7 @@ export default {
       'test/unit/validate.test.ts',
       // Slow ones last (waits of 0.2 to 6 s; 2 to 7 s a file): a mutant runs its covering files in this order and
       // stops at the first that fails, so most admission mutants are killed before these run.
+      'test/unit/admission-edges.test.ts',
       'test/unit/admission-pace.test.ts',
       'test/unit/admission-counters.test.ts',
       'test/unit/admission-body-deadline.test.ts',

@@ -5,6 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createConnection, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -170,4 +171,38 @@ describe('the CRI runtime as the audit asks it', () => {
     assert.deepEqual(await rt.version(2000), { name: '', version: '', endpoint: `unix://${socket}` });
     rt.close();
   });
+
+  // The timeout only bounds a failure (a channel close() leaves open is waited for, not timed).
+  it(
+    'one connection to the runtime, reused for every ask on the same socket and closed by close()',
+    { timeout: 10_000 },
+    async () => {
+      // A counting proxy in front of the runtime's socket: each connection the client opens is one here.
+      const conns: Socket[] = [];
+      const proxySocket = join(dir, 'proxy.sock');
+      const proxy = createServer((c) => {
+        conns.push(c);
+        const up = createConnection(socket);
+        c.pipe(up).pipe(c);
+        c.on('close', () => up.destroy());
+        up.on('close', () => c.destroy());
+      });
+      await new Promise<void>((r) => proxy.listen(proxySocket, r));
+      try {
+        handlers.ListPodSandbox = () => ({ reply: { items: [{ id: A }] } });
+        const rt = runtimeFor(proxySocket);
+        assert.deepEqual(await rt.listSandboxes(), [A]);
+        assert.deepEqual(await rt.listSandboxes(), [A]);
+        assert.deepEqual(await rt.version(2000), { name: '', version: '', endpoint: `unix://${proxySocket}` });
+        assert.equal(conns.length, 1, 'three asks, one connection');
+        const closed = new Promise((r) => conns[0]!.once('close', r));
+        rt.close();
+        await closed; // never, were its channel left open
+        assert.equal(conns.length, 1);
+      } finally {
+        for (const c of conns) c.destroy();
+        await new Promise((r) => proxy.close(r));
+      }
+    },
+  );
 });

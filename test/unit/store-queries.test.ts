@@ -282,6 +282,27 @@ describe('Store: health probes', () => {
     assert.match(problems[0]!, /not open/);
   });
 
+  test('quickCheck gives the connection back the page cache size it had (its own 1 MiB is for the check only)', () => {
+    /** A store that reads its connection's page cache size (cache_size: a connection's own setting). */
+    class CacheSizeStore extends Store {
+      cacheSize(): number {
+        return this.db.pragma('cache_size', { simple: true }) as number;
+      }
+      setCacheSize(kib: number): void {
+        this.db.exec(`PRAGMA cache_size = -${kib}`);
+      }
+    }
+    const store = new CacheSizeStore(join(root, `cache-${++n}`, 'steward.db'));
+    open.push(store);
+    const before = store.cacheSize();
+    assert.notEqual(before, -1024, "the default is not the check's own 1 MiB");
+    assert.deepEqual(store.quickCheck(), []);
+    assert.equal(store.cacheSize(), before);
+    store.setCacheSize(4096);
+    assert.deepEqual(store.quickCheck(1), []);
+    assert.equal(store.cacheSize(), -4096, 'whatever size the connection had');
+  });
+
   test('writeProbe: a database directory moved away under the daemon is named, not taken for a healthy disk', () => {
     const dir = join(root, `moved-${++n}`);
     const path = join(dir, 'steward.db');
