@@ -5,9 +5,8 @@
 //    for their turn); a batch's DELs run together, the next batch only after they are done;
 //  - a spooled DEL stamped in the very millisecond the start-up scan began, and listed by it, is one
 //    the scan counted: its container is released once it is done, not only at the end of the drain;
-//    one stamped in that millisecond but written after the listing is no such DEL (a todo: spool.ts
-//    takes it for one, and may release a container early; settling only the names the scan listed
-//    would pass both tests).
+//    one stamped in that millisecond but written after the listing is no such DEL: only the names the
+//    scan listed settle a container, so it is not released early.
 
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -119,12 +118,11 @@ describe('the start-up holds at the edge of the scan', () => {
     assert.equal(drain.pending, 0);
   });
 
-  test(
-    'a DEL stamped in that millisecond but written after the listing does not release a container the scan still holds',
-    {
-      todo: "fails with spool.ts:358 as it is (`>`): a file stamped in the scan's own millisecond is taken for one the scan listed; `>=` (or settling only the names the scan listed) fixes it",
-    },
-    async (t) => {
+  for (const [when, stampedMs] of [
+    ['in that millisecond', 0],
+    ['half a second before it (a writer stamps before it renames)', -500],
+  ] as const)
+    test(`a DEL stamped ${when} but written after the listing does not release a container the scan still holds`, async (t) => {
       const dir = freshDir();
       const T = 1_800_000_000_000;
       t.mock.method(Date, 'now', () => T);
@@ -136,8 +134,8 @@ describe('the start-up holds at the edge of the scan', () => {
       const { engine, done } = recordingEngine((id) => (id === listed ? gate.promise : undefined));
       const drain = new SpoolDrain(engine, dir, silentLog);
       assert.equal(drain.scan(), 1);
-      // Renamed into the spool after the scan listed it, within the scan's millisecond.
-      writeFileSync(join(dir, spoolName(T, late.slice(0, 64), 2)), wire(late));
+      // Renamed into the spool after the scan listed it.
+      writeFileSync(join(dir, spoolName(T + stampedMs, late.slice(0, 64), 2)), wire(late));
       const hold = engine.spoolHold?.(listed);
       assert.ok(hold);
       let released = false;
@@ -149,6 +147,5 @@ describe('the start-up holds at the edge of the scan', () => {
       gate.resolve();
       await drained;
       assert.equal(early, false, "released while the listed file's DEL still ran");
-    },
-  );
+    });
 });

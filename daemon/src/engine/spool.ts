@@ -130,11 +130,15 @@ export function ingestSpool(engine: Engine, spoolDir: string, log: Logger): Prom
  * (after) drains in the background and releases each container when its last counted file is done.
  */
 export class SpoolDrain {
-  private readonly perContainer = new Map<string, { left: number; release: () => void; held: Promise<void> }>();
+  /**
+   * The containers the scan holds, by spool-name prefix, each with the names the scan listed for it:
+   * only those settle it. A file renamed in after the listing (whatever its name's time stamp: a
+   * writer stamps before it renames) is no DEL the scan counted and must not release it early.
+   */
+  private readonly perContainer = new Map<string, { names: Set<string>; release: () => void; held: Promise<void> }>();
   private total = 0;
   /** Entries the scan counted whose names are not spoolRequest's (they hold no container). */
   private unnamed = 0;
-  private scanStartedAt = 0;
   private running: Promise<SpoolReport> | undefined;
 
   constructor(
@@ -150,7 +154,6 @@ export class SpoolDrain {
 
   /** Lists the spool (names only) and holds the containers it names; returns how many DELs wait. */
   scan(): number {
-    this.scanStartedAt = Date.now();
     let dir;
     try {
       dir = opendirSync(this.spoolDir, { bufferSize: 256 });
@@ -171,10 +174,10 @@ export class SpoolDrain {
         if (!c) {
           let release!: () => void;
           const held = new Promise<void>((r) => (release = r));
-          c = { left: 0, release, held };
+          c = { names: new Set(), release, held };
           this.perContainer.set(prefix, c);
         }
-        c.left++;
+        c.names.add(ent.name);
       }
     } finally {
       dir.closeSync();
@@ -218,13 +221,11 @@ export class SpoolDrain {
       }
       return;
     }
-    // Written after the scan: not one the scan counted.
-    if (Number(m[1]) > this.scanStartedAt) return;
+    // Not listed by the scan (written after it): not one the scan counted.
     const c = this.perContainer.get(m[2] as string);
-    if (!c || c.left === 0) return;
-    c.left--;
+    if (!c?.names.delete(name)) return;
     this.total--;
-    if (c.left === 0) {
+    if (c.names.size === 0) {
       this.perContainer.delete(m[2] as string);
       c.release();
     }
