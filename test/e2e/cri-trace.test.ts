@@ -7,7 +7,7 @@
 // commits, a `delegate <type> <COMMAND>` span per delegate plugin of the installed chain (exit code 0),
 // and the daemon's log lines for that container carrying the trace id. RemovePodSandbox stops the
 // sandbox again and so runs a second DEL: stewardd answers it from the first's tombstone, a trace of
-// its own with the request span alone.
+// its own with the request span and no delegate span.
 //
 // The kubelet-like client sends its trace context the way a traced kubelet does (gRPC metadata
 // `traceparent` on RunPodSandbox), and containerd 1.6 does not carry it on to CNI: its libcni (1.1.x)
@@ -297,7 +297,7 @@ describe("a pod's trace through containerd 1.6's CRI plugin, read back from a re
 
     // RemovePodSandbox: containerd's CRI plugin stops the sandbox again first ("Forcibly stopping
     // sandbox"), and that stop tears the network down again: a second CNI DEL for a sandbox whose netns
-    // it already removed. stewardd answers it from the DEL's tombstone (no delegate runs): one span.
+    // it already removed. stewardd answers it from the DEL's tombstone: no delegate runs.
     await n.cri.removePodSandbox(sandbox);
     assert.deepEqual(await k.sandboxesOf(pod), []);
     const again = await poll("RemovePodSandbox's DEL in Jaeger", 60_000, async () => {
