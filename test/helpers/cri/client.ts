@@ -85,11 +85,19 @@ export class CriClient {
     this.client.close();
   }
 
-  private call<T>(method: string, req: unknown, timeoutMs = this.timeoutMs): Promise<T> {
+  /** `metadata`: gRPC metadata sent with the call (the kubelet's `traceparent` when its tracing is on). */
+  private call<T>(
+    method: string,
+    req: unknown,
+    timeoutMs = this.timeoutMs,
+    metadata: Record<string, string> = {},
+  ): Promise<T> {
     this.calls[method] = (this.calls[method] ?? 0) + 1;
     const fn = (this.client as unknown as Record<string, Unary>)[method]!.bind(this.client);
+    const meta = new grpc.Metadata();
+    for (const [k, v] of Object.entries(metadata)) meta.set(k, v);
     return new Promise((resolve, reject) => {
-      fn(req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
+      fn(req, meta, { deadline: Date.now() + timeoutMs }, (err, res) => {
         if (err) reject(new CriError(method, err.code, err.details || err.message));
         else resolve(res as T);
       });
@@ -108,8 +116,18 @@ export class CriClient {
     return { conditions: r.status?.conditions ?? [], info: r.info ?? {} };
   }
 
-  async runPodSandbox(config: PodSandboxConfig, runtimeHandler = ''): Promise<string> {
-    const r = await this.call<{ podSandboxId: string }>('RunPodSandbox', { config, runtimeHandler });
+  /** `metadata`: e.g. `{ traceparent }`, as the kubelet's otelgrpc client interceptor sends its span's context. */
+  async runPodSandbox(
+    config: PodSandboxConfig,
+    runtimeHandler = '',
+    metadata: Record<string, string> = {},
+  ): Promise<string> {
+    const r = await this.call<{ podSandboxId: string }>(
+      'RunPodSandbox',
+      { config, runtimeHandler },
+      this.timeoutMs,
+      metadata,
+    );
     return r.podSandboxId;
   }
 

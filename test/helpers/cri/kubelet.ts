@@ -73,15 +73,23 @@ export class Kubelet {
     };
   }
 
-  /** RunPodSandbox; `handler` is the runtime handler (RuntimeClass), '' for containerd's default. */
+  /**
+   * RunPodSandbox; `handler` is the runtime handler (RuntimeClass), '' for containerd's default;
+   * `traceparent` (W3C, `00-<trace id>-<span id>-<flags>`) is sent as the call's gRPC metadata, as the
+   * kubelet's traced CRI client does (otelgrpc's interceptor with the W3C propagator).
+   */
   async runPod(
     pod: Pod,
-    opts: { attempt?: number; portMappings?: PortMapping[]; handler?: string } = {},
+    opts: { attempt?: number; portMappings?: PortMapping[]; handler?: string; traceparent?: string } = {},
   ): Promise<RunOutcome> {
     const attempt = opts.attempt ?? 0;
     const t0 = performance.now();
     try {
-      const id = await this.cri.runPodSandbox(this.config(pod, attempt, opts.portMappings), opts.handler ?? '');
+      const id = await this.cri.runPodSandbox(
+        this.config(pod, attempt, opts.portMappings),
+        opts.handler ?? '',
+        opts.traceparent === undefined ? {} : { traceparent: opts.traceparent },
+      );
       return { pod, attempt, id, ms: performance.now() - t0 };
     } catch (e) {
       if (!(e instanceof CriError)) throw e;

@@ -52,6 +52,8 @@ export interface CriNodeOptions {
   steward?: boolean;
   /** Extra `stewardd run` flags (e.g. the audit's --runtime-endpoint, see `auditArgs`). */
   daemonArgs?: (node: { runtimeEndpoint: string; net: BridgeNet }) => string[];
+  /** Extra environment for `stewardd run` (e.g. OTEL_BSP_SCHEDULE_DELAY beside an --otlp-endpoint in daemonArgs). */
+  daemonEnv?: Record<string, string>;
 }
 
 export class CriNode {
@@ -93,7 +95,11 @@ export class CriNode {
     };
     this.runtimeEndpoint = `unix://${join(env.dir, CONTAINERD_NAME, 'containerd.sock')}`;
     const extra = opts.daemonArgs?.({ runtimeEndpoint: this.runtimeEndpoint, net: this.net }) ?? [];
-    this.daemon = new Daemon(env, { name: 'stewardd', args: ['--cni-conf-dir', this.confDir, ...extra] });
+    this.daemon = new Daemon(env, {
+      name: 'stewardd',
+      args: ['--cni-conf-dir', this.confDir, ...extra],
+      env: opts.daemonEnv ?? {},
+    });
     this.cgroupParent = `/${host.netName('pods')}`;
     // libcni's result cache: "<network>-<64 hex sandbox id>-<ifname>" for steward's conflist, the
     // primary (after uninstall) and go-cni's loopback network.

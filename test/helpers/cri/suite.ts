@@ -24,13 +24,18 @@ export interface CriSuite {
   finish: () => Promise<void>;
 }
 
+export interface CriSuiteOptions extends CriNodeOptions {
+  /** Why the file cannot run besides the machine's reasons (e.g. no Jaeger built): checked before the node starts. */
+  skipReason?: string;
+}
+
 /** Sets up one CRI node for a test file; `what` names the suite in a skip or failure. */
-export async function startCriSuite(name: string, what: string, opts: CriNodeOptions = {}): Promise<CriSuite> {
+export async function startCriSuite(name: string, what: string, opts: CriSuiteOptions = {}): Promise<CriSuite> {
   const env = new TestEnv(name);
   let host: RuntimeHost | undefined;
   let node: CriNode | undefined;
   let kubelet: Kubelet | undefined;
-  let reason = baseSkipReason(CRI_COMMANDS);
+  let reason = baseSkipReason(CRI_COMMANDS) ?? opts.skipReason;
   try {
     if (reason === undefined) {
       host = await RuntimeHost.create(env);
@@ -50,7 +55,14 @@ export async function startCriSuite(name: string, what: string, opts: CriNodeOpt
     await (host ? host.finish() : env.close());
     throw e;
   }
-  const skip = skipOrFail(what, reason);
+  let skip: string | false;
+  try {
+    skip = skipOrFail(what, reason);
+  } catch (e) {
+    // STEWARD_E2E_REQUIRE=1: the failure leaves nothing behind either.
+    await (host ? host.finish() : env.close());
+    throw e;
+  }
   const finish = async (): Promise<void> => {
     if (!host) return env.close();
     const residue = await host.finish();
