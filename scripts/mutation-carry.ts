@@ -3,7 +3,7 @@
 // mutant of the same code: the same file (or the file git sees it renamed to since the old run, or
 // any file when the old survivor is gone: the code moved),
 // the same mutator and replacement, and the same original source text at the mutated range
-// (sha256). Everything carried, every verdict dropped (its survivor is gone) and every survivor
+// (sha256); a verdict whose key is unchanged is kept only over the same original text. Everything carried, every verdict dropped (its survivor is gone) and every survivor
 // left without a verdict is printed for a human to review: nothing is carried silently, and
 // test/unit/mutation-docs.test.ts still fails on any survivor without a verdict.
 
@@ -45,10 +45,14 @@ export function carry(
     a.replacement === b.replacement &&
     a.original !== undefined &&
     a.original.sha256 === b.original?.sha256;
+  const oldByKey = new Map(old.survivors.map((o) => [survivorKey(o), o]));
   for (const s of next.survivors) {
     const key = survivorKey(s);
     const kept = byKey.get(key);
-    if (kept) {
+    // The same key is the same verdict only over the same code: other code now at that line and
+    // column (a split moved it there) is read again, like any other survivor.
+    const before = oldByKey.get(key);
+    if (kept && (before === undefined || before.original?.sha256 === s.original?.sha256)) {
       out.set(key, kept);
       continue;
     }

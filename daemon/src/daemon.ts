@@ -188,7 +188,8 @@ async function serve(
   listener = app.server;
   restrictSocket(cfg.socket);
   selfCheck.start();
-  shimCheck?.start();
+  // Only microtasks until ready: no request is answered in between (ShimCheck.start).
+  await shimCheck?.start();
   ready = true;
   // Serving: a planned restart's record has done its work (lifecycle/restart-record.ts).
   if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves');

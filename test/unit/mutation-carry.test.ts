@@ -47,6 +47,16 @@ describe('carrying verdicts to a re-run', () => {
     }
   });
 
+  test('the same key over other code (moved there by a split) keeps no verdict: it is read again', () => {
+    const old = { survivors: [s('a.ts', 10, 5, 'x > 0')] };
+    const verdict = [v('a.ts:10:5 ConditionalExpression true')];
+    const same = carry(old, verdict, { survivors: [s('a.ts', 10, 5, 'x > 0')] });
+    assert.deepEqual(same.classes, verdict, 'the same code at the same place keeps its verdict');
+    const other = carry(old, verdict, { survivors: [s('a.ts', 10, 5, 'y < 1')] });
+    assert.deepEqual(other.classes, []);
+    assert.deepEqual(other.unclassified, ['a.ts:10:5 ConditionalExpression true']);
+  });
+
   test('a renamed file, or code moved to another file, carries; a survivor still in place keeps its own', () => {
     const old = { survivors: [s('a.ts', 10, 5, 'x > 0'), s('a.ts', 20, 5, 'y > 0')] };
     const verdicts = [

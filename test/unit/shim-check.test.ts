@@ -76,6 +76,20 @@ describe('ShimCheck', () => {
     assert.equal(c.mismatch(), 0);
   });
 
+  it('start(): another build installed is known before the event loop turns once (the daemon is ready only after)', async () => {
+    const n = node('start');
+    record(n.stateDir, n.installed);
+    writeFileSync(n.installed, 'build B');
+    const c = new ShimCheck({ stateDir: n.stateDir, ownShim: n.own, log, intervalMs: 60_000 });
+    let turned = false;
+    setImmediate(() => (turned = true));
+    await c.start();
+    c.stop();
+    assert.equal(turned, false, 'no I/O callback (no request) ran before the first check settled');
+    assert.equal(c.mismatch(), 1);
+    assert.equal(c.hashed(), 1);
+  });
+
   it('sees a same-size rewrite even with its mtime put back (ctime moves), and the build put back', async () => {
     const n = node('b');
     record(n.stateDir, n.installed);

@@ -32,6 +32,11 @@ export interface ConflistVersionChoice {
   statusAsked: boolean;
   /** `auto` with more than one runtime socket (manyRuntimes): the sockets found; no runtime was asked. */
   runtimeSockets?: string[];
+  /**
+   * The runtime asked was the one --runtime-endpoint named: an operator's pick among several sockets
+   * (what manyRuntimes' reason tells them to do), which a daemon that only sees several keeps.
+   */
+  endpointGiven?: true;
 }
 
 /** The first version each runtime accepts a 1.1.0 conflist at and calls STATUS on it. */

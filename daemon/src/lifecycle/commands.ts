@@ -90,7 +90,9 @@ export async function decideCniVersion(
   const rt = runtime ?? runtimeFor(endpoint);
   try {
     // Asked whatever the mode: status says whether this runtime asks STATUS at what was written.
-    const choice = chooseConflistVersion(mode, await rt.version(askMs));
+    const chosen = chooseConflistVersion(mode, await rt.version(askMs));
+    const choice: ConflistVersionChoice =
+      endpoint !== undefined && chosen.runtime !== undefined ? { ...chosen, endpointGiven: true } : chosen;
     log.info({ cniVersion: choice.version ?? "the primary's", ...choice }, 'conflist version chosen');
     return choice;
   } finally {

@@ -55,10 +55,16 @@ export class ShimCheck {
     }
   }
 
-  start(): void {
-    void this.check();
+  /**
+   * The first check hashes synchronously, as the daemon starts serving: settled within the microtasks
+   * the caller awaits, so no request is answered ready before it is known whether the installed shim
+   * is ours. The checks after it hash asynchronously (a re-hash never blocks the loop).
+   */
+  start(): Promise<void> {
+    const first = this.check(true);
     this.timer = setInterval(() => void this.check(), this.o.intervalMs ?? SHIM_CHECK_INTERVAL_MS);
     this.timer.unref();
+    return first;
   }
 
   /** How many times the installed file was hashed (its stat changed): for tests and debugging. */
@@ -81,14 +87,14 @@ export class ShimCheck {
   }
 
   /** One check; while one is under way, that one (the file is never hashed twice at once). */
-  check(): Promise<void> {
-    this.running ??= this.checkOnce().finally(() => {
+  check(sync = false): Promise<void> {
+    this.running ??= this.checkOnce(sync).finally(() => {
       this.running = undefined;
     });
     return this.running;
   }
 
-  private async checkOnce(): Promise<void> {
+  private async checkOnce(sync: boolean): Promise<void> {
     if (this.own === undefined) return;
     let path: string;
     try {
@@ -111,7 +117,8 @@ export class ShimCheck {
     if (this.seen?.path !== path || this.seen.stamp !== stamp) {
       try {
         this.hashes++;
-        this.seen = { path, stamp, sha: await sha256RegularFileAsync(path, MAX_SHIM_BYTES) };
+        const sha = sync ? sha256RegularFile(path, MAX_SHIM_BYTES) : await sha256RegularFileAsync(path, MAX_SHIM_BYTES);
+        this.seen = { path, stamp, sha };
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
           this.seen = undefined;

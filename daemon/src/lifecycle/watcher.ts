@@ -139,6 +139,10 @@ export class PrimaryWatcher {
     // An operator's explicit `stewardd install --cni-version X` stands against this daemon's `auto`:
     // it is the way out when auto picks what a runtime refuses.
     if (choice.mode === 'auto' && rec.cniVersion !== undefined && rec.cniVersion.mode !== 'auto') return rec;
+    // So does the runtime an operator named with install's --runtime-endpoint against this daemon
+    // seeing several sockets and asking none (it would put the primary's version back at every start).
+    if (choice.runtimeSockets !== undefined && rec.cniVersion?.mode === 'auto' && rec.cniVersion.endpointGiven)
+      return rec;
     const was = rec.conflist?.cniVersion;
     const now = choice.version ?? "the primary's";
     if (was !== undefined && was !== choice.version)
