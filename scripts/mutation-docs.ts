@@ -173,8 +173,9 @@ export function renderBlock(res: MutationResults, classes: readonly Classificati
     '',
     ...(res.goCoverage
       ? [
-          `The Go shim (\`shim/\`) is not mutated (StrykerJS mutates TypeScript); its statement coverage at the ` +
-            `same commit, \`${res.goCoverage.command}\`: **${res.goCoverage.percent.toFixed(1)} %** (floor 90 %, ` +
+          `The Go shim (\`shim/\`) is not mutated by StrykerJS (TypeScript only; its gremlins score, \`npm run ` +
+            `mutate:go\`, is in "The Go shim" above); its statement coverage at the same commit, ` +
+            `\`${res.goCoverage.command}\`: **${res.goCoverage.percent.toFixed(1)} %** (floor 90 %, ` +
             'enforced by `npm run test:go`).',
           '',
         ]

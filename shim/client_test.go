@@ -87,6 +87,8 @@ var answerCases = []answerCase{
 	{"an empty sized body is read", ok200 + "Content-Length: 0\r\n\r\n", wantAnswer(200, "")},
 	{"Transfer-Encoding wins over Content-Length and the body is de-chunked", ok200 + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", wantAnswer(200, "abc")},
 	{"chunked is read in any ASCII case", ok200 + "Transfer-Encoding: ChUnKeD\r\n\r\n1\r\na\r\n0\r\n\r\n", wantAnswer(200, "a")},
+	{"chunk sizes are hex digits of either case, a to f and A to F", ok200 + "Transfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\nF\r\n0123456789abcde\r\nA\r\n0123456789\r\nf\r\n0123456789abcde\r\n0\r\n\r\n", wantAnswer(200, "01234567890123456789abcde01234567890123456789abcde")},
+	{"a chunk-size digit just past f or F is no size", ok200 + "Transfer-Encoding: chunked\r\n\r\ng\r\n", wantBad("stewardd's answer has a malformed chunk-size line")},
 	{"a chunked answer is de-chunked, its extensions skipped", ok200 + "X-Steward-Protocol:  2 \r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n2;ext=1\r\n1}\r\n0\r\n\r\n", wantAnswerV2(200, `{"a":1}`)},
 	{"white space before a chunk extension is skipped", ok200 + "Transfer-Encoding: chunked\r\n\r\n3 \t;x=\"y\"\r\nabc\r\n0;z\r\n\r\n", wantAnswer(200, "abc")},
 	{"hex chunk sizes of either case are read", ok200 + "Transfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n0B\r\n0123456789a\r\n00\r\n\r\n", wantAnswer(200, "01234567890123456789a")},

@@ -356,3 +356,18 @@ func TestA200IsPrintedOnlyWhenItIsWhatTheCommandAnswers(t *testing.T) {
 		}
 	}
 }
+
+func TestTheAboutTextNamesTheSocketAndEveryVersionOnce(t *testing.T) {
+	if got := joinVersions(); got != "0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0" {
+		t.Errorf("joinVersions: %q", got)
+	}
+	about := aboutText()
+	if !strings.HasPrefix(about, "steward "+version+": the CNI plugin of cni-steward.") ||
+		!strings.Contains(about, "(default /run/steward/stewardd.sock). CNI spec versions: 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0.\n") ||
+		!strings.HasSuffix(about, "  stewardd status       what stewardd holds (on the node, as root)\n") {
+		t.Errorf("about:\n%s", about)
+	}
+	if v := versionText(); !strings.HasPrefix(v, "steward "+version+" (go1.") || !strings.HasSuffix(v, ")\n") {
+		t.Errorf("version: %q", v)
+	}
+}

@@ -3,7 +3,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { formatTable, summarize, survivors, type Report } from '../../scripts/mutation-summary.js';
+import {
+  coveringTestFiles,
+  formatTable,
+  originalOf,
+  summarize,
+  survivors,
+  type Report,
+} from '../../scripts/mutation-summary.js';
 
 function mutant(status: string, line = 1, mutatorName = 'BooleanLiteral', replacement = 'false') {
   return { id: `${status}-${line}`, mutatorName, replacement, status, location: { start: { line, column: 1 } } };
@@ -68,5 +75,47 @@ describe('mutation summary', () => {
     assert.match(lines[1]!, /^daemon\/src\/engine\/\s+2\s+1\s+1\s+1\s+1\s+60\.00%$/);
     assert.equal(new Set(lines.map((l) => l.length)).size, 1, 'columns aligned');
     assert.match(lines[3]!, /^shared\/src\/cni\/\s+0\s+0\s+0\s+0\s+0\s+n\/a$/, 'no mutants: no score');
+  });
+
+  test('a survivor records its column and the original text of its range (from the report’s source)', () => {
+    const source = 'const a = 1;\nif (x > 0) {\n  go();\n}\n';
+    const r: Report = {
+      files: {
+        'a.ts': {
+          source,
+          mutants: [
+            {
+              id: '1',
+              mutatorName: 'ConditionalExpression',
+              replacement: 'true',
+              status: 'Survived',
+              location: { start: { line: 2, column: 5 }, end: { line: 2, column: 10 } },
+            },
+          ],
+        },
+      },
+    };
+    const [s] = survivors(r);
+    assert.equal(s?.column, 5);
+    assert.deepEqual(s?.original, originalOf('x > 0'));
+    assert.equal(s?.original?.text, 'x > 0');
+  });
+
+  test("the test files covering or killing a report's mutants, by the tap runner's test ids", () => {
+    const r: Report = {
+      testFiles: {
+        'test/unit/a.test.ts': { tests: [{ id: 'test/unit/a.test.ts', name: 'test/unit/a.test.ts' }] },
+        '': { tests: [{ id: '7', name: '/sandbox/x/test/unit/b.test.ts' }] },
+      },
+      files: {
+        'x.ts': {
+          mutants: [
+            { ...mutant('Killed'), coveredBy: ['test/unit/a.test.ts'], killedBy: ['7'] },
+            { ...mutant('NoCoverage'), coveredBy: [] },
+          ],
+        },
+      },
+    };
+    assert.deepEqual(coveringTestFiles(r), ['test/unit/a.test.ts', 'test/unit/b.test.ts']);
   });
 });
