@@ -14,6 +14,7 @@ import { existsSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from '
 import { createServer, type Socket } from 'node:net';
 import { basename, join } from 'node:path';
 import { Daemon, FAST_RETRY } from '../helpers/daemon.js';
+import { VERDICT_REASON } from '../../daemon/src/audit/decide.js';
 import { RELEASE_BATCH } from '../../daemon/src/audit/run.js';
 import { fakeRuntime } from '../helpers/fake-cri.js';
 import { portmapCall, portmapOwners as portmapOwnersOf } from '../helpers/portmap.js';
@@ -199,8 +200,13 @@ describe('stewardd audit with a CRI runtime', () => {
       'kind',
       'network',
       'path',
+      'reason',
       'released',
+      'verdict',
     ]);
+    // Asked only to report: each orphan's verdict says so, in the words docs/audit.md gives.
+    for (const o of body.orphans)
+      assert.deepEqual([o.verdict, o.reason], ['report-only', VERDICT_REASON['report-only']]);
     assert.equal(old.network, NET);
     assert.equal(old.ifname, 'eth0');
     assert.equal(old.path, s.paths.old);
