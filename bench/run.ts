@@ -25,6 +25,7 @@
 //     scrape.ts        scrape       one /metrics scrape with 10,000 live attachments
 //     spool-drain.ts   spool-drain  a spool backlog drained at start
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
+//     cri-pod-tracing.ts cri-pod-tracing  the cri-pod row exporting to a stopped collector vs off
 //   lib/             what rows share (a daemon process, exec, netconfs, scratch space, stats, the
 //                    table, targets, the docs blocks); it imports no test helper (eslint.config.js)
 //   tools/           one-off tools run by hand, not rows: cpuprofile-summary.ts, daemon-ab.ts,
@@ -42,6 +43,7 @@ import { benchChain } from './rows/chain.js';
 import { benchCriBurst } from './rows/cri-burst.js';
 import { benchCriChurn } from './rows/cri-churn.js';
 import { benchCriPod } from './rows/cri-pod.js';
+import { benchCriPodTracing } from './rows/cri-pod-tracing.js';
 import { benchDbSize } from './rows/dbsize.js';
 import { benchQuickCheck } from './rows/quickcheck.js';
 import { benchNetns } from './lib/netconf.js';
@@ -79,6 +81,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['scrape', benchScrape],
   ['spool-drain', benchSpoolDrain],
   ['tracing', benchTracing],
+  ['cri-pod-tracing', benchCriPodTracing],
 ];
 
 const { values } = parseArgs({

@@ -43,7 +43,7 @@ function ok(what: string, a: Executed): Executed {
 }
 
 /** A loopback port nothing listens on: a collector that is down. */
-function closedPort(): Promise<number> {
+export function closedPort(): Promise<number> {
   return new Promise((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
       const port = (s.address() as { port: number }).port;

@@ -35,6 +35,7 @@ import { CriClient, runtimeServiceCtor } from '../helpers/cri/client.js';
 import { Kubelet, type Pod } from '../helpers/cri/kubelet.js';
 import { CRI_COMMANDS, startCriSuite, type CriSuite } from '../helpers/cri/suite.js';
 import { figure, journaledCniArgs, parseCniArgs } from '../helpers/cri/scenario.js';
+import { poll } from '../helpers/poll.js';
 
 const WHAT = "a pod's trace through containerd 1.6's CRI plugin into a real Jaeger";
 
@@ -68,21 +69,6 @@ after(async () => {
 const hex = (bytes: number) => randomBytes(bytes).toString('hex');
 const named = (t: JaegerTrace, op: string) => t.spans.filter((s) => s.operationName === op);
 const parentOf = (s: JaegerSpan) => s.references.find((r) => r.refType === 'CHILD_OF')?.spanID;
-
-async function poll<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (${(last as Error).message})` : ''}`);
-}
 
 /** The fixture's recorded environments (recordEnv: one JSON line per call). */
 function envLog(dir: string): Array<{ command: string; containerId: string; env: Record<string, string> }> {

@@ -19,6 +19,7 @@ import { SYNTHETIC, dashboardExprs, exposedNames, metricNames, ruleGroups, rules
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { Prometheus, freeLoopbackPort } from '../helpers/prometheus.js';
 import { shim } from '../helpers/shim.js';
+import { poll } from '../helpers/poll.js';
 
 const env = new TestEnv('monitoring');
 after(() => env.close());
@@ -34,23 +35,6 @@ async function daemonWithListener(name: string, args: string[] = []): Promise<{ 
     .find((l) => l.includes('"metricsListen"'));
   assert.ok(line, 'the daemon logs the address it listens on');
   return { daemon, addr: JSON.parse(line).metricsListen as string };
-}
-
-async function poll<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(
-    `timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`,
-  );
 }
 
 describe('--metrics-listen', () => {

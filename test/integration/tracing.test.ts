@@ -18,6 +18,7 @@ import { Jaeger, jaegerSkipReason, tags, type JaegerSpan, type JaegerTrace } fro
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { skipOrFail } from '../helpers/runtimes/skip.js';
 import { cniEnv, execPlugin, type ShimCall } from '../helpers/shim.js';
+import { poll } from '../helpers/poll.js';
 
 /** The shipped shim, as `npm run build` makes it. */
 const DIST_SHIM = join(REPO, 'dist/steward');
@@ -43,21 +44,6 @@ async function runShim(call: ShimCall, conf: unknown, extra: Record<string, stri
   const t0 = performance.now();
   const r = await execPlugin(DIST_SHIM, { ...cniEnv(call), ...extra }, JSON.stringify(conf));
   return { ...r, ms: performance.now() - t0 };
-}
-
-async function poll<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (${(last as Error).message})` : ''}`);
 }
 
 const named = (t: JaegerTrace, op: string) => t.spans.filter((s) => s.operationName === op);
