@@ -267,7 +267,7 @@ describe('admission at its edges', () => {
   });
 
   it('the body deadline re-arms the DEL whose buffer was full, not a whole one waiting ahead of it', T, async (t) => {
-    const deadline = 500;
+    const deadline = 1000;
     const r = await rig(t, { bodyDeadlineMs: deadline });
     const holder = r.send(whole('DEL', 'hold-slot'));
     await until('the slot held', () => r.heldCount('hold-slot') === 1);
@@ -294,7 +294,7 @@ describe('admission at its edges', () => {
   });
 
   it('a hinted request whose handler has not read its full buffer yet is not stalled at its deadline', T, async (t) => {
-    const deadline = 500;
+    const deadline = 1000;
     let read: (() => void) | undefined;
     const r = await rig(t, { bodyDeadlineMs: deadline }, (req, res) => {
       // A handler that reads the body only when the test says so.
