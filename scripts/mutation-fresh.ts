@@ -7,6 +7,8 @@
 //   judged by every file of stryker.config.mjs's tap.testFiles that imports a file of the scope,
 //   directly or through others, at HEAD or at the measuring commit (a test file can only cover
 //   mutants of modules it loads: the tap runner records coverage in the test file's own process);
+// - the test helpers those test files import (files under test/, transitively, at HEAD): a fake or
+//   a rig changed under an unchanged test file changes what it asserts just the same;
 // - stryker.config.mjs and stryker-ignore-logging.mjs (which mutants exist, which tests run);
 // - the modules the mutated files import, transitively, within the repository and outside the
 //   scope (scripts/import-graph.ts), at HEAD.
@@ -26,7 +28,7 @@ import { DOC_RESULTS, type MutationResults } from './mutation-docs.js';
 /** Files besides the sources and tests that decide every scope's mutants and verdicts. */
 export const CONFIG_FILES = ['stryker.config.mjs', 'stryker-ignore-logging.mjs'] as const;
 
-export type Reason = 'mutated file' | 'test file' | 'stryker config' | 'imported module';
+export type Reason = 'mutated file' | 'test file' | 'test helper' | 'stryker config' | 'imported module';
 
 export interface ScopeFreshness {
   scope: string;
@@ -35,6 +37,8 @@ export interface ScopeFreshness {
   /** Where the scope's test files come from: the run's own list, or tap.testFiles reaching the scope. */
   testsFrom: 'run' | 'config';
   tests: string[];
+  /** The files under test/ those test files import (transitively), other than test files of the list. */
+  helpers: string[];
   /** The modules outside the scope its mutated files import (transitively). */
   imports: string[];
   /** Files changed since `commit` that the scope depends on, with why it depends on them. */
@@ -103,6 +107,22 @@ export function freshness(
     const imports = importClosure(repo, [...files], (rel) => !rel.startsWith('test/')).filter((f) => !inScope(f));
     const recorded = runs.every((r) => r.testFiles !== undefined);
     const candidates = [...new Set(recorded ? runs.flatMap((r) => r.testFiles ?? []) : tapTestFiles)].sort();
+    const atCommit = readAt(repo, commit);
+    const isTest = (f: string) =>
+      candidates.includes(f) &&
+      (recorded ||
+        (existsSync(join(repo, f)) && reaches(repo, f, inScope)) ||
+        (atCommit(join(repo, f)) !== undefined && reaches(repo, f, inScope, atCommit)));
+    const tests = recorded
+      ? candidates
+      : candidates.filter((t) => existsSync(join(repo, t)) && reaches(repo, t, inScope));
+    const helpers = importClosure(
+      repo,
+      tests.filter((t) => existsSync(join(repo, t))),
+      (rel) => rel.startsWith('test/'),
+      undefined,
+      false,
+    ).filter((rel) => rel.startsWith('test/') && !candidates.includes(rel));
     const diff = git(
       repo,
       'diff',
@@ -114,25 +134,18 @@ export function freshness(
       ...CONFIG_FILES,
       ...imports,
       ...candidates,
+      ...helpers,
     );
     const changedFiles = diff === '' ? [] : diff.split('\n');
-    const atCommit = readAt(repo, commit);
-    const isTest = (f: string) =>
-      candidates.includes(f) &&
-      (recorded ||
-        (existsSync(join(repo, f)) && reaches(repo, f, inScope)) ||
-        (atCommit(join(repo, f)) !== undefined && reaches(repo, f, inScope, atCommit)));
-    const tests = recorded
-      ? candidates
-      : candidates.filter((t) => existsSync(join(repo, t)) && reaches(repo, t, inScope));
     const changed: ScopeFreshness['changed'] = [];
     for (const file of changedFiles) {
       if (inScope(file)) changed.push({ file, reason: 'mutated file' });
       else if ((CONFIG_FILES as readonly string[]).includes(file)) changed.push({ file, reason: 'stryker config' });
       else if (imports.includes(file)) changed.push({ file, reason: 'imported module' });
       else if (isTest(file)) changed.push({ file, reason: 'test file' });
+      else if (helpers.includes(file)) changed.push({ file, reason: 'test helper' });
     }
-    return { scope, commit, testsFrom: recorded ? 'run' : 'config', tests, imports, changed };
+    return { scope, commit, testsFrom: recorded ? 'run' : 'config', tests, helpers, imports, changed };
   });
 }
 
@@ -159,7 +172,7 @@ async function main(): Promise<void> {
   for (const f of all) {
     const state = f.changed.length === 0 ? 'fresh' : 'STALE';
     console.log(
-      `${state}  ${f.scope} at ${f.commit.slice(0, 10)}: ${f.tests.length} test files (${f.testsFrom === 'run' ? "the run's list" : 'tap.testFiles reaching it'}), ${f.imports.length} imported modules`,
+      `${state}  ${f.scope} at ${f.commit.slice(0, 10)}: ${f.tests.length} test files (${f.testsFrom === 'run' ? "the run's list" : 'tap.testFiles reaching it'}), ${f.helpers.length} test helpers, ${f.imports.length} imported modules`,
     );
     for (const c of f.changed) console.log(`       changed: ${c.file} (${c.reason})`);
   }

@@ -24,6 +24,7 @@
 
 import { readFileSync, readdirSync } from 'node:fs';
 import { cpus, getPriority, setPriority } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { TestEnv } from '../../test/helpers/env.js';
 import { CriNode, PLAIN_HANDLER } from '../../test/helpers/cri/node.js';
@@ -177,6 +178,13 @@ interface Series {
   status: Array<Tick & { phase: 'up' | 'down' }>;
   /** Bursts after which stewardd was not the same live process as before it. */
   daemonNotAlive: number;
+  /**
+   * Per phase of each timed steward burst, the longest event-loop delay (ms) of stewardd (its
+   * steward_nodejs_eventloop_lag_max_seconds, which each scrape reads and resets) and of this
+   * process, which spawns the STATUS execs and sees them exit: a busy daemon told from a busy machine.
+   */
+  daemonLagMaxMs: { up: number[]; down: number[] };
+  benchLagMaxMs: { up: number[]; down: number[] };
 }
 
 const newSeries = (): Series => ({
@@ -199,7 +207,13 @@ const newSeries = (): Series => ({
   slots: { inUse: [], queued: [] },
   status: [],
   daemonNotAlive: 0,
+  daemonLagMaxMs: { up: [], down: [] },
+  benchLagMaxMs: { up: [], down: [] },
 });
+
+/** stewardd's longest event-loop delay since the scrape before, in ms (prom-client's default metric). */
+const daemonLagMaxMs = (metricsText: string): number =>
+  Number(/^steward_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(metricsText)?.[1] ?? NaN) * 1000;
 
 /** A series' figures against the plain chain's: what a row's extras carry. */
 function figures(s: Series, plain: Series, pods: number, plainLastReady: number[]): Record<string, number | string> {
@@ -294,7 +308,13 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
     });
     const baseline = iptablesBaseline();
     const prefix = node.net.subnet.replace(/0\/24$/, '');
-    const metrics = async () => histogramSums((await node.daemon.get('/metrics')).text);
+    // Each scrape also gives stewardd's longest event-loop delay since the one before (lagMs).
+    let lagMs = NaN;
+    const metrics = async () => {
+      const text = (await node.daemon.get('/metrics')).text;
+      lagMs = daemonLagMaxMs(text);
+      return histogramSums(text);
+    };
     const containerdPid = pidOf(join(node.containerd.dir, 'config.toml'));
     // What containerd 2.x asks STATUS of: the first conf file (00-steward.conflist, install's) at
     // cniVersion 1.1.0, as `install --cni-version auto` writes it for containerd 2.x; the delegates
@@ -333,6 +353,8 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const poller = steward && timed ? slotPoller((p) => node.daemon.get(p)) : undefined;
       const status = steward && timed ? statusLoop() : undefined;
       status?.start();
+      const benchLag = monitorEventLoopDelay({ resolution: 10 });
+      benchLag.enable();
       const cpu0 = procCpuMs(daemonPid) + procCpuMs(spawnerPid(daemonPid));
       const path0 = pathCpuMs(containerdPid, daemonPid);
       const j0 = machineJiffies();
@@ -342,6 +364,8 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const cpu1 = procCpuMs(daemonPid) + procCpuMs(spawnerPid(daemonPid));
       const polled = await poller?.stop();
       const m1 = steward ? await metrics() : undefined;
+      const lagUp = { daemon: lagMs, bench: benchLag.max / 1e6 };
+      benchLag.reset();
       const ids = up.runs.filter((r) => r.id).map((r) => r.id!);
       // What each ADD through steward reads to tell a bind-mounted netns's kind (engine/netns.ts), with every pod up.
       const mi = mountinfoRead();
@@ -361,6 +385,8 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
         phase: t.at < downAt ? ('up' as const) : ('down' as const),
       }));
       const m2 = steward ? await metrics() : undefined;
+      benchLag.disable();
+      const lagDown = { daemon: lagMs, bench: benchLag.max / 1e6 };
       const { residue } = await settledResidue(node, ids, baseline, 10_000);
       ctx.log(
         `cri-burst ${label} ${key}: ${ids.length}/${count} up, last ready ${round(up.lastReadyMs, 0)} ms, ` +
@@ -394,6 +420,12 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       }
       s.status.push(...ticks);
       if (status && !alive) s.daemonNotAlive++;
+      if (status) {
+        s.daemonLagMaxMs.up.push(lagUp.daemon);
+        s.daemonLagMaxMs.down.push(lagDown.daemon);
+        s.benchLagMaxMs.up.push(lagUp.bench);
+        s.benchLagMaxMs.down.push(lagDown.bench);
+      }
     };
 
     // Warm-up: the plugins, the shim and both handlers' paths once, not counted.
@@ -506,11 +538,16 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
           statusMaxMs: round(Math.max(0, ...ms)),
           idleStatusAnsweredNot0: idleStatus.ticks.filter((t) => !t.ready).length,
           burstsWithoutTheSameLiveDaemon: s.daemonNotAlive,
+          daemonLoopLagMaxUpMs: round(Math.max(...s.daemonLagMaxMs.up)),
+          daemonLoopLagMaxDownMs: round(Math.max(...s.daemonLagMaxMs.down)),
+          benchLoopLagMaxUpMs: round(Math.max(...s.benchLagMaxMs.up)),
+          benchLoopLagMaxDownMs: round(Math.max(...s.benchLagMaxMs.down)),
           pods,
           rounds,
         },
         notes: [
           `a tick every ${STATUS_PERIOD_MS} ms from the first RunPodSandbox of a steward burst to the last RemovePodSandbox (a tick due while one runs is dropped, as a Go ticker drops it); per tick containerd 2.x's NetworkReady: libcni's STATUS of each plugin of 00-steward.conflist at 1.1.0 (the shim only: the delegates stay at 1.0.0), wall time of the shim exec`,
+          "…LoopLagMax…Ms: the longest event-loop delay over the bursts' phases, stewardd's (its steward_nodejs_eventloop_lag_max_seconds, read and reset by each scrape) and this bench process's, which spawns the STATUS execs and sees them exit (perf_hooks.monitorEventLoopDelay): a STATUS wall time far above both was the shim's own start and scheduling",
           ...notReady.slice(0, 3).map((t) => `not ready (${t.phase}, ${round(t.ms, 0)} ms): ${t.message ?? ''}`),
         ],
       };

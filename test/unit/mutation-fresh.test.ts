@@ -1,6 +1,7 @@
 // The mutation table's freshness check (scripts/mutation-fresh.ts) on a throw-away git repository:
-// a scope goes stale when a test file Stryker listed as covering it changes, when the Stryker config
-// or ignorer changes, or when a module its mutated files import changes; not when an unrelated file does.
+// a scope goes stale when a test file Stryker listed as covering it changes, or a test helper such a
+// file imports, when the Stryker config or ignorer changes, or when a module its mutated files import
+// changes; not when an unrelated file does.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -80,6 +81,24 @@ describe('mutation table freshness', () => {
     assert.deepEqual(changed(dir, results(at, ['test/a.test.ts'])), []);
     commit({ 'test/a.test.ts': '// emptied: nothing kills a mutant any more\n' });
     assert.deepEqual(changed(dir, results(at, ['test/a.test.ts'])), ['test/a.test.ts (test file)']);
+  });
+
+  test('a test helper the listed test files import (two hops away) makes it stale; one only an unlisted test file imports does not', () => {
+    const { dir, commit } = repo();
+    const at = commit({
+      'test/a.test.ts':
+        "import { a } from '../src/a.js';\nimport { rig } from './helpers/rig.js';\nvoid a;\nvoid rig;\n",
+      'test/helpers/rig.ts': "import { fake } from './fake.js';\nexport const rig = fake;\n",
+      'test/helpers/fake.ts': 'export const fake = 1;\n',
+      'test/other.test.ts': "import { o } from './helpers/other.js';\nvoid o;\n",
+      'test/helpers/other.ts': 'export const o = 1;\n',
+    });
+    const r = results(at, ['test/a.test.ts']);
+    assert.deepEqual(freshness(dir, r, TAP)[0]?.helpers, ['test/helpers/fake.ts', 'test/helpers/rig.ts']);
+    commit({ 'test/helpers/other.ts': 'export const o = 2;\n' });
+    assert.deepEqual(changed(dir, r), []);
+    commit({ 'test/helpers/fake.ts': 'export const fake = 2; // the fake answers otherwise now\n' });
+    assert.deepEqual(changed(dir, r), ['test/helpers/fake.ts (test helper)']);
   });
 
   test("a run without the list counts the tap.testFiles that import the scope, now or at the run's commit", () => {
