@@ -33,12 +33,7 @@ const LIB_TESTS = {
   message: "bench/lib/ is what every row shares: it imports no test helper (the CRI rows' exception is theirs alone)",
 };
 /** The benchmarks that drive containerd's CRI through test/helpers/cri/ (the one exception to TESTS). */
-const CRI_BENCHES = [
-  'bench/rows/cri-pod.ts',
-  'bench/rows/cri-pod-tracing.ts',
-  'bench/rows/cri-burst.ts',
-  'bench/rows/cri-churn.ts',
-];
+const CRI_BENCHES = ['bench/rows/cri-pod.ts', 'bench/rows/cri-burst.ts', 'bench/rows/cri-churn.ts'];
 const ROUTES = {
   group: ['**/routes/**', '**/server.js'],
   message: 'the engine knows nothing of HTTP: routes call the engine, never the reverse',

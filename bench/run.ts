@@ -17,6 +17,7 @@
 //     status.ts        status       the steady cost of CNI STATUS
 //     status-storm.ts  status-storm CNI STATUS while the node is at its busiest
 //     cri-pod.ts       cri-pod      one pod through containerd's CRI
+//                      cri-pod-tracing  the same pod, stewardd exporting to a stopped collector vs off
 //     cri-burst.ts     cri-burst    a burst of pods through containerd's CRI
 //     cri-churn.ts     cri-churn    a churn soak through containerd's CRI
 //     restart.ts       restart      restart to ready with 10,000 live attachments
@@ -25,7 +26,6 @@
 //     scrape.ts        scrape       one /metrics scrape with 10,000 live attachments
 //     spool-drain.ts   spool-drain  a spool backlog drained at start
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
-//     cri-pod-tracing.ts cri-pod-tracing  the cri-pod row exporting to a stopped collector vs off
 //   lib/             what rows share (a daemon process, exec, netconfs, scratch space, stats, the
 //                    table, targets, the docs blocks); it imports no test helper (eslint.config.js)
 //   tools/           one-off tools run by hand, not rows: cpuprofile-summary.ts, daemon-ab.ts,
@@ -42,8 +42,7 @@ import { otherCpu } from './lib/other-cpu.js';
 import { benchChain } from './rows/chain.js';
 import { benchCriBurst } from './rows/cri-burst.js';
 import { benchCriChurn } from './rows/cri-churn.js';
-import { benchCriPod } from './rows/cri-pod.js';
-import { benchCriPodTracing } from './rows/cri-pod-tracing.js';
+import { benchCriPod, benchCriPodTracing } from './rows/cri-pod.js';
 import { benchDbSize } from './rows/dbsize.js';
 import { benchQuickCheck } from './rows/quickcheck.js';
 import { benchNetns } from './lib/netconf.js';

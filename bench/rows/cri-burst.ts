@@ -564,6 +564,12 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
           'reported (CRI_BURST_DAEMON_NICE)',
           false,
         ),
+        statusRowOf(
+          `nice ${daemonNice}`,
+          'cri-burst-nice-status',
+          `, stewardd at nice ${daemonNice} (not its spawner)`,
+          false,
+        ),
       ];
     if (caps.length === 0)
       return [

@@ -6,6 +6,17 @@
 // daemon's own path (requests minus delegates: socket, queue, journal, conversion, response) and
 // what lies outside it (shim exec, connect, containerd's side). One `curl --unix-socket` exec per
 // round is the floor of any executed client, measured in the same run (issue 23).
+//
+// Row cri-pod-tracing, the cost of tracing per pod (issue 40; docs/tracing.md): the same pod with
+// stewardd exporting its spans to a collector that is down, against stewardd with
+// tracing off. One daemon on one state dir, restarted between blocks with the mode's flags (the CRI
+// plugin executes whatever conflist is installed, so modes cannot be chosen per pod); the blocks of
+// the modes alternate, rotated per round, and each block starts with an untimed pod (the restart's
+// cold caches). Every steward pod is paired with a pod through the plain chain (the same bridge +
+// portmap, PLAIN_HANDLER) timed right after it, so the machine's drift between blocks cancels:
+//   off       no endpoint (the shipped default)
+//   offTwin   the same flags again: the floor of what two blocks of one mode differ by here
+//   stopped   --otlp-endpoint at a loopback port nothing listens on: the target, <= 1.05x off
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -20,6 +31,7 @@ import { curlExecMs, histogramSums, perPod } from '../../test/helpers/cri/timing
 import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, round } from '../lib/stats.js';
+import { closedPort } from './tracing.js';
 
 /** Wall ms of one exec of the installed shim answering VERSION: what each of a pod's CNI calls pays to start it. */
 function shimExecMs(shim: string): Promise<number> {
@@ -37,14 +49,20 @@ function shimExecMs(shim: string): Promise<number> {
 const COST_LIMIT_MS = 10;
 const CURL_LIMIT = 1.5;
 
-export async function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
+/** A CRI node (containerd 1.6, steward installed, the plain handler beside) and a kubelet-like client for `fn`; removed after. */
+async function withCriNode(
+  scratch: Scratch,
+  ctx: BenchContext,
+  row: string,
+  fn: (node: CriNode, k: Kubelet) => Promise<Row[]>,
+): Promise<Row[]> {
   const missing = baseSkipReason([...CRI_TOOLS, 'curl']);
   if (missing !== undefined || !existsSync('/usr/lib/cni/bridge')) {
-    ctx.log(`cri-pod skipped: ${missing ?? 'no Debian CNI plugins in /usr/lib/cni'}`);
+    ctx.log(`${row} skipped: ${missing ?? 'no Debian CNI plugins in /usr/lib/cni'}`);
     return [];
   }
   // The CRI driver's own environment: it removes every pod, netns, rule, image and process it made.
-  const env = new TestEnv('bench-cri');
+  const env = new TestEnv(`bench-${row}`);
   let host: RuntimeHost | undefined;
   try {
     host = await RuntimeHost.create(env);
@@ -52,11 +70,16 @@ export async function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<
     const h = host;
     scratch.defer(() => h.finish());
     const node = await CriNode.start(host);
-    const k = new Kubelet(node.cri, {
-      cgroupParent: node.cgroupParent,
-      logRoot: join(env.dir, 'pod-logs'),
-      tag: env.tag,
-    });
+    const logRoot = join(env.dir, 'pod-logs');
+    return await fn(node, new Kubelet(node.cri, { cgroupParent: node.cgroupParent, logRoot, tag: env.tag }));
+  } finally {
+    const residue = host ? await host.finish() : (await env.close(), []);
+    if (residue.length > 0) ctx.log(`${row} left residue: ${JSON.stringify(residue)}`);
+  }
+}
+
+export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
+  return withCriNode(scratch, ctx, 'cri-pod', async (node, k) => {
     const pods = n(30, ctx, 3);
     const t = { steward: [] as number[], direct: [] as number[], curl: [] as number[], shim: [] as number[] };
     const shim = join(node.binDir, 'steward');
@@ -125,8 +148,85 @@ export async function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<
         ],
       },
     ];
-  } finally {
-    const residue = host ? await host.finish() : (await env.close(), []);
-    if (residue.length > 0) ctx.log(`cri-pod left residue: ${JSON.stringify(residue)}`);
-  }
+  });
+}
+
+/** Issue 40: export on (collector down) within 5 % of off; steward pods a block. */
+const TRACING_LIMIT = 1.05;
+const PODS_PER_BLOCK = 5;
+
+export function benchCriPodTracing(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
+  return withCriNode(scratch, ctx, 'cri-pod-tracing', async (node, k) => {
+    const flags: Record<string, string[]> = {
+      off: [],
+      offTwin: [],
+      stopped: ['--otlp-endpoint', `http://127.0.0.1:${await closedPort()}`],
+    };
+    const modes = Object.keys(flags);
+    // Per mode: each timed steward pod's wall ms, and the plain pod's right after it.
+    const wall: Record<string, number[]> = Object.fromEntries(modes.map((m) => [m, []]));
+    const plain: Record<string, number[]> = Object.fromEntries(modes.map((m) => [m, []]));
+    let seq = 0;
+    const pod = async (handler: string): Promise<number> => {
+      const p = k.pod(`trace-${handler || 'steward'}-${seq++}`);
+      const t0 = performance.now();
+      const r = await k.runPod(p, { handler });
+      if (!r.id) throw new Error(`RunPodSandbox (${handler || 'steward'}): ${r.error?.message}`);
+      await k.cri.stopPodSandbox(r.id);
+      await k.cri.removePodSandbox(r.id);
+      return performance.now() - t0;
+    };
+    const rounds = n(8, ctx, 2);
+    for (let r = 0; r < rounds; r++) {
+      for (let j = 0; j < modes.length; j++) {
+        const mode = modes[(j + r) % modes.length] as string;
+        await node.daemon.stop();
+        node.daemon.extraArgs = flags[mode] as string[];
+        await node.daemon.start();
+        await pod('');
+        for (let p = 0; p < PODS_PER_BLOCK; p++) {
+          wall[mode]!.push(await pod(''));
+          plain[mode]!.push(await pod(PLAIN_HANDLER));
+        }
+      }
+    }
+    const leftover = node.leases();
+    if (leftover.length > 0) throw new Error(`leases left after the timed pods: ${leftover.join(', ')}`);
+    const m = (x: string) => median(wall[x]!);
+    // steward ÷ the plain pod timed right after it, per pair: the drift between blocks cancels.
+    const rel = (x: string) => median(wall[x]!.map((w, i) => w / (plain[x]![i] as number)));
+    const ratio = m('stopped') / m('off');
+    const relRatio = rel('stopped') / rel('off');
+    const extra: Record<string, number> = {};
+    for (const x of modes) {
+      extra[`${x}Ms`] = round(m(x));
+      extra[`${x}PlainMs`] = round(median(plain[x]!));
+      extra[`${x}OverPlain`] = round(rel(x), 3);
+    }
+    extra.offTwinRatio = round(m('offTwin') / m('off'), 3);
+    extra.stoppedOverPlainRatio = round(relRatio, 3);
+    ctx.log(`cri-pod-tracing: ${JSON.stringify(extra)}`);
+    return [
+      {
+        id: 'cri-pod-tracing',
+        title: "One pod through containerd's CRI: stewardd exporting traces to a stopped collector vs tracing off",
+        unit: 'ms',
+        candidate: {
+          label: 'run + stop + remove sandbox, stewardd --otlp-endpoint (collector down)',
+          median: round(m('stopped')),
+          n: wall.stopped!.length,
+        },
+        floor: { label: 'the same pod, stewardd with tracing off', median: round(m('off')), n: wall.off!.length },
+        ratio: round(ratio, 3),
+        ratioOf: 'median',
+        target: `<= ${TRACING_LIMIT}x (issue 40)`,
+        met: ratio <= TRACING_LIMIT,
+        extra,
+        notes: [
+          `one stewardd restarted with each mode's flags; ${rounds} rounds of one block a mode, rotated; a block is an untimed pod, then ${PODS_PER_BLOCK} steward pods each followed by a pod through the plain chain`,
+          'offTwin: a second block of off (the noise floor between blocks); …OverPlain: median of each steward pod over the plain pod timed after it; stoppedOverPlainRatio: stopped over off in that measure',
+        ],
+      },
+    ];
+  });
 }
