@@ -15,7 +15,10 @@ export function sources(dir: string): string[] {
   });
 }
 
-const IMPORT = /(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+'([^']+)'|(?:^|\n)\s*import\s+'([^']+)'/g;
+// Static imports and re-exports, side-effect imports, and `import('./x.js')` (a module loaded only
+// when needed, e.g. tracing/export.ts, is still code the importer runs).
+const IMPORT =
+  /(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+'([^']+)'|(?:^|\n)\s*import\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/g;
 
 /**
  * The imports of a module that resolve to files of the repository (absolute paths): relative ones
@@ -26,7 +29,7 @@ export function importsOf(file: string, repo?: string, read?: (abs: string) => s
   if (text === undefined) return [];
   const out: string[] = [];
   for (const m of text.matchAll(IMPORT)) {
-    const spec = (m[1] ?? m[2]) as string;
+    const spec = (m[1] ?? m[2] ?? m[3]) as string;
     if (spec.startsWith('./') || spec.startsWith('../')) out.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
     else if (repo !== undefined && spec === '@cni-steward/shared') out.push(join(repo, 'shared/src/index.ts'));
   }

@@ -42,3 +42,12 @@ test('the cycle finder finds a circle when there is one', () => {
   const dir = join(REPO, 'test/fixtures/import-cycle');
   assert.equal(cycles(sources(dir)).length, 1);
 });
+
+test("a dynamic import('./x.js') is an import too (a module loaded only when needed is still run by its importer)", () => {
+  const dir = join(REPO, 'test/fixtures/import-cycle-dynamic');
+  assert.deepEqual(
+    importsOf(join(dir, 'a.ts')).map((p) => relative(REPO, p)),
+    ['test/fixtures/import-cycle-dynamic/b.ts'],
+  );
+  assert.equal(cycles(sources(dir)).length, 1);
+});
