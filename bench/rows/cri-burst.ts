@@ -330,10 +330,11 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
     }
     let runningCap: number | undefined = cap;
     // CRI_BURST_DAEMON_NICE: a third series with stewardd's own threads (not its spawner, whose nice
-    // the delegates would inherit) at this nice value, the others as the bench runs them.
+    // the delegates keep) at this nice value; the steward series keeps the one stewardd set itself
+    // (its --nice default), read here before any series changes it.
     const daemonNice =
       process.env.CRI_BURST_DAEMON_NICE === undefined ? undefined : Number(process.env.CRI_BURST_DAEMON_NICE);
-    const baseNice = getPriority();
+    const ownNice = getPriority(node.daemon.proc?.pid ?? 0);
     /** stewardd restarted with --max-parallel `c` (the CRI plugin keeps the installed conflist). */
     const useCap = async (c: number) => {
       if (runningCap === c) return;
@@ -446,8 +447,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const order = [...keys.slice(r % keys.length), ...keys.slice(0, r % keys.length)];
       for (const key of order) {
         if (key.startsWith('cap ')) await useCap(Number(key.slice(4)));
-        if (daemonNice !== undefined)
-          setNice(node.daemon.proc?.pid, key === 'plain' ? baseNice : key.startsWith('nice ') ? daemonNice : baseNice);
+        if (daemonNice !== undefined) setNice(node.daemon.proc?.pid, key.startsWith('nice ') ? daemonNice : ownNice);
         await burst(key, `r${r}`, pods, true);
       }
     }
@@ -493,7 +493,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
         ratioOf: 'p99',
         target,
         met: judged ? met : null,
-        extra: { rounds, maxParallel: capLabel === '' ? 'default (8)' : capLabel.replace(/\D/g, ''), ...f },
+        extra: { rounds, maxParallel: /--max-parallel (\d+)/.exec(capLabel)?.[1] ?? 'default (8)', ...f },
         notes: NOTES(rounds, pods),
       };
     };

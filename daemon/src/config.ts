@@ -16,7 +16,7 @@ import { defaultShim } from './lifecycle/shim-path.js';
 import { DEFAULT_RETRY_POLICY, HOLD_MAX_ATTEMPTS, type RetryPolicy } from './engine/teardown.js';
 import type { DelPolicy } from './engine/engine.js';
 import type { ListenAddress } from './metrics-listener.js';
-import { fail, int, level, restartGraceSeconds, runtimeEndpoint } from './flags.js';
+import { fail, int, level, niceValue, restartGraceSeconds, runtimeEndpoint } from './flags.js';
 import { DEFAULT_GRACE_MS } from './audit/options.js';
 import {
   checkDeadlineChain,
@@ -34,6 +34,8 @@ export interface DaemonConfig {
   spoolDir: string;
   binDirs: string[];
   maxParallel: number;
+  /** stewardd's threads' nice value (priority.ts); undefined: left as started. */
+  nice: number | undefined;
   pluginTimeoutMs: number;
   delPolicy: DelPolicy;
   bootIdFile: string;
@@ -86,6 +88,9 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --spool-dir DIR          DELs written by the shim while the daemon was down (default <state-dir>/spool)
   --bin-dir DIR            delegate plugin dir, repeatable; searched before the request's CNI_PATH (default /opt/cni/bin)
   --max-parallel N         concurrent delegate plugin executions (default 8)
+  --nice N|off             stewardd's own threads at this nice value, -20..19 (default -10: its answers gate
+                           every pod and the node's NetworkReady); the delegates keep the nice it was started
+                           with; off leaves it as started. Needs CAP_SYS_NICE, else logged and left as started
   --plugin-timeout SEC     deadline for one plugin execution (default 60)
   --del-policy defer|strict  what a DEL whose teardown failed returns (default defer: success, retried in background)
   --boot-id-file PATH      kernel boot id source (default /proc/sys/kernel/random/boot_id)
@@ -155,6 +160,7 @@ const RUN_FLAGS = {
   'spool-dir': { type: 'string' },
   'bin-dir': { type: 'string', multiple: true },
   'max-parallel': { type: 'string' },
+  nice: { type: 'string' },
   'plugin-timeout': { type: 'string' },
   'del-policy': { type: 'string' },
   'boot-id-file': { type: 'string' },
@@ -214,6 +220,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     spoolDir: resolve(values['spool-dir'] ?? join(stateDir, 'spool')),
     binDirs: (values['bin-dir'] ?? ['/opt/cni/bin']).map((d) => resolve(d)),
     maxParallel: int('max-parallel', values['max-parallel'], 8, 1, problems),
+    nice: niceValue(values.nice, problems),
     pluginTimeoutMs: int('plugin-timeout', values['plugin-timeout'], 60, 1, problems) * 1000,
     delPolicy: delPolicy as DelPolicy,
     bootIdFile: values['boot-id-file'] ?? '/proc/sys/kernel/random/boot_id',

@@ -28,6 +28,7 @@ import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
+import { setOwnPriority } from './priority.js';
 
 /** At shutdown, how long the spans still queued get to reach the collector. */
 const TRACE_FLUSH_MS = 2000;
@@ -42,12 +43,27 @@ export function readBootId(file: string): string {
   return id;
 }
 
+/** --nice: stewardd's threads above the priority of the work it starts (priority.ts); never fatal. */
+function applyNice(nice: number | undefined, log: Logger): void {
+  if (nice === undefined) return;
+  try {
+    const { before } = setOwnPriority(nice);
+    log.info({ nice, before }, 'stewardd runs at its own priority; its delegates at the one it was started with');
+  } catch (e) {
+    log.warn(
+      { nice, err: (e as Error).message },
+      "cannot set stewardd's priority (--nice; needs CAP_SYS_NICE): left as started",
+    );
+  }
+}
+
 export async function startDaemon(
   cfg: DaemonConfig,
   log: Logger = createLogger(cfg.logLevel),
   logSink?: LogSink,
 ): Promise<RunningDaemon> {
   const startedAt = Date.now();
+  applyNice(cfg.nice, log);
   // STEWARD_TEST_CLOCK_OFFSET_MS shifts the wall clock of the retry schedule and the journal's
   // timestamps: for tests only (a clock step between two runs), read here and nowhere else. See
   // docs/teardown.md, "Retry schedule and clock steps".

@@ -4,6 +4,7 @@
 
 import { DEFAULT_RESTART_GRACE_S, MAX_RESTART_GRACE_S } from '@cni-steward/shared';
 import { parseRuntimeEndpoint } from './audit/options.js';
+import { DEFAULT_NICE } from './priority.js';
 
 /** An integer flag >= min; the fallback when absent or bad (the bad value is reported). */
 export function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
@@ -12,6 +13,18 @@ export function int(name: string, raw: string | undefined, fallback: number, min
   if (!Number.isInteger(n) || n < min) {
     problems.push(`--${name} must be an integer >= ${min}, got "${raw}"`);
     return fallback;
+  }
+  return n;
+}
+
+/** --nice N|off (run): a nice value, -20 to 19, DEFAULT_NICE when absent; undefined for off (left as started). */
+export function niceValue(raw: string | undefined, problems: string[]): number | undefined {
+  if (raw === 'off') return undefined;
+  if (raw === undefined) return DEFAULT_NICE;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isInteger(n) || n < -20 || n > 19) {
+    problems.push(`--nice must be an integer from -20 to 19, or off, got "${raw}"`);
+    return DEFAULT_NICE;
   }
   return n;
 }

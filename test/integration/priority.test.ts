@@ -1,0 +1,105 @@
+// stewardd's own priority (`stewardd run --nice`, daemon/src/priority.ts): its threads above the work
+// it starts (default -10), while its spawner, and so every delegate plugin, keeps the priority
+// stewardd was started with; `--nice off` leaves it as started; a bad value is refused.
+
+import { after, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { getPriority } from 'node:os';
+import { join } from 'node:path';
+import { Daemon } from '../helpers/daemon.js';
+import { REPO, TestEnv } from '../helpers/env.js';
+import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { skipOrFail } from '../helpers/runtimes/skip.js';
+import { cniEnv, execPlugin } from '../helpers/shim.js';
+
+const DIST_SHIM = join(REPO, 'dist/steward');
+const env = new TestEnv('priority');
+after(() => env.close());
+
+const skip = skipOrFail(
+  'the priority test',
+  existsSync(DIST_SHIM) ? undefined : `${DIST_SHIM} is missing: npm run build`,
+);
+
+/** The nice value of each thread of `pid` (/proc/<pid>/task/<tid>/stat, field 19). */
+function threadNices(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    // After "pid (comm) ", fields start at 3 (state): the nice value, field 19, is the 17th.
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+  });
+}
+
+/** The plugin spawner: stewardd's one child process running plugins/spawner-child.js. */
+function spawnerPid(daemonPid: number): number {
+  const kids = execFileSync('pgrep', ['-P', String(daemonPid)], { encoding: 'utf8' })
+    .trim()
+    .split('\n');
+  const pid = kids.map(Number).find((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('spawner-child'));
+  assert.ok(pid, `no spawner among stewardd's children ${kids.join(', ')}`);
+  return pid;
+}
+
+/** One ADD + DEL through the shipped shim with the recording fixture; the nice value the fixture ran at. */
+async function delegateNice(d: Daemon, name: string): Promise<number[]> {
+  const dir = join(env.dir, `${name}-fixture`);
+  const conf = stewardConf(d.socket, '1.0.0', [delegate('prio', '1.0.0', [fixturePlugin(dir, { recordEnv: true })])]);
+  const netns = env.netns();
+  for (const command of ['ADD', 'DEL']) {
+    const r = await execPlugin(
+      DIST_SHIM,
+      cniEnv({ command, containerId: `prio-${name}`, netns }),
+      JSON.stringify(conf),
+    );
+    assert.equal(r.code, 0, `${command}: ${r.stdout}`);
+  }
+  return readFileSync(join(dir, 'env.log'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => (JSON.parse(l) as { nice: number }).nice);
+}
+
+describe('stewardd --nice', { skip }, () => {
+  // What the daemon is started with: this test's own priority.
+  const base = getPriority();
+
+  it('by default runs every thread of stewardd at -10, its spawner and the delegates at the priority it was started with', async () => {
+    assert.notEqual(base, -10, 'the test must not itself run at the default');
+    const d = new Daemon(env, { name: 'default' });
+    await d.start();
+    const pid = d.proc!.pid!;
+    assert.deepEqual([...new Set(threadNices(pid))], [-10]);
+    assert.deepEqual([...new Set(threadNices(spawnerPid(pid)))], [base]);
+    assert.deepEqual(await delegateNice(d, 'default'), [base, base]);
+    // Threads stewardd makes later (a request's work) take the main thread's priority.
+    assert.deepEqual([...new Set(threadNices(pid))], [-10]);
+    await d.stop();
+  });
+
+  it('--nice 5 lowers it instead, the delegates still at the priority stewardd was started with', async () => {
+    const d = new Daemon(env, { name: 'five', args: ['--nice', '5'] });
+    await d.start();
+    const pid = d.proc!.pid!;
+    assert.deepEqual([...new Set(threadNices(pid))], [5]);
+    assert.deepEqual(await delegateNice(d, 'five'), [base, base]);
+    await d.stop();
+  });
+
+  it('--nice off leaves stewardd as it was started', async () => {
+    const d = new Daemon(env, { name: 'off', args: ['--nice', 'off'] });
+    await d.start();
+    assert.deepEqual([...new Set(threadNices(d.proc!.pid!))], [base]);
+    await d.stop();
+  });
+
+  it('refuses a value outside -20..19, naming the flag', async () => {
+    for (const bad of ['-21', '20', '1.5', 'high', '']) {
+      const d = new Daemon(env, { name: `bad${bad.replace(/\W/g, '_')}`, args: [`--nice=${bad}`] });
+      const { code, log } = await d.startExpectingExit();
+      assert.notEqual(code, 0);
+      assert.match(log, /--nice must be an integer from -20 to 19, or off/);
+    }
+  });
+});
