@@ -68,6 +68,7 @@ const KNOWN_STALE: Record<string, string[]> = {
     'shared/src/restart.ts',
     'shared/src/spool.ts',
     'stryker.config.mjs',
+    'test/helpers/engine-fakes.ts',
     'test/unit/audit-pass.test.ts',
     'test/unit/audit-proof.test.ts',
     'test/unit/audit-release.test.ts',
