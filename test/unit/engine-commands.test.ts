@@ -27,6 +27,26 @@ describe('engine: requests refused before anything is journaled', () => {
     });
   });
 
+  test('GC, STATUS and VERSION naming a container held for its spooled DELs are answered without waiting', async () => {
+    const { engine, plugins } = setup();
+    const held = deferred();
+    engine.spoolHold = (id) => (id === 'X' ? held.promise : undefined);
+    // With an ADD of X held, a DEL of X would keep its place behind it; the other commands never wait.
+    const add = engine.handle(req('ADD', 'X', chain));
+    const answers: Record<string, unknown> = {};
+    for (const command of ['VERSION', 'STATUS', 'GC'])
+      void engine.handle(req(command, 'X', chain)).then(
+        () => (answers[command] = 'answered'),
+        (e: CniError) => (answers[command] = e.code),
+      );
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(answers, { VERSION: 4, STATUS: 1, GC: 1 }, 'each refused with its own error at once');
+    assert.deepEqual(plugins.calls, [], 'the ADD still waits');
+    held.resolve();
+    await add;
+    assert.deepEqual(plugins.of('ADD'), ['ADD one X', 'ADD two X']);
+  });
+
   test('an ADD whose netns is not an absolute path, or does not exist, is code 4 and runs nothing', async () => {
     const { engine, plugins, store } = setup();
     await assert.rejects(engine.handle(req('ADD', 'rel', chain, { netns: 'ns/x' })), (e: CniError) => {

@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import { CniError } from '@cni-steward/shared';
 import { Priority } from '../../daemon/src/engine/limiter.js';
 import { Store } from '../../daemon/src/store/store.js';
-import { NETNS, conf, counterValue, req, setup } from '../helpers/engine-fakes.js';
+import { NETNS, conf, counterValue, deferred, req, setup } from '../helpers/engine-fakes.js';
 
 const KEY = { network: 'net', ifname: 'eth0' };
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
@@ -109,6 +109,8 @@ describe('teardown: what each DEL is given', () => {
     const { engine, plugins, store } = setup();
     assert.deepEqual(await engine.runTeardown(9999, Priority.Background), { done: true });
     assert.deepEqual(await engine.reclaimUnfinished(9999), { done: true });
+    // The row may be pruned while a run waits in its container's queue: the run itself finds none.
+    assert.deepEqual(await engine.teardown.run(9999, Priority.Background), { done: true });
     await engine.handle(req('ADD', 'd', chain));
     await engine.handle(req('DEL', 'd', chain));
     const a = store.currentAttachment({ containerId: 'd', ...KEY })!;
@@ -433,6 +435,33 @@ describe('operator re-arm of abandoned steps (stewardd retry --abandoned)', () =
     assert.equal(store.getAttachment(a!.id)!.state, 'deleted');
     assert.equal(await engine.rearmAbandoned(), 0, 'nothing abandoned is left to re-arm');
   });
+
+  test('an attachment pruned while the re-arm waits in an earlier container’s queue is skipped', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 1, maxAgeMs: 3_600_000 },
+    });
+    const one = conf([{ type: 'one' }]);
+    failDel(plugins, 'one', () => new CniError(11, 'stuck'));
+    for (const id of ['pa', 'pb']) {
+      await engine.handle(req('ADD', id, one));
+      await engine.handle(req('DEL', id, one));
+    }
+    assert.equal(store.abandonedAttachmentIds().length, 2);
+    // An ADD of pa on another interface keeps pa's queue busy until `slow` is released.
+    const slow = deferred();
+    plugins.on('slow', async () => {
+      await slow.promise;
+      return { cniVersion: '1.0.0' };
+    });
+    const add = engine.handle(req('ADD', 'pa', conf([{ type: 'slow' }]), { ifname: 'eth1' }));
+    while (!plugins.of('ADD').includes('ADD slow pa')) await new Promise((r) => setImmediate(r));
+    const rearmed = engine.rearmAbandoned();
+    // Meanwhile a scheduler tick prunes both tombstones, abandoned steps and all.
+    assert.equal(store.pruneTombstones(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), 2);
+    slow.resolve();
+    await add;
+    assert.equal(await rearmed, 0, 'nothing is left to re-arm, and pb, gone when its turn came, is skipped');
+  });
 });
 
 describe('teardown: which failing steps hold the steps before them', () => {
@@ -597,6 +626,30 @@ describe('teardown: pending time and repeated failures', () => {
     const two = store.stepsOf(a.id)[1]!;
     assert.equal(two.state, 'del_failed', 'not abandoned: it has been pending for no time, not two hours');
     assert.ok(two.pendingMs < 60_000);
+  });
+
+  test('a failing teardown marks its attachment deleting once: its age is not reset by each failure or retry', async () => {
+    // The oldest pending teardown (status, metrics) is the oldest updated_at of a deleting attachment.
+    const clock = { t: 1000 };
+    const { engine, plugins, store } = setup({ now: () => clock.t, store: new Store(':memory:', () => clock.t) });
+    const one = conf([{ type: 'one' }]);
+    await engine.handle(req('ADD', 'age', one));
+    plugins.on('one', () => {
+      clock.t += 3000; // the DEL takes 3 s, then fails
+      throw new CniError(11, 'busy');
+    });
+    clock.t = 2000;
+    assert.equal(await engine.handle(req('DEL', 'age', one)), '');
+    const a = store.currentAttachment({ containerId: 'age', ...KEY })!;
+    const since = () => {
+      const now = store.getAttachment(a.id)!;
+      return [now.state, now.updatedAt, store.oldestPendingTeardownAt()];
+    };
+    assert.deepEqual(since(), ['deleting', 2000, 2000], 'pending since the teardown began, not since its DEL failed');
+    clock.t = 20_000;
+    assert.equal((await engine.runTeardown(a.id, Priority.Background, { force: true })).done, false);
+    assert.equal(plugins.of('DEL').length, 2, 'retried');
+    assert.deepEqual(since(), ['deleting', 2000, 2000], 'a retry keeps the age too');
   });
 
   test('a DEL cut off midway does not count as a repeat of the uncoded failure before it', async () => {

@@ -2,7 +2,8 @@
 // it for spooledDel only, and sets spoolHold), so what is pinned is what the drain hands the engine:
 //  - a pass reads the spool in batches of at most 256 entries or 8 MiB of requests (BATCH_FILES,
 //    BATCH_BYTES: what the drain holds in memory at once, and how long requests on the socket wait
-//    for their turn); a batch's DELs run together, the next batch only after they are done;
+//    for their turn); a batch's DELs run together, the next batch only after they are done; an
+//    entry listed but gone before its batch reads it is skipped, not moved to rejected/;
 //  - a spooled DEL stamped in the very millisecond the start-up scan began, and listed by it, is one
 //    the scan counted: its container is released once it is done, not only at the end of the drain;
 //    one stamped in that millisecond but written after the listing is no such DEL: only the names the
@@ -87,6 +88,30 @@ describe('a spool pass reads in bounded batches', () => {
     const { engine, batches } = recordingEngine();
     assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 9, rejected: 0 });
     assert.deepEqual(batches, [8, 1]);
+  });
+
+  test('an entry listed but gone before its batch reads it is skipped: not counted, not moved aside', async () => {
+    const dir = freshDir();
+    const MiB = 1024 * 1024;
+    for (let i = 0; i < 9; i++) {
+      const body = wire(`big${i}`);
+      writeFileSync(join(dir, `${i}.json`), body + ' '.repeat(MiB - body.length));
+    }
+    const first = deferred();
+    const started: string[] = [];
+    const { engine, batches } = recordingEngine((id) => {
+      started.push(id);
+      return first.promise;
+    });
+    const ingested = ingestSpool(engine, dir, silentLog);
+    // The first batch (8 MiB) runs; the directory's read-ahead has listed the ninth name already.
+    await until(() => started.length === 8);
+    const ninth = [...Array(9).keys()].find((i) => !started.includes(`big${i}`));
+    rmSync(join(dir, `${ninth}.json`));
+    first.resolve();
+    assert.deepEqual(await ingested, { ingested: 8, rejected: 0 });
+    assert.deepEqual(batches, [8]);
+    assert.deepEqual(readdirSync(dir), [], 'no rejected/ made for a file that is simply gone');
   });
 });
 

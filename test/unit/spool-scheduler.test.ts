@@ -27,13 +27,13 @@ const freshDir = () => {
 const KEY = { network: 'net', ifname: 'eth0' };
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
 
-function wire(command: string, containerId: string, config: Record<string, unknown> = chain) {
+function wire(command: string, containerId: string, config: Record<string, unknown> = chain, ifname = 'eth0') {
   return JSON.stringify({
     env: {
       CNI_COMMAND: command,
       CNI_CONTAINERID: containerId,
       CNI_NETNS: NETNS,
-      CNI_IFNAME: 'eth0',
+      CNI_IFNAME: ifname,
       CNI_PATH: '/fake',
     },
     config,
@@ -66,6 +66,17 @@ describe('spool', () => {
     assert.equal(dels.length, 4);
     assert.equal(store.currentAttachment({ containerId: 'a', ...KEY })!.state, 'deleted');
     assert.deepEqual(readdirSync(dir), ['notes.txt']);
+  });
+
+  test('a spooled file removed by someone else while its DEL ran is consumed all the same', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    const file = join(dir, 'gone.json');
+    writeFileSync(file, wire('DEL', 'gone', conf([{ type: 'one' }])));
+    plugins.on('one', () => rmSync(file)); // an operator cleaning the spool by hand
+    assert.deepEqual(await ingestSpool(engine, dir, silentLog), { ingested: 1, rejected: 0 });
+    assert.deepEqual(plugins.of('DEL'), ['DEL one gone']);
+    assert.deepEqual(readdirSync(dir), []);
   });
 
   test('a spooled DEL that fails is still consumed: its teardown stays journaled', async () => {
@@ -225,6 +236,29 @@ describe('the start-up spool drain', () => {
     assert.equal(drain.pending, 1);
     gate.resolve();
     await drained;
+    assert.equal(drain.pending, 0);
+  });
+
+  test('a container with two spooled DELs counts down one by one: the backlog says what is left', async () => {
+    const { engine, plugins } = setup();
+    const one = conf([{ type: 'one' }]);
+    // Whichever file comes second (directory order) has its DEL blocked until the test says.
+    const second = deferred();
+    plugins.on('one', async () => {
+      if (plugins.of('DEL').length === 2) await second.promise;
+    });
+    const dir = freshDir();
+    const t = Date.now() - 1000;
+    writeFileSync(join(dir, spoolName(t, 'two', 1)), wire('DEL', 'two', one, 'eth0'));
+    writeFileSync(join(dir, spoolName(t, 'two', 2)), wire('DEL', 'two', one, 'eth1'));
+    const drain = new SpoolDrain(engine, dir, silentLog);
+    assert.equal(drain.scan(), 2);
+    const drained = drain.start();
+    while (plugins.of('DEL').length < 2 || readdirSync(dir).length > 1) await new Promise((r) => setImmediate(r));
+    assert.equal(drain.pending, 1, 'the first file is done, the second not');
+    assert.ok(engine.spoolHold?.('two'), 'the container is held until both are done');
+    second.resolve();
+    assert.deepEqual(await drained, { ingested: 2, rejected: 0 });
     assert.equal(drain.pending, 0);
   });
 
