@@ -7,10 +7,13 @@ import { parseRuntimeEndpoint } from './audit/options.js';
 import { DEFAULT_NICE } from './priority.js';
 
 /** An integer flag >= min; the fallback when absent or bad (the bad value is reported). */
+/** Decimal digits, an optional minus: Number() alone would also take "0x10", "1e3", " 8 " and "". */
+const INTEGER = /^-?\d+$/;
+
 export function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
   if (raw === undefined) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) {
+  if (!INTEGER.test(raw) || !Number.isSafeInteger(n) || n < min) {
     problems.push(`--${name} must be an integer >= ${min}, got "${raw}"`);
     return fallback;
   }
@@ -22,7 +25,7 @@ export function niceValue(raw: string | undefined, problems: string[]): number |
   if (raw === 'off') return undefined;
   if (raw === undefined) return DEFAULT_NICE;
   const n = Number(raw);
-  if (raw.trim() === '' || !Number.isInteger(n) || n < -20 || n > 19) {
+  if (!INTEGER.test(raw) || n < -20 || n > 19) {
     problems.push(`--nice must be an integer from -20 to 19, or off, got "${raw}"`);
     return DEFAULT_NICE;
   }
