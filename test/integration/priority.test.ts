@@ -4,7 +4,6 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { join } from 'node:path';
@@ -32,14 +31,27 @@ function threadNices(pid: number): number[] {
   });
 }
 
-/** The plugin spawner: stewardd's one child process running plugins/spawner-child.js. */
+/** The plugin spawner: stewardd's child process running plugins/spawner-child.js (found in /proc by its parent pid). */
 function spawnerPid(daemonPid: number): number {
-  const kids = execFileSync('pgrep', ['-P', String(daemonPid)], { encoding: 'utf8' })
-    .trim()
-    .split('\n');
-  const pid = kids.map(Number).find((p) => readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('spawner-child'));
+  const ppid = (pid: string) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return undefined; // gone meanwhile
+    }
+  };
+  const kids = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && ppid(p) === daemonPid);
+  const cmdline = (p: string) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, 'utf8');
+    } catch {
+      return ''; // gone meanwhile
+    }
+  };
+  const pid = kids.find((p) => cmdline(p).includes('spawner-child'));
   assert.ok(pid, `no spawner among stewardd's children ${kids.join(', ')}`);
-  return pid;
+  return Number(pid);
 }
 
 /** One ADD + DEL through the shipped shim with the recording fixture; the nice value the fixture ran at. */
