@@ -18,7 +18,14 @@ export const BASE_NICE_ENV = 'STEWARD_BASE_NICE';
 
 /** Every thread of this process (Linux keeps a nice value per thread; a new thread takes its creator's). */
 function setAllThreads(nice: number): void {
-  for (const tid of readdirSync('/proc/self/task')) setPriority(Number(tid), nice);
+  for (const tid of readdirSync('/proc/self/task')) {
+    try {
+      setPriority(Number(tid), nice);
+    } catch (e) {
+      // A thread that ended since the listing has nothing left to set.
+      if ((e as { info?: { code?: string } }).info?.code !== 'ESRCH') throw e;
+    }
+  }
 }
 
 /**
