@@ -8,6 +8,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
+import { spawnerPid } from '../helpers/cri/residue.js';
 import { REPO, TestEnv } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { skipOrFail } from '../helpers/runtimes/skip.js';
@@ -31,27 +32,11 @@ function threadNices(pid: number): number[] {
   });
 }
 
-/** The plugin spawner: stewardd's child process running plugins/spawner-child.js (found in /proc by its parent pid). */
-function spawnerPid(daemonPid: number): number {
-  const ppid = (pid: string) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    } catch {
-      return undefined; // gone meanwhile
-    }
-  };
-  const kids = readdirSync('/proc').filter((p) => /^\d+$/.test(p) && ppid(p) === daemonPid);
-  const cmdline = (p: string) => {
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, 'utf8');
-    } catch {
-      return ''; // gone meanwhile
-    }
-  };
-  const pid = kids.find((p) => cmdline(p).includes('spawner-child'));
-  assert.ok(pid, `no spawner among stewardd's children ${kids.join(', ')}`);
-  return Number(pid);
+/** The plugin spawner of stewardd `pid` (test/helpers/cri/residue.ts finds it by parent pid and cmdline). */
+function spawner(pid: number): number {
+  const p = spawnerPid(pid);
+  assert.ok(p, `no spawner among stewardd's (${pid}) children`);
+  return p;
 }
 
 /** One ADD + DEL through the shipped shim with the recording fixture; the nice value the fixture ran at. */
@@ -83,7 +68,7 @@ describe('stewardd --nice', { skip }, () => {
     await d.start();
     const pid = d.proc!.pid!;
     assert.deepEqual([...new Set(threadNices(pid))], [-10]);
-    assert.deepEqual([...new Set(threadNices(spawnerPid(pid)))], [base]);
+    assert.deepEqual([...new Set(threadNices(spawner(pid)))], [base]);
     assert.deepEqual(await delegateNice(d, 'default'), [base, base]);
     // Threads stewardd makes later (a request's work) take the main thread's priority.
     assert.deepEqual([...new Set(threadNices(pid))], [-10]);
