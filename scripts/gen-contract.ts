@@ -17,6 +17,7 @@ import { CNI_COMMANDS } from '../shared/src/cni/types.js';
 import { MAX_CONTAINER_ID_LENGTH } from '../shared/src/cni/validate.js';
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../shared/src/cni/versions.js';
 import * as restart from '../shared/src/restart.js';
+import * as beacon from '../shared/src/beacon.js';
 
 const REPO = new URL('..', import.meta.url).pathname;
 export const GO_FILE = 'shim/contract_gen.go';
@@ -43,6 +44,7 @@ type Const = Kind & {
 
 const API = 'shared/src/api.ts';
 const RESTART = 'shared/src/restart.ts';
+const BEACON = 'shared/src/beacon.ts';
 
 /** The shim's constants, in the order the generated file lists them. */
 function constants(): Const[] {
@@ -157,6 +159,28 @@ function constants(): Const[] {
       kind: 'string',
       value: restart.STATUS_NOT_READY_SUFFIX,
     },
+    {
+      go: 'aliveBeaconSuffix',
+      file: BEACON,
+      ts: 'ALIVE_BEACON_SUFFIX',
+      kind: 'string',
+      value: beacon.ALIVE_BEACON_SUFFIX,
+    },
+    {
+      go: 'statusBeaconPatience',
+      file: BEACON,
+      ts: 'STATUS_BEACON_PATIENCE_MS',
+      kind: 'duration',
+      ms: beacon.STATUS_BEACON_PATIENCE_MS,
+    },
+    {
+      go: 'aliveBeaconPeriod',
+      file: BEACON,
+      ts: 'ALIVE_BEACON_PERIOD_MS',
+      kind: 'duration',
+      ms: beacon.ALIVE_BEACON_PERIOD_MS,
+    },
+    { go: 'statusKeyHeader', file: BEACON, ts: 'STATUS_KEY_HEADER', kind: 'string', value: beacon.STATUS_KEY_HEADER },
     ...(
       [
         ['hintCommandHeader', 'command'],

@@ -132,6 +132,24 @@ const (
 	// grace expired), beside the socket: `{at, why, reason}`. stewardd reports it.
 	statusNotReadySuffix = ".status-not-ready"
 
+	// aliveBeaconSuffix: ALIVE_BEACON_SUFFIX (shared/src/beacon.ts). The beacon's name: the
+	// socket's path with this suffix.
+	aliveBeaconSuffix = ".alive"
+
+	// statusBeaconPatience: STATUS_BEACON_PATIENCE_MS (shared/src/beacon.ts). How long (ms from its
+	// start) the shim waits for stewardd's own STATUS answer before it reads the beacon: an idle
+	// node answers in a few ms, so the beacon speaks only for a loop that is behind.
+	statusBeaconPatience = 100 * time.Millisecond
+
+	// aliveBeaconPeriod: ALIVE_BEACON_PERIOD_MS (shared/src/beacon.ts). How often stewardd's main
+	// loop rewrites the beacon (ms).
+	aliveBeaconPeriod = 100 * time.Millisecond
+
+	// statusKeyHeader: STATUS_KEY_HEADER (shared/src/beacon.ts). The request header naming a
+	// STATUS's network for the beacon: the first 32 hex digits of the SHA-256 of the request body
+	// (its CNI_* variables and netconf), so one network read one way.
+	statusKeyHeader = "x-steward-status-key"
+
 	// hintCommandHeader: HINT_HEADERS.command (shared/src/api.ts). The admission hint header
 	// carrying the request's CNI_COMMAND; see HINT_HEADERS.
 	hintCommandHeader = "x-cni-command"

@@ -25,6 +25,10 @@ type input struct {
 	sleep   func(time.Duration)
 	// noteNotReady records a STATUS the shim answered not ready on its own (nil: not recorded).
 	noteNotReady notReadyNote
+	// beacon reads stewardd's alive beacon for a STATUS it is slow to answer (beacon.go); nil:
+	// never. now is the wall clock its beats are compared with (time.Now when nil).
+	beacon beaconRead
+	now    func() time.Time
 }
 
 // request is one call, read and checked: what to send to which socket, within what bound.
@@ -39,6 +43,7 @@ type request struct {
 	spoolDir    string
 	bound       bound
 	trace       [][2]string // the runtime's trace context, as headers
+	statusKey   string      // STATUS: its network's name in stewardd's alive beacon (beacon.go)
 }
 
 // run answers one call; whatever goes wrong, the runtime gets a CNI error on stdout.
@@ -160,6 +165,9 @@ func readRequest(in input) (request, *cniError) {
 			" bytes, more than the "+strconv.Itoa(maxRequestBytes)+" stewardd reads")
 	}
 	req.body = body
+	if req.command == "STATUS" {
+		req.statusKey = statusKey(body)
+	}
 
 	timeouts, hasTimeouts := req.conf.keys["timeouts"]
 	if !hasTimeouts {
@@ -177,9 +185,13 @@ func readRequest(in input) (request, *cniError) {
 	return req, nil
 }
 
-// headers: the admission hints, the protocol version and the trace context.
+// headers: the admission hints, the protocol version, the trace context and a STATUS's key.
 func (req request) headers(wire env) [][2]string {
-	return append(hintHeaders(wire, req.conf), req.trace...)
+	h := append(hintHeaders(wire, req.conf), req.trace...)
+	if req.statusKey != "" {
+		h = append(h, [2]string{statusKeyHeader, req.statusKey})
+	}
+	return h
 }
 
 // deliver sends the request. It returns stewardd's answer; nil and no error when a DEL was
@@ -189,6 +201,9 @@ func (req request) headers(wire env) [][2]string {
 func deliver(req request, in input, send sender, spool spooler) (*reply, *cniError) {
 	start := in.elapsed()
 	remaining := req.bound.remaining
+	if req.command == "STATUS" && in.beacon != nil {
+		send = withBeacon(send, in, req.statusKey)
+	}
 	var r reply
 	var err error
 	for {

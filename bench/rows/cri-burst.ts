@@ -12,8 +12,9 @@
 // delegates). Target (issue 39): steward's per-pod p99 of RunPodSandbox and its time until the last
 // pod is ready <= 1.10x the plain chain's, no failure, nothing left.
 // Throughout each timed steward burst (up and down), CNI STATUS is run as containerd 2.x runs it
-// (test/helpers/cri/cni-status.ts: the installed conflist at cniVersion 1.1.0 through the installed
-// shim) every 200 ms, and the same on the node before the bursts: a second row, `cri-burst-status`,
+// (the installed conflist at cniVersion 1.1.0 through the installed shim) every 200 ms by a Go
+// process of its own (bench/lib/status-ticker.ts; CRI_BURST_STATUS_FROM=bench: from this process,
+// test/helpers/cri/cni-status.ts), and the same on the node before the bursts: a row, `cri-burst-status`,
 // with STATUS p50/p99 and how many answered 50 (issue 37: p99 <= 250 ms, none 50 while stewardd lives).
 //
 // CRI_BURST_PODS (default 100 × --scale, at least 10), CRI_BURST_ROUNDS (default 3 × --scale, at
@@ -23,9 +24,9 @@
 // nice N; CRI_BURST_DAEMON_NODE_ARGS passes node flags (--cpu-prof) to stewardd and its spawner.
 
 import { readFileSync, readdirSync } from 'node:fs';
-import { cpus, getPriority, setPriority } from 'node:os';
+import { cpus, getPriority } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { TestEnv } from '../../test/helpers/env.js';
 import { CriNode, PLAIN_HANDLER } from '../../test/helpers/cri/node.js';
 import { Kubelet } from '../../test/helpers/cri/kubelet.js';
@@ -38,10 +39,14 @@ import {
   type PodResidue,
 } from '../../test/helpers/cri/residue.js';
 import { histogramSums, perPod, type Sums } from '../../test/helpers/cri/timing.js';
+import { setAllThreads } from '../../daemon/src/priority.js';
 import { StatusLoop, firstConfFile, networkCondition, type Tick } from '../../test/helpers/cri/cni-status.js';
 import { RuntimeHost } from '../../test/helpers/runtimes/host.js';
 import { baseSkipReason } from '../../test/helpers/runtimes/skip.js';
 import { CRI_TOOLS } from '../lib/cri-tools.js';
+import { GoStatusLoop, buildStatusTicker } from '../lib/status-ticker.js';
+import { REPO } from '../lib/paths.js';
+import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
 import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { mean, median, p99, quantile, round } from '../lib/stats.js';
@@ -84,12 +89,6 @@ function procCpuMs(pid: number | undefined, reaped = false): number {
   } catch {
     return 0;
   }
-}
-
-/** Sets the nice value of every thread of a process (setpriority on each task). */
-function setNice(pid: number | undefined, value: number): void {
-  if (pid === undefined) return;
-  for (const t of readdirSync(`/proc/${pid}/task`)) setPriority(Number(t), value);
 }
 
 /** /proc/self/mountinfo's lines and the wall ms of one synchronous read of it (median of 5). */
@@ -179,9 +178,15 @@ interface Series {
   /** Bursts after which stewardd was not the same live process as before it. */
   daemonNotAlive: number;
   /**
+   * The same ticks, in the same bursts, asking STATUS of a Go program that answers at once
+   * (bench/fixtures/go-floor): what any CNI plugin's STATUS exec costs on the machine at that moment.
+   */
+  floorStatus: Array<{ ms: number; phase: 'up' | 'down' }>;
+  /**
    * Per phase of each timed steward burst, the longest event-loop delay (ms) of stewardd (its
    * steward_nodejs_eventloop_lag_max_seconds, which each scrape reads and resets) and of this
-   * process, which spawns the STATUS execs and sees them exit: a busy daemon told from a busy machine.
+   * process (which spawned and timed the STATUS execs before they moved to a Go ticker): a busy
+   * daemon told from a busy machine.
    */
   daemonLagMaxMs: { up: number[]; down: number[] };
   benchLagMaxMs: { up: number[]; down: number[] };
@@ -206,6 +211,7 @@ const newSeries = (): Series => ({
   delSums: new Map(),
   slots: { inUse: [], queued: [] },
   status: [],
+  floorStatus: [],
   daemonNotAlive: 0,
   daemonLagMaxMs: { up: [], down: [] },
   benchLagMaxMs: { up: [], down: [] },
@@ -216,6 +222,21 @@ const daemonLagMaxMs = (metricsText: string): number =>
   Number(/^steward_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(metricsText)?.[1] ?? NaN) * 1000;
 
 /** A series' figures against the plain chain's: what a row's extras carry. */
+/** The Go floor's STATUS beside steward's, in the same bursts (none when timed from the bench). */
+function floorFigures(s: Series): Record<string, number> {
+  if (s.floorStatus.length === 0) return {};
+  const phase = (p: 'up' | 'down') => s.floorStatus.filter((t) => t.phase === p).map((t) => t.ms);
+  const all = s.floorStatus.map((t) => t.ms);
+  return {
+    floorStatusN: all.length,
+    floorStatusP50Ms: round(median(all)),
+    floorStatusP99Ms: round(p99(all)),
+    floorStatusUpP99Ms: round(p99(phase('up'))),
+    floorStatusDownP99Ms: round(p99(phase('down'))),
+    statusP99OverFloorP99: round(p99(s.status.map((t) => t.ms)) / p99(all)),
+  };
+}
+
 function figures(s: Series, plain: Series, pods: number, plainLastReady: number[]): Record<string, number | string> {
   const total = s.runMs.length || 1;
   const prefixed = (p: string, o: Record<string, number>) =>
@@ -320,8 +341,31 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
     // cniVersion 1.1.0, as `install --cni-version auto` writes it for containerd 2.x; the delegates
     // keep theirs (Debian's plugins speak up to 1.0.0), so stewardd runs none of them for STATUS.
     const statusList = { ...JSON.parse(readFileSync(firstConfFile(node.confDir), 'utf8')), cniVersion: '1.1.0' };
+    // Each STATUS timed by a Go process of its own, as containerd sees it (bench/lib/status-ticker.ts);
+    // CRI_BURST_STATUS_FROM=bench: by this process's event loop instead, as before.
+    const ticker = process.env.CRI_BURST_STATUS_FROM === 'bench' ? undefined : buildStatusTicker(env.dir);
     const statusLoop = () =>
-      new StatusLoop(STATUS_PERIOD_MS, () => networkCondition(statusList, [node.binDir], 10_000));
+      ticker
+        ? new GoStatusLoop(ticker, statusList, join(env.dir, 'status.conflist'), [node.binDir], STATUS_PERIOD_MS)
+        : new StatusLoop(STATUS_PERIOD_MS, () => networkCondition(statusList, [node.binDir], 10_000));
+    // The floor beside it: STATUS of a conflist whose one plugin is the Go floor (writes {}, exits 0).
+    const floorBin = compileFor(
+      hostTarget(),
+      join(env.dir, 'status-floor', 'go-floor'),
+      undefined,
+      join(REPO, 'bench/fixtures/go-floor'),
+    );
+    const floorList = { cniVersion: '1.1.0', name: 'status-floor', plugins: [{ type: 'go-floor' }] };
+    const floorLoop = () =>
+      ticker
+        ? new GoStatusLoop(
+            ticker,
+            floorList,
+            join(env.dir, 'status-floor.conflist'),
+            [dirname(floorBin)],
+            STATUS_PERIOD_MS,
+          )
+        : undefined;
     // CRI_BURST_DAEMON_NODE_ARGS: node flags for stewardd and its spawner (e.g. --cpu-prof --cpu-prof-dir=DIR).
     const nodeArgs = process.env.CRI_BURST_DAEMON_NODE_ARGS;
     if (nodeArgs) {
@@ -354,6 +398,10 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const poller = steward && timed ? slotPoller((p) => node.daemon.get(p)) : undefined;
       const status = steward && timed ? statusLoop() : undefined;
       status?.start();
+      // Half a period later, so the two tickers' execs take turns.
+      const floor = status ? floorLoop() : undefined;
+      if (floor) await new Promise((r) => setTimeout(r, STATUS_PERIOD_MS / 2));
+      floor?.start();
       const benchLag = monitorEventLoopDelay({ resolution: 10 });
       benchLag.enable();
       const cpu0 = procCpuMs(daemonPid) + procCpuMs(spawnerPid(daemonPid));
@@ -380,6 +428,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const down = await stopRemoveAtOnce(k, ids);
       const path3 = pathCpuMs(containerdPid, daemonPid);
       await status?.stop();
+      await floor?.stop();
       const alive = node.daemon.proc?.pid === daemonPid && node.daemon.proc?.exitCode === null;
       const ticks = (status?.ticks ?? []).map((t) => ({
         ...t,
@@ -420,6 +469,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
         s.slots.queued.push(...polled.queued);
       }
       s.status.push(...ticks);
+      for (const t of floor?.ticks ?? []) s.floorStatus.push({ ms: t.ms, phase: t.at < downAt ? 'up' : 'down' });
       if (status && !alive) s.daemonNotAlive++;
       if (status) {
         s.daemonLagMaxMs.up.push(lagUp.daemon);
@@ -447,7 +497,8 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const order = [...keys.slice(r % keys.length), ...keys.slice(0, r % keys.length)];
       for (const key of order) {
         if (key.startsWith('cap ')) await useCap(Number(key.slice(4)));
-        if (daemonNice !== undefined) setNice(node.daemon.proc?.pid, key.startsWith('nice ') ? daemonNice : ownNice);
+        if (daemonNice !== undefined && node.daemon.proc?.pid !== undefined)
+          setAllThreads(key.startsWith('nice ') ? daemonNice : ownNice, node.daemon.proc.pid);
         await burst(key, `r${r}`, pods, true);
       }
     }
@@ -536,6 +587,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
           statusDownP50Ms: round(median(phase('down'))),
           statusDownP99Ms: round(p99(phase('down'))),
           statusMaxMs: round(Math.max(0, ...ms)),
+          ...floorFigures(s),
           idleStatusAnsweredNot0: idleStatus.ticks.filter((t) => !t.ready).length,
           burstsWithoutTheSameLiveDaemon: s.daemonNotAlive,
           daemonLoopLagMaxUpMs: round(Math.max(...s.daemonLagMaxMs.up)),
@@ -546,8 +598,9 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
           rounds,
         },
         notes: [
-          `a tick every ${STATUS_PERIOD_MS} ms from the first RunPodSandbox of a steward burst to the last RemovePodSandbox (a tick due while one runs is dropped, as a Go ticker drops it); per tick containerd 2.x's NetworkReady: libcni's STATUS of each plugin of 00-steward.conflist at 1.1.0 (the shim only: the delegates stay at 1.0.0), wall time of the shim exec`,
-          "…LoopLagMax…Ms: the longest event-loop delay over the bursts' phases, stewardd's (its steward_nodejs_eventloop_lag_max_seconds, read and reset by each scrape) and this bench process's, which spawns the STATUS execs and sees them exit (perf_hooks.monitorEventLoopDelay): a STATUS wall time far above both was the shim's own start and scheduling",
+          `a tick every ${STATUS_PERIOD_MS} ms from the first RunPodSandbox of a steward burst to the last RemovePodSandbox (a tick due while one runs is dropped, as a Go ticker drops it); per tick containerd 2.x's NetworkReady: libcni's STATUS of each plugin of 00-steward.conflist at 1.1.0 (the shim only: the delegates stay at 1.0.0), wall time of the shim exec as a Go process of its own times it (bench/fixtures/status-ticker, exec.Cmd as libcni runs a plugin)${ticker ? '' : " (here: CRI_BURST_STATUS_FROM=bench, timed by the bench's own event loop)"}`,
+          "…LoopLagMax…Ms: the longest event-loop delay over the bursts' phases, stewardd's (its steward_nodejs_eventloop_lag_max_seconds, read and reset by each scrape) and this bench process's (perf_hooks.monitorEventLoopDelay; it timed STATUS before the Go ticker did): a STATUS wall time far above stewardd's was the shim's own start and scheduling",
+          "floorStatus…: a second Go ticker, half a period after the first, asking STATUS of a one-plugin conflist whose plugin is bench/fixtures/go-floor (a Go program that writes {} and exits 0) during the same bursts: what any plugin's STATUS exec cost at those moments; statusP99OverFloorP99 is steward's p99 over it",
           ...notReady.slice(0, 3).map((t) => `not ready (${t.phase}, ${round(t.ms, 0)} ms): ${t.message ?? ''}`),
         ],
       };

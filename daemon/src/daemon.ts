@@ -14,6 +14,7 @@ import type { Store } from './store/store.js';
 import type { RunningDaemon } from './running-daemon.js';
 import { shutdownSequence } from './lifecycle/shutdown.js';
 import { removeRestartRecord } from './lifecycle/restart-record.js';
+import { AliveBeacon } from './lifecycle/alive-beacon.js';
 import { StatusNotReady } from './status-not-ready.js';
 import { conflistView } from './lifecycle/conflist-view.js';
 import { recover } from './engine/recovery.js';
@@ -142,7 +143,7 @@ async function serve(
       onRelisten: (why) => metrics.socketRelistens.inc({ why }),
     },
   });
-  const isReady = () =>
+  const isReady = (): boolean =>
     ready &&
     (watcher?.ready() ?? true) &&
     selfCheck.problem() === undefined &&
@@ -153,6 +154,7 @@ async function serve(
     ...spool.problems(),
   ];
   const health = healthCheck(store, executor, selfCheck, log);
+  const aliveBeacon = new AliveBeacon(cfg.socket, isReady, log);
   const auditor = buildAuditor(cfg, { store, engine, run, executor, runtime, metrics, log });
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
@@ -171,6 +173,7 @@ async function serve(
     readyProblems,
     isServing: () => ready,
     statusNotReady: new StatusNotReady(cfg.socket, metrics.registry),
+    aliveBeacon,
     spoolDraining: () => spool.pending,
     version: VERSION,
     startedAt,
@@ -207,6 +210,7 @@ async function serve(
   // Only microtasks until ready: no request is answered in between (ShimCheck.start).
   await shimCheck?.start();
   ready = true;
+  aliveBeacon.start();
   // Serving: a planned restart's record has done its work (lifecycle/restart-record.ts).
   if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves');
   watcher?.start();
@@ -225,6 +229,7 @@ async function serve(
     owner,
     quiesce: () => {
       ready = false;
+      aliveBeacon.stop();
       watcher?.stop();
       // Before the server closes: closing it unlinks the socket path, which is no deletion to repair.
       selfCheck.stop();

@@ -16,9 +16,12 @@ export const DEFAULT_NICE = -10;
 /** The nice value stewardd was started with, for its children that must not keep its own. */
 export const BASE_NICE_ENV = 'STEWARD_BASE_NICE';
 
-/** Every thread of this process (Linux keeps a nice value per thread; a new thread takes its creator's). */
-function setAllThreads(nice: number): void {
-  for (const tid of readdirSync('/proc/self/task')) {
+/**
+ * Every thread of a process, this one by default (Linux keeps a nice value per thread; a new thread
+ * takes its creator's). The bench sets stewardd's from outside with the same function.
+ */
+export function setAllThreads(nice: number, pid: number | 'self' = 'self'): void {
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       setPriority(Number(tid), nice);
     } catch (e) {

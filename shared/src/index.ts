@@ -10,4 +10,5 @@ export * from './wire.js';
 export * from './spool.js';
 export * from './exit-hang.js';
 export * from './restart.js';
+export * from './beacon.js';
 export * from './printable.js';

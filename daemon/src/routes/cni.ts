@@ -60,12 +60,18 @@ async function answerCni(
   }
   const command = req.env.command;
   const stop = deps.metrics.requestSeconds.startTimer({ command });
+  // A STATUS's verdict is published whether or not its shim still waits (it may have answered from
+  // the beacon): the next STATUS of that network reads it.
+  const verdict =
+    command === 'STATUS' ? (passed: boolean) => deps.aliveBeacon?.noteStatus(hints?.statusKey, passed) : undefined;
   try {
     const text = await deps.engine.handle(req, clientGone);
     deps.metrics.requests.inc({ command, code: '0' });
+    verdict?.(true);
     return text;
   } catch (e) {
     const err = CniError.from(e);
+    verdict?.(false);
     deps.metrics.requests.inc({ command, code: String(err.code) });
     log.warn(
       {

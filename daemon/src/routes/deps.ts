@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { AdmissionStats } from './admission.js';
 import type { AuditOptions, AuditReport } from '../audit/run.js';
 import type { Tracing } from '../tracing/tracing.js';
+import type { AliveBeacon } from '../lifecycle/alive-beacon.js';
 
 /** What the operator views read of the journal: queries only, never a write. */
 export type JournalView = Pick<
@@ -46,6 +47,8 @@ export interface AppDeps {
   isServing: () => boolean;
   /** When STATUS last answered not ready, from either side (status-not-ready.ts). */
   statusNotReady?: StatusNotReady;
+  /** Where each STATUS's verdict is published for the shim (lifecycle/alive-beacon.ts). */
+  aliveBeacon?: Pick<AliveBeacon, 'noteStatus'>;
   /** Spooled DELs found at start and still being drained in the background (0 once done). */
   spoolDraining?: () => number;
   version: string;

@@ -3,13 +3,15 @@
 // the contract; a request whose headers disagree with it is refused with code 4, never served.
 
 import type { IncomingHttpHeaders } from 'node:http';
-import { CniError, ErrorCode, HINT_HEADERS, type CniRequestBody } from '@cni-steward/shared';
+import { CniError, ErrorCode, HINT_HEADERS, STATUS_KEY_HEADER, type CniRequestBody } from '@cni-steward/shared';
 
 export interface Hints {
   command: string;
   containerId: string | undefined;
   ifname: string | undefined;
   network: string | undefined;
+  /** A STATUS's network as the alive beacon names it (STATUS_KEY_HEADER; not checked against the body). */
+  statusKey?: string | undefined;
 }
 
 function one(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -32,6 +34,7 @@ export function readHints(headers: IncomingHttpHeaders): Hints | undefined {
     containerId: one(headers, HINT_HEADERS.containerId),
     ifname: one(headers, HINT_HEADERS.ifname),
     network: one(headers, HINT_HEADERS.network),
+    statusKey: one(headers, STATUS_KEY_HEADER),
   };
 }
 
