@@ -42,6 +42,7 @@ export class Metrics {
   readonly queueWaitSeconds: RequestMetrics['queueWaitSeconds'];
   readonly coalescedDels: RequestMetrics['coalescedDels'];
   readonly versionSkew: RequestMetrics['versionSkew'];
+  readonly statusAfterShimLeft: RequestMetrics['statusAfterShimLeft'];
   readonly teardownFailures: TeardownMetrics['failures'];
   readonly abandonedSteps: TeardownMetrics['abandonedSteps'];
   readonly socketRelistens: SocketMetrics['relistens'];
@@ -67,6 +68,7 @@ export class Metrics {
     this.requestSeconds = this.request.requestSeconds;
     this.queueWaitSeconds = this.request.queueWaitSeconds;
     this.coalescedDels = this.request.coalescedDels;
+    this.statusAfterShimLeft = this.request.statusAfterShimLeft;
     this.versionSkew = this.request.versionSkew;
     this.teardownFailures = this.teardown.failures;
     this.abandonedSteps = this.teardown.abandonedSteps;

@@ -54,6 +54,10 @@ describe('the alive beacon', () => {
     assert.equal(slowCall.code, 0, `answered ${slowCall.stdout} for a live stewardd whose last verdict passed`);
     assert.equal(slowCall.stdout, '');
     assert.equal(fixtureCalls(fx, 'STATUS').length, 2, 'the slow delegate STATUS ran (the beacon answered meanwhile)');
+    // stewardd decides it all the same, after the shim left, and counts that.
+    await daemon.waitFor('the verdict decided after the shim left, counted', async () =>
+      /^steward_status_after_shim_left_total 1$/m.test((await daemon.get('/metrics')).text),
+    );
 
     // Frozen: no beat since the call started, whatever the last one said.
     process.kill(pid, 'SIGSTOP');

@@ -19,6 +19,8 @@ export class RequestMetrics {
   readonly queueWaitSeconds: Histogram;
   readonly coalescedDels: Counter<'how'>;
   readonly versionSkew: Counter<'shim_protocol'>;
+  /** STATUS verdicts decided after their shim stopped waiting (lifecycle/alive-beacon.ts). */
+  readonly statusAfterShimLeft: Counter;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -53,6 +55,11 @@ export class RequestMetrics {
       help: "Time a request or teardown waited in its container's queue before it started",
       registers,
       buckets: [0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30],
+    });
+    this.statusAfterShimLeft = new Counter({
+      name: 'steward_status_after_shim_left_total',
+      help: 'STATUS verdicts decided after the shim had stopped waiting: it answered from the alive beacon, or 50 at its bound',
+      registers,
     });
     this.coalescedDels = new Counter({
       name: 'steward_del_coalesced_total',

@@ -63,7 +63,12 @@ async function answerCni(
   // A STATUS's verdict is published whether or not its shim still waits (it may have answered from
   // the beacon): the next STATUS of that network reads it.
   const verdict =
-    command === 'STATUS' ? (passed: boolean) => deps.aliveBeacon?.noteStatus(hints?.statusKey, passed) : undefined;
+    command === 'STATUS'
+      ? (passed: boolean) => {
+          deps.aliveBeacon?.noteStatus(hints?.statusKey, passed);
+          if (clientGone?.()) deps.metrics.statusAfterShimLeft.inc();
+        }
+      : undefined;
   try {
     const text = await deps.engine.handle(req, clientGone);
     deps.metrics.requests.inc({ command, code: '0' });
