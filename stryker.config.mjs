@@ -64,6 +64,7 @@ export default {
       'test/unit/spool-batches.test.ts',
       'test/unit/spool-log.test.ts',
       'test/unit/spool-scheduler.test.ts',
+      'test/unit/status-single-flight.test.ts',
       'test/unit/scheduler-prune.test.ts',
       'test/unit/store.test.ts',
       'test/unit/store-open-error.test.ts',

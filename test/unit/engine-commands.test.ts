@@ -631,57 +631,70 @@ describe('engine: STATUS', () => {
   });
 });
 
-describe('what a CNI_NETNS names (netns.ts)', () => {
-  test('each refusal says why: not inspectable (with its errno), another namespace kind, the host’s own', () => {
-    assert.equal(netnsProblem('/proc/self/stat/x'), 'CNI_NETNS "/proc/self/stat/x" cannot be inspected (ENOTDIR)');
+describe('what a CNI_NETNS names (netns.ts)', async () => {
+  test('each refusal says why: not inspectable (with its errno), another namespace kind, the host’s own', async () => {
     assert.equal(
-      netnsProblem('/proc/self/ns/uts'),
+      await netnsProblem('/proc/self/stat/x'),
+      'CNI_NETNS "/proc/self/stat/x" cannot be inspected (ENOTDIR)',
+    );
+    assert.equal(
+      await netnsProblem('/proc/self/ns/uts'),
       'CNI_NETNS "/proc/self/ns/uts" is not a network namespace (it is the uts namespace kind)',
     );
-    assert.equal(netnsProblem(NETNS), undefined);
-    assert.equal(netnsProblem('/proc/self/root/proc/self/ns/net'), undefined, 'through /proc/<pid>/root/: net');
-    assert.equal(netnsProblem(NETNS, '/nonexistent/host-ns'), undefined, 'an unreadable host path refuses nothing');
-    assert.equal(netnsProblem(NETNS, NETNS), `CNI_NETNS "${NETNS}" is the host's network namespace (stewardd's own)`);
+    assert.equal(await netnsProblem(NETNS), undefined);
+    assert.equal(await netnsProblem('/proc/self/root/proc/self/ns/net'), undefined, 'through /proc/<pid>/root/: net');
+    assert.equal(
+      await netnsProblem(NETNS, '/nonexistent/host-ns'),
+      undefined,
+      'an unreadable host path refuses nothing',
+    );
+    assert.equal(
+      await netnsProblem(NETNS, NETNS),
+      `CNI_NETNS "${NETNS}" is the host's network namespace (stewardd's own)`,
+    );
     assert.match(
-      netnsProblem('/nonexistent/' + 'x'.repeat(300))!,
+      (await netnsProblem('/nonexistent/' + 'x'.repeat(300)))!,
       /^CNI_NETNS "\/nonexistent\/x+… \[113 more characters cut\]" does not exist$/,
       'the path is clipped',
     );
   });
 
-  test('a namespace file reached through /proc/<pid>/root/ is told by its kind like any other', () => {
+  test('a namespace file reached through /proc/<pid>/root/ is told by its kind like any other', async () => {
     // Through another process's root the file is still a link naming its kind: a uts namespace there
     // is refused up front, not handed to a plugin whose setns fails and whose ADD is then rolled back.
     for (const root of ['/proc/self/root', `/proc/${process.pid}/root`, '/proc/thread-self/root']) {
       assert.equal(
-        netnsProblem(`${root}/proc/self/ns/uts`),
+        await netnsProblem(`${root}/proc/self/ns/uts`),
         `CNI_NETNS "${root}/proc/self/ns/uts" is not a network namespace (it is the uts namespace kind)`,
       );
-      assert.match(netnsProblem(`${root}/proc/${process.pid}/ns/ipc`)!, /\(it is the ipc namespace kind\)$/);
+      assert.match((await netnsProblem(`${root}/proc/${process.pid}/ns/ipc`))!, /\(it is the ipc namespace kind\)$/);
       assert.equal(
-        netnsProblem(`${root}/proc/self/ns/net`, '/proc/self/ns/net'),
+        await netnsProblem(`${root}/proc/self/ns/net`, '/proc/self/ns/net'),
         `CNI_NETNS "${root}/proc/self/ns/net" is the host's network namespace (stewardd's own)`,
       );
     }
   });
 
-  test('a symlink is followed to the namespace it names', () => {
+  test('a symlink is followed to the namespace it names', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'steward-netns-'));
     try {
       symlinkSync('/proc/self/ns/uts', join(dir, 'uts'));
       symlinkSync(join(dir, 'uts'), join(dir, 'uts2'));
       symlinkSync(NETNS, join(dir, 'net'));
-      assert.match(netnsProblem(join(dir, 'uts2'))!, /is not a network namespace \(it is the uts namespace kind\)$/);
-      assert.equal(netnsProblem(join(dir, 'net')), undefined);
+      assert.match(
+        (await netnsProblem(join(dir, 'uts2')))!,
+        /is not a network namespace \(it is the uts namespace kind\)$/,
+      );
+      assert.equal(await netnsProblem(join(dir, 'net')), undefined);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  test('a teardown DEL gets the stored netns while it is still a network namespace, else an empty one', () => {
-    assert.equal(teardownNetns(NETNS), NETNS);
-    assert.equal(teardownNetns('/proc/self/ns/uts'), '');
-    assert.equal(teardownNetns('/nonexistent/ns'), '');
-    assert.equal(teardownNetns(''), '');
+  test('a teardown DEL gets the stored netns while it is still a network namespace, else an empty one', async () => {
+    assert.equal(await teardownNetns(NETNS), NETNS);
+    assert.equal(await teardownNetns('/proc/self/ns/uts'), '');
+    assert.equal(await teardownNetns('/nonexistent/ns'), '');
+    assert.equal(await teardownNetns(''), '');
   });
 });

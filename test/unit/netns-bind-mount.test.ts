@@ -66,40 +66,40 @@ after(() => {
 });
 
 describe('a bind-mounted namespace file reached through /proc/<pid>/root/', { skip }, () => {
-  test('another kind is refused, named by its kind; a path with a space or a newline is read through mountinfo escapes', () => {
+  test('another kind is refused, named by its kind; a path with a space or a newline is read through mountinfo escapes', async () => {
     assert.equal(
-      netnsProblem(`${root}${files.uts}`),
+      await netnsProblem(`${root}${files.uts}`),
       `CNI_NETNS "${root}${files.uts}" is not a network namespace (it is the uts namespace kind)`,
     );
-    assert.match(netnsProblem(`${root}${files.spaced}`)!, /\(it is the ipc namespace kind\)$/);
+    assert.match((await netnsProblem(`${root}${files.spaced}`))!, /\(it is the ipc namespace kind\)$/);
     assert.match(
-      netnsProblem(`${root}${files.newline}`)!,
+      (await netnsProblem(`${root}${files.newline}`))!,
       /\(it is the pid namespace kind\)$/,
       'a newline in the name',
     );
   });
 
-  test('a network namespace is accepted, and is still the host one when it is', () => {
-    assert.equal(netnsProblem(`${root}${files.net}`), undefined);
+  test('a network namespace is accepted, and is still the host one when it is', async () => {
+    assert.equal(await netnsProblem(`${root}${files.net}`), undefined);
     // The child shares this process's network namespace: a pod never does.
     assert.equal(
-      netnsProblem(`${root}${files.net}`, '/proc/self/ns/net'),
+      await netnsProblem(`${root}${files.net}`, '/proc/self/ns/net'),
       `CNI_NETNS "${root}${files.net}" is the host's network namespace (stewardd's own)`,
     );
   });
 
-  test('of two mounts on one path, the last one is what the path shows', () => {
-    assert.match(netnsProblem(`${root}${files.stacked}`)!, /\(it is the uts namespace kind\)$/);
+  test('of two mounts on one path, the last one is what the path shows', async () => {
+    assert.match((await netnsProblem(`${root}${files.stacked}`))!, /\(it is the uts namespace kind\)$/);
   });
 
-  test('the same file in this mount namespace is a plain file, not a namespace', () => {
-    assert.equal(netnsProblem(files.uts), `CNI_NETNS "${files.uts}" is not a network namespace`);
+  test('the same file in this mount namespace is a plain file, not a namespace', async () => {
+    assert.equal(await netnsProblem(files.uts), `CNI_NETNS "${files.uts}" is not a network namespace`);
   });
 
-  test('a namespace file whose kind cannot be read (no mountinfo names it from here) is not refused', () => {
+  test('a namespace file whose kind cannot be read (no mountinfo names it from here) is not refused', async () => {
     // /proc/<pid>/cwd/ is not a root: the path resolves to the child's view of it, which this mount
     // namespace's mountinfo does not list. Refused only when known to be another kind: a plugin's
     // setns then says what is wrong.
-    assert.equal(netnsProblem(`${cwd}/uts`), undefined);
+    assert.equal(await netnsProblem(`${cwd}/uts`), undefined);
   });
 });

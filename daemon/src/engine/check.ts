@@ -28,7 +28,7 @@ export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: Atta
       `attachment of container ${key.containerId} on ${key.network}/${key.ifname} is ${a.state}, not added`,
     );
   }
-  const nsWhy = netnsProblem(env.netns, ctx.hostNetns);
+  const nsWhy = await netnsProblem(env.netns, ctx.hostNetns);
   if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
   const stored = parseStewardConf(JSON.parse(a.config), a.ifname);
   const steps = store.stepsOf(a.id);

@@ -302,12 +302,16 @@ export class Engine {
 
   private add(env: CniEnv, config: Record<string, unknown>, clientGone?: () => boolean): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
-    const nsWhy = netnsProblem(env.netns, this.ctx.hostNetns);
-    if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
     checkCapabilities(this.ctx, conf, config);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
     const settled = this.dels.addQueued(key);
-    const p = this.ctx.serialize(env.containerId, (hold) => addAttachment(this.ctx, env, conf, key, hold, clientGone));
+    // The netns is checked in the container's turn, before anything is journaled: telling its kind
+    // may read mountinfo (engine/netns.ts), and the request keeps its place in the queue meanwhile.
+    const p = this.ctx.serialize(env.containerId, async (hold) => {
+      const nsWhy = await netnsProblem(env.netns, this.ctx.hostNetns);
+      if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
+      return addAttachment(this.ctx, env, conf, key, hold, clientGone);
+    });
     p.then(settled, settled);
     return this.tracked(env.containerId, p);
   }

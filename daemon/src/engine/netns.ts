@@ -3,7 +3,8 @@
 // pinned a rollback for hours), so it is refused before anything is journaled; teardown passes an
 // empty CNI_NETNS (which the spec allows on DEL) once the stored path is no longer a namespace.
 
-import { readFileSync, readlinkSync, realpathSync, statSync, statfsSync, type Stats } from 'node:fs';
+import { readlinkSync, realpathSync, statSync, statfsSync, type Stats } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, normalize, resolve } from 'node:path';
 import { clip } from '@cni-steward/shared';
 
@@ -14,7 +15,7 @@ const NSFS_MAGIC = 0x6e736673;
  * Why `path` is not usable as an ADD/CHECK CNI_NETNS, or undefined when it is a network namespace
  * other than `host` (a path of the host's, when given).
  */
-export function netnsProblem(path: string, host?: string): string | undefined {
+export async function netnsProblem(path: string, host?: string): Promise<string | undefined> {
   const shown = clip(path, 200);
   if (!isAbsolute(path)) return `CNI_NETNS "${shown}" is not an absolute path`;
   let type: number;
@@ -35,7 +36,7 @@ export function netnsProblem(path: string, host?: string): string | undefined {
   }
   // Every namespace file is on nsfs (/proc/self/ns/uts too), so the kind is asked for; refused
   // only when it is known to be another kind.
-  const kind = cachedKind(path, ns.ino);
+  const kind = await cachedKind(path, ns.ino);
   if (kind !== undefined && kind !== 'net')
     return `CNI_NETNS "${shown}" is not a network namespace (it is the ${kind} namespace kind)`;
   // The host's own: no pod runs there, and a failed ADD's rollback DEL would delete a host
@@ -63,10 +64,10 @@ function isNamespace(ns: Stats, path: string): boolean {
 const kinds = new Map<string, string | undefined>();
 const KIND_CACHE_MAX = 4096;
 
-function cachedKind(path: string, ino: number): string | undefined {
+async function cachedKind(path: string, ino: number): Promise<string | undefined> {
   const key = `${ino} ${path}`;
   if (kinds.has(key)) return kinds.get(key);
-  const kind = namespaceKind(path);
+  const kind = await namespaceKind(path);
   if (kinds.size >= KIND_CACHE_MAX) kinds.clear();
   kinds.set(key, kind);
   return kind;
@@ -80,8 +81,11 @@ const kindOf = (name: string) => /^([a-z_]+):\[\d+\]$/.exec(name)?.[1];
  * /proc/<pid>/root/ too), is a link to its kind and number ("uts:[4026531838]"); a bind mount of
  * one (/run/netns/x) is not, but its line in mountinfo has it as the mount's root: the mountinfo
  * of the mount namespace the path is in, another process's for a path through /proc/<pid>/root/.
+ * mountinfo is read off the event loop: while a burst of sandboxes mounts and unmounts, the kernel's
+ * mount lock held a synchronous read of it for 83 and 125 ms of stewardd's loop (a CPU profile of a
+ * 100-pod burst), and a blocked loop answers STATUS late (issue 37).
  */
-function namespaceKind(path: string): string | undefined {
+async function namespaceKind(path: string): Promise<string | undefined> {
   // Symlinks are followed one by one: the last one of a /proc/<pid>/ns/* file names its kind
   // (realpath cannot resolve that name, it is no path).
   let at = path;
@@ -112,7 +116,7 @@ function namespaceKind(path: string): string | undefined {
   }
   let mounts: string;
   try {
-    mounts = readFileSync(mountinfo, 'utf8');
+    mounts = await readFile(mountinfo, 'utf8');
   } catch {
     return undefined;
   }
@@ -127,6 +131,6 @@ function namespaceKind(path: string): string | undefined {
 }
 
 /** The netns to give a teardown DEL: the stored one while it is still a namespace, else empty. */
-export function teardownNetns(stored: string): string {
-  return stored !== '' && netnsProblem(stored) === undefined ? stored : '';
+export async function teardownNetns(stored: string): Promise<string> {
+  return stored !== '' && (await netnsProblem(stored)) === undefined ? stored : '';
 }

@@ -138,9 +138,10 @@ export class Teardown {
     if (!a) return { done: true };
     if (a.state === 'deleted') return { done: true };
 
+    // Before the steps are read: nothing read of the journal waits across this await.
+    const netns = opts.emptyNetns ? '' : await teardownNetns(a.netns);
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
-    const netns = opts.emptyNetns ? '' : teardownNetns(a.netns);
     const alog = log.child(attachmentLogFields(a));
     // A step whose DEL succeeded is journaled `deleted` in the same commit as the next step's
     // `deleting` (or the attachment's `deleted`): one commit per plugin. Should the daemon die in
