@@ -8,18 +8,23 @@
 
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CNI_ROUTE, hintHeaders } from '@cni-steward/shared';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import {
   Admission,
   BODY_DEADLINE_MS,
   type AdmissionOptions,
   type AdmissionStats,
 } from '../../daemon/src/routes/admission.js';
+import {
+  cniRequest,
+  fakeServe,
+  openRig,
+  until as untilHolds,
+  whole,
+  type AdmissionRig,
+  type Conn,
+} from '../helpers/admission-rig.js';
 
 const TIMEOUT = { timeout: 20000 };
 /** Timers may fire a little early by performance.now(); lower bounds allow this much. */
@@ -29,53 +34,14 @@ const DEADLINE_MESSAGE = `request body not received within ${BODY_DEADLINE_MS} m
 /** A request header that makes the stand-in for fastify's handler begin its answer before the body is in. */
 const BEGIN_ANSWER = 'x-test-begin-answer';
 
-interface Client {
-  sock: Socket;
-  /** performance.now() when the connection closed (undefined while open). */
-  closedAt(): number | undefined;
-  answers(): Array<{ status: number; body: string }>;
-}
-
-async function until(what: string, cond: () => boolean, ms = 15000): Promise<void> {
-  const end = performance.now() + ms;
-  while (!cond() && performance.now() < end) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(cond(), what);
-}
+/** Waits here are polled every 10 ms, and bounded by performance.now(). */
+const until = (what: string, cond: () => boolean, ms = 15000) =>
+  untilHolds(what, cond, ms, { everyMs: 10, clock: () => performance.now() });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /** Sleeps until `ms` after `t0` (performance.now()). */
 const sleepUntil = (t0: number, ms: number) => sleep(t0 + ms - performance.now());
-
-/** A CNI request's head (through the blank line) and body; the body padded with `pad` spaces. */
-function cniRequest(
-  command: string,
-  containerId: string,
-  o: { pad?: number; contentType?: string; hints?: boolean; chunked?: boolean; extra?: Record<string, string> } = {},
-): { head: string; body: string } {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_IFNAME: 'eth0' };
-  const config = { cniVersion: '1.0.0', name: 'net', type: 'steward' };
-  const body = JSON.stringify({ env, config }) + ' '.repeat(o.pad ?? 0);
-  const headers: Record<string, string | number> = {
-    ...(o.hints === false ? {} : hintHeaders(env, config)),
-    'content-type': o.contentType ?? 'application/json',
-    ...(o.chunked ? { 'transfer-encoding': 'chunked' } : { 'content-length': Buffer.byteLength(body) }),
-    ...o.extra,
-  };
-  const head =
-    `POST ${CNI_ROUTE} HTTP/1.1\r\nHost: x\r\n` +
-    Object.entries(headers)
-      .map(([k, v]) => `${k}: ${v}\r\n`)
-      .join('') +
-    '\r\n';
-  return { head, body };
-}
-
-/** A whole request, as the shim sends it. */
-function whole(command: string, containerId: string): string {
-  const { head, body } = cniRequest(command, containerId);
-  return head + body;
-}
 
 /** A request whose body stops halfway: the headers promise all of it, then nothing comes. */
 function stalled(
@@ -88,56 +54,22 @@ function stalled(
   return { text: head + body.slice(0, half), rest: body.slice(half) };
 }
 
-/** Parses the answers received so far on a connection (Content-Length framed, or a head alone). */
-function parseAnswers(got: string): Array<{ status: number; body: string }> {
-  const out: Array<{ status: number; body: string }> = [];
-  let at = 0;
-  while (at < got.length) {
-    const headEnd = got.indexOf('\r\n\r\n', at);
-    if (headEnd < 0) break;
-    const head = got.slice(at, headEnd);
-    const status = Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1] ?? 0);
-    const length = /\r\ncontent-length: *(\d+)/i.exec(head);
-    if (!length) {
-      out.push({ status, body: '' }); // an answer begun without a length: its head is all we use
-      break;
-    }
-    const end = headEnd + 4 + Number(length[1]);
-    if (end > got.length) break;
-    out.push({ status, body: got.slice(headEnd + 4, end) });
-    at = end;
-  }
-  return out;
-}
-
-interface Rig {
-  admission: Admission;
-  /** Server-side requests in arrival order. */
-  reqs: IncomingMessage[];
-  /** Container ids served (by `serve`) in order. */
-  served: string[];
+interface Rig extends AdmissionRig {
   /** The stats as each connection closed, taken before the admission hears of the close. */
   closes: AdmissionStats[];
-  /** Requests whose serve the test holds, by container id; release(id) answers them. */
-  isHeld(cid: string): boolean;
-  release(cid: string): void;
-  send(text: string, onData?: (c: Client) => void): Client;
-  atRest(): boolean;
 }
 
 /**
- * An Admission on its own server in its own temp dir, all closed when the test ends (passed or not).
- * Container ids starting with `hold` are held in `serve` until released; `big` ones are answered
- * with 2 MiB. The handler standing in for fastify reads the body and answers 200, or begins a
- * chunked answer at once when the request carries BEGIN_ANSWER.
+ * An Admission on its own server in its own temp dir (test/helpers/admission-rig.ts), all closed
+ * when the test ends (passed or not). Container ids starting with `hold` are held in `serve` until
+ * released; `big` ones are answered with 2 MiB. The handler standing in for fastify reads the body
+ * and answers 200, or begins a chunked answer at once when the request carries BEGIN_ANSWER.
  */
 async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<Rig> {
-  const dir = mkdtempSync(join(tmpdir(), 'steward-admission-deadline-'));
-  const path = join(dir, 's.sock');
-  const holds = new Map<string, Array<(text: string) => void>>();
-  const served: string[] = [];
-  const reqs: IncomingMessage[] = [];
-  const clients: Socket[] = [];
+  const engine = fakeServe(
+    (cid) => cid.startsWith('hold'),
+    (cid) => (cid.startsWith('big') ? `{"pad":"${'x'.repeat(2 << 20)}"}` : '{}'),
+  );
   const admission = new Admission({
     maxDels: 1,
     maxDelsWhileAdding: 1,
@@ -145,13 +77,7 @@ async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<R
     priorityMs: 50,
     maxBodyBytes: 1 << 20,
     isTombstoned: () => false,
-    serve: (body, hints) => {
-      const cid = (body as { env: { CNI_CONTAINERID: string } }).env.CNI_CONTAINERID;
-      served.push(`${hints.command} ${cid}`);
-      if (cid.startsWith('big')) return Promise.resolve(`{"pad":"${'x'.repeat(2 << 20)}"}`);
-      if (!cid.startsWith('hold')) return Promise.resolve('{}');
-      return new Promise<string>((resolve) => holds.set(cid, [...(holds.get(cid) ?? []), resolve]));
-    },
+    serve: engine.serve,
     ...o,
   });
   const fastify = (req: IncomingMessage, res: ServerResponse) => {
@@ -163,56 +89,21 @@ async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<R
     req.resume();
     req.once('end', () => res.writeHead(200, { 'content-length': 0 }).end());
   };
-  const listener = admission.listener(fastify);
-  const server = createServer((req, res) => {
-    reqs.push(req);
-    listener(req, res);
-  });
   const closes: AdmissionStats[] = [];
-  // Registered before any request on the connection, so it runs before the admission's own listener.
-  server.on('connection', (sock: Socket) => sock.once('close', () => closes.push(admission.stats)));
-  await new Promise<void>((r) => server.listen(path, r));
-  t.after(async () => {
-    for (const c of clients) c.destroy();
-    for (const answers of holds.values()) for (const answer of answers) answer('{}');
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return {
+  const r = await openRig({
+    tmpPrefix: 'steward-admission-deadline-',
     admission,
-    reqs,
-    served,
-    closes,
-    isHeld: (cid) => holds.has(cid),
-    release: (cid) => {
-      for (const answer of holds.get(cid) ?? []) answer('{}');
-      holds.delete(cid);
-    },
-    send: (text, onData) => {
-      const sock = connect(path);
-      clients.push(sock);
-      let got = '';
-      let closedAt: number | undefined;
-      const c: Client = { sock, closedAt: () => closedAt, answers: () => parseAnswers(got) };
-      sock.on('data', (b: Buffer) => {
-        got += b.toString('latin1');
-        onData?.(c);
-      });
-      sock.on('error', () => undefined);
-      sock.once('close', () => (closedAt = performance.now()));
-      sock.write(text);
-      return c;
-    },
-    atRest: () => {
-      const s = admission.stats;
-      return s.othersInFlight === 0 && s.delsAdmitted === 0 && s.delsWaiting === 0;
-    },
-  };
+    engine,
+    next: fastify,
+    // Registered before any request on the connection, so it runs before the admission's own listener.
+    onConnection: (sock: Socket) => sock.once('close', () => closes.push(admission.stats)),
+  });
+  t.after(r.close);
+  return { ...r, closes };
 }
 
 /** Asserts the connection's one answer is the deadline's: 503, CNI code 11, naming the deadline. */
-function assertDeadlineAnswer(c: Client, what: string): void {
+function assertDeadlineAnswer(c: Conn, what: string): void {
   const answers = c.answers();
   assert.equal(answers.length, 1, `${what}: one answer`);
   const [a] = answers;

@@ -1,69 +1,46 @@
 // routes/admission.ts on a real HTTP server over a Unix socket, without root: which requests it
 // serves as CNI, the protocol check of hinted and plain requests, the DEL caps of each kind, DELs
 // behind a container's ADD, and its counters back at rest after clients go away. Every test builds
-// its own server and Admission (rig below) and tears them down even when it fails, so no test
-// depends on another's timing. Assertions wait for what the server did (a request served, waiting
-// or answered), never for a time bound.
+// its own server and Admission (withRig below, on test/helpers/admission-rig.ts) and tears them
+// down even when it fails, so no test depends on another's timing. Assertions wait for what the
+// server did (a request served, waiting or answered), never for a time bound.
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import { connect, type Socket } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CNI_ROUTE, hintHeaders, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
+import { CNI_ROUTE, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
 import { Admission, type AdmissionOptions } from '../../daemon/src/routes/admission.js';
+import {
+  cniRequest as cniRequestParts,
+  fakeServe,
+  openRig,
+  until,
+  type AdmissionRig,
+  type CniRequestOptions,
+} from '../helpers/admission-rig.js';
 
 const T = { timeout: 20000 };
 
-/** Polls `cond` until it holds or `ms` of wall time pass (a lower bound only: it never fails a slow machine early). */
-async function until(what: string, cond: () => boolean, ms = 15000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-  assert.ok(cond(), what);
-}
-
-interface Conn {
-  sock: Socket;
-  /** The status codes answered on this connection so far. */
-  statuses(): number[];
-  /** Everything answered on this connection so far. */
-  text(): string;
-  closed(): boolean;
-}
-
-interface Rig {
-  admission: Admission;
-  /** `COMMAND containerid` of every body the serve callback saw, in order. */
-  served: string[];
+interface Rig extends AdmissionRig {
   /** `METHOD target` of every request handed to the next (fastify's) handler. */
   nexts: string[];
   skews: string[];
   /** Container ids whose DELs the engine would answer from a tombstone (besides ids starting with "tomb"). */
   tombstoned: Set<string>;
-  /** Answers the held requests of a container id (serve holds every id containing "hold"). */
-  release(cid: string): void;
-  heldCount(cid: string): number;
-  send(text: string): Conn;
-  /** Open connections on the server. */
-  connections(): Promise<number>;
 }
 
 type RigOptions = Partial<Omit<AdmissionOptions, 'serve' | 'isTombstoned' | 'onSkew'>> & {
   withHasAddOrCheck?: boolean;
 };
 
-/** Runs `fn` against its own server and Admission; everything is released and closed afterwards, even on failure. */
+/**
+ * Runs `fn` against its own server and Admission (test/helpers/admission-rig.ts); everything is
+ * released and closed afterwards, even on failure. serve holds every id containing "hold".
+ */
 async function withRig(opts: RigOptions, fn: (r: Rig) => Promise<void>): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'steward-admission-counters-'));
-  const socket = join(dir, 's.sock');
-  const served: string[] = [];
   const nexts: string[] = [];
   const skews: string[] = [];
   const tombstoned = new Set<string>();
-  const held = new Map<string, Array<(text: string) => void>>();
-  const conns: Conn[] = [];
+  const engine = fakeServe((cid) => cid.includes('hold'));
   const { withHasAddOrCheck = true, ...limits } = opts;
   const admission = new Admission({
     maxDels: 2,
@@ -81,91 +58,30 @@ async function withRig(opts: RigOptions, fn: (r: Rig) => Promise<void>): Promise
     // The engine runs no ADD of its own here: only the connections' ADDs count.
     ...(withHasAddOrCheck ? { hasAddOrCheck: (cid: string) => cid.startsWith('engine-adding') } : {}),
     onSkew: (v) => skews.push(v),
-    serve: (body, hints) => {
-      const cid = (body as { env: { CNI_CONTAINERID: string } }).env.CNI_CONTAINERID;
-      served.push(`${hints.command} ${cid}`);
-      if (!cid.includes('hold')) return Promise.resolve('{}');
-      return new Promise<string>((resolve) => held.set(cid, [...(held.get(cid) ?? []), resolve]));
-    },
+    serve: engine.serve,
   });
-  const server = createServer(
-    admission.listener((req, res) => {
+  const rig = await openRig({
+    tmpPrefix: 'steward-admission-counters-',
+    admission,
+    engine,
+    next: (req, res) => {
       nexts.push(`${req.method} ${req.url}`);
       req.resume();
       res.writeHead(418).end();
-    }),
-  );
-  await new Promise<void>((r) => server.listen(socket, r));
-  const rig: Rig = {
-    admission,
-    served,
-    nexts,
-    skews,
-    tombstoned,
-    release(cid) {
-      for (const answer of held.get(cid) ?? []) answer('{}');
-      held.delete(cid);
     },
-    heldCount: (cid) => (held.get(cid) ?? []).length,
-    send(text) {
-      const sock = connect(socket);
-      let got = '';
-      let closed = false;
-      sock.on('data', (b: Buffer) => (got += b.toString('latin1')));
-      sock.on('error', () => undefined);
-      sock.on('close', () => (closed = true));
-      sock.write(text);
-      const c: Conn = {
-        sock,
-        statuses: () => [...got.matchAll(/^HTTP\/1\.1 (\d+)/gm)].map((m) => Number(m[1])),
-        text: () => got,
-        closed: () => closed,
-      };
-      conns.push(c);
-      return c;
-    },
-    connections: () => new Promise((r, j) => server.getConnections((e, n) => (e ? j(e) : r(n)))),
-  };
+  });
   try {
-    await fn(rig);
+    await fn({ ...rig, nexts, skews, tombstoned });
   } finally {
-    for (const cid of [...held.keys()]) rig.release(cid);
-    for (const c of conns) c.sock.destroy();
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-    rmSync(dir, { recursive: true, force: true });
+    await rig.close();
   }
 }
 
-interface RequestOptions {
-  method?: string;
-  target?: string;
-  /** Header lines to leave out (matched against each `name: value`). */
-  drop?: RegExp;
-  /** Sends the headers and only this much of the body. */
-  bodyBytes?: number;
-}
+/** The text of a CNI request as the shim sends it, or of a variant of it. */
+const cniRequest = (command: string, containerId: string, o?: CniRequestOptions): string =>
+  cniRequestParts(command, containerId, o).text;
 
-/** A CNI request as the shim sends it (hint headers, protocol header, JSON body), or a variant of it. */
-function cniRequest(command: string, containerId: string, o: RequestOptions = {}): string {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_IFNAME: 'eth0' };
-  const config = { cniVersion: '1.0.0', name: 'net', type: 'steward' };
-  const body = JSON.stringify({ env, config });
-  const headers = { ...hintHeaders(env, config), 'content-type': 'application/json', 'content-length': body.length };
-  const lines = Object.entries(headers)
-    .map(([k, v]) => `${k}: ${v}`)
-    .filter((l) => !o.drop?.test(l));
-  return (
-    `${o.method ?? 'POST'} ${o.target ?? CNI_ROUTE} HTTP/1.1\r\nHost: x\r\n` +
-    lines.map((l) => `${l}\r\n`).join('') +
-    `\r\n${body.slice(0, o.bodyBytes ?? body.length)}`
-  );
-}
-
-const atRest = (r: Rig) => () => {
-  const s = r.admission.stats;
-  return s.othersInFlight === 0 && s.delsAdmitted === 0 && s.delsWaiting === 0;
-};
+const atRest = (r: Rig) => r.atRest;
 
 /** Waits until the server has closed all but `n` connections (its side of each close handled). */
 async function connectionsDown(r: Rig, n: number): Promise<void> {

@@ -13,56 +13,25 @@
 
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CNI_ROUTE, HINT_HEADERS, hintHeaders } from '@cni-steward/shared';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Admission, type AdmissionOptions, type Handler } from '../../daemon/src/routes/admission.js';
+import { cniRequest, fakeServe, openRig, until, whole, type AdmissionRig } from '../helpers/admission-rig.js';
 
 const T = { timeout: 20000 };
 
-/** Polls `cond` until it holds or `ms` of wall time pass (a bound on failing only). */
-async function until(what: string, cond: () => boolean, ms = 15000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-  assert.ok(cond(), what);
-}
-
-interface Conn {
-  sock: Socket;
-  statuses(): number[];
-  text(): string;
-  closed(): boolean;
-}
-
-interface Rig {
-  admission: Admission;
-  /** `COMMAND containerid` of every body served, in order. */
-  served: string[];
+interface Rig extends AdmissionRig {
   /** The container id of every DEL the tombstone set was asked about, in order. */
   asked: string[];
-  /** Server-side requests in arrival order. */
-  reqs: IncomingMessage[];
-  release(cid: string): void;
-  heldCount(cid: string): number;
-  send(text: string): Conn;
-  atRest(): boolean;
 }
 
 /**
- * An Admission on its own server, closed when the test ends. DELs of ids starting with "tomb" are
- * tombstoned; serve holds every id containing "hold" until released. `next` stands in for fastify.
+ * An Admission on its own server (test/helpers/admission-rig.ts), closed when the test ends. DELs of
+ * ids starting with "tomb" are tombstoned; serve holds every id containing "hold" until released.
+ * `next` stands in for fastify.
  */
 async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}, next?: Handler): Promise<Rig> {
-  const dir = mkdtempSync(join(tmpdir(), 'steward-admission-edges-'));
-  const socket = join(dir, 's.sock');
-  const served: string[] = [];
   const asked: string[] = [];
-  const reqs: IncomingMessage[] = [];
-  const held = new Map<string, Array<(text: string) => void>>();
-  const socks: Socket[] = [];
+  const engine = fakeServe((cid) => cid.includes('hold'));
   const admission = new Admission({
     maxDels: 1,
     maxDelsWhileAdding: 1,
@@ -73,93 +42,25 @@ async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}, next?: Han
       asked.push(h.containerId ?? '(none)');
       return h.containerId?.startsWith('tomb') === true;
     },
-    serve: (body, hints) => {
-      const cid = (body as { env: { CNI_CONTAINERID: string } }).env.CNI_CONTAINERID;
-      served.push(`${hints.command} ${cid}`);
-      if (!cid.includes('hold')) return Promise.resolve('{}');
-      return new Promise<string>((resolve) => held.set(cid, [...(held.get(cid) ?? []), resolve]));
-    },
+    serve: engine.serve,
     ...o,
   });
-  const listener = admission.listener(
-    next ??
+  const r = await openRig({
+    tmpPrefix: 'steward-admission-edges-',
+    admission,
+    engine,
+    next:
+      next ??
       ((req: IncomingMessage, res: ServerResponse) => {
         req.resume();
         req.once('end', () => res.writeHead(418).end());
       }),
-  );
-  const server = createServer((req, res) => {
-    reqs.push(req);
-    listener(req, res);
+    // Status lines anywhere: a pipelined answer follows the body before it on the same line.
+    statusesAnywhere: true,
   });
-  await new Promise<void>((r) => server.listen(socket, r));
-  const release = (cid: string) => {
-    for (const answer of held.get(cid) ?? []) answer('{}');
-    held.delete(cid);
-  };
-  t.after(async () => {
-    for (const cid of [...held.keys()]) release(cid);
-    for (const s of socks) s.destroy();
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-    rmSync(dir, { recursive: true, force: true });
-  });
-  return {
-    admission,
-    served,
-    asked,
-    reqs,
-    release,
-    heldCount: (cid) => (held.get(cid) ?? []).length,
-    send(text) {
-      const sock = connect(socket);
-      socks.push(sock);
-      let got = '';
-      let closed = false;
-      sock.on('data', (b: Buffer) => (got += b.toString('latin1')));
-      sock.on('error', () => undefined);
-      sock.on('close', () => (closed = true));
-      sock.write(text);
-      return {
-        sock,
-        // Status lines anywhere: a pipelined answer follows the body before it on the same line.
-        statuses: () => [...got.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])),
-        text: () => got,
-        closed: () => closed,
-      };
-    },
-    atRest: () => {
-      const s = admission.stats;
-      return s.othersInFlight === 0 && s.delsAdmitted === 0 && s.delsWaiting === 0;
-    },
-  };
+  t.after(r.close);
+  return { ...r, asked };
 }
-
-/** A CNI request as the shim sends it; `noContainerHint` leaves out the container id hint header. */
-function cniRequest(
-  command: string,
-  containerId: string,
-  o: { noContainerHint?: boolean; contentType?: string; pad?: number; headOnly?: boolean } = {},
-): { head: string; body: string; text: string } {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_IFNAME: 'eth0' };
-  const config = { cniVersion: '1.0.0', name: 'net', type: 'steward' };
-  const body = JSON.stringify({ env, config }) + ' '.repeat(o.pad ?? 0);
-  const headers: Record<string, string | number> = {
-    ...hintHeaders(env, config),
-    'content-type': o.contentType ?? 'application/json',
-    'content-length': Buffer.byteLength(body),
-  };
-  if (o.noContainerHint) delete headers[HINT_HEADERS.containerId];
-  const head =
-    `POST ${CNI_ROUTE} HTTP/1.1\r\nHost: x\r\n` +
-    Object.entries(headers)
-      .map(([k, v]) => `${k}: ${v}\r\n`)
-      .join('') +
-    '\r\n';
-  return { head, body, text: head + body };
-}
-
-const whole = (command: string, cid: string) => cniRequest(command, cid).text;
 
 /** The admission's clock, the test's own: performance.now() answers `clock.now` while the test runs. */
 function ownClock(t: TestContext, start: number): { now: number } {

@@ -6,22 +6,17 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:http';
-import { connect } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { CNI_ROUTE, hintHeaders } from '@cni-steward/shared';
+import { CNI_ROUTE } from '@cni-steward/shared';
 import { Admission } from '../../daemon/src/routes/admission.js';
+import { fakeServe, openRig, whole as request, type AdmissionRig } from '../helpers/admission-rig.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'steward-admission-release-'));
-const socket = join(dir, 's.sock');
-let server: Server;
-let admission: Admission;
+/** One server for the whole file (test/helpers/admission-rig.ts); serve holds ids starting with "hold". */
+const engine = fakeServe((cid) => cid.startsWith('hold'));
 /** Requests the test holds open by container id, answered when it says so. */
-const held = new Map<string, Array<(text: string) => void>>();
-const served: string[] = [];
+const { held, served } = engine;
 const skews: string[] = [];
+let rig: AdmissionRig;
+let admission: Admission;
 
 before(async () => {
   admission = new Admission({
@@ -34,62 +29,28 @@ before(async () => {
     // The engine still runs an ADD of these (its client gave up on it).
     hasAddOrCheck: (cid) => cid.startsWith('engine-adding'),
     onSkew: (v) => skews.push(v),
-    serve: (body, hints) => {
-      const cid = (body as { env: { CNI_CONTAINERID: string } }).env.CNI_CONTAINERID;
-      served.push(`${hints.command} ${cid}`);
-      if (!cid.startsWith('hold')) return Promise.resolve('{}');
-      return new Promise<string>((resolve) => held.set(cid, [...(held.get(cid) ?? []), resolve]));
+    serve: engine.serve,
+  });
+  rig = await openRig({
+    tmpPrefix: 'steward-admission-release-',
+    admission,
+    engine,
+    next: (_req, res) => {
+      res.writeHead(500).end();
     },
   });
-  server = createServer(
-    admission.listener((_req, res) => {
-      res.writeHead(500).end();
-    }),
-  );
-  await new Promise<void>((r) => server.listen(socket, r));
 });
-after(async () => {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => rig.close());
 
-function request(command: string, containerId: string): string {
-  const env = { CNI_COMMAND: command, CNI_CONTAINERID: containerId, CNI_IFNAME: 'eth0' };
-  const config = { cniVersion: '1.0.0', name: 'net', type: 'steward' };
-  const body = JSON.stringify({ env, config });
-  const headers = { ...hintHeaders(env, config), 'content-type': 'application/json', 'content-length': body.length };
-  return (
-    `POST ${CNI_ROUTE} HTTP/1.1\r\nHost: x\r\n` +
-    Object.entries(headers)
-      .map(([k, v]) => `${k}: ${v}\r\n`)
-      .join('') +
-    `\r\n${body}`
-  );
-}
-
-/** Writes requests on one connection; resolves with the statuses answered by the time it closes or `n` arrive. */
-function send(text: string) {
-  const sock = connect(socket);
-  let got = '';
-  sock.on('data', (b: Buffer) => (got += b.toString('latin1')));
-  sock.on('error', () => undefined);
-  sock.write(text);
-  return {
-    sock,
-    statuses: () => [...got.matchAll(/^HTTP\/1\.1 (\d+)/gm)].map((m) => Number(m[1])),
-  };
-}
+/** Writes requests on one connection of their own. */
+const send = (text: string) => rig.send(text);
 
 async function until(what: string, cond: () => boolean): Promise<void> {
   for (let i = 0; i < 1000 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
   assert.ok(cond(), what);
 }
 
-const atRest = () => {
-  const s = admission.stats;
-  return s.othersInFlight === 0 && s.delsAdmitted === 0 && s.delsWaiting === 0;
-};
+const atRest = () => rig.atRest();
 
 describe('a hostile client and the admission counters', () => {
   it('pipelined requests behind a held ADD, then the client goes away: every counter is released', async () => {
