@@ -25,12 +25,13 @@ import {
   createWriteStream,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readFileSync,
   rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -139,10 +140,13 @@ async function runPart(part: Part, concurrency: number): Promise<PartRun> {
   const log = createWriteStream(join(REPO, OUT, `${part.name}.log`));
   const started = Date.now();
   console.error(`[${part.name}] ${command}`);
+  // A temp dir of the part's own (TMPDIR): Stryker ends a test process at its first failing test, before
+  // that test's cleanup runs, and every mutant it kills so left a steward-* dir in /tmp (hundreds a run).
+  const tmp = mkdtempSync(join(tmpdir(), `stw-mutate-${part.name}-`));
   const code = await new Promise<number>((resolve, reject) => {
     const child = spawn('npx', args, {
       cwd: REPO,
-      env: { ...process.env, STRYKER_REPORT: report },
+      env: { ...process.env, STRYKER_REPORT: report, TMPDIR: tmp },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     for (const stream of [child.stdout, child.stderr]) {
@@ -156,6 +160,7 @@ async function runPart(part: Part, concurrency: number): Promise<PartRun> {
     child.on('close', (c) => resolve(c ?? 1));
   });
   log.end();
+  rmSync(tmp, { recursive: true, force: true });
   if (code !== 0) throw new Error(`stryker for ${part.name} exited ${code}; see ${OUT}/${part.name}.log`);
   const run: PartRun = {
     part: part.name,
