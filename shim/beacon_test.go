@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -164,5 +165,28 @@ func TestTheBeaconIsReadBesideTheSocket(t *testing.T) {
 	}
 	if got := string(readBeacon(sock)); got != `{"at":1}` {
 		t.Errorf("read %q", got)
+	}
+}
+
+func TestAFIFOWhereTheBeaconOrTheRecordLivesIsReadAsNoneAndHoldsNothing(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "stewardd.sock")
+	for _, f := range []string{sock + aliveBeaconSuffix, sock + restartRecordSuffix} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan [3]bool, 1)
+	go func() {
+		left, seen := restartRecordLeft(sock)
+		done <- [3]bool{readBeacon(sock) == nil, left == 0, seen}
+	}()
+	select {
+	case got := <-done:
+		if !got[0] || !got[1] || got[2] {
+			t.Errorf("beacon nil %v, no restart left %v, record seen %v", got[0], got[1], got[2])
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("reading a FIFO beside the socket blocked")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -53,14 +54,19 @@ func recordLeft(record, bootID []byte, now time.Time) time.Duration {
 	return min(left, maxRestartGrace)
 }
 
-// readSmall reads at most 4 KiB of a file (the record and the boot id are tens of bytes); nil when
-// it cannot be read.
+// readSmall reads at most 4 KiB of a regular file (the record, the beacon and the boot id are tens
+// or hundreds of bytes); nil when it cannot be read or is no regular file. Opened non-blocking and
+// checked on the descriptor: a FIFO left where the record or the beacon lives would otherwise hold
+// open(2) and read(2), and with them a STATUS that containerd waits on with no deadline of its own.
 func readSmall(path string) []byte {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
 	b, _ := io.ReadAll(io.LimitReader(f, 4096))
 	return b
 }

@@ -4,7 +4,8 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ALIVE_BEACON_MAX_NETWORKS, PROTOCOL_VERSION, type AliveBeacon as Beat } from '@cni-steward/shared';
@@ -123,6 +124,27 @@ describe('the alive beacon', () => {
       await new Promise((r) => setTimeout(r, 30));
       assert.equal(existsSync(`${s.socket}.alive`), false, 'a beat after stop() wrote it again');
       fast.stop(); // twice: nothing left to remove, no error
+    } finally {
+      s.cleanup();
+    }
+  });
+});
+
+describe('what is left at the beacon temp name', () => {
+  it('a FIFO or a symlink there is replaced, never opened or written through', () => {
+    const s = setup();
+    try {
+      const tmp = `${s.socket}.alive.tmp`;
+      const target = join(s.dir, 'elsewhere');
+      writeFileSync(target, 'keep');
+      symlinkSync(target, tmp);
+      s.beacon.beat();
+      assert.equal(readFileSync(target, 'utf8'), 'keep', 'written through the symlink');
+      assert.equal(s.read().ready, true);
+      execFileSync('mkfifo', [tmp]);
+      s.beacon.beat(); // would block this process in open(2) for good if it opened the FIFO
+      assert.equal(s.read().ready, true);
+      assert.deepEqual(s.logs, []);
     } finally {
       s.cleanup();
     }

@@ -73,7 +73,10 @@ export class AliveBeacon {
     };
     const tmp = `${this.path}.tmp`;
     try {
-      writeFileSync(tmp, JSON.stringify(beat), { mode: 0o600 });
+      // Created afresh (O_EXCL): whatever was left at the temp name (a FIFO would hold this loop in
+      // open(2), a symlink would be written through) is removed, not opened.
+      rmSync(tmp, { force: true });
+      writeFileSync(tmp, JSON.stringify(beat), { mode: 0o600, flag: 'wx' });
       renameSync(tmp, this.path);
       if (this.failing) this.log.info({ beacon: this.path }, 'the alive beacon is written again');
       this.failing = false;
