@@ -36,7 +36,14 @@ describe('teardown order', () => {
     assert.equal(add.json.code, 201, add.stdout);
     // No waiting for a retry schedule: the rollback (right after the answer) DELed the bridge
     // right after the fixture's DEL failed.
-    await daemon.waitFor('the rollback after the answer', () => leases(dataDir, 'ovnish').length === 0, 5000);
+    // The lease goes when bridge's DEL runs; its step is journalled `deleted` once that DEL has
+    // exited, a moment later (longer on a loaded machine): both are waited for.
+    await daemon.waitFor(
+      'the rollback after the answer',
+      async () =>
+        leases(dataDir, 'ovnish').length === 0 && (await daemon.attachment('sandbox-1')).steps[0].state === 'deleted',
+      5000,
+    );
     assert.deepEqual(leases(dataDir, 'ovnish'), [], 'the lease is released at once');
     assert.equal(linkExists(netns, 'eth0'), false);
     const steps = (await daemon.attachment('sandbox-1')).steps;
