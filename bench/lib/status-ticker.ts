@@ -5,15 +5,7 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
-import { REPO } from './paths.js';
-
-/** Builds the ticker once into `dir` (with the shipped shim's flags) and returns its path. */
-export function buildStatusTicker(dir: string): string {
-  return compileFor(hostTarget(), join(dir, 'status-ticker'), undefined, join(REPO, 'bench/fixtures/status-ticker'));
-}
 
 /** One tick: the shape of test/helpers/cri/cni-status.ts's Tick (bench/lib/ imports no test helper). */
 export interface StatusTick {

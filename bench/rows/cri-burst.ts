@@ -44,9 +44,8 @@ import { StatusLoop, firstConfFile, networkCondition, type Tick } from '../../te
 import { RuntimeHost } from '../../test/helpers/runtimes/host.js';
 import { baseSkipReason } from '../../test/helpers/runtimes/skip.js';
 import { CRI_TOOLS } from '../lib/cri-tools.js';
-import { GoStatusLoop, buildStatusTicker } from '../lib/status-ticker.js';
-import { REPO } from '../lib/paths.js';
-import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
+import { GoStatusLoop } from '../lib/status-ticker.js';
+import { buildGoFixture } from '../lib/go-fixtures.js';
 import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { mean, median, p99, quantile, round } from '../lib/stats.js';
@@ -221,7 +220,6 @@ const newSeries = (): Series => ({
 const daemonLagMaxMs = (metricsText: string): number =>
   Number(/^steward_nodejs_eventloop_lag_max_seconds (\S+)$/m.exec(metricsText)?.[1] ?? NaN) * 1000;
 
-/** A series' figures against the plain chain's: what a row's extras carry. */
 /** The Go floor's STATUS beside steward's, in the same bursts (none when timed from the bench). */
 function floorFigures(s: Series): Record<string, number> {
   if (s.floorStatus.length === 0) return {};
@@ -237,6 +235,7 @@ function floorFigures(s: Series): Record<string, number> {
   };
 }
 
+/** A series' figures against the plain chain's: what a row's extras carry. */
 function figures(s: Series, plain: Series, pods: number, plainLastReady: number[]): Record<string, number | string> {
   const total = s.runMs.length || 1;
   const prefixed = (p: string, o: Record<string, number>) =>
@@ -343,18 +342,16 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
     const statusList = { ...JSON.parse(readFileSync(firstConfFile(node.confDir), 'utf8')), cniVersion: '1.1.0' };
     // Each STATUS timed by a Go process of its own, as containerd sees it (bench/lib/status-ticker.ts);
     // CRI_BURST_STATUS_FROM=bench: by this process's event loop instead, as before.
-    const ticker = process.env.CRI_BURST_STATUS_FROM === 'bench' ? undefined : buildStatusTicker(env.dir);
+    const ticker =
+      process.env.CRI_BURST_STATUS_FROM === 'bench'
+        ? undefined
+        : buildGoFixture('status-ticker', join(env.dir, 'status-ticker'));
     const statusLoop = () =>
       ticker
         ? new GoStatusLoop(ticker, statusList, join(env.dir, 'status.conflist'), [node.binDir], STATUS_PERIOD_MS)
         : new StatusLoop(STATUS_PERIOD_MS, () => networkCondition(statusList, [node.binDir], 10_000));
     // The floor beside it: STATUS of a conflist whose one plugin is the Go floor (writes {}, exits 0).
-    const floorBin = compileFor(
-      hostTarget(),
-      join(env.dir, 'status-floor', 'go-floor'),
-      undefined,
-      join(REPO, 'bench/fixtures/go-floor'),
-    );
+    const floorBin = buildGoFixture('go-floor', join(env.dir, 'status-floor', 'go-floor'));
     const floorList = { cniVersion: '1.1.0', name: 'status-floor', plugins: [{ type: 'go-floor' }] };
     const floorLoop = () =>
       ticker

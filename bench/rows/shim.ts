@@ -17,8 +17,8 @@ import { join } from 'node:path';
 import type { Scratch } from '../lib/scratch.js';
 import { BenchDaemon } from '../lib/daemon.js';
 import { cniVars, noopConf, wireBody } from '../lib/netconf.js';
-import { REPO, ensureFreshShims, shimBinaries, shimExecutable } from '../lib/paths.js';
-import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
+import { ensureFreshShims, shimBinaries, shimExecutable } from '../lib/paths.js';
+import { buildGoFixture } from '../lib/go-fixtures.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, pairedRatio, p99, round } from '../lib/stats.js';
 
@@ -103,12 +103,7 @@ export async function benchShim(env: Scratch, ctx: BenchContext): Promise<Row[]>
       { name: 'curl', line: curlLine },
     ];
     // The floor, built for this machine's CPU with the shipped flags.
-    const goWrite = compileFor(
-      hostTarget(),
-      join(env.dir, 'go-floor', 'write'),
-      undefined,
-      join(REPO, 'bench/fixtures/go-floor'),
-    );
+    const goWrite = buildGoFixture('go-floor', join(env.dir, 'go-floor', 'write'));
     const goWriteLine = `${q(goWrite)} < ${q(netconfFile)}`;
     execFileSync('sh', ['-c', goWriteLine], { env: runtimeEnv, stdio: 'ignore' });
     cmds.push({ name: 'goWrite', line: goWriteLine });

@@ -9,14 +9,14 @@
 // before its first line runs).
 
 import { readFileSync } from 'node:fs';
-import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
 import { join } from 'node:path';
 import type { Scratch } from '../lib/scratch.js';
 import { execCni } from '../lib/exec.js';
 import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
 import { bridgeHostLocal, cniVars } from '../lib/netconf.js';
 import { CLK_TCK } from '../lib/other-cpu.js';
-import { REPO, SYSTEM_CNI_BIN, shimExecutable } from '../lib/paths.js';
+import { SYSTEM_CNI_BIN, shimExecutable } from '../lib/paths.js';
+import { buildGoFixture } from '../lib/go-fixtures.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, round } from '../lib/stats.js';
 
@@ -79,13 +79,8 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
       const r = await execCni(shim.path, versionEnv, versionStdin);
       if (r.code !== 0) throw new Error(`shim VERSION failed (exit ${r.code}): ${r.stdout}`);
     };
-    const floorBin = compileFor(
-      hostTarget(),
-      // Its own name: the shim row's build of the same program is under go-floor/ in the same scratch dir.
-      join(env.dir, 'go-floor', 'status'),
-      undefined,
-      join(REPO, 'bench/fixtures/go-floor'),
-    );
+    // Its own name: the shim row's build of the same program is under go-floor/ in the same scratch dir.
+    const floorBin = buildGoFixture('go-floor', join(env.dir, 'go-floor', 'status'));
     const floor = async () => {
       const r = await execCni(floorBin, baseEnv, '');
       if (r.code !== 0) throw new Error(`the Go floor program failed (exit ${r.code})`);

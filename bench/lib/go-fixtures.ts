@@ -1,0 +1,12 @@
+// The Go programs of bench/fixtures/ (go-floor: the floor of any Go plugin, writes {} and exits;
+// status-ticker: containerd 2.x's STATUS loop), built for this machine's CPU with the shipped shim's
+// flags (scripts/build-shims.mjs), so a row's floor is built the way the shim it is compared with is.
+
+import { join } from 'node:path';
+import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';
+import { REPO } from './paths.js';
+
+/** Builds bench/fixtures/`name` to `out` and returns `out`. */
+export function buildGoFixture(name: 'go-floor' | 'status-ticker', out: string): string {
+  return compileFor(hostTarget(), out, undefined, join(REPO, 'bench/fixtures', name));
+}
