@@ -59,10 +59,6 @@ func beaconReply() reply {
 // statusBeaconPatience on, the beacon's verdict as soon as it gives one; and at the bound, with no
 // answer, the beacon's verdict if stewardd's loop beat during the call (behind, not frozen).
 func withBeacon(send sender, in input, key string) sender {
-	now := in.now
-	if now == nil {
-		now = time.Now
-	}
 	return func(socket, route string, body []byte, timeout time.Duration, headers [][2]string) (reply, error) {
 		type result struct {
 			r   reply
@@ -74,8 +70,8 @@ func withBeacon(send sender, in input, key string) sender {
 			done <- result{r, err}
 		}()
 		// The call's start on the wall clock, which the beacon's beats are written in.
-		since := now().Add(-in.elapsed())
-		ready := func() bool { return beaconReady(in.beacon(socket), key, since, now()) }
+		since := time.Now().Add(-in.elapsed())
+		ready := func() bool { return beaconReady(in.beacon(socket), key, since, time.Now()) }
 		wait := statusBeaconPatience - in.elapsed()
 		for {
 			timer := time.NewTimer(max(wait, 0))

@@ -75,8 +75,8 @@ func beaconCall(t *testing.T, answerAfter time.Duration, answer func() (reply, e
 	t.Cleanup(func() { close(release) })
 	var n atomic.Int32
 	in := input{env: env{"CNI_COMMAND": "STATUS", "CNI_PATH": "/p"}, stdin: []byte(`{"cniVersion":"1.1.0","name":"n"}`),
-		elapsed: func() time.Duration { return time.Since(start) }, now: time.Now,
-		beacon: func(string) []byte { n.Add(1); return beacon(start) }}
+		elapsed: func() time.Duration { return time.Since(start) },
+		beacon:  func(string) []byte { n.Add(1); return beacon(start) }}
 	send := func(string, string, []byte, time.Duration, [][2]string) (reply, error) {
 		if answerAfter < 0 {
 			<-release

@@ -69,7 +69,7 @@ func call(e env, fd int, elapsed func() time.Duration, send sender, spool spoole
 		return stdinNotClosed(bound), 1
 	}
 	return run(input{env: e, stdin: stdin, elapsed: elapsed, restart: restartRecordLeft, sleep: time.Sleep,
-		noteNotReady: writeNotReadyNote, beacon: readBeacon, now: time.Now}, send, spool)
+		noteNotReady: writeNotReadyNote, beacon: readBeacon}, send, spool)
 }
 
 // environ: the environment as a map; the first of a repeated name wins, as getenv(3) finds it.

@@ -26,9 +26,8 @@ type input struct {
 	// noteNotReady records a STATUS the shim answered not ready on its own (nil: not recorded).
 	noteNotReady notReadyNote
 	// beacon reads stewardd's alive beacon for a STATUS it is slow to answer (beacon.go); nil:
-	// never. now is the wall clock its beats are compared with (time.Now when nil).
+	// never.
 	beacon beaconRead
-	now    func() time.Time
 }
 
 // request is one call, read and checked: what to send to which socket, within what bound.
