@@ -23,6 +23,7 @@ import { Priority } from './engine/limiter.js';
 import type { SelfCheck } from './self-check.js';
 import { SpoolDirs } from './spool-dirs.js';
 import { ConnectionGuard } from './socket.js';
+import { loadTraceCore } from './tracing/context.js';
 import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
 
@@ -45,6 +46,8 @@ export async function startTracing(cfg: DaemonConfig, log: Logger): Promise<Trac
   const t = cfg.tracing;
   if (t.url === undefined) return new Tracing();
   const { startExport } = await import('./tracing/export.js');
+  // Loaded before the first request or background run can want a span's context.
+  await loadTraceCore();
   return new Tracing(
     startExport({
       url: t.url,

@@ -10,6 +10,7 @@ import { after, afterEach, describe, test } from 'node:test';
 
 import { CniError } from '@cni-steward/shared';
 import { Store, storedErrorText } from '../../daemon/src/store/store.js';
+import { PAGE_CACHE_KIB } from '../../daemon/src/store/database.js';
 import { newAttachment } from '../helpers/engine-fakes.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-store-queries-'));
@@ -282,25 +283,19 @@ describe('Store: health probes', () => {
     assert.match(problems[0]!, /not open/);
   });
 
-  test('quickCheck gives the connection back the page cache size it had (its own 1 MiB is for the check only)', () => {
+  test("the connection's page cache is SQLite's 2 MiB, not better-sqlite3's 16, and stays so through a quick check", () => {
     /** A store that reads its connection's page cache size (cache_size: a connection's own setting). */
     class CacheSizeStore extends Store {
       cacheSize(): number {
         return this.db.pragma('cache_size', { simple: true }) as number;
       }
-      setCacheSize(kib: number): void {
-        this.db.exec(`PRAGMA cache_size = -${kib}`);
-      }
     }
     const store = new CacheSizeStore(join(root, `cache-${++n}`, 'steward.db'));
     open.push(store);
-    const before = store.cacheSize();
-    assert.notEqual(before, -1024, "the default is not the check's own 1 MiB");
+    assert.equal(PAGE_CACHE_KIB, 2048);
+    assert.equal(store.cacheSize(), -PAGE_CACHE_KIB, 'negative: KiB, not pages');
     assert.deepEqual(store.quickCheck(), []);
-    assert.equal(store.cacheSize(), before);
-    store.setCacheSize(4096);
-    assert.deepEqual(store.quickCheck(1), []);
-    assert.equal(store.cacheSize(), -4096, 'whatever size the connection had');
+    assert.equal(store.cacheSize(), -PAGE_CACHE_KIB);
   });
 
   test('writeProbe: a database directory moved away under the daemon is named, not taken for a healthy disk', () => {

@@ -29,8 +29,12 @@ const TRACEPARENT = `00-${RUNTIME_TRACE}-${RUNTIME_SPAN}-01`;
 
 const fakeReq = (headers: Record<string, string> = {}) => ({ headers }) as unknown as IncomingMessage;
 const res = {} as ServerResponse;
-/** The request listener's work: the context noted for `req`, as server.ts wires it. */
-const arrive = (t: Tracing, req: IncomingMessage) => t.listener(() => undefined)(req, res);
+/**
+ * The request listener's work: the context noted for `req`, as server.ts wires it; resolves when the
+ * listener hands the request on (the first one with a context waits for OpenTelemetry's core).
+ */
+const arrive = (t: Tracing, req: IncomingMessage) =>
+  new Promise<void>((served) => t.listener(() => served())(req, res));
 
 const body = (command = 'ADD'): CniRequestBody => ({
   env: {
@@ -150,7 +154,7 @@ describe('off (no endpoint)', () => {
   it("hands the runtime's context to the delegates unchanged, and names its trace in the log lines", async () => {
     const t = new Tracing();
     const req = fakeReq({ traceparent: TRACEPARENT, tracestate: 'a=1' });
-    arrive(t, req);
+    await arrive(t, req);
     await inRequestContext(req, async () => {
       await new Promise((r) => setImmediate(r));
       const d = t.delegate(delegateInfo);
@@ -162,10 +166,10 @@ describe('off (no endpoint)', () => {
     assert.deepEqual(traceLogFields(), {});
   });
 
-  it('leaves a request without a traceparent in no context at all', () => {
+  it('leaves a request without a traceparent in no context at all', async () => {
     const t = new Tracing();
     const req = fakeReq();
-    arrive(t, req);
+    await arrive(t, req);
     assert.equal(
       inRequestContext(req, () => context.active()),
       ROOT_CONTEXT,
@@ -177,7 +181,7 @@ describe('on (an in-memory exporter)', () => {
   it("one request: its span under the runtime's, admission, queue + journal, the delegate with its own TRACEPARENT, commits", async () => {
     const { tracing, spans } = recording();
     const req = fakeReq({ traceparent: TRACEPARENT, tracestate: 'a=1' });
-    arrive(tracing, req);
+    await arrive(tracing, req);
     await new Promise((r) => setTimeout(r, 5)); // the request waits for admission
     let env: Record<string, string> = {};
     const pids: number[] = [];
@@ -246,7 +250,7 @@ describe('on (an in-memory exporter)', () => {
   it('a request without a context starts a trace of its own; a failed answer carries its CNI code', async () => {
     const { tracing, spans } = recording();
     const req = fakeReq();
-    arrive(tracing, req);
+    await arrive(tracing, req);
     await assert.rejects(
       inRequestContext(req, () =>
         tracing.request('DEL', async (describe) => {
@@ -260,7 +264,7 @@ describe('on (an in-memory exporter)', () => {
     assert.equal(parentId(request), undefined);
     // A traceparent that is not W3C's (the shim drops those; curl may send one) is no context either.
     const bad = fakeReq({ traceparent: `00-${'0'.repeat(32)}-${RUNTIME_SPAN}-01` });
-    arrive(tracing, bad);
+    await arrive(tracing, bad);
     await inRequestContext(bad, () => tracing.request('CHECK', async () => undefined));
     assert.equal(parentId(one(spans(), 'cni CHECK')), undefined);
     assert.notEqual(request.spanContext().traceId, RUNTIME_TRACE);
@@ -273,8 +277,8 @@ describe('on (an in-memory exporter)', () => {
     const { tracing, spans } = recording();
     const a = fakeReq({ traceparent: TRACEPARENT });
     const b = fakeReq({ traceparent: `00-${'1'.repeat(32)}-${'2'.repeat(16)}-01` });
-    arrive(tracing, a);
-    arrive(tracing, b);
+    await arrive(tracing, a);
+    await arrive(tracing, b);
     await inRequestContext(a, () =>
       tracing.request('ADD', async () => {
         // Admission serves a parked request from whatever callback freed its slot.
@@ -310,7 +314,7 @@ describe('on (an in-memory exporter)', () => {
   it("a STATUS without the runtime's context (containerd asks every 5 s) makes no span, nor do its delegates; with one it is traced", async () => {
     const { tracing, spans } = recording();
     const quiet = fakeReq();
-    arrive(tracing, quiet);
+    await arrive(tracing, quiet);
     let env: Record<string, string> | undefined;
     await inRequestContext(quiet, () =>
       tracing.request('STATUS', async () => {
@@ -323,7 +327,7 @@ describe('on (an in-memory exporter)', () => {
     assert.deepEqual(spans(), []);
     assert.deepEqual(env, {}, 'no TRACEPARENT for its delegates');
     const asked = fakeReq({ traceparent: TRACEPARENT });
-    arrive(tracing, asked);
+    await arrive(tracing, asked);
     await inRequestContext(asked, () =>
       tracing.request('STATUS', async () => tracing.delegate({ ...delegateInfo, command: 'STATUS' })!.end()),
     );
@@ -338,7 +342,7 @@ describe('on (an in-memory exporter)', () => {
   it("an unsampled runtime context: no span is recorded, the delegates get the runtime's flags", async () => {
     const { tracing, spans } = recording();
     const req = fakeReq({ traceparent: `00-${RUNTIME_TRACE}-${RUNTIME_SPAN}-00` });
-    arrive(tracing, req);
+    await arrive(tracing, req);
     let env: Record<string, string> = {};
     await inRequestContext(req, () =>
       tracing.request('ADD', async () => {
@@ -355,7 +359,7 @@ describe('on (an in-memory exporter)', () => {
 });
 
 describe('the log lines and the metric', () => {
-  it('pino adds the trace id to every line within a request (the daemon logger mixin)', () => {
+  it('pino adds the trace id to every line within a request (the daemon logger mixin)', async () => {
     const lines: string[] = [];
     const dest = new Writable({
       write(chunk, _enc, cb) {
@@ -366,7 +370,7 @@ describe('the log lines and the metric', () => {
     const log = createLogger('info', dest as never, traceLogFields);
     const t = new Tracing();
     const req = fakeReq({ traceparent: TRACEPARENT });
-    arrive(t, req);
+    await arrive(t, req);
     inRequestContext(req, () => log.info({ containerId: 'c1' }, 'inside'));
     log.info('outside');
     assert.equal(JSON.parse(lines[0]!).traceId, RUNTIME_TRACE);

@@ -16,6 +16,14 @@ import { retain } from './retain.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { writeError } from './write-error.js';
 
+/**
+ * The connection's page cache (KiB): SQLite's own default. better-sqlite3 builds SQLite with 16 MiB,
+ * which start-up's scans of a large journal (the quick check, the other boot's attachments) filled
+ * and kept for the daemon's life: +8 MiB of RSS at 10,000 attachments (the restart row of `npm run
+ * bench`). The OS page cache still holds the file; a miss costs a read, not a disk seek.
+ */
+export const PAGE_CACHE_KIB = 2048;
+
 export interface StoreOptions {
   now?: () => number;
   /** Called with the driver's error each time a journal write fails (for a metric). */
@@ -57,6 +65,7 @@ export class JournalDatabase {
       this.db.exec('PRAGMA busy_timeout = 5000');
       // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
       this.db.exec('PRAGMA journal_size_limit = 4194304');
+      this.db.exec(`PRAGMA cache_size = -${PAGE_CACHE_KIB}`);
       this.migrate();
     });
     this.stmt = retain(prepareStatements(this.db));
@@ -211,13 +220,7 @@ export class JournalDatabase {
    * at all yields the error as its one problem.
    */
   quickCheck(maxProblems = 20): string[] {
-    // With a 1 MiB page cache: the check reads every page once, and at the default size SQLite would
-    // keep ~16 MiB of them for the daemon's lifetime (RSS 104 -> 88 MiB at 10,000 attachments, the
-    // restart row of `npm run bench`), at no cost in time (the OS page cache serves the reads).
-    let cacheSize: number | undefined;
     try {
-      cacheSize = this.pragmaValue('cache_size') as number;
-      this.db.exec('PRAGMA cache_size = -1024');
       const rows = this.cached(`PRAGMA quick_check(${Math.trunc(maxProblems)})`).all() as Array<{
         quick_check: string;
       }>;
@@ -225,8 +228,6 @@ export class JournalDatabase {
       return out.length === 1 && out[0] === 'ok' ? [] : out;
     } catch (e) {
       return [(e as Error).message];
-    } finally {
-      if (cacheSize !== undefined) this.db.exec(`PRAGMA cache_size = ${Math.trunc(cacheSize)}`);
     }
   }
 }

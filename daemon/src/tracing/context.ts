@@ -1,7 +1,8 @@
 // The trace context as it travels (docs/tracing.md): from routes/ through the engine to plugins/ by
 // AsyncLocalStorage (OpenTelemetry's context manager), so the engine knows nothing of it. Here: the
 // span attribute names, the one clock a trace's spans share, the W3C propagator that reads the
-// runtime's TRACEPARENT and writes the delegates', and each request's context as it arrived.
+// runtime's TRACEPARENT and writes the delegates' (loaded on first need), and each request's
+// context as it arrived.
 
 import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -12,9 +13,9 @@ import {
   trace,
   type Attributes,
   type Context,
+  type TextMapPropagator,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { podFromCniArgs, type CniRequestBody } from '@cni-steward/shared';
 
 /**
@@ -57,7 +58,29 @@ export const ATTR = {
 export const ANCHOR = createContextKey('stewardd trace clock');
 export const anchorOf = (ctx: Context): number =>
   (ctx.getValue(ANCHOR) as number | undefined) ?? Date.now() - performance.now();
-export const propagator = new W3CTraceContextPropagator();
+
+type TraceCore = typeof import('@opentelemetry/core');
+let core: { module: TraceCore; w3c: TextMapPropagator } | undefined;
+let loadingCore: Promise<TraceCore> | undefined;
+
+/**
+ * OpenTelemetry's core (its W3C propagator, suppressTracing), imported on first need: a request that
+ * brings a trace context, or exporting. Most runtimes never send one, and importing it costs ~11 MiB
+ * of resident memory for the daemon's whole life (docs/performance.md, restart row).
+ */
+export function loadTraceCore(): Promise<TraceCore> {
+  loadingCore ??= import('@opentelemetry/core').then((module) => {
+    core = { module, w3c: new module.W3CTraceContextPropagator() };
+    return module;
+  });
+  return loadingCore;
+}
+
+/** The W3C propagator once loadTraceCore has resolved; before that no trace context can exist here. */
+export const w3cPropagator = (): TextMapPropagator | undefined => core?.w3c;
+
+/** OpenTelemetry's core once loadTraceCore has resolved. */
+export const loadedTraceCore = (): TraceCore | undefined => core?.module;
 
 let contextManager: AsyncLocalStorageContextManager | undefined;
 
@@ -81,7 +104,7 @@ export function traceLogFields(): Record<string, string> {
 /** TRACEPARENT and TRACESTATE of a context's span, for a delegate's environment. */
 export function traceEnv(ctx: Context): Record<string, string> {
   const carrier: Record<string, string> = {};
-  propagator.inject(ctx, carrier, defaultTextMapSetter);
+  w3cPropagator()?.inject(ctx, carrier, defaultTextMapSetter);
   const env: Record<string, string> = {};
   if (carrier.traceparent !== undefined) env.TRACEPARENT = carrier.traceparent;
   if (carrier.tracestate !== undefined) env.TRACESTATE = carrier.tracestate;

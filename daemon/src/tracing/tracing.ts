@@ -26,18 +26,20 @@ import {
   type Attributes,
   type Span,
   type SpanContext,
+  type TextMapPropagator,
   type Tracer,
 } from '@opentelemetry/api';
-import { suppressTracing } from '@opentelemetry/core';
 import { CniError, type CniRequestBody } from '@cni-steward/shared';
 import {
   ANCHOR,
   anchorOf,
   ATTR,
   enableTraceContext,
+  loadedTraceCore,
+  loadTraceCore,
   noteRequestContext,
-  propagator,
   requestAttributes,
+  w3cPropagator,
 } from './context.js';
 import { passThrough, RecordingDelegate, type DelegateInfo, type DelegateTrace } from './delegate.js';
 import type { EngineTrace, TeardownDone } from '../engine/engine-trace.js';
@@ -89,6 +91,8 @@ export class Tracing implements EngineTrace {
   constructor(private readonly exporting?: SpanExport) {
     this.tracer = exporting?.tracer;
     enableTraceContext();
+    // Exporting reads every request's context: have the propagator before the first one comes.
+    if (exporting !== undefined) void loadTraceCore().catch(() => undefined);
   }
 
   /** Whether spans are made (and exported). */
@@ -104,20 +108,35 @@ export class Tracing implements EngineTrace {
     return this.exporting?.shutdown(timeoutMs) ?? Promise.resolve();
   }
 
-  /** The HTTP server's request listener, noting each request's trace context (inRequestContext). */
+  /**
+   * The HTTP server's request listener, noting each request's trace context (inRequestContext).
+   * A request that brings a context before the propagator is loaded waits for it (once per process);
+   * if it cannot be loaded, the request is served without its context.
+   */
   listener(
     l: (req: IncomingMessage, res: ServerResponse) => void,
   ): (req: IncomingMessage, res: ServerResponse) => void {
     const recording = this.tracer !== undefined;
+    const note = (w3c: TextMapPropagator, req: IncomingMessage, arrived: number | undefined, anchor: number) => {
+      const ctx = w3c.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+      noteRequestContext(req, arrived === undefined ? ctx : ctx.setValue(ANCHOR, anchor).setValue(ARRIVED, arrived));
+    };
     return (req, res) => {
-      if (recording) {
-        const anchor = Date.now() - performance.now();
-        const ctx = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter).setValue(ANCHOR, anchor);
-        noteRequestContext(req, ctx.setValue(ARRIVED, anchor + performance.now()));
-      } else if (req.headers.traceparent !== undefined) {
-        noteRequestContext(req, propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter));
+      if (!recording && req.headers.traceparent === undefined) return l(req, res);
+      const anchor = Date.now() - performance.now();
+      const arrived = recording ? anchor + performance.now() : undefined;
+      const w3c = w3cPropagator();
+      if (w3c !== undefined) {
+        note(w3c, req, arrived, anchor);
+        return l(req, res);
       }
-      l(req, res);
+      loadTraceCore().then(
+        () => {
+          note(w3cPropagator()!, req, arrived, anchor);
+          l(req, res);
+        },
+        () => l(req, res),
+      );
     };
   }
 
@@ -131,9 +150,13 @@ export class Tracing implements EngineTrace {
   request<T>(command: string | undefined, serve: (describe: (req: CniRequestBody) => void) => Promise<T>): Promise<T> {
     const tracer = this.tracer;
     if (tracer === undefined) return serve(() => undefined);
+    const core = loadedTraceCore();
+    // Not yet loaded (a request that did not come through listener): wait for it, in this context.
+    if (core === undefined)
+      return loadTraceCore().then(context.bind(context.active(), () => this.request(command, serve)));
     const parent = context.active();
     if (command === 'STATUS' && trace.getSpanContext(parent) === undefined)
-      return context.with(suppressTracing(parent), () => serve(() => undefined));
+      return context.with(core.suppressTracing(parent), () => serve(() => undefined));
     const anchor = anchorOf(parent);
     const now = anchor + performance.now();
     const arrived = parent.getValue(ARRIVED) as number | undefined;
