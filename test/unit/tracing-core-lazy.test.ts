@@ -6,8 +6,12 @@
 
 import assert from 'node:assert/strict';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { registerHooks } from 'node:module';
+import * as nodeModule from 'node:module';
 import { test } from 'node:test';
+
+/** module.registerHooks (Node 22.15+; the @types/node this repository pins predate it). */
+type LoadHook = (url: string, ctx: unknown, next: (url: string, ctx: unknown) => unknown) => unknown;
+const { registerHooks } = nodeModule as unknown as { registerHooks(hooks: { load: LoadHook }): unknown };
 
 const loaded: string[] = [];
 registerHooks({
