@@ -10,7 +10,9 @@
 //   npm run flake-hunt -- --runs 5 --busy test/e2e/*.test.ts
 
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -103,14 +105,25 @@ async function main(): Promise<number> {
   }
   const busy = values.busy ? spinner() : undefined;
   const seen = new Map<string, { count: number; message: string }>();
+  // A failing run's whole TAP report is kept here, named in the log as it happens: a hunt stopped
+  // before its end still says what failed and why.
+  let keep: string | undefined;
   try {
     for (let r = 1; r <= runs; r++) {
       for (const file of positionals) {
         const t0 = Date.now();
-        const failures = failedTests(await runFile(file), file);
+        const tap = await runFile(file);
+        const failures = failedTests(tap, file);
         console.error(
           `flake-hunt: run ${r}/${runs} ${file}: ${failures.length} failed (${Math.round((Date.now() - t0) / 1000)} s)`,
         );
+        if (failures.length > 0) {
+          keep ??= mkdtempSync(join(tmpdir(), 'flake-hunt-'));
+          const path = join(keep, `run${r}-${basename(file)}.tap`);
+          writeFileSync(path, tap);
+          for (const f of failures) console.error(`  failed: ${f.test}\n      ${f.message}`);
+          console.error(`  its TAP report: ${path}`);
+        }
         for (const f of failures) {
           const s = seen.get(f.test) ?? { count: 0, message: f.message };
           s.count++;
