@@ -117,17 +117,17 @@ async function main(): Promise<number> {
         console.error(
           `flake-hunt: run ${r}/${runs} ${file}: ${failures.length} failed (${Math.round((Date.now() - t0) / 1000)} s)`,
         );
+        for (const f of failures) {
+          console.error(`  failed: ${f.test}\n      ${f.message}`);
+          const s = seen.get(f.test) ?? { count: 0, message: f.message };
+          s.count++;
+          seen.set(f.test, s);
+        }
         if (failures.length > 0) {
           keep ??= mkdtempSync(join(tmpdir(), 'flake-hunt-'));
           const path = join(keep, `run${r}-${basename(file)}.tap`);
           writeFileSync(path, tap);
-          for (const f of failures) console.error(`  failed: ${f.test}\n      ${f.message}`);
           console.error(`  its TAP report: ${path}`);
-        }
-        for (const f of failures) {
-          const s = seen.get(f.test) ?? { count: 0, message: f.message };
-          s.count++;
-          seen.set(f.test, s);
         }
       }
     }
