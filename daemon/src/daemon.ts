@@ -210,7 +210,8 @@ async function serve(
   // Only microtasks until ready: no request is answered in between (ShimCheck.start).
   await shimCheck?.start();
   ready = true;
-  aliveBeacon.start();
+  // Its first beat is written in place (microtasks only): the beacon exists before any answer says ready.
+  await aliveBeacon.start();
   // Serving: a planned restart's record has done its work (lifecycle/restart-record.ts).
   if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves');
   watcher?.start();

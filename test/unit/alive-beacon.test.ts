@@ -1,17 +1,19 @@
 // The alive beacon's writer (daemon/src/lifecycle/alive-beacon.ts): what each beat says, which
-// STATUS verdicts it keeps, that a failure to write is told once and its recovery once, and that
-// stop() leaves no beacon behind.
+// STATUS verdicts it keeps, that a failure to write is told once and its recovery once, that
+// stop() leaves no beacon behind, and that beats are written off the loop one at a time (the first
+// in place, before the loop turns).
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { rename, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ALIVE_BEACON_MAX_NETWORKS, PROTOCOL_VERSION, type AliveBeacon as Beat } from '@cni-steward/shared';
-import { AliveBeacon } from '../../daemon/src/lifecycle/alive-beacon.js';
+import { AliveBeacon, type BeaconFiles } from '../../daemon/src/lifecycle/alive-beacon.js';
 
-function setup() {
+function setup(files?: BeaconFiles) {
   const dir = mkdtempSync(join(tmpdir(), 'steward-beacon-'));
   const socket = join(dir, 'run', 'stewardd.sock');
   mkdirSync(join(dir, 'run'));
@@ -28,6 +30,7 @@ function setup() {
     log as never,
     60_000,
     () => now,
+    files,
   );
   const read = () => JSON.parse(readFileSync(`${socket}.alive`, 'utf8')) as Beat;
   return {
@@ -45,16 +48,16 @@ function setup() {
 const key = (i: number) => i.toString(16).padStart(32, '0');
 
 describe('the alive beacon', () => {
-  it('each beat says when, who, which protocol, whether ready, and the verdicts kept', () => {
+  it('each beat says when, who, which protocol, whether ready, and the verdicts kept', async () => {
     const s = setup();
     try {
-      s.beacon.start();
+      await s.beacon.start();
       assert.deepEqual(s.read(), { at: 1000, pid: process.pid, protocol: PROTOCOL_VERSION, ready: true, status: {} });
       s.beacon.noteStatus(key(1), true);
       s.beacon.noteStatus(key(2), false);
       s.setReady(false);
       s.setNow(2_000);
-      s.beacon.beat();
+      await s.beacon.beat();
       assert.deepEqual(s.read(), {
         at: 2000,
         pid: process.pid,
@@ -68,17 +71,17 @@ describe('the alive beacon', () => {
     }
   });
 
-  it('keeps well-formed keys only, the latest verdict of each, and only the most recently asked networks', () => {
+  it('keeps well-formed keys only, the latest verdict of each, and only the most recently asked networks', async () => {
     const s = setup();
     try {
       for (const bad of [undefined, '', 'ABCDEF0123456789ABCDEF0123456789', key(1).slice(1), `${key(1)}0`, '../x'])
         s.beacon.noteStatus(bad, true);
-      s.beacon.beat();
+      await s.beacon.beat();
       assert.deepEqual(s.read().status, {});
       for (let i = 0; i < ALIVE_BEACON_MAX_NETWORKS; i++) s.beacon.noteStatus(key(i), true);
       s.beacon.noteStatus(key(0), false); // asked again: the latest verdict, and now the most recent
       s.beacon.noteStatus(key(100), true); // one too many: the least recently asked (key 1) goes
-      s.beacon.beat();
+      await s.beacon.beat();
       const status = s.read().status;
       assert.equal(Object.keys(status).length, ALIVE_BEACON_MAX_NETWORKS);
       assert.equal(status[key(0)], false);
@@ -90,19 +93,19 @@ describe('the alive beacon', () => {
     }
   });
 
-  it('a beacon it cannot write is told once, and once again when it can', () => {
+  it('a beacon it cannot write is told once, and once again when it can', async () => {
     const s = setup();
     try {
       rmSync(join(s.dir, 'run'), { recursive: true });
-      s.beacon.beat();
-      s.beacon.beat();
+      await s.beacon.beat();
+      await s.beacon.beat();
       assert.deepEqual(
         s.logs.map(([l]) => l),
         ['warn'],
       );
       mkdirSync(join(s.dir, 'run'));
-      s.beacon.beat();
-      s.beacon.beat();
+      await s.beacon.beat();
+      await s.beacon.beat();
       assert.deepEqual(
         s.logs.map(([l]) => l),
         ['warn', 'info'],
@@ -117,7 +120,7 @@ describe('the alive beacon', () => {
     const s = setup();
     try {
       const fast = new AliveBeacon(s.socket, () => true, { warn() {}, info() {} } as never, 5);
-      fast.start();
+      await fast.start();
       assert.ok(existsSync(`${s.socket}.alive`));
       fast.stop();
       assert.equal(existsSync(`${s.socket}.alive`), false);
@@ -131,19 +134,113 @@ describe('the alive beacon', () => {
 });
 
 describe('what is left at the beacon temp name', () => {
-  it('a FIFO or a symlink there is replaced, never opened or written through', () => {
+  it('a FIFO or a symlink there is replaced, never opened or written through', async () => {
     const s = setup();
     try {
       const tmp = `${s.socket}.alive.tmp`;
       const target = join(s.dir, 'elsewhere');
       writeFileSync(target, 'keep');
       symlinkSync(target, tmp);
-      s.beacon.beat();
+      await s.beacon.beat();
       assert.equal(readFileSync(target, 'utf8'), 'keep', 'written through the symlink');
       assert.equal(s.read().ready, true);
       execFileSync('mkfifo', [tmp]);
-      s.beacon.beat(); // would block this process in open(2) for good if it opened the FIFO
+      await s.beacon.beat(); // would never settle if it opened the FIFO (open(2) waits for a reader)
       assert.equal(s.read().ready, true);
+      assert.deepEqual(s.logs, []);
+    } finally {
+      s.cleanup();
+    }
+  });
+});
+
+/** The thread pool's file operations, each rename held until release() (one at a time). */
+function heldRenames() {
+  const renames: string[] = [];
+  let release: () => void = () => {};
+  let held = Promise.resolve();
+  const files: BeaconFiles = {
+    unlink: (p) => unlink(p),
+    writeFile: (p, d, o) => writeFile(p, d, o),
+    rename: async (from, to) => {
+      renames.push(readFileSync(from, 'utf8'));
+      await held;
+      await rename(from, to);
+    },
+  };
+  return {
+    files,
+    renames,
+    hold: () => (held = new Promise<void>((r) => (release = r))),
+    release: () => release(),
+  };
+}
+
+describe('beats off the loop', () => {
+  it('the first beat is written in place: the beacon exists before the loop turns', async () => {
+    const s = setup();
+    try {
+      let turned = false;
+      setImmediate(() => (turned = true));
+      const first = s.beacon.start();
+      await first;
+      assert.equal(turned, false, 'the loop turned before the first beat was written');
+      assert.equal(s.read().at, 1000);
+      s.beacon.stop();
+    } finally {
+      s.cleanup();
+    }
+  });
+
+  it('a beat asked for while one is written follows it once, with the state of then', async () => {
+    const r = heldRenames();
+    const s = setup(r.files);
+    try {
+      await s.beacon.start();
+      r.hold();
+      s.setNow(2_000);
+      const first = s.beacon.beat();
+      // The loop goes on while the rename waits: a timer fires, and more beats are asked for.
+      await new Promise((done) => setTimeout(done, 5));
+      assert.deepEqual(
+        r.renames.map((b) => JSON.parse(b).at),
+        [2000],
+      );
+      s.setNow(3_000);
+      const second = s.beacon.beat();
+      s.setNow(4_000);
+      s.setReady(false);
+      const third = s.beacon.beat();
+      assert.equal(s.read().at, 1000, 'the held beat landed early');
+      r.release();
+      await Promise.all([first, second, third]);
+      // One more beat, not two, written after the held one: the state when it was written.
+      assert.deepEqual(
+        r.renames.map((b) => JSON.parse(b).at),
+        [2000, 4000],
+      );
+      assert.deepEqual([s.read().at, s.read().ready], [4000, false]);
+      s.beacon.stop();
+    } finally {
+      s.cleanup();
+    }
+  });
+
+  it('stop() while a beat is being written: none left once it lands, and no beat after', async () => {
+    const r = heldRenames();
+    const s = setup(r.files);
+    try {
+      await s.beacon.start();
+      r.hold();
+      const held = s.beacon.beat();
+      await new Promise((done) => setTimeout(done, 5));
+      s.beacon.stop();
+      assert.equal(existsSync(`${s.socket}.alive`), false);
+      r.release();
+      await held;
+      assert.equal(existsSync(`${s.socket}.alive`), false, 'a beat that landed after stop() left the beacon');
+      await s.beacon.beat();
+      assert.equal(existsSync(`${s.socket}.alive`), false, 'a beat after stop() wrote it');
       assert.deepEqual(s.logs, []);
     } finally {
       s.cleanup();
