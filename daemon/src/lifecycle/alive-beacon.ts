@@ -11,8 +11,8 @@
 // in rename 1.7 ms per beat, 10 times a second). Only start()'s first beat is written in place, so the
 // beacon exists before this daemon answers anything as ready.
 
-import { renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { rename, unlink, writeFile } from 'node:fs/promises';
+import { rename, renameSync, rmSync, unlink, unlinkSync, writeFile, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import {
   ALIVE_BEACON_MAX_NETWORKS,
@@ -30,7 +30,12 @@ export interface BeaconFiles {
   rename(from: string, to: string): Promise<void>;
 }
 
-const threadPool: BeaconFiles = { unlink, writeFile, rename };
+// The callback API, promisified: a FileHandle per beat (fs/promises) costs the loop more than the write.
+const threadPool: BeaconFiles = {
+  unlink: promisify(unlink),
+  writeFile: promisify(writeFile),
+  rename: promisify(rename),
+};
 
 /** The same operations done in place: they settle in microtasks, before the loop turns. */
 const inPlace: BeaconFiles = {
@@ -129,10 +134,12 @@ export class AliveBeacon {
     try {
       // Created afresh (O_EXCL): whatever was left at the temp name (a FIFO would hold the writer in
       // open(2), a symlink would be written through) is removed, not opened.
-      await files.unlink(tmp).catch((e: NodeJS.ErrnoException) => {
-        if (e.code !== 'ENOENT') throw e;
+      const write = () => files.writeFile(tmp, JSON.stringify(beat), { mode: 0o600, flag: 'wx' });
+      await write().catch(async (e: NodeJS.ErrnoException) => {
+        if (e.code !== 'EEXIST') throw e;
+        await files.unlink(tmp);
+        await write();
       });
-      await files.writeFile(tmp, JSON.stringify(beat), { mode: 0o600, flag: 'wx' });
       await files.rename(tmp, this.path);
       // Landed after stop(): this daemon no longer vouches for anything.
       if (this.stopped) this.remove();
