@@ -91,8 +91,6 @@ export class Tracing implements EngineTrace {
   constructor(private readonly exporting?: SpanExport) {
     this.tracer = exporting?.tracer;
     enableTraceContext();
-    // Exporting reads every request's context: have the propagator before the first one comes.
-    if (exporting !== undefined) void loadTraceCore().catch(() => undefined);
   }
 
   /** Whether spans are made (and exported). */
