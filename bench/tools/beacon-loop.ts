@@ -1,12 +1,13 @@
 // What the alive beacon costs stewardd's event loop per beat (lifecycle/alive-beacon.ts): the shipped
 // writer (the thread pool does the files) against the same beat written in place on the loop (unlink,
 // write, rename: how it was written until 29 Nov 2026), in a directory of the file system given
-// (default: a fresh one under /tmp, which is the root's ext4 on these machines, not tmpfs). Each way
-// is timed alone, then beside LOADERS child processes that each replace a file by rename and fsync it
+// (default: a fresh one under /tmp, which is the root's ext4 on these machines, not tmpfs). Both ways
+// are timed alone, then beside LOADERS child processes that each replace a file by rename and fsync it
 // in a loop on the same file system (journal commits, as a burst's mounts, netns and fsyncs make
-// them). Per way: the loop's busy time per beat (performance.eventLoopUtilization()'s active time over
-// the beats, the timers' own included) and the time the loop is held by the beat's synchronous part
-// (mean, p99, max). Prints JSON.
+// them), in passes alternating ABBA. Per way: loopMsPerBeat, the loop's busy time per beat
+// (performance.eventLoopUtilization()'s active time over the beats, the timers and the pool's
+// callbacks included: the figure to compare), and call*, how long the beat's call held the loop
+// (in place: the whole beat, I/O included; the pool: only asking for it). Prints JSON.
 //   node --import tsx bench/tools/beacon-loop.ts [DIR] [BEATS]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -53,50 +54,59 @@ function fsyncLoad() {
 
 interface Timing {
   loopMsPerBeat: number;
-  heldMeanMs: number;
-  heldP99Ms: number;
-  heldMaxMs: number;
+  callMeanMs: number;
+  callP99Ms: number;
+  callMaxMs: number;
 }
 
-async function timeBeats(way: 'pool' | 'in place'): Promise<Timing> {
+/** One pass of `beats` beats one way: the loop's active ms and each beat call's ms. */
+async function pass(way: 'pool' | 'in place', beats: number): Promise<{ activeMs: number; calls: number[] }> {
   const socket = join(dir, `${way === 'pool' ? 'p' : 'i'}.sock`);
   const beacon = new AliveBeacon(socket, () => true, quiet, 60_000);
   await beacon.start();
-  const held: number[] = [];
+  const calls: number[] = [];
   const e0 = performance.eventLoopUtilization();
-  for (let i = 0; i < BEATS; i++) {
+  for (let i = 0; i < beats; i++) {
     const t = performance.now();
     if (way === 'pool') {
       const written = beacon.beat();
-      held.push(performance.now() - t);
+      calls.push(performance.now() - t);
       await written;
     } else {
       inPlaceBeat(`${socket}.alive`);
-      held.push(performance.now() - t);
+      calls.push(performance.now() - t);
     }
     await sleep(PERIOD_MS);
   }
-  const e = performance.eventLoopUtilization(e0);
-  beacon.stop();
-  held.sort((a, b) => a - b);
+  const activeMs = performance.eventLoopUtilization(e0).active;
+  await beacon.stop();
+  return { activeMs, calls };
+}
+
+function timing(passes: Array<{ activeMs: number; calls: number[] }>): Timing {
+  const calls = passes.flatMap((p) => p.calls).sort((a, b) => a - b);
   const r = (x: number) => Math.round(x * 1000) / 1000;
   return {
-    loopMsPerBeat: r(e.active / BEATS),
-    heldMeanMs: r(held.reduce((a, b) => a + b, 0) / held.length),
-    heldP99Ms: r(held[Math.floor(held.length * 0.99)]!),
-    heldMaxMs: r(held[held.length - 1]!),
+    loopMsPerBeat: r(passes.reduce((a, p) => a + p.activeMs, 0) / calls.length),
+    callMeanMs: r(calls.reduce((a, b) => a + b, 0) / calls.length),
+    callP99Ms: r(calls[Math.floor(calls.length * 0.99)]!),
+    callMaxMs: r(calls[calls.length - 1]!),
   };
 }
 
+// Four passes a condition, in place and pool alternating (ABBA), BEATS / 4 beats each.
 const out: Record<string, unknown> = { dir, beats: BEATS, periodMs: PERIOD_MS, loaders: LOADERS };
 try {
   for (const load of [false, true]) {
     const stop = load ? fsyncLoad() : undefined;
-    if (load) await sleep(200);
-    const inPlace = await timeBeats('in place');
-    const pool = await timeBeats('pool');
+    if (load) await sleep(500);
+    const runs: Record<'in place' | 'pool', Array<{ activeMs: number; calls: number[] }>> = {
+      'in place': [],
+      pool: [],
+    };
+    for (const way of ['in place', 'pool', 'pool', 'in place'] as const) runs[way].push(await pass(way, BEATS / 4));
     stop?.();
-    out[load ? 'besideRenamesAndFsyncs' : 'alone'] = { inPlace, pool };
+    out[load ? 'besideRenamesAndFsyncs' : 'alone'] = { inPlace: timing(runs['in place']), pool: timing(runs.pool) };
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

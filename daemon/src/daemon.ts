@@ -33,6 +33,8 @@ import { setOwnPriority } from './priority.js';
 
 /** At shutdown, how long the spans still queued get to reach the collector. */
 const TRACE_FLUSH_MS = 2000;
+/** How long shutdown waits for an alive beat still being written to land (lifecycle/alive-beacon.ts). */
+const BEACON_LAND_MS = 1000;
 
 export { traceLogFields } from './tracing/context.js';
 
@@ -224,13 +226,14 @@ async function serve(
     auditor.startPeriodic({ intervalMs: cfg.auditIntervalMs, release: cfg.auditRelease, graceMs: cfg.auditGraceMs });
   log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
 
+  let beaconStopped: Promise<void> = Promise.resolve();
   return shutdownSequence({
     cfg,
     log,
     owner,
     quiesce: () => {
       ready = false;
-      aliveBeacon.stop();
+      beaconStopped = aliveBeacon.stop();
       watcher?.stop();
       // Before the server closes: closing it unlinks the socket path, which is no deletion to repair.
       selfCheck.stop();
@@ -242,6 +245,9 @@ async function serve(
       return Promise.all([app.close(), auditor.stop()]);
     },
     release: async () => {
+      // A beat still being written lands (and is removed) before the state dir's lock lets a
+      // successor write its own beacon, or the process exits; bounded: a hung /run holds no shutdown.
+      await Promise.race([beaconStopped, new Promise((r) => setTimeout(r, BEACON_LAND_MS).unref())]);
       shimCheck?.stop();
       await spool.stop();
       connectionGuard.stop();

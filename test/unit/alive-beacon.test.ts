@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { rename, unlink, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ALIVE_BEACON_MAX_NETWORKS, PROTOCOL_VERSION, type AliveBeacon as Beat } from '@cni-steward/shared';
@@ -134,36 +134,52 @@ describe('the alive beacon', () => {
 });
 
 describe('what is left at the beacon temp name', () => {
-  it('a FIFO or a symlink there is replaced, never opened or written through', async () => {
-    const s = setup();
-    try {
-      const tmp = `${s.socket}.alive.tmp`;
-      const target = join(s.dir, 'elsewhere');
-      writeFileSync(target, 'keep');
-      symlinkSync(target, tmp);
-      await s.beacon.beat();
-      assert.equal(readFileSync(target, 'utf8'), 'keep', 'written through the symlink');
-      assert.equal(s.read().ready, true);
-      execFileSync('mkfifo', [tmp]);
-      await s.beacon.beat(); // would never settle if it opened the FIFO (open(2) waits for a reader)
-      assert.equal(s.read().ready, true);
-      assert.deepEqual(s.logs, []);
-    } finally {
-      s.cleanup();
-    }
-  });
+  // A regression that opened the FIFO would hang, not fail: the timeout turns it into a failure.
+  it(
+    'a FIFO, a symlink or a directory there is replaced, never opened or written through',
+    { timeout: 10_000 },
+    async () => {
+      const s = setup();
+      try {
+        const tmp = `${s.socket}.alive.tmp`;
+        const target = join(s.dir, 'elsewhere');
+        writeFileSync(target, 'keep');
+        symlinkSync(target, tmp);
+        await s.beacon.beat();
+        assert.equal(readFileSync(target, 'utf8'), 'keep', 'written through the symlink');
+        assert.equal(s.read().ready, true);
+        execFileSync('mkfifo', [tmp]);
+        s.setNow(2_000);
+        await s.beacon.beat(); // would never settle if it opened the FIFO (open(2) waits for a reader)
+        assert.equal(s.read().at, 2000);
+        mkdirSync(join(tmp, 'inside'), { recursive: true });
+        s.setNow(3_000);
+        await s.beacon.beat();
+        assert.equal(s.read().at, 3000, 'a directory at the temp name stopped the beats');
+        assert.deepEqual(s.logs, []);
+      } finally {
+        s.cleanup();
+      }
+    },
+  );
 });
 
-/** The thread pool's file operations, each rename held until release() (one at a time). */
+/**
+ * The thread pool's file operations, each rename held until release() (one at a time); `entered`
+ * resolves once a beat's rename has started (and is held).
+ */
 function heldRenames() {
   const renames: string[] = [];
   let release: () => void = () => {};
   let held = Promise.resolve();
+  let entered: () => void = () => {};
+  let enteredP = Promise.resolve();
   const files: BeaconFiles = {
-    unlink: (p) => unlink(p),
+    remove: (p) => rm(p, { recursive: true, force: true }),
     writeFile: (p, d, o) => writeFile(p, d, o),
     rename: async (from, to) => {
       renames.push(readFileSync(from, 'utf8'));
+      entered();
       await held;
       await rename(from, to);
     },
@@ -171,10 +187,16 @@ function heldRenames() {
   return {
     files,
     renames,
-    hold: () => (held = new Promise<void>((r) => (release = r))),
+    hold: () => {
+      held = new Promise<void>((r) => (release = r));
+      enteredP = new Promise<void>((r) => (entered = r));
+    },
+    entered: () => enteredP,
     release: () => release(),
   };
 }
+
+const ats = (beats: string[]) => beats.map((b) => (JSON.parse(b) as Beat).at);
 
 describe('beats off the loop', () => {
   it('the first beat is written in place: the beacon exists before the loop turns', async () => {
@@ -182,17 +204,16 @@ describe('beats off the loop', () => {
     try {
       let turned = false;
       setImmediate(() => (turned = true));
-      const first = s.beacon.start();
-      await first;
+      await s.beacon.start();
       assert.equal(turned, false, 'the loop turned before the first beat was written');
       assert.equal(s.read().at, 1000);
-      s.beacon.stop();
+      await s.beacon.stop();
     } finally {
       s.cleanup();
     }
   });
 
-  it('a beat asked for while one is written follows it once, with the state of then', async () => {
+  it('a beat asked for while one is written follows it once, with the state when it is written', async () => {
     const r = heldRenames();
     const s = setup(r.files);
     try {
@@ -200,48 +221,114 @@ describe('beats off the loop', () => {
       r.hold();
       s.setNow(2_000);
       const first = s.beacon.beat();
-      // The loop goes on while the rename waits: a timer fires, and more beats are asked for.
-      await new Promise((done) => setTimeout(done, 5));
-      assert.deepEqual(
-        r.renames.map((b) => JSON.parse(b).at),
-        [2000],
-      );
+      // The rename waits; meanwhile the loop goes on, and more beats are asked for.
+      await r.entered();
+      assert.deepEqual(ats(r.renames), [2000]);
       s.setNow(3_000);
       const second = s.beacon.beat();
       s.setNow(4_000);
-      s.setReady(false);
       const third = s.beacon.beat();
+      s.setNow(5_000);
+      s.setReady(false);
       assert.equal(s.read().at, 1000, 'the held beat landed early');
       r.release();
       await Promise.all([first, second, third]);
-      // One more beat, not two, written after the held one: the state when it was written.
-      assert.deepEqual(
-        r.renames.map((b) => JSON.parse(b).at),
-        [2000, 4000],
-      );
-      assert.deepEqual([s.read().at, s.read().ready], [4000, false]);
-      s.beacon.stop();
+      // One more beat, not two, after the held one, written with the state of when it was written.
+      assert.deepEqual(ats(r.renames), [2000, 5000]);
+      assert.deepEqual([s.read().at, s.read().ready], [5000, false]);
+      await s.beacon.stop();
     } finally {
       s.cleanup();
     }
   });
 
-  it('stop() while a beat is being written: none left once it lands, and no beat after', async () => {
+  it('start() while a beat is written: one writer, the beat after it in order', async () => {
+    const r = heldRenames();
+    const s = setup(r.files);
+    try {
+      r.hold();
+      const early = s.beacon.beat();
+      await r.entered();
+      s.setNow(2_000);
+      const started = s.beacon.start();
+      r.release();
+      await Promise.all([early, started]);
+      assert.deepEqual(ats(r.renames), [1000, 2000]);
+      assert.equal(s.read().at, 2000);
+      assert.deepEqual(s.logs, []);
+      await s.beacon.stop();
+    } finally {
+      s.cleanup();
+    }
+  });
+
+  it('beats every period from its timer', async () => {
+    const s = setup();
+    try {
+      let now = 1_000;
+      const beacon = new AliveBeacon(
+        s.socket,
+        () => true,
+        { warn() {}, info() {} } as never,
+        5,
+        () => now,
+      );
+      await beacon.start();
+      now = 2_000;
+      const deadline = Date.now() + 5_000;
+      while (s.read().at !== 2000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      assert.equal(s.read().at, 2000, 'no beat from the timer');
+      await beacon.stop();
+    } finally {
+      s.cleanup();
+    }
+  });
+
+  it('stop() while a beat is written: it resolves once that beat has landed and the beacon is gone', async () => {
     const r = heldRenames();
     const s = setup(r.files);
     try {
       await s.beacon.start();
       r.hold();
       const held = s.beacon.beat();
-      await new Promise((done) => setTimeout(done, 5));
-      s.beacon.stop();
+      await r.entered();
+      let stopped = false;
+      const stopping = s.beacon.stop().then(() => (stopped = true));
       assert.equal(existsSync(`${s.socket}.alive`), false);
+      await new Promise((done) => setImmediate(done));
+      assert.equal(stopped, false, 'stop() resolved before the beat being written landed');
       r.release();
-      await held;
+      await Promise.all([held, stopping]);
       assert.equal(existsSync(`${s.socket}.alive`), false, 'a beat that landed after stop() left the beacon');
       await s.beacon.beat();
       assert.equal(existsSync(`${s.socket}.alive`), false, 'a beat after stop() wrote it');
       assert.deepEqual(s.logs, []);
+    } finally {
+      s.cleanup();
+    }
+  });
+
+  it('a readiness check that throws fails the beat, told once, not the process', async () => {
+    const s = setup();
+    try {
+      await s.beacon.start();
+      s.setReady(true);
+      const broken = new AliveBeacon(
+        s.socket,
+        () => {
+          throw new Error('readiness unknown');
+        },
+        { warn: (_o: unknown, m: string) => void s.logs.push(['warn', m]), info() {} } as never,
+        60_000,
+      );
+      await broken.beat();
+      await broken.beat();
+      assert.deepEqual(
+        s.logs.map(([l]) => l),
+        ['warn'],
+      );
+      assert.equal(s.read().at, 1000, 'the beacon changed');
+      await broken.stop();
     } finally {
       s.cleanup();
     }

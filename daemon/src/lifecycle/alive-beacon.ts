@@ -11,7 +11,7 @@
 // in rename 1.7 ms per beat, 10 times a second). Only start()'s first beat is written in place, so the
 // beacon exists before this daemon answers anything as ready.
 
-import { rename, renameSync, rmSync, unlink, unlinkSync, writeFile, writeFileSync } from 'node:fs';
+import { rename, renameSync, rm, rmSync, writeFile, writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import {
@@ -25,21 +25,23 @@ import {
 
 /** The three file operations of a beat (tests slow them down). */
 export interface BeaconFiles {
-  unlink(path: string): Promise<void>;
+  /** Removes whatever is at `path` (a directory too); nothing there is no error. */
+  remove(path: string): Promise<void>;
   writeFile(path: string, data: string, options: { mode: number; flag: string }): Promise<void>;
   rename(from: string, to: string): Promise<void>;
 }
 
 // The callback API, promisified: a FileHandle per beat (fs/promises) costs the loop more than the write.
+const removeTree = promisify(rm);
 const threadPool: BeaconFiles = {
-  unlink: promisify(unlink),
+  remove: (path) => removeTree(path, { recursive: true, force: true }),
   writeFile: promisify(writeFile),
   rename: promisify(rename),
 };
 
 /** The same operations done in place: they settle in microtasks, before the loop turns. */
 const inPlace: BeaconFiles = {
-  unlink: async (path) => unlinkSync(path),
+  remove: async (path) => rmSync(path, { recursive: true, force: true }),
   writeFile: async (path, data, options) => writeFileSync(path, data, options),
   rename: async (from, to) => renameSync(from, to),
 };
@@ -67,14 +69,16 @@ export class AliveBeacon {
 
   /**
    * Beats now, in place, and every period until stop(); the timer never holds the process open.
-   * Resolves when the first beat is written (it is, before the loop turns).
+   * Resolves when the first beat is written (it is, before the loop turns, unless a beat() was
+   * already being written: then one more follows it).
    */
   start(): Promise<void> {
     if (this.timer || this.stopped) return Promise.resolve();
     this.timer = setInterval(() => void this.beat(), this.periodMs);
     this.timer.unref();
     this.again = true;
-    return (this.writing = this.writeBeats(inPlace));
+    this.writing ??= this.writeBeats(inPlace);
+    return this.writing;
   }
 
   /**
@@ -90,13 +94,15 @@ export class AliveBeacon {
 
   /**
    * Stops beating and removes the beacon: a daemon that stops serving vouches for nothing. A beat
-   * still being written removes it again when it lands.
+   * still being written removes it again when it lands; the promise resolves then (await it before
+   * a successor may write its own beacon at the same names, or before this process exits).
    */
-  stop(): void {
+  stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     this.timer = undefined;
     this.remove();
+    return this.writing ?? Promise.resolve();
   }
 
   /**
@@ -123,21 +129,22 @@ export class AliveBeacon {
   }
 
   private async writeOne(files: BeaconFiles): Promise<void> {
-    const beat: Beat = {
-      at: this.now(),
-      pid: process.pid,
-      protocol: PROTOCOL_VERSION,
-      ready: this.isReady(),
-      status: Object.fromEntries(this.verdicts),
-    };
     const tmp = `${this.path}.tmp`;
     try {
+      const beat: Beat = {
+        at: this.now(),
+        pid: process.pid,
+        protocol: PROTOCOL_VERSION,
+        ready: this.isReady(),
+        status: Object.fromEntries(this.verdicts),
+      };
       // Created afresh (O_EXCL): whatever was left at the temp name (a FIFO would hold the writer in
-      // open(2), a symlink would be written through) is removed, not opened.
+      // open(2), a symlink would be written through, a directory would fail every beat) is removed,
+      // not opened.
       const write = () => files.writeFile(tmp, JSON.stringify(beat), { mode: 0o600, flag: 'wx' });
       await write().catch(async (e: NodeJS.ErrnoException) => {
         if (e.code !== 'EEXIST') throw e;
-        await files.unlink(tmp);
+        await files.remove(tmp);
         await write();
       });
       await files.rename(tmp, this.path);
