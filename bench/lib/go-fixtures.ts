@@ -1,6 +1,7 @@
 // The Go programs of bench/fixtures/ (go-floor: the floor of any Go plugin, writes {} and exits;
-// status-ticker: containerd 2.x's STATUS loop; spawn-cost: os/exec's cost per plugin run), built for this machine's CPU with the shipped shim's
-// flags (scripts/build-shims.mjs), so a row's floor is built the way the shim it is compared with is.
+// status-ticker: containerd 2.x's STATUS loop; spawn-cost: os/exec's cost per plugin run), built for
+// this machine's CPU with the shipped shim's flags (scripts/build-shims.mjs), so a row's floor is built
+// the way the shim it is compared with is.
 
 import { join } from 'node:path';
 import { compileFor, hostTarget } from '../../scripts/build-shims.mjs';

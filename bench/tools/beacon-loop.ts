@@ -13,13 +13,14 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AliveBeacon } from '../../daemon/src/lifecycle/alive-beacon.js';
+import { mean, p99, round } from '../lib/stats.js';
 
 const dir = mkdtempSync(join(process.argv[2] ?? '/tmp', 'beacon-loop-'));
 const BEATS = Number(process.argv[3] ?? 400);
 const PERIOD_MS = 5;
 const quiet = { warn() {}, info() {} };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The beat as it was written before: every file operation on the loop. */
 function inPlaceBeat(path: string): void {
@@ -84,13 +85,12 @@ async function pass(way: 'pool' | 'in place', beats: number): Promise<{ activeMs
 }
 
 function timing(passes: Array<{ activeMs: number; calls: number[] }>): Timing {
-  const calls = passes.flatMap((p) => p.calls).sort((a, b) => a - b);
-  const r = (x: number) => Math.round(x * 1000) / 1000;
+  const calls = passes.flatMap((p) => p.calls);
   return {
-    loopMsPerBeat: r(passes.reduce((a, p) => a + p.activeMs, 0) / calls.length),
-    callMeanMs: r(calls.reduce((a, b) => a + b, 0) / calls.length),
-    callP99Ms: r(calls[Math.floor(calls.length * 0.99)]!),
-    callMaxMs: r(calls[calls.length - 1]!),
+    loopMsPerBeat: round(passes.reduce((a, p) => a + p.activeMs, 0) / calls.length, 3),
+    callMeanMs: round(mean(calls), 3),
+    callP99Ms: round(p99(calls), 3),
+    callMaxMs: round(Math.max(...calls), 3),
   };
 }
 

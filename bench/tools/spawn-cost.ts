@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildGoFixture } from '../lib/go-fixtures.js';
+import { median, round } from '../lib/stats.js';
 
 const N = Number(process.argv[2] ?? 400);
 const ROUNDS = Number(process.argv[3] ?? 5);
@@ -41,9 +42,6 @@ const cpu = () => readFileSync('/proc/self/stat', 'utf8').split(') ')[1].split('
 })();
 `;
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const r3 = (x: number) => Math.round(x * 1000) / 1000;
-
 const dir = mkdtempSync(join(tmpdir(), 'spawn-cost-'));
 try {
   const goBin = buildGoFixture('spawn-cost', join(dir, 'spawn-cost'));
@@ -66,11 +64,11 @@ try {
         program: PROGRAM,
         runsPerRound: N,
         rounds: ROUNDS,
-        nodeCpuMsPerRun: r3(nodeCpu),
-        goCpuMsPerRun: r3(goCpu),
-        nodeOverGoCpu: r3(nodeCpu / goCpu),
-        nodeWallMsPerRun: r3(median(node.map((x) => x.wallMsPerRun))),
-        goWallMsPerRun: r3(median(go.map((x) => x.wallMsPerRun))),
+        nodeCpuMsPerRun: round(nodeCpu, 3),
+        goCpuMsPerRun: round(goCpu, 3),
+        nodeOverGoCpu: round(nodeCpu / goCpu, 3),
+        nodeWallMsPerRun: round(median(node.map((x) => x.wallMsPerRun)), 3),
+        goWallMsPerRun: round(median(go.map((x) => x.wallMsPerRun)), 3),
       },
       null,
       2,
