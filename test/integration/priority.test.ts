@@ -68,8 +68,11 @@ describe('stewardd --nice', { skip }, () => {
     await d.start();
     const pid = d.proc!.pid!;
     assert.deepEqual([...new Set(threadNices(pid))], [-10]);
-    assert.deepEqual([...new Set(threadNices(spawner(pid)))], [base]);
     assert.deepEqual(await delegateNice(d, 'default'), [base, base]);
+    // Read after the spawner has served a job: it is forked at stewardd's -10 and puts itself back
+    // first thing (restoreBasePriority, before it takes a job), which a loaded machine can delay
+    // past /readyz (it read -10 once, beside a spinning core).
+    assert.deepEqual([...new Set(threadNices(spawner(pid)))], [base]);
     // Threads stewardd makes later (a request's work) take the main thread's priority.
     assert.deepEqual([...new Set(threadNices(pid))], [-10]);
     await d.stop();
