@@ -28,8 +28,8 @@
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
 //   lib/             what rows share (a daemon process, exec, netconfs, scratch space, stats, the
 //                    table, targets, the docs blocks); it imports no test helper (eslint.config.js)
-//   tools/           one-off tools run by hand, not rows: cpuprofile-summary.ts, daemon-ab.ts,
-//                    journal-syncs.ts, shim-variants.ts
+//   tools/           one-off tools run by hand, not rows: beacon-loop.ts, cpuprofile-summary.ts,
+//                    daemon-ab.ts, journal-syncs.ts, shim-variants.ts, spawn-cost.ts
 //   fixtures/        the no-op delegate and the Go floor program the rows execute
 
 import { execFileSync } from 'node:child_process';

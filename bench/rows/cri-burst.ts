@@ -16,6 +16,8 @@
 // process of its own (bench/lib/status-ticker.ts; CRI_BURST_STATUS_FROM=bench: from this process,
 // test/helpers/cri/cni-status.ts), and the same on the node before the bursts: a row, `cri-burst-status`,
 // with STATUS p50/p99 and how many answered 50 (issue 37: p99 <= 250 ms, none 50 while stewardd lives).
+// The poll and the STATUS tickers run in the plain chain's timed bursts too (their samples dropped),
+// so both series carry the same observers' CPU.
 //
 // CRI_BURST_PODS (default 100 × --scale, at least 10), CRI_BURST_ROUNDS (default 3 × --scale, at
 // least 1) and CRI_BURST_MAX_PARALLEL (stewardd's --max-parallel; default: stewardd's own, 8).
@@ -289,7 +291,7 @@ const NOTES = (rounds: number, pods: number) => [
   `${rounds} rounds after a warm-up burst of ${WARMUP_PODS} each, the order rotating per round; per pod: RunPodSandbox's wall time as the client sees it (all ${pods} sent at once on one gRPC channel); lastReadyMs: first sent to last answered, median over rounds; the target's ratio is lastReadyPairedRatio, the median of each round's steward/plain ratio (lastReadyRatioOfMedians pairs different rounds)`,
   'stopRemove*: StopPodSandbox (kubelet retries, 1 s apart) + RemovePodSandbox of every pod at once; left*: leases, veths, pod netns, libcni cache files, CNI-* chains, rules naming a sandbox, containerd shims after each burst (summed)',
   'add*/del* per steward pod, from stewardd histograms over the timed bursts: addDaemonADDMs its answer, addExec_<plugin>_ADDMs the delegates, addJournal*, addQueueWaitMs (the per-container queue: a burst is distinct containers, so ~0); addDaemonOwnMs = answer − delegates, which holds the wait for a plugin slot (there is no histogram of that wait)',
-  'slots*: /v1/status executions every 100 ms during the steward bursts (inUse of --max-parallel; queued = waiting for a slot); busyCores: the machine CPU in use during the up phase (other processes included); daemonCpuMsPerPodAdd: stewardd + spawner CPU per pod during the up phase',
+  'slots*: /v1/status executions every 100 ms during the steward bursts (polled in the plain bursts too, the same load, not kept; inUse of --max-parallel; queued = waiting for a slot); busyCores: the machine CPU in use during the up phase (other processes included); daemonCpuMsPerPodAdd: stewardd + spawner CPU per pod during the up phase',
 ];
 
 export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
@@ -392,8 +394,10 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
       const ps = Array.from({ length: count }, (_, i) => k.pod(`burst-${key.replace(/\W/g, '')}-${label}-${i}`));
       const daemonPid = node.daemon.proc?.pid ?? -1;
       const m0 = steward ? await metrics() : undefined;
-      const poller = steward && timed ? slotPoller((p) => node.daemon.get(p)) : undefined;
-      const status = steward && timed ? statusLoop() : undefined;
+      // The observers (the slot poll, the STATUS tickers) run in both handlers' timed bursts: the
+      // CPU they take is then the same in the two series, and only steward's samples are kept.
+      const poller = timed ? slotPoller((p) => node.daemon.get(p)) : undefined;
+      const status = timed ? statusLoop() : undefined;
       status?.start();
       // Half a period later, so the two tickers' execs take turns.
       const floor = status ? floorLoop() : undefined;
@@ -461,6 +465,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
         accumulate(s.delSums, m1, m2);
         s.daemonCpuMs += cpu1 - cpu0;
       }
+      if (!steward) return;
       if (polled) {
         s.slots.inUse.push(...polled.inUse);
         s.slots.queued.push(...polled.queued);
