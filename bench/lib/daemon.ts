@@ -17,12 +17,6 @@ import { CLK_TCK } from './other-cpu.js';
  */
 const DAEMON_NODE_ARGS = (process.env.BENCH_DAEMON_NODE_ARGS ?? '').split(' ').filter((a) => a !== '');
 
-/**
- * Extra stewardd flags for every daemon the bench starts (after the row's own, so they win), for
- * comparing a setting across rows, e.g. BENCH_DAEMON_ARGS="--max-parallel 16" npm run bench -- --only storm
- */
-const DAEMON_ARGS = (process.env.BENCH_DAEMON_ARGS ?? '').split(' ').filter((a) => a !== '');
-
 export interface CpuMs {
   /** The daemon's own user + system CPU. */
   self: number;
@@ -120,7 +114,6 @@ export class BenchDaemon {
         '--log-level',
         'info',
         ...this.args,
-        ...DAEMON_ARGS,
       ],
       {
         stdio: ['ignore', log, log],

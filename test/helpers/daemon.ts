@@ -21,6 +21,11 @@ export interface DaemonOptions {
   exe?: string;
   /** Extra environment for the daemon process (e.g. the test-only STEWARD_TEST_CLOCK_OFFSET_MS). */
   env?: Record<string, string>;
+  /**
+   * A command that execs the rest of its arguments, run in front of stewardd (e.g. setpriv dropping a
+   * capability); it must exec, not fork, so the process's pid is stewardd's.
+   */
+  launcher?: string[];
 }
 
 export class Daemon {
@@ -32,6 +37,7 @@ export class Daemon {
   proc: ChildProcess | undefined;
   private readonly args: string[];
   private readonly exe: string;
+  private readonly launcher: string[];
   /** Extra environment for the next start (settable between restarts). */
   extraEnv: Record<string, string>;
   /** Extra `stewardd run` flags for the next start, after the constructor's (settable between restarts). */
@@ -51,6 +57,7 @@ export class Daemon {
     writeFileSync(this.bootIdFile, `${opts.bootId ?? 'boot-1'}\n`);
     this.args = opts.args ?? [];
     this.exe = opts.exe ?? join(REPO, 'bin/stewardd');
+    this.launcher = opts.launcher ?? [];
     this.extraEnv = opts.env ?? {};
     env.defer(() => this.kill9());
   }
@@ -79,9 +86,11 @@ export class Daemon {
     mkdirSync(this.stateDir, { recursive: true });
     const log = createWriteStream(this.logFile, { flags: 'a' });
     await new Promise((r) => log.once('open', r));
+    const [program, ...launcherArgs] = [...this.launcher, process.execPath];
     const proc = spawn(
-      process.execPath,
+      program as string,
       [
+        ...launcherArgs,
         this.exe,
         'run',
         '--socket',

@@ -1,12 +1,16 @@
 // stewardd's own priority (`stewardd run --nice`, daemon/src/priority.ts): its threads above the work
 // it starts (default -10), while its spawner, and so every delegate plugin, keeps the priority
-// stewardd was started with; `--nice off` leaves it as started; a bad value is refused.
+// stewardd was started with, also a spawner started again whose first job was queued before it
+// loaded; a --nice above the starting value without CAP_SYS_NICE (the spawner cannot go back down)
+// still runs every plugin and says why in the log; `--nice off` leaves it as started; a bad value is
+// refused.
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { join } from 'node:path';
+import { canLowerNice } from '../../daemon/src/priority.js';
 import { Daemon } from '../helpers/daemon.js';
 import { spawnerPid } from '../helpers/cri/residue.js';
 import { REPO, TestEnv } from '../helpers/env.js';
@@ -84,6 +88,47 @@ describe('stewardd --nice', { skip }, () => {
     const pid = d.proc!.pid!;
     assert.deepEqual([...new Set(threadNices(pid))], [5]);
     assert.deepEqual(await delegateNice(d, 'five'), [base, base]);
+    await d.stop();
+  });
+
+  it('a spawner started again takes its first job at the priority stewardd was started with', async () => {
+    const d = new Daemon(env, { name: 'respawn' });
+    await d.start();
+    const pid = d.proc!.pid!;
+    assert.deepEqual(await delegateNice(d, 'respawn-1'), [base, base]);
+    // The spawner killed: the next ADD forks a new one (at stewardd's -10) and queues its job before
+    // the new process has loaded, so the job is the first thing it can take.
+    const old = spawner(pid);
+    process.kill(old, 'SIGKILL');
+    await d.waitFor('stewardd to reap its killed spawner', async () => !existsSync(`/proc/${old}`), 10_000);
+    assert.deepEqual(await delegateNice(d, 'respawn-2'), [base, base]);
+    assert.notEqual(spawner(pid), old);
+    await d.stop();
+  });
+
+  it('--nice above the starting value without CAP_SYS_NICE: plugins still run (at that value), and the log says why', async () => {
+    // Root without CAP_SYS_NICE may raise a nice value but not lower it again: the spawner cannot go
+    // back to the base priority, and must still serve.
+    const above = base + 5;
+    assert.ok(above <= 19, `the test runs at nice ${base}: no room above it`);
+    const d = new Daemon(env, {
+      name: 'nocap',
+      args: ['--nice', String(above)],
+      launcher: ['setpriv', '--bounding-set', '-sys_nice', '--'],
+    });
+    await d.start();
+    const pid = d.proc!.pid!;
+    assert.equal(
+      canLowerNice(readFileSync(`/proc/${pid}/status`, 'utf8')),
+      false,
+      'stewardd runs without CAP_SYS_NICE',
+    );
+    assert.deepEqual([...new Set(threadNices(pid))], [above]);
+    assert.deepEqual(await delegateNice(d, 'nocap'), [above, above]);
+    assert.ok(
+      readFileSync(d.logFile, 'utf8').includes(`putting the delegates back at ${base} needs CAP_SYS_NICE`),
+      'the log says why the delegates run at the value stewardd set',
+    );
     await d.stop();
   });
 

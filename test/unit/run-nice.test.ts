@@ -7,7 +7,7 @@ import { test } from 'node:test';
 
 import { parseRunConfig } from '../../daemon/src/config.js';
 import { niceValue } from '../../daemon/src/flags.js';
-import { BASE_NICE_ENV, DEFAULT_NICE, restoreBasePriority } from '../../daemon/src/priority.js';
+import { BASE_NICE_ENV, DEFAULT_NICE, canLowerNice, restoreBasePriority } from '../../daemon/src/priority.js';
 
 test('--nice defaults to -10, takes -20..19, and off leaves the priority as started', () => {
   assert.equal(DEFAULT_NICE, -10);
@@ -32,6 +32,16 @@ test('a nice value out of range, fractional, empty or a word is reported, naming
 test('a spawner without a recorded base priority (or a bad one) changes nothing', () => {
   for (const raw of [undefined, '', 'x', '1.5', '-21', '20'])
     assert.equal(restoreBasePriority(raw === undefined ? {} : { [BASE_NICE_ENV]: raw }), undefined, String(raw));
+});
+
+test('CAP_SYS_NICE is read from CapEff: bit 23 alone decides', () => {
+  const status = (capEff: string) =>
+    `Name:\tstewardd\nCapInh:\t0000000000000000\nCapEff:\t${capEff}\nCapBnd:\t000001ffffffffff\n`;
+  assert.equal(canLowerNice(status('000001ffffffffff')), true);
+  assert.equal(canLowerNice(status('0000000000800000')), true, 'CAP_SYS_NICE alone');
+  assert.equal(canLowerNice(status('000001ffff7fffff')), false, 'every capability but CAP_SYS_NICE');
+  assert.equal(canLowerNice(status('0000000000000000')), false);
+  assert.equal(canLowerNice('Name:\tstewardd\n'), false, 'no CapEff line');
 });
 
 test('every integer flag takes decimal digits only: "0x10", "1e3", " 8" and "" are refused', () => {

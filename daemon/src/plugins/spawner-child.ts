@@ -10,15 +10,12 @@
 // Each plugin start is reported to the daemon (pid, start time, boot id) before its outcome, so
 // the daemon can journal it and a later recovery can kill the group should the spawner die too.
 
+import './spawner-priority.js'; // first: the rest loads at the node's priority, not stewardd's
 import { describeProcess } from './process-group.js';
 import { killRunningGroups, runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
 import { avoidExitHang } from '@cni-steward/shared';
-import { restoreBasePriority } from '../priority.js';
 
 avoidExitHang(); // it exits with the daemon: no compile job may hold that exit (shared/src/exit-hang.ts)
-// The plugins it starts are the node's work: they run at the priority stewardd was started with,
-// not at stewardd's own (--nice, priority.ts), as the same plugins would without steward.
-restoreBasePriority();
 
 interface Request {
   id: number;

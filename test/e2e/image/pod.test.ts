@@ -334,7 +334,7 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
 
   it("a container started by the host's podman gets its address through the installed shim and the containerised daemon; the lease is gone after it exits", async () => {
     await containerGetsAddress('first');
-    // Idle after one ADD and DEL: the daemon and its spawner (forked on the first plugin call).
+    // Idle after one ADD and DEL: the daemon and its spawner (forked at start).
     const rss = await daemonRssMiB();
     assert.ok(rss.each.length >= 2, `daemon and spawner: ${rss.each.join('; ')}`);
     figure('rssIdleMiB', { total: Number(rss.total.toFixed(1)), processes: rss.each });
