@@ -63,8 +63,16 @@ export function restoreBasePriority(env: NodeJS.ProcessEnv = process.env): numbe
 /** CAP_SYS_NICE's bit in /proc/<pid>/status's CapEff (linux/capability.h). */
 const CAP_SYS_NICE = 23n;
 
-/** Whether this process may lower a nice value (CAP_SYS_NICE in its effective set). */
-export function canLowerNice(status: string = readFileSync('/proc/self/status', 'utf8')): boolean {
-  const hex = /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1];
+/** Whether this process may lower a nice value (CAP_SYS_NICE in its effective set; no if unreadable). */
+export function canLowerNice(status: string | null = ownStatus()): boolean {
+  const hex = status === null ? undefined : /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1];
   return hex !== undefined && ((BigInt(`0x${hex}`) >> CAP_SYS_NICE) & 1n) === 1n;
+}
+
+function ownStatus(): string | null {
+  try {
+    return readFileSync('/proc/self/status', 'utf8');
+  } catch {
+    return null;
+  }
 }

@@ -42,6 +42,7 @@ test('CAP_SYS_NICE is read from CapEff: bit 23 alone decides', () => {
   assert.equal(canLowerNice(status('000001ffff7fffff')), false, 'every capability but CAP_SYS_NICE');
   assert.equal(canLowerNice(status('0000000000000000')), false);
   assert.equal(canLowerNice('Name:\tstewardd\n'), false, 'no CapEff line');
+  assert.equal(canLowerNice(null), false, '/proc/self/status unreadable');
 });
 
 test('every integer flag takes decimal digits only: "0x10", "1e3", " 8" and "" are refused', () => {
