@@ -29,7 +29,7 @@ import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
-import { canLowerNice, setOwnPriority } from './priority.js';
+import { setOwnPriority } from './priority.js';
 
 /** At shutdown, how long the spans still queued get to reach the collector. */
 const TRACE_FLUSH_MS = 2000;
@@ -51,13 +51,7 @@ function applyNice(nice: number | undefined, log: Logger): void {
   if (nice === undefined) return;
   try {
     const { before } = setOwnPriority(nice);
-    // Above the starting value, the spawner needs CAP_SYS_NICE to put its delegates back (priority.ts).
-    if (nice > before && !canLowerNice())
-      log.warn(
-        { nice, before },
-        `stewardd and its delegates run at nice ${nice}: putting the delegates back at ${before} needs CAP_SYS_NICE`,
-      );
-    else log.info({ nice, before }, 'stewardd runs at its own priority; its delegates at the one it was started with');
+    log.info({ nice, before }, 'stewardd runs at its own priority; its delegates at the one it was started with');
   } catch (e) {
     log.warn(
       { nice, err: (e as Error).message },

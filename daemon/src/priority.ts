@@ -5,9 +5,9 @@
 // threads run at a higher priority (a lower nice value) than the work it starts: the delegate plugins
 // it runs are the node's work and keep the priority stewardd was started with, as the plain chain's
 // would — the spawner process they are started from puts itself back at that value
-// (plugins/spawner-priority.ts, the spawner's first import, calls restoreBasePriority).
+// (plugins/spawner-child.ts calls restoreBasePriority before it takes any job, and reports a failure).
 
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 
 /** `stewardd run`'s default --nice: ten steps above the default priority. */
@@ -42,37 +42,26 @@ export function setOwnPriority(nice: number): { before: number } {
   return { before };
 }
 
+/** What restoreBasePriority did: the value it set, or why it could not. */
+export interface Restore {
+  base: number;
+  /** Why it could not: from a --nice above the starting value, going back down needs CAP_SYS_NICE. */
+  error?: string;
+}
+
 /**
- * In a child forked by stewardd: back to the nice value stewardd was started with. Returns it, or
- * undefined when none is recorded or it cannot be set: from a --nice above the starting value,
- * going back down needs CAP_SYS_NICE, and without it the child keeps stewardd's value (applyNice
- * says so at start) rather than failing every plugin it would start.
+ * In a child forked by stewardd: back to the nice value stewardd was started with (undefined when
+ * none is recorded). Never throws: a child that cannot go back keeps stewardd's value and says so
+ * (the spawner reports it to stewardd, which logs it) rather than failing every plugin it starts.
  */
-export function restoreBasePriority(env: NodeJS.ProcessEnv = process.env): number | undefined {
+export function restoreBasePriority(env: NodeJS.ProcessEnv = process.env): Restore | undefined {
   const raw = env[BASE_NICE_ENV];
   const base = raw === undefined || raw === '' ? NaN : Number(raw);
   if (!Number.isInteger(base) || base < -20 || base > 19) return undefined;
   try {
     setAllThreads(base);
-  } catch {
-    return undefined;
-  }
-  return base;
-}
-
-/** CAP_SYS_NICE's bit in /proc/<pid>/status's CapEff (linux/capability.h). */
-const CAP_SYS_NICE = 23n;
-
-/** Whether this process may lower a nice value (CAP_SYS_NICE in its effective set; no if unreadable). */
-export function canLowerNice(status: string | null = ownStatus()): boolean {
-  const hex = status === null ? undefined : /^CapEff:\s*([0-9a-f]+)$/m.exec(status)?.[1];
-  return hex !== undefined && ((BigInt(`0x${hex}`) >> CAP_SYS_NICE) & 1n) === 1n;
-}
-
-function ownStatus(): string | null {
-  try {
-    return readFileSync('/proc/self/status', 'utf8');
-  } catch {
-    return null;
+    return { base };
+  } catch (e) {
+    return { base, error: (e as Error).message };
   }
 }

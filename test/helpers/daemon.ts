@@ -113,6 +113,8 @@ export class Daemon {
         env: { ...process.env, ...this.extraEnv },
       },
     );
+    // A launcher that cannot be started (not installed) fails the start that asked for it, not the file.
+    proc.once('error', (e) => log.write(`cannot start stewardd: ${e.message}\n`));
     this.proc = proc;
     return proc;
   }
@@ -120,7 +122,10 @@ export class Daemon {
   /** Starts stewardd and waits until `probe` (/readyz, or /healthz for a daemon that will never be ready) answers 200. */
   async start(timeoutMs = 20_000, probe: '/readyz' | '/healthz' = '/readyz'): Promise<void> {
     const proc = await this.spawnProc();
-    const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+    const exited = new Promise<number | null>((r) => {
+      proc.once('exit', (code) => r(code));
+      proc.once('error', () => r(null)); // never started: no 'exit' follows
+    });
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
       const early = await Promise.race([exited, new Promise((r) => setTimeout(() => r('wait'), 50))]);

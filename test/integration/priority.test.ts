@@ -10,7 +10,6 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { join } from 'node:path';
-import { canLowerNice } from '../../daemon/src/priority.js';
 import { Daemon } from '../helpers/daemon.js';
 import { spawnerPid } from '../helpers/cri/residue.js';
 import { REPO, TestEnv } from '../helpers/env.js';
@@ -97,7 +96,9 @@ describe('stewardd --nice', { skip }, () => {
     const pid = d.proc!.pid!;
     assert.deepEqual(await delegateNice(d, 'respawn-1'), [base, base]);
     // The spawner killed: the next ADD forks a new one (at stewardd's -10) and queues its job before
-    // the new process has loaded, so the job is the first thing it can take.
+    // the new process has loaded, so the job is the first thing it can take. This pins "restored
+    // before its first job" (a restore deferred past a turn of its event loop fails it), not where
+    // in the module's load the restore runs: Node delivers the job only once the module has run.
     const old = spawner(pid);
     process.kill(old, 'SIGKILL');
     await d.waitFor('stewardd to reap its killed spawner', async () => !existsSync(`/proc/${old}`), 10_000);
@@ -114,20 +115,16 @@ describe('stewardd --nice', { skip }, () => {
     const d = new Daemon(env, {
       name: 'nocap',
       args: ['--nice', String(above)],
-      launcher: ['setpriv', '--bounding-set', '-sys_nice', '--'],
+      // Out of the inheritable set too: root regains at exec what that set holds.
+      launcher: ['setpriv', '--inh-caps', '-sys_nice', '--bounding-set', '-sys_nice', '--'],
     });
     await d.start();
     const pid = d.proc!.pid!;
-    assert.equal(
-      canLowerNice(readFileSync(`/proc/${pid}/status`, 'utf8')),
-      false,
-      'stewardd runs without CAP_SYS_NICE',
-    );
     assert.deepEqual([...new Set(threadNices(pid))], [above]);
-    assert.deepEqual(await delegateNice(d, 'nocap'), [above, above]);
-    assert.ok(
-      readFileSync(d.logFile, 'utf8').includes(`putting the delegates back at ${base} needs CAP_SYS_NICE`),
-      'the log says why the delegates run at the value stewardd set',
+    assert.deepEqual(await delegateNice(d, 'nocap'), [above, above], "no CAP_SYS_NICE: the delegates keep stewardd's");
+    // Said from what the spawner found, not guessed from stewardd's capabilities.
+    await d.waitFor("the spawner's report in the log", () =>
+      readFileSync(d.logFile, 'utf8').includes(`the plugin spawner cannot go back to nice ${base}`),
     );
     await d.stop();
   });

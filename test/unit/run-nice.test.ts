@@ -3,11 +3,12 @@
 // read in test/integration/priority.test.ts (root).
 
 import assert from 'node:assert/strict';
+import { getPriority } from 'node:os';
 import { test } from 'node:test';
 
 import { parseRunConfig } from '../../daemon/src/config.js';
 import { niceValue } from '../../daemon/src/flags.js';
-import { BASE_NICE_ENV, DEFAULT_NICE, canLowerNice, restoreBasePriority } from '../../daemon/src/priority.js';
+import { BASE_NICE_ENV, DEFAULT_NICE, restoreBasePriority } from '../../daemon/src/priority.js';
 
 test('--nice defaults to -10, takes -20..19, and off leaves the priority as started', () => {
   assert.equal(DEFAULT_NICE, -10);
@@ -34,15 +35,10 @@ test('a spawner without a recorded base priority (or a bad one) changes nothing'
     assert.equal(restoreBasePriority(raw === undefined ? {} : { [BASE_NICE_ENV]: raw }), undefined, String(raw));
 });
 
-test('CAP_SYS_NICE is read from CapEff: bit 23 alone decides', () => {
-  const status = (capEff: string) =>
-    `Name:\tstewardd\nCapInh:\t0000000000000000\nCapEff:\t${capEff}\nCapBnd:\t000001ffffffffff\n`;
-  assert.equal(canLowerNice(status('000001ffffffffff')), true);
-  assert.equal(canLowerNice(status('0000000000800000')), true, 'CAP_SYS_NICE alone');
-  assert.equal(canLowerNice(status('000001ffff7fffff')), false, 'every capability but CAP_SYS_NICE');
-  assert.equal(canLowerNice(status('0000000000000000')), false);
-  assert.equal(canLowerNice('Name:\tstewardd\n'), false, 'no CapEff line');
-  assert.equal(canLowerNice(null), false, '/proc/self/status unreadable');
+test('a recorded base priority is set on every thread and said so; the same value as now needs no privilege', () => {
+  const now = getPriority();
+  assert.deepEqual(restoreBasePriority({ [BASE_NICE_ENV]: String(now) }), { base: now });
+  assert.equal(getPriority(), now);
 });
 
 test('every integer flag takes decimal digits only: "0x10", "1e3", " 8" and "" are refused', () => {

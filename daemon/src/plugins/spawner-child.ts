@@ -10,12 +10,20 @@
 // Each plugin start is reported to the daemon (pid, start time, boot id) before its outcome, so
 // the daemon can journal it and a later recovery can kill the group should the spawner die too.
 
-import './spawner-priority.js'; // first: the rest loads at the node's priority, not stewardd's
 import { describeProcess } from './process-group.js';
 import { killRunningGroups, runProcess, type ProcessJob, type ProcessOutcome } from './process.js';
 import { avoidExitHang } from '@cni-steward/shared';
+import { getPriority } from 'node:os';
+import { restoreBasePriority } from '../priority.js';
 
 avoidExitHang(); // it exits with the daemon: no compile job may hold that exit (shared/src/exit-hang.ts)
+// The plugins it starts are the node's work: they run at the priority stewardd was started with,
+// not at stewardd's own (--nice, priority.ts), as the same plugins would without steward. Done
+// before the message handler exists, so before any job. Where it cannot go back (a --nice above
+// the starting value without CAP_SYS_NICE) its plugins run at stewardd's value, and stewardd logs why.
+const restore = restoreBasePriority();
+if (restore?.error !== undefined)
+  process.send?.({ priority: { base: restore.base, nice: getPriority(), error: restore.error } });
 
 interface Request {
   id: number;
