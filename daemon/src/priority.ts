@@ -5,7 +5,7 @@
 // threads run at a higher priority (a lower nice value) than the work it starts: the delegate plugins
 // it runs are the node's work and keep the priority stewardd was started with, as the plain chain's
 // would — the spawner process they are started from puts itself back at that value
-// (plugins/spawner-child.ts calls restoreBasePriority before it takes any job, and reports a failure).
+// (plugins/spawner-child.ts calls restoreBasePriority before it takes any job, and logs a failure).
 
 import { readdirSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
@@ -52,7 +52,7 @@ export interface Restore {
 /**
  * In a child forked by stewardd: back to the nice value stewardd was started with (undefined when
  * none is recorded). Never throws: a child that cannot go back keeps stewardd's value and says so
- * (the spawner reports it to stewardd, which logs it) rather than failing every plugin it starts.
+ * (the spawner logs it) rather than failing every plugin it starts.
  */
 export function restoreBasePriority(env: NodeJS.ProcessEnv = process.env): Restore | undefined {
   const raw = env[BASE_NICE_ENV];

@@ -40,15 +40,6 @@ interface Call {
   onStart?: ((p: PluginProcess) => void) | undefined;
 }
 
-/** What the spawner sends: a plugin started, a call's outcome or pong, or (once, unasked) a priority it could not restore. */
-interface SpawnerMessage {
-  id: number;
-  outcome?: ProcessOutcome;
-  pong?: true;
-  started?: PluginProcess;
-  priority?: { base: number; nice: number; error: string };
-}
-
 interface Worker {
   child: ChildProcess;
   calls: Map<number, Call>;
@@ -159,14 +150,6 @@ export class Spawner {
     this.current = undefined;
   }
 
-  /** A new spawner could not go back to the priority stewardd was started with (priority.ts). */
-  private priorityNotRestored(pid: number | undefined, p: NonNullable<SpawnerMessage['priority']>): void {
-    this.log.warn(
-      { spawner: pid, nice: p.nice, base: p.base, err: p.error },
-      `the plugin spawner cannot go back to nice ${p.base} (lowering a nice value needs CAP_SYS_NICE): its plugins run at nice ${p.nice}, stewardd's --nice`,
-    );
-  }
-
   private started(w: Worker, id: number, p: PluginProcess): void {
     const call = w.calls.get(id);
     if (!call) return;
@@ -202,9 +185,8 @@ export class Spawner {
       }),
     );
     const w: Worker = { child, calls: new Map(), forkedAt: Date.now() };
-    child.on('message', (msg: SpawnerMessage) => {
-      if (msg.priority) this.priorityNotRestored(child.pid, msg.priority);
-      else if (msg.started) this.started(w, msg.id, msg.started);
+    child.on('message', (msg: { id: number; outcome?: ProcessOutcome; pong?: true; started?: PluginProcess }) => {
+      if (msg.started) this.started(w, msg.id, msg.started);
       else this.finish(w, msg.id, msg.outcome ?? (msg.pong ? PONG : undefined));
     });
     // Without a listener a failed fork (EAGAIN, ENOMEM) would be an uncaught 'error' event.
