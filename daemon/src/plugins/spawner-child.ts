@@ -20,14 +20,16 @@ avoidExitHang(); // it exits with the daemon: no compile job may hold that exit 
 // The plugins it starts are the node's work: they run at the priority stewardd was started with,
 // not at stewardd's own (--nice, priority.ts), as the same plugins would without steward. Done
 // before the message handler exists, so before any job. Where it cannot go back (a --nice above
-// the starting value without CAP_SYS_NICE) its plugins run at stewardd's value, and it says why:
-// one line in stewardd's log shape, on the stderr it shares with stewardd (the container's log).
+// the starting value without CAP_SYS_NICE) its plugins run at stewardd's value, and it says why,
+// through stewardd's own logger (log.ts, loaded only then) on the stderr it shares with stewardd.
 const restore = restoreBasePriority();
 if (restore?.error !== undefined) {
+  const { createLogger } = await import('../log.js');
   const nice = getPriority();
-  const msg = `the plugin spawner cannot go back to nice ${restore.base} (lowering a nice value needs CAP_SYS_NICE): its plugins run at nice ${nice}, stewardd's --nice`;
-  const line = { level: 'warn', time: new Date().toISOString(), pid: process.pid, nice, base: restore.base };
-  process.stderr.write(`${JSON.stringify({ ...line, err: restore.error, msg })}\n`);
+  createLogger('warn', { write: (line: string) => void process.stderr.write(line) }).warn(
+    { nice, base: restore.base, err: restore.error },
+    `the plugin spawner cannot go back to nice ${restore.base} (lowering a nice value needs CAP_SYS_NICE): its plugins run at nice ${nice}, stewardd's --nice`,
+  );
 }
 
 interface Request {
