@@ -30,6 +30,7 @@ import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
 import { setOwnPriority } from './priority.js';
+import { settleWithin } from './settle-within.js';
 
 /** At shutdown, how long the spans still queued get to reach the collector. */
 const TRACE_FLUSH_MS = 2000;
@@ -247,7 +248,7 @@ async function serve(
     release: async () => {
       // A beat still being written lands (and is removed) before the state dir's lock lets a
       // successor write its own beacon, or the process exits; bounded: a hung /run holds no shutdown.
-      await Promise.race([beaconStopped, new Promise((r) => setTimeout(r, BEACON_LAND_MS).unref())]);
+      await settleWithin(beaconStopped, BEACON_LAND_MS);
       shimCheck?.stop();
       await spool.stop();
       connectionGuard.stop();

@@ -7,6 +7,7 @@
 import type { Logger } from 'pino';
 import type { OwnerLock } from '../store/owner.js';
 import type { RunningDaemon } from '../running-daemon.js';
+import { settleWithin } from '../settle-within.js';
 import { onTermStep, type TermConfig } from './on-term.js';
 import { removeRestartRecord, restartGraceMs, writeRestartRecord } from './restart-record.js';
 
@@ -48,8 +49,10 @@ export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
       const { uninstalling, afterClose } = await onTermStep(s.cfg, reason, s.log, () =>
         removeRestartRecord(s.cfg.socket, s.log),
       );
-      const grace = new Promise<void>((r) => setTimeout(r, s.cfg.shutdownGraceMs).unref());
-      await Promise.race([s.stopServing(), grace]);
+      const stopped = s.stopServing().catch((e: unknown) => {
+        s.log.error({ err: (e as Error).message }, 'stopping the server failed; stopping goes on');
+      });
+      await settleWithin(stopped, s.cfg.shutdownGraceMs);
       if (planned && !uninstalling) writeRestartRecord(s.cfg.socket, Date.now() + graceMs, s.log);
       try {
         await s.release?.();

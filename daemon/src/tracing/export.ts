@@ -21,6 +21,7 @@ import {
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { DroppedSpans, SpanExport } from './tracing.js';
+import { settleWithin } from '../settle-within.js';
 
 export interface ExportOptions {
   /** The OTLP/HTTP traces URL (…/v1/traces). */
@@ -122,13 +123,7 @@ export function startExport(o: ExportOptions): SpanExport {
     tracer: provider.getTracer('stewardd', o.version),
     dropped: () => ({ ...dropped }),
     shutdown: async (timeoutMs) => {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, timeoutMs);
-        timer.unref();
-      });
-      await Promise.race([provider.shutdown().catch(() => undefined), late]);
-      clearTimeout(timer);
+      await settleWithin(provider.shutdown(), timeoutMs);
     },
   };
 }

@@ -1,0 +1,94 @@
+// stewardd's close() (lifecycle/shutdown.ts) always resolves and always releases what the daemon
+// holds, whatever stopping the server does: fails, or never ends (bounded by the shutdown grace).
+// The bounded wait itself is settle-within.ts.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
+
+import { shutdownSequence, type ShutdownSteps } from '../../daemon/src/lifecycle/shutdown.js';
+import { settleWithin } from '../../daemon/src/settle-within.js';
+import { REPO } from '../helpers/env.js';
+import { captureLog } from '../helpers/log-capture.js';
+
+function steps(stopServing: () => Promise<unknown>, shutdownGraceMs: number) {
+  const done: string[] = [];
+  const { log, of } = captureLog();
+  const s: ShutdownSteps = {
+    cfg: {
+      uninstallOnDelete: 'never',
+      api: undefined,
+      stateDir: '/nonexistent',
+      dbPath: '/nonexistent/steward.db',
+      socket: '/nonexistent/s.sock',
+      drainTimeoutMs: 0,
+      shutdownGraceMs,
+      restartGraceMs: undefined,
+    } as ShutdownSteps['cfg'],
+    log,
+    owner: { dirs: [], release: () => done.push('owner released') },
+    quiesce: () => done.push('quiesced'),
+    stopServing: () => {
+      done.push('stop serving');
+      return stopServing();
+    },
+    release: async () => {
+      done.push('released');
+    },
+  };
+  return { s, done, of };
+}
+
+describe('close() when stopping the server goes wrong', () => {
+  test('stopping the server fails: close() resolves, logs why, and still releases everything', async () => {
+    const { s, done, of } = steps(() => Promise.reject(new Error('server would not close')), 60_000);
+    const d = shutdownSequence(s);
+    await d.close('test');
+    await d.closed;
+    assert.deepEqual(done, ['quiesced', 'stop serving', 'released', 'owner released']);
+    assert.deepEqual(of('stopping the server failed; stopping goes on'), [{ err: 'server would not close' }]);
+  });
+
+  test('stopping the server never ends: close() goes on after the shutdown grace', async () => {
+    const { s, done } = steps(() => new Promise(() => undefined), 20);
+    await shutdownSequence(s).close('test');
+    assert.deepEqual(done, ['quiesced', 'stop serving', 'released', 'owner released']);
+  });
+
+  test('close() runs once: a second call gets the same promise', async () => {
+    const { s, done } = steps(async () => undefined, 1000);
+    const d = shutdownSequence(s);
+    const first = d.close('test');
+    assert.equal(d.close('again'), first);
+    await first;
+    assert.equal(done.filter((x) => x === 'released').length, 1);
+  });
+});
+
+describe('settleWithin', () => {
+  test('true once the work settles, resolved or rejected; false when the bound passes first', async () => {
+    assert.equal(await settleWithin(Promise.resolve('x'), 1000), true);
+    assert.equal(await settleWithin(Promise.reject(new Error('no')), 1000), true);
+    assert.equal(await settleWithin(new Promise(() => undefined), 10), false);
+  });
+
+  test('a wait still pending does not keep the process up', () => {
+    // A process whose only work is a 60 s wait on something that never settles exits at once: the
+    // bound's timer is unref'd (stewardd's exit is never held by a bounded wait). Killed at 20 s if not.
+    const module = pathToFileURL(join(REPO, 'daemon/src/settle-within.ts')).href;
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '-e',
+        `import(${JSON.stringify(module)}).then((m) => m.settleWithin(new Promise(() => {}), 60000))`,
+      ],
+      { cwd: REPO, timeout: 20_000, encoding: 'utf8' },
+    );
+    assert.equal(r.signal, null, 'exited by itself, not killed at the bound');
+    assert.equal(r.status, 0, r.stderr);
+  });
+});
