@@ -56,16 +56,28 @@ func main() {
 	os.Exit(code)
 }
 
+// badEnvStdinWait: how long stdin is waited for when the environment is already known to be
+// wrong: the answer is code 4 whatever stdin says (it only lends the error its cniVersion), so a
+// caller that never closes stdin gets it now, not at the stdin bound.
+const badEnvStdinWait = 100 * time.Millisecond
+
 // call is one CNI call: stdin read from fd within its bound, then run.
 func call(e env, fd int, elapsed func() time.Duration, send sender, spool spooler) ([]byte, int) {
 	bound := stdinBound(e, elapsed())
 	// VERSION needs only the version asked for: a whole JSON value read is enough.
 	var complete func([]byte) bool
-	if e.get("CNI_COMMAND") == "VERSION" {
+	command := e.get("CNI_COMMAND")
+	if command == "VERSION" {
 		complete = json.Valid
 	}
-	stdin, closed := readStdin(fd, maxNetconfBytes+1, bound.remaining, complete)
-	if !closed && complete == nil {
+	wait := bound.remaining
+	_, envErr := parseCNIEnv(e)
+	badEnv := envErr != nil && command != "VERSION"
+	if badEnv {
+		wait = min(wait, badEnvStdinWait)
+	}
+	stdin, closed := readStdin(fd, maxNetconfBytes+1, wait, complete)
+	if !closed && complete == nil && !badEnv {
 		return stdinNotClosed(bound), 1
 	}
 	return run(input{env: e, stdin: stdin, elapsed: elapsed, restart: restartRecordLeft, sleep: time.Sleep,

@@ -11,6 +11,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -26,14 +27,16 @@ const restartPoll = 100 * time.Millisecond
 // record was there (a restart whose grace ran out, when left is 0).
 type restartLeft func(socket string) (left time.Duration, seen bool)
 
-// restartRecordLeft is the real one: the record and the kernel's boot id, read from the node.
+// restartRecordLeft is the real one: the record, when it was written and the kernel's boot id, read
+// from the node.
 func restartRecordLeft(socket string) (time.Duration, bool) {
-	record := readSmall(socket + restartRecordSuffix)
-	return recordLeft(record, readSmall(bootIDFile), time.Now()), len(record) > 0
+	record, written := readSmallFile(socket + restartRecordSuffix)
+	return recordLeft(record, written, readSmall(bootIDFile), time.Now()), len(record) > 0
 }
 
-// recordLeft decides from the record's bytes, the boot id and the time.
-func recordLeft(record, bootID []byte, now time.Time) time.Duration {
+// recordLeft decides from the record's bytes, when it was written (the file's mtime: stewardd
+// replaces it whole), the boot id and the time.
+func recordLeft(record []byte, written time.Time, bootID []byte, now time.Time) time.Duration {
 	var rec struct {
 		BootID string `json:"bootId"`
 		Until  int64  `json:"until"` // ms since the epoch
@@ -45,13 +48,18 @@ func recordLeft(record, bootID []byte, now time.Time) time.Duration {
 	if boot == "" || rec.BootID != boot {
 		return 0
 	}
-	left := time.UnixMilli(rec.Until).Sub(now)
+	// A record is believed for at most the longest grace after it was written, whatever its
+	// deadline says: a clock stepped back, or a record written by hand, never keeps a dead stewardd
+	// "ready" for long. (Capping what is left at each call instead let such a record slide forever.)
+	// One written in the future (more than a grace ahead of this clock) is not believed at all.
+	if written.After(now.Add(maxRestartGrace)) {
+		return 0
+	}
+	left := min(time.UnixMilli(rec.Until).Sub(now), written.Add(maxRestartGrace).Sub(now), maxRestartGrace)
 	if left <= 0 {
 		return 0
 	}
-	// A record can promise no more than the longest grace: a clock stepped back, or a record
-	// written by hand, never keeps a dead stewardd "ready" for long.
-	return min(left, maxRestartGrace)
+	return left
 }
 
 // readSmall reads at most 4 KiB of a regular file (the record, the beacon and the boot id are tens
@@ -59,16 +67,23 @@ func recordLeft(record, bootID []byte, now time.Time) time.Duration {
 // checked on the descriptor: a FIFO left where the record or the beacon lives would otherwise hold
 // open(2) and read(2), and with them a STATUS that containerd waits on with no deadline of its own.
 func readSmall(path string) []byte {
+	b, _ := readSmallFile(path)
+	return b
+}
+
+// readSmallFile is readSmall, with the file's modification time.
+func readSmallFile(path string) ([]byte, time.Time) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
-		return nil
+		return nil, time.Time{}
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, time.Time{}
 	}
 	b, _ := io.ReadAll(io.LimitReader(f, 4096))
-	return b
+	return b, st.ModTime()
 }
 
 // notReadyNote is what the shim leaves beside the socket when it answers STATUS not ready on its
@@ -88,11 +103,33 @@ func writeNotReadyNote(socket, why, msg string) {
 	}{time.Now().UnixMilli(), why, msg})
 	path := socket + statusNotReadySuffix
 	tmp := path + ".tmp" + strconv.Itoa(os.Getpid())
-	if os.WriteFile(tmp, note, 0o600) != nil {
-		_ = os.Remove(tmp)
+	if writeNew(tmp, note) != nil {
 		return
 	}
 	if os.Rename(tmp, path) != nil {
 		_ = os.Remove(tmp)
 	}
+}
+
+// writeNew writes a file that must not exist yet (O_EXCL, so never through a link someone left at
+// that name); one left there by an earlier shim of the same pid is removed first (the link itself,
+// not what it names). On failure nothing of it is left.
+func writeNew(path string, data []byte) error {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL | syscall.O_NOFOLLOW
+	f, err := os.OpenFile(path, flags, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		_ = os.Remove(path)
+		f, err = os.OpenFile(path, flags, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return err
 }

@@ -19,23 +19,56 @@ func TestARestartRecordCoversOnlyItsOwnBootAndUntilItsDeadline(t *testing.T) {
 	}
 	boot := []byte("0b5e\n")
 	for _, c := range []struct {
-		name   string
-		record []byte
-		want   time.Duration
+		name    string
+		record  []byte
+		written time.Time
+		want    time.Duration
 	}{
-		{"fresh", rec("0b5e", now.Add(5*time.Second)), 5 * time.Second},
-		{"another boot's", rec("1111", now.Add(5*time.Second)), 0},
-		{"past its deadline", rec("0b5e", now.Add(-time.Millisecond)), 0},
-		{"promising more than the longest grace", rec("0b5e", now.Add(time.Hour)), maxRestartGrace},
-		{"absent", nil, 0},
-		{"not JSON", []byte("{"), 0},
+		{"fresh", rec("0b5e", now.Add(5*time.Second)), now, 5 * time.Second},
+		{"another boot's", rec("1111", now.Add(5*time.Second)), now, 0},
+		{"past its deadline", rec("0b5e", now.Add(-time.Millisecond)), now, 0},
+		{"promising more than the longest grace", rec("0b5e", now.Add(time.Hour)), now, maxRestartGrace},
+		// Believed for the longest grace after it was written, not a grace from each call's now.
+		{"promising more, written 100 s ago", rec("0b5e", now.Add(time.Hour)), now.Add(-100 * time.Second), maxRestartGrace - 100*time.Second},
+		{"promising more, written a grace ago", rec("0b5e", now.Add(time.Hour)), now.Add(-maxRestartGrace), 0},
+		{"within its deadline, written long ago", rec("0b5e", now.Add(5*time.Second)), now.Add(-time.Hour), 0},
+		{"written a little ahead of this clock", rec("0b5e", now.Add(5*time.Second)), now.Add(time.Minute), 5 * time.Second},
+		{"written far ahead of this clock", rec("0b5e", now.Add(5*time.Second)), now.Add(time.Hour), 0},
+		{"absent", nil, now, 0},
+		{"not JSON", []byte("{"), now, 0},
 	} {
-		if got := recordLeft(c.record, boot, now); got != c.want {
+		if got := recordLeft(c.record, c.written, boot, now); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
-	if got := recordLeft(rec("", now.Add(time.Second)), nil, now); got != 0 {
+	if got := recordLeft(rec("", now.Add(time.Second)), now, nil, now); got != 0 {
 		t.Errorf("no boot id on the node: %v", got)
+	}
+}
+
+// The record as the shim reads it from the node: its mtime is when it was written, so a record whose
+// deadline is far off stops covering a missing stewardd once it is older than the longest grace.
+func TestARestartRecordOnDiskIsBelievedForAtMostTheLongestGraceAfterItWasWritten(t *testing.T) {
+	boot := readSmall(bootIDFile)
+	if len(boot) == 0 {
+		t.Skip("no kernel boot id on this machine")
+	}
+	sock := t.TempDir() + "/s.sock"
+	path := sock + restartRecordSuffix
+	until := time.Now().Add(24 * time.Hour).UnixMilli()
+	body := `{"bootId":"` + strings.TrimSpace(string(boot)) + `","until":` + strconv.FormatInt(until, 10) + `,"pid":7}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if left, seen := restartRecordLeft(sock); !seen || left <= maxRestartGrace-time.Minute || left > maxRestartGrace {
+		t.Fatalf("just written: left %v seen %v, want about %v", left, seen, maxRestartGrace)
+	}
+	old := time.Now().Add(-maxRestartGrace - time.Second)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if left, seen := restartRecordLeft(sock); !seen || left != 0 {
+		t.Fatalf("written more than a grace ago: left %v seen %v, want 0 and seen", left, seen)
 	}
 }
 
@@ -163,5 +196,32 @@ func TestTheNotReadyNoteIsWrittenBesideTheSocket(t *testing.T) {
 	writeNotReadyNote(dir+"/gone/s.sock", "unreachable", "x") // no directory: nothing, no panic
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("%v", entries)
+	}
+}
+
+// The not-ready note is written through a temp file that must be new: a link left at that name (the
+// socket's directory writable by someone else) is removed, never written through.
+func TestTheNotReadyNoteNeverWritesThroughALinkAtItsTempName(t *testing.T) {
+	dir := t.TempDir()
+	sock := dir + "/s.sock"
+	victim := dir + "/victim"
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp := sock + statusNotReadySuffix + ".tmp" + strconv.Itoa(os.Getpid())
+	if err := os.Symlink(victim, tmp); err != nil {
+		t.Fatal(err)
+	}
+	writeNotReadyNote(sock, "unreachable", "stewardd is unreachable")
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+	note := readSmall(sock + statusNotReadySuffix)
+	var got struct{ Why, Reason string }
+	if json.Unmarshal(note, &got) != nil || got.Why != "unreachable" || got.Reason != "stewardd is unreachable" {
+		t.Errorf("note %q", note)
+	}
+	if _, err := os.Lstat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the temp name is left: %v", err)
 	}
 }

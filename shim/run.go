@@ -66,7 +66,7 @@ func answer(in input, send sender, spool spooler) ([]byte, int) {
 	}
 	r, err := deliver(req, in, send, spool)
 	if err != nil {
-		return err.encode(req.cniVersion), 1
+		return forStatus(req, err).encode(req.cniVersion), 1
 	}
 	if r == nil { // a DEL spooled (stewardd carries it out when it is back), or STATUS through a restart
 		return nil, 0
@@ -323,7 +323,7 @@ func readAnswer(req request, r reply) ([]byte, int) {
 	}
 	e, _, ok := daemonError(r.body)
 	if !ok {
-		return (&cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
+		return forStatus(req, &cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
 			Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
 	}
 	// STATUS: whatever keeps stewardd from serving (degraded, not ready, shutting down: 11;
@@ -333,6 +333,15 @@ func readAnswer(req request, r reply) ([]byte, int) {
 		return newError(codePluginNotAvailable, "stewardd is not available: "+e.Msg).encode(req.cniVersion), 1
 	}
 	return r.body, 1
+}
+
+// forStatus: to a runtime asking STATUS, a stewardd whose answer the shim cannot use is a plugin
+// not available (50, which containerd reads as network not ready), not the shim's own fault (104).
+func forStatus(req request, e *cniError) *cniError {
+	if req.command != "STATUS" || e.Code != codeInternal {
+		return e
+	}
+	return &cniError{Code: codePluginNotAvailable, Msg: "stewardd is not available: " + e.Msg, Details: e.Details}
 }
 
 func isJSONObject(b []byte) bool {

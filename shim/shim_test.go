@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -369,5 +370,73 @@ func TestTheAboutTextNamesTheSocketAndEveryVersionOnce(t *testing.T) {
 	}
 	if v := versionText(); !strings.HasPrefix(v, "steward "+version+" (go1.") || !strings.HasSuffix(v, ")\n") {
 		t.Errorf("version: %q", v)
+	}
+}
+
+// An environment already known to be wrong is answered code 4 without waiting for a stdin its
+// caller never closes (a hand-run `env -i steward` on a terminal): stdin only lends the error its
+// cniVersion, so it is waited for at most badEnvStdinWait, not the command's stdin bound.
+func TestABadEnvironmentIsAnsweredWithoutWaitingForAnOpenStdin(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := w.Write([]byte(`{"cniVersion":"0.4.0","name":"n"`)); err != nil {
+		t.Fatal(err)
+	}
+	noSend := func(string, string, []byte, time.Duration, [][2]string) (reply, error) {
+		t.Fatal("nothing may be sent")
+		return reply{}, nil
+	}
+	noSpool := func(string, string, []byte) (string, error) { t.Fatal("nothing may be spooled"); return "", nil }
+	for _, e := range []env{
+		{"CNI_COMMAND": "ADD"},
+		{"CNI_COMMAND": "add", "CNI_PATH": "/p"},
+		{},
+	} {
+		done := make(chan []byte, 1)
+		go func() {
+			out, code := call(e, int(r.Fd()), func() time.Duration { return 0 }, noSend, noSpool)
+			if code != 1 {
+				t.Errorf("%v: exit %d", e, code)
+			}
+			done <- out
+		}()
+		select {
+		case out := <-done:
+			if !strings.Contains(string(out), `"code":4`) {
+				t.Errorf("%v: %s, want code 4", e, out)
+			}
+		case <-time.After(10 * time.Second): // the stdin bound of an ADD is 120 s
+			t.Fatalf("%v: still waiting for stdin", e)
+		}
+	}
+}
+
+// STATUS: a stewardd whose answer the shim cannot use is a plugin not available (50) to the runtime,
+// as every other way stewardd fails to serve; an ADD keeps the shim's own code (104).
+func TestSTATUSReadsAnUnusableAnswerAsNotAvailable(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		send func(string, string, []byte, time.Duration, [][2]string) (reply, error)
+	}{
+		{"a malformed HTTP answer", func(string, string, []byte, time.Duration, [][2]string) (reply, error) {
+			return reply{}, &badAnswerError{reason: "garbage status line"}
+		}},
+		{"HTTP 500 without a CNI error", func(string, string, []byte, time.Duration, [][2]string) (reply, error) {
+			return reply{status: 500, body: []byte("oops"), protocol: strconv.Itoa(protocolVersion), hasProtocol: true}, nil
+		}},
+	} {
+		for command, want := range map[string]string{"STATUS": `"code":50`, "ADD": `"code":104`} {
+			e := env{"CNI_COMMAND": command, "CNI_CONTAINERID": "c", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+			in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n"}`), elapsed: func() time.Duration { return 0 },
+				restart: func(string) (time.Duration, bool) { return 0, false }, sleep: func(time.Duration) {}}
+			out, code := run(in, c.send, func(string, string, []byte) (string, error) { return "", nil })
+			if code != 1 || !strings.Contains(string(out), want) {
+				t.Errorf("%s, %s: exit %d %s, want %s", c.name, command, code, out, want)
+			}
+		}
 	}
 }
