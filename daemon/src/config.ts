@@ -3,6 +3,8 @@
 // install/uninstall command lines belong to lifecycle/command-line.ts; the operator commands
 // (status, attachments, ...) parse their own few flags in cli/index.ts. The checks only `run`'s values
 // need are config-checks.ts's.
+// One concern: two command lines' flags, their help text and their parsing, long because `run` has
+// some forty flags; the checks across flags are in config-checks.ts.
 
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -221,13 +223,13 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     binDirs: (values['bin-dir'] ?? ['/opt/cni/bin']).map((d) => resolve(d)),
     maxParallel: int('max-parallel', values['max-parallel'], 8, 1, problems),
     nice: niceValue(values.nice, problems),
-    pluginTimeoutMs: int('plugin-timeout', values['plugin-timeout'], 60, 1, problems) * 1000,
+    pluginTimeoutMs: int('plugin-timeout', values['plugin-timeout'], 60, 1, problems, MAX_TIMER_S) * 1000,
     delPolicy: delPolicy as DelPolicy,
     bootIdFile: values['boot-id-file'] ?? '/proc/sys/kernel/random/boot_id',
     retry,
     tombstoneTtlMs: int('tombstone-ttl', values['tombstone-ttl'], 3600, 0, problems) * 1000,
-    pruneIntervalMs: int('prune-interval', values['prune-interval'], 60, 1, problems) * 1000,
-    shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems) * 1000,
+    pruneIntervalMs: int('prune-interval', values['prune-interval'], 60, 1, problems, MAX_TIMER_S) * 1000,
+    shutdownGraceMs: int('shutdown-grace', values['shutdown-grace'], 20, 0, problems, MAX_TIMER_S) * 1000,
     restartGraceMs: (() => {
       const seconds = restartGraceSeconds(values['restart-grace'], problems);
       return seconds === undefined ? undefined : seconds * 1000;
@@ -237,7 +239,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     cniVersion: cniVersionMode(values['cni-version'], problems),
     uninstallOnDelete: uninstallOnDelete as UninstallMode,
     api: apiAccess(values, problems),
-    drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems) * 1000,
+    drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems, MAX_TIMER_S) * 1000,
     metricsListen: metricsListen(values['metrics-listen'], problems),
     shim: resolve(values.shim ?? defaultShim(shimLibc === 'musl' ? 'musl' : 'glibc')),
     runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),
@@ -258,14 +260,29 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
 
 type RunValues = ReturnType<typeof parseArgs<{ options: typeof RUN_FLAGS }>>['values'];
 
+/** The longest timer Node keeps (config-checks.ts MAX_TIMER_MS), in whole seconds: a longer one fires at once. */
+const MAX_TIMER_S = Math.floor(MAX_TIMER_MS / 1000);
+
 function retryPolicy(values: RunValues, problems: string[]): RetryPolicy {
-  return {
-    baseDelayMs: int('retry-base-ms', values['retry-base-ms'], DEFAULT_RETRY_POLICY.baseDelayMs, 1, problems),
-    maxDelayMs: int('retry-max-ms', values['retry-max-ms'], DEFAULT_RETRY_POLICY.maxDelayMs, 1, problems),
+  const policy: RetryPolicy = {
+    baseDelayMs: int(
+      'retry-base-ms',
+      values['retry-base-ms'],
+      DEFAULT_RETRY_POLICY.baseDelayMs,
+      1,
+      problems,
+      MAX_TIMER_MS,
+    ),
+    maxDelayMs: int('retry-max-ms', values['retry-max-ms'], DEFAULT_RETRY_POLICY.maxDelayMs, 1, problems, MAX_TIMER_MS),
     maxAttempts: int('retry-max-attempts', values['retry-max-attempts'], DEFAULT_RETRY_POLICY.maxAttempts, 1, problems),
     maxAgeMs: int('retry-max-age', values['retry-max-age'], DEFAULT_RETRY_POLICY.maxAgeMs / 1000, 1, problems) * 1000,
     holdMaxAttempts: int('retry-hold-attempts', values['retry-hold-attempts'], HOLD_MAX_ATTEMPTS, 1, problems),
   };
+  if (policy.maxDelayMs < policy.baseDelayMs)
+    problems.push(
+      `--retry-max-ms (${policy.maxDelayMs}) must be at least --retry-base-ms (${policy.baseDelayMs}): the longest retry delay cannot be shorter than the first`,
+    );
+  return policy;
 }
 
 /** In-cluster API access, as client-go's InClusterConfig finds it; undefined outside a cluster. */

@@ -153,7 +153,7 @@ async function serve(
     shimCheck?.problem() === undefined &&
     spool.problems().length === 0;
   const readyProblems = () => [
-    ...[selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined),
+    ...[watcher?.problem(), selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined),
     ...spool.problems(),
   ];
   const health = healthCheck(store, executor, selfCheck, log);

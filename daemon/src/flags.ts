@@ -10,11 +10,19 @@ import { DEFAULT_NICE } from './priority.js';
 /** Decimal digits, an optional minus: Number() alone would also take "0x10", "1e3", " 8 " and "". */
 const INTEGER = /^-?\d+$/;
 
-export function int(name: string, raw: string | undefined, fallback: number, min: number, problems: string[]): number {
+export function int(
+  name: string,
+  raw: string | undefined,
+  fallback: number,
+  min: number,
+  problems: string[],
+  max?: number,
+): number {
   if (raw === undefined) return fallback;
   const n = Number(raw);
-  if (!INTEGER.test(raw) || !Number.isSafeInteger(n) || n < min) {
-    problems.push(`--${name} must be an integer >= ${min}, got "${raw}"`);
+  if (!INTEGER.test(raw) || !Number.isSafeInteger(n) || n < min || (max !== undefined && n > max)) {
+    const range = max === undefined ? `>= ${min}` : `from ${min} to ${max}`;
+    problems.push(`--${name} must be an integer ${range}, got "${raw}"`);
     return fallback;
   }
   return n;

@@ -18,25 +18,16 @@
 // random moments did). Every SWEEP_EVERY_MS each drained dir's regular files named like one
 // (SPOOL_TEMP_NAME) and older than STALE_TEMP_GRACE_MS by mtime are removed, counted
 // (steward_spool_temp_files_removed_total) and logged; younger ones may have a live writer and are
-// left. Entries are lstat'ed, never followed: a link named like a temp file is neither read nor
-// removed. (Not in engine/spool.ts: engine/ is in the mutation run's scope, docs/mutation.md.)
+// left (spool-temps.ts). (Not in engine/spool.ts: engine/ is in the mutation run's scope, docs/mutation.md.)
 
-import { lstatSync, opendirSync, statSync, unlinkSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { lstatSync, opendirSync, readdirSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { SPOOL_TEMP_NAME } from '@cni-steward/shared';
+import { SPOOL_NAME } from '@cni-steward/shared';
 import type { Engine } from './engine/engine.js';
-import { SpoolDrain, ingestSpool } from './engine/spool.js';
+import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
+import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
-
-/**
- * A temp file older than this (by mtime) has no live writer. One lives only while its writer writes
- * and fsyncs it, milliseconds: the shim writes it once its request failed, within its run (its DEL
- * bound is at most 50 s, README "Bounds"), and the daemon's writer within one request. Should a
- * stalled filesystem hold a write longer, removing its temp file makes the writer's rename fail: the
- * shim answers 11 and the runtime retries the DEL, nothing is lost.
- */
-export const STALE_TEMP_GRACE_MS = 10 * 60_000;
 
 /**
  * A dir no longer named is drained this long after it last was: a shim that read the old conflist
@@ -51,9 +42,6 @@ export const SPOOL_DIRS_INTERVAL_MS = 1000;
 
 /** How often the stale temp files are looked for: each look lists every dir (a backlog can be 100,000 files). */
 export const SWEEP_EVERY_MS = 60_000;
-
-/** Entries listed between two yields to the event loop while sweeping. */
-const SWEEP_BATCH = 1024;
 
 /** Why `dir` cannot be drained, or undefined when it can (or does not exist yet: the shim makes it). */
 export function spoolDirProblem(dir: string): string | undefined {
@@ -76,47 +64,6 @@ export function spoolDirProblem(dir: string): string | undefined {
     return `it cannot be listed: ${(e as Error).message}`;
   }
   return undefined;
-}
-
-/** Removes `file` if it is a regular file (never a link: lstat) last written at least graceMs ago. */
-function removeIfStale(file: string, graceMs: number, now: number): boolean {
-  let st;
-  try {
-    st = lstatSync(file);
-  } catch {
-    return false;
-  }
-  if (!st.isFile() || now - st.mtimeMs < graceMs) return false;
-  try {
-    // Replaced by a link since the lstat? unlink(2) removes the link itself, never what it names.
-    unlinkSync(file);
-    return true;
-  } catch (e) {
-    // Renamed into place (its writer finished) or removed since it was listed.
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw e;
-  }
-}
-
-/** The stale temp files removed from `dir` (names), listing it in batches; none when it cannot be listed. */
-export async function sweepStaleTemps(dir: string, graceMs = STALE_TEMP_GRACE_MS, now = Date.now()): Promise<string[]> {
-  let d;
-  try {
-    d = opendirSync(dir, { bufferSize: 256 });
-  } catch {
-    return [];
-  }
-  const removed: string[] = [];
-  try {
-    let listed = 0;
-    for (let ent = d.readSync(); ent !== null; ent = d.readSync()) {
-      if (SPOOL_TEMP_NAME.test(ent.name) && removeIfStale(join(dir, ent.name), graceMs, now)) removed.push(ent.name);
-      if (++listed % SWEEP_BATCH === 0) await new Promise((r) => setImmediate(r));
-    }
-  } finally {
-    d.closeSync();
-  }
-  return removed;
 }
 
 /** What one dir's SpoolDrain holds: the containers with spooled DELs there, until drained. */
@@ -248,22 +195,53 @@ export class SpoolDirs {
       total += drain.scan();
       this.drains.push({ drain, hold });
     }
-    if (total > 0) engine.spoolHold = this.hold;
+    engine.spoolHold = this.requestHold;
     return total;
   }
+
+  /** What a request waits for: the start-up drain's hold while it lasts, else its container's spooled DELs. */
+  private readonly requestHold: Hold = (containerId) =>
+    this.pending > 0 ? this.hold(containerId) : this.spooledFor(containerId);
+
+  /**
+   * A request's container with DELs spooled while stewardd served (the shim gave up on a slow DEL,
+   * or the socket was unreachable for a moment) and not ingested yet: they run first. The runtime
+   * was told that DEL was done before it sent this ADD (a reused container id: podman restart), so
+   * ingested a second later by the scheduler, it would tear the new attachment down. Lists the dirs
+   * (usually empty); while the start-up drain lasts, its hold does this instead.
+   */
+  private readonly spooledFor: Hold = (containerId) => {
+    const prefix = containerId.slice(0, 64);
+    const found: Array<{ dir: string; names: string[] }> = [];
+    for (const dir of this.drainable) {
+      let names: string[];
+      try {
+        names = readdirSync(dir).filter((n) => SPOOL_NAME.exec(n)?.[2] === prefix);
+      } catch {
+        continue; // not there yet (the shim makes it), or not drainable: refresh() says why
+      }
+      if (names.length > 0) found.push({ dir, names: names.sort() });
+    }
+    if (found.length === 0) return undefined;
+    this.o.log.info(
+      { containerId, spooled: found.reduce((n, f) => n + f.names.length, 0) },
+      "the container's spooled DELs run before its request",
+    );
+    return Promise.all(found.map((f) => ingestNames(this.o.engine, f.dir, f.names, this.o.log))).then(() => undefined);
+  };
 
   /** Held until every dir's drain has reached this container's spooled DELs. */
   private readonly hold: Hold = (containerId) => {
     const held = this.drains.map((d) => d.hold(containerId)).filter((p) => p !== undefined);
-    if (held.length <= 1) return held[0];
-    return Promise.all(held).then(() => undefined);
+    if (held.length === 0) return undefined;
+    // Why an ADD after a restart is slow to answer, for whoever reads a debug log.
+    this.o.log.debug({ containerId }, "a request waits for its container's spooled DELs");
+    return held.length === 1 ? held[0] : Promise.all(held).then(() => undefined);
   };
 
   /** After the socket opens: drains what scan() found in the background, then every second. */
   start(): Promise<void> {
-    const started = Promise.all(this.drains.map((d) => d.drain.start())).then(() => {
-      if (this.o.engine.spoolHold === this.hold) this.o.engine.spoolHold = undefined;
-    });
+    const started = Promise.all(this.drains.map((d) => d.drain.start())).then(() => undefined);
     this.timer = setInterval(() => {
       this.round ??= this.tick().finally(() => (this.round = undefined));
     }, this.o.intervalMs ?? SPOOL_DIRS_INTERVAL_MS);

@@ -82,6 +82,8 @@ export interface SetupOptions {
   log?: Logger;
   /** What the engine tells tracing (engine.ts EngineTrace); none when not given. */
   trace?: EngineTrace;
+  /** The host's network namespace (EngineContext.hostNetns); none when not given. */
+  hostNetns?: string;
 }
 
 export function setup(opts: SetupOptions = {}) {
@@ -106,6 +108,7 @@ export function setup(opts: SetupOptions = {}) {
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.trace ? { trace: opts.trace } : {}),
+    ...(opts.hostNetns !== undefined ? { hostNetns: opts.hostNetns } : {}),
   });
   return { store, plugins, engine, metrics, located };
 }

@@ -44,6 +44,37 @@ describe('overlapping requests for one attachment', () => {
   });
 });
 
+describe('a DEL the shim spooled while stewardd served, then the same container ADDed again', () => {
+  it('runs before that ADD, so the new attachment is not torn down by it a second later', async () => {
+    // A DEL slower than the shim's DEL bound is spooled and answered 0; the runtime, told it is done,
+    // ADDs the same container id again (podman restart) before the scheduler's next spool pass.
+    const fx = join(env.dir, 'fx-respool');
+    const conf = stewardConf(
+      daemon.socket,
+      '1.0.0',
+      [delegate('respoolnet', '1.0.0', [fixturePlugin(fx, { sleepDelMs: 2500 })])],
+      { timeouts: { del: 1000 } },
+    );
+    const netns = env.netns();
+    const call = (command: string) => shim({ command, containerId: 'respooled', netns }, conf);
+    assert.equal((await call('ADD')).code, 0);
+    const del = await call('DEL');
+    assert.equal(del.code, 0, del.stdout);
+    const add = await call('ADD');
+    assert.equal(add.code, 0, add.stdout);
+    // Two scheduler ticks (one a second) and more: nothing left to tear the new attachment down.
+    await new Promise((r) => setTimeout(r, 2500));
+    assert.deepEqual(
+      fixtureCalls(fx).map((l) => l.split(' ')[0]),
+      ['ADD', 'DEL', 'ADD'],
+      'one DEL, for the first attachment',
+    );
+    const atts = (await daemon.get('/v1/attachments?containerId=respooled')).json;
+    assert.deepEqual(atts.map((a: { state: string }) => a.state).sort(), ['added', 'deleted']);
+    assert.equal((await call('DEL')).code, 0);
+  });
+});
+
 /** Live children of a process, from /proc. */
 function childrenOf(pid: number): number[] {
   const text = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();

@@ -8,7 +8,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
@@ -51,11 +51,18 @@ describe('a spool backlog at start', () => {
     for (let round = 0; round < 50; round++)
       for (const cid of known) writeFileSync(join(daemon.spoolDir, spoolName(t + round, cid, n++)), body(cid));
     for (const cid of unknown) writeFileSync(join(daemon.spoolDir, spoolName(t, cid, n++)), body(cid));
-    // The container the held ADD below is for: its spooled DELs are the newest, so the drain reaches
-    // them last, well after that ADD is sent (checked there, so the test cannot pass by the drain
-    // having passed it already).
+    // The container the held ADD below is for. Its delegate DEL waits while `gate` exists, so its
+    // spooled DELs cannot all have settled before the test says so, wherever the drain's listing
+    // puts them (directory order: hashed on ext4, newest first on tmpfs; a first version of this test
+    // assumed the newest came last and failed when one came early).
     const last = 'zlast';
-    for (let i = 0; i < 5; i++) writeFileSync(join(daemon.spoolDir, spoolName(t + 100 + i, last, n++)), body(last));
+    const gate = join(env.dir, 'hold-zlast-del');
+    writeFileSync(gate, '');
+    const heldConf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('fixnet', '1.0.0', [{ ...fixturePlugin(fixState), holdDelWhileFile: gate }]),
+    ]);
+    const heldBody = JSON.stringify({ ...(JSON.parse(body(last)) as object), config: heldConf });
+    for (let i = 0; i < 5; i++) writeFileSync(join(daemon.spoolDir, spoolName(t + 100 + i, last, n++)), heldBody);
     assert.equal(n, 5305);
 
     const t0 = Date.now();
@@ -80,14 +87,28 @@ describe('a spool backlog at start', () => {
 
     // An ADD for a container that still has spooled DELs waits for them: it is answered after they ran.
     const callsOfLast = () => fixtureCalls(fixState).filter((l) => l.split(' ')[1] === last);
-    assert.deepEqual(callsOfLast(), [], 'its spooled DELs have not run yet when the ADD is sent');
+    const heldAdd = shim({ command: 'ADD', containerId: last, netns }, fixConf);
+    const waitsLogged = () =>
+      readFileSync(daemon.logFile, 'utf8')
+        .split('\n')
+        .some((line) => {
+          try {
+            const row = JSON.parse(line) as { msg?: string; containerId?: string };
+            return row.msg === "a request waits for its container's spooled DELs" && row.containerId === last;
+          } catch {
+            return false;
+          }
+        });
+    await daemon.waitFor('the ADD to wait for its spooled DELs', waitsLogged);
     assert.ok((await daemon.status()).spool.draining > 0);
-    const held = await shim({ command: 'ADD', containerId: last, netns }, fixConf);
+    assert.ok(!callsOfLast().some((l) => l.startsWith('ADD ')), 'the ADD has not run while its spooled DELs wait');
+    rmSync(gate);
+    const held = await heldAdd;
     assert.equal(held.code, 0, held.stdout);
     assert.deepEqual(
       callsOfLast().map((l) => l.split(' ')[0]),
-      ['DEL', 'ADD'],
-      'the spooled DEL ran before the ADD that came after it',
+      ['DEL', 'DELDONE', 'ADD'],
+      'the spooled DEL ran, and was done, before the ADD that came after it',
     );
 
     await daemon.waitFor('the drain to finish', async () => (await daemon.status()).spool.draining === 0, 120_000);

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { STALE_TEMP_GRACE_MS } from '../../daemon/src/spool-dirs.js';
+import { STALE_TEMP_GRACE_MS } from '../../daemon/src/spool-temps.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';

@@ -4,11 +4,11 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { FAST_RETRY, startDaemon as startTestDaemon } from '../helpers/daemon.js';
 import { directAdd, directDel } from '../helpers/direct.js';
-import { TestEnv, fixtureCalls, leases, linkExists, sh } from '../helpers/env.js';
+import { FIXTURE_BIN, TestEnv, fixtureCalls, leases, linkExists, sh } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -299,6 +299,47 @@ describe('retries', () => {
     await daemon.waitFor('the retry to succeed', async () => (await daemon.status()).teardownQueue.depth === 0);
     const again = await shim({ command: 'DEL', containerId: 'strict', netns }, conf);
     assert.equal(again.code, 0);
+    await daemon.stop();
+  });
+});
+
+describe('a delegate binary missing while its DEL is due', () => {
+  it('is retried, not abandoned as permanently failing, and torn down once the binary is back', async () => {
+    // A plugin upgrade or a remounted hostPath can leave a binary missing for a while: the DEL fails
+    // with 11 ("try again later"), not 7 (a config error, which teardown gives up on after 3 tries).
+    const bin = join(env.dir, 'moving-bin');
+    mkdirSync(bin);
+    const exe = join(bin, 'stw-moving');
+    copyFileSync(join(FIXTURE_BIN, 'steward-fixture'), exe);
+    chmodSync(exe, 0o755);
+    const daemon = await startDaemon('missing-bin', [...FAST_RETRY, '--bin-dir', bin]);
+    const fx = join(env.dir, 'moving-fx');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('moving', '1.0.0', [{ ...fixturePlugin(fx), type: 'stw-moving' }]),
+    ]);
+    const netns = env.netns();
+    const add = await shim({ command: 'ADD', containerId: 'upgraded', netns }, conf);
+    assert.equal(add.code, 0, add.stdout);
+
+    renameSync(exe, `${exe}.away`);
+    const del = await shim({ command: 'DEL', containerId: 'upgraded', netns }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    const steps = async () => (await daemon.get('/v1/teardowns')).json;
+    // More failed attempts than a permanently failing step gets (PERMANENT_MAX_ATTEMPTS, 3).
+    await daemon.waitFor('four failed DELs of the missing binary', async () =>
+      (await steps()).pending.some((s: { attempts: number }) => s.attempts >= 4),
+    );
+    const now = await steps();
+    assert.deepEqual(now.abandoned, []);
+    assert.match(now.pending[0].lastError, /plugin type "stw-moving" is not in any plugin dir/);
+
+    renameSync(`${exe}.away`, exe);
+    await daemon.waitFor('the teardown to finish', async () => (await steps()).pending.length === 0);
+    assert.deepEqual((await steps()).abandoned, []);
+    assert.deepEqual(
+      fixtureCalls(fx).map((l) => l.split(' ').slice(0, 2).join(' ')),
+      ['ADD upgraded', 'DEL upgraded'],
+    );
     await daemon.stop();
   });
 });

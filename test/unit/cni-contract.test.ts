@@ -45,6 +45,8 @@ describe('CniError', () => {
 
   test('fromJSON accepts a CNI error object and nothing else', () => {
     const e = CniError.fromJSON({ code: 3, msg: 'gone', details: 'd' })!;
+    assert.equal(CniError.fromJSON({ code: 1, msg: 'm' })!.code, 1);
+    assert.equal(CniError.fromJSON({ code: 2 ** 53 - 1, msg: 'm' })!.code, 2 ** 53 - 1);
     assert.deepEqual([e.code, e.message, e.details], [3, 'gone', 'd']);
     assert.equal(CniError.fromJSON({ code: 3, msg: 'gone', details: 5 })!.details, undefined);
     for (const bad of [
@@ -56,6 +58,14 @@ describe('CniError', () => {
       { code: 3 },
       { msg: 'm' },
       { code: 3, msg: 4 },
+      // No CNI error code: a plugin printing these printed no CNI error (the daemon would have answered
+      // code null for 1e400, and made a metric series of each number).
+      { code: 0, msg: 'm' },
+      { code: -3, msg: 'm' },
+      { code: 3.5, msg: 'm' },
+      { code: Infinity, msg: 'm' },
+      { code: NaN, msg: 'm' },
+      { code: 2 ** 53, msg: 'm' },
     ]) {
       assert.equal(CniError.fromJSON(bad), undefined, JSON.stringify(bad));
     }

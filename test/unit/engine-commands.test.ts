@@ -509,6 +509,45 @@ describe('engine: GC', () => {
     assert.equal(plugins.of('DEL').length, 0, 'the listed attachment is kept');
   });
 
+  test('GC tells delegates every attachment the runtime lists as valid, not only those steward holds', async () => {
+    // A pod added before steward was installed is the runtime's and the delegate's alone: a delegate
+    // told to keep only steward's would free its address for the next pod.
+    const { engine, plugins } = setup();
+    const net = conf([], '1.1.0', [
+      { name: 'pod', type: 'one' },
+      { name: 'side', type: 'three' },
+    ]);
+    await engine.handle(req('ADD', 'ours', net));
+    const valid = [
+      { containerID: 'ours', ifname: 'eth0' },
+      { containerID: 'before-install', ifname: 'eth0' },
+      { containerID: 'before-install', ifname: 'eth0' },
+    ];
+    assert.equal(await engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': valid })), '');
+    const gcs = plugins.callsOf('GC');
+    assert.deepEqual(
+      gcs.map((c) => [c.type, c.stdin['cni.dev/valid-attachments']]),
+      [
+        [
+          'one',
+          [
+            { containerID: 'ours', ifname: 'eth0' },
+            { containerID: 'before-install', ifname: 'eth0' },
+          ],
+        ],
+        [
+          'three',
+          [
+            { containerID: 'ours', ifname: 'net1' },
+            { containerID: 'before-install', ifname: 'net1' },
+          ],
+        ],
+      ],
+      'each listed once, a later delegate with its own interface',
+    );
+    assert.equal(plugins.of('DEL').length, 0);
+  });
+
   test('a delegate GC failure fails the GC (100) naming each plugin, after every plugin was asked', async () => {
     const { engine, plugins } = setup();
     const net = v11([{ type: 'one' }, { type: 'two' }, { type: 'three' }]);
@@ -696,5 +735,7 @@ describe('what a CNI_NETNS names (netns.ts)', async () => {
     assert.equal(await teardownNetns('/proc/self/ns/uts'), '');
     assert.equal(await teardownNetns('/nonexistent/ns'), '');
     assert.equal(await teardownNetns(''), '');
+    assert.equal(await teardownNetns(NETNS, NETNS), '', 'never the host’s own');
+    assert.equal(await teardownNetns(NETNS, '/nonexistent/host-ns'), NETNS);
   });
 });

@@ -368,6 +368,26 @@ describe('DEL: input, pass-through and tombstones', () => {
     assert.equal(store.currentAttachment({ containerId: 'pt', ...KEY })!.cniVersion, '1.0.0');
   });
 
+  test('no DEL is handed the host’s network namespace: a teardown’s stored one, nor a pass-through’s', async () => {
+    // A stored /proc/<pid>/ns/net outlives its pod: once the pid is a host process's, a bridge DEL
+    // there would remove the host's own eth0. The ADD was made while NETNS was a pod's (no host set).
+    const store = new Store(':memory:');
+    await setup({ store }).engine.handle(req('ADD', 'reused', chain));
+    const { engine, plugins } = setup({ store, hostNetns: NETNS });
+    assert.equal(await engine.handle(req('DEL', 'reused', chain)), '');
+    assert.equal(await engine.handle(req('DEL', 'never-added', chain)), '');
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => [c.type, c.containerId, c.netns]),
+      [
+        ['two', 'reused', ''],
+        ['one', 'reused', ''],
+        ['two', 'never-added', ''],
+        ['one', 'never-added', ''],
+      ],
+    );
+    assert.equal(store.currentAttachment({ containerId: 'reused', ...KEY })!.state, 'deleted');
+  });
+
   test('tombstones and joins are counted; an ADD queued for the key invalidates the tombstone', async () => {
     const { engine, plugins, metrics } = setup();
     await engine.handle(req('ADD', 't', chain));

@@ -23,7 +23,8 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
 import { Metrics } from '../../daemon/src/metrics.js';
-import { RETIRED_DIR_MS, STALE_TEMP_GRACE_MS, SpoolDirs, spoolDirProblem } from '../../daemon/src/spool-dirs.js';
+import { RETIRED_DIR_MS, SpoolDirs, spoolDirProblem } from '../../daemon/src/spool-dirs.js';
+import { STALE_TEMP_GRACE_MS } from '../../daemon/src/spool-temps.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, req, setup } from '../helpers/engine-fakes.js';
 import { captureLog } from '../helpers/log-capture.js';
@@ -180,7 +181,8 @@ describe('the spool dirs drained', () => {
     assert.deepEqual(plugins.of('DEL').sort(), ['DEL one mine', 'DEL one theirs']);
     assert.deepEqual([readdirSync(own), readdirSync(shims)], [[], []]);
     assert.equal(dirs.pending, 0);
-    assert.equal(engine.spoolHold, undefined, 'nothing held once every dir is drained');
+    for (const id of ['mine', 'theirs', 'other'])
+      assert.equal(engine.spoolHold?.(id), undefined, 'nothing held once every dir is drained');
     await dirs.stop();
   });
 
@@ -283,5 +285,41 @@ describe('the spool dirs drained', () => {
     dirs.refresh();
     assert.deepEqual(dirs.problems(), []);
     assert.deepEqual(dirs.dirs(), [own]);
+  });
+});
+
+describe('DELs spooled while stewardd serves', () => {
+  test('run before the next ADD of their container, so a reused container id is not torn down a second later', async () => {
+    const own = freshDir();
+    const { dirs, engine, plugins, store, cap } = spoolDirs(own);
+    assert.equal(dirs.scan(), 0);
+    await engine.handle(req('ADD', 'reused', chain));
+    // The shim gave up on this DEL (stewardd slow past the DEL's bound) and spooled it; the runtime,
+    // told it was done, ADDs the same container id again before the scheduler's next pass.
+    writeFileSync(join(own, spoolName('reused')), wire('reused'));
+    await engine.handle(req('ADD', 'reused', chain));
+    assert.deepEqual(plugins.calls, ['ADD one reused', 'DEL one reused', 'ADD one reused']);
+    assert.deepEqual(readdirSync(own), [], 'the spooled DEL is done and its file gone');
+    assert.equal(store.currentAttachment({ containerId: 'reused', network: 'net', ifname: 'eth0' })!.state, 'added');
+    assert.deepEqual(
+      cap.of("the container's spooled DELs run before its request").map((r) => [r.containerId, r.spooled]),
+      [['reused', 1]],
+    );
+  });
+
+  test('another container’s request is not held by them, and the dir named by the install record counts too', async () => {
+    const own = freshDir();
+    const shims = freshDir();
+    const stateDir = freshDir();
+    record(stateDir, shims);
+    const { dirs, engine, plugins } = spoolDirs(own, stateDir);
+    assert.equal(dirs.scan(), 0);
+    writeFileSync(join(shims, spoolName('elsewhere')), wire('elsewhere'));
+    await engine.handle(req('ADD', 'bystander', chain));
+    assert.deepEqual(plugins.calls, ['ADD one bystander']);
+    assert.equal(readdirSync(shims).length, 1, 'left for its own container, or the next pass');
+    await engine.handle(req('ADD', 'elsewhere', chain));
+    assert.deepEqual(plugins.calls, ['ADD one bystander', 'DEL one elsewhere', 'ADD one elsewhere']);
+    assert.deepEqual(readdirSync(shims), []);
   });
 });

@@ -120,3 +120,22 @@ describe("the running daemon's conflist version against install's", () => {
     assert.equal(written(), '1.0.0', 'a runtime downgraded below 1.1.0 gets the primary’s version back');
   });
 });
+
+describe('why the watcher is not ready', () => {
+  it('is the reason it logged, until it is ready: no install record, then installed', async () => {
+    const root = join(base, `why${n++}`);
+    const confDir = join(root, 'net.d');
+    mkdirSync(confDir, { recursive: true });
+    const w = new PrimaryWatcher({ confDir, stateDir: join(root, 'state'), socket: join(root, 'd.sock'), log });
+    assert.equal(w.problem(), 'not ready: the CNI conf dir has not been checked yet');
+    w.scan();
+    assert.equal(w.ready(), false);
+    assert.equal(w.problem(), 'not ready: no install record; run `stewardd install` first');
+
+    const choice = await decideCniVersion('auto', 'unix:///run/containerd/containerd.sock', log, containerd2, 100, []);
+    const installed = (await node(choice)).w;
+    installed.scan();
+    assert.equal(installed.ready(), true);
+    assert.equal(installed.problem(), undefined);
+  });
+});

@@ -3,12 +3,21 @@
 // teardown rules, and an unknown one gets one best-effort pass-through DEL. An ADD queued for the
 // same attachment invalidates both, so a DEL that races a new ADD always waits for it.
 
-import { CniError, ErrorCode, failureSafeText, podFromCniArgs, podLogFields, type CniEnv } from '@cni-steward/shared';
+import {
+  CniError,
+  ErrorCode,
+  clip,
+  failureSafeText,
+  podFromCniArgs,
+  podLogFields,
+  type CniEnv,
+} from '@cni-steward/shared';
 import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
+import { teardownNetns } from './netns.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
 import type { Logger } from 'pino';
 
@@ -225,6 +234,15 @@ export class Dels {
 
   /** The request's delegates, last first, each plugin's DEL once; a failure is logged, never returned. */
   private async passThroughChains(env: CniEnv, conf: StewardConf, priority: PriorityValue, log: Logger): Promise<void> {
+    // The request's netns only while it is one other than the host's: a plugin's DEL there would
+    // remove the host's own interface of the pod's name.
+    const netns = await teardownNetns(env.netns, this.ctx.hostNetns);
+    if (netns !== env.netns)
+      log.info(
+        { netns: clip(env.netns, 200) },
+        "the DEL's CNI_NETNS is gone, or no pod's network namespace: passed through without one",
+      );
+    env = { ...env, netns };
     for (const d of [...conf.delegates].reverse()) {
       for (const plugin of [...d.plugins].reverse()) {
         try {

@@ -80,6 +80,7 @@ export class Engine {
       retry: opts.retry,
       metrics: opts.metrics,
       bootId: opts.bootId,
+      ...(opts.hostNetns !== undefined ? { hostNetns: opts.hostNetns } : {}),
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.now ? { now: opts.now } : {}),
     });
@@ -160,8 +161,9 @@ export class Engine {
   }
 
   /**
-   * Set by the spool drain (spool.ts) while spooled DELs are pending: a promise to wait on for a
-   * container that still has some, undefined for any other.
+   * Set by the spool dirs (spool-dirs.ts, from before the socket opens): a promise to wait on for a
+   * container with spooled DELs not run yet (the start-up drain's, or ones spooled since), undefined
+   * for any other.
    */
   spoolHold: ((containerId: string) => Promise<void> | undefined) | undefined;
   /** Requests waiting on spoolHold, per container. */

@@ -1,5 +1,6 @@
 // GC and STATUS (CNI 1.1). GC tears down every stored attachment of the network that the runtime
-// no longer lists as valid, then passes GC on to delegates that speak 1.1; it holds the gate
+// no longer lists as valid, then passes GC on to delegates that speak 1.1 (with the runtime's list
+// and whatever is still held as valid); it holds the gate
 // exclusively, since the spec forbids GC alongside ADD or DEL. STATUS is called by containerd 2.x
 // on every CRI Status request, so delegate answers are cached briefly.
 
@@ -7,7 +8,7 @@ import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniEnv } from '
 import { podOf } from '../store/types.js';
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
-import { parseStewardConf, pluginStdin } from './netconf.js';
+import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
 import { pluginCall } from '../plugins/call.js';
 
 /** GC and STATUS use the shared engine context (context.ts). */
@@ -42,7 +43,8 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
     );
   }
   if (conf.disableGC) return '';
-  const valid = new Set(validAttachments(config).map((v) => JSON.stringify([v.containerID, v.ifname])));
+  const runtimeValid = validAttachments(config);
+  const valid = new Set(runtimeValid.map((v) => JSON.stringify([v.containerID, v.ifname])));
   const log = deps.log.child({ network: conf.name, command: 'GC' });
 
   return deps.gate.exclusive(async () => {
@@ -62,26 +64,51 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
     );
     log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
 
-    // Delegates that speak 1.1 get GC too, told which of their attachments we still hold.
-    const held = deps.store.liveAttachmentsOfNetwork(conf.name);
-    const errors: string[] = [];
-    for (const d of conf.delegates) {
-      if (d.disableGC || !versionAtLeast(d.cniVersion, '1.1.0')) continue;
-      const ifnameFor = (a: { ifname: string }) => (d.index === 0 ? a.ifname : d.ifname);
-      const stillValid = held.map((a) => ({ containerID: a.containerId, ifname: ifnameFor(a) }));
-      for (const plugin of d.plugins) {
-        try {
-          const stdin = { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid };
-          // GC is about no container: only CNI_PATH is set.
-          await deps.slots.run(Priority.Background, pluginCall('GC', plugin.type, stdin, { cniPath: env.path }));
-        } catch (e) {
-          errors.push(`${d.name}/${plugin.type}: ${(e as Error).message}`);
-        }
-      }
-    }
+    const errors = await gcDelegates(deps, conf, env, runtimeValid);
     if (errors.length > 0) throw new CniError(ErrorCode.PluginExecFailed, `delegate GC failed: ${errors.join('; ')}`);
     return '';
   });
+}
+
+/**
+ * GC passed on to the delegates that speak 1.1, each plugin asked in turn; the failures, by plugin.
+ * Each is told what is still valid: every attachment the runtime listed, and every one we hold
+ * (adding or added). Not only ours: a pod added before steward was installed is the runtime's and
+ * the delegate's alone, and a delegate told to keep only ours would free its address for the next
+ * pod (duplicate IPs). A stale one whose teardown failed is left out, so the delegate's own GC can
+ * free what its DEL could not.
+ */
+async function gcDelegates(
+  deps: GcDeps,
+  conf: StewardConf,
+  env: CniEnv,
+  runtimeValid: readonly ValidAttachment[],
+): Promise<string[]> {
+  const held = deps.store.liveAttachmentsOfNetwork(conf.name);
+  const errors: string[] = [];
+  for (const d of conf.delegates) {
+    if (d.disableGC || !versionAtLeast(d.cniVersion, '1.1.0')) continue;
+    const ifnameFor = (ifname: string) => (d.index === 0 ? ifname : d.ifname);
+    const keep = new Map<string, ValidAttachment>();
+    for (const [containerID, ifname] of [
+      ...runtimeValid.map((v) => [v.containerID, v.ifname] as const),
+      ...held.map((a) => [a.containerId, a.ifname] as const),
+    ]) {
+      const v = { containerID, ifname: ifnameFor(ifname) };
+      keep.set(JSON.stringify([v.containerID, v.ifname]), v);
+    }
+    const stillValid = [...keep.values()];
+    for (const plugin of d.plugins) {
+      try {
+        const stdin = { ...pluginStdin(d, plugin, {}), 'cni.dev/valid-attachments': stillValid };
+        // GC is about no container: only CNI_PATH is set.
+        await deps.slots.run(Priority.Background, pluginCall('GC', plugin.type, stdin, { cniPath: env.path }));
+      } catch (e) {
+        errors.push(`${d.name}/${plugin.type}: ${(e as Error).message}`);
+      }
+    }
+  }
+  return errors;
 }
 
 /**

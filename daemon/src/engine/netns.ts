@@ -130,7 +130,12 @@ async function namespaceKind(path: string): Promise<string | undefined> {
   return kind; // the last mount on a path is the one it shows
 }
 
-/** The netns to give a teardown DEL: the stored one while it is still a namespace, else empty. */
-export async function teardownNetns(stored: string): Promise<string> {
-  return stored !== '' && (await netnsProblem(stored)) === undefined ? stored : '';
+/**
+ * The netns to give a DEL: `path` while it is still a network namespace other than the host's, else
+ * empty (which the spec allows on DEL). A stored /proc/<pid>/ns/net outlives its process, and a pid
+ * reused by a host process would otherwise have a bridge DEL remove the host's own interface of
+ * the pod's name.
+ */
+export async function teardownNetns(path: string, host?: string): Promise<string> {
+  return path !== '' && (await netnsProblem(path, host)) === undefined ? path : '';
 }

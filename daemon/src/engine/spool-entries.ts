@@ -101,7 +101,7 @@ export interface SpooledDel {
 
 /** The next batch of readable spooled DELs; what cannot be read safely is moved aside on the way. */
 export function readBatch(
-  dir: Dir,
+  dir: Pick<Dir, 'readSync'>,
   spoolDir: string,
   report: SpoolReport,
   settled: (name: string) => void,

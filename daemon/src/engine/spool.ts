@@ -7,7 +7,7 @@
 // they are drained. Reading is bounded: the directory is iterated in batches (opendir), each entry read
 // safely or moved aside (spool-entries.ts), never allowed to block the event loop.
 
-import { opendirSync, unlinkSync } from 'node:fs';
+import { opendirSync, unlinkSync, type Dir, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { SPOOL_NAME, podFromCniArgs, podLogFields } from '@cni-steward/shared';
@@ -65,13 +65,7 @@ async function drainPass(
     return report;
   }
   try {
-    for (;;) {
-      const { batch, end } = readBatch(dir, spoolDir, report, settled, log);
-      await runBatch(engine, spoolDir, batch, report, settled, log);
-      if (end) break;
-      // Let requests on the socket in between batches.
-      await new Promise((r) => setImmediate(r));
-    }
+    await drainEntries(engine, dir, spoolDir, report, settled, log);
   } finally {
     try {
       dir.closeSync();
@@ -79,6 +73,42 @@ async function drainPass(
       // already closed
     }
   }
+  return report;
+}
+
+/** Every entry `dir` lists, batch by batch, into `report`. */
+async function drainEntries(
+  engine: Engine,
+  dir: Pick<Dir, 'readSync'>,
+  spoolDir: string,
+  report: SpoolReport,
+  settled: (name: string) => void,
+  log: Logger,
+): Promise<void> {
+  for (;;) {
+    const { batch, end } = readBatch(dir, spoolDir, report, settled, log);
+    await runBatch(engine, spoolDir, batch, report, settled, log);
+    if (end) return;
+    // Let requests on the socket in between batches.
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/**
+ * The spooled DELs of these names in `spoolDir` alone, handled as a pass handles them (a name gone
+ * meanwhile is skipped; a pass over the dir may run them too, which the engine coalesces). For an
+ * ADD whose container has DELs spooled while stewardd was serving (spool-dirs.ts).
+ */
+export async function ingestNames(
+  engine: Engine,
+  spoolDir: string,
+  names: readonly string[],
+  log: Logger,
+): Promise<SpoolReport> {
+  const report: SpoolReport = { ingested: 0, rejected: 0 };
+  let i = 0;
+  const listing = { readSync: () => (i < names.length ? ({ name: names[i++] } as Dirent) : null) };
+  await drainEntries(engine, listing, spoolDir, report, () => undefined, log);
   return report;
 }
 

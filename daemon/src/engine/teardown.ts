@@ -84,6 +84,8 @@ export interface TeardownDeps {
    * Unset: every `planned` step is DELed.
    */
   bootId?: string;
+  /** The host's network namespace (EngineContext.hostNetns): never handed to a teardown DEL. */
+  hostNetns?: string;
   /** For tests without a clock: one time for wall and monotonic. */
   now?: () => number;
   random?: () => number;
@@ -139,7 +141,7 @@ export class Teardown {
     if (a.state === 'deleted') return { done: true };
 
     // Before the steps are read: nothing read of the journal waits across this await.
-    const netns = opts.emptyNetns ? '' : await teardownNetns(a.netns);
+    const netns = opts.emptyNetns ? '' : await teardownNetns(a.netns, this.d.hostNetns);
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
     const alog = log.child(attachmentLogFields(a));

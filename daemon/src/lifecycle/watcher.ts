@@ -48,6 +48,12 @@ export class PrimaryWatcher {
     return this.ok;
   }
 
+  /** Why it is not ready (the line it logged), for /readyz and /v1/status; undefined when it is. */
+  problem(): string | undefined {
+    if (this.ok) return undefined;
+    return this.lastReason || 'not ready: the CNI conf dir has not been checked yet';
+  }
+
   start(): void {
     this.scan();
     try {

@@ -93,7 +93,11 @@ export class PluginExecutor {
 
   readonly run: PluginRunner = (call) => {
     const dirs = pluginSearchPath(this.opts.binDirs, call.cniPath, this.ignoredRelative);
-    const file = findPlugin(call.type, dirs);
+    const file = findPlugin(
+      call.type,
+      dirs,
+      call.command === 'DEL' ? ErrorCode.TryAgainLater : ErrorCode.InvalidConfig,
+    );
     const env = {
       CNI_COMMAND: call.command,
       CNI_CONTAINERID: call.containerId,

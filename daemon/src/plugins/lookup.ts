@@ -28,7 +28,18 @@ export function pluginSearchPath(
   return [...new Set([...binDirs, ...splitPath(requestPath, onIgnored)])];
 }
 
-export function findPlugin(type: string, dirs: readonly string[]): string {
+/**
+ * The executable of a plugin type in the first dir that has it. `missingCode`: the code when no dir
+ * has it (a type that is no file name is always 7): 7 for an ADD, whose netconf names a plugin the
+ * node lacks; 11 for a DEL, since a binary missing for a while (a plugin upgrade, a hostPath
+ * remounted) must not make a teardown "permanently failing" and abandoned: it is retried until the
+ * binary is back.
+ */
+export function findPlugin(
+  type: string,
+  dirs: readonly string[],
+  missingCode: number = ErrorCode.InvalidConfig,
+): string {
   const why = checkPluginType(type);
   if (why) throw new CniError(ErrorCode.InvalidConfig, `plugin type "${type}" ${why}`);
   for (const dir of dirs) {
@@ -43,7 +54,7 @@ export function findPlugin(type: string, dirs: readonly string[]): string {
   }
   // Worded without "not found": runtimes read that phrase in a DEL error as success.
   throw new CniError(
-    ErrorCode.InvalidConfig,
+    missingCode,
     `plugin type "${type}" is not in any plugin dir`,
     `searched: ${dirs.join(':') || '(none)'}`,
   );

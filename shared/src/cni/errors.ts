@@ -52,11 +52,16 @@ export class CniError extends Error {
     return out;
   }
 
-  /** Accepts a decoded CNI error object (from a plugin or the daemon); anything else yields undefined. */
+  /**
+   * Accepts a decoded CNI error object (from a plugin or the daemon); anything else yields undefined.
+   * Its code must be a whole number from 1 up (the spec's codes, or a plugin's own from 100): a
+   * plugin printing 0, -3.5 or 1e400 (which JSON would print back as null) printed no CNI error.
+   */
   static fromJSON(value: unknown): CniError | undefined {
     if (typeof value !== 'object' || value === null) return undefined;
     const v = value as Record<string, unknown>;
-    if (typeof v.code !== 'number' || typeof v.msg !== 'string') return undefined;
+    if (typeof v.code !== 'number' || !Number.isSafeInteger(v.code) || v.code < 1 || typeof v.msg !== 'string')
+      return undefined;
     return new CniError(v.code, v.msg, typeof v.details === 'string' ? v.details : undefined);
   }
 

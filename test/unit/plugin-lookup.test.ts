@@ -1,0 +1,54 @@
+// Finding a plugin's executable (plugins/lookup.ts), and the code when none is there: an ADD's
+// netconf naming a plugin the node lacks is a config error (7); a DEL's is "try again later" (11),
+// so a binary missing for a while (an upgrade, a remounted hostPath) never makes a teardown
+// "permanently failing" and abandoned (engine/retry-policy.ts treats 7 as permanent).
+
+import assert from 'node:assert/strict';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+
+import { CniError, ErrorCode } from '@cni-steward/shared';
+import { isPermanentFailure } from '../../daemon/src/engine/retry-policy.js';
+import { findPlugin } from '../../daemon/src/plugins/lookup.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'steward-lookup-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+writeFileSync(join(dir, 'here'), '#!/bin/sh\n');
+chmodSync(join(dir, 'here'), 0o755);
+writeFileSync(join(dir, 'not-executable'), '');
+
+const failure = (fn: () => unknown): CniError => {
+  try {
+    fn();
+  } catch (e) {
+    return e as CniError;
+  }
+  assert.fail('expected it to throw');
+};
+
+describe('findPlugin', () => {
+  test('finds an executable file in the first dir that has it', () => {
+    assert.equal(findPlugin('here', ['/nonexistent', dir]), join(dir, 'here'));
+  });
+
+  test('missing (or not executable): code 7 by default, the code asked for otherwise, and it is no permanent failure then', () => {
+    for (const type of ['gone', 'not-executable']) {
+      const add = failure(() => findPlugin(type, [dir]));
+      assert.equal(add.code, ErrorCode.InvalidConfig);
+      assert.equal(add.message, `plugin type "${type}" is not in any plugin dir`);
+      assert.equal(add.details, `searched: ${dir}`);
+      const del = failure(() => findPlugin(type, [dir], ErrorCode.TryAgainLater));
+      assert.equal(del.code, ErrorCode.TryAgainLater);
+      assert.equal(del.message, add.message);
+      assert.equal(isPermanentFailure(add, null), true);
+      assert.equal(isPermanentFailure(del, null), false, 'a DEL is retried until the binary is back');
+    }
+  });
+
+  test('a type that is no file name is code 7 whatever is asked for', () => {
+    const e = failure(() => findPlugin('../etc/passwd', [dir], ErrorCode.TryAgainLater));
+    assert.equal(e.code, ErrorCode.InvalidConfig);
+  });
+});
