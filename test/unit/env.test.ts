@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { cniArgsProblem, parseCniArgs, parseCniEnv } from '../../shared/src/cni/env.js';
+import { MAX_ARG_STRLEN, cniArgsProblem, parseCniArgs, parseCniEnv } from '../../shared/src/cni/env.js';
 import { CniError, ErrorCode } from '../../shared/src/cni/errors.js';
 
 const FULL = {
@@ -24,6 +24,24 @@ function invalidEnv(...mentions: string[]) {
 }
 
 describe('parseCniEnv', () => {
+  test("a value a plugin could not be exec'd with (over MAX_ARG_STRLEN as NAME=value) is code 4, for every command", () => {
+    assert.equal(MAX_ARG_STRLEN, 131072);
+    // "CNI_ARGS=" is 9 bytes and the NUL one: the longest value that fits is 131062 bytes.
+    const longest = 'K=' + 'v'.repeat(131062 - 2);
+    assert.equal(parseCniEnv({ ...FULL, CNI_ARGS: longest }).args, longest);
+    for (const command of ['ADD', 'DEL']) {
+      assert.throws(
+        () => parseCniEnv({ ...FULL, CNI_COMMAND: command, CNI_ARGS: longest + 'v' }),
+        invalidEnv("CNI_ARGS is longer than a plugin's environment can carry (131072 bytes as CNI_ARGS=value)"),
+      );
+    }
+    // Counted in bytes: 65,532 two-byte characters and "CNI_PATH=" are over it.
+    assert.throws(
+      () => parseCniEnv({ ...FULL, CNI_PATH: '/' + 'é'.repeat(65_532) }),
+      invalidEnv('CNI_PATH is longer than'),
+    );
+  });
+
   test('returns every field of a complete ADD environment', () => {
     assert.deepEqual(parseCniEnv(FULL), {
       command: 'ADD',

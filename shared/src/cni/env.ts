@@ -19,6 +19,9 @@ const REQUIRED: Record<CniCommand, readonly Var[]> = {
 
 export type EnvSource = Readonly<Record<string, string | undefined>>;
 
+/** Linux's limit on one environment string, "NAME=value" and its NUL (32 pages). */
+export const MAX_ARG_STRLEN = 32 * 4096;
+
 export function parseCniEnv(env: EnvSource): CniEnv {
   const problems: string[] = [];
   const rawCommand = env.CNI_COMMAND ?? '';
@@ -42,6 +45,13 @@ export function parseCniEnv(env: EnvSource): CniEnv {
     // longer what the runtime sent (two ifnames would become one attachment key). The Go shim
     // (shim/env.go) refuses the same bytes before they are sent.
     if ((env[name] ?? '').includes('\uFFFD')) problems.push(`${name} is not valid UTF-8`);
+    // A plugin is exec'd with these: the kernel refuses a "NAME=value" string over MAX_ARG_STRLEN
+    // (E2BIG), and the step would fail without its plugin ever running. Only a client of the socket
+    // can send one: a runtime cannot exec the shim with it either.
+    if (Buffer.byteLength(`${name}=${env[name] ?? ''}`) + 1 > MAX_ARG_STRLEN)
+      problems.push(
+        `${name} is longer than a plugin's environment can carry (${MAX_ARG_STRLEN} bytes as ${name}=value)`,
+      );
   }
   const containerId = env.CNI_CONTAINERID ?? '';
   const ifname = env.CNI_IFNAME ?? '';
