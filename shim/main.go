@@ -75,6 +75,7 @@ func call(e env, fd int, elapsed func() time.Duration, send sender, spool spoole
 	badEnv := envErr != nil && command != "VERSION"
 	if badEnv {
 		wait = min(wait, badEnvStdinWait)
+		complete = json.Valid // whatever arrived is kept: a whole netconf lends its cniVersion
 	}
 	stdin, closed := readStdin(fd, maxNetconfBytes+1, wait, complete)
 	if !closed && complete == nil && !badEnv {

@@ -377,41 +377,47 @@ func TestTheAboutTextNamesTheSocketAndEveryVersionOnce(t *testing.T) {
 // caller never closes (a hand-run `env -i steward` on a terminal): stdin only lends the error its
 // cniVersion, so it is waited for at most badEnvStdinWait, not the command's stdin bound.
 func TestABadEnvironmentIsAnsweredWithoutWaitingForAnOpenStdin(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	if _, err := w.Write([]byte(`{"cniVersion":"0.4.0","name":"n"`)); err != nil {
-		t.Fatal(err)
-	}
 	noSend := func(string, string, []byte, time.Duration, [][2]string) (reply, error) {
 		t.Fatal("nothing may be sent")
 		return reply{}, nil
 	}
 	noSpool := func(string, string, []byte) (string, error) { t.Fatal("nothing may be spooled"); return "", nil }
-	for _, e := range []env{
-		{"CNI_COMMAND": "ADD"},
-		{"CNI_COMMAND": "add", "CNI_PATH": "/p"},
-		{},
+	for _, c := range []struct {
+		env   env
+		stdin string
+		want  string
+	}{
+		// A whole netconf, its pipe left open: it lends the error its cniVersion.
+		{env{"CNI_COMMAND": "ADD"}, `{"cniVersion":"0.4.0","name":"n"}`, `"cniVersion":"0.4.0"`},
+		{env{"CNI_COMMAND": "add", "CNI_PATH": "/p"}, `{"cniVersion":"0.4.0","name":"n"}`, `"cniVersion":"0.4.0"`},
+		// Half a netconf that never ends: the shim's own version.
+		{env{}, `{"cniVersion":"0.4.0","na`, `"cniVersion":"1.1.0"`},
 	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(c.stdin)); err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan []byte, 1)
 		go func() {
-			out, code := call(e, int(r.Fd()), func() time.Duration { return 0 }, noSend, noSpool)
+			out, code := call(c.env, int(r.Fd()), func() time.Duration { return 0 }, noSend, noSpool)
 			if code != 1 {
-				t.Errorf("%v: exit %d", e, code)
+				t.Errorf("%v: exit %d", c.env, code)
 			}
 			done <- out
 		}()
 		select {
 		case out := <-done:
-			if !strings.Contains(string(out), `"code":4`) {
-				t.Errorf("%v: %s, want code 4", e, out)
+			if !strings.Contains(string(out), `"code":4`) || !strings.Contains(string(out), c.want) {
+				t.Errorf("%v: %s, want code 4 with %s", c.env, out, c.want)
 			}
 		case <-time.After(10 * time.Second): // the stdin bound of an ADD is 120 s
-			t.Fatalf("%v: still waiting for stdin", e)
+			t.Fatalf("%v: still waiting for stdin", c.env)
 		}
+		r.Close()
+		w.Close()
 	}
 }
 

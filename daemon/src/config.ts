@@ -278,11 +278,9 @@ function retryPolicy(values: RunValues, problems: string[]): RetryPolicy {
     maxAgeMs: int('retry-max-age', values['retry-max-age'], DEFAULT_RETRY_POLICY.maxAgeMs / 1000, 1, problems) * 1000,
     holdMaxAttempts: int('retry-hold-attempts', values['retry-hold-attempts'], HOLD_MAX_ATTEMPTS, 1, problems),
   };
-  if (policy.maxDelayMs < policy.baseDelayMs)
-    problems.push(
-      `--retry-max-ms (${policy.maxDelayMs}) must be at least --retry-base-ms (${policy.baseDelayMs}): the longest retry delay cannot be shorter than the first`,
-    );
-  return policy;
+  // The longest delay is never shorter than the first: a --retry-max-ms below --retry-base-ms is taken
+  // as --retry-base-ms (accepted as before, rather than a daemon that no longer starts on upgrade).
+  return { ...policy, maxDelayMs: Math.max(policy.maxDelayMs, policy.baseDelayMs) };
 }
 
 /** In-cluster API access, as client-go's InClusterConfig finds it; undefined outside a cluster. */

@@ -20,12 +20,12 @@
 // (steward_spool_temp_files_removed_total) and logged; younger ones may have a live writer and are
 // left (spool-temps.ts). (Not in engine/spool.ts: engine/ is in the mutation run's scope, docs/mutation.md.)
 
-import { lstatSync, opendirSync, readdirSync, statSync } from 'node:fs';
+import { lstatSync, opendirSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Logger } from 'pino';
-import { SPOOL_NAME } from '@cni-steward/shared';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
+import { SpoolListings } from './spool-listing.js';
 import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
 
@@ -199,28 +199,30 @@ export class SpoolDirs {
     return total;
   }
 
-  /** What a request waits for: the start-up drain's hold while it lasts, else its container's spooled DELs. */
-  private readonly requestHold: Hold = (containerId) =>
-    this.pending > 0 ? this.hold(containerId) : this.spooledFor(containerId);
+  /**
+   * What a request waits for: the start-up drain's hold for its container (the DELs the scan counted),
+   * then its container's DELs spooled since (spooledFor).
+   */
+  private readonly requestHold: Hold = (containerId) => {
+    const held = this.hold(containerId);
+    if (held === undefined) return this.spooledFor(containerId);
+    return held.then(() => this.spooledFor(containerId));
+  };
 
   /**
    * A request's container with DELs spooled while stewardd served (the shim gave up on a slow DEL,
-   * or the socket was unreachable for a moment) and not ingested yet: they run first. The runtime
-   * was told that DEL was done before it sent this ADD (a reused container id: podman restart), so
-   * ingested a second later by the scheduler, it would tear the new attachment down. Lists the dirs
-   * (usually empty); while the start-up drain lasts, its hold does this instead.
+   * or the socket was unreachable for a moment) and not run yet: they run first. The runtime was told
+   * that DEL was done before it sent this ADD (a reused container id: podman restart), so ingested
+   * up to a second later by a pass, it would tear the new attachment down. Each dir's listing is
+   * kept while its mtime is unchanged (spool-listing.ts), so a request lists nothing when nothing
+   * was spooled.
    */
   private readonly spooledFor: Hold = (containerId) => {
     const prefix = containerId.slice(0, 64);
     const found: Array<{ dir: string; names: string[] }> = [];
     for (const dir of this.drainable) {
-      let names: string[];
-      try {
-        names = readdirSync(dir).filter((n) => SPOOL_NAME.exec(n)?.[2] === prefix);
-      } catch {
-        continue; // not there yet (the shim makes it), or not drainable: refresh() says why
-      }
-      if (names.length > 0) found.push({ dir, names: names.sort() });
+      const names = this.listings.names(dir)?.get(prefix);
+      if (names !== undefined && names.length > 0) found.push({ dir, names: [...names].sort() });
     }
     if (found.length === 0) return undefined;
     this.o.log.info(
@@ -229,6 +231,9 @@ export class SpoolDirs {
     );
     return Promise.all(found.map((f) => ingestNames(this.o.engine, f.dir, f.names, this.o.log))).then(() => undefined);
   };
+
+  /** Each dir's spooled DELs by container, listed again only when the dir changed. */
+  private readonly listings = new SpoolListings();
 
   /** Held until every dir's drain has reached this container's spooled DELs. */
   private readonly hold: Hold = (containerId) => {

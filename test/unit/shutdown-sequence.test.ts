@@ -4,6 +4,8 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -64,6 +66,39 @@ describe('close() when stopping the server goes wrong', () => {
     assert.equal(d.close('again'), first);
     await first;
     assert.equal(done.filter((x) => x === 'released').length, 1);
+  });
+});
+
+describe('the restart record on SIGTERM', () => {
+  test('is written again as serving stops, so the shim (which believes it a grace after it was written) still does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'steward-shutdown-'));
+    try {
+      const { s } = steps(async () => undefined, 1000);
+      const socket = join(dir, 's.sock');
+      // The first record (at SIGTERM, before the kubectl-delete decision) also covers the API's
+      // timeout: 30 s here, so the one written as serving stops is told apart by its deadline.
+      const api = {
+        server: 'https://x',
+        tokenFile: '/t',
+        caFile: '/c',
+        namespace: 'n',
+        daemonSet: 'd',
+        timeoutMs: 30_000,
+      };
+      s.cfg = { ...s.cfg, socket, stateDir: dir, restartGraceMs: 5000, api };
+      const record = () => JSON.parse(readFileSync(`${socket}.restarting`, 'utf8')) as { until: number };
+      const ahead: number[] = [];
+      s.stopServing = async () => {
+        ahead.push(record().until - Date.now());
+      };
+      await shutdownSequence(s).close('SIGTERM');
+      assert.equal(ahead.length, 1);
+      // The shutdown grace (1 s) and the restart grace (5 s) ahead, not the API's 30 s as well.
+      assert.ok(ahead[0]! > 5000 && ahead[0]! <= 6000, `the record as serving stopped: ${ahead[0]} ms ahead`);
+      assert.ok(record().until <= Date.now() + 5000, 'and once more when serving has stopped');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

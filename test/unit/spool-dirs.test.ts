@@ -26,7 +26,7 @@ import { Metrics } from '../../daemon/src/metrics.js';
 import { RETIRED_DIR_MS, SpoolDirs, spoolDirProblem } from '../../daemon/src/spool-dirs.js';
 import { STALE_TEMP_GRACE_MS } from '../../daemon/src/spool-temps.js';
 import { Store } from '../../daemon/src/store/store.js';
-import { NETNS, conf, req, setup } from '../helpers/engine-fakes.js';
+import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
 import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-dirs-'));
@@ -321,5 +321,30 @@ describe('DELs spooled while stewardd serves', () => {
     await engine.handle(req('ADD', 'elsewhere', chain));
     assert.deepEqual(plugins.calls, ['ADD one bystander', 'DEL one elsewhere', 'ADD one elsewhere']);
     assert.deepEqual(readdirSync(shims), []);
+  });
+});
+
+describe('DELs spooled after the start-up scan, while its drain still runs', () => {
+  test('run before their container’s next ADD too (the scan did not count them)', async () => {
+    const own = freshDir();
+    writeFileSync(join(own, spoolName('backlog')), wire('backlog'));
+    const { dirs, engine, plugins } = spoolDirs(own);
+    const slow = deferred();
+    plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && c.containerId === 'backlog') await slow.promise;
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    assert.equal(dirs.scan(), 1);
+    const drained = dirs.start();
+    // A shim gave up on a slow DEL of `late` after the scan; the runtime ADDs `late` again.
+    writeFileSync(join(own, spoolName('late')), wire('late'));
+    await engine.handle(req('ADD', 'late', chain));
+    assert.deepEqual(
+      plugins.calls.filter((c) => c.endsWith(' late')),
+      ['DEL one late', 'ADD one late'],
+    );
+    slow.resolve();
+    await drained;
+    await dirs.stop();
   });
 });

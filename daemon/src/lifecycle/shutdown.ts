@@ -49,6 +49,10 @@ export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
       const { uninstalling, afterClose } = await onTermStep(s.cfg, reason, s.log, () =>
         removeRestartRecord(s.cfg.socket, s.log),
       );
+      // Written again as serving stops: the shim believes a record for at most MAX_RESTART_GRACE_S
+      // after it was written, and the decision above may have taken a while.
+      if (planned && !uninstalling)
+        writeRestartRecord(s.cfg.socket, Date.now() + s.cfg.shutdownGraceMs + graceMs, s.log);
       const stopped = s.stopServing().catch((e: unknown) => {
         s.log.error({ err: (e as Error).message }, 'stopping the server failed; stopping goes on');
       });
