@@ -27,6 +27,9 @@ const LARGE_SPOOL = 2048;
 export class SpoolListings {
   private readonly listings = new Map<string, Listing>();
 
+  /** `now`: the wall clock the file system's mtimes are compared with (tests fix it). */
+  constructor(private readonly now: () => number = Date.now) {}
+
   /** The names in `dir` by container prefix; undefined when it cannot be listed (not there yet: the shim makes it). */
   names(dir: string): Map<string, string[]> | undefined {
     let mtimeNs: bigint;
@@ -35,8 +38,7 @@ export class SpoolListings {
     } catch {
       return undefined;
     }
-    // The real clock, not an injected one: it is compared with the file system's.
-    const now = Date.now();
+    const now = this.now();
     const kept = this.listings.get(dir);
     if (kept && kept.mtimeNs === mtimeNs && kept.settled) return kept.byPrefix;
     if (kept && kept.size > LARGE_SPOOL && now - kept.at < 1000) return kept.byPrefix;
