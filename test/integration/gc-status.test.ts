@@ -78,7 +78,9 @@ describe('GC and STATUS (CNI 1.1)', () => {
     const res = await shim({ command: 'STATUS', env: statusEnv }, down);
     assert.equal(res.code, 1);
     assert.equal(res.json.code, 50);
-    // Cached: a second STATUS within the TTL runs no plugin.
+    // Cached: a second STATUS within the TTL runs no plugin. (The delegate's record is awaited: on a
+    // loaded machine the shim may answer at its bound before the Node fixture has even started.)
+    await daemon.waitFor('the delegate STATUS recorded', () => fixtureCalls(fx, 'STATUS').length === 2); // upnet's, downnet's
     const before = fixtureCalls(fx, 'STATUS').length;
     await shim({ command: 'STATUS', env: statusEnv }, down);
     assert.equal(fixtureCalls(fx, 'STATUS').length, before);
