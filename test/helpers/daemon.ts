@@ -213,6 +213,17 @@ export class Daemon {
     return (await this.get('/v1/status')).json;
   }
 
+  /**
+   * A STATUS of `conf` sent to stewardd without the shim's 750 ms bound, so that its delegates'
+   * verdict is decided, cached (5 s) and in the beacon before a test sends STATUS through the shim:
+   * a Node fixture delegate can take longer than that bound just to start on a loaded machine.
+   * Returns the HTTP status (200 ready, 503 not).
+   */
+  async decideStatus(conf: unknown): Promise<number> {
+    const body = JSON.stringify({ env: { CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' }, config: conf });
+    return (await this.request('POST', '/v1/cni', body)).status;
+  }
+
   /** Polls until `cond` holds, or fails with `what`. */
   async waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;

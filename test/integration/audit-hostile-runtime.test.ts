@@ -222,14 +222,25 @@ describe('the audit against a runtime that answers wrong, with live pods through
       args: [...auditArgs(empty), '--audit-interval', '1s', '--audit-release', '--audit-grace', '1s'],
     });
     await periodic.start();
-    await new Promise((r) => setTimeout(r, 5000)); // five passes
+    // Five passes, told apart by the time each one finished (a loaded machine spaces them out): a
+    // release needs two trusted passes a grace apart, so one pass would prove little.
+    const passes = new Set<string>();
+    await periodic.waitFor(
+      'five audit passes',
+      async () => {
+        const at = /^steward_audit_last_run_timestamp_seconds (\S+)$/m.exec((await periodic.get('/metrics')).text)?.[1];
+        if (at !== undefined && Number(at) > 0) passes.add(at);
+        return passes.size >= 5;
+      },
+      60_000,
+    );
     await nothingLiveReleased('periodic');
     assert.ok(existsSync(leftover));
+    const metrics = (await periodic.get('/metrics')).text;
+    assert.match(metrics, /^steward_audit_runtime_distrusted 1$/m);
     const log = readFileSync(periodic.logFile, 'utf8');
     assert.doesNotMatch(log, /audit: released an orphan/);
     assert.match(log, /the runtime's answer contradicts the node/);
-    const metrics = (await periodic.get('/metrics')).text;
-    assert.match(metrics, /^steward_audit_runtime_distrusted 1$/m);
     await periodic.stop();
   });
 

@@ -202,18 +202,27 @@ describe('a plugin past its deadline', () => {
     const slow = new Daemon(env, { name: 'deadline', args: ['--plugin-timeout', '1'] });
     await slow.start();
     const fx = join(env.dir, 'fx-slow');
-    const conf = stewardConf(slow.socket, '1.0.0', [
-      delegate('slownet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 3000 })]),
-    ]);
+    // Six times the deadline, so a loaded machine (a spawner to fork first) cannot blur the two.
+    const sleepAddMs = 6000;
+    const conf = stewardConf(slow.socket, '1.0.0', [delegate('slownet', '1.0.0', [fixturePlugin(fx, { sleepAddMs })])]);
     const started = Date.now();
     const res = await shim({ command: 'ADD', containerId: 'slowpoke', netns: env.netns() }, conf);
     assert.equal(res.code, 1);
     assert.equal(res.json.code, 101, res.stdout);
-    assert.ok(Date.now() - started < 2900, 'answered at the deadline, not when the plugin would have finished');
-    // Had it survived, the fixture would write its "added" marker once its sleep ended.
-    await new Promise((r) => setTimeout(r, 3500));
+    const answered = Date.now();
+    const took = answered - started;
+    assert.ok(
+      took < sleepAddMs - 1000,
+      `answered after ${took} ms: at the deadline, not when the plugin would have finished`,
+    );
+    // The rollback runs after the answer.
+    const state = async () => (await slow.get('/v1/attachments?containerId=slowpoke')).json[0].state;
+    await slow.waitFor('the rollback after the answer', async () => (await state()) === 'deleted');
+    // Had it survived, the fixture would write its "added" marker once its sleep ended (it was started
+    // about a deadline before the answer).
+    await new Promise((r) => setTimeout(r, Math.max(0, answered + sleepAddMs + 500 - Date.now())));
     assert.equal(existsSync(join(fx, 'added-slowpoke-eth0')), false, 'the plugin was killed');
-    assert.equal((await slow.get('/v1/attachments?containerId=slowpoke')).json[0].state, 'deleted');
+    assert.equal(await state(), 'deleted');
     await slow.stop();
   });
 });

@@ -104,9 +104,14 @@ describe('a chain whose second plugin fails ADD', () => {
     assert.equal(res.json.code, 222);
     assert.match(res.json.msg, /ADD failed on cue/);
     // The rollback runs right after the answer (issue 19): wait for it, then nothing is left.
+    // bridge releases the lease before it removes the link and exits, and the journal's `deleted`
+    // comes after that: wait for the whole rollback, not only the lease.
     await daemon.waitFor(
       'the rollback after the answer',
-      () => fixtureCalls(fx, 'DEL').length === 1 && leases(dataDir, 'failnet').length === 0,
+      async () =>
+        fixtureCalls(fx, 'DEL').length === 1 &&
+        leases(dataDir, 'failnet').length === 0 &&
+        (await daemon.get('/v1/attachments?containerId=rollback-1')).json[0]?.state === 'deleted',
     );
     assert.deepEqual(leases(dataDir, 'failnet'), []);
     assert.equal(linkExists(netns, 'eth0'), false);

@@ -27,8 +27,8 @@ after(() => env.close());
 
 const ROUNDS = Number(process.env.PLUGIN_KILL9_ROUNDS ?? 20);
 const PER_ROUND = 3;
-/** How long the fixture's ADD sleeps before it takes its host-local lease. */
-const SLEEP_ADD_MS = 1500;
+/** How long the fixture's ADD sleeps before it takes its host-local lease (the test kills it meanwhile). */
+const SLEEP_ADD_MS = 3000;
 /** The kill -9 rounds' ADD sleep: longer than any restart, so only a kill can stop it. */
 const ORPHAN_SLEEP_MS = 30_000;
 
@@ -133,6 +133,20 @@ describe('plugin process lifetime', () => {
     assert.equal(alive(member), false);
   });
 
+  /** How many of these containers' steps have their plugin's process journalled (schema 3). */
+  const journalledPlugins = (daemon: Daemon, ids: string[]): number => {
+    const db = openDatabase(join(daemon.stateDir, 'steward.db'), { readonly: true, fileMustExist: true });
+    try {
+      const q = db.prepare(
+        `SELECT count(*) AS n FROM steps s JOIN attachments a ON a.id = s.attachment_id
+          WHERE a.container_id = ? AND s.plugin_pid IS NOT NULL`,
+      );
+      return ids.reduce((n, id) => n + (q.get(id) as { n: number }).n, 0);
+    } finally {
+      db.close();
+    }
+  };
+
   it('a spawner killed during ADD: stewardd kills its plugin, then fails and rolls back the ADD', async () => {
     const daemon = new Daemon(env, { name: 'spawner' });
     await daemon.start();
@@ -153,8 +167,11 @@ describe('plugin process lifetime', () => {
     const add = shim({ command: 'ADD', containerId: 'sp-1', netns: env.netns() }, conf);
     const pidFile = join(fx, 'add-sp-1-eth0.pid');
     await until('the ADD to be running', () => pidWritten(pidFile));
-    await new Promise((r) => setTimeout(r, 200));
+    // stewardd kills only the plugins whose start the spawner reported over IPC (it journals them
+    // as it learns of them), and that report can lag the pid file on a loaded machine.
+    await until('the running plugin to be journalled', () => journalledPlugins(daemon, ['sp-1']) === 1);
     const plugin = readPid(pidFile);
+    assert.ok(alive(plugin), 'the ADD is running when its spawner is killed');
     const spawners = childrenOf(daemon.proc?.pid as number, 'spawner-child');
     assert.equal(spawners.length, 1);
     process.kill(spawners[0] as number, 'SIGKILL');
@@ -198,20 +215,6 @@ describe('plugin process lifetime', () => {
     assert.equal(existsSync(join(fx, 'del-while-add-running-term-1')), false);
     await daemon.stop();
   });
-
-  /** How many of these containers' steps have their plugin's process journalled (schema 3). */
-  const journalledPlugins = (daemon: Daemon, ids: string[]): number => {
-    const db = openDatabase(join(daemon.stateDir, 'steward.db'), { readonly: true, fileMustExist: true });
-    try {
-      const q = db.prepare(
-        `SELECT count(*) AS n FROM steps s JOIN attachments a ON a.id = s.attachment_id
-          WHERE a.container_id = ? AND s.plugin_pid IS NOT NULL`,
-      );
-      return ids.reduce((n, id) => n + (q.get(id) as { n: number }).n, 0);
-    } finally {
-      db.close();
-    }
-  };
 
   it(`kill -9 of stewardd during ADD (${ROUNDS} rounds): no plugin survives, rollback only after it is gone, no lease left`, async () => {
     const daemon = new Daemon(env, { name: 'k9', args: ['--retry-base-ms', '200', '--retry-max-ms', '1000'] });

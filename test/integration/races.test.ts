@@ -3,7 +3,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
@@ -19,21 +19,35 @@ describe('overlapping requests for one attachment', () => {
   it('a DEL sent after a queued re-ADD waits for that ADD and tears it down, instead of joining the earlier DEL', async () => {
     const dataDir = join(env.dir, 'ipam-race');
     const fx = join(env.dir, 'fx-race');
+    const gate = join(env.dir, 'hold-del1');
     const conf = stewardConf(daemon.socket, '1.0.0', [
       delegate('racenet', '1.0.0', [
         bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-        fixturePlugin(fx, { sleepDelMs: 1500 }),
+        // DEL1 is held in the plugin until both later requests are in (DELs wait while the file exists).
+        fixturePlugin(fx, { holdDelWhileFile: gate }),
       ]),
     ]);
     const netns = env.netns();
     const call = (command: string) => shim({ command, containerId: 'racer', netns }, conf);
     assert.equal((await call('ADD')).code, 0);
 
+    writeFileSync(gate, '');
+    env.defer(() => rmSync(gate, { force: true }));
     const del1 = call('DEL');
-    await daemon.waitFor('the first DEL to reach the slow plugin', () => fixtureCalls(fx, 'DEL').length === 1);
+    await daemon.waitFor('the first DEL to reach the held plugin', () => fixtureCalls(fx, 'DEL').length === 1);
     const add2 = call('ADD');
-    await new Promise((r) => setTimeout(r, 300)); // the ADD is queued behind DEL1
+    // Admission counts the ADD as it arrives (othersInFlight, the only one now); the same connection's
+    // body then reaches the engine, queueing it behind DEL1, while DEL2 has yet to start a shim at all.
+    await daemon.waitFor('the second ADD to reach stewardd', async () => {
+      return (await daemon.status()).admission.othersInFlight === 1;
+    });
+    assert.equal(fixtureCalls(fx, 'ADD').length, 1, 'the second ADD waits behind DEL1');
     const del2 = call('DEL');
+    // Both DELs admitted (DEL2 at once, behind its container's ADD in flight), then DEL1 may finish.
+    await daemon.waitFor('the second DEL to reach stewardd', async () => {
+      return (await daemon.status()).admission.delsAdmitted === 2;
+    });
+    rmSync(gate);
     const [d1, a2, d2] = await Promise.all([del1, add2, del2]);
     assert.deepEqual([d1.code, a2.code, d2.code], [0, 0, 0], `${d1.stdout} ${a2.stdout} ${d2.stdout}`);
     assert.equal(fixtureCalls(fx, 'ADD').length, 2);

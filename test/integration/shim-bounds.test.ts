@@ -153,6 +153,7 @@ describe('shim request bounds', () => {
     const conf = stewardConf(daemon.socket, '1.1.0', [delegate('rnet', '1.1.0', [fixturePlugin(fx)])], {
       timeouts: { del: 1000 },
     });
+    assert.equal(await daemon.decideStatus(conf), 200);
     const ok = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
     assert.equal(ok.code, 0, ok.stdout);
     assert.ok(ok.ms < STATUS_LIMIT_MS, `STATUS took ${ok.ms} ms`);
@@ -176,6 +177,8 @@ describe('shim request bounds', () => {
     await daemon.waitFor('the DEL to run', () => fixtureCalls(fx, 'DEL').length >= 1);
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(fixtureCalls(fx, 'DEL').length, 1);
+    // The cached verdict has expired by now: decide it again without the shim's bound first.
+    assert.equal(await daemon.decideStatus(conf), 200);
     const back = await timed({ command: 'STATUS', env: STATUS_ENV }, conf);
     assert.equal(back.code, 0, back.stdout);
     await daemon.stop();

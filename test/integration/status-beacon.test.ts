@@ -40,6 +40,7 @@ describe('the alive beacon', () => {
     const conf = stewardConf(daemon.socket, '1.1.0', [
       delegate('beaconnet', '1.1.0', [fixturePlugin(fx, { sleepStatusMs: 3000, sleepStatusWhileFile: slow })]),
     ]);
+    assert.equal(await daemon.decideStatus(conf), 200);
     const first = await shim({ command: 'STATUS', env: STATUS_ENV }, conf);
     assert.equal(first.code, 0, first.stdout);
     await daemon.waitFor('the verdict in the beacon', () => Object.values(read().status).includes(true));

@@ -233,7 +233,12 @@ describe('teardown that cannot finish is bounded (issue 21)', () => {
       return a.steps[1].state === 'abandoned';
     });
     assert.equal(delCount(fx), 4, 'abandoned after exactly --retry-hold-attempts failed DELs');
-    await daemon.waitFor('the bridge to be torn down', () => leases(dataDir, 'holding').length === 0);
+    // The lease goes inside bridge's DEL, before its step is journaled `deleted`: wait for both.
+    await daemon.waitFor(
+      'the bridge to be torn down',
+      async () =>
+        leases(dataDir, 'holding').length === 0 && (await daemon.attachment('hold-1')).steps[0].state === 'deleted',
+    );
     assert.equal((await daemon.attachment('hold-1')).steps[0].state, 'deleted');
     await daemon.stop();
   });

@@ -246,7 +246,13 @@ describe('retries', () => {
 
     await daemon.restart();
     // Two more attempts: the second due within the cap of the restart, the third 8 s (±20 %) later.
-    await daemon.waitFor('the retried teardown to finish', () => leases(dataDir, 'restartnet').length === 0, 45_000);
+    // host-local's lease goes inside bridge's DEL, before bridge exits and its step is journaled
+    // `deleted`: wait for the queue too.
+    await daemon.waitFor(
+      'the retried teardown to finish',
+      async () => leases(dataDir, 'restartnet').length === 0 && (await daemon.status()).teardownQueue.depth === 0,
+      45_000,
+    );
     assert.equal(fixtureCalls(fx, 'DEL').length, 3);
     assert.equal((await daemon.status()).teardownQueue.depth, 0);
     await daemon.stop();
