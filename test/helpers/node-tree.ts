@@ -72,7 +72,12 @@ export interface Run {
   stderr: string;
 }
 
-export function stewardd(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Run> {
+/** `onStderr`: told each piece of stderr as it comes (to see a line while the command still runs). */
+export function stewardd(
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  onStderr?: (text: string) => void,
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], {
       env,
@@ -81,7 +86,10 @@ export function stewardd(args: string[], env: NodeJS.ProcessEnv = process.env): 
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.stderr.on('data', (b: Buffer) => {
+      err.push(b);
+      onStderr?.(b.toString('utf8'));
+    });
     child.on('error', reject);
     child.on('close', (code) =>
       resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') }),
@@ -89,35 +97,16 @@ export function stewardd(args: string[], env: NodeJS.ProcessEnv = process.env): 
   });
 }
 
+/** The tree's paths, as install and uninstall take them. */
+const treeFlags = (t: NodeTree) => ['--cni-bin-dir', t.binDir, '--cni-conf-dir', t.confDir, '--state-dir', t.stateDir];
+
 /** install with the tree's paths and the daemon's socket. */
 export function installInto(t: NodeTree, socket: string, extra: string[] = []): Promise<Run> {
-  return stewardd([
-    'install',
-    '--cni-bin-dir',
-    t.binDir,
-    '--cni-conf-dir',
-    t.confDir,
-    '--state-dir',
-    t.stateDir,
-    '--socket',
-    socket,
-    ...extra,
-  ]);
+  return stewardd(['install', ...treeFlags(t), '--socket', socket, ...extra]);
 }
 
-export function uninstallFrom(t: NodeTree, extra: string[] = []): Promise<Run> {
-  return stewardd([
-    'uninstall',
-    '--cni-bin-dir',
-    t.binDir,
-    '--cni-conf-dir',
-    t.confDir,
-    '--state-dir',
-    t.stateDir,
-    '--drain-timeout',
-    '2',
-    ...extra,
-  ]);
+export function uninstallFrom(t: NodeTree, extra: string[] = [], onStderr?: (text: string) => void): Promise<Run> {
+  return stewardd(['uninstall', ...treeFlags(t), '--drain-timeout', '2', ...extra], process.env, onStderr);
 }
 
 export interface LockHolder {

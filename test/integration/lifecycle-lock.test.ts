@@ -6,11 +6,10 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { REPO, TestEnv } from '../helpers/env.js';
+import { TestEnv } from '../helpers/env.js';
 import {
   holdLockInChild,
   installInto,
@@ -19,44 +18,10 @@ import {
   uninstallFrom,
   writeJson,
   type NodeTree,
-  type Run,
 } from '../helpers/node-tree.js';
 import { until } from '../helpers/processes.js';
 
 const LOCK = 'install.lock';
-
-/** uninstallFrom's command, with its stderr readable while it runs (to see when it starts waiting). */
-function uninstallWatchingStderr(t: NodeTree): { stderr: () => string; exited: () => boolean; done: Promise<Run> } {
-  const child = spawn(
-    process.execPath,
-    [
-      join(REPO, 'bin/stewardd'),
-      'uninstall',
-      '--cni-bin-dir',
-      t.binDir,
-      '--cni-conf-dir',
-      t.confDir,
-      '--state-dir',
-      t.stateDir,
-      '--drain-timeout',
-      '2',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  child.stdout.on('data', (b: Buffer) => out.push(b));
-  child.stderr.on('data', (b: Buffer) => err.push(b));
-  let exited = false;
-  child.once('exit', () => (exited = true));
-  const done = new Promise<Run>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-    });
-  });
-  return { stderr: () => Buffer.concat(err).toString('utf8'), exited: () => exited, done };
-}
 
 describe('stewardd install / uninstall and the install lock', () => {
   const env = new TestEnv('lock');
@@ -81,15 +46,18 @@ describe('stewardd install / uninstall and the install lock', () => {
     assert.equal((await installInto(t, socket)).code, 0);
     const holder = await holdLockInChild(t.stateDir, 'watcher');
     const waiting = new RegExp(`waiting for the install lock, held by stewardd watcher \\(pid ${holder.pid},`);
-    const run = uninstallWatchingStderr(t);
+    let stderr = '';
+    let exited = false;
+    const run = uninstallFrom(t, [], (text) => (stderr += text));
+    void run.finally(() => (exited = true));
     // The line is only said if the lock is busy at uninstall's first attempt: release only once it was.
-    await until('uninstall to say it waits for the lock', () => waiting.test(run.stderr()), 20_000);
+    await until('uninstall to say it waits for the lock', () => waiting.test(stderr), 20_000);
     // Still waiting well after it said so (the lock is polled every 25 ms): it neither took the lock nor went on without it.
     await new Promise((r) => setTimeout(r, 1000));
-    assert.equal(run.exited(), false, 'uninstall ended while the lock was held');
+    assert.equal(exited, false, 'uninstall ended while the lock was held');
     assert.ok(existsSync(join(t.confDir, '00-steward.conflist')), 'nothing removed while the lock is held');
     await holder.release();
-    const r = await run.done;
+    const r = await run;
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /removed .*00-steward\.conflist/);
     assert.deepEqual(snapshot(t.root), original);
