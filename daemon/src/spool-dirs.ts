@@ -70,16 +70,15 @@ export function spoolDirProblem(dir: string): string | undefined {
 type Hold = (containerId: string) => Promise<void> | undefined;
 
 /**
- * The engine as one dir's SpoolDrain sees it: the engine's spooledDel(Journaled), and a spoolHold of its own.
+ * The engine as one dir's SpoolDrain sees it: the engine's spooledDel, and a spoolHold of its own.
  * A SpoolDrain sets engine.spoolHold for the containers its dir holds and clears it once drained, and
  * uses nothing else of the engine; with one per dir, each sets its own here, and the engine's
  * spoolHold is all of them at once (SpoolDirs.scan).
  */
 function engineFor(engine: Engine): { view: Engine; hold: Hold } {
   let own: Hold | undefined;
-  const view: Pick<Engine, 'spooledDel' | 'spooledDelJournaled' | 'spoolHold'> = {
+  const view: Pick<Engine, 'spooledDel' | 'spoolHold'> = {
     spooledDel: (req) => engine.spooledDel(req),
-    spooledDelJournaled: (req) => engine.spooledDelJournaled(req),
     get spoolHold() {
       return own;
     },

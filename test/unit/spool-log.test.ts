@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
 import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestSpool } from '../../daemon/src/engine/spool.js';
-import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+import { NETNS, conf, deferred, setup } from '../helpers/engine-fakes.js';
 import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-log-'));
@@ -120,7 +120,7 @@ describe('spool: why an entry was rejected', () => {
 });
 
 describe('spool: a spooled DEL that fails', () => {
-  test('with its teardown journaled: logged with its file, container and pod, and its file removed', async () => {
+  test('is logged with its file, container and pod, and its file is still removed', async () => {
     const dir = freshDir();
     writeFileSync(join(dir, 'f.json'), wire('DEL', 'ctr-1', 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9'));
     const engine = {
@@ -128,7 +128,6 @@ describe('spool: a spooled DEL that fails', () => {
       spooledDel: async () => {
         throw new Error('plugin two timed out');
       },
-      spooledDelJournaled: () => true,
     } as unknown as Parameters<typeof ingestSpool>[0];
     const cap = captureLog();
     assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
@@ -143,95 +142,6 @@ describe('spool: a spooled DEL that fails', () => {
       },
     ]);
     assert.deepEqual(readdirSync(dir), []);
-  });
-});
-
-describe('spool: a spooled DEL that fails before its teardown reaches the journal', () => {
-  // A real engine on an in-memory journal whose first write of the teardown fails as a full disk
-  // does: the attachment stays `added`, so the spool file is the only record of the DEL.
-  const fullDiskOnce = (store: ReturnType<typeof setup>['store']) => {
-    const real = store.setAttachmentState.bind(store);
-    let failed = false;
-    store.setAttachmentState = (...a: Parameters<typeof real>) => {
-      if (!failed && a[1] === 'deleting') {
-        failed = true;
-        throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
-      }
-      return real(...a);
-    };
-  };
-
-  test('keeps its file, logged; the next pass runs it and removes the file', async () => {
-    const { engine, store, plugins } = setup();
-    await engine.handle(req('ADD', 'ctr-9', chain));
-    assert.equal(store.currentAttachment({ containerId: 'ctr-9', network: 'net', ifname: 'eth0' })?.state, 'added');
-    fullDiskOnce(store);
-    const dir = freshDir();
-    writeFileSync(join(dir, 'f.json'), wire('DEL', 'ctr-9', 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9'));
-    const cap = captureLog();
-    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 0 });
-    assert.deepEqual(readdirSync(dir), ['f.json'], 'the file stays');
-    const kept = cap.of('spooled DEL failed before its teardown was journaled; its file stays for the next pass');
-    assert.equal(kept.length, 1, JSON.stringify(cap.rows));
-    assert.equal(kept[0]!.file, join(dir, 'f.json'));
-    assert.equal(kept[0]!.containerId, 'ctr-9');
-    assert.equal(kept[0]!.podName, 'web');
-    assert.match(String(kept[0]!.err), /full/);
-    assert.deepEqual(plugins.of('DEL'), [], 'no delegate DEL ran before the journal had it');
-    assert.deepEqual(cap.of('spooled DEL did not complete; its teardown stays queued'), []);
-
-    // The disk has room again: the next pass (a scheduler tick) runs the DEL and removes the file.
-    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
-    assert.deepEqual(readdirSync(dir), []);
-    assert.deepEqual(plugins.of('DEL'), ['DEL two ctr-9', 'DEL one ctr-9']);
-    assert.equal(store.currentAttachment({ containerId: 'ctr-9', network: 'net', ifname: 'eth0' })?.state, 'deleted');
-  });
-
-  test('the start-up drain releases the container all the same (its ADD then fails or runs on its own)', async () => {
-    const { engine, store } = setup();
-    await engine.handle(req('ADD', 'ctr-8', chain));
-    fullDiskOnce(store);
-    const dir = freshDir();
-    writeFileSync(join(dir, spoolName(Date.now() - 1000, 'ctr-8', 1)), wire('DEL', 'ctr-8'));
-    const drain = new SpoolDrain(engine, dir, captureLog().log);
-    assert.equal(drain.scan(), 1);
-    const held = engine.spoolHold?.('ctr-8');
-    assert.ok(held, 'the container is held while its spooled DEL waits');
-    assert.deepEqual(await drain.start(), { ingested: 0, rejected: 0 });
-    await held;
-    assert.equal(drain.pending, 0);
-    assert.equal(readdirSync(dir).length, 1, 'the file stays for the next pass');
-  });
-
-  test('a store that cannot say whether it is journaled keeps the file too', async () => {
-    const dir = freshDir();
-    writeFileSync(join(dir, 'f.json'), wire('DEL', 'ctr-7'));
-    const engine = {
-      spoolHold: undefined,
-      spooledDel: async () => {
-        throw new Error('disk I/O error');
-      },
-      spooledDelJournaled: () => {
-        throw new Error('disk I/O error');
-      },
-    } as unknown as Parameters<typeof ingestSpool>[0];
-    assert.deepEqual(await ingestSpool(engine, dir, captureLog().log), { ingested: 0, rejected: 0 });
-    assert.deepEqual(readdirSync(dir), ['f.json']);
-  });
-
-  test('a netconf without a network name is never runnable: its file goes (no pass could run it)', async () => {
-    const { engine } = setup();
-    const dir = freshDir();
-    const body = JSON.parse(wire('DEL', 'ctr-6'));
-    delete body.config.name;
-    writeFileSync(join(dir, 'f.json'), JSON.stringify(body));
-    const cap = captureLog();
-    const report = await ingestSpool(engine, dir, cap.log);
-    assert.equal(report.ingested + report.rejected, 1, JSON.stringify(report));
-    assert.deepEqual(
-      readdirSync(dir).filter((f) => f !== 'rejected'),
-      [],
-    );
   });
 });
 

@@ -77,20 +77,6 @@ export class Dels {
     this.tombstones.delete(keyString(key));
   }
 
-  /**
-   * Whether a DEL of this request that failed leaves nothing for its spool file to remember: its
-   * netconf names no network (no DEL of it can ever run), or its attachment's teardown is in the
-   * journal (`deleting`: the retry scheduler owns it; `deleted`). Otherwise it failed before reaching
-   * the journal (a journal write failed, stewardd stopping, the store unreadable) and only the file
-   * remembers it. Throws what the store throws.
-   */
-  journaled(env: CniEnv, config: Record<string, unknown>): boolean {
-    const network = typeof config.name === 'string' ? config.name : '';
-    if (network === '') return true;
-    const a = this.ctx.store.currentAttachment({ containerId: env.containerId, network, ifname: env.ifname });
-    return a?.state === 'deleting' || a?.state === 'deleted';
-  }
-
   /** `priority`: Del for a runtime's DEL, Background for a spooled one (spool.ts drains behind ADDs). */
   del(env: CniEnv, config: Record<string, unknown>, priority: PriorityValue = Priority.Del): Promise<string> {
     const { ctx } = this;

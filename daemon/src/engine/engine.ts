@@ -174,11 +174,6 @@ export class Engine {
     return this.dels.del(req.env, req.config, Priority.Background);
   }
 
-  /** Whether a spooled DEL that failed left its teardown in the journal, so its file may go (del.ts journaled). */
-  spooledDelJournaled(req: CniRequestBody): boolean {
-    return this.dels.journaled(req.env, req.config);
-  }
-
   private handleNow(req: CniRequestBody, clientGone?: () => boolean): Promise<string> {
     const { env, config } = req;
     switch (env.command) {

@@ -127,21 +127,16 @@ async function runBatch(
       try {
         await engine.spooledDel(req);
       } catch (e) {
-        const fields = {
-          file,
-          containerId: req.env.containerId,
-          ...podLogFields(podFromCniArgs(req.env.args)),
-          err: (e as Error).message,
-        };
-        if (!journaledAfterFailure(engine, req)) {
-          // Failed before its teardown reached the journal: the file is all that remembers this
-          // DEL, so it stays, and a later pass (a scheduler tick, the next start) runs it again.
-          log.error(fields, 'spooled DEL failed before its teardown was journaled; its file stays for the next pass');
-          settled(name);
-          return;
-        }
-        // Its teardown is journaled (and retried by the scheduler): the file has done its job.
-        log.warn(fields, 'spooled DEL did not complete; its teardown stays queued');
+        // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
+        log.warn(
+          {
+            file,
+            containerId: req.env.containerId,
+            ...podLogFields(podFromCniArgs(req.env.args)),
+            err: (e as Error).message,
+          },
+          'spooled DEL did not complete; its teardown stays queued',
+        );
       }
       try {
         unlinkSync(file);
@@ -152,15 +147,6 @@ async function runBatch(
       settled(name);
     }),
   );
-}
-
-/** Whether a failed spooled DEL's teardown is journaled; a store that cannot say counts as not. */
-function journaledAfterFailure(engine: Engine, req: SpooledDel['req']): boolean {
-  try {
-    return engine.spooledDelJournaled(req);
-  } catch {
-    return false;
-  }
 }
 
 /** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost (scheduler ticks). */
