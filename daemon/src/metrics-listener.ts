@@ -1,6 +1,8 @@
 // The optional TCP listener for Prometheus (--metrics-listen ADDR:PORT). It serves GET /metrics
 // and nothing else: every other path and method is 404, so the control API (/v1/*, retries,
-// probes) stays on the root-only Unix socket. Plain node:http: one route needs no framework.
+// probes) stays on the root-only Unix socket. Plain node:http: one route needs no framework. The
+// port is reachable from the node's network, so what a client can take is bounded: connections
+// (METRICS_MAX_CONNECTIONS) and renderings (one per METRICS_REUSE_MS, shared by the scrapes in it).
 
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -42,7 +44,42 @@ export interface MetricsListener {
 /** Connections the metrics port holds at once; more are closed as they come. */
 export const METRICS_MAX_CONNECTIONS = 64;
 
+/**
+ * How long one rendering of the metrics answers this port's scrapes: the window in which the
+ * journal's gauges reuse one read (metrics/journal.ts). The port is open on the node's address and
+ * stewardd's event loop serves the CNI socket too: a flood of scrapes costs it one rendering per
+ * window, not one per scrape (Prometheus scrapes every 15 s or more).
+ */
+export const METRICS_REUSE_MS = 250;
+
+/**
+ * `render` at most once per `reuseMs`: a call while a rendering is in flight, or within `reuseMs` of
+ * its start, gets that rendering's text. A failed rendering is not reused.
+ */
+export function sharedRendering(
+  render: () => Promise<string>,
+  reuseMs = METRICS_REUSE_MS,
+  now: () => number = () => performance.now(),
+): () => Promise<string> {
+  let last: { at: number; text: Promise<string>; settled: boolean } | undefined;
+  return () => {
+    const t = now();
+    if (last !== undefined && (!last.settled || t - last.at < reuseMs)) return last.text;
+    const entry = { at: t, text: Promise.resolve().then(render), settled: false };
+    last = entry;
+    entry.text.then(
+      () => (entry.settled = true),
+      () => {
+        entry.settled = true;
+        if (last === entry) last = undefined;
+      },
+    );
+    return entry.text;
+  };
+}
+
 export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: Logger): Promise<MetricsListener> {
+  const render = sharedRendering(() => metrics.registry.metrics());
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
@@ -51,7 +88,7 @@ export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: 
         .end('not found: this port serves GET /metrics only\n');
       return;
     }
-    metrics.registry.metrics().then(
+    render().then(
       (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
       (e: unknown) => {
         log.error({ err: (e as Error).message }, 'collecting metrics failed');

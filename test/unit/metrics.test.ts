@@ -4,7 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
-import { parseListenAddress } from '../../daemon/src/metrics-listener.js';
+import {
+  METRICS_REUSE_MS,
+  listenMetrics,
+  parseListenAddress,
+  sharedRendering,
+} from '../../daemon/src/metrics-listener.js';
 
 const source = {
   counts: () => ({ attachments: { added: 2 }, steps: { added: 3, del_failed: 1, abandoned: 2 } }),
@@ -182,5 +187,102 @@ describe('every metric an alert rule reads is exported from the start (issue 40)
       [],
       'absent until the first event: increase() over the alert window misses a first lone one',
     );
+  });
+});
+
+describe('the metrics port renders at most once per window, whatever the scrapes', () => {
+  const counting = () => {
+    let n = 0;
+    const pending: Array<{ resolve: (t: string) => void; reject: (e: Error) => void }> = [];
+    const render = () => {
+      n++;
+      return new Promise<string>((resolve, reject) => pending.push({ resolve, reject }));
+    };
+    return { render, renders: () => n, pending };
+  };
+
+  test('scrapes while a rendering is in flight, and within the window after it started, share it', async () => {
+    let now = 1000;
+    const c = counting();
+    const shared = sharedRendering(c.render, 250, () => now);
+    const first = Array.from({ length: 20 }, () => shared());
+    await Promise.resolve();
+    assert.equal(c.renders(), 1);
+    now += 400; // past the window, but the rendering has not finished: still shared
+    const late = shared();
+    await Promise.resolve();
+    assert.equal(c.renders(), 1);
+    c.pending[0]!.resolve('text 1');
+    assert.deepEqual(new Set(await Promise.all([...first, late])), new Set(['text 1']));
+    // Finished, and past the window since it started: the next scrape renders again.
+    const next = shared();
+    await Promise.resolve();
+    assert.equal(c.renders(), 2);
+    c.pending[1]!.resolve('text 2');
+    assert.equal(await next, 'text 2');
+  });
+
+  test('a finished rendering is reused until the window has passed since it started, then rendered again', async () => {
+    let now = 1000;
+    const c = counting();
+    const shared = sharedRendering(c.render, 250, () => now);
+    const a = shared();
+    await Promise.resolve();
+    c.pending[0]!.resolve('a');
+    assert.equal(await a, 'a');
+    now = 1249;
+    assert.equal(await shared(), 'a');
+    assert.equal(c.renders(), 1);
+    now = 1250;
+    const b = shared();
+    await Promise.resolve();
+    assert.equal(c.renders(), 2);
+    c.pending[1]!.resolve('b');
+    assert.equal(await b, 'b');
+  });
+
+  test('a failed rendering is not reused, and a renderer that throws is a rejection, not a crash', async () => {
+    const now = 1000;
+    const c = counting();
+    const shared = sharedRendering(c.render, 250, () => now);
+    const a = shared();
+    await Promise.resolve();
+    c.pending[0]!.reject(new Error('collect failed'));
+    await assert.rejects(a, /collect failed/);
+    const b = shared();
+    await Promise.resolve();
+    assert.equal(c.renders(), 2, 'rendered again at once after a failure');
+    c.pending[1]!.resolve('ok');
+    assert.equal(await b, 'ok');
+    const throwing = sharedRendering(() => {
+      throw new Error('sync throw');
+    });
+    await assert.rejects(throwing(), /sync throw/);
+  });
+
+  test('over real HTTP: 40 scrapes at once are one rendering, one answer; a later scrape past the window is another', async () => {
+    let renders = 0;
+    const fake = {
+      registry: {
+        contentType: 'text/plain; version=0.0.4; charset=utf-8',
+        metrics: async () => {
+          renders++;
+          await new Promise((r) => setTimeout(r, 20));
+          return `steward_fake_rendering ${renders}\n`;
+        },
+      },
+    } as unknown as Metrics;
+    const log = { info: () => undefined, error: () => undefined } as never;
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fake, log);
+    try {
+      const url = `http://127.0.0.1:${l.address.port}/metrics`;
+      const bodies = await Promise.all(Array.from({ length: 40 }, async () => (await fetch(url)).text()));
+      assert.deepEqual(new Set(bodies), new Set(['steward_fake_rendering 1\n']));
+      assert.equal(renders, 1);
+      await new Promise((r) => setTimeout(r, METRICS_REUSE_MS + 50));
+      assert.equal(await (await fetch(url)).text(), 'steward_fake_rendering 2\n');
+    } finally {
+      await l.close();
+    }
   });
 });
