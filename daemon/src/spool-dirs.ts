@@ -229,7 +229,16 @@ export class SpoolDirs {
       { containerId, spooled: found.reduce((n, f) => n + f.names.length, 0) },
       "the container's spooled DELs run before its request",
     );
-    return Promise.all(found.map((f) => ingestNames(this.o.engine, f.dir, f.names, this.o.log))).then(() => undefined);
+    // Never a rejection: a pass that fails (a spool file that cannot be removed) must not fail the
+    // request it held; the next pass retries what is left.
+    return Promise.all(found.map((f) => ingestNames(this.o.engine, f.dir, f.names, this.o.log))).then(
+      () => undefined,
+      (e: unknown) =>
+        this.o.log.error(
+          { containerId, err: (e as Error).message },
+          "the container's spooled DELs could not all be run before its request; the next pass retries them",
+        ),
+    );
   };
 
   /** Each dir's spooled DELs by container, listed again only when the dir changed. */

@@ -324,6 +324,34 @@ describe('DELs spooled while stewardd serves', () => {
   });
 });
 
+describe('a spooled DEL whose pass fails before its container’s request', () => {
+  test('does not fail the request: it is served, the failure logged, and the next pass retries', async () => {
+    const own = freshDir();
+    const { dirs, engine, plugins, cap } = spoolDirs(own);
+    assert.equal(dirs.scan(), 0);
+    const file = join(own, spoolName('stuck'));
+    writeFileSync(file, wire('stuck'));
+    // While its DEL runs, the spool file becomes a directory: removing it then fails (EISDIR), and
+    // the pass over this container's DELs rejects.
+    plugins.on('one', (c) => {
+      if (c.command === 'DEL') {
+        rmSync(file);
+        mkdirSync(file);
+      }
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    assert.equal(await engine.handle(req('ADD', 'stuck', chain)), JSON.stringify({ cniVersion: '1.0.0' }));
+    assert.deepEqual(plugins.calls, ['DEL one stuck', 'ADD one stuck']);
+    const logged = cap.of(
+      "the container's spooled DELs could not all be run before its request; the next pass retries them",
+    );
+    assert.equal(logged.length, 1, JSON.stringify(cap.rows));
+    assert.equal(logged[0]!.containerId, 'stuck');
+    assert.match(String(logged[0]!.err), /EISDIR|EPERM/);
+    rmSync(file, { recursive: true });
+  });
+});
+
 describe('DELs spooled after the start-up scan, while its drain still runs', () => {
   test('run before their container’s next ADD too (the scan did not count them)', async () => {
     const own = freshDir();
