@@ -198,7 +198,15 @@ describe('the metrics port renders at most once per window, whatever the scrapes
       n++;
       return new Promise<string>((resolve, reject) => pending.push({ resolve, reject }));
     };
-    return { render, renders: () => n, pending };
+    /** Calls `shared`, checks that it started rendering number `nth`, finishes that with `text`. */
+    const rendersAnew = async (shared: () => Promise<string>, nth: number, text: string) => {
+      const p = shared();
+      await Promise.resolve();
+      assert.equal(n, nth);
+      pending[nth - 1]!.resolve(text);
+      assert.equal(await p, text);
+    };
+    return { render, renders: () => n, pending, rendersAnew };
   };
 
   test('scrapes while a rendering is in flight, and within the window after it started, share it', async () => {
@@ -215,30 +223,19 @@ describe('the metrics port renders at most once per window, whatever the scrapes
     c.pending[0]!.resolve('text 1');
     assert.deepEqual(new Set(await Promise.all([...first, late])), new Set(['text 1']));
     // Finished, and past the window since it started: the next scrape renders again.
-    const next = shared();
-    await Promise.resolve();
-    assert.equal(c.renders(), 2);
-    c.pending[1]!.resolve('text 2');
-    assert.equal(await next, 'text 2');
+    await c.rendersAnew(shared, 2, 'text 2');
   });
 
   test('a finished rendering is reused until the window has passed since it started, then rendered again', async () => {
     let now = 1000;
     const c = counting();
     const shared = sharedRendering(c.render, 250, () => now);
-    const a = shared();
-    await Promise.resolve();
-    c.pending[0]!.resolve('a');
-    assert.equal(await a, 'a');
+    await c.rendersAnew(shared, 1, 'a');
     now = 1249;
     assert.equal(await shared(), 'a');
     assert.equal(c.renders(), 1);
     now = 1250;
-    const b = shared();
-    await Promise.resolve();
-    assert.equal(c.renders(), 2);
-    c.pending[1]!.resolve('b');
-    assert.equal(await b, 'b');
+    await c.rendersAnew(shared, 2, 'b');
   });
 
   test('a failed rendering is not reused, and a renderer that throws is a rejection, not a crash', async () => {
@@ -249,11 +246,8 @@ describe('the metrics port renders at most once per window, whatever the scrapes
     await Promise.resolve();
     c.pending[0]!.reject(new Error('collect failed'));
     await assert.rejects(a, /collect failed/);
-    const b = shared();
-    await Promise.resolve();
-    assert.equal(c.renders(), 2, 'rendered again at once after a failure');
-    c.pending[1]!.resolve('ok');
-    assert.equal(await b, 'ok');
+    // Rendered again at once after a failure.
+    await c.rendersAnew(shared, 2, 'ok');
     const throwing = sharedRendering(() => {
       throw new Error('sync throw');
     });
