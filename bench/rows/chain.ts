@@ -46,23 +46,44 @@ function curl(args: string[], stdin: string): Promise<void> {
   });
 }
 
+/** stewardd's time inside the requests of one mode, summed over its timed ADD+DEL pairs. */
+interface Inside {
+  pairs: number;
+  requests: number;
+  requestS: number;
+  pluginS: number;
+  pluginRuns: number;
+}
+
+const noTime = (): Inside => ({ pairs: 0, requests: 0, requestS: 0, pluginS: 0, pluginRuns: 0 });
+
+function addSpent(into: Inside, before: DaemonTime, after: DaemonTime): void {
+  into.pairs += 1;
+  into.requests += after.requests - before.requests;
+  into.requestS += after.requestS - before.requestS;
+  into.pluginS += after.pluginS - before.pluginS;
+  into.pluginRuns += after.pluginRuns - before.pluginRuns;
+}
+
 /**
- * Where the over-the-socket overhead goes, as means per ADD+DEL (stewardd's histograms hold sums):
- * the daemon's own path, the extra its delegate runs take over the same runs executed directly, and
- * the rest (client, connection, request before the handler). `pairs` is every ADD+DEL it served.
+ * Where the over-the-socket overhead goes, as means per ADD+DEL of that mode alone (stewardd's
+ * histograms hold sums, read after each timed pair): the daemon's own path, the extra its delegate
+ * runs take over the same runs executed directly, and the rest (client, connection, request before
+ * the handler). The socket mode's own figures make the split; the shim's and curl's insides are
+ * kept to show the daemon does the same work whoever sends the request.
  */
 function daemonSplit(
-  before: DaemonTime,
-  after: DaemonTime,
-  pairs: number,
+  inside: Record<'s' | 'h' | 'c', Inside>,
   direct: number[],
   overSocket: number[],
 ): Record<string, number> {
-  const requests = after.requests - before.requests;
-  if (requests !== 2 * pairs) throw new Error(`stewardd counted ${requests} requests for ${pairs} ADD+DEL pairs`);
-  const perPair = (seconds: number) => (seconds * 1000) / pairs;
-  const insideMs = perPair(after.requestS - before.requestS);
-  const delegatesMs = perPair(after.pluginS - before.pluginS);
+  for (const [mode, t] of Object.entries(inside))
+    if (t.requests !== 2 * t.pairs)
+      throw new Error(`stewardd counted ${t.requests} requests for ${t.pairs} ADD+DEL pairs of mode ${mode}`);
+  const perPair = (t: Inside, seconds: number) => (seconds * 1000) / t.pairs;
+  const h = inside.h;
+  const insideMs = perPair(h, h.requestS);
+  const delegatesMs = perPair(h, h.pluginS);
   return {
     daemonInsideMeanMs: round(insideMs),
     daemonOwnMeanMs: round(insideMs - delegatesMs),
@@ -71,7 +92,9 @@ function daemonSplit(
     spawnerHopMeanMs: round(delegatesMs - mean(direct)),
     overSocketMeanMs: round(mean(overSocket)),
     socketMeanMs: round(mean(overSocket) - insideMs),
-    pluginRunsPerPair: round((after.pluginRuns - before.pluginRuns) / pairs),
+    shimInsideMeanMs: round(perPair(inside.s, inside.s.requestS)),
+    curlInsideMeanMs: round(perPair(inside.c, inside.c.requestS)),
+    pluginRunsPerPair: round(h.pluginRuns / h.pairs),
   };
 }
 
@@ -132,23 +155,27 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
     // Iteration i runs the modes rotated by i, so each comes first, second, ... equally often.
     const names = Object.keys(modes) as Array<keyof typeof modes>;
     const rotated = (r: number) => names.map((_, k) => names[(k + r) % names.length] as keyof typeof modes);
-    let spent0 = await daemon.timeSpent();
+    const inside = { s: noTime(), h: noTime(), c: noTime() };
     for (let i = -1; i < iters; i++) {
       // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
-      if (i === 0) spent0 = await daemon.timeSpent();
       for (const which of rotated(i + names.length)) {
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
           const cid = `bench-chain-${which}-${i + 1}`;
+          // Read before and after, outside the timing, so each mode's pairs are split on their own.
+          const before = which === 'd' ? undefined : await daemon.timeSpent();
           const ms = await timeMs(() => modes[which](cid, ns.path));
-          if (i >= 0) t[which].push(ms);
+          if (i >= 0) {
+            t[which].push(ms);
+            if (which !== 'd' && before !== undefined) addSpent(inside[which], before, await daemon.timeSpent());
+          }
         } finally {
           ns.remove();
         }
       }
     }
     const { s, d, h, c } = t;
-    const split = daemonSplit(spent0, await daemon.timeSpent(), s.length + h.length + c.length, d, h);
+    const split = daemonSplit(inside, d, h);
     const leaked = leasedAddresses(dataDir, 'podnet');
     if (leaked.length > 0) throw new Error(`host-local leases left after ADD+DEL: ${leaked.join(', ')}`);
     const ratio = pairedRatio(s, d);
@@ -176,7 +203,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
         notes: [
           'daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)',
           'curl: the same ADD+DEL with each request one `curl --unix-socket` process, the floor of any executed client (shimMinusCurlMs: what the shim costs over it per ADD+DEL)',
-          "split of the daemon's overhead, means per ADD+DEL from stewardd's request and plugin histograms over the timed pairs of the three modes that reach it: daemonOwnMeanMs its own path (HTTP handler, journal and its fsyncs, planning, answer), spawnerHopMeanMs its delegates' runs (spawner round trip and fork included) minus the direct runs' mean, socketMeanMs the over-the-socket mean minus the time inside the daemon (the client, the connection, the request before the handler starts)",
+          "split of the daemon's overhead, means per ADD+DEL of the socket mode from stewardd's request and plugin histograms read before and after each timed pair: daemonOwnMeanMs its own path (HTTP handler, journal and its fsyncs, planning, answer), spawnerHopMeanMs its delegates' runs (spawner round trip and fork included) minus the direct runs' mean, socketMeanMs the over-the-socket mean minus the time inside the daemon (the client, the connection, the request before the handler starts); shimInsideMeanMs and curlInsideMeanMs: the same inside time for the other two modes",
         ],
       },
     ];
