@@ -24,6 +24,7 @@
 //     dbsize.ts        dbsize       the journal's size after 10,000 ADD+DEL cycles and pruning
 //     quickcheck.ts    quickcheck   the start-up journal check on a busy journal
 //     scrape.ts        scrape       one /metrics scrape with 10,000 live attachments
+//     scrape-flood.ts  scrape-flood ADD latency while 64 connections scrape --metrics-listen back to back
 //     spool-drain.ts   spool-drain  a spool backlog drained at start
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
 //   lib/             what rows share (a daemon process, exec, netconfs, scratch space, stats, the
@@ -52,6 +53,7 @@ import { report } from './lib/table.js';
 import { applyTargets } from './lib/targets.js';
 import { benchRestart } from './rows/restart.js';
 import { benchScrape } from './rows/scrape.js';
+import { benchScrapeFlood } from './rows/scrape-flood.js';
 import { benchShim } from './rows/shim.js';
 import { benchShimStorm } from './rows/shim-storm.js';
 import { benchSpoolDrain } from './rows/spool-drain.js';
@@ -78,6 +80,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['dbsize', benchDbSize],
   ['quickcheck', benchQuickCheck],
   ['scrape', benchScrape],
+  ['scrape-flood', benchScrapeFlood],
   ['spool-drain', benchSpoolDrain],
   ['tracing', benchTracing],
   ['cri-pod-tracing', benchCriPodTracing],

@@ -23,7 +23,7 @@ async function scrapeMs(url: string): Promise<number> {
 }
 
 /** A loopback TCP port nothing listens on right now (the kernel picks it; released before use). */
-function freeLoopbackPort(): Promise<number> {
+export function freeLoopbackPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer().once('error', reject);
     server.listen(0, '127.0.0.1', () => {

@@ -2,9 +2,10 @@
 // and nothing else: every other path and method is 404, so the control API (/v1/*, retries,
 // probes) stays on the root-only Unix socket. Plain node:http: one route needs no framework. The
 // port is reachable from the node's network, so what a client can take is bounded: connections
-// (METRICS_MAX_CONNECTIONS) and renderings (one per METRICS_REUSE_MS, shared by the scrapes in it).
+// (METRICS_MAX_CONNECTIONS), answers (one per METRICS_ANSWER_SPACING_MS, the others wait their turn)
+// and renderings (one per METRICS_REUSE_MS, shared by the scrapes in it).
 
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from './metrics.js';
@@ -78,9 +79,77 @@ export function sharedRendering(
   };
 }
 
-export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: Logger): Promise<MetricsListener> {
+/**
+ * The port answers at most one request per this many ms; the others wait their turn in arrival
+ * order. Sharing renderings alone left a closed-loop flood (64 connections, each scraping again as
+ * soon as answered) at ~5,800 answers/s, and the CNI requests sharing stewardd's event loop at 4x
+ * their p99 (bench/rows/scrape-flood.ts). 20 answers/s is far above what scrapers need (one per
+ * 15 s or more each); during a flood a real scrape waits at most METRICS_MAX_CONNECTIONS turns
+ * (3.2 s, inside Prometheus's 10 s scrape timeout).
+ */
+export const METRICS_ANSWER_SPACING_MS = 50;
+
+/** A request waiting its turn: answered, or dropped when its client has gone meanwhile. */
+interface Turn {
+  answer: () => void;
+  gone: () => boolean;
+}
+
+/**
+ * Runs each `answer` in arrival order, at least `spacingMs` after the one before (by `now`); a turn
+ * whose client is `gone` when it comes up is dropped without taking the spacing.
+ */
+export function pacedTurns(
+  spacingMs: number,
+  now: () => number = () => performance.now(),
+  schedule: (fn: () => void, ms: number) => void = (fn, ms) => void setTimeout(fn, ms).unref(),
+): (answer: () => void, gone: () => boolean) => void {
+  const waiting: Turn[] = [];
+  let last = Number.NEGATIVE_INFINITY;
+  let scheduled = false;
+  const drain = () => {
+    scheduled = false;
+    for (let turn = waiting[0]; turn !== undefined; turn = waiting[0]) {
+      if (turn.gone()) {
+        waiting.shift();
+        continue;
+      }
+      const since = now() - last;
+      if (since < spacingMs) {
+        scheduled = true;
+        return schedule(drain, spacingMs - since);
+      }
+      waiting.shift();
+      last = now();
+      turn.answer();
+    }
+  };
+  return (answer, gone) => {
+    waiting.push({ answer, gone });
+    if (!scheduled) drain();
+  };
+}
+
+export interface MetricsListenOptions {
+  /** METRICS_ANSWER_SPACING_MS unless given (tests). */
+  spacingMs?: number;
+}
+
+export async function listenMetrics(
+  addr: ListenAddress,
+  metrics: Metrics,
+  log: Logger,
+  o: MetricsListenOptions = {},
+): Promise<MetricsListener> {
   const render = sharedRendering(() => metrics.registry.metrics());
-  const server: Server = createServer((req, res) => {
+  const pace = pacedTurns(o.spacingMs ?? METRICS_ANSWER_SPACING_MS);
+  const server: Server = createServer((req, res) =>
+    pace(
+      () => answer(req, res),
+      () => req.socket.destroyed,
+    ),
+  );
+  const answer = (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
       res
@@ -95,7 +164,7 @@ export async function listenMetrics(addr: ListenAddress, metrics: Metrics, log: 
         res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('collecting metrics failed\n');
       },
     );
-  });
+  };
   // A scraper holds its connection open between scrapes; these keep a slow client from pinning it.
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;

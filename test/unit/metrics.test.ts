@@ -7,6 +7,7 @@ import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
 import {
   METRICS_REUSE_MS,
   listenMetrics,
+  pacedTurns,
   parseListenAddress,
   sharedRendering,
 } from '../../daemon/src/metrics-listener.js';
@@ -267,7 +268,8 @@ describe('the metrics port renders at most once per window, whatever the scrapes
       },
     } as unknown as Metrics;
     const log = { info: () => undefined, error: () => undefined } as never;
-    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fake, log);
+    // No spacing between answers here: this is the sharing alone (the pacing has tests of its own).
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fake, log, { spacingMs: 0 });
     try {
       const url = `http://127.0.0.1:${l.address.port}/metrics`;
       const bodies = await Promise.all(Array.from({ length: 40 }, async () => (await fetch(url)).text()));
@@ -275,6 +277,117 @@ describe('the metrics port renders at most once per window, whatever the scrapes
       assert.equal(renders, 1);
       await new Promise((r) => setTimeout(r, METRICS_REUSE_MS + 50));
       assert.equal(await (await fetch(url)).text(), 'steward_fake_rendering 2\n');
+    } finally {
+      await l.close();
+    }
+  });
+});
+
+describe('the metrics port answers at most one request per spacing, in arrival order', () => {
+  /** A manual clock and scheduler: `advance` runs what is due. */
+  const manual = () => {
+    let now = 1000;
+    const timers: Array<{ at: number; fn: () => void }> = [];
+    return {
+      now: () => now,
+      schedule: (fn: () => void, ms: number) => void timers.push({ at: now + ms, fn }),
+      pending: () => timers.length,
+      advance(ms: number) {
+        now += ms;
+        for (let due = timers.findIndex((t) => t.at <= now); due >= 0; due = timers.findIndex((t) => t.at <= now))
+          timers.splice(due, 1)[0]!.fn();
+      },
+    };
+  };
+
+  test('the first request is answered at once, the next ones one spacing apart, in arrival order', () => {
+    const c = manual();
+    const pace = pacedTurns(50, c.now, c.schedule);
+    const answered: Array<[string, number]> = [];
+    for (const name of ['a', 'b', 'c'])
+      pace(
+        () => answered.push([name, c.now()]),
+        () => false,
+      );
+    assert.deepEqual(answered, [['a', 1000]]);
+    c.advance(49);
+    assert.deepEqual(answered, [['a', 1000]], 'not before the spacing has passed');
+    c.advance(1);
+    assert.deepEqual(answered, [
+      ['a', 1000],
+      ['b', 1050],
+    ]);
+    c.advance(50);
+    assert.deepEqual(answered, [
+      ['a', 1000],
+      ['b', 1050],
+      ['c', 1100],
+    ]);
+    assert.equal(c.pending(), 0, 'nothing left scheduled once every turn is answered');
+    // Quiet for longer than the spacing: the next request is answered at once again.
+    c.advance(500);
+    pace(
+      () => answered.push(['d', c.now()]),
+      () => false,
+    );
+    assert.deepEqual(answered.at(-1), ['d', 1600]);
+  });
+
+  test('a request whose client has gone is dropped when its turn comes, without taking the spacing', () => {
+    const c = manual();
+    const pace = pacedTurns(50, c.now, c.schedule);
+    const answered: string[] = [];
+    let bGone = false;
+    pace(
+      () => answered.push('a'),
+      () => false,
+    );
+    pace(
+      () => answered.push('b'),
+      () => bGone,
+    );
+    pace(
+      () => answered.push('c'),
+      () => false,
+    );
+    bGone = true;
+    c.advance(50);
+    assert.deepEqual(answered, ['a', 'c'], "b's turn went to c");
+    c.advance(1000);
+    assert.deepEqual(answered, ['a', 'c']);
+  });
+
+  test('over real HTTP: six scrapes at once are answered one spacing apart, every one 200', async () => {
+    const fake = {
+      registry: { contentType: 'text/plain; version=0.0.4; charset=utf-8', metrics: async () => 'steward_fake 1\n' },
+    } as unknown as Metrics;
+    const log = { info: () => undefined, error: () => undefined } as never;
+    const spacingMs = 100;
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fake, log, { spacingMs });
+    try {
+      const url = `http://127.0.0.1:${l.address.port}/metrics`;
+      const t0 = performance.now();
+      const done = await Promise.all(
+        Array.from({ length: 6 }, async () => {
+          const r = await fetch(url);
+          await r.text();
+          return { status: r.status, at: performance.now() - t0 };
+        }),
+      );
+      assert.deepEqual(
+        done.map((d) => d.status),
+        [200, 200, 200, 200, 200, 200],
+      );
+      // A lower bound only (a loaded machine may answer later, never sooner): the sixth answer came
+      // at least five spacings after the first request was sent.
+      const last = Math.max(...done.map((d) => d.at));
+      assert.ok(last >= 5 * spacingMs - 5, `the last of six answers after ${last.toFixed(1)} ms`);
+      // And a 404 takes its turn too: the port's every answer is paced, whatever the path.
+      const t1 = performance.now();
+      const [a, b] = await Promise.all([fetch(url), fetch(`http://127.0.0.1:${l.address.port}/nope`)]);
+      assert.deepEqual([a.status, b.status], [200, 404]);
+      await Promise.all([a.text(), b.text()]);
+      assert.ok(performance.now() - t1 >= spacingMs - 5, 'the second of the two waited a spacing');
     } finally {
       await l.close();
     }

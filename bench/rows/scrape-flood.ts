@@ -1,0 +1,146 @@
+// A flood of scrapes on --metrics-listen (64 keep-alive connections scraping back to back from
+// another process, lib/scrape-flood-driver.ts) against ADD latency over the socket: each round
+// measures ADDs on the idle daemon and ADDs during the flood, the order alternating per round. The
+// metrics port shares one rendering among the scrapes of 250 ms (metrics-listener.ts), so a flood
+// costs stewardd its HTTP answers, not a rendering per scrape; this row holds it to the DEL
+// storm's bound for the ADDs of the node's pods (p99 <= 2x idle). 10,000 live attachments are in
+// the database, as in the scrape row, so each rendering is the real one.
+
+import { fork, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import type { Scratch } from '../lib/scratch.js';
+import { BenchDaemon } from '../lib/daemon.js';
+import { noopConf, wireBody } from '../lib/netconf.js';
+import { populateJournal } from '../../daemon/src/store/populate.js';
+import { n, type BenchContext, type Row } from '../lib/report.js';
+import { median, p99, round, timeMs } from '../lib/stats.js';
+import type { FloodOrder, FloodReport } from '../lib/scrape-flood-driver.js';
+import { freeLoopbackPort } from './scrape.js';
+
+const ATTACHMENTS = 10_000;
+const CONNECTIONS = 64;
+
+interface Driver {
+  start(): Promise<void>;
+  stop(): Promise<FloodReport>;
+  exit(): void;
+}
+
+function startDriver(env: Scratch, order: FloodOrder): Promise<Driver> {
+  const child: ChildProcess = fork(new URL('../lib/scrape-flood-driver.ts', import.meta.url).pathname, [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  env.defer(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  const next = <T>(type: string, pick: (m: { type: string; report?: FloodReport }) => T) =>
+    new Promise<T>((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`scrape flood driver exited early with ${code}`));
+      const onMessage = (m: { type: string; report?: FloodReport }) => {
+        if (m.type !== type) return;
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+        resolve(pick(m));
+      };
+      child.on('message', onMessage);
+      child.once('exit', onExit);
+    });
+  const ready = next('ready', () => undefined);
+  child.send({ type: 'order', order });
+  return ready.then(() => ({
+    start: () => {
+      const started = next('started', () => undefined);
+      child.send({ type: 'go' });
+      return started;
+    },
+    stop: () => {
+      const done = next('done', (m) => m.report as FloodReport);
+      child.send({ type: 'stop' });
+      return done;
+    },
+    exit: () => void child.send({ type: 'exit' }),
+  }));
+}
+
+export async function benchScrapeFlood(env: Scratch, ctx: BenchContext): Promise<Row[]> {
+  const port = await freeLoopbackPort();
+  const daemon = new BenchDaemon(env, 'scrape-flood', ['--metrics-listen', `127.0.0.1:${port}`]);
+  populateJournal(daemon.dbPath, ATTACHMENTS, readFileSync(daemon.bootIdFile, 'utf8').trim(), noopConf(daemon.socket));
+  await daemon.start();
+  const driver = await startDriver(env, { url: `http://127.0.0.1:${port}/metrics`, connections: CONNECTIONS });
+  try {
+    const conf = noopConf(daemon.socket);
+    let made = 0;
+    // One timed ADD of a fresh container, then its DEL (not timed), so the journal stays the same size.
+    const addOnce = async () => {
+      const cid = `flood-${made++}`;
+      const ms = await timeMs(() => daemon.cni(wireBody('ADD', cid, conf)));
+      await daemon.cni(wireBody('DEL', cid, conf));
+      return ms;
+    };
+    for (let i = 0; i < 20; i++) await addOnce();
+
+    const rounds = n(3, ctx, 1);
+    const each = n(40, ctx, 10);
+    const idle: number[] = [];
+    const during: number[] = [];
+    const floods: FloodReport[] = [];
+    for (let r = 0; r < rounds; r++) {
+      for (const phase of r % 2 === 0 ? ['idle', 'flood'] : ['flood', 'idle']) {
+        if (phase === 'idle') {
+          for (let i = 0; i < each; i++) idle.push(await addOnce());
+          continue;
+        }
+        await driver.start();
+        // Let the flood reach its pace before the first timed ADD.
+        await new Promise((res) => setTimeout(res, 500));
+        for (let i = 0; i < each; i++) during.push(await addOnce());
+        floods.push(await driver.stop());
+      }
+    }
+    const scrapes = floods.reduce((s, f) => s + f.scrapes, 0);
+    const floodMs = floods.reduce((s, f) => s + f.ms, 0);
+    const answered200 = floods.reduce((s, f) => s + (f.statuses['200'] ?? 0), 0);
+    const ratio = p99(during) / p99(idle);
+    return [
+      {
+        id: 'scrape-flood',
+        title: `ADD latency while ${CONNECTIONS} connections scrape --metrics-listen back to back (${ATTACHMENTS.toLocaleString('en')} attachments in the DB)`,
+        unit: 'ms',
+        candidate: {
+          label: `ADD over the socket during the flood`,
+          median: round(median(during)),
+          p99: round(p99(during)),
+          n: during.length,
+        },
+        floor: {
+          label: 'ADD over the socket, no scrapes',
+          median: round(median(idle)),
+          p99: round(p99(idle)),
+          n: idle.length,
+        },
+        ratio: round(ratio),
+        ratioOf: 'p99',
+        target: 'p99 <= 2x idle, every scrape answered 200',
+        met: ratio <= 2 && answered200 === scrapes,
+        tableNote: `${Math.round((scrapes * 1000) / floodMs)} scrapes/s served`,
+        extra: {
+          connections: CONNECTIONS,
+          scrapes,
+          scrapesPerSec: round((scrapes * 1000) / floodMs),
+          notAnswered200: scrapes - answered200,
+          meanScrapeBytes: round(floods.reduce((s, f) => s + f.bytes, 0) / Math.max(1, scrapes)),
+          rounds,
+        },
+        notes: [
+          `each round: ${each} ADDs (each followed by its DEL, not timed) on the idle daemon and ${each} during the flood, the order alternating; the flood starts 500 ms before its first ADD`,
+          'the flood: another process, 64 keep-alive connections each sending GET /metrics again as soon as the last is answered',
+        ],
+      },
+    ];
+  } finally {
+    driver.exit();
+    await daemon.stop();
+  }
+}
