@@ -31,7 +31,7 @@ import { curlExecMs, histogramSums, perPod } from '../../test/helpers/cri/timing
 import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, round } from '../lib/stats.js';
-import { closedPort } from './tracing.js';
+import { freeLoopbackPort } from '../lib/ports.js';
 
 /** Wall ms of one exec of the installed shim answering VERSION: what each of a pod's CNI calls pays to start it. */
 function shimExecMs(shim: string): Promise<number> {
@@ -160,7 +160,7 @@ export function benchCriPodTracing(scratch: Scratch, ctx: BenchContext): Promise
     const flags: Record<string, string[]> = {
       off: [],
       offTwin: [],
-      stopped: ['--otlp-endpoint', `http://127.0.0.1:${await closedPort()}`],
+      stopped: ['--otlp-endpoint', `http://127.0.0.1:${await freeLoopbackPort()}`],
     };
     const modes = Object.keys(flags);
     // Per mode: each timed steward pod's wall ms, and the plain pod's right after it.

@@ -5,8 +5,8 @@
 
 import { readFileSync } from 'node:fs';
 import type { Scratch } from '../lib/scratch.js';
-import { createServer } from 'node:net';
 import { BenchDaemon } from '../lib/daemon.js';
+import { freeLoopbackPort } from '../lib/ports.js';
 import { noopConf } from '../lib/netconf.js';
 import { populateJournal } from '../../daemon/src/store/populate.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
@@ -20,17 +20,6 @@ async function scrapeMs(url: string): Promise<number> {
   await r.text();
   if (r.status !== 200) throw new Error(`${url}: ${r.status}`);
   return performance.now() - t;
-}
-
-/** A loopback TCP port nothing listens on right now (the kernel picks it; released before use). */
-export function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export async function benchScrape(env: Scratch, ctx: BenchContext): Promise<Row[]> {

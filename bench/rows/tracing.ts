@@ -32,6 +32,7 @@ import { startExport } from '../../daemon/src/tracing/export.js';
 import { inRequestContext } from '../../daemon/src/tracing/context.js';
 import { Tracing } from '../../daemon/src/tracing/tracing.js';
 import { shimExecutable } from '../lib/paths.js';
+import { freeLoopbackPort } from '../lib/ports.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, pairedRatio, round, timeMs } from '../lib/stats.js';
 
@@ -40,16 +41,6 @@ const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 function ok(what: string, a: Executed): Executed {
   if (a.code !== 0) throw new Error(`${what} exited ${a.code}: ${a.stdout.slice(0, 300)}`);
   return a;
-}
-
-/** A loopback port nothing listens on: a collector that is down. */
-export function closedPort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** A collector that takes connections and never answers (SIGSTOPped, or its node gone). */
@@ -219,7 +210,7 @@ async function spanCost(env: Scratch, ctx: BenchContext): Promise<Row> {
   const sink = await sinkCollector(env);
   // Warm every path once (JIT), then measure.
   const toSink = await exporter(sink.port, 1 << 20);
-  const down = await exporter(await closedPort(), 2048);
+  const down = await exporter(await freeLoopbackPort(), 2048);
   for (const t of [undefined, new Tracing(), toSink, down]) for (let i = 0; i < 500; i++) await tracedRequest(t, {});
   const bare = await measure(undefined);
   const off = await measure(new Tracing());
@@ -266,7 +257,7 @@ export async function benchTracing(env: Scratch, ctx: BenchContext): Promise<Row
     off: new BenchDaemon(env, 'trace-off'),
     offTwin: new BenchDaemon(env, 'trace-off-twin'),
     offCtx: new BenchDaemon(env, 'trace-off-ctx'),
-    stopped: new BenchDaemon(env, 'trace-stopped', endpoint(await closedPort())),
+    stopped: new BenchDaemon(env, 'trace-stopped', endpoint(await freeLoopbackPort())),
     frozen: new BenchDaemon(env, 'trace-frozen', [...endpoint(await frozenCollector(env)), '--otlp-queue-size', '64']),
     sink: new BenchDaemon(env, 'trace-sink', endpoint(sink.port), undefined, { OTEL_BSP_SCHEDULE_DELAY: '1000' }),
     ...(base ? { base: new BenchDaemon(env, 'trace-base', [], join(base, 'bin/stewardd')) } : {}),

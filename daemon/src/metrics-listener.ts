@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from './metrics.js';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 
 export interface ListenAddress {
   host: string;
@@ -39,6 +39,8 @@ export function parseListenAddress(raw: string): ListenAddress | { why: string }
 export interface MetricsListener {
   /** The address actually bound (port 0 picks a free one). */
   address: ListenAddress;
+  /** Requests waiting their turn (tests). */
+  turnsWaiting(): number;
   close(): Promise<void>;
 }
 
@@ -89,44 +91,64 @@ export function sharedRendering(
  */
 export const METRICS_ANSWER_SPACING_MS = 50;
 
-/** A request waiting its turn: answered, or dropped when its client has gone meanwhile. */
-interface Turn {
-  answer: () => void;
-  gone: () => boolean;
+export interface PacedTurns {
+  /** Queues `answer` for its turn; the function returned takes it out (its client has gone). */
+  add(answer: () => void): () => void;
+  /** Turns waiting now. */
+  readonly waiting: number;
 }
 
 /**
- * Runs each `answer` in arrival order, at least `spacingMs` after the one before (by `now`); a turn
- * whose client is `gone` when it comes up is dropped without taking the spacing.
+ * Runs each added `answer` in arrival order, each at least `spacingMs` after the one before (by
+ * `now`); a turn taken out before it comes up takes no spacing. An answer that throws is reported to
+ * `onError` and the next still gets its turn.
  */
 export function pacedTurns(
   spacingMs: number,
   now: () => number = () => performance.now(),
   schedule: (fn: () => void, ms: number) => void = (fn, ms) => void setTimeout(fn, ms).unref(),
-): (answer: () => void, gone: () => boolean) => void {
-  const waiting: Turn[] = [];
+  onError: (e: unknown) => void = () => undefined,
+): PacedTurns {
+  // A Set keeps arrival order and takes a turn out in O(1), wherever it is in the queue.
+  const waiting = new Set<{ answer: () => void }>();
   let last = Number.NEGATIVE_INFINITY;
   let scheduled = false;
+  let draining = false;
   const drain = () => {
     scheduled = false;
-    for (let turn = waiting[0]; turn !== undefined; turn = waiting[0]) {
-      if (turn.gone()) {
-        waiting.shift();
-        continue;
+    // An answer that adds a turn (re-entry) leaves it to the loop already running.
+    if (draining) return;
+    draining = true;
+    try {
+      for (const turn of waiting) {
+        const since = now() - last;
+        if (since < spacingMs) {
+          scheduled = true;
+          // Rounded up: Node truncates a timer's delay, and an early wake-up would only re-arm.
+          return schedule(drain, Math.ceil(spacingMs - since));
+        }
+        waiting.delete(turn);
+        last = now();
+        try {
+          turn.answer();
+        } catch (e) {
+          onError(e);
+        }
       }
-      const since = now() - last;
-      if (since < spacingMs) {
-        scheduled = true;
-        return schedule(drain, spacingMs - since);
-      }
-      waiting.shift();
-      last = now();
-      turn.answer();
+    } finally {
+      draining = false;
     }
   };
-  return (answer, gone) => {
-    waiting.push({ answer, gone });
-    if (!scheduled) drain();
+  return {
+    add(answer) {
+      const turn = { answer };
+      waiting.add(turn);
+      if (!scheduled) drain();
+      return () => void waiting.delete(turn);
+    },
+    get waiting() {
+      return waiting.size;
+    },
   };
 }
 
@@ -135,21 +157,10 @@ export interface MetricsListenOptions {
   spacingMs?: number;
 }
 
-export async function listenMetrics(
-  addr: ListenAddress,
-  metrics: Metrics,
-  log: Logger,
-  o: MetricsListenOptions = {},
-): Promise<MetricsListener> {
+/** What the port answers: GET /metrics from the shared rendering, 404 else. */
+function answerer(metrics: Metrics, log: Logger): (req: IncomingMessage, res: ServerResponse) => void {
   const render = sharedRendering(() => metrics.registry.metrics());
-  const pace = pacedTurns(o.spacingMs ?? METRICS_ANSWER_SPACING_MS);
-  const server: Server = createServer((req, res) =>
-    pace(
-      () => answer(req, res),
-      () => req.socket.destroyed,
-    ),
-  );
-  const answer = (req: IncomingMessage, res: ServerResponse) => {
+  return (req, res) => {
     const path = (req.url ?? '').split('?')[0];
     if (req.method !== 'GET' || path !== '/metrics') {
       res
@@ -165,6 +176,45 @@ export async function listenMetrics(
       },
     );
   };
+}
+
+/** Each request waits its turn (`turns`) to be answered, one per connection at a time. */
+function pacedHandler(
+  turns: PacedTurns,
+  answer: (req: IncomingMessage, res: ServerResponse) => void,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  // Connections with a request waiting or being answered. HTTP/1.1 lets a client send requests
+  // without reading answers (pipelining): each would wait its turn, so one connection could queue
+  // thousands and hold every scraper back. Prometheus never pipelines: a second request on a busy
+  // connection closes it.
+  const busy = new WeakSet<Socket>();
+  return (req, res) => {
+    const socket = req.socket;
+    if (busy.has(socket) || turns.waiting >= METRICS_MAX_CONNECTIONS) return void socket.destroy();
+    busy.add(socket);
+    res.once('close', () => busy.delete(socket));
+    // A client gone while waiting leaves the queue at once, not when its turn would have come.
+    // ('close' is emitted on a later tick, so `cancel` is set by then; the turn itself may come at
+    // once, inside add(), which is why it does not use `cancel`.)
+    const onClose = () => cancel();
+    socket.once('close', onClose);
+    const cancel = turns.add(() => {
+      socket.off('close', onClose);
+      answer(req, res);
+    });
+  };
+}
+
+export async function listenMetrics(
+  addr: ListenAddress,
+  metrics: Metrics,
+  log: Logger,
+  o: MetricsListenOptions = {},
+): Promise<MetricsListener> {
+  const turns = pacedTurns(o.spacingMs ?? METRICS_ANSWER_SPACING_MS, undefined, undefined, (e: unknown) =>
+    log.error({ err: (e as Error).message }, 'answering a metrics request failed'),
+  );
+  const server: Server = createServer(pacedHandler(turns, answerer(metrics, log)));
   // A scraper holds its connection open between scrapes; these keep a slow client from pinning it.
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
@@ -186,6 +236,7 @@ export async function listenMetrics(
   );
   return {
     address,
+    turnsWaiting: () => turns.waiting,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from 'node:net';
 import { describe, test } from 'node:test';
 import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
 import {
@@ -302,14 +303,11 @@ describe('the metrics port answers at most one request per spacing, in arrival o
 
   test('the first request is answered at once, the next ones one spacing apart, in arrival order', () => {
     const c = manual();
-    const pace = pacedTurns(50, c.now, c.schedule);
+    const turns = pacedTurns(50, c.now, c.schedule);
     const answered: Array<[string, number]> = [];
-    for (const name of ['a', 'b', 'c'])
-      pace(
-        () => answered.push([name, c.now()]),
-        () => false,
-      );
+    for (const name of ['a', 'b', 'c']) turns.add(() => answered.push([name, c.now()]));
     assert.deepEqual(answered, [['a', 1000]]);
+    assert.equal(turns.waiting, 2);
     c.advance(49);
     assert.deepEqual(answered, [['a', 1000]], 'not before the spacing has passed');
     c.advance(1);
@@ -323,47 +321,63 @@ describe('the metrics port answers at most one request per spacing, in arrival o
       ['b', 1050],
       ['c', 1100],
     ]);
+    assert.equal(turns.waiting, 0);
     assert.equal(c.pending(), 0, 'nothing left scheduled once every turn is answered');
     // Quiet for longer than the spacing: the next request is answered at once again.
     c.advance(500);
-    pace(
-      () => answered.push(['d', c.now()]),
-      () => false,
-    );
+    turns.add(() => answered.push(['d', c.now()]));
     assert.deepEqual(answered.at(-1), ['d', 1600]);
   });
 
-  test('a request whose client has gone is dropped when its turn comes, without taking the spacing', () => {
+  test('a turn taken out (its client gone) leaves the queue at once and takes no spacing', () => {
     const c = manual();
-    const pace = pacedTurns(50, c.now, c.schedule);
+    const turns = pacedTurns(50, c.now, c.schedule);
     const answered: string[] = [];
-    let bGone = false;
-    pace(
-      () => answered.push('a'),
-      () => false,
-    );
-    pace(
-      () => answered.push('b'),
-      () => bGone,
-    );
-    pace(
-      () => answered.push('c'),
-      () => false,
-    );
-    bGone = true;
+    turns.add(() => answered.push('a'));
+    const cancelB = turns.add(() => answered.push('b'));
+    turns.add(() => answered.push('c'));
+    cancelB();
+    assert.equal(turns.waiting, 1, 'b is out of the queue before its turn');
     c.advance(50);
     assert.deepEqual(answered, ['a', 'c'], "b's turn went to c");
     c.advance(1000);
     assert.deepEqual(answered, ['a', 'c']);
   });
 
-  test('over real HTTP: six scrapes at once are answered one spacing apart, every one 200', async () => {
-    const fake = {
-      registry: { contentType: 'text/plain; version=0.0.4; charset=utf-8', metrics: async () => 'steward_fake 1\n' },
-    } as unknown as Metrics;
-    const log = { info: () => undefined, error: () => undefined } as never;
+  test('an answer that throws is reported and the next turn still comes; one that adds a turn keeps the spacing', () => {
+    const c = manual();
+    const errors: unknown[] = [];
+    const turns = pacedTurns(50, c.now, c.schedule, (e) => errors.push(e));
+    const answered: Array<[string, number]> = [];
+    turns.add(() => {
+      throw new Error('write failed');
+    });
+    turns.add(() => {
+      answered.push(['b', c.now()]);
+      // Re-entry: a new turn added from inside an answer waits its own spacing.
+      turns.add(() => answered.push(['c', c.now()]));
+    });
+    assert.equal(errors.length, 1);
+    c.advance(50);
+    assert.deepEqual(answered, [['b', 1050]]);
+    c.advance(49);
+    assert.deepEqual(answered, [['b', 1050]]);
+    c.advance(1);
+    assert.deepEqual(answered, [
+      ['b', 1050],
+      ['c', 1100],
+    ]);
+    assert.equal(c.pending(), 0);
+  });
+
+  const fakeMetrics = {
+    registry: { contentType: 'text/plain; version=0.0.4; charset=utf-8', metrics: async () => 'steward_fake 1\n' },
+  } as unknown as Metrics;
+  const quietLog = { info: () => undefined, error: () => undefined } as never;
+
+  test('over real HTTP: six scrapes at once are answered one spacing apart, every one 200; a 404 waits its turn too', async () => {
     const spacingMs = 100;
-    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fake, log, { spacingMs });
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, quietLog, { spacingMs });
     try {
       const url = `http://127.0.0.1:${l.address.port}/metrics`;
       const t0 = performance.now();
@@ -382,12 +396,60 @@ describe('the metrics port answers at most one request per spacing, in arrival o
       // at least five spacings after the first request was sent.
       const last = Math.max(...done.map((d) => d.at));
       assert.ok(last >= 5 * spacingMs - 5, `the last of six answers after ${last.toFixed(1)} ms`);
-      // And a 404 takes its turn too: the port's every answer is paced, whatever the path.
+      // Past the spacing, so the first of the next two is answered at once: the second (whichever
+      // it is) waits a spacing, the 404 as much as the scrape.
+      await new Promise((r) => setTimeout(r, spacingMs + 20));
       const t1 = performance.now();
       const [a, b] = await Promise.all([fetch(url), fetch(`http://127.0.0.1:${l.address.port}/nope`)]);
       assert.deepEqual([a.status, b.status], [200, 404]);
       await Promise.all([a.text(), b.text()]);
       assert.ok(performance.now() - t1 >= spacingMs - 5, 'the second of the two waited a spacing');
+    } finally {
+      await l.close();
+    }
+  });
+
+  test('over real HTTP: requests pipelined on one connection close it, and a client gone while waiting leaves the queue', async () => {
+    // A spacing no test run reaches: after the first answer, every turn here ends by its client, never by its answer.
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, quietLog, { spacingMs: 600_000 });
+    const get = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
+    const until = async (what: string, ok: () => boolean) => {
+      const t = performance.now();
+      while (!ok()) {
+        if (performance.now() - t > 10_000) assert.fail(`waited 10 s for ${what}`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    };
+    try {
+      assert.equal(
+        (await fetch(`http://127.0.0.1:${l.address.port}/metrics`)).status,
+        200,
+        'the first is answered at once',
+      );
+      // Three requests in one write (fewer than the queue's own cap): the first waits its turn, the
+      // second closes the connection, and with it the first leaves the queue: no answer, nothing waiting.
+      const pipelined = await new Promise<string>((resolve, reject) => {
+        const socket = connect(l.address.port, '127.0.0.1', () => socket.write(get.repeat(3)));
+        let got = '';
+        const timer = setTimeout(() => {
+          socket.destroy();
+          reject(new Error(`the pipelining connection was still open after 10 s (${l.turnsWaiting()} waiting)`));
+        }, 10_000);
+        socket.on('data', (d) => (got += d.toString('latin1')));
+        socket.on('error', () => undefined);
+        socket.once('close', () => {
+          clearTimeout(timer);
+          resolve(got);
+        });
+      });
+      assert.equal(pipelined, '', 'closed without an answer');
+      await until('the pipelined connection to leave the queue', () => l.turnsWaiting() === 0);
+      // One request that waits its turn, and whose client then leaves: out of the queue at once.
+      const leaving = connect(l.address.port, '127.0.0.1', () => leaving.write(get));
+      leaving.on('error', () => undefined);
+      await until('the request to wait its turn', () => l.turnsWaiting() === 1);
+      leaving.destroy();
+      await until('the request to leave the queue with its client', () => l.turnsWaiting() === 0);
     } finally {
       await l.close();
     }
