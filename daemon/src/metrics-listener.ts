@@ -123,9 +123,11 @@ export function pacedTurns(
       for (const turn of waiting) {
         const since = now() - last;
         if (since < spacingMs) {
-          scheduled = true;
           // Rounded up: Node truncates a timer's delay, and an early wake-up would only re-arm.
-          return schedule(drain, Math.ceil(spacingMs - since));
+          // Marked scheduled only once the timer is set: a schedule that threw must not stall the queue.
+          schedule(drain, Math.ceil(spacingMs - since));
+          scheduled = true;
+          return;
         }
         waiting.delete(turn);
         last = now();
@@ -212,7 +214,7 @@ export async function listenMetrics(
   o: MetricsListenOptions = {},
 ): Promise<MetricsListener> {
   const turns = pacedTurns(o.spacingMs ?? METRICS_ANSWER_SPACING_MS, undefined, undefined, (e: unknown) =>
-    log.error({ err: (e as Error).message }, 'answering a metrics request failed'),
+    log.error({ err: e instanceof Error ? e.message : String(e) }, 'answering a metrics request failed'),
   );
   const server: Server = createServer(pacedHandler(turns, answerer(metrics, log)));
   // A scraper holds its connection open between scrapes; these keep a slow client from pinning it.

@@ -360,6 +360,7 @@ describe('the metrics port answers at most one request per spacing, in arrival o
     assert.equal(errors.length, 1);
     c.advance(50);
     assert.deepEqual(answered, [['b', 1050]]);
+    assert.equal(c.pending(), 1, 're-entry arms one timer, not one per drain');
     c.advance(49);
     assert.deepEqual(answered, [['b', 1050]]);
     c.advance(1);
@@ -368,6 +369,27 @@ describe('the metrics port answers at most one request per spacing, in arrival o
       ['c', 1100],
     ]);
     assert.equal(c.pending(), 0);
+  });
+
+  test('a scheduler that throws does not stall the queue: the next request schedules again', () => {
+    const c = manual();
+    let failOnce = true;
+    const schedule = (fn: () => void, ms: number) => {
+      if (failOnce) {
+        failOnce = false;
+        throw new Error('no timer');
+      }
+      c.schedule(fn, ms);
+    };
+    const turns = pacedTurns(50, c.now, schedule);
+    const answered: string[] = [];
+    turns.add(() => answered.push('a'));
+    assert.throws(() => turns.add(() => answered.push('b')), /no timer/);
+    turns.add(() => answered.push('c'));
+    c.advance(50);
+    assert.deepEqual(answered, ['a', 'b']);
+    c.advance(50);
+    assert.deepEqual(answered, ['a', 'b', 'c']);
   });
 
   const fakeMetrics = {
