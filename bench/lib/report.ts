@@ -1,11 +1,18 @@
 // One benchmark's figures, as printed in the table and written to JSON.
 
+import { median, p99, round } from './stats.js';
+
 export interface Figure {
   label: string;
   /** Median, in `unit`. */
   median: number;
   p99?: number;
   n: number;
+}
+
+/** A latency figure: the median and p99 of `xs` (ms, two decimals) and how many. */
+export function spread(label: string, xs: readonly number[]): Figure {
+  return { label, median: round(median(xs)), p99: round(p99(xs)), n: xs.length };
 }
 
 export interface Row {

@@ -49,7 +49,7 @@ import { CRI_TOOLS } from '../lib/cri-tools.js';
 import { GoStatusLoop } from '../lib/status-ticker.js';
 import { buildGoFixture } from '../lib/go-fixtures.js';
 import type { Scratch } from '../lib/scratch.js';
-import { n, type BenchContext, type Row } from '../lib/report.js';
+import { n, spread, type BenchContext, type Row } from '../lib/report.js';
 import { mean, median, p99, quantile, round } from '../lib/stats.js';
 
 const LIMIT = 1.1;
@@ -574,12 +574,7 @@ export async function benchCriBurst(scratch: Scratch, ctx: BenchContext): Promis
           p99: round(statusP99),
           n: ms.length,
         },
-        floor: {
-          label: 'the same on the node before the bursts (after the warm-up)',
-          median: round(median(idleMs)),
-          p99: round(p99(idleMs)),
-          n: idleMs.length,
-        },
+        floor: spread('the same on the node before the bursts (after the warm-up)', idleMs),
         ratio: round(statusP99 / p99(idleMs)),
         ratioOf: 'p99',
         target: `p99 <= ${STATUS_TARGET_P99_MS} ms and none answered 50 (none not ready) while stewardd was alive (issue 37)`,

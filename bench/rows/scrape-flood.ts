@@ -13,8 +13,8 @@ import type { Scratch } from '../lib/scratch.js';
 import { BenchDaemon } from '../lib/daemon.js';
 import { noopConf, wireBody } from '../lib/netconf.js';
 import { populateJournal } from '../../daemon/src/store/populate.js';
-import { n, type BenchContext, type Row } from '../lib/report.js';
-import { median, p99, round, timeMs } from '../lib/stats.js';
+import { n, spread, type BenchContext, type Row } from '../lib/report.js';
+import { p99, round, timeMs } from '../lib/stats.js';
 import type { FloodOrder, FloodReport } from '../lib/scrape-flood-driver.js';
 import { freeLoopbackPort } from '../lib/ports.js';
 
@@ -130,18 +130,8 @@ export async function benchScrapeFlood(env: Scratch, ctx: BenchContext): Promise
         id: 'scrape-flood',
         title: `ADD latency while ${CONNECTIONS} connections scrape --metrics-listen back to back (${ATTACHMENTS.toLocaleString('en')} attachments in the DB)`,
         unit: 'ms',
-        candidate: {
-          label: `ADD over the socket during the flood`,
-          median: round(median(during)),
-          p99: round(p99(during)),
-          n: during.length,
-        },
-        floor: {
-          label: 'ADD over the socket, no scrapes',
-          median: round(median(idle)),
-          p99: round(p99(idle)),
-          n: idle.length,
-        },
+        candidate: spread('ADD over the socket during the flood', during),
+        floor: spread('ADD over the socket, no scrapes', idle),
         ratio: round(ratio),
         ratioOf: 'p99',
         target: 'p99 <= 2x idle, every scrape answered was answered 200',
