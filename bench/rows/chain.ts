@@ -47,22 +47,15 @@ function curl(args: string[], stdin: string): Promise<void> {
 }
 
 /** stewardd's time inside the requests of one mode, summed over its timed ADD+DEL pairs. */
-interface Inside {
+interface Inside extends DaemonTime {
   pairs: number;
-  requests: number;
-  requestS: number;
-  pluginS: number;
-  pluginRuns: number;
 }
 
 const noTime = (): Inside => ({ pairs: 0, requests: 0, requestS: 0, pluginS: 0, pluginRuns: 0 });
 
 function addSpent(into: Inside, before: DaemonTime, after: DaemonTime): void {
   into.pairs += 1;
-  into.requests += after.requests - before.requests;
-  into.requestS += after.requestS - before.requestS;
-  into.pluginS += after.pluginS - before.pluginS;
-  into.pluginRuns += after.pluginRuns - before.pluginRuns;
+  for (const k of ['requests', 'requestS', 'pluginS', 'pluginRuns'] as const) into[k] += after[k] - before[k];
 }
 
 /**
@@ -162,13 +155,11 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
           const cid = `bench-chain-${which}-${i + 1}`;
-          // Read before and after, outside the timing, so each mode's pairs are split on their own.
-          const before = which === 'd' ? undefined : await daemon.timeSpent();
+          // Read before and after each timed pair, outside the timing, so each mode is split on its own.
+          const before = i >= 0 && which !== 'd' ? await daemon.timeSpent() : undefined;
           const ms = await timeMs(() => modes[which](cid, ns.path));
-          if (i >= 0) {
-            t[which].push(ms);
-            if (which !== 'd' && before !== undefined) addSpent(inside[which], before, await daemon.timeSpent());
-          }
+          if (i >= 0) t[which].push(ms);
+          if (before !== undefined && which !== 'd') addSpent(inside[which], before, await daemon.timeSpent());
         } finally {
           ns.remove();
         }

@@ -7,10 +7,10 @@
 // (p99 <= 2x idle). 10,000 live attachments are in the database, as in the scrape row, so each
 // rendering is the real one.
 
-import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Scratch } from '../lib/scratch.js';
 import { BenchDaemon } from '../lib/daemon.js';
+import { forkDriver, type Driver } from '../lib/driver.js';
 import { noopConf, wireBody } from '../lib/netconf.js';
 import { populateJournal } from '../../daemon/src/store/populate.js';
 import { n, spread, type BenchContext, type Row } from '../lib/report.js';
@@ -21,73 +21,18 @@ import { freeLoopbackPort } from '../lib/ports.js';
 const ATTACHMENTS = 10_000;
 const CONNECTIONS = 64;
 
-interface Driver {
-  start(): Promise<void>;
-  stop(): Promise<FloodReport>;
-  exit(): void;
-}
-
-function startDriver(env: Scratch, order: FloodOrder): Promise<Driver> {
-  const child: ChildProcess = fork(new URL('../lib/scrape-flood-driver.ts', import.meta.url).pathname, [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  env.defer(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  // A send on a closed channel (the driver died) is reported here, not thrown at the row.
-  child.on('error', () => undefined);
-  const next = <T>(type: string, pick: (m: { type: string; report?: FloodReport }) => T) =>
-    new Promise<T>((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        child.off('message', onMessage);
-        child.off('exit', onExit);
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`the scrape flood driver sent no ${type} within 60 s`));
-      }, 60_000);
-      const onExit = (code: number | null) => {
-        done();
-        reject(new Error(`scrape flood driver exited early with ${code}`));
-      };
-      const onMessage = (m: { type: string; report?: FloodReport }) => {
-        if (m.type !== type) return;
-        done();
-        resolve(pick(m));
-      };
-      child.on('message', onMessage);
-      child.once('exit', onExit);
-    });
-  const ready = next('ready', () => undefined);
-  child.send({ type: 'order', order });
-  return ready.then(() => ({
-    start: () => {
-      const started = next('started', () => undefined);
-      child.send({ type: 'go' });
-      return started;
-    },
-    stop: () => {
-      const done = next('done', (m) => m.report as FloodReport);
-      child.send({ type: 'stop' });
-      return done;
-    },
-    exit: () => {
-      if (child.connected) child.send({ type: 'exit' });
-      else if (child.exitCode === null) child.kill('SIGKILL');
-    },
-  }));
-}
-
 export async function benchScrapeFlood(env: Scratch, ctx: BenchContext): Promise<Row[]> {
   const port = await freeLoopbackPort();
   const daemon = new BenchDaemon(env, 'scrape-flood', ['--metrics-listen', `127.0.0.1:${port}`]);
   populateJournal(daemon.dbPath, ATTACHMENTS, readFileSync(daemon.bootIdFile, 'utf8').trim(), noopConf(daemon.socket));
-  let driver: Driver | undefined;
+  let driver: Driver<FloodReport> | undefined;
   try {
     await daemon.start();
-    driver = await startDriver(env, { url: `http://127.0.0.1:${port}/metrics`, connections: CONNECTIONS });
+    driver = await forkDriver<FloodOrder, FloodReport>(
+      env,
+      new URL('../lib/scrape-flood-driver.ts', import.meta.url).pathname,
+      { url: `http://127.0.0.1:${port}/metrics`, connections: CONNECTIONS },
+    );
     const conf = noopConf(daemon.socket);
     let made = 0;
     // One timed ADD of a fresh container, then its DEL (not timed), so the journal stays the same size.
@@ -110,11 +55,11 @@ export async function benchScrapeFlood(env: Scratch, ctx: BenchContext): Promise
           for (let i = 0; i < each; i++) idle.push(await addOnce());
           continue;
         }
-        await driver.start();
+        await driver.ask('go', 'started', 60_000);
         // Let the flood reach its pace before the first timed ADD.
         await new Promise((res) => setTimeout(res, 500));
         for (let i = 0; i < each; i++) during.push(await addOnce());
-        floods.push(await driver.stop());
+        floods.push((await driver.ask('stop', 'done', 60_000)).report as FloodReport);
         // The flood's connections closed, so the next flood's 64 are not refused by the port's cap of 64.
         await new Promise((res) => setTimeout(res, 300));
       }
@@ -125,6 +70,7 @@ export async function benchScrapeFlood(env: Scratch, ctx: BenchContext): Promise
     // -1: a connection the port closed (its cap of 64, or a request pipelined on a busy one).
     const refused = floods.reduce((s, f) => s + (f.statuses['-1'] ?? 0), 0);
     const ratio = p99(during) / p99(idle);
+    const perSec = (scrapes * 1000) / floodMs;
     return [
       {
         id: 'scrape-flood',
@@ -136,11 +82,11 @@ export async function benchScrapeFlood(env: Scratch, ctx: BenchContext): Promise
         ratioOf: 'p99',
         target: 'p99 <= 2x idle, every answered scrape 200 (refused connections counted apart)',
         met: ratio <= 2 && answered200 + refused === scrapes,
-        tableNote: `${Math.round((scrapes * 1000) / floodMs)} scrapes/s served`,
+        tableNote: `${Math.round(perSec)} scrapes/s served`,
         extra: {
           connections: CONNECTIONS,
           scrapes,
-          scrapesPerSec: round((scrapes * 1000) / floodMs),
+          scrapesPerSec: round(perSec),
           answeredOther: scrapes - answered200 - refused,
           refused,
           meanScrapeBytes: round(floods.reduce((s, f) => s + f.bytes, 0) / Math.max(1, scrapes)),

@@ -7,12 +7,12 @@
 // over the curl storm's is the shim's own cost under contention (issue 23).
 // The delegate is the no-op one, so the figures are steward's own: client execs, socket, engine.
 
-import { fork } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scratch } from '../lib/scratch.js';
 import { curlCall, execCni } from '../lib/exec.js';
 import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
+import { forkDriver } from '../lib/driver.js';
 import { cniVars, noopConf, wireBody } from '../lib/netconf.js';
 import { shimExecutable } from '../lib/paths.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
@@ -23,33 +23,13 @@ const CONTAINERS = 60;
 const RETRIES = 10;
 const PARALLEL = 12;
 
-export function startDriver(env: Scratch, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
-  const child = fork(new URL('../lib/shim-storm-driver.ts', import.meta.url).pathname, [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  env.defer(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.on('message', (m: { type: string; report?: ShimStormReport }) => {
-      if (m.type !== 'ready') return;
-      resolve(
-        () =>
-          new Promise((res, rej) => {
-            child.once('exit', (code) => {
-              if (code !== 0) rej(new Error(`shim storm driver exited with ${code}`));
-            });
-            child.on('message', (d: { type: string; report?: ShimStormReport }) => {
-              if (d.type === 'done' && d.report) res(d.report);
-            });
-            child.send({ type: 'go' });
-          }),
-      );
-    });
-    child.send({ type: 'order', order });
-  });
+export async function startDriver(env: Scratch, order: ShimStormOrder): Promise<() => Promise<ShimStormReport>> {
+  const driver = await forkDriver<ShimStormOrder, ShimStormReport>(
+    env,
+    new URL('../lib/shim-storm-driver.ts', import.meta.url).pathname,
+    order,
+  );
+  return () => driver.ask('go', 'done').then((m) => m.report as ShimStormReport);
 }
 
 /** How a request is sent: by the shim, or by one curl process. */

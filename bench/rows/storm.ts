@@ -5,11 +5,11 @@
 // runs (sequential, one at a time, until the storm ends), then idle ADDs again; the storm is
 // driven from a separate process (lib/storm-driver.ts).
 
-import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scratch } from '../lib/scratch.js';
 import { BenchDaemon } from '../lib/daemon.js';
+import { forkDriver } from '../lib/driver.js';
 import { noopConf, wireBody } from '../lib/netconf.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { mean, median, p99, round, timeMs } from '../lib/stats.js';
@@ -19,39 +19,13 @@ const CONTAINERS = 100;
 const PER_CONTAINER = 100;
 const SENDERS = 2;
 
-function startDriver(
-  env: Scratch,
-  order: StormOrder,
-): Promise<{ child: ChildProcess; go: () => Promise<StormReport> }> {
-  const child = fork(new URL('../lib/storm-driver.ts', import.meta.url).pathname, [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  env.defer(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`storm driver exited early with ${code}`)));
-    child.on('message', (m: { type: string }) => {
-      if (m.type !== 'ready') return;
-      resolve({
-        child,
-        go: () =>
-          new Promise<StormReport>((res, rej) => {
-            child.removeAllListeners('exit');
-            child.once('exit', (code) => {
-              if (code !== 0) rej(new Error(`storm driver exited with ${code}`));
-            });
-            child.on('message', (d: { type: string; report?: StormReport }) => {
-              if (d.type === 'done' && d.report) res(d.report);
-            });
-            child.send({ type: 'go' });
-          }),
-      });
-    });
-    child.send({ type: 'order', order });
-  });
+async function startDriver(env: Scratch, order: StormOrder): Promise<{ go: () => Promise<StormReport> }> {
+  const driver = await forkDriver<StormOrder, StormReport>(
+    env,
+    new URL('../lib/storm-driver.ts', import.meta.url).pathname,
+    order,
+  );
+  return { go: () => driver.ask('go', 'done').then((m) => m.report as StormReport) };
 }
 
 export async function benchStorm(env: Scratch, ctx: BenchContext): Promise<Row[]> {
