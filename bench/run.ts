@@ -25,10 +25,12 @@
 //     quickcheck.ts    quickcheck   the start-up journal check on a busy journal
 //     scrape.ts        scrape       one /metrics scrape with 10,000 live attachments
 //     scrape-flood.ts  scrape-flood ADD latency while 64 connections scrape --metrics-listen back to back
+//                                   (driver: lib/scrape-flood-driver.ts)
 //     spool-drain.ts   spool-drain  a spool backlog drained at start
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
-//   lib/             what rows share (a daemon process, exec, netconfs, scratch space, stats, the
-//                    table, targets, the docs blocks); it imports no test helper (eslint.config.js)
+//   lib/             what rows share (a daemon process, the driver processes (driver.ts), exec,
+//                    netconfs, loopback ports, scratch space, stats, the table, targets, the docs
+//                    blocks); it imports no test helper (eslint.config.js)
 //   tools/           one-off tools run by hand, not rows: beacon-loop.ts, cpuprofile-summary.ts,
 //                    daemon-ab.ts, journal-syncs.ts, shim-variants.ts, spawn-cost.ts
 //   fixtures/        the no-op delegate and the Go floor program the rows execute
