@@ -27,13 +27,15 @@
 //     scrape-flood.ts  scrape-flood ADD latency while 64 connections scrape --metrics-listen back to back
 //                                   (driver: lib/scrape-flood-driver.ts)
 //     spool-drain.ts   spool-drain  a spool backlog drained at start
+//     spawner-heap.ts  spawner-heap the plugin spawner's memory and per-run time over a long day
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
 //   lib/             what rows share (a daemon process, the driver processes (driver.ts), exec,
 //                    netconfs, loopback ports, scratch space, stats, the table, targets, the docs
 //                    blocks); it imports no test helper (eslint.config.js)
 //   tools/           one-off tools run by hand, not rows: beacon-loop.ts, cpuprofile-summary.ts,
 //                    daemon-ab.ts, journal-syncs.ts, shim-variants.ts, spawn-cost.ts
-//   fixtures/        the no-op delegate and the Go floor program the rows execute
+//   fixtures/        the no-op delegate and the Go floor program the rows execute, the preload that
+//                    gives the spawner-heap row its default-heap spawner
 
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -58,6 +60,7 @@ import { benchScrape } from './rows/scrape.js';
 import { benchScrapeFlood } from './rows/scrape-flood.js';
 import { benchShim } from './rows/shim.js';
 import { benchShimStorm } from './rows/shim-storm.js';
+import { benchSpawnerHeap } from './rows/spawner-heap.js';
 import { benchSpoolDrain } from './rows/spool-drain.js';
 import { benchStatus } from './rows/status.js';
 import { benchStatusStorm } from './rows/status-storm.js';
@@ -84,6 +87,7 @@ const BENCHES: Array<[string, Bench]> = [
   ['scrape', benchScrape],
   ['scrape-flood', benchScrapeFlood],
   ['spool-drain', benchSpoolDrain],
+  ['spawner-heap', benchSpawnerHeap],
   ['tracing', benchTracing],
   ['cri-pod-tracing', benchCriPodTracing],
 ];

@@ -18,7 +18,7 @@
 //   offTwin   the same flags again: the floor of what two blocks of one mode differ by here
 //   stopped   --otlp-endpoint at a loopback port nothing listens on: the target, <= 1.05x off
 
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { TestEnv } from '../../test/helpers/env.js';
@@ -32,16 +32,36 @@ import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, round } from '../lib/stats.js';
 import { freeLoopbackPort } from '../lib/ports.js';
+import { buildGoFixture } from '../lib/go-fixtures.js';
 
-/** Wall ms of one exec of the installed shim answering VERSION: what each of a pod's CNI calls pays to start it. */
+const VERSION_CALL = {
+  env: { CNI_COMMAND: 'VERSION', PATH: '/usr/bin:/bin' },
+  stdin: '{"cniVersion":"1.0.0","name":"x","type":"steward"}',
+};
+
+/** Wall ms of one exec of the installed shim answering VERSION, started from this (Node) process. */
 function shimExecMs(shim: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = execFile(shim, [], { env: { CNI_COMMAND: 'VERSION', PATH: '/usr/bin:/bin' } }, (err) =>
+    const child = execFile(shim, [], { env: VERSION_CALL.env }, (err) =>
       err ? reject(err) : resolve(performance.now() - t0),
     );
-    child.stdin?.end('{"cniVersion":"1.0.0","name":"x","type":"steward"}');
+    child.stdin?.end(VERSION_CALL.stdin);
   });
+}
+
+/**
+ * Wall ms of one exec of the installed shim answering VERSION as containerd pays it: started by Go's
+ * os/exec (a vfork-style clone, whatever the starting process's size; bench/fixtures/spawn-cost), where
+ * a Node process forks itself, which costs more the bigger it is. A mean over `runs` execs.
+ */
+function shimExecGoMs(spawnCost: string, shim: string, runs: number): number {
+  const out = execFileSync(spawnCost, [String(runs), shim], {
+    env: VERSION_CALL.env,
+    input: VERSION_CALL.stdin,
+    encoding: 'utf8',
+  });
+  return (JSON.parse(out) as { wallMsPerRun: number }).wallMsPerRun;
 }
 
 /** The issue's bounds: steward's cost per pod in ms, and as a multiple of one curl exec. */
@@ -81,17 +101,26 @@ async function withCriNode(
 export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
   return withCriNode(scratch, ctx, 'cri-pod', async (node, k) => {
     const pods = n(30, ctx, 3);
-    const t = { steward: [] as number[], direct: [] as number[], curl: [] as number[], shim: [] as number[] };
+    const t = {
+      steward: [] as number[],
+      direct: [] as number[],
+      curl: [] as number[],
+      shim: [] as number[],
+      shimGo: [] as number[],
+    };
     const shim = join(node.binDir, 'steward');
+    const spawnCost = buildGoFixture('spawn-cost', join(scratch.dir, 'spawn-cost'));
     let sums0 = histogramSums('');
     for (let i = -2; i < pods; i++) {
       // After two warm-up rounds the daemon's histograms cover exactly the timed steward pods.
       if (i === 0) sums0 = histogramSums((await node.daemon.get('/metrics')).text);
       const curlMs = await curlExecMs(node.daemon.socket);
       const shimMs = await shimExecMs(shim);
+      const shimGoMs = shimExecGoMs(spawnCost, shim, 5);
       if (i >= 0) {
         t.curl.push(curlMs);
         t.shim.push(shimMs);
+        t.shimGo.push(shimGoMs);
       }
       for (const kind of ['steward', 'direct'] as const) {
         const pod = k.pod(`bench-${kind}-${i + 2}`);
@@ -138,12 +167,13 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
           pairedCostMs: round(paired),
           curlExecMs: round(c),
           shimExecMs: round(median(t.shim)),
+          shimExecGoMs: round(median(t.shimGo)),
           costOverCurl: round(overCurl),
           ...breakdown,
           outsideDaemonMs: round(paired - (breakdown.daemonOwnMs ?? 0)),
         },
         notes: [
-          `alternating rounds after 2 warm-ups: one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION (shimExecMs: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
+          `alternating rounds after 2 warm-ups: one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, their mean: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
           `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim exec, connect, containerd's side)`,
         ],
       },
