@@ -34,7 +34,7 @@
 //                    blocks); it imports no test helper (eslint.config.js)
 //   tools/           one-off tools run by hand, not rows: beacon-loop.ts, cpuprofile-summary.ts,
 //                    daemon-ab.ts, journal-syncs.ts, shim-variants.ts, spawn-cost.ts
-//   fixtures/        the no-op delegate and the Go floor program the rows execute, the preload that
+//   fixtures/        the no-op delegate and the Go programs the rows execute, and the preload that
 //                    gives the spawner-heap row its default-heap spawner
 
 import { execFileSync } from 'node:child_process';

@@ -57,6 +57,7 @@ function shimExecMs(shim: string): Promise<number> {
  */
 function shimExecGoMs(spawnCost: string, shim: string, runs: number): number {
   const out = execFileSync(spawnCost, [String(runs), shim], {
+    timeout: 60_000,
     env: VERSION_CALL.env,
     input: VERSION_CALL.stdin,
     encoding: 'utf8',
@@ -173,7 +174,7 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
           outsideDaemonMs: round(paired - (breakdown.daemonOwnMs ?? 0)),
         },
         notes: [
-          `alternating rounds after 2 warm-ups: one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, their mean: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
+          `alternating rounds after 2 warm-ups: one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, the median over rounds of each round's mean of five: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
           `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim exec, connect, containerd's side)`,
         ],
       },

@@ -4,9 +4,9 @@
 // running PROGRAM (default /bin/true) N times in turn, R rounds alternating. CPU is the spawning
 // process's and its reaped children's together (the fork's copy and the child's exec both count).
 // The Node side is a bare `node` process (no tsx), close to the spawner's size. The work around the
-// exec is each one's own, not identical: Node starts a session (detached), Go sets a process group;
-// both pipe stdin (Go gives each run the empty input it was given, as libcni gives the netconf).
-// Prints JSON: medians per run over the rounds and their ratio.
+// exec is each one's own, not identical: Node pipes stdin and starts a session (detached), Go sets a
+// process group and gives /dev/null as stdin (os/exec's default, given no input). Prints JSON: medians
+// per run over the rounds and their ratio.
 //   node --import tsx bench/tools/spawn-cost.ts [N=400] [R=5] [PROGRAM=/bin/true]
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

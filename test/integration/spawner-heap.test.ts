@@ -3,9 +3,9 @@
 // size). The built spawner-child.js, forked as stewardd forks it, against the same file with that one
 // flag dropped (bench/fixtures/default-heap.mjs), each running /bin/true 3,000 times, one to each in
 // turn. The bench row spawner-heap (bench/rows/spawner-heap.ts) measures the same at 16,000 runs,
-// with the time of a run.
+// with the time of a run. test/unit/exit-hang.test.ts checks the flag is set; this, that it works.
 
-import { it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -14,46 +14,69 @@ import { REPO } from '../helpers/env.js';
 
 const RUNS = 3000;
 
-/** A spawner process as stewardd forks it, given /bin/true jobs one at a time. */
-function spawner(preload?: string): { child: ChildProcess; run: () => Promise<number | null> } {
+interface Spawner {
+  child: ChildProcess;
+  run: () => Promise<number | null>;
+  /** RssAnon of /proc/<pid>/status, in KiB: the memory fork copies the page tables of. */
+  anonKiB: () => number;
+}
+
+/** A spawner process as stewardd forks it, given /bin/true jobs one at a time; its death fails them. */
+function spawner(preload?: string): Spawner {
   const child = fork(join(REPO, 'daemon/dist/plugins/spawner-child.js'), [], {
     execArgv: preload === undefined ? [] : ['--import', preload],
     serialization: 'json',
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
-  const waiting = new Map<number, (code: number | null) => void>();
+  const waiting = new Map<number, { resolve: (code: number | null) => void; reject: (e: Error) => void }>();
+  const fail = (why: string) => {
+    for (const w of waiting.values()) w.reject(new Error(`spawner ${child.pid} ${why}`));
+    waiting.clear();
+  };
   child.on('message', (m: { id: number; outcome?: { code: number | null } }) => {
-    if (m.outcome) waiting.get(m.id)?.(m.outcome.code);
+    if (!m.outcome) return;
+    waiting.get(m.id)?.resolve(m.outcome.code);
+    waiting.delete(m.id);
   });
+  child.on('exit', (code, signal) => fail(`exited (${code ?? signal})`));
+  child.on('error', (e) => fail(`failed: ${e.message}`));
   let next = 0;
   const job = { file: '/bin/true', env: {}, stdin: '', timeoutMs: 10_000, maxOutputBytes: 65_536 };
   const run = () =>
-    new Promise<number | null>((resolve) => {
+    new Promise<number | null>((resolve, reject) => {
       const id = next++;
-      waiting.set(id, resolve);
+      waiting.set(id, { resolve, reject });
       child.send({ id, job });
     });
-  return { child, run };
+  const anonKiB = () =>
+    Number(/^RssAnon:\s+(\d+)/m.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? NaN);
+  return { child, run, anonKiB };
 }
 
-/** RssAnon of /proc/<pid>/status, in KiB: the memory fork copies the page tables of. */
-function anonKiB(pid: number | undefined): number {
-  return Number(/^RssAnon:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
-}
-
-it("keeps the spawner's anonymous memory under 4/5 of the default heap's after 3,000 plugin runs", async () => {
-  const shipped = spawner();
-  const plain = spawner(join(REPO, 'bench/fixtures/default-heap.mjs'));
-  try {
-    for (let i = 0; i < RUNS; i++) {
+describe('the plugin spawner on V8 optimising for size', () => {
+  it("holds under 4/5 of the default heap's anonymous memory after 3,000 plugin runs", { timeout: 180_000 }, async (t) => {
+    const shipped = spawner();
+    const plain = spawner(join(REPO, 'bench/fixtures/default-heap.mjs'));
+    try {
       assert.equal(await shipped.run(), 0);
       assert.equal(await plain.run(), 0);
+      const plainAtStart = plain.anonKiB();
+      for (let i = 1; i < RUNS; i++) {
+        assert.equal(await shipped.run(), 0);
+        assert.equal(await plain.run(), 0);
+      }
+      const [a, b] = [shipped.anonKiB(), plain.anonKiB()];
+      assert.ok(a > 0 && b > 0, `RssAnon read: ${a} and ${b} KiB`);
+      // V8 sizes its heap from the machine's memory: where the default heap did not grow, there is
+      // nothing to hold the spawner against (24 GiB machines: 11 MiB at start, 40-49 after the runs).
+      if (b < 1.5 * plainAtStart) {
+        t.skip(`the default heap stayed at ${b} KiB from ${plainAtStart} KiB: nothing to compare on this machine`);
+        return;
+      }
+      assert.ok(a < 0.8 * b, `the spawner holds ${a} KiB anonymous, the same on the default heap ${b} KiB`);
+    } finally {
+      shipped.child.kill('SIGKILL');
+      plain.child.kill('SIGKILL');
     }
-    const [a, b] = [anonKiB(shipped.child.pid), anonKiB(plain.child.pid)];
-    assert.ok(a > 0 && b > 0, `RssAnon read: ${a} and ${b} KiB`);
-    assert.ok(a < 0.8 * b, `the spawner holds ${a} KiB anonymous, the same on the default heap ${b} KiB`);
-  } finally {
-    shipped.child.kill('SIGKILL');
-    plain.child.kill('SIGKILL');
-  }
+  });
 });

@@ -29,16 +29,26 @@ describe('avoidExitHang', () => {
   });
 
   it('every Node entry point calls it before its work: stewardd and its spawner (the shim is Go)', () => {
-    // Each built entry runs with a getBuiltinModule hook that reports the flag set, then exits at once.
+    // Each built entry runs with a getBuiltinModule hook that reports each flag set, in order, and ends
+    // the process right after the code that set the first. The spawner also keeps its heap small
+    // (--optimize-for-size, plugins/spawner-child.ts), after avoidExitHang; stewardd sets nothing else.
     const hook = join(REPO, 'test/fixtures/report-v8-flags.mjs');
-    for (const entry of ['bin/stewardd', 'daemon/dist/plugins/spawner-child.js']) {
+    const expected: Record<string, string[]> = {
+      'bin/stewardd': ['--no-concurrent-sparkplug'],
+      'daemon/dist/plugins/spawner-child.js': ['--no-concurrent-sparkplug', '--optimize-for-size'],
+    };
+    for (const [entry, flags] of Object.entries(expected)) {
       const r = spawnSync(process.execPath, ['--import', hook, join(REPO, entry), 'version'], {
         input: '',
         env: { ...process.env, CNI_COMMAND: 'VERSION' },
         encoding: 'utf8',
         timeout: 20_000,
       });
-      assert.match(r.stderr, /v8 flags set: --no-concurrent-sparkplug/, `${entry}: ${r.stderr}`);
+      const lines = r.stderr.split('\n').filter((l) => l !== '');
+      assert.equal(lines[0], 'v8 flags set: --no-concurrent-sparkplug', `${entry}: the first thing on stderr: ${r.stderr}`);
+      const set = lines.filter((l) => l.startsWith('v8 flags set: ')).map((l) => l.slice('v8 flags set: '.length));
+      assert.deepEqual(set, flags, `${entry}: ${r.stderr}`);
     }
   });
+});
 });
