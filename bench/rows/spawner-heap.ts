@@ -148,7 +148,11 @@ function row(a: Side, b: Side, runs: number, warmRuns: number): Row {
     id: 'spawner-heap',
     title: `The plugin spawner after ${runs.toLocaleString('en')} plugin runs back to back: one run over the last tenth, against the same spawner on V8's default heap`,
     unit: 'ms',
-    candidate: { label: 'spawner-child.js as stewardd forks it (--optimize-for-size)', median: round(median(last(a.ms))), n: tenth },
+    candidate: {
+      label: 'spawner-child.js as stewardd forks it (--optimize-for-size)',
+      median: round(median(last(a.ms))),
+      n: tenth,
+    },
     floor: { label: "the same spawner on V8's default heap", median: round(median(last(b.ms))), n: tenth },
     ratio,
     ratioOf: 'median',

@@ -54,29 +54,33 @@ function spawner(preload?: string): Spawner {
 }
 
 describe('the plugin spawner on V8 optimising for size', () => {
-  it("holds under 4/5 of the default heap's anonymous memory after 3,000 plugin runs", { timeout: 180_000 }, async (t) => {
-    const shipped = spawner();
-    const plain = spawner(join(REPO, 'bench/fixtures/default-heap.mjs'));
-    try {
-      assert.equal(await shipped.run(), 0);
-      assert.equal(await plain.run(), 0);
-      const plainAtStart = plain.anonKiB();
-      for (let i = 1; i < RUNS; i++) {
+  it(
+    "holds under 4/5 of the default heap's anonymous memory after 3,000 plugin runs",
+    { timeout: 180_000 },
+    async (t) => {
+      const shipped = spawner();
+      const plain = spawner(join(REPO, 'bench/fixtures/default-heap.mjs'));
+      try {
         assert.equal(await shipped.run(), 0);
         assert.equal(await plain.run(), 0);
+        const plainAtStart = plain.anonKiB();
+        for (let i = 1; i < RUNS; i++) {
+          assert.equal(await shipped.run(), 0);
+          assert.equal(await plain.run(), 0);
+        }
+        const [a, b] = [shipped.anonKiB(), plain.anonKiB()];
+        assert.ok(a > 0 && b > 0, `RssAnon read: ${a} and ${b} KiB`);
+        // V8 sizes its heap from the machine's memory: where the default heap did not grow, there is
+        // nothing to hold the spawner against (24 GiB machines: 11 MiB at start, 40-49 after the runs).
+        if (b < 1.5 * plainAtStart) {
+          t.skip(`the default heap stayed at ${b} KiB from ${plainAtStart} KiB: nothing to compare on this machine`);
+          return;
+        }
+        assert.ok(a < 0.8 * b, `the spawner holds ${a} KiB anonymous, the same on the default heap ${b} KiB`);
+      } finally {
+        shipped.child.kill('SIGKILL');
+        plain.child.kill('SIGKILL');
       }
-      const [a, b] = [shipped.anonKiB(), plain.anonKiB()];
-      assert.ok(a > 0 && b > 0, `RssAnon read: ${a} and ${b} KiB`);
-      // V8 sizes its heap from the machine's memory: where the default heap did not grow, there is
-      // nothing to hold the spawner against (24 GiB machines: 11 MiB at start, 40-49 after the runs).
-      if (b < 1.5 * plainAtStart) {
-        t.skip(`the default heap stayed at ${b} KiB from ${plainAtStart} KiB: nothing to compare on this machine`);
-        return;
-      }
-      assert.ok(a < 0.8 * b, `the spawner holds ${a} KiB anonymous, the same on the default heap ${b} KiB`);
-    } finally {
-      shipped.child.kill('SIGKILL');
-      plain.child.kill('SIGKILL');
-    }
-  });
+    },
+  );
 });
