@@ -27,7 +27,7 @@
 //     scrape-flood.ts  scrape-flood ADD latency while 64 connections scrape --metrics-listen back to back
 //                                   (driver: lib/scrape-flood-driver.ts)
 //     spool-drain.ts   spool-drain  a spool backlog drained at start
-//     spawner-heap.ts  spawner-heap the plugin spawner's memory and per-run time over a long day
+//     spawner-heap.ts  spawner-heap the plugin spawner's memory and per-run time under plugin starts back to back
 //     tracing.ts       tracing      the chain row against stewardds that differ only in tracing
 //   lib/             what rows share (a daemon process, the driver processes (driver.ts), exec,
 //                    netconfs, loopback ports, scratch space, stats, the table, targets, the docs

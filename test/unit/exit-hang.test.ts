@@ -44,13 +44,11 @@ describe('avoidExitHang', () => {
         encoding: 'utf8',
         timeout: 20_000,
       });
-      const lines = r.stderr.split('\n').filter((l) => l !== '');
-      assert.equal(
-        lines[0],
-        'v8 flags set: --no-concurrent-sparkplug',
-        `${entry}: the first thing on stderr: ${r.stderr}`,
-      );
-      const set = lines.filter((l) => l.startsWith('v8 flags set: ')).map((l) => l.slice('v8 flags set: '.length));
+      // Only the hook's lines: a Node warning (NODE_OPTIONS, say) may come first and is not the point.
+      const set = r.stderr
+        .split('\n')
+        .filter((l) => l.startsWith('v8 flags set: '))
+        .map((l) => l.slice('v8 flags set: '.length));
       assert.deepEqual(set, flags, `${entry}: ${r.stderr}`);
     }
   });

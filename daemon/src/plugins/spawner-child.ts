@@ -1,7 +1,8 @@
 // The spawner process: a small Node process forked by the daemon that starts delegate plugins.
 // Node forks synchronously on its event loop, and fork's cost grows with the forking process's
-// memory (about 2 ms at 50 MiB, 14 ms at 160 MiB here): done in the daemon it would stall every
-// request. Here it costs little and stalls nothing.
+// memory (spawn('/bin/true') from a Node process holding Buffers: 0.8 ms at 55 MiB, 3.7 ms at 154 MiB,
+// 17.8 ms at 456 MiB; docs/performance.md): done in the daemon it would stall every request. Here it
+// costs little and stalls nothing.
 //
 // No plugin outlives the daemon: when the daemon goes away (its IPC channel closes, which the
 // kernel does when the daemon dies however it dies, or our parent pid changes, polled as a
@@ -20,9 +21,9 @@ avoidExitHang(); // it exits with the daemon: no compile job may hold that exit 
 
 // Every plugin start forks this process, and fork's cost grows with its memory. On V8's defaults a
 // spawner starting plugins back to back (a burst, a DEL storm, a spool drain) kept growing although it
-// keeps almost nothing alive: 11 MiB anonymous at start, 137 MiB after 16,000 runs of a no-op plugin,
-// each run slower by the end (docs/performance.md, "The spawner's memory"). Optimising for size turns
-// V8's collection heuristics towards memory: 17-25 MiB over the same runs. Set at run time it acts
+// keeps almost nothing alive: 11 MiB anonymous at start, 137 MiB after 16,000 runs of a no-op plugin
+// (docs/performance.md, "The spawner's memory"). Optimising for size turns V8's collection heuristics
+// towards memory: 17-25 MiB over the same runs. Set at run time it acts
 // through those heuristics (the semi-space cap the flag implies on a command line is fixed at start-up
 // and does not follow), which test/integration/spawner-heap.test.ts holds, and whoever forks this file
 // (stewardd, a test, the bench) gets it. After avoidExitHang, through getBuiltinModule as it does, so a
