@@ -157,6 +157,21 @@ export async function benchSpawnerHeap(env: Scratch, ctx: BenchContext): Promise
   return [row(a, b, runs)];
 }
 
+/** One spawner's memory figures for the row's extras, each key after `prefix` (rssMiBStart, …). */
+function memoryFigures(s: Side, warm: Memory, end: Memory, prefix = ''): Record<string, number> {
+  const figures: Record<string, number> = {
+    rssMiBStart: s.start.rss,
+    rssMiBWarm: warm.rss,
+    rssMiBEnd: end.rss,
+    anonMiBStart: s.start.anon,
+    anonMiBWarm: warm.anon,
+    anonMiBEnd: end.anon,
+    anonGrowth: round((end.anon - warm.anon) / warm.anon, 3),
+  };
+  const key = (k: string) => (prefix === '' ? k : `${prefix}${k[0]?.toUpperCase()}${k.slice(1)}`);
+  return Object.fromEntries(Object.entries(figures).map(([k, v]) => [key(k), v]));
+}
+
 function row(a: Side, b: Side, runs: number): Row {
   const tenth = Math.round(runs / 10);
   // Memory as the high-water mark of a window: the tenth after warm-up, and the last tenth.
@@ -185,20 +200,8 @@ function row(a: Side, b: Side, runs: number): Row {
     extra: {
       runs,
       warmRuns: WARM_RUNS,
-      rssMiBStart: a.start.rss,
-      rssMiBWarm: warm(a).rss,
-      rssMiBEnd: end(a).rss,
-      anonMiBStart: a.start.anon,
-      anonMiBWarm: warm(a).anon,
-      anonMiBEnd: end(a).anon,
-      anonGrowth: growth(a),
-      defaultHeapRssMiBStart: b.start.rss,
-      defaultHeapRssMiBWarm: warm(b).rss,
-      defaultHeapRssMiBEnd: end(b).rss,
-      defaultHeapAnonMiBStart: b.start.anon,
-      defaultHeapAnonMiBWarm: warm(b).anon,
-      defaultHeapAnonMiBEnd: end(b).anon,
-      defaultHeapAnonGrowth: growth(b),
+      ...memoryFigures(a, warm(a), end(a)),
+      ...memoryFigures(b, warm(b), end(b), 'defaultHeap'),
       afterWarmupMs: afterWarmup(a.ms),
       defaultHeapAfterWarmupMs: afterWarmup(b.ms),
       lastTenthP99Ms: round(p99(last(a.ms))),
