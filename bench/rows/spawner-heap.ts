@@ -110,10 +110,8 @@ const SAMPLE_EVERY = 50;
 
 async function drive(shipped: Spawner, plain: Spawner, runs: number): Promise<[Side, Side]> {
   const none = { rss: NaN, anon: NaN };
-  const [a, b]: Side[] = [
-    { ms: [], start: none, samples: [] },
-    { ms: [], start: none, samples: [] },
-  ] as [Side, Side];
+  const a: Side = { ms: [], start: none, samples: [] };
+  const b: Side = { ms: [], start: none, samples: [] };
   for (let i = 0; i < runs; i++) {
     // One to each in turn, the order swapped every run, so neither always runs right after the other.
     const pair: Array<[Spawner, Side]> =
@@ -157,16 +155,31 @@ export async function benchSpawnerHeap(env: Scratch, ctx: BenchContext): Promise
   return [row(a, b, runs)];
 }
 
+/** One spawner's memory: after the first run, the high-water marks of the two windows, their growth. */
+interface Memories {
+  start: Memory;
+  warm: Memory;
+  end: Memory;
+  growth: number;
+}
+
+/** Memory as the high-water mark of a window: the tenth after warm-up, and the last tenth. */
+function memories(s: Side, runs: number, tenth: number): Memories {
+  const warm = highWater(s, WARM_RUNS, WARM_RUNS + tenth);
+  const end = highWater(s, runs - tenth, runs);
+  return { start: s.start, warm, end, growth: round((end.anon - warm.anon) / warm.anon, 3) };
+}
+
 /** One spawner's memory figures for the row's extras, each key after `prefix` (rssMiBStart, …). */
-function memoryFigures(s: Side, warm: Memory, end: Memory, prefix = ''): Record<string, number> {
+function memoryFigures(m: Memories, prefix = ''): Record<string, number> {
   const figures: Record<string, number> = {
-    rssMiBStart: s.start.rss,
-    rssMiBWarm: warm.rss,
-    rssMiBEnd: end.rss,
-    anonMiBStart: s.start.anon,
-    anonMiBWarm: warm.anon,
-    anonMiBEnd: end.anon,
-    anonGrowth: round((end.anon - warm.anon) / warm.anon, 3),
+    rssMiBStart: m.start.rss,
+    rssMiBWarm: m.warm.rss,
+    rssMiBEnd: m.end.rss,
+    anonMiBStart: m.start.anon,
+    anonMiBWarm: m.warm.anon,
+    anonMiBEnd: m.end.anon,
+    anonGrowth: m.growth,
   };
   const key = (k: string) => (prefix === '' ? k : `${prefix}${k[0]?.toUpperCase()}${k.slice(1)}`);
   return Object.fromEntries(Object.entries(figures).map(([k, v]) => [key(k), v]));
@@ -174,34 +187,28 @@ function memoryFigures(s: Side, warm: Memory, end: Memory, prefix = ''): Record<
 
 function row(a: Side, b: Side, runs: number): Row {
   const tenth = Math.round(runs / 10);
-  // Memory as the high-water mark of a window: the tenth after warm-up, and the last tenth.
-  const warm = (s: Side) => highWater(s, WARM_RUNS, WARM_RUNS + tenth);
-  const end = (s: Side) => highWater(s, runs - tenth, runs);
+  const [ma, mb] = [memories(a, runs, tenth), memories(b, runs, tenth)];
   const afterWarmup = (xs: number[]) => round(median(xs.slice(WARM_RUNS, WARM_RUNS + tenth)));
   const last = (xs: number[]) => xs.slice(-tenth);
-  const growth = (s: Side) => round((end(s).anon - warm(s).anon) / warm(s).anon, 3);
-  const ratio = round(median(last(a.ms)) / median(last(b.ms)));
-  const flat = Math.abs(growth(a)) <= FLAT;
+  const [lastA, lastB] = [median(last(a.ms)), median(last(b.ms))];
+  const ratio = round(lastA / lastB);
+  const flat = Math.abs(ma.growth) <= FLAT;
   return {
     id: 'spawner-heap',
     title: `The plugin spawner after ${runs.toLocaleString('en')} plugin runs back to back: one run over the last tenth, against the same spawner on V8's default heap`,
     unit: 'ms',
-    candidate: {
-      label: 'spawner-child.js as stewardd forks it (--optimize-for-size)',
-      median: round(median(last(a.ms))),
-      n: tenth,
-    },
-    floor: { label: "the same spawner on V8's default heap", median: round(median(last(b.ms))), n: tenth },
+    candidate: { label: 'spawner-child.js as stewardd forks it (--optimize-for-size)', median: round(lastA), n: tenth },
+    floor: { label: "the same spawner on V8's default heap", median: round(lastB), n: tenth },
     ratio,
     ratioOf: 'median',
     target: `anonymous memory's high-water mark in the last tenth within ${FLAT * 100} % of the tenth's after ${WARM_RUNS} runs; last tenth's run <= 1.05x the default heap's`,
     met: flat && ratio <= 1.05,
-    tableNote: `anonymous ${warm(a).anon} → ${end(a).anon} MiB (default heap ${warm(b).anon} → ${end(b).anon}), RSS ${end(a).rss} (${end(b).rss})`,
+    tableNote: `anonymous ${ma.warm.anon} → ${ma.end.anon} MiB (default heap ${mb.warm.anon} → ${mb.end.anon}), RSS ${ma.end.rss} (${mb.end.rss})`,
     extra: {
       runs,
       warmRuns: WARM_RUNS,
-      ...memoryFigures(a, warm(a), end(a)),
-      ...memoryFigures(b, warm(b), end(b), 'defaultHeap'),
+      ...memoryFigures(ma),
+      ...memoryFigures(mb, 'defaultHeap'),
       afterWarmupMs: afterWarmup(a.ms),
       defaultHeapAfterWarmupMs: afterWarmup(b.ms),
       lastTenthP99Ms: round(p99(last(a.ms))),

@@ -23,11 +23,11 @@ avoidExitHang(); // it exits with the daemon: no compile job may hold that exit 
 // spawner starting plugins back to back (a burst, a DEL storm, a spool drain) kept growing although it
 // keeps almost nothing alive: 11 MiB anonymous at start, 137 MiB after 16,000 runs of a no-op plugin
 // (docs/performance.md, "The spawner's memory"). Optimising for size turns V8's collection heuristics
-// towards memory: 17-25 MiB over the same runs. Set at run time it acts
-// through those heuristics (the semi-space cap the flag implies on a command line is fixed at start-up
-// and does not follow), which test/integration/spawner-heap.test.ts holds, and whoever forks this file
-// (stewardd, a test, the bench) gets it. After avoidExitHang, through getBuiltinModule as it does, so a
-// preloaded hook sees both (test/fixtures/report-v8-flags.mjs, bench/fixtures/default-heap.mjs).
+// towards memory: 17-25 MiB over the same runs. Set at run time it acts through those heuristics (the
+// semi-space cap the flag implies on a command line is fixed at start-up and does not follow), which
+// test/integration/spawner-heap.test.ts holds, and whoever forks this file (stewardd, a test, the
+// bench) gets it. After avoidExitHang, through getBuiltinModule as it does, so a preloaded hook sees
+// both (test/fixtures/report-v8-flags.mjs, bench/fixtures/default-heap.mjs).
 process.getBuiltinModule('node:v8').setFlagsFromString('--optimize-for-size');
 
 // The plugins it starts are the node's work: they run at the priority stewardd was started with,
