@@ -22,6 +22,7 @@
 
 import { lstatSync, opendirSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
@@ -70,15 +71,16 @@ export function spoolDirProblem(dir: string): string | undefined {
 type Hold = (containerId: string) => Promise<void> | undefined;
 
 /**
- * The engine as one dir's SpoolDrain sees it: the engine's spooledDel, and a spoolHold of its own.
+ * The engine as one dir's SpoolDrain sees it: the engine's spooledDel(Journaled), and a spoolHold of its own.
  * A SpoolDrain sets engine.spoolHold for the containers its dir holds and clears it once drained, and
  * uses nothing else of the engine; with one per dir, each sets its own here, and the engine's
  * spoolHold is all of them at once (SpoolDirs.scan).
  */
 function engineFor(engine: Engine): { view: Engine; hold: Hold } {
   let own: Hold | undefined;
-  const view: Pick<Engine, 'spooledDel' | 'spoolHold'> = {
+  const view: Pick<Engine, 'spooledDel' | 'spooledDelJournaled' | 'spoolHold'> = {
     spooledDel: (req) => engine.spooledDel(req),
+    spooledDelJournaled: (req) => engine.spooledDelJournaled(req),
     get spoolHold() {
       return own;
     },
@@ -229,15 +231,24 @@ export class SpoolDirs {
       { containerId, spooled: found.reduce((n, f) => n + f.names.length, 0) },
       "the container's spooled DELs run before its request",
     );
-    // Never a rejection: a pass that fails (a spool file that cannot be removed) must not fail the
-    // request it held; the next pass retries what is left.
+    // A pass that fails (a spool file that cannot be removed once its DEL ran) does not fail the
+    // request it held; the next pass retries what is left. A DEL that could not run at all (its
+    // teardown could not be journaled: its file is kept) does: the request would come before it.
     return Promise.all(found.map((f) => ingestNames(this.o.engine, f.dir, f.names, this.o.log))).then(
-      () => undefined,
-      (e: unknown) =>
+      (reports) => {
+        const kept = reports.reduce((n, r) => n + (r.kept ?? 0), 0);
+        if (kept > 0)
+          throw new CniError(
+            ErrorCode.TryAgainLater,
+            `${kept} DEL(s) of this container spooled earlier could not be run yet (stewardd could not journal their teardown); they run first: try again later`,
+          );
+      },
+      (e: unknown) => {
         this.o.log.error(
           { containerId, err: (e as Error).message },
           "the container's spooled DELs could not all be run before its request; the next pass retries them",
-        ),
+        );
+      },
     );
   };
 

@@ -1,7 +1,8 @@
 // What the DEL spool (engine/spool.ts) tells an operator: why each entry that cannot be read safely
 // was moved to spool/rejected/ (a link, a directory, a FIFO, a socket, an oversized file, a command
-// other than DEL), when it could not even be moved aside, when a spooled DEL did not complete, and
-// what the start-up drain found and did. Root-free: temp dirs, a capturing logger.
+// other than DEL), when it could not even be moved aside, when a spooled DEL did not complete, what
+// the start-up drain found and did, and which spooled DELs keep their file (their teardown could not
+// be journaled). Root-free: temp dirs, a capturing logger.
 
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -20,8 +21,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
-import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestSpool } from '../../daemon/src/engine/spool.js';
-import { NETNS, conf, deferred, setup } from '../helpers/engine-fakes.js';
+import { CniError } from '@cni-steward/shared';
+import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestNames, ingestSpool } from '../../daemon/src/engine/spool.js';
+import type { Store } from '../../daemon/src/store/store.js';
+import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
 import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-log-'));
@@ -120,7 +123,7 @@ describe('spool: why an entry was rejected', () => {
 });
 
 describe('spool: a spooled DEL that fails', () => {
-  test('is logged with its file, container and pod, and its file is still removed', async () => {
+  test('with its teardown journaled: logged with its file, container and pod, and its file removed', async () => {
     const dir = freshDir();
     writeFileSync(join(dir, 'f.json'), wire('DEL', 'ctr-1', 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9'));
     const engine = {
@@ -128,6 +131,7 @@ describe('spool: a spooled DEL that fails', () => {
       spooledDel: async () => {
         throw new Error('plugin two timed out');
       },
+      spooledDelJournaled: () => true,
     } as unknown as Parameters<typeof ingestSpool>[0];
     const cap = captureLog();
     assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
@@ -278,5 +282,213 @@ describe('spool: passes over one dir never overlap, and leave no descriptor open
     assert.equal(fds(), before, 'the scan closed the spool dir');
     assert.deepEqual(await drain.start(), { ingested: 20, rejected: 0 });
     assert.equal(fds(), before, 'the drain closed every entry and the dir');
+  });
+});
+
+// A spooled DEL whose teardown could not reach the journal keeps its file (engine/spool.ts runBatch):
+// the runtime was told that DEL was done when the shim spooled it, so the file is the only record of
+// it. Its file went with it before, and on a full disk the attachment stayed `added`, its lease held,
+// for good. A real engine on an in-memory journal whose statements fail as a full disk's do
+// (SQLITE_FULL, turned into code 11 by the store).
+
+const KEY = { network: 'net', ifname: 'eth0' };
+
+/** A spooled DEL of `containerId` with this netconf. */
+function delWire(containerId: string, config: Record<string, unknown> = chain, args = '') {
+  const body = JSON.parse(wire('DEL', containerId, args)) as { config: unknown };
+  return JSON.stringify({ ...body, config });
+}
+
+/**
+ * Makes the journal's `statement` fail as a full disk does while `full()` says so; returns how many
+ * times it failed.
+ */
+function fullDisk(store: Store, statement: string, full: () => boolean): { failures: number } {
+  const stmts = (
+    store as unknown as {
+      stmt: Record<string, { run: (...a: unknown[]) => unknown; get: (...a: unknown[]) => unknown }>;
+    }
+  ).stmt;
+  const s = stmts[statement]!;
+  const seen = { failures: 0 };
+  for (const m of ['run', 'get'] as const) {
+    const real = s[m].bind(s);
+    s[m] = (...a: unknown[]) => {
+      if (full()) {
+        seen.failures++;
+        throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+      }
+      return real(...a);
+    };
+  }
+  return seen;
+}
+
+const KEPT = /^1 spooled DEL\(s\) failed before their teardown was journaled; their files stay for the next pass$/;
+
+describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
+  test('keeps its file, logged once with its fields; the next pass with room runs it and removes the file', async () => {
+    const { engine, store, plugins } = setup();
+    await engine.handle(req('ADD', 'ctr-9', chain));
+    let full = true;
+    const disk = fullDisk(store, 'setAttachmentState', () => full);
+    const dir = freshDir();
+    writeFileSync(
+      join(dir, 'f.json'),
+      delWire('ctr-9', chain, 'K8S_POD_NAMESPACE=ns1;K8S_POD_NAME=web;K8S_POD_UID=u-9'),
+    );
+    const cap = captureLog();
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 0, kept: 1 });
+    assert.ok(disk.failures > 0);
+    assert.deepEqual(readdirSync(dir), ['f.json'], 'the file stays');
+    const kept = cap.rows.filter((r) => KEPT.test(r.msg));
+    assert.equal(kept.length, 1, JSON.stringify(cap.rows));
+    assert.equal(kept[0]!.kept, 1);
+    assert.equal(kept[0]!.file, join(dir, 'f.json'));
+    assert.equal(kept[0]!.containerId, 'ctr-9');
+    assert.equal(kept[0]!.podName, 'web');
+    assert.match(String(kept[0]!.err), /could not write its journal/);
+    assert.deepEqual(cap.of('spooled DEL did not complete; its teardown stays queued'), []);
+    assert.deepEqual(plugins.of('DEL'), [], 'no delegate DEL ran before the journal had it');
+    assert.equal(store.currentAttachment({ containerId: 'ctr-9', ...KEY })?.state, 'added');
+
+    full = false;
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
+    assert.deepEqual(readdirSync(dir), []);
+    assert.deepEqual(plugins.of('DEL'), ['DEL two ctr-9', 'DEL one ctr-9']);
+    assert.equal(store.currentAttachment({ containerId: 'ctr-9', ...KEY })?.state, 'deleted');
+  });
+
+  test('a full journal ends the pass after its batch; another failure does not', async () => {
+    // 300 DELs: a pass's batches are 256 entries (spool-batches.test.ts).
+    const { engine, store } = setup();
+    for (let i = 0; i < 300; i++)
+      store.createAttachment(
+        {
+          containerId: `c${i}`,
+          ...KEY,
+          netns: NETNS,
+          cniArgs: '',
+          cniPath: '/fake',
+          cniVersion: '1.0.0',
+          bootId: 'boot',
+          config: JSON.stringify(chain),
+          result: null,
+        } as never,
+        'added',
+      );
+    fullDisk(store, 'setAttachmentState', () => true);
+    const dir = freshDir();
+    for (let i = 0; i < 300; i++) writeFileSync(join(dir, spoolName(1, `c${i}`, i)), delWire(`c${i}`));
+    const report = await ingestSpool(engine, dir, captureLog().log);
+    assert.deepEqual(report, { ingested: 0, rejected: 0, kept: 256 }, 'one batch, then the pass ended');
+    assert.equal(readdirSync(dir).length, 300);
+
+    // A failure that is not the journal's (code 104 here): every batch is still tried.
+    const calls: string[] = [];
+    const broken = {
+      spoolHold: undefined,
+      spooledDel: async (r: { env: { containerId: string } }) => {
+        calls.push(r.env.containerId);
+        throw new CniError(104, 'a bug');
+      },
+      spooledDelJournaled: () => false,
+    } as unknown as Parameters<typeof ingestSpool>[0];
+    assert.deepEqual(await ingestSpool(broken, dir, captureLog().log), { ingested: 0, rejected: 0, kept: 300 });
+    assert.equal(calls.length, 300);
+  });
+
+  test('journaled or not, as the journal says: the attachment deleting or deleted, or no network to DEL', async () => {
+    const { engine, store } = setup();
+    const asked = (cid: string, config: Record<string, unknown> = chain) =>
+      engine.spooledDelJournaled(req('DEL', cid, config));
+    assert.equal(asked('never-seen'), false, 'no attachment: only the file knows this DEL');
+    await engine.handle(req('ADD', 'c-added', chain));
+    assert.equal(asked('c-added'), false);
+    const { name: _, ...nameless } = chain;
+    assert.equal(asked('c-added', nameless), true, 'no network name: no pass could ever run it');
+    const a = store.currentAttachment({ containerId: 'c-added', ...KEY })!;
+    store.setAttachmentState(a.id, 'deleting');
+    assert.equal(asked('c-added'), true);
+    store.setAttachmentState(a.id, 'deleted');
+    assert.equal(asked('c-added'), true);
+    store.setAttachmentState(a.id, 'adding');
+    assert.equal(asked('c-added'), false);
+  });
+
+  test('a store that cannot say whether it is journaled keeps the file too', async () => {
+    const dir = freshDir();
+    writeFileSync(join(dir, 'f.json'), delWire('ctr-7'));
+    const engine = {
+      spoolHold: undefined,
+      spooledDel: async () => {
+        throw new Error('disk I/O error');
+      },
+      spooledDelJournaled: () => {
+        throw new Error('disk I/O error');
+      },
+    } as unknown as Parameters<typeof ingestSpool>[0];
+    assert.deepEqual(await ingestSpool(engine, dir, captureLog().log), { ingested: 0, rejected: 0, kept: 1 });
+    assert.deepEqual(readdirSync(dir), ['f.json']);
+  });
+
+  test('a DEL steward never added runs its plugins once: a tombstone that cannot be written still lets its file go', async () => {
+    const { engine, store, plugins } = setup();
+    let full = true;
+    fullDisk(store, 'insertAttachment', () => full);
+    const dir = freshDir();
+    writeFileSync(join(dir, 'f.json'), delWire('stranger'));
+    const cap = captureLog();
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 1, rejected: 0 });
+    assert.deepEqual(readdirSync(dir), []);
+    assert.deepEqual(plugins.of('DEL'), ['DEL two stranger', 'DEL one stranger']);
+    assert.equal(store.currentAttachment({ containerId: 'stranger', ...KEY }), undefined);
+    full = false;
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 0, rejected: 0 });
+    assert.deepEqual(plugins.of('DEL').length, 2, 'not run again');
+  });
+
+  test('the start-up drain releases its container all the same; the file stays for the next pass', async () => {
+    const { engine, store } = setup();
+    await engine.handle(req('ADD', 'ctr-8', chain));
+    fullDisk(store, 'setAttachmentState', () => true);
+    const dir = freshDir();
+    writeFileSync(join(dir, spoolName(Date.now() - 1000, 'ctr-8', 1)), delWire('ctr-8'));
+    const drain = new SpoolDrain(engine, dir, captureLog().log);
+    assert.equal(drain.scan(), 1);
+    const held = engine.spoolHold?.('ctr-8');
+    assert.ok(held, 'the container is held while its spooled DEL waits');
+    assert.deepEqual(await drain.start(), { ingested: 0, rejected: 0, kept: 1 });
+    await held;
+    assert.equal(drain.pending, 0);
+    assert.equal(readdirSync(dir).length, 1);
+  });
+
+  test("a request's own pass (ingestNames) reports what it kept", async () => {
+    const { engine, store } = setup();
+    await engine.handle(req('ADD', 'ctr-5', chain));
+    fullDisk(store, 'setAttachmentState', () => true);
+    const dir = freshDir();
+    const name = spoolName(1, 'ctr-5', 1);
+    writeFileSync(join(dir, name), delWire('ctr-5'));
+    assert.deepEqual(await ingestNames(engine, dir, [name], captureLog().log), { ingested: 0, rejected: 0, kept: 1 });
+    assert.deepEqual(readdirSync(dir), [name]);
+  });
+});
+
+describe('engine: a hold that fails', () => {
+  test('fails its request, and the container is no longer held', async () => {
+    const { engine } = setup();
+    const asked: string[] = [];
+    engine.spoolHold = (cid) => {
+      asked.push(cid);
+      return asked.length === 1 ? Promise.reject(new CniError(11, 'spooled DELs first')) : undefined;
+    };
+    await assert.rejects(engine.handle(req('ADD', 'h1', chain)), (e: CniError) => e.code === 11);
+    // A DEL asks for the hold only while a request of its container is held.
+    await engine.handle(req('DEL', 'h1', chain));
+    assert.deepEqual(asked, ['h1']);
+    assert.equal(await engine.handle(req('ADD', 'h1', chain)).then(() => 'added'), 'added');
+    assert.deepEqual(asked, ['h1', 'h1']);
   });
 });

@@ -77,6 +77,24 @@ export class Dels {
     this.tombstones.delete(keyString(key));
   }
 
+  /**
+   * Whether a DEL of this request that failed leaves nothing for its spool file to remember: its
+   * netconf names no network (no DEL of it can ever run), or its attachment's teardown is in the
+   * journal (`deleting`: the retry scheduler owns it; `deleted`). Otherwise it failed before its
+   * teardown reached the journal (a full disk, a journal that cannot be written or read) and only the
+   * file remembers it. Throws what the store throws.
+   */
+  journaled(env: CniEnv, config: Record<string, unknown>): boolean {
+    const network = typeof config.name === 'string' ? config.name : '';
+    if (network === '') return true;
+    const state = this.ctx.store.currentAttachment({
+      containerId: env.containerId,
+      network,
+      ifname: env.ifname,
+    })?.state;
+    return state === 'deleting' || state === 'deleted';
+  }
+
   /** `priority`: Del for a runtime's DEL, Background for a spooled one (spool.ts drains behind ADDs). */
   del(env: CniEnv, config: Record<string, unknown>, priority: PriorityValue = Priority.Del): Promise<string> {
     const { ctx } = this;
@@ -215,20 +233,30 @@ export class Dels {
       log.warn({ err: (e as Error).message }, 'DEL for an unknown attachment with an unusable netconf; nothing to run');
     }
     if (conf) await this.passThroughChains(env, conf, priority, log);
-    // Relaxed: the DEL has run; a tombstone lost with the kernel only means a repeat passes through again.
-    ctx.store.relaxed(() =>
-      ctx.store.createAttachment(
-        attachmentRow(
-          ctx.bootId,
-          env,
-          key,
-          typeof config.cniVersion === 'string' ? config.cniVersion : '',
-          JSON.stringify(config),
-          pod,
+    // Relaxed: the DEL has run; a tombstone lost with the kernel only means a repeat passes through
+    // again. So is one that cannot be written (a full disk): the DEL is answered done, since it was,
+    // and a spooled one's file goes (kept, every pass would run the plugins' DELs again).
+    try {
+      ctx.store.relaxed(() =>
+        ctx.store.createAttachment(
+          attachmentRow(
+            ctx.bootId,
+            env,
+            key,
+            typeof config.cniVersion === 'string' ? config.cniVersion : '',
+            JSON.stringify(config),
+            pod,
+          ),
+          'deleted',
         ),
-        'deleted',
-      ),
-    );
+      );
+    } catch (e) {
+      log.warn(
+        { err: (e as Error).message },
+        'DEL for an attachment steward never added: passed through once; its tombstone could not be written',
+      );
+      return;
+    }
     log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }
 

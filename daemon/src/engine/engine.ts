@@ -150,12 +150,14 @@ export class Engine {
     const hold = holds ? this.spoolHold?.(containerId) : undefined;
     if (hold) {
       this.heldRequests.set(containerId, (this.heldRequests.get(containerId) ?? 0) + 1);
-      return hold.then(() => {
+      // A hold that fails (the container's spooled DELs could not be run: spool-dirs.ts) fails the
+      // request, and is no longer held either way.
+      const released = () => {
         const left = (this.heldRequests.get(containerId) ?? 1) - 1;
         if (left > 0) this.heldRequests.set(containerId, left);
         else this.heldRequests.delete(containerId);
-        return this.handleNow(req, clientGone);
-      });
+      };
+      return hold.finally(released).then(() => this.handleNow(req, clientGone));
     }
     return this.handleNow(req, clientGone);
   }
@@ -172,6 +174,11 @@ export class Engine {
   /** A spooled DEL: coalesced like a runtime DEL, run at background priority, never held. */
   spooledDel(req: CniRequestBody): Promise<string> {
     return this.dels.del(req.env, req.config, Priority.Background);
+  }
+
+  /** Whether a spooled DEL that failed left its teardown in the journal, so its file may go (Dels.journaled). */
+  spooledDelJournaled(req: CniRequestBody): boolean {
+    return this.dels.journaled(req.env, req.config);
   }
 
   private handleNow(req: CniRequestBody, clientGone?: () => boolean): Promise<string> {

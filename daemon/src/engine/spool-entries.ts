@@ -91,6 +91,8 @@ const BATCH_BYTES = 8 * 1024 * 1024;
 export interface SpoolReport {
   ingested: number;
   rejected: number;
+  /** Spooled DELs that failed before their teardown reached the journal: their files stay (spool.ts runBatch). */
+  kept?: number;
 }
 
 /** A spooled DEL read from its file, by the file's name. */

@@ -10,7 +10,7 @@
 import { opendirSync, unlinkSync, type Dir, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { SPOOL_NAME, podFromCniArgs, podLogFields } from '@cni-steward/shared';
+import { CniError, ErrorCode, SPOOL_NAME, podFromCniArgs, podLogFields } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
 import { readBatch, type SpooledDel, type SpoolReport } from './spool-entries.js';
 
@@ -87,8 +87,10 @@ async function drainEntries(
 ): Promise<void> {
   for (;;) {
     const { batch, end } = readBatch(dir, spoolDir, report, settled, log);
-    await runBatch(engine, spoolDir, batch, report, settled, log);
-    if (end) return;
+    const journalDown = await runBatch(engine, spoolDir, batch, report, settled, log);
+    // A DEL that could not reach the journal because it cannot be written now says the rest would
+    // not either: the pass ends, and the next (a scheduler tick, about a second on) starts again.
+    if (end || journalDown) return;
     // Let requests on the socket in between batches.
     await new Promise((r) => setImmediate(r));
   }
@@ -112,7 +114,11 @@ export async function ingestNames(
   return report;
 }
 
-/** Runs a batch's DELs together, each file removed once its DEL is done or journaled as teardown work. */
+/**
+ * Runs a batch's DELs together, each file removed once its DEL is done or journaled as teardown
+ * work. True when one failed before reaching the journal because the journal cannot be written now
+ * (code 11: a full disk), which the rest of the pass would meet too.
+ */
 async function runBatch(
   engine: Engine,
   spoolDir: string,
@@ -120,23 +126,32 @@ async function runBatch(
   report: SpoolReport,
   settled: (name: string) => void,
   log: Logger,
-): Promise<void> {
+): Promise<boolean> {
+  const kept: Array<{ fields: Record<string, unknown>; later: boolean }> = [];
   await Promise.all(
     batch.map(async ({ name, req }) => {
       const file = join(spoolDir, name);
-      try {
-        await engine.spooledDel(req);
-      } catch (e) {
-        // The teardown is journaled (and retried) whatever the DEL answered; the file has done its job.
-        log.warn(
-          {
-            file,
-            containerId: req.env.containerId,
-            ...podLogFields(podFromCniArgs(req.env.args)),
-            err: (e as Error).message,
-          },
-          'spooled DEL did not complete; its teardown stays queued',
-        );
+      const failure = await engine.spooledDel(req).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      if (failure !== undefined) {
+        const fields = {
+          file,
+          containerId: req.env.containerId,
+          ...podLogFields(podFromCniArgs(req.env.args)),
+          err: failure.message,
+        };
+        if (!journaledAfterFailure(engine, req)) {
+          // The runtime was told this DEL was done when it was spooled: the file is all that
+          // remembers it, so it stays for the next pass (a scheduler tick, the next start).
+          kept.push({ fields, later: failure instanceof CniError && failure.code === ErrorCode.TryAgainLater });
+          report.kept = (report.kept ?? 0) + 1;
+          settled(name);
+          return;
+        }
+        // Its teardown is journaled (and retried by the scheduler): the file has done its job.
+        log.warn(fields, 'spooled DEL did not complete; its teardown stays queued');
       }
       try {
         unlinkSync(file);
@@ -147,6 +162,22 @@ async function runBatch(
       settled(name);
     }),
   );
+  if (kept.length === 0) return false;
+  // One line a batch, the first file's fields: on a full disk each tick keeps a batch again.
+  log.error(
+    { ...kept[0]!.fields, kept: kept.length },
+    `${kept.length} spooled DEL(s) failed before their teardown was journaled; their files stay for the next pass`,
+  );
+  return kept.some((k) => k.later);
+}
+
+/** Whether a failed spooled DEL's teardown is in the journal; a store that cannot say counts as not. */
+function journaledAfterFailure(engine: Engine, req: SpooledDel['req']): boolean {
+  try {
+    return engine.spooledDelJournaled(req);
+  } catch {
+    return false;
+  }
 }
 
 /** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost (scheduler ticks). */
