@@ -67,6 +67,10 @@ export function spoolDirProblem(dir: string): string | undefined {
   return undefined;
 }
 
+/** Why a request waits: its container's spooled DELs kept (their teardown could not be journaled) run first. */
+const keptMessage = (n: number) =>
+  `${n} DEL(s) of this container spooled earlier could not be run yet (stewardd could not journal their teardown); they run first: try again later`;
+
 /** What one dir's SpoolDrain holds: the containers with spooled DELs there, until drained. */
 type Hold = (containerId: string) => Promise<void> | undefined;
 
@@ -161,7 +165,8 @@ export class SpoolDirs {
     }
     const drainable: string[] = [];
     for (const [dir, n] of this.named) {
-      if (at - n.at > RETIRED_DIR_MS) {
+      // Dropped once no shim can spool there, unless spooled DELs (their only record) wait there.
+      if (at - n.at > RETIRED_DIR_MS && !this.holdsSpooled(dir)) {
         this.named.delete(dir);
         continue;
       }
@@ -176,6 +181,9 @@ export class SpoolDirs {
     this.drainable = drainable;
     return drainable;
   }
+
+  /** Whether `dir` holds spooled DELs (its listing, kept while the dir is unchanged). */
+  private holdsSpooled = (dir: string) => (this.listings.names(dir)?.size ?? 0) > 0;
 
   private report(why: string[]): void {
     if (why.join('\n') === this.why.join('\n')) return;
@@ -231,17 +239,12 @@ export class SpoolDirs {
       { containerId, spooled: found.reduce((n, f) => n + f.names.length, 0) },
       "the container's spooled DELs run before its request",
     );
-    // A pass that fails (a spool file that cannot be removed once its DEL ran) does not fail the
-    // request it held; the next pass retries what is left. A DEL that could not run at all (its
-    // teardown could not be journaled: its file is kept) does: the request would come before it.
+    // A pass that fails (the dir cannot be read) does not fail the request; a DEL kept (its teardown
+    // could not be journaled) does: the request would come before it.
     return Promise.all(found.map((f) => ingestNames(this.o.engine, f.dir, f.names, this.o.log))).then(
       (reports) => {
         const kept = reports.reduce((n, r) => n + (r.kept ?? 0), 0);
-        if (kept > 0)
-          throw new CniError(
-            ErrorCode.TryAgainLater,
-            `${kept} DEL(s) of this container spooled earlier could not be run yet (stewardd could not journal their teardown); they run first: try again later`,
-          );
+        if (kept > 0) throw new CniError(ErrorCode.TryAgainLater, keptMessage(kept));
       },
       (e: unknown) => {
         this.o.log.error(

@@ -22,11 +22,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
+import type { CniError } from '@cni-steward/shared';
 import { Metrics } from '../../daemon/src/metrics.js';
 import { RETIRED_DIR_MS, SpoolDirs, spoolDirProblem } from '../../daemon/src/spool-dirs.js';
 import { STALE_TEMP_GRACE_MS } from '../../daemon/src/spool-temps.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+import { fullDisk } from '../helpers/full-journal.js';
 import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-dirs-'));
@@ -324,15 +326,14 @@ describe('DELs spooled while stewardd serves', () => {
   });
 });
 
-describe('a spooled DEL whose pass fails before its container’s request', () => {
-  test('does not fail the request: it is served, the failure logged, and the next pass retries', async () => {
+describe('a spooled DEL whose file cannot be removed before its container’s request', () => {
+  test('does not fail the request: its DEL is done, so it is served, the file told of and left for the next pass', async () => {
     const own = freshDir();
     const { dirs, engine, plugins, cap } = spoolDirs(own);
     assert.equal(dirs.scan(), 0);
     const file = join(own, spoolName('stuck'));
     writeFileSync(file, wire('stuck'));
-    // While its DEL runs, the spool file becomes a directory: removing it then fails (EISDIR), and
-    // the pass over this container's DELs rejects.
+    // While its DEL runs, the spool file becomes a directory: removing it then fails (EISDIR).
     plugins.on('one', (c) => {
       if (c.command === 'DEL') {
         rmSync(file);
@@ -342,13 +343,58 @@ describe('a spooled DEL whose pass fails before its container’s request', () =
     });
     assert.equal(await engine.handle(req('ADD', 'stuck', chain)), JSON.stringify({ cniVersion: '1.0.0' }));
     assert.deepEqual(plugins.calls, ['DEL one stuck', 'ADD one stuck']);
-    const logged = cap.of(
-      "the container's spooled DELs could not all be run before its request; the next pass retries them",
-    );
+    const logged = cap.of('1 spooled DEL(s) done, but their files could not be removed; the next pass finds them done');
     assert.equal(logged.length, 1, JSON.stringify(cap.rows));
     assert.equal(logged[0]!.containerId, 'stuck');
     assert.match(String(logged[0]!.err), /EISDIR|EPERM/);
     rmSync(file, { recursive: true });
+  });
+});
+
+describe('a spooled DEL whose teardown cannot be journaled (its file kept)', () => {
+  test("refuses its container's ADD with code 11 until the DEL has run, then serves it after the DEL", async () => {
+    const own = freshDir();
+    const { dirs, engine, plugins, store } = spoolDirs(own);
+    plugins.on('one', (c) => (c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined));
+    await engine.handle(req('ADD', 'kept', chain));
+    assert.equal(dirs.scan(), 0);
+    let full = true;
+    fullDisk(store, 'setAttachmentState', () => full);
+    writeFileSync(join(own, spoolName('kept')), wire('kept'));
+    for (const command of ['ADD', 'CHECK'])
+      await assert.rejects(engine.handle(req(command, 'kept', chain)), (e: CniError) => {
+        assert.equal(e.code, 11);
+        assert.equal(
+          e.message,
+          '1 DEL(s) of this container spooled earlier could not be run yet (stewardd could not journal their teardown); they run first: try again later',
+        );
+        return true;
+      });
+    assert.deepEqual(plugins.calls, ['ADD one kept'], 'no plugin ran for the refused requests');
+    assert.equal(readdirSync(own).length, 1);
+    // Another container is not held by it.
+    await engine.handle(req('ADD', 'other', chain));
+    full = false;
+    assert.equal(await engine.handle(req('ADD', 'kept', chain)), JSON.stringify({ cniVersion: '1.0.0' }));
+    assert.deepEqual(plugins.calls, ['ADD one kept', 'ADD one other', 'DEL one kept', 'ADD one kept']);
+    assert.deepEqual(readdirSync(own), []);
+  });
+
+  test('a dir the record no longer names is kept while it holds spooled DELs', () => {
+    const own = freshDir();
+    const stateDir = freshDir();
+    const old = freshDir();
+    const now = { t: Date.now() };
+    record(stateDir, old);
+    const { dirs } = spoolDirs(own, stateDir, { now: () => now.t });
+    dirs.refresh();
+    record(stateDir, own);
+    const waiting = join(old, spoolName('waiting'));
+    writeFileSync(waiting, wire('waiting'));
+    now.t += RETIRED_DIR_MS + 60_000;
+    assert.deepEqual([...dirs.refresh()].sort(), [old, own].sort(), 'its DEL is still to run');
+    rmSync(waiting);
+    assert.deepEqual(dirs.refresh(), [own]);
   });
 });
 

@@ -23,8 +23,9 @@ import { after, describe, test } from 'node:test';
 
 import { CniError } from '@cni-steward/shared';
 import { MAX_SPOOL_FILE_BYTES, SpoolDrain, ingestNames, ingestSpool } from '../../daemon/src/engine/spool.js';
-import type { Store } from '../../daemon/src/store/store.js';
+import { JournalWriteError } from '../../daemon/src/store/write-error.js';
 import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+import { fullDisk } from '../helpers/full-journal.js';
 import { captureLog } from '../helpers/log-capture.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-log-'));
@@ -299,31 +300,6 @@ function delWire(containerId: string, config: Record<string, unknown> = chain, a
   return JSON.stringify({ ...body, config });
 }
 
-/**
- * Makes the journal's `statement` fail as a full disk does while `full()` says so; returns how many
- * times it failed.
- */
-function fullDisk(store: Store, statement: string, full: () => boolean): { failures: number } {
-  const stmts = (
-    store as unknown as {
-      stmt: Record<string, { run: (...a: unknown[]) => unknown; get: (...a: unknown[]) => unknown }>;
-    }
-  ).stmt;
-  const s = stmts[statement]!;
-  const seen = { failures: 0 };
-  for (const m of ['run', 'get'] as const) {
-    const real = s[m].bind(s);
-    s[m] = (...a: unknown[]) => {
-      if (full()) {
-        seen.failures++;
-        throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
-      }
-      return real(...a);
-    };
-  }
-  return seen;
-}
-
 const KEPT = /^1 spooled DEL\(s\) failed before their teardown was journaled; their files stay for the next pass$/;
 
 describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
@@ -384,18 +360,79 @@ describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
     assert.deepEqual(report, { ingested: 0, rejected: 0, kept: 256 }, 'one batch, then the pass ended');
     assert.equal(readdirSync(dir).length, 300);
 
-    // A failure that is not the journal's (code 104 here): every batch is still tried.
-    const calls: string[] = [];
-    const broken = {
+    // Failures that are not the journal's inability to write or read: every batch is still tried,
+    // so one file that always fails holds none behind it. A plugin's or a bug's error, and the
+    // journal's constraint error (104: one row's bug, not the disk).
+    for (const failure of [new CniError(104, 'a bug'), new JournalWriteError(104, 'a constraint'), new Error('x')]) {
+      const calls: string[] = [];
+      const broken = {
+        spoolHold: undefined,
+        spooledDel: async (r: { env: { containerId: string } }) => {
+          calls.push(r.env.containerId);
+          throw failure;
+        },
+        spooledDelJournaled: () => false,
+      } as unknown as Parameters<typeof ingestSpool>[0];
+      assert.deepEqual(await ingestSpool(broken, dir, captureLog().log), { ingested: 0, rejected: 0, kept: 300 });
+      assert.equal(calls.length, 300, failure.message);
+    }
+    // A journal that cannot say whether a DEL is journaled cannot be read: the pass ends too.
+    const unreadable = {
       spoolHold: undefined,
-      spooledDel: async (r: { env: { containerId: string } }) => {
-        calls.push(r.env.containerId);
-        throw new CniError(104, 'a bug');
+      spooledDel: async () => {
+        throw new Error('disk I/O error');
       },
-      spooledDelJournaled: () => false,
+      spooledDelJournaled: () => {
+        throw new Error('disk I/O error');
+      },
     } as unknown as Parameters<typeof ingestSpool>[0];
-    assert.deepEqual(await ingestSpool(broken, dir, captureLog().log), { ingested: 0, rejected: 0, kept: 300 });
-    assert.equal(calls.length, 300);
+    assert.deepEqual(await ingestSpool(unreadable, dir, captureLog().log), { ingested: 0, rejected: 0, kept: 256 });
+    assert.equal(readdirSync(dir).length, 300);
+  });
+
+  test("a DEL whose netconf names no network is this file's failure, not the pass's: its file goes, the rest run", async () => {
+    // Dels.del throws before it returns a promise for such a netconf.
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    const { name: _, ...nameless } = chain;
+    writeFileSync(join(dir, spoolName(1, 'nameless', 1)), delWire('nameless', nameless));
+    writeFileSync(join(dir, spoolName(2, 'named', 2)), delWire('named'));
+    const cap = captureLog();
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 2, rejected: 0 });
+    assert.deepEqual(readdirSync(dir), []);
+    assert.deepEqual(plugins.of('DEL'), ['DEL two named', 'DEL one named']);
+    const warned = cap.of('spooled DEL did not complete; its teardown stays queued');
+    assert.equal(warned.length, 1);
+    assert.equal(warned[0]!.containerId, 'nameless');
+    assert.match(String(warned[0]!.err), /no network "name"/);
+  });
+
+  test('a file whose DEL is done but that cannot be removed is told once a pass, and holds no file behind it', async () => {
+    const { engine, plugins } = setup();
+    const dir = freshDir();
+    const names = Array.from({ length: 300 }, (_, i) => spoolName(1, `s${i}`, i));
+    for (const [i, name] of names.entries()) writeFileSync(join(dir, name), delWire(`s${i}`));
+    // While its DEL runs, each of the first three files becomes a directory: removing it fails (EISDIR).
+    const stuck = names.slice(0, 3);
+    plugins.on('one', (c) => {
+      const i = names.findIndex((nm) => nm.includes(`-${c.containerId}-`));
+      if (c.command === 'DEL' && stuck.includes(names[i]!)) {
+        rmSync(join(dir, names[i]!));
+        mkdirSync(join(dir, names[i]!));
+      }
+    });
+    const cap = captureLog();
+    assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 300, rejected: 0 });
+    assert.equal(plugins.of('DEL').length, 600, 'every DEL ran: the pass went on past the stuck files');
+    assert.deepEqual(readdirSync(dir).sort(), [...stuck].sort());
+    const told = cap.rows.filter((r) => /spooled DEL\(s\) done, but their files could not be removed/.test(r.msg));
+    assert.equal(told.length, 1, JSON.stringify(told));
+    assert.equal(told[0]!.stuck, 3);
+    assert.equal(
+      told[0]!.msg,
+      '3 spooled DEL(s) done, but their files could not be removed; the next pass finds them done',
+    );
+    assert.match(String(told[0]!.err), /EISDIR|EPERM/);
   });
 
   test('journaled or not, as the journal says: the attachment deleting or deleted, or no network to DEL', async () => {

@@ -7,12 +7,12 @@
 // they are drained. Reading is bounded: the directory is iterated in batches (opendir), each entry read
 // safely or moved aside (spool-entries.ts), never allowed to block the event loop.
 
-import { opendirSync, unlinkSync, type Dir, type Dirent } from 'node:fs';
-import { join } from 'node:path';
+import { opendirSync, type Dir, type Dirent } from 'node:fs';
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, SPOOL_NAME, podFromCniArgs, podLogFields } from '@cni-steward/shared';
+import { SPOOL_NAME } from '@cni-steward/shared';
 import type { Engine } from './engine.js';
-import { readBatch, type SpooledDel, type SpoolReport } from './spool-entries.js';
+import { readBatch, type SpoolReport } from './spool-entries.js';
+import { PassNotes, runBatch } from './spool-run.js';
 
 export { MAX_SPOOL_FILE_BYTES, type SpoolReport } from './spool-entries.js';
 
@@ -85,14 +85,19 @@ async function drainEntries(
   settled: (name: string) => void,
   log: Logger,
 ): Promise<void> {
-  for (;;) {
-    const { batch, end } = readBatch(dir, spoolDir, report, settled, log);
-    const journalDown = await runBatch(engine, spoolDir, batch, report, settled, log);
-    // A DEL that could not reach the journal because it cannot be written now says the rest would
-    // not either: the pass ends, and the next (a scheduler tick, about a second on) starts again.
-    if (end || journalDown) return;
-    // Let requests on the socket in between batches.
-    await new Promise((r) => setImmediate(r));
+  const notes = new PassNotes();
+  try {
+    for (;;) {
+      const { batch, end } = readBatch(dir, spoolDir, report, settled, log);
+      const journalDown = await runBatch(engine, spoolDir, batch, report, settled, notes, log);
+      // A DEL kept because the journal itself failed says the rest would fail too: the pass ends,
+      // and the next (a scheduler tick, about a second on) starts again.
+      if (end || journalDown) return;
+      // Let requests on the socket in between batches.
+      await new Promise((r) => setImmediate(r));
+    }
+  } finally {
+    notes.tell(log);
   }
 }
 
@@ -112,72 +117,6 @@ export async function ingestNames(
   const listing = { readSync: () => (i < names.length ? ({ name: names[i++] } as Dirent) : null) };
   await drainEntries(engine, listing, spoolDir, report, () => undefined, log);
   return report;
-}
-
-/**
- * Runs a batch's DELs together, each file removed once its DEL is done or journaled as teardown
- * work. True when one failed before reaching the journal because the journal cannot be written now
- * (code 11: a full disk), which the rest of the pass would meet too.
- */
-async function runBatch(
-  engine: Engine,
-  spoolDir: string,
-  batch: readonly SpooledDel[],
-  report: SpoolReport,
-  settled: (name: string) => void,
-  log: Logger,
-): Promise<boolean> {
-  const kept: Array<{ fields: Record<string, unknown>; later: boolean }> = [];
-  await Promise.all(
-    batch.map(async ({ name, req }) => {
-      const file = join(spoolDir, name);
-      const failure = await engine.spooledDel(req).then(
-        () => undefined,
-        (e: unknown) => e as Error,
-      );
-      if (failure !== undefined) {
-        const fields = {
-          file,
-          containerId: req.env.containerId,
-          ...podLogFields(podFromCniArgs(req.env.args)),
-          err: failure.message,
-        };
-        if (!journaledAfterFailure(engine, req)) {
-          // The runtime was told this DEL was done when it was spooled: the file is all that
-          // remembers it, so it stays for the next pass (a scheduler tick, the next start).
-          kept.push({ fields, later: failure instanceof CniError && failure.code === ErrorCode.TryAgainLater });
-          report.kept = (report.kept ?? 0) + 1;
-          settled(name);
-          return;
-        }
-        // Its teardown is journaled (and retried by the scheduler): the file has done its job.
-        log.warn(fields, 'spooled DEL did not complete; its teardown stays queued');
-      }
-      try {
-        unlinkSync(file);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-      }
-      report.ingested++;
-      settled(name);
-    }),
-  );
-  if (kept.length === 0) return false;
-  // One line a batch, the first file's fields: on a full disk each tick keeps a batch again.
-  log.error(
-    { ...kept[0]!.fields, kept: kept.length },
-    `${kept.length} spooled DEL(s) failed before their teardown was journaled; their files stay for the next pass`,
-  );
-  return kept.some((k) => k.later);
-}
-
-/** Whether a failed spooled DEL's teardown is in the journal; a store that cannot say counts as not. */
-function journaledAfterFailure(engine: Engine, req: SpooledDel['req']): boolean {
-  try {
-    return engine.spooledDelJournaled(req);
-  } catch {
-    return false;
-  }
 }
 
 /** Handles every spooled DEL like a runtime DEL; anything unreadable is moved aside, never lost (scheduler ticks). */
