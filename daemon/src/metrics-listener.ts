@@ -157,6 +157,10 @@ export function pacedTurns(
 export interface MetricsListenOptions {
   /** METRICS_ANSWER_SPACING_MS unless given (tests). */
   spacingMs?: number;
+  /** METRICS_HEADERS_TIMEOUT_MS unless given (tests). */
+  headersTimeoutMs?: number;
+  /** METRICS_IDLE_TIMEOUT_MS unless given (tests). */
+  idleTimeoutMs?: number;
 }
 
 /** What the port answers: GET /metrics from the shared rendering, 404 else. */
@@ -207,6 +211,16 @@ function pacedHandler(
   };
 }
 
+/** A request's headers must arrive within this of its first byte. */
+export const METRICS_HEADERS_TIMEOUT_MS = 10_000;
+/** How often the header and request timeouts are enforced: a slow request's connection closes within 10-11 s. */
+export const METRICS_CONNECTION_CHECK_MS = 1000;
+/**
+ * A connection silent this long is closed. Longer than a turn's wait (64 turns, about 3.2 s);
+ * Prometheus reconnects when the connection it keeps between scrapes has gone.
+ */
+export const METRICS_IDLE_TIMEOUT_MS = 10_000;
+
 export async function listenMetrics(
   addr: ListenAddress,
   metrics: Metrics,
@@ -216,10 +230,17 @@ export async function listenMetrics(
   const turns = pacedTurns(o.spacingMs ?? METRICS_ANSWER_SPACING_MS, undefined, undefined, (e: unknown) =>
     log.error({ err: e instanceof Error ? e.message : String(e) }, 'answering a metrics request failed'),
   );
-  const server: Server = createServer(pacedHandler(turns, answerer(metrics, log)));
-  // A scraper holds its connection open between scrapes; these keep a slow client from pinning it.
-  server.headersTimeout = 10_000;
+  // Node enforces the header and request timeouts only when it checks its connections, every 30 s
+  // unless told: a client sending a byte at a time held one of the 64 connections for up to 40 s.
+  const server: Server = createServer(
+    { connectionsCheckingInterval: METRICS_CONNECTION_CHECK_MS },
+    pacedHandler(turns, answerer(metrics, log)),
+  );
+  // These keep a slow client from pinning a connection: a request's headers within 10 s of its first
+  // byte, and no connection silent for 10 s (one that never sends a byte has no request to time).
+  server.headersTimeout = o.headersTimeoutMs ?? METRICS_HEADERS_TIMEOUT_MS;
   server.requestTimeout = 30_000;
+  server.timeout = o.idleTimeoutMs ?? METRICS_IDLE_TIMEOUT_MS;
   // The port is open on the node's address: without a cap, idle connections could take every file
   // descriptor stewardd has, and with them its CNI socket (a few scrapers need a few connections).
   server.maxConnections = METRICS_MAX_CONNECTIONS;

@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { describe, test } from 'node:test';
 import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
 import {
   METRICS_REUSE_MS,
+  METRICS_CONNECTION_CHECK_MS,
   listenMetrics,
   pacedTurns,
   parseListenAddress,
@@ -426,6 +427,51 @@ describe('the metrics port answers at most one request per spacing, in arrival o
       assert.deepEqual([a.status, b.status], [200, 404]);
       await Promise.all([a.text(), b.text()]);
       assert.ok(performance.now() - t1 >= spacingMs - 5, 'the second of the two waited a spacing');
+    } finally {
+      await l.close();
+    }
+  });
+
+  test("over real HTTP: a silent connection and a slow request are closed soon after their timeouts, not at Node's 30 s check", async () => {
+    const idleTimeoutMs = 300;
+    const headersTimeoutMs = 600;
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, quietLog, {
+      spacingMs: 0,
+      idleTimeoutMs,
+      headersTimeoutMs,
+    });
+    /** ms until the server closes a connection that `feed` writes to (8 s at most). */
+    const closedAfter = (feed: (socket: Socket) => () => void) =>
+      new Promise<number>((resolve, reject) => {
+        const t0 = performance.now();
+        const socket = connect(l.address.port, '127.0.0.1');
+        const stop = feed(socket);
+        const timer = setTimeout(() => {
+          stop();
+          socket.destroy();
+          reject(new Error('the connection was still open after 8 s'));
+        }, 8_000);
+        socket.on('error', () => undefined);
+        socket.once('close', () => {
+          stop();
+          clearTimeout(timer);
+          resolve(performance.now() - t0);
+        });
+      });
+    try {
+      const silent = await closedAfter(() => () => undefined);
+      assert.ok(silent >= idleTimeoutMs - 50 && silent < idleTimeoutMs + 2_000, `silent: closed after ${silent} ms`);
+      // A byte every 100 ms: never silent, its headers never complete.
+      const slow = await closedAfter((socket) => {
+        const header = 'GET /metrics HTTP/1.1\r\nX-Slow: ' + 'a'.repeat(1000);
+        let i = 0;
+        const t = setInterval(() => socket.write(header[i++ % header.length]!), 100);
+        return () => clearInterval(t);
+      });
+      assert.ok(
+        slow >= headersTimeoutMs - 50 && slow < headersTimeoutMs + METRICS_CONNECTION_CHECK_MS + 2_000,
+        `slow: closed after ${slow} ms`,
+      );
     } finally {
       await l.close();
     }
