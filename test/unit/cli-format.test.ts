@@ -1,7 +1,17 @@
 // The CLI's human output (daemon/src/cli/format.ts) as pure functions of the API's JSON and a clock.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { duration, formatAudit, formatStatus, pod, printable, table, when } from '../../daemon/src/cli/format.js';
+import {
+  duration,
+  formatAudit,
+  formatStatus,
+  pod,
+  printable,
+  printableJson,
+  table,
+  when,
+} from '../../daemon/src/cli/format.js';
+import { runCli } from '../../daemon/src/cli/index.js';
 
 describe('CLI time formatting', () => {
   test('durations are short and next retries say how far away they are', () => {
@@ -128,5 +138,37 @@ describe('table cells are printable', () => {
     assert.match(out, /ok\\x9bx/);
     assert.match(out, /tab\\x09here/);
     assert.equal(printable('plain text, ünïcode ok'), 'plain text, ünïcode ok');
+  });
+});
+
+describe('-o json and --timeout', () => {
+  test('-o json escapes what printable() escapes, as JSON escapes: the same JSON, nothing raw', () => {
+    const value = { lastError: 'plugin said \u202eevil\u202c, \u0085next, \u007f, \u2067x\u2069 and \u061c', n: 'é ✓' };
+    const text = printableJson(JSON.stringify(value, null, 2));
+    assert.deepEqual(JSON.parse(text), value, 'the same JSON');
+    assert.doesNotMatch(text, /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+    assert.match(text, /plugin said \\u202eevil\\u202c, \\u0085next, \\u007f, \\u2067x\\u2069 and \\u061c/);
+    assert.match(text, /é ✓/, 'other characters as they are');
+    assert.match(text, /\n {2}"n"/, 'the layout kept');
+  });
+
+  test('--timeout past 596 h (what a timer holds, and the longest audit deadline) is a usage error, exit 2', async () => {
+    const errors: string[] = [];
+    const real = console.error;
+    console.error = (m: string) => void errors.push(m);
+    try {
+      for (const [command, t] of [
+        ['status', '1e9'],
+        ['audit', '2200000'],
+        ['status', 'Infinity'],
+        ['teardowns', '0'],
+      ] as const)
+        assert.equal(await runCli(command, ['--timeout', t, '--socket', '/nonexistent/s.sock']), 2, `${command} ${t}`);
+    } finally {
+      console.error = real;
+    }
+    assert.equal(errors.length, 4);
+    for (const e of errors)
+      assert.match(e, /--timeout must be a number of seconds above 0 and at most 2145600 \(596 h\), got "/);
   });
 });

@@ -222,3 +222,15 @@ no orphans`;
 
 /** Made printable for the terminal (shared/src/printable.ts). */
 export { printable };
+
+/** What JSON leaves raw that printable() escapes: DEL and the C1 controls, and bidirectional overrides. */
+const RAW_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * `-o json`: the same JSON, with what printable() escapes written as JSON escapes (`\u202e`), so a
+ * plugin's error never reaches the terminal raw. JSON.stringify escapes only the C0 controls, and
+ * these can only stand inside strings, where an escape is the same text.
+ */
+export function printableJson(text: string): string {
+  return text.replace(RAW_IN_JSON, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

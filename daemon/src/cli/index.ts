@@ -20,6 +20,7 @@ import {
   type AuditJson,
   formatStatus,
   formatTeardowns,
+  printableJson,
   type AttachmentRow,
   type StatusJson,
   type TeardownRow,
@@ -137,8 +138,13 @@ function parse(command: CliCommand, argv: string[]): Parsed {
   // host-local's locks: under the common 5 s a mute runtime read as a hung daemon (exit 3), not exit 5.
   const rawTimeout = (values.timeout as string | undefined) ?? (command === 'audit' ? String(AUDIT_TIMEOUT_S) : '5');
   const timeout = Number(rawTimeout);
-  if (!(timeout > 0) || !Number.isFinite(timeout))
-    throw new CliError(`--timeout must be a positive number of seconds, got "${rawTimeout}"`, Exit.Usage);
+  // At most what a timer holds (2^31 ms) and an audit's deadline may be (596 h): a longer one was
+  // truncated with a warning, and audit's deadline then refused by stewardd as its own error (exit 4).
+  if (!(timeout > 0) || !(timeout <= MAX_TIMEOUT_S))
+    throw new CliError(
+      `--timeout must be a number of seconds above 0 and at most ${MAX_TIMEOUT_S} (596 h), got "${rawTimeout}"`,
+      Exit.Usage,
+    );
   return {
     socket: resolve((values.socket as string | undefined) ?? DEFAULT_SOCKET),
     json: output === 'json',
@@ -167,8 +173,11 @@ function attachmentsQuery(v: Parsed['values']): string {
 
 /** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
 /** The API's JSON body unchanged (-o json), or the table. */
+/** The longest --timeout, in seconds: 596 h, under a timer's 2^31 ms and stewardd's longest audit deadline. */
+const MAX_TIMEOUT_S = 596 * 3600;
+
 function out(json: boolean, body: string, human: () => string): void {
-  console.log(json ? body.trimEnd() : human());
+  console.log(json ? printableJson(body.trimEnd()) : human());
 }
 
 export async function runCli(command: CliCommand, argv: string[], now: () => number = Date.now): Promise<number> {
