@@ -216,8 +216,9 @@ export const METRICS_HEADERS_TIMEOUT_MS = 10_000;
 /** How often the header and request timeouts are enforced: a slow request's connection closes within 10-11 s. */
 export const METRICS_CONNECTION_CHECK_MS = 1000;
 /**
- * A connection silent this long is closed. Longer than a turn's wait (64 turns, about 3.2 s);
- * Prometheus reconnects when the connection it keeps between scrapes has gone.
+ * A connection silent this long is closed: one that never sends a byte has no request for Node to
+ * time. Longer than a turn's wait (64 turns, about 3.2 s); between scrapes Node's keep-alive
+ * timeout (5 s) closes a kept connection first.
  */
 export const METRICS_IDLE_TIMEOUT_MS = 10_000;
 

@@ -68,6 +68,48 @@ describe('GET /v1/attachments', () => {
     }
   });
 
+  test('a row of a later chunk is shown as it is when written, with its steps; one pruned meanwhile is left out', async () => {
+    const db = join(root, 'changing.db');
+    populateJournal(db, 600, 'boot-1', conf);
+    const store = new Store(db);
+    const ids = store.listAttachments({ limit: 1000 }).map((a) => a.id);
+    // ids are newest first: the last two are in the third chunk.
+    const [changed, pruned] = [ids[550]!, ids[599]!];
+    const journal = {
+      getAttachment: (id: number) => store.getAttachment(id),
+      stepsOf: (id: number) => store.stepsOf(id),
+      // Once the rows are listed, before the next turn: one torn down, one gone.
+      listAttachments: (f: Parameters<Store['listAttachments']>[0]) => {
+        const rows = store.listAttachments(f);
+        setImmediate(() => {
+          store.setAttachmentState(changed, 'deleting');
+          for (const s of store.stepsOf(changed)) store.setStepDeleting(s.id);
+          // As pruning does (a tombstone past its age): the row and its steps gone.
+          const { db } = store as unknown as { db: { exec: (sql: string) => void } };
+          db.exec(`DELETE FROM steps WHERE attachment_id = ${pruned}; DELETE FROM attachments WHERE id = ${pruned}`);
+        });
+        return rows;
+      },
+    };
+    const app = Fastify();
+    await statusRoutes(app, { journal } as unknown as AppDeps);
+    try {
+      const r = await app.inject({ method: 'GET', url: '/v1/attachments?limit=1000' });
+      const rows = r.json() as Array<{ id: number; state: string; steps: Array<{ state: string }> }>;
+      assert.equal(rows.length, 599);
+      assert.ok(!rows.some((a) => a.id === pruned));
+      const c = rows.find((a) => a.id === changed)!;
+      assert.equal(c.state, 'deleting');
+      assert.deepEqual(
+        c.steps.map((s) => s.state),
+        ['deleting'],
+      );
+    } finally {
+      await app.close();
+      store.close();
+    }
+  });
+
   test('an exact multiple of a chunk, one row, and none are well-formed arrays too', async () => {
     for (const [count, limit] of [
       [500, 500],

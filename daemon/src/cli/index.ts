@@ -1,12 +1,13 @@
 // `stewardd status|attachments|teardowns|retry`: the operator's commands. Each is one request to
 // the daemon's socket (cli/client.ts), printed as a short table (cli/format.ts) or, with -o json,
-// as the API's JSON body unchanged. Exit codes: cli/client.ts Exit, documented in the README.
+// as the API's JSON body (C1 controls and bidirectional overrides as JSON escapes). Exit codes: cli/client.ts Exit, documented in the README.
 
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
 import {
   DEFAULT_RELEASE_CAP,
+  MAX_PASS_DEADLINE_MS,
   MAX_RELEASE_CAP,
   parseCap,
   parseCapFraction,
@@ -39,8 +40,8 @@ const CLI_DEADLINE_MARGIN_MS = 10_000;
 const AUDIT_TIMEOUT_S = 60;
 
 const COMMON = `  --socket PATH        the daemon's socket (default ${DEFAULT_SOCKET})
-  -o, --output FORMAT  table (default) or json (the API's JSON, unchanged)
-  --timeout SEC        give up when the daemon does not answer within SEC (default 5)`;
+  -o, --output FORMAT  table (default) or json (the API's JSON; controls and bidi overrides as \\u escapes)
+  --timeout SEC        give up when the daemon does not answer within SEC (default 5, at most 2145600)`;
 
 export const CLI_USAGE: Record<CliCommand, string> = {
   status: `usage: stewardd status [--check] [options]
@@ -171,15 +172,15 @@ function attachmentsQuery(v: Parsed['values']): string {
   return s === '' ? '' : `?${s}`;
 }
 
-/** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
-/** The API's JSON body unchanged (-o json), or the table. */
 /** The longest --timeout, in seconds: 596 h, under a timer's 2^31 ms and stewardd's longest audit deadline. */
-const MAX_TIMEOUT_S = 596 * 3600;
+const MAX_TIMEOUT_S = MAX_PASS_DEADLINE_MS / 1000;
 
+/** The API's JSON body (-o json, printableJson), or the table. */
 function out(json: boolean, body: string, human: () => string): void {
   console.log(json ? printableJson(body.trimEnd()) : human());
 }
 
+/** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
 export async function runCli(command: CliCommand, argv: string[], now: () => number = Date.now): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     console.log(`${CLI_USAGE[command]}\n${EXIT_CODES}`);

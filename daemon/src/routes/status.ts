@@ -142,18 +142,24 @@ function attachmentRoutes(app: FastifyInstance, deps: AppDeps): void {
       if (!Number.isInteger(n) || n < 1 || n > 100_000)
         return reply.code(400).send({ error: 'limit must be an integer from 1 to 100000' });
       const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, pod, limit: n });
-      // Each row's steps read and the answer written a chunk at a time, the loop let go in between: in
-      // one turn, 100,000 rows held every CNI request, probe and STATUS for seconds (hostile review).
+      // The answer is written a chunk at a time, the loop let go in between: in one turn, 100,000
+      // rows held every CNI request, probe and STATUS for seconds (hostile review). A row of a later
+      // chunk is read again with its steps in its own turn, so each row and its steps agree (one
+      // pruned meanwhile is left out); a client gone meanwhile ends the work.
       const parts: string[] = [];
-      for (let i = 0; i < rows.length; i += ATTACHMENTS_PER_TURN) {
-        if (i > 0) await new Promise((r) => setImmediate(r));
-        const views = rows.slice(i, i + ATTACHMENTS_PER_TURN).map((a) => attachmentView(a, store.stepsOf(a.id)));
-        parts.push(JSON.stringify(views).slice(1, -1));
+      for (let i = 0; i < rows.length && !req.raw.destroyed; i += ATTACHMENTS_PER_TURN) {
+        const chunk = rows.slice(i, i + ATTACHMENTS_PER_TURN);
+        const now = i === 0 ? chunk : await nextTurn(() => chunk.map((a) => store.getAttachment(a.id)));
+        const views = now.flatMap((a) => (a ? [attachmentView(a, store.stepsOf(a.id))] : []));
+        if (views.length > 0) parts.push(JSON.stringify(views).slice(1, -1));
       }
-      return reply.type('application/json; charset=utf-8').send(`[${parts.filter((p) => p !== '').join(',')}]`);
+      return reply.type('application/json; charset=utf-8').send(`[${parts.join(',')}]`);
     },
   );
 }
+
+/** `fn`, in a later turn of the event loop. */
+const nextTurn = <T>(fn: () => T) => new Promise<T>((r) => setImmediate(() => r(fn())));
 
 /** How many attachments /v1/attachments reads and writes in one turn of the event loop (~10 ms). */
 const ATTACHMENTS_PER_TURN = 250;
