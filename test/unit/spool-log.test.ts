@@ -325,6 +325,11 @@ describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
     assert.equal(kept[0]!.podName, 'web');
     assert.match(String(kept[0]!.err), /could not write its journal/);
     assert.deepEqual(cap.of('spooled DEL did not complete; its teardown stays queued'), []);
+    assert.deepEqual(
+      cap.rows.filter((r) => /could not be removed/.test(r.msg)),
+      [],
+      'none done but left',
+    );
     assert.deepEqual(plugins.of('DEL'), [], 'no delegate DEL ran before the journal had it');
     assert.equal(store.currentAttachment({ containerId: 'ctr-9', ...KEY })?.state, 'added');
 
@@ -390,6 +395,19 @@ describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
     assert.equal(readdirSync(dir).length, 300);
   });
 
+  test("a batch ends the pass when any of its DELs met the journal's failure, whatever the others did", async () => {
+    // One attachment whose teardown cannot be journaled, first; 299 DELs of containers steward never
+    // saw (their tombstones are other rows, written fine). A request's pass (ingestNames) keeps the order.
+    const { engine, store } = setup();
+    await engine.handle(req('ADD', 'c0', chain));
+    fullDisk(store, 'setAttachmentState', () => true);
+    const dir = freshDir();
+    const names = Array.from({ length: 300 }, (_, i) => spoolName(1, `c${i}`, i));
+    for (const [i, name] of names.entries()) writeFileSync(join(dir, name), delWire(`c${i}`));
+    assert.deepEqual(await ingestNames(engine, dir, names, captureLog().log), { ingested: 255, rejected: 0, kept: 1 });
+    assert.equal(readdirSync(dir).length, 1 + 44, 'the kept file, and the batch after it left for the next pass');
+  });
+
   test("a DEL whose netconf names no network is this file's failure, not the pass's: its file goes, the rest run", async () => {
     // Dels.del throws before it returns a promise for such a netconf.
     const { engine, plugins } = setup();
@@ -412,19 +430,28 @@ describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
     const dir = freshDir();
     const names = Array.from({ length: 300 }, (_, i) => spoolName(1, `s${i}`, i));
     for (const [i, name] of names.entries()) writeFileSync(join(dir, name), delWire(`s${i}`));
-    // While its DEL runs, each of the first three files becomes a directory: removing it fails (EISDIR).
+    // While its DEL runs, each of the first three files becomes a directory: removing it fails
+    // (EISDIR). The fourth is removed by someone else meanwhile (ENOENT): gone, as it should be.
     const stuck = names.slice(0, 3);
+    const vanishing = names[3]!;
     plugins.on('one', (c) => {
       const i = names.findIndex((nm) => nm.includes(`-${c.containerId}-`));
-      if (c.command === 'DEL' && stuck.includes(names[i]!)) {
+      if (c.command !== 'DEL') return;
+      if (stuck.includes(names[i]!)) {
         rmSync(join(dir, names[i]!));
         mkdirSync(join(dir, names[i]!));
       }
+      if (names[i] === vanishing) rmSync(join(dir, vanishing), { force: true });
     });
     const cap = captureLog();
     assert.deepEqual(await ingestSpool(engine, dir, cap.log), { ingested: 300, rejected: 0 });
     assert.equal(plugins.of('DEL').length, 600, 'every DEL ran: the pass went on past the stuck files');
     assert.deepEqual(readdirSync(dir).sort(), [...stuck].sort());
+    assert.deepEqual(
+      cap.rows.filter((r) => /failed before their teardown was journaled/.test(r.msg)),
+      [],
+      'nothing kept',
+    );
     const told = cap.rows.filter((r) => /spooled DEL\(s\) done, but their files could not be removed/.test(r.msg));
     assert.equal(told.length, 1, JSON.stringify(told));
     assert.equal(told[0]!.stuck, 3);

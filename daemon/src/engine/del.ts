@@ -250,14 +250,13 @@ export class Dels {
           'deleted',
         ),
       );
+      log.info('DEL for an attachment steward never added: passed through once, tombstone written');
     } catch (e) {
       log.warn(
         { err: (e as Error).message },
         'DEL for an attachment steward never added: passed through once; its tombstone could not be written',
       );
-      return;
     }
-    log.info('DEL for an attachment steward never added: passed through once, tombstone written');
   }
 
   /** The request's delegates, last first, each plugin's DEL once; a failure is logged, never returned. */

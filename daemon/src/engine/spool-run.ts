@@ -126,9 +126,11 @@ function startDel(engine: Engine, req: SpooledDel['req']): Promise<string> {
 
 /** Whether a failed spooled DEL's teardown is in the journal; undefined when the journal cannot say. */
 function journaledAfterFailure(engine: Engine, req: SpooledDel['req']): boolean | undefined {
+  let journaled: boolean | undefined;
   try {
-    return engine.spooledDelJournaled(req);
+    journaled = engine.spooledDelJournaled(req);
   } catch {
-    return undefined;
+    // The journal cannot be read: it cannot say (undefined).
   }
+  return journaled;
 }
