@@ -5,12 +5,13 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls, leases, linkExists, sh } from '../helpers/env.js';
+import { TestEnv, fixtureCalls, leases, linkExists } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { mountTmpfs } from '../helpers/tmpfs.js';
 
 const env = new TestEnv('journal');
 after(() => env.close());
@@ -112,15 +113,7 @@ describe('restart in the same boot', () => {
 describe('disk full', () => {
   it('a journal write that fails after a plugin succeeded answers 11; once space is back the scheduler rolls the ADD back and a re-ADD works', async () => {
     const daemon = newDaemon('diskfull');
-    mkdirSync(daemon.stateDir, { recursive: true });
-    sh('mount', ['-t', 'tmpfs', '-o', 'size=3m,mode=0700', 'tmpfs', daemon.stateDir]);
-    env.defer(() => {
-      try {
-        sh('umount', ['-l', daemon.stateDir]);
-      } catch {
-        /* not mounted */
-      }
-    });
+    mountTmpfs(env, daemon.stateDir, '3m');
     await startDaemon(daemon);
     const fx = join(env.dir, 'diskfull-fx');
     const dataDir = join(env.dir, 'diskfull-ipam');

@@ -9,12 +9,13 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls, sh } from '../helpers/env.js';
+import { TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { fillDisk, mountTmpfs } from '../helpers/tmpfs.js';
 
 const env = new TestEnv('spoolstop');
 after(() => env.close());
@@ -22,6 +23,26 @@ after(() => env.close());
 /** The name spoolRequest (shared/src/spool.ts) gives a file. */
 const spoolName = (t: number, cid: string, i: number) =>
   `${String(t).padStart(15, '0')}-${cid.slice(0, 64)}-${(i >>> 0).toString(16).padStart(8, '0')}.json`;
+
+/** The DELs of `pods` the shim would have spooled to `dir` (written directly, stamped `t`). */
+function spoolDels(dir: string, t: number, pods: string[], netns: string, conf: unknown): void {
+  mkdirSync(dir, { recursive: true });
+  pods.forEach((cid, i) =>
+    writeFileSync(
+      join(dir, spoolName(t, cid, i)),
+      JSON.stringify({
+        env: {
+          CNI_COMMAND: 'DEL',
+          CNI_CONTAINERID: cid,
+          CNI_NETNS: netns,
+          CNI_IFNAME: 'eth0',
+          CNI_PATH: '/usr/lib/cni',
+        },
+        config: conf,
+      }),
+    ),
+  );
+}
 
 describe('a stop during the start-up drain', () => {
   it('keeps the file of every spooled DEL whose teardown did not reach the journal', async () => {
@@ -44,23 +65,8 @@ describe('a stop during the start-up drain', () => {
     await daemon.stop();
 
     // The DELs the shim would have spooled while stewardd was down.
-    mkdirSync(daemon.spoolDir, { recursive: true });
     const t = Date.now() - 60_000;
-    pods.forEach((cid, i) =>
-      writeFileSync(
-        join(daemon.spoolDir, spoolName(t, cid, i)),
-        JSON.stringify({
-          env: {
-            CNI_COMMAND: 'DEL',
-            CNI_CONTAINERID: cid,
-            CNI_NETNS: netns,
-            CNI_IFNAME: 'eth0',
-            CNI_PATH: '/usr/lib/cni',
-          },
-          config: conf,
-        }),
-      ),
-    );
+    spoolDels(daemon.spoolDir, t, pods, netns, conf);
     writeFileSync(gate, '');
 
     await daemon.start();
@@ -107,15 +113,7 @@ describe('a full disk while spooled DELs are ingested', () => {
       name: 'full',
       args: ['--retry-base-ms', '100', '--retry-max-ms', '400', '--spool-dir', spoolDir],
     });
-    mkdirSync(daemon.stateDir, { recursive: true });
-    sh('mount', ['-t', 'tmpfs', '-o', 'size=3m,mode=0700', 'tmpfs', daemon.stateDir]);
-    env.defer(() => {
-      try {
-        sh('umount', ['-l', daemon.stateDir]);
-      } catch {
-        /* not mounted */
-      }
-    });
+    mountTmpfs(env, daemon.stateDir, '3m');
     const fixState = join(env.dir, 'fixture-full');
     const conf = stewardConf(daemon.socket, '1.0.0', [delegate('fixnet', '1.0.0', [fixturePlugin(fixState)])]);
     const netns = env.netns();
@@ -123,38 +121,10 @@ describe('a full disk while spooled DELs are ingested', () => {
     await daemon.start();
     for (const cid of pods) assert.equal((await shim({ command: 'ADD', containerId: cid, netns }, conf)).code, 0);
 
-    const fill = join(daemon.stateDir, 'fill');
-    const fd = openSync(fill, 'a');
-    try {
-      for (const size of [64 * 1024, 512]) {
-        const block = Buffer.alloc(size);
-        try {
-          for (;;) writeSync(fd, block);
-        } catch {
-          /* ENOSPC */
-        }
-      }
-    } finally {
-      closeSync(fd);
-    }
+    const fill = fillDisk(daemon.stateDir);
     // DELs the shim spooled (stewardd slow to answer them), ingested by the next tick.
-    mkdirSync(spoolDir, { recursive: true });
     const t = Date.now();
-    pods.forEach((cid, i) =>
-      writeFileSync(
-        join(spoolDir, spoolName(t, cid, i)),
-        JSON.stringify({
-          env: {
-            CNI_COMMAND: 'DEL',
-            CNI_CONTAINERID: cid,
-            CNI_NETNS: netns,
-            CNI_IFNAME: 'eth0',
-            CNI_PATH: '/usr/lib/cni',
-          },
-          config: conf,
-        }),
-      ),
-    );
+    spoolDels(spoolDir, t, pods, netns, conf);
     const logged = (msg: RegExp) =>
       readFileSync(daemon.logFile, 'utf8')
         .split('\n')
