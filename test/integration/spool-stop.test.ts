@@ -9,7 +9,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls } from '../helpers/env.js';
@@ -24,25 +24,29 @@ after(() => env.close());
 const spoolName = (t: number, cid: string, i: number) =>
   `${String(t).padStart(15, '0')}-${cid.slice(0, 64)}-${(i >>> 0).toString(16).padStart(8, '0')}.json`;
 
-/** The DELs of `pods` the shim would have spooled to `dir` (written directly, stamped `t`). */
+/**
+ * The DELs of `pods` the shim would have spooled to `dir`, stamped `t`: each written to a temp name
+ * and renamed, as the shim does, so a pass of a running stewardd never reads one half-written.
+ */
 function spoolDels(dir: string, t: number, pods: string[], netns: string, conf: unknown): void {
   mkdirSync(dir, { recursive: true });
-  pods.forEach((cid, i) =>
-    writeFileSync(
-      join(dir, spoolName(t, cid, i)),
-      JSON.stringify({
-        env: {
-          CNI_COMMAND: 'DEL',
-          CNI_CONTAINERID: cid,
-          CNI_NETNS: netns,
-          CNI_IFNAME: 'eth0',
-          CNI_PATH: '/usr/lib/cni',
-        },
-        config: conf,
-      }),
-    ),
-  );
+  pods.forEach((cid, i) => {
+    const name = spoolName(t, cid, i);
+    const temp = join(dir, `.${name.replace(/\.json$/, '')}.tmp`);
+    const env = {
+      CNI_COMMAND: 'DEL',
+      CNI_CONTAINERID: cid,
+      CNI_NETNS: netns,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/usr/lib/cni',
+    };
+    writeFileSync(temp, JSON.stringify({ env, config: conf }));
+    renameSync(temp, join(dir, name));
+  });
 }
+
+/** The spooled DELs in `dir` (not its rejected/ dir). */
+const spooledIn = (dir: string) => readdirSync(dir).filter((f) => f.endsWith('.json'));
 
 describe('a stop during the start-up drain', () => {
   it('keeps the file of every spooled DEL whose teardown did not reach the journal', async () => {
@@ -68,6 +72,8 @@ describe('a stop during the start-up drain', () => {
     const t = Date.now() - 60_000;
     spoolDels(daemon.spoolDir, t, pods, netns, conf);
     writeFileSync(gate, '');
+    // Should the test fail before it removes the gate, no fixture DEL waits on it after.
+    env.defer(() => rmSync(gate, { force: true }));
 
     await daemon.start();
     await daemon.waitFor('the drain to hold DELs in the plugins', () => fixtureCalls(fixState, 'DEL').length >= 4);
@@ -76,13 +82,13 @@ describe('a stop during the start-up drain', () => {
 
     // Nothing may be lost: a pod's DEL either reached the journal (its teardown is retried from
     // there) or its file is still spooled.
-    const spooled = readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json'));
+    const spooled = spooledIn(daemon.spoolDir);
     assert.ok(spooled.length > 0, 'the stop came while DELs were waiting for a plugin slot');
     rmSync(gate);
     await daemon.start();
     await daemon.waitFor(
       'every spooled DEL to be run',
-      async () => (await daemon.status()).spool.draining === 0 && readdirSync(daemon.spoolDir).length === 0,
+      async () => (await daemon.status()).spool.draining === 0 && spooledIn(daemon.spoolDir).length === 0,
       60_000,
     );
     for (const cid of pods)
@@ -130,7 +136,7 @@ describe('a full disk while spooled DELs are ingested', () => {
         .split('\n')
         .filter((l) => msg.test(l)).length;
     await daemon.waitFor('a pass to keep the files', () => logged(/failed before their teardown was journaled/) >= 2);
-    assert.equal(readdirSync(spoolDir).length, pods.length, 'every file is still spooled');
+    assert.equal(spooledIn(spoolDir).length, pods.length, 'every file is still spooled');
     for (const cid of pods) assert.equal((await daemon.attachment(cid)).state, 'added');
     assert.equal(fixtureCalls(fixState, 'DEL').length, 0, 'no plugin ran a DEL it could not journal');
     // An ADD of one of those containers would come before its DEL: refused until the DEL has run.
@@ -146,6 +152,7 @@ describe('a full disk while spooled DELs are ingested', () => {
           assert.fail(`${cid}: ${JSON.stringify(await daemon.attachment(cid))} (its DEL was lost to the full disk)`),
         );
     await daemon.waitFor('the files to go', () => readdirSync(spoolDir).length === 0);
+    assert.ok(!readdirSync(spoolDir).includes('rejected'), 'none set aside');
     assert.deepEqual(
       fixtureCalls(fixState, 'DEL')
         .map((l) => l.split(' ')[1])
