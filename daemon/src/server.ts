@@ -7,10 +7,22 @@ export { httpStatusFor } from './routes/http-status.js';
 /** Request body limit: a netconf at its bound plus room for the envelope. */
 const BODY_LIMIT = MAX_REQUEST_BYTES;
 
-import { createServer } from 'node:http';
-import Fastify, { LogController, type FastifyServerFactory } from 'fastify';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type FastifyServerFactory,
+  type RawServerDefault,
+} from 'fastify';
 import type { Logger } from 'pino';
-import { CniError, ErrorCode, MAX_REQUEST_BYTES, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
+import {
+  CNI_ROUTE,
+  CniError,
+  ErrorCode,
+  MAX_REQUEST_BYTES,
+  PROTOCOL_HEADER,
+  PROTOCOL_VERSION,
+} from '@cni-steward/shared';
 import { Admission } from './routes/admission.js';
 import { cniRoutes, serveCni } from './routes/cni.js';
 import { cniErrorAnswer } from './routes/http-status.js';
@@ -19,6 +31,9 @@ import type { AppDeps } from './routes/deps.js';
 import { capText } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
 import { auditRoutes } from './routes/audit.js';
+
+/** The methods any route here is served under, for a 405's Allow. */
+const ROUTE_METHODS = ['GET', 'HEAD', 'POST'] as const;
 
 /** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
 function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
@@ -54,6 +69,12 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
     }
   });
 
+  errorAnswers(app);
+  return app;
+}
+
+/** The one error handler, and the answer for a route that does not exist. */
+function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger>): void {
   app.setErrorHandler((e, request, reply) => {
     const error = e as Error & { code?: string; statusCode?: number };
     let err: CniError;
@@ -68,17 +89,34 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
       err = new CniError(ErrorCode.Internal, `internal error in stewardd: ${error.message}`);
     }
     const { status, json } = cniErrorAnswer(err, request.body);
-    void reply.code(status).type('application/json').send(json);
+    // Only the CNI route speaks CNI's error envelope; an operator route answers as its other
+    // errors do, { "error": ... }, with the same HTTP status.
+    if (request.routeOptions.url === CNI_ROUTE) return void reply.code(status).type('application/json').send(json);
+    void reply
+      .code(error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 413 : status)
+      .type('application/json')
+      .send({ error: capText(err.message, 1024) });
   });
 
+  // A path served under another method is 405 with the methods it takes (RFC 9110 15.5.6); any
+  // other path 404.
   app.setNotFoundHandler((request, reply) => {
+    const url = request.url.split('?')[0] ?? '';
+    const allow = ROUTE_METHODS.filter((method) => app.hasRoute({ method, url }));
+    if (allow.length > 0) {
+      return void reply
+        .code(405)
+        .header('allow', allow.join(', '))
+        .type('application/json')
+        .send({
+          error: `${capText(request.method, 16)} is not served on ${capText(url, 256)}; use ${allow.join(' or ')}`,
+        });
+    }
     void reply
       .code(404)
       .type('application/json')
       .send({ error: `no route ${request.method} ${capText(request.url, 256)}` });
   });
-
-  return app;
 }
 
 /**

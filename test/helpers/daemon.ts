@@ -171,7 +171,7 @@ export class Daemon {
     path: string,
     body?: string,
     headers: Record<string, string> = {},
-  ): Promise<{ status: number; text: string; json: any }> {
+  ): Promise<{ status: number; text: string; json: any; headers: Record<string, string | string[] | undefined> }> {
     return new Promise((resolve, reject) => {
       const req = request(
         {
@@ -191,7 +191,7 @@ export class Daemon {
             } catch {
               json = undefined;
             }
-            resolve({ status: res.statusCode ?? 0, text, json });
+            resolve({ status: res.statusCode ?? 0, text, json, headers: res.headers });
           });
         },
       );

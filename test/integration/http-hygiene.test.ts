@@ -5,6 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { openDatabase } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
@@ -39,6 +40,16 @@ describe('repeated query parameters', () => {
     assert.equal(res.status, 404);
     assert.ok(res.text.length < 400, `${res.text.length} bytes`);
     assert.match(res.json.error, /\[cut \d+ bytes\]$/);
+  });
+
+  it('limit takes decimal digits only: "0x10", "1e3", " 5", "5 ", "" and "+5" are 400; "007" is 7', async () => {
+    for (const bad of ['0x10', '1e3', '%205', '5%20', '', '%2B5', '0', '100001']) {
+      const res = await daemon.get(`/v1/attachments?limit=${bad}`);
+      assert.equal(res.status, 400, `limit=${bad}: ${res.text}`);
+      assert.equal(res.json.error, 'limit must be an integer from 1 to 100000');
+    }
+    const res = await daemon.get('/v1/attachments?limit=007');
+    assert.equal(res.status, 200, res.text);
   });
 
   it('single parameters still work', async () => {
@@ -253,3 +264,65 @@ describe('relative CNI_PATH entries', () => {
     );
   });
 });
+
+describe('methods and bodies on the operator routes', () => {
+  it('a path served under another method is 405 with Allow; an unknown path stays 404', async () => {
+    const status = await daemon.request('POST', '/v1/status', '{}');
+    assert.equal(status.status, 405, status.text);
+    assert.equal(status.headers.allow, 'GET, HEAD');
+    assert.match(status.json.error, /^POST is not served on \/v1\/status; use GET or HEAD$/);
+    const retry = await daemon.get('/v1/teardowns/retry');
+    assert.equal(retry.status, 405, retry.text);
+    assert.equal(retry.headers.allow, 'POST');
+    const cni = await daemon.get('/v1/cni?x=1');
+    assert.equal(cni.status, 405, cni.text);
+    assert.equal(cni.headers.allow, 'POST');
+    assert.equal((await daemon.request('DELETE', '/v1/nothing-here')).status, 404);
+  });
+
+  it('HEAD /v1/audit is 405 and runs no audit pass (GET and POST do)', async () => {
+    const lastRun = async () =>
+      /^steward_audit_last_run_timestamp_seconds \S+$/m.exec((await daemon.get('/metrics')).text)?.[0];
+    const before = await lastRun();
+    const head = await daemon.request('HEAD', '/v1/audit');
+    assert.equal(head.status, 405);
+    assert.equal(head.headers.allow, 'GET, POST');
+    assert.equal(await lastRun(), before, 'HEAD ran an audit pass');
+    // The contrast: a GET is a pass, and the metric moves (so the check above could fail).
+    await new Promise((r) => setTimeout(r, 1100));
+    const get = await daemon.get('/v1/audit');
+    assert.ok(get.status === 200 || get.status === 503, get.text);
+    assert.notEqual(await lastRun(), before);
+  });
+
+  it('a body that is not JSON is 400 with { error } on an operator route, a CNI error on /v1/cni', async () => {
+    const retry = await daemon.request('POST', '/v1/teardowns/retry', '{"abandoned":');
+    assert.equal(retry.status, 400, retry.text);
+    assert.deepEqual(Object.keys(retry.json), ['error']);
+    assert.match(retry.json.error, /^cannot decode request: /);
+    // Past the body limit: answered from the Content-Length alone (a client still writing a body
+    // that large can meet EPIPE), so only the headers are sent.
+    const big = await rawExchange(
+      daemon.socket,
+      `POST /v1/teardowns/retry HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${2 << 20}\r\nConnection: close\r\n\r\n`,
+    );
+    assert.match(big, /^HTTP\/1\.1 413 /, big.slice(0, 300));
+    assert.match(big, /\{"error":"request body is larger than \d+ bytes"\}$/);
+    const cni = await daemon.request('POST', '/v1/cni', '{"cniVersion":');
+    assert.equal(cni.json.code, 6, cni.text);
+    assert.match(cni.json.msg, /decode/);
+  });
+});
+
+/** One raw HTTP exchange on the socket: what the daemon wrote until it closed the connection. */
+function rawExchange(socket: string, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = connect(socket);
+    const chunks: Buffer[] = [];
+    c.on('data', (d: Buffer) => chunks.push(d));
+    c.on('error', reject);
+    c.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    c.setTimeout(10_000, () => c.destroy(new Error('no answer in 10 s')));
+    c.write(request);
+  });
+}

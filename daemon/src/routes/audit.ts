@@ -20,7 +20,8 @@ export interface AuditRouteDeps {
 }
 
 export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): Promise<void> {
-  app.get('/v1/audit', async (req, reply) => {
+  // No HEAD: fastify would run the whole pass (and ask the runtime) to answer it with no body.
+  app.get('/v1/audit', { exposeHeadRoute: false }, async (req, reply) => {
     const q = req.query as { runtimeEndpoint?: unknown; deadline?: unknown };
     const endpoint = runtimeEndpointOf(q);
     if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });

@@ -138,7 +138,8 @@ function attachmentRoutes(app: FastifyInstance, deps: AppDeps): void {
       if (state !== undefined && !(ATTACHMENT_STATES as readonly string[]).includes(state)) {
         return reply.code(400).send({ error: `state must be one of ${ATTACHMENT_STATES.join(', ')}` });
       }
-      const n = limit === undefined ? 1000 : Number(limit);
+      // Digits only: Number() would also take "0x10", "1e3", " 5" and "".
+      const n = limit === undefined ? 1000 : /^[0-9]{1,6}$/.test(limit) ? Number(limit) : NaN;
       if (!Number.isInteger(n) || n < 1 || n > 100_000)
         return reply.code(400).send({ error: 'limit must be an integer from 1 to 100000' });
       const rows = store.listAttachments({ containerId, state: state as AttachmentState | undefined, pod, limit: n });
