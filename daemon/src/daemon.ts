@@ -181,7 +181,7 @@ async function serve(
     version: VERSION,
     startedAt,
     health,
-    audit: (opts) => auditor.run(opts),
+    audit: (opts, callerGone) => auditor.run(opts, callerGone),
     ...(cfg.cniConfDir ? { conflist: () => conflistView(cfg.stateDir, view.decided) } : {}),
   });
   if (cfg.cniConfDir)

@@ -321,4 +321,40 @@ describe('CLI errors name the socket and the cause', () => {
     );
     assert.ok(Date.now() - t0 < 30_000);
   });
+
+  it('a socket that answers a byte a second: exit 3 at --timeout, not when the drip stops', async () => {
+    const sock = join(env.dir, 'drip.sock');
+    const held: Socket[] = [];
+    const server = createServer((c) => {
+      held.push(c);
+      c.resume();
+      c.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+      const drip = setInterval(() => (c.writable ? c.write('1\r\n \r\n') : clearInterval(drip)), 500);
+      c.on('close', () => clearInterval(drip));
+    });
+    await new Promise<void>((r) => server.listen(sock, r));
+    env.defer(
+      () =>
+        new Promise<void>((r) => {
+          for (const c of held) c.destroy();
+          server.close(() => r());
+        }),
+    );
+    const t0 = Date.now();
+    const r = await cli(['status', '--socket', sock, '--timeout', '2']);
+    const took = Date.now() - t0;
+    assert.equal(r.code, 3, r.stdout + r.stderr);
+    assert.match(r.stderr, /the daemon did not answer within 2 s \(busy or hung\)/);
+    assert.ok(took < 15_000, `${took} ms`);
+  });
+
+  it('a --socket that is a regular file or a directory: exit 3, "is not a socket"', async () => {
+    const file = join(env.dir, 'not-a-socket');
+    writeFileSync(file, '');
+    for (const path of [file, env.dir]) {
+      const r = await cli(['status', '--socket', path]);
+      assert.equal(r.code, 3, r.stdout + r.stderr);
+      assert.equal(r.stderr.trim(), `stewardd status: cannot talk to stewardd on ${path}: ${path} is not a socket`);
+    }
+  });
 });

@@ -5,12 +5,13 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { installInto, nodeTree, uninstallFrom, writeLoopbackPrimary, type NodeTree } from '../helpers/node-tree.js';
 import { shim } from '../helpers/shim.js';
@@ -46,6 +47,23 @@ describe('a corrupt journal at start', () => {
     assert.equal(status.json.ready, false);
     assert.equal(status.json.reason, ready.json.reason);
     assert.ok(status.json.journalProblems.length >= 1);
+    // The CLI reads that shape too (it threw on the missing step counts), and --check does not
+    // pass a journal it cannot read; the audit, which reads the journal, is refused with the reason.
+    const cli = (...args: string[]) =>
+      spawnSync(process.execPath, [join(REPO, 'bin/stewardd'), ...args, '--socket', daemon.socket], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    const shown = cli('status');
+    assert.equal(shown.status, 0, shown.stderr);
+    assert.match(shown.stdout, /NOT READY \(degraded: serving DELs to its spool only\)/);
+    assert.ok(shown.stdout.includes(`not ready:    ${ready.json.reason}`), shown.stdout);
+    const checked = cli('status', '--check');
+    assert.equal(checked.status, 4, checked.stdout + checked.stderr);
+    assert.match(checked.stderr, /degraded, abandoned teardown steps cannot be read: the journal database/);
+    const audit = cli('audit');
+    assert.equal(audit.status, 4, audit.stdout + audit.stderr);
+    assert.match(audit.stderr, /503.*the journal database/s);
     await daemon.waitFor('the reason in the log', () =>
       readFileSync(daemon.logFile, 'utf8').includes('ran no recovery on it'),
     );

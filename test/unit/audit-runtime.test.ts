@@ -17,7 +17,7 @@ const dir = mkdtempSync(join(tmpdir(), 'stw-audit-runtime-'));
 const socket = join(dir, 'cri.sock');
 let server: grpc.Server;
 
-type Reply = { error?: string; reply?: unknown; never?: boolean };
+type Reply = { error?: string; reply?: unknown; never?: boolean; afterMs?: number };
 const handlers: Record<string, (req: unknown) => Reply> = {};
 const requests: Array<{ method: string; req: unknown }> = [];
 
@@ -27,6 +27,7 @@ function serve(method: string) {
     const out: Reply = (handlers[method] ?? (() => ({ reply: {} })))(call.request);
     if (out.never) return;
     if (out.error !== undefined) cb({ code: grpc.status.UNAVAILABLE, details: out.error } as grpc.ServiceError, null);
+    else if (out.afterMs !== undefined) setTimeout(() => cb(null, out.reply ?? {}), out.afterMs);
     else cb(null, out.reply ?? {});
   };
 }
@@ -205,4 +206,70 @@ describe('the CRI runtime as the audit asks it', () => {
       }
     },
   );
+
+  // A runtime hung before HTTP/2's SETTINGS: grpc-js kept each such connection's socket for good
+  // (client.close() reaches only connected transports), one descriptor per audit pass given a
+  // runtimeEndpoint. Counted from the runtime's side: every connection it accepted must close.
+  async function hungRuntime() {
+    const conns = new Set<Socket>();
+    const path = join(dir, `hung-${conns.size}-${Math.random().toString(36).slice(2)}.sock`);
+    const hung = createServer((c) => {
+      conns.add(c);
+      c.resume(); // reads and drops what the client writes (so it sees the client close), answers nothing
+      c.on('close', () => conns.delete(c));
+    });
+    await new Promise<void>((r) => hung.listen(path, r));
+    const stop = async () => {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => hung.close(r));
+    };
+    return { path, conns, stop };
+  }
+
+  const until = async (what: () => boolean, ms: number) => {
+    for (const end = Date.now() + ms; !what() && Date.now() < end;) await new Promise((r) => setTimeout(r, 10));
+    return what();
+  };
+
+  it('a runtime that accepts and never answers: each pass given its endpoint closes its connection', async () => {
+    const hung = await hungRuntime();
+    try {
+      for (let pass = 0; pass < 3; pass++) {
+        const rt = runtimeFor(hung.path, 150); // as Auditor.run asks for a runtimeEndpoint= pass
+        assert.equal(await rt.listSandboxes(), null);
+        assert.match(rt.info().message ?? '', /ListPodSandbox failed: .*[Dd]eadline/);
+        rt.close();
+      }
+      assert.ok(await until(() => hung.conns.size === 0, 2000), `${hung.conns.size} connections left open`);
+    } finally {
+      await hung.stop();
+    }
+  });
+
+  it('closed while a call is being answered: the call still gets its answer, then the connection closes', async () => {
+    handlers.ListPodSandbox = () => ({ reply: { items: [{ id: A }] }, afterMs: 300 });
+    const conns: Socket[] = [];
+    const proxySocket = join(dir, 'proxy-slow.sock');
+    const proxy = createServer((c) => {
+      conns.push(c);
+      const up = createConnection(socket);
+      c.pipe(up).pipe(c);
+      c.on('close', () => up.destroy());
+      up.on('close', () => c.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(proxySocket, r));
+    try {
+      const client = new CriClient(proxySocket);
+      const call = client.listPodSandboxIds(5000);
+      assert.ok(await until(() => requests.length === 1, 2000), 'the call never reached the runtime');
+      const closed = new Promise((r) => conns[0]!.once('close', r));
+      client.close();
+      assert.deepEqual(await call, [A]);
+      await closed;
+      assert.equal(conns.length, 1);
+    } finally {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => proxy.close(r));
+    }
+  });
 });

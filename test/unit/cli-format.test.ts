@@ -171,4 +171,21 @@ describe('-o json and --timeout', () => {
     for (const e of errors)
       assert.match(e, /--timeout must be a number of seconds above 0 and at most 2145600 \(596 h\), got "/);
   });
+
+  test('--limit that is not a whole number from 1 to 100000 is a usage error, exit 2, before any request', async () => {
+    const errors: string[] = [];
+    const real = console.error;
+    console.error = (m: string) => void errors.push(m);
+    const bad = ['abc', '0', '100001', '0x10', '1e3', ' 5', ''];
+    try {
+      for (const limit of bad)
+        assert.equal(await runCli('attachments', ['--limit', limit, '--socket', '/nonexistent/s.sock']), 2, limit);
+      // A good one gets as far as the socket: exit 3, it does not exist.
+      assert.equal(await runCli('attachments', ['--limit', '100000', '--socket', '/nonexistent/s.sock']), 3);
+    } finally {
+      console.error = real;
+    }
+    for (const [i, limit] of bad.entries())
+      assert.match(errors[i] ?? '', new RegExp(`--limit must be a whole number from 1 to 100000, got "${limit}"`));
+  });
 });

@@ -23,8 +23,33 @@ export interface PeriodicAudit {
   graceMs: number;
 }
 
+/**
+ * Passes that may wait behind the one running. A client that sends GET /v1/audit and hangs up
+ * still queued a whole pass (3,000 of them delayed the next answer by a minute): past this many
+ * waiting, a new one is refused (AuditQueueFull, HTTP 503), and a waiting pass whose caller has
+ * gone is not run when its turn comes.
+ */
+export const MAX_WAITING_PASSES = 8;
+
+/** Refused: MAX_WAITING_PASSES passes already wait for their turn. */
+export class AuditQueueFull extends Error {
+  constructor() {
+    super(`${MAX_WAITING_PASSES} audit passes are already waiting for the one running; try again when it is done`);
+  }
+}
+
+/** Not run: its caller stopped waiting before its turn came. */
+export class AuditCallerGone extends Error {
+  constructor() {
+    super('the caller of this audit pass left before its turn came; the pass was not run');
+  }
+}
+
 export class Auditor {
   private tail: Promise<unknown> = Promise.resolve();
+
+  /** Passes queued behind the one running, not yet started. */
+  private waiting = 0;
 
   private timer: NodeJS.Timeout | undefined;
 
@@ -41,12 +66,19 @@ export class Auditor {
     private readonly runtimeAt?: (socket: string) => RuntimeSource,
   ) {}
 
-  /** One pass, after every pass already running or waiting. */
-  run(opts: AuditOptions): Promise<AuditReport> {
+  /**
+   * One pass, after every pass already running or waiting. `callerGone`: the caller has stopped
+   * waiting for the report (the route's client hung up), checked when the pass's turn comes.
+   */
+  run(opts: AuditOptions, callerGone?: () => boolean): Promise<AuditReport> {
+    if (this.waiting >= MAX_WAITING_PASSES) return Promise.reject(new AuditQueueFull());
+    this.waiting++;
     // The deadline counts from the request, not from its turn: a pass queued behind another one
     // still stops starting releases before its caller gives up on the answer.
     const deadlineAt = Date.now() + (opts.deadlineMs ?? DEFAULT_PASS_DEADLINE_MS);
     const pass = this.tail.then(async () => {
+      this.waiting--;
+      if (callerGone?.()) throw new AuditCallerGone();
       const other =
         opts.runtimeEndpoint !== undefined && this.runtimeAt ? this.runtimeAt(opts.runtimeEndpoint) : undefined;
       // Another runtime's view never becomes the sightings the daemon's own passes agree with.

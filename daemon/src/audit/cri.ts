@@ -3,6 +3,7 @@
 // serves the project's tests as their CRI client (test/helpers/cri/client.ts).
 
 import { createRequire } from 'node:module';
+import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type * as GrpcJs from '@grpc/grpc-js';
 import type * as ProtoLoader from '@grpc/proto-loader';
@@ -51,6 +52,63 @@ export interface CriVersion {
   runtimeApiVersion: string;
 }
 
+type SecureConnector = ReturnType<GrpcJs.ChannelCredentials['_createSecureConnector']>;
+
+/** Insecure credentials that can destroy, once their client is done, every socket grpc-js connected for it. */
+interface SocketOwner extends GrpcJs.ChannelCredentials {
+  destroySockets(): void;
+}
+
+let socketOwner: (new () => SocketOwner) | undefined;
+
+/**
+ * grpc-js (1.14) keeps the socket of a connection that never got the runtime's HTTP/2 SETTINGS (a
+ * runtime that listens and never accepts, or accepts and never answers) inside its connector, which
+ * nothing shuts down: client.close() reaches only connected transports, so every audit pass given
+ * such a runtimeEndpoint leaked a descriptor for good. Every socket grpc-js connects is handed to its
+ * credentials' connector (Http2SubchannelConnector -> SecureConnector.connect), so these credentials,
+ * insecure otherwise, keep them and destroy whatever is still open when their client is done. Equal
+ * only to themselves: no other client shares their subchannel (and sockets) through grpc-js's pool.
+ */
+function ownedInsecure(): SocketOwner {
+  // The class is built on first use: grpc-js stays lazily required.
+  socketOwner ??= class extends grpc().ChannelCredentials implements SocketOwner {
+    private readonly insecure = grpc().credentials.createInsecure();
+    private readonly sockets = new Set<Socket>();
+
+    override _isSecure(): boolean {
+      return false;
+    }
+
+    override _equals(other: GrpcJs.ChannelCredentials): boolean {
+      return other === this;
+    }
+
+    override _createSecureConnector(
+      ...args: Parameters<GrpcJs.ChannelCredentials['_createSecureConnector']>
+    ): SecureConnector {
+      const inner = this.insecure._createSecureConnector(...args);
+      const sockets = this.sockets;
+      return {
+        connect(socket) {
+          sockets.add(socket);
+          socket.once('close', () => sockets.delete(socket));
+          return inner.connect(socket);
+        },
+        waitForReady: () => inner.waitForReady(),
+        getCallCredentials: () => inner.getCallCredentials(),
+        destroy: () => inner.destroy(),
+      };
+    }
+
+    destroySockets(): void {
+      for (const s of this.sockets) s.destroy();
+      this.sockets.clear();
+    }
+  };
+  return new socketOwner();
+}
+
 /**
  * The two CRI calls steward makes, over one runtime socket, each with its own deadline: who is alive
  * (ListPodSandbox: the ids, whatever their state) and what the runtime is (Version). Both reject on
@@ -58,19 +116,31 @@ export interface CriVersion {
  */
 export class CriClient {
   private readonly client: GrpcJs.Client;
+  private readonly credentials = ownedInsecure();
+  /** Calls not yet settled: a closed client's sockets are destroyed once they are (each has a deadline). */
+  private inFlight = 0;
+  private closed = false;
 
   constructor(readonly socket: string) {
     const Ctor = runtimeServiceCtor();
-    this.client = new Ctor(`unix://${socket}`, grpc().credentials.createInsecure());
+    this.client = new Ctor(`unix://${socket}`, this.credentials);
   }
 
   private call<T>(method: string, req: unknown, timeoutMs: number): Promise<T> {
     const fn = (this.client as unknown as Record<string, Unary<T>>)[method]!.bind(this.client);
+    this.inFlight++;
     return new Promise<T>((resolve, reject) =>
-      fn(req, new (grpc().Metadata)(), { deadline: Date.now() + timeoutMs }, (e, res) =>
-        e ? reject(e) : resolve(res),
-      ),
+      fn(req, new (grpc().Metadata)(), { deadline: Date.now() + timeoutMs }, (e, res) => {
+        this.inFlight--;
+        this.releaseSockets();
+        if (e) reject(e);
+        else resolve(res);
+      }),
     );
+  }
+
+  private releaseSockets(): void {
+    if (this.closed && this.inFlight === 0) this.credentials.destroySockets();
   }
 
   async listPodSandboxIds(timeoutMs: number): Promise<string[]> {
@@ -87,7 +157,10 @@ export class CriClient {
     };
   }
 
+  /** No new calls; the sockets go once the calls still running have settled. */
   close(): void {
+    this.closed = true;
     this.client.close();
+    this.releaseSockets();
   }
 }

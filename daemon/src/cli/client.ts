@@ -2,6 +2,7 @@
 // the socket and the cause (absent, permission, nobody listening, no answer in time) and the
 // exit code a script can branch on. The request itself is lifecycle/socket-http.ts.
 
+import { statSync } from 'node:fs';
 import { socketRequest } from '../lifecycle/socket-http.js';
 
 /** Exit codes of `stewardd status|attachments|teardowns|retry|audit` (README "Reading its state"). */
@@ -27,6 +28,14 @@ export class CliError extends Error {
   }
 }
 
+function isSocket(path: string): boolean {
+  try {
+    return statSync(path).isSocket();
+  } catch {
+    return true; // gone meanwhile: keep the connect error's own words
+  }
+}
+
 function cause(socket: string, e: NodeJS.ErrnoException, timeoutMs: number): string {
   switch (e.code) {
     case 'ENOENT':
@@ -35,6 +44,8 @@ function cause(socket: string, e: NodeJS.ErrnoException, timeoutMs: number): str
     case 'EPERM':
       return 'permission denied (the socket and its directory are root-only: run as root)';
     case 'ECONNREFUSED':
+      // Linux says ECONNREFUSED, not ENOTSOCK, for a path that is no socket at all.
+      if (!isSocket(socket)) return `${socket} is not a socket`;
       return 'nothing is listening on it (stewardd stopped and left the socket file behind?)';
     case 'ENOTSOCK':
       return `${socket} is not a socket`;

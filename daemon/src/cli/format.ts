@@ -110,6 +110,31 @@ export function teardownTable(rows: TeardownRow[], now: number): string {
   );
 }
 
+/** What a degraded stewardd's /v1/status says (routes/degraded.ts): its journal failed its start-up check. */
+export interface DegradedStatusJson {
+  version: string;
+  uptimeSeconds: number;
+  ready: false;
+  reason: string;
+  journalProblems?: string[];
+}
+
+export function isDegradedStatus(s: StatusJson | DegradedStatusJson): s is DegradedStatusJson {
+  return (
+    typeof (s as Partial<DegradedStatusJson>).reason === 'string' && (s as Partial<StatusJson>).steps === undefined
+  );
+}
+
+export function formatDegradedStatus(s: DegradedStatusJson): string {
+  const lines = [
+    `stewardd ${printable(s.version)}, up ${duration(s.uptimeSeconds)}, NOT READY (degraded: serving DELs to its spool only)`,
+    `not ready:    ${printable(s.reason)}`,
+  ];
+  for (const p of (s.journalProblems ?? []).slice(0, 10)) lines.push(`journal:      ${printable(p)}`);
+  lines.push('teardowns:    unknown (the journal cannot be read)');
+  return lines.join('\n');
+}
+
 export function formatStatus(s: StatusJson, now: number): string {
   const q = s.teardownQueue;
   const abandoned = s.steps.abandoned ?? 0;

@@ -19,10 +19,14 @@ import {
   formatAttachments,
   formatAudit,
   type AuditJson,
+  formatDegradedStatus,
   formatStatus,
   formatTeardowns,
+  isDegradedStatus,
+  printable,
   printableJson,
   type AttachmentRow,
+  type DegradedStatusJson,
   type StatusJson,
   type TeardownRow,
 } from './format.js';
@@ -159,6 +163,9 @@ function attachmentsQuery(v: Parsed['values']): string {
   const pod = v.pod as string | undefined;
   if (pod !== undefined && !/^[^/]+\/[^/]+$/.test(pod))
     throw new CliError(`--pod must be NAMESPACE/NAME, got "${pod}"`, Exit.Usage);
+  const limit = v.limit as string | undefined;
+  if (limit !== undefined && !(/^[0-9]{1,6}$/.test(limit) && Number(limit) >= 1 && Number(limit) <= 100_000))
+    throw new CliError(`--limit must be a whole number from 1 to 100000, got "${limit}"`, Exit.Usage);
   for (const [flag, param] of [
     ['state', 'state'],
     ['pod', 'pod'],
@@ -191,7 +198,14 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
     switch (command) {
       case 'status': {
         const r = await call(p.socket, 'GET', '/v1/status', p.timeoutMs);
-        const s = r.json as StatusJson;
+        const s = r.json as StatusJson | DegradedStatusJson;
+        if (isDegradedStatus(s)) {
+          out(p.json, r.body, () => formatDegradedStatus(s));
+          // --check cannot tell whether abandoned steps exist: the journal holding them is unreadable.
+          if (p.values.check !== true) return Exit.Ok;
+          console.error(`stewardd: degraded, abandoned teardown steps cannot be read: ${printable(s.reason)}`);
+          return Exit.DaemonError;
+        }
         out(p.json, r.body, () => formatStatus(s, now()));
         return p.values.check === true && (s.steps.abandoned ?? 0) > 0 ? Exit.Abandoned : Exit.Ok;
       }

@@ -8,6 +8,13 @@ export interface SocketReply {
   body: string;
 }
 
+/** The most of an answer read: a 100,000-row /v1/attachments is ~70 MB; past this the client stops. */
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
+
+/**
+ * One request; the whole exchange (connect, answer and its body) within `timeoutMs`. An idle
+ * timeout alone let a server dripping a byte a second hold the CLI forever.
+ */
 export function socketRequest(
   socket: string,
   method: 'GET' | 'POST',
@@ -15,14 +22,30 @@ export function socketRequest(
   timeoutMs: number,
 ): Promise<SocketReply> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath: socket, method, path, timeout: timeoutMs, agent: false }, (res) => {
+    const req = request({ socketPath: socket, method, path, agent: false }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      let bytes = 0;
+      res.on('data', (c: Buffer) => {
+        bytes += c.length;
+        if (bytes > MAX_ANSWER_BYTES)
+          req.destroy(new Error(`the answer from ${socket} is over ${MAX_ANSWER_BYTES} bytes`));
+        else chunks.push(c);
+      });
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') });
+      });
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer from ${socket} within ${timeoutMs} ms`)));
-    req.on('error', reject);
+    const timer = setTimeout(
+      () => req.destroy(new Error(`no answer from ${socket} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    req.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    req.on('close', () => clearTimeout(timer));
     req.end();
   });
 }

@@ -3,7 +3,7 @@
 // most N of them (audit/run.ts). Both take runtimeEndpoint=unix:///PATH (that pass asks this CRI
 // runtime instead) and deadline=DUR (no release starts later than DUR after the request came).
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   DEFAULT_GRACE_MS,
   MAX_RELEASE_CAP,
@@ -13,10 +13,23 @@ import {
   parseDuration,
   parseRuntimeEndpoint,
 } from '../audit/options.js';
+import { AuditQueueFull } from '../audit/auditor.js';
 import type { AuditOptions, AuditReport } from '../audit/run.js';
+import { clientGone } from './client-gone.js';
 
 export interface AuditRouteDeps {
-  audit: (opts: AuditOptions) => Promise<AuditReport>;
+  /** One pass; `callerGone` says whether the client has hung up (a pass still waiting then never runs). */
+  audit: (opts: AuditOptions, callerGone?: () => boolean) => Promise<AuditReport>;
+}
+
+/** The pass, or 503 when too many already wait for their turn. */
+async function pass(deps: AuditRouteDeps, opts: AuditOptions, req: FastifyRequest, reply: FastifyReply) {
+  try {
+    return await deps.audit(opts, () => clientGone(req.raw, reply.raw));
+  } catch (e) {
+    if (e instanceof AuditQueueFull) return reply.code(503).send({ error: e.message });
+    throw e;
+  }
 }
 
 export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): Promise<void> {
@@ -27,56 +40,53 @@ export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): P
     if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });
     const deadlineMs = deadlineOf(q);
     if (deadlineMs === null) return reply.code(400).send({ error: DEADLINE_ERROR });
-    return deps.audit({
+    const opts: AuditOptions = {
       release: false,
       graceMs: DEFAULT_GRACE_MS,
       ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
       ...(deadlineMs !== undefined ? { deadlineMs } : {}),
-    });
+    };
+    return pass(deps, opts, req, reply);
   });
 
   app.post('/v1/audit', async (req, reply) => {
-    const q = req.query as {
-      release?: string;
-      grace?: string;
-      cap?: string;
-      capFraction?: string;
-      deadline?: unknown;
-      runtimeEndpoint?: unknown;
-    };
-    const endpoint = runtimeEndpointOf(q);
-    if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });
-    const deadlineMs = deadlineOf(q);
-    if (deadlineMs === null) return reply.code(400).send({ error: DEADLINE_ERROR });
-    let capFraction: number | undefined;
-    if (q.capFraction !== undefined) {
-      capFraction = parseCapFraction(q.capFraction);
-      if (capFraction === undefined)
-        return reply.code(400).send({ error: 'capFraction must be a number above 0 and at most 1' });
-    }
-    if (q.release !== undefined && q.release !== 'true' && q.release !== 'false')
-      return reply.code(400).send({ error: 'release must be true or false' });
-    let graceMs = DEFAULT_GRACE_MS;
-    if (q.grace !== undefined) {
-      const g = parseDuration(q.grace);
-      if (g === undefined) return reply.code(400).send({ error: 'grace must be a duration such as 90s, 15m or 2h' });
-      graceMs = g;
-    }
-    let cap: number | undefined;
-    if (q.cap !== undefined) {
-      cap = parseCap(q.cap);
-      if (cap === undefined)
-        return reply.code(400).send({ error: `cap must be a whole number from 0 to ${MAX_RELEASE_CAP}` });
-    }
-    return deps.audit({
-      release: q.release === 'true',
-      graceMs,
-      ...(cap !== undefined ? { cap } : {}),
-      ...(capFraction !== undefined ? { capFraction } : {}),
-      ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
-      ...(deadlineMs !== undefined ? { deadlineMs } : {}),
-    });
+    const opts = releaseOptions(req.query as ReleaseQuery);
+    if (typeof opts === 'string') return reply.code(400).send({ error: opts });
+    return pass(deps, opts, req, reply);
   });
+}
+
+interface ReleaseQuery {
+  release?: string;
+  grace?: string;
+  cap?: string;
+  capFraction?: string;
+  deadline?: unknown;
+  runtimeEndpoint?: unknown;
+}
+
+/** POST /v1/audit's options, or what is wrong with its query. */
+function releaseOptions(q: ReleaseQuery): AuditOptions | string {
+  const endpoint = runtimeEndpointOf(q);
+  if (endpoint === null) return RUNTIME_ENDPOINT_ERROR;
+  const deadlineMs = deadlineOf(q);
+  if (deadlineMs === null) return DEADLINE_ERROR;
+  const capFraction = q.capFraction === undefined ? undefined : parseCapFraction(q.capFraction);
+  if (q.capFraction !== undefined && capFraction === undefined)
+    return 'capFraction must be a number above 0 and at most 1';
+  if (q.release !== undefined && q.release !== 'true' && q.release !== 'false') return 'release must be true or false';
+  const graceMs = q.grace === undefined ? DEFAULT_GRACE_MS : parseDuration(q.grace);
+  if (graceMs === undefined) return 'grace must be a duration such as 90s, 15m or 2h';
+  const cap = q.cap === undefined ? undefined : parseCap(q.cap);
+  if (q.cap !== undefined && cap === undefined) return `cap must be a whole number from 0 to ${MAX_RELEASE_CAP}`;
+  return {
+    release: q.release === 'true',
+    graceMs,
+    ...(cap !== undefined ? { cap } : {}),
+    ...(capFraction !== undefined ? { capFraction } : {}),
+    ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
+    ...(deadlineMs !== undefined ? { deadlineMs } : {}),
+  };
 }
 
 const DEADLINE_ERROR = 'deadline must be a duration from 1s to 596h, such as 50s or 5m';

@@ -57,4 +57,7 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
     app.get(path, async (_req, reply) => reply.code(503).send({ error: deps.reason }));
   }
   app.post('/v1/teardowns/retry', async (_req, reply) => reply.code(503).send({ error: deps.reason }));
+  // The audit reads the journal's attachments: refused with the reason, not a 404 as if unknown.
+  app.get('/v1/audit', { exposeHeadRoute: false }, async (_req, reply) => reply.code(503).send({ error: deps.reason }));
+  app.post('/v1/audit', async (_req, reply) => reply.code(503).send({ error: deps.reason }));
 }

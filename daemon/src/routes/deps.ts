@@ -63,5 +63,5 @@ export interface AppDeps {
    */
   conflist?: () => { cniVersion: string | null; choice: unknown; summary: string } | undefined;
   /** One audit pass (audit/run.ts): GET/POST /v1/audit. */
-  audit?: (opts: AuditOptions) => Promise<AuditReport>;
+  audit?: (opts: AuditOptions, callerGone?: () => boolean) => Promise<AuditReport>;
 }

@@ -32,10 +32,14 @@ export function httpStatusFor(code: number): number {
   }
 }
 
-/** The cniVersion a request asked for (its netconf's), for the version of an error answer. */
+/**
+ * The cniVersion a request asked for (its netconf's), for the version of an error answer, when it
+ * has a version's shape (1.0.0, or an unsupported 0.2.0 the error is about); otherwise the latest.
+ * A netconf's cniVersion is the client's: a megabyte of it with a bidi override was echoed raw.
+ */
 export function requestCniVersion(body: unknown): string {
   const v = (body as { config?: { cniVersion?: unknown } } | undefined)?.config?.cniVersion;
-  return typeof v === 'string' && v !== '' ? v : LATEST_VERSION;
+  return typeof v === 'string' && /^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}$/.test(v) ? v : LATEST_VERSION;
 }
 
 /** Status and JSON body answering `err` to a request with this body (texts capped). */
