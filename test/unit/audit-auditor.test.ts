@@ -10,13 +10,7 @@ import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import {
-  AuditCallerGone,
-  AuditQueueFull,
-  Auditor,
-  MAX_WAITING_PASSES,
-  type PassOutcome,
-} from '../../daemon/src/audit/auditor.js';
+import { Auditor, type PassOutcome } from '../../daemon/src/audit/auditor.js';
 import type { AuditDeps } from '../../daemon/src/audit/run.js';
 import type { RuntimeSource } from '../../daemon/src/audit/runtime.js';
 import { parseRunConfig } from '../../daemon/src/config.js';
@@ -62,64 +56,6 @@ describe('audit passes', () => {
     await Promise.all([first, second]);
     assert.equal(asks, 2);
     assert.deepEqual(order, ['first', 'second']);
-  });
-
-  it(`at most ${MAX_WAITING_PASSES} passes wait behind the one running; one more is refused, and the queue takes passes again as it drains`, async () => {
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let asks = 0;
-    const auditor = new Auditor(
-      deps(async () => {
-        asks += 1;
-        if (asks === 1) await gate;
-        return [];
-      }),
-      log,
-    );
-    const running = auditor.run({ release: false, graceMs: 0 });
-    while (asks === 0) await new Promise((r) => setTimeout(r, 5));
-    const waiting = Array.from({ length: MAX_WAITING_PASSES }, () => auditor.run({ release: false, graceMs: 0 }));
-    await assert.rejects(auditor.run({ release: false, graceMs: 0 }), (e: Error) => {
-      assert.ok(e instanceof AuditQueueFull);
-      assert.match(e.message, new RegExp(`^${MAX_WAITING_PASSES} audit passes are already waiting`));
-      return true;
-    });
-    open();
-    await running;
-    await Promise.all(waiting);
-    assert.equal(asks, 1 + MAX_WAITING_PASSES, 'every queued pass ran, the refused one did not');
-    await auditor.run({ release: false, graceMs: 0 });
-    assert.equal(asks, 2 + MAX_WAITING_PASSES, 'a pass is taken again once the queue has drained');
-  });
-
-  it('a waiting pass whose caller has gone is not run when its turn comes; the others are', async () => {
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    let asks = 0;
-    const outcomes: PassOutcome[] = [];
-    const auditor = new Auditor(
-      deps(async () => {
-        asks += 1;
-        if (asks === 1) await gate;
-        return [];
-      }),
-      log,
-      (o) => outcomes.push(o),
-    );
-    let gone = false;
-    let runningGone = false;
-    const running = auditor.run({ release: false, graceMs: 0 }, () => runningGone);
-    while (asks === 0) await new Promise((r) => setTimeout(r, 5));
-    runningGone = true; // a pass already started is finished whatever its caller does
-    const abandoned = auditor.run({ release: false, graceMs: 0 }, () => gone);
-    const kept = auditor.run({ release: false, graceMs: 0 }, () => false);
-    gone = true;
-    open();
-    await running;
-    await assert.rejects(abandoned, (e: Error) => e instanceof AuditCallerGone);
-    await kept;
-    assert.equal(asks, 2, 'the running pass and the one whose caller waits');
-    assert.equal(outcomes.length, 2, 'a pass not run is no outcome');
   });
 
   it('every outcome reaches onPass, a failed pass too, and a failure does not block the next', async () => {

@@ -10,6 +10,13 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
+import {
+  AuditCallerGone,
+  AuditQueueFull,
+  Auditor,
+  MAX_WAITING_PASSES,
+  type PassOutcome,
+} from '../../daemon/src/audit/auditor.js';
 import { RELEASE_BATCH, runAudit, type AuditDeps, type AuditReport } from '../../daemon/src/audit/run.js';
 import { VERDICT_REASON } from '../../daemon/src/audit/decide.js';
 import type { NodeAddresses } from '../../daemon/src/audit/node-addresses.js';
@@ -876,5 +883,67 @@ describe('an audit pass: the release itself', () => {
     assert.deepEqual(seen(r), ['attachment a false']);
     const line = w.logs.find((l) => l.msg === 'audit: release failed');
     assert.equal(line?.err, 'teardown unfinished');
+  });
+});
+
+describe('audit passes one at a time: the queue (audit/auditor.ts)', () => {
+  /** A node whose first ask of the runtime waits for `gate`; `ask` counts the asks. */
+  function gatedWorld(gate: Promise<void>, ask: () => number): World {
+    const w = world(node());
+    w.listSandboxes = async () => {
+      if (ask() === 1) await gate;
+      return [];
+    };
+    return w;
+  }
+
+  it(`at most ${MAX_WAITING_PASSES} passes wait behind the one running; one more is refused, and the queue takes passes again as it drains`, async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let asks = 0;
+    const auditor = new Auditor(
+      gatedWorld(gate, () => ++asks),
+      pino({ level: 'silent' }),
+    );
+    const running = auditor.run({ release: false, graceMs: 0 });
+    while (asks === 0) await new Promise((r) => setTimeout(r, 5));
+    const waiting = Array.from({ length: MAX_WAITING_PASSES }, () => auditor.run({ release: false, graceMs: 0 }));
+    await assert.rejects(auditor.run({ release: false, graceMs: 0 }), (e: Error) => {
+      assert.ok(e instanceof AuditQueueFull);
+      assert.match(e.message, new RegExp(`^${MAX_WAITING_PASSES} audit passes are already waiting`));
+      return true;
+    });
+    open();
+    await running;
+    await Promise.all(waiting);
+    assert.equal(asks, 1 + MAX_WAITING_PASSES, 'every queued pass ran, the refused one did not');
+    await auditor.run({ release: false, graceMs: 0 });
+    assert.equal(asks, 2 + MAX_WAITING_PASSES, 'a pass is taken again once the queue has drained');
+  });
+
+  it('a waiting pass whose caller has gone is not run when its turn comes; the others are', async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let asks = 0;
+    const outcomes: PassOutcome[] = [];
+    const auditor = new Auditor(
+      gatedWorld(gate, () => ++asks),
+      pino({ level: 'silent' }),
+      (o) => outcomes.push(o),
+    );
+    let gone = false;
+    let runningGone = false;
+    const running = auditor.run({ release: false, graceMs: 0 }, () => runningGone);
+    while (asks === 0) await new Promise((r) => setTimeout(r, 5));
+    runningGone = true; // a pass already started is finished whatever its caller does
+    const abandoned = auditor.run({ release: false, graceMs: 0 }, () => gone);
+    const kept = auditor.run({ release: false, graceMs: 0 }, () => false);
+    gone = true;
+    open();
+    await running;
+    await assert.rejects(abandoned, (e: Error) => e instanceof AuditCallerGone);
+    await kept;
+    assert.equal(asks, 2, 'the running pass and the one whose caller waits');
+    assert.equal(outcomes.length, 2, 'a pass not run is no outcome');
   });
 });
