@@ -6,13 +6,14 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { HINT_HEADERS, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
-import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 import { installInto, nodeTree, uninstallFrom, writeLoopbackPrimary, type NodeTree } from '../helpers/node-tree.js';
 import { shim } from '../helpers/shim.js';
 
@@ -92,6 +93,23 @@ describe('a corrupt journal at start', () => {
     assert.equal(body.env.CNI_CONTAINERID, 'cut');
     assert.deepEqual(fixtureCalls(fx, 'DEL'), [], 'the DEL ran a plugin');
     assert.equal((await daemon.get('/v1/attachments')).status, 503);
+
+    // A runtime repeating that DEL gets success each time, and it is spooled once; a shim of
+    // another protocol version is refused with 108, and hints that disagree with the body with 4,
+    // as the healthy daemon answers them (nothing spooled for either).
+    for (let i = 0; i < 3; i++) assert.equal((await shim({ command: 'DEL', containerId: 'cut', netns }, conf)).code, 0);
+    const wire = hintedWire('DEL', 'other', netns, conf);
+    const skewed = await daemon.request('POST', '/v1/cni', wire.body, { ...wire.hints, [PROTOCOL_HEADER]: '99' });
+    assert.equal(skewed.status, 409, skewed.text);
+    assert.equal(skewed.json.code, 108);
+    const lying = await daemon.request('POST', '/v1/cni', wire.body, {
+      ...wire.hints,
+      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+      [HINT_HEADERS.containerId]: 'someone-else',
+    });
+    assert.equal(lying.status, 400, lying.text);
+    assert.equal(lying.json.code, 4);
+    assert.equal(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')).length, 1);
 
     // The operator moves the database aside; the next start ingests the spooled DEL.
     await daemon.stop();

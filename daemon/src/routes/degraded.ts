@@ -6,8 +6,33 @@
 // or replaced, the next start ingests it like any spooled DEL. Operators' views answer 503.
 
 import type { FastifyInstance } from 'fastify';
-import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, spoolRequest } from '@cni-steward/shared';
+import type { IncomingMessage } from 'node:http';
+import {
+  ACCEPTED_PROTOCOLS,
+  CNI_ROUTE,
+  CniError,
+  ErrorCode,
+  PROTOCOL_VERSION,
+  SKEW_ADVICE,
+  decodeWireRequest,
+  spoolRequest,
+} from '@cni-steward/shared';
 import { assertExactCniTarget } from './cni-route.js';
+import { checkHints, readHints } from './hints.js';
+import { requestProtocol } from './protocol.js';
+
+/** Distinct DELs a degraded daemon spools before it answers 11 (a node has ~110 pods; this is a flood). */
+export const MAX_SPOOLED_KEYS = 100_000;
+
+/** Code 108, as the healthy daemon answers a shim request in a protocol version it does not accept. */
+function refuseSkew(req: IncomingMessage, hinted: boolean): void {
+  const v = requestProtocol(req, hinted);
+  if (v === undefined || ACCEPTED_PROTOCOLS.some((a) => String(a) === v)) return;
+  throw new CniError(
+    ErrorCode.VersionSkew,
+    `version skew: the shim speaks protocol ${/^[0-9]{1,6}$/.test(v) ? v : 'unknown'}, stewardd speaks protocol ${PROTOCOL_VERSION} (accepts ${ACCEPTED_PROTOCOLS.join(', ')}); ${SKEW_ADVICE}`,
+  );
+}
 
 export interface DegradedDeps {
   /** Why the journal is not usable (also in the log, /readyz and /v1/status). */
@@ -32,17 +57,34 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
     journalProblems: deps.problems,
   }));
 
+  // Each DEL spooled by this process, by container, network and interface: a runtime repeating a
+  // DEL (a StopPodSandbox retry storm) wrote a file of up to 1 MiB per request, without bound.
+  const spooled = new Set<string>();
+
   app.post(CNI_ROUTE, async (request, reply) => {
     assertExactCniTarget(request.raw.url ?? '');
+    // The healthy daemon's admission checks (routes/admission.ts), so a shim of another release
+    // is refused here too rather than spooled in a format the next start may not read.
+    const hints = readHints(request.headers);
+    refuseSkew(request.raw, hints !== undefined);
     const req = decodeWireRequest(request.body);
+    if (hints) checkHints(hints, req);
     if (req.env.command === 'STATUS') {
       throw new CniError(ErrorCode.PluginNotAvailable, `stewardd is degraded: ${deps.reason}`);
     }
     if (req.env.command !== 'DEL') {
       throw new CniError(ErrorCode.TryAgainLater, `stewardd cannot serve ${req.env.command}: ${deps.reason}`);
     }
+    const key = JSON.stringify([req.env.containerId, req.config.name, req.env.ifname]);
+    if (spooled.has(key)) return reply.code(200).type('application/json').send('');
+    if (spooled.size >= MAX_SPOOLED_KEYS)
+      throw new CniError(
+        ErrorCode.TryAgainLater,
+        `stewardd cannot record this DEL (${deps.reason}) and has spooled ${MAX_SPOOLED_KEYS} already`,
+      );
     try {
       const file = spoolRequest(deps.spoolDir, req.env.containerId, JSON.stringify(request.body));
+      spooled.add(key);
       request.log.warn({ containerId: req.env.containerId, file }, 'DEL spooled: the journal is not usable');
     } catch (e) {
       throw new CniError(
