@@ -349,3 +349,36 @@ describe('a delegate binary missing while its DEL is due', () => {
     await daemon.stop();
   });
 });
+
+describe("a stored netns path that names another pod's namespace now", () => {
+  it("a DEL of the old pod leaves the new pod's interface and lease alone, and releases its own lease", async () => {
+    const daemon = await startDaemon('reused-netns');
+    const dataDir = join(env.dir, 'reused-ipam');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('reusednet', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
+    // The old pod's namespace is removed and a new one is made under the same name (a runtime that
+    // names sandboxes' namespaces by pod, or a reused pid's /proc/<pid>/ns/net), and the new pod is added there.
+    const netns = env.netns();
+    const name = netns.split('/').pop()!;
+    const old = await shim({ command: 'ADD', containerId: 'old-pod', netns }, conf);
+    assert.equal(old.code, 0, old.stdout);
+    sh('ip', ['netns', 'del', name]);
+    sh('ip', ['netns', 'add', name]);
+    const fresh = await shim({ command: 'ADD', containerId: 'new-pod', netns }, conf);
+    assert.equal(fresh.code, 0, fresh.stdout);
+    assert.equal(leases(dataDir, 'reusednet').length, 2);
+
+    // The runtime's DEL of the old pod, with an empty CNI_NETNS (its namespace is gone): stewardd
+    // uses the stored path, which now names the new pod's namespace.
+    const del = await shim({ command: 'DEL', containerId: 'old-pod', netns: '' }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.ok(linkExists(netns, 'eth0'), "the new pod's eth0 was deleted by the old pod's DEL");
+    assert.equal(leases(dataDir, 'reusednet').length, 1, "the old pod's lease is released, the new one's kept");
+    const check = await shim({ command: 'CHECK', containerId: 'new-pod', netns }, conf);
+    assert.equal(check.code, 0, check.stdout);
+    assert.equal((await shim({ command: 'DEL', containerId: 'new-pod', netns }, conf)).code, 0);
+    assert.deepEqual(leases(dataDir, 'reusednet'), []);
+    await daemon.stop();
+  });
+});

@@ -6,12 +6,12 @@
 
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { netnsProblem } from '../../daemon/src/engine/netns.js';
+import { netnsIdentity, netnsProblem, teardownNetns } from '../../daemon/src/engine/netns.js';
 import { skipOrFail } from '../helpers/runtimes/skip.js';
 
 const canUnshare = spawnSync('unshare', ['-rm', 'true']).status === 0;
@@ -101,5 +101,83 @@ describe('a bind-mounted namespace file reached through /proc/<pid>/root/', { sk
     // namespace's mountinfo does not list. Refused only when known to be another kind: a plugin's
     // setns then says what is wrong.
     assert.equal(await netnsProblem(`${cwd}/uts`), undefined);
+  });
+});
+
+// Which namespace a stored CNI_NETNS names (engine/netns.ts netnsIdentity): a teardown passes the
+// path only while it names the namespace the ADD used. A bind mount made again under the same name
+// for another pod, or a /proc/<pid>/ns/net whose pid was reused, had a DEL remove that pod's
+// interface. Without root: each child below has a network namespace of its own (`unshare -rmn`).
+
+/** A child in its own user, mount and network namespaces, its namespace bound on `file`; `remount()` binds a new one there. */
+async function podLike(file: string) {
+  writeFileSync(file, '');
+  const q = `'${file}'`;
+  // On a line: bind a new network namespace over the file (after unmounting the old one).
+  const script = [
+    `mount --bind /proc/self/ns/net ${q}`,
+    'echo ready',
+    'read line',
+    `umount ${q}`,
+    `exec unshare -n sh -c "mount --bind /proc/self/ns/net ${q} && echo again && exec cat >/dev/null"`,
+  ].join(' && ');
+  const c = spawn('unshare', ['-rmn', 'sh', '-c', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const line = () =>
+    new Promise<void>((resolve, reject) => {
+      c.once('exit', (code) => reject(new Error(`unshare exited ${code}`)));
+      c.stdout?.once('data', () => resolve());
+    });
+  await line();
+  return {
+    child: c,
+    bound: `/proc/${c.pid}/root${file}`,
+    own: `/proc/${c.pid}/ns/net`,
+    remount: async () => {
+      c.stdin?.write('\n');
+      await line();
+    },
+  };
+}
+
+describe('which namespace a stored CNI_NETNS names (netnsIdentity, teardownNetns)', { skip }, () => {
+  test('a bind mount made again under the same name for another namespace: the teardown passes no netns', async () => {
+    const pod = await podLike(join(dir, 'reused'));
+    try {
+      const atAdd = netnsIdentity(pod.bound);
+      assert.match(atAdd ?? '', /^\d+:\d+ ctime \d+$/);
+      assert.equal(netnsIdentity(pod.bound), atAdd, 'the same mount reads the same every time');
+      assert.equal(await teardownNetns(pod.bound, '/proc/self/ns/net', atAdd), pod.bound);
+      await pod.remount();
+      assert.equal(await netnsProblem(pod.bound), undefined, 'still a network namespace, another one');
+      assert.notEqual(netnsIdentity(pod.bound), atAdd);
+      assert.equal(await teardownNetns(pod.bound, '/proc/self/ns/net', atAdd), '');
+      // A row from before the identity was kept: checked as before.
+      assert.equal(await teardownNetns(pod.bound, '/proc/self/ns/net', null), pod.bound);
+    } finally {
+      pod.child.kill('SIGKILL');
+    }
+  });
+
+  test("/proc/<pid>/ns/net: named by the process's start time (its inode's times change at each look), through a symlink too", async () => {
+    const a = await podLike(join(dir, 'a'));
+    const b = await podLike(join(dir, 'b'));
+    try {
+      const id = netnsIdentity(a.own);
+      assert.match(id ?? '', new RegExp(`^\\d+:\\d+ pid ${a.child.pid} start \\d+$`));
+      const link = join(dir, 'link-to-a');
+      symlinkSync(a.own, link);
+      assert.equal(netnsIdentity(link), id);
+      assert.equal(await teardownNetns(a.own, '/proc/self/ns/net', id), a.own);
+      // The pid is another process's now (here: another path and namespace under the same record).
+      assert.equal(await teardownNetns(b.own, '/proc/self/ns/net', id), '');
+      assert.equal(await teardownNetns(a.own, '/proc/self/ns/net', id!.replace(/start \d+$/, 'start 1')), '');
+      a.child.kill('SIGKILL');
+      await new Promise((r) => a.child.once('exit', r));
+      assert.equal(netnsIdentity(a.own), undefined, 'gone with its process');
+      assert.equal(await teardownNetns(a.own, '/proc/self/ns/net', id), '');
+    } finally {
+      a.child.kill('SIGKILL');
+      b.child.kill('SIGKILL');
+    }
   });
 });

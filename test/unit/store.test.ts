@@ -525,6 +525,7 @@ describe('populateJournal (the one filler of a busy journal, for benchmarks and 
         network: 'steward',
         ifname: 'eth0',
         netns: '/var/run/netns/cni-00000000',
+        netnsId: null,
         cniArgs: 'K8S_POD_NAMESPACE=bench;K8S_POD_NAME=pod-0',
         cniPath: '/opt/cni/bin',
         cniVersion: '1.0.0',

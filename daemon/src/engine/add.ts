@@ -18,6 +18,7 @@ import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
 import { attachmentRow } from './attachment-row.js';
+import { netnsIdentity } from './netns.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { journalProcess } from './plugin-processes.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
@@ -208,7 +209,10 @@ function journalAttachment(
 ): { a: Attachment; steps: Step[] } {
   const { store } = ctx;
   return store.atomic(() => {
-    const a = store.createAttachment(attachmentRow(ctx.bootId, env, key, conf.cniVersion, configText, pod));
+    // Which namespace the path names now, in the container's turn after its check (engine.ts):
+    // teardown passes the path only while it still names this one.
+    const netnsId = netnsIdentity(env.netns) ?? null;
+    const a = store.createAttachment(attachmentRow(ctx.bootId, env, key, conf.cniVersion, configText, pod, netnsId));
     const steps = plan.map((p, i) =>
       store.insertStep({ ...p.row, attachmentId: a.id }, i === 0 ? 'adding' : 'planned'),
     );

@@ -11,10 +11,12 @@ export function attachmentRow(
   cniVersion: string,
   configText: string,
   pod: ReturnType<typeof podFromCniArgs>,
+  netnsId: string | null = null,
 ): NewAttachment {
   return {
     ...key,
     netns: env.netns,
+    netnsId,
     cniArgs: env.args,
     cniPath: env.path,
     cniVersion,

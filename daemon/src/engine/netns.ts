@@ -7,6 +7,7 @@ import { readlinkSync, realpathSync, statSync, statfsSync, type Stats } from 'no
 import { readFile } from 'node:fs/promises';
 import { dirname, isAbsolute, normalize, resolve } from 'node:path';
 import { clip } from '@cni-steward/shared';
+import { processStartTime } from '../plugins/process-group.js';
 
 /** f_type of nsfs, the filesystem of /proc/<pid>/ns/* and of bind mounts of them (/run/netns/*). */
 const NSFS_MAGIC = 0x6e736673;
@@ -131,11 +132,50 @@ async function namespaceKind(path: string): Promise<string | undefined> {
 }
 
 /**
- * The netns to give a DEL: `path` while it is still a network namespace other than the host's, else
- * empty (which the spec allows on DEL). A stored /proc/<pid>/ns/net outlives its process, and a pid
- * reused by a host process would otherwise have a bridge DEL remove the host's own interface of
- * the pod's name.
+ * Which namespace `path` names now, in a form that changes when the path comes to name another one:
+ * its nsfs device and inode, and, since an inode number is reused once its namespace is gone, for
+ * a /proc/<pid>/ns/* path the process's start time (a pid is reused too, and such an inode is made
+ * anew at each look, its times with it), for any other path (a bind mount: /run/netns/x) the
+ * inode's change time, set when the mount made it and kept while it lives. Undefined when it
+ * cannot be read.
  */
-export async function teardownNetns(path: string, host?: string): Promise<string> {
-  return path !== '' && (await netnsProblem(path, host)) === undefined ? path : '';
+export function netnsIdentity(path: string): string | undefined {
+  let at = path;
+  let pid: string | undefined;
+  for (let hops = 0; hops < 40; hops++) {
+    let target: string;
+    try {
+      target = readlinkSync(at);
+    } catch {
+      break;
+    }
+    if (kindOf(target) !== undefined) {
+      const own = /^\/proc\/(\d+|self|thread-self)\/(?:task\/\d+\/)?ns\/[a-z_]+$/.exec(normalize(at))?.[1];
+      pid = own === 'self' || own === 'thread-self' ? String(process.pid) : own;
+      break;
+    }
+    at = resolve(dirname(at), target);
+  }
+  try {
+    const st = statSync(path, { bigint: true });
+    const inode = `${st.dev}:${st.ino}`;
+    if (pid === undefined) return `${inode} ctime ${st.ctimeNs}`;
+    const start = processStartTime(Number(pid));
+    return start === undefined ? undefined : `${inode} pid ${pid} start ${start}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The netns to give a DEL: `path` while it is still a network namespace other than the host's, and,
+ * when the ADD recorded which one it was (`identity`, netnsIdentity), still that one; else empty
+ * (which the spec allows on DEL). A stored path can come to name another namespace: a
+ * /proc/<pid>/ns/net whose pid was reused (by a host process, whose interface of the pod's name a
+ * bridge DEL would remove), or a bind mount made again under the same name for another pod, whose
+ * interface it would remove.
+ */
+export async function teardownNetns(path: string, host?: string, identity?: string | null): Promise<string> {
+  if (path === '' || (await netnsProblem(path, host)) !== undefined) return '';
+  return identity == null || netnsIdentity(path) === identity ? path : '';
 }

@@ -141,7 +141,7 @@ export class Teardown {
     if (a.state === 'deleted') return { done: true };
 
     // Before the steps are read: nothing read of the journal waits across this await.
-    const netns = opts.emptyNetns ? '' : await teardownNetns(a.netns, this.d.hostNetns);
+    const netns = opts.emptyNetns ? '' : await teardownNetns(a.netns, this.d.hostNetns, a.netnsId);
     const steps = store.stepsOf(a.id);
     const finals = finalResults(steps);
     const alog = log.child(attachmentLogFields(a));

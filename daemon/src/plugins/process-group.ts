@@ -64,6 +64,11 @@ function ownPidNamespace(): string {
   }
 }
 
+/** Field 22 of /proc/<pid>/stat (clock ticks after boot), or undefined when there is no such process. */
+export function processStartTime(pid: number): number | undefined {
+  return readStat(pid)?.startTime;
+}
+
 /** The name of a process just started by this process; undefined when /proc cannot say. */
 export function describeProcess(pid: number): PluginProcess | undefined {
   const st = readStat(pid);

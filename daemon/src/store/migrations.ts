@@ -82,4 +82,11 @@ export const MIGRATIONS: readonly string[] = [
     first_seen INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
+  // 6: which namespace the ADD's netns path named (engine/netns.ts netnsIdentity), so that a
+  // teardown passes the path only while it still names that one: a pid reused, or a bind mount made
+  // again under the same name for another pod, had a DEL remove that pod's interface. Null for
+  // tombstones, and for rows older than this migration (their teardown checks the path as before).
+  `
+  ALTER TABLE attachments ADD COLUMN netns_id TEXT;
+  `,
 ];

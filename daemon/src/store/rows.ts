@@ -5,8 +5,8 @@ import type { Attachment, AttachmentState, Step, StepState } from './types.js';
 
 export type Row = Record<string, unknown>;
 
-export const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id,
-  state, config, result, error, pod_namespace, pod_name, pod_uid, created_at, updated_at`;
+export const ATTACHMENT_COLUMNS = `id, container_id, network, ifname, netns, netns_id, cni_args, cni_path, cni_version,
+  boot_id, state, config, result, error, pod_namespace, pod_name, pod_uid, created_at, updated_at`;
 export const STEP_COLUMNS = `id, attachment_id, seq, delegate_index, delegate_name, ifname, plugin_index, plugin_type,
   config, state, result, error, attempts, next_attempt_at, teardown_at, pending_ms, created_at, updated_at`;
 
@@ -17,6 +17,7 @@ export function toAttachment(r: Row): Attachment {
     network: r.network as string,
     ifname: r.ifname as string,
     netns: r.netns as string,
+    netnsId: (r.netns_id as string | null) ?? null,
     cniArgs: r.cni_args as string,
     cniPath: r.cni_path as string,
     cniVersion: r.cni_version as string,

@@ -6,10 +6,10 @@ import { ATTACHMENT_COLUMNS, STEP_COLUMNS } from './rows.js';
 
 const SQL = {
   insertAttachment: `INSERT INTO attachments
-      (container_id, network, ifname, netns, cni_args, cni_path, cni_version, boot_id, state, config,
+      (container_id, network, ifname, netns, netns_id, cni_args, cni_path, cni_version, boot_id, state, config,
        pod_namespace, pod_name, pod_uid, created_at, updated_at)
-      VALUES (@containerId, @network, @ifname, @netns, @cniArgs, @cniPath, @cniVersion, @bootId, @state, @config,
-       @podNamespace, @podName, @podUid, @now, @now)
+      VALUES (@containerId, @network, @ifname, @netns, @netnsId, @cniArgs, @cniPath, @cniVersion, @bootId, @state,
+       @config, @podNamespace, @podName, @podUid, @now, @now)
       RETURNING ${ATTACHMENT_COLUMNS}`,
   currentAttachment: `SELECT ${ATTACHMENT_COLUMNS} FROM attachments
       WHERE container_id = ? AND network = ? AND ifname = ? ORDER BY id DESC LIMIT 1`,

@@ -53,9 +53,14 @@ export class Store extends JournalDatabase {
 
   /** A new attachment, `adding` unless given (a tombstone for a DEL of an unknown attachment is born `deleted`). */
   createAttachment(a: NewAttachment, state: AttachmentState = 'adding'): Attachment {
-    const pod = { podNamespace: a.podNamespace ?? null, podName: a.podName ?? null, podUid: a.podUid ?? null };
+    const optional = {
+      podNamespace: a.podNamespace ?? null,
+      podName: a.podName ?? null,
+      podUid: a.podUid ?? null,
+      netnsId: a.netnsId ?? null,
+    };
     return this.write(() =>
-      toAttachment(this.stmt.insertAttachment.get({ ...a, ...pod, state, now: this.now() }) as Row),
+      toAttachment(this.stmt.insertAttachment.get({ ...a, ...optional, state, now: this.now() }) as Row),
     );
   }
 

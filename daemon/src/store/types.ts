@@ -36,6 +36,8 @@ export interface AttachmentKey {
 export interface Attachment extends AttachmentKey {
   id: number;
   netns: string;
+  /** Which namespace `netns` named at the ADD (engine/netns.ts netnsIdentity); null for tombstones and older rows. */
+  netnsId?: string | null;
   cniArgs: string;
   cniPath: string;
   cniVersion: string;
@@ -54,13 +56,14 @@ export interface Attachment extends AttachmentKey {
   updatedAt: number;
 }
 
-type PodFields = 'podNamespace' | 'podName' | 'podUid';
+/** Columns a new row may leave out (null): the pod, unnamed by some runtimes, and the netns identity. */
+type OptionalFields = 'podNamespace' | 'podName' | 'podUid' | 'netnsId';
 
 export type NewAttachment = Omit<
   Attachment,
-  'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt' | PodFields
+  'id' | 'state' | 'result' | 'error' | 'createdAt' | 'updatedAt' | OptionalFields
 > &
-  Partial<Pick<Attachment, PodFields>>;
+  Partial<Pick<Attachment, OptionalFields>>;
 
 export interface Step {
   id: number;
@@ -117,7 +120,7 @@ export type NewStep = Pick<
 >;
 
 /** The pod an attachment was added for, as recorded (all null for rows older than migration 2). */
-export function podOf(a: Pick<Attachment, PodFields>): {
+export function podOf(a: Pick<Attachment, 'podNamespace' | 'podName' | 'podUid'>): {
   namespace: string | null;
   name: string | null;
   uid: string | null;
