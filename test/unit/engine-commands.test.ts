@@ -62,6 +62,18 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.equal(store.listAttachments({}).length, 0);
   });
 
+  test('an ADD whose delegate is steward itself is code 7 and runs nothing (it would wait behind itself)', async () => {
+    const { engine, plugins, store } = setup();
+    await assert.rejects(
+      engine.handle(req('ADD', 'self', conf([{ type: 'one' }, { type: 'steward' }]))),
+      (e: CniError) => {
+        return e.code === 7 && /plugin 1: type "steward" is steward itself/.test(e.message);
+      },
+    );
+    assert.equal(plugins.calls.length, 0);
+    assert.equal(store.listAttachments({}).length, 0);
+  });
+
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {
     const { engine, plugins, store, located } = setup({ missing: ['two'] });
     await assert.rejects(engine.handle(req('ADD', 'c', chain, { path: '/opt/x' })), /plugin two not found/);

@@ -6,7 +6,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
 import { CniError } from '@cni-steward/shared';
+import type Database from 'better-sqlite3';
 import { Priority } from '../../daemon/src/engine/limiter.js';
+import { netnsIdentity } from '../../daemon/src/engine/netns.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, counterValue, deferred, req, setup } from '../helpers/engine-fakes.js';
 
@@ -41,6 +43,26 @@ describe('teardown: what each DEL is given', () => {
         ips: [{ address: '10.1.0.2/24' }],
       });
     }
+  });
+
+  test('the ADD journals which namespace its netns named; a DEL once the path names another gets no netns', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'moved', chain));
+    const a = store.currentAttachment({ containerId: 'moved', network: 'net', ifname: 'eth0' })!;
+    assert.equal(a.netnsId, netnsIdentity(NETNS));
+    assert.match(a.netnsId ?? '', new RegExp(`^\\d+:\\d+ pid ${process.pid} start \\d+$`));
+    // As if the path were another namespace's now (a name made again, a pid reused).
+    (store as unknown as { db: Database.Database }).db
+      .prepare('UPDATE attachments SET netns_id = ? WHERE id = ?')
+      .run(`${a.netnsId} (another)`, a.id);
+    await engine.handle(req('DEL', 'moved', chain));
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => [c.type, c.netns]),
+      [
+        ['two', ''],
+        ['one', ''],
+      ],
+    );
   });
 
   test('the rollback of a chain whose last plugin failed gives each DEL the earlier plugin’s result', async () => {

@@ -194,3 +194,22 @@ export function pluginStdin(
   if (Object.keys(rc).length > 0) conf.runtimeConfig = rc;
   return conf;
 }
+
+/**
+ * Refuses (7) a delegate plugin that is steward itself: its ADD would reach this daemon again, for
+ * the same container, and wait in that container's queue behind the ADD that ran it, until the
+ * ADD's whole budget had passed (found by a hostile review; `stewardd install` refuses such a
+ * primary already).
+ */
+export function refuseSelfDelegate(conf: StewardConf): void {
+  for (const d of conf.delegates)
+    for (const [i, p] of d.plugins.entries())
+      if (p.type === SELF_TYPE)
+        throw new CniError(
+          ErrorCode.InvalidConfig,
+          `delegate ${d.name} plugin ${i}: type "${SELF_TYPE}" is steward itself; a delegate names the plugins steward runs`,
+        );
+}
+
+/** The plugin type steward is installed as (lifecycle/install.ts SHIM_NAME). */
+const SELF_TYPE = 'steward';
