@@ -75,6 +75,14 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
 
 /** The one error handler, and the answer for a route that does not exist. */
 function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger>): void {
+  // The methods each path is served under, as the routes are registered (every path here is plain).
+  // Not app.hasRoute: it reads its url as a route pattern, and a client's "/a*b" or "/:(" threw (a 500).
+  const served = new Map<string, Set<string>>();
+  app.addHook('onRoute', (r) => {
+    const methods = served.get(r.url) ?? new Set<string>();
+    for (const m of [r.method].flat()) methods.add(m);
+    served.set(r.url, methods);
+  });
   app.setErrorHandler((e, request, reply) => {
     const error = e as Error & { code?: string; statusCode?: number };
     let err: CniError;
@@ -102,7 +110,7 @@ function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, Se
   // other path 404.
   app.setNotFoundHandler((request, reply) => {
     const url = request.url.split('?')[0] ?? '';
-    const allow = ROUTE_METHODS.filter((method) => app.hasRoute({ method, url }));
+    const allow = ROUTE_METHODS.filter((method) => served.get(url)?.has(method));
     if (allow.length > 0) {
       return void reply
         .code(405)

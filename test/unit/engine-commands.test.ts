@@ -62,16 +62,23 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.equal(store.listAttachments({}).length, 0);
   });
 
-  test('an ADD whose delegate is steward itself is code 7 and runs nothing (it would wait behind itself)', async () => {
+  test('a delegate that is steward itself: ADD, CHECK, GC and STATUS are code 7 and run nothing (each would wait behind itself); DEL stays lenient', async () => {
     const { engine, plugins, store } = setup();
-    await assert.rejects(
-      engine.handle(req('ADD', 'self', conf([{ type: 'one' }, { type: 'steward' }]))),
-      (e: CniError) => {
-        return e.code === 7 && /plugin 1: type "steward" is steward itself/.test(e.message);
-      },
-    );
+    const self = (version = '1.0.0') => conf([{ type: 'one' }, { type: 'steward' }], version);
+    for (const [command, version] of [
+      ['ADD', '1.0.0'],
+      ['CHECK', '1.0.0'],
+      ['GC', '1.1.0'],
+      ['STATUS', '1.1.0'],
+    ] as const)
+      await assert.rejects(engine.handle(req(command, 'self', self(version))), (e: CniError) => {
+        assert.equal(e.code, 7, `${command}: ${e.message}`);
+        assert.match(e.message, /plugin 1: type "steward" is steward itself/);
+        return true;
+      });
     assert.equal(plugins.calls.length, 0);
     assert.equal(store.listAttachments({}).length, 0);
+    await engine.handle(req('DEL', 'self', self()));
   });
 
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {

@@ -167,6 +167,8 @@ describe('which namespace a stored CNI_NETNS names (netnsIdentity, teardownNetns
       const link = join(dir, 'link-to-a');
       symlinkSync(a.own, link);
       assert.equal(netnsIdentity(link), id);
+      // Reached through another process's root: its directory resolved, still that process's.
+      assert.equal(netnsIdentity(`/proc/${process.pid}/root${a.own}`), id);
       assert.equal(await teardownNetns(a.own, '/proc/self/ns/net', id), a.own);
       // The pid is another process's now (here: another path and namespace under the same record).
       assert.equal(await teardownNetns(b.own, '/proc/self/ns/net', id), '');

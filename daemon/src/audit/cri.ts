@@ -129,14 +129,22 @@ export class CriClient {
   private call<T>(method: string, req: unknown, timeoutMs: number): Promise<T> {
     const fn = (this.client as unknown as Record<string, Unary<T>>)[method]!.bind(this.client);
     this.inFlight++;
-    return new Promise<T>((resolve, reject) =>
-      fn(req, new (grpc().Metadata)(), { deadline: Date.now() + timeoutMs }, (e, res) => {
-        this.inFlight--;
-        this.releaseSockets();
-        if (e) reject(e);
-        else resolve(res);
-      }),
-    );
+    const settled = () => {
+      this.inFlight--;
+      this.releaseSockets();
+    };
+    return new Promise<T>((resolve, reject) => {
+      try {
+        fn(req, new (grpc().Metadata)(), { deadline: Date.now() + timeoutMs }, (e, res) => {
+          settled();
+          if (e) reject(e);
+          else resolve(res);
+        });
+      } catch (e) {
+        settled(); // refused before it started (a closed channel): no callback comes
+        reject(e as Error);
+      }
+    });
   }
 
   private releaseSockets(): void {

@@ -328,6 +328,7 @@ export class Engine {
 
   private check(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const conf = parseStewardConf(config, env.ifname);
+    refuseSelfDelegate(conf);
     // As the reference plugins answer: CHECK came with 0.4.0.
     if (!versionAtLeast(conf.cniVersion, '0.4.0'))
       throw new CniError(

@@ -196,10 +196,11 @@ export function pluginStdin(
 }
 
 /**
- * Refuses (7) a delegate plugin that is steward itself: its ADD would reach this daemon again, for
- * the same container, and wait in that container's queue behind the ADD that ran it, until the
- * ADD's whole budget had passed (found by a hostile review; `stewardd install` refuses such a
- * primary already).
+ * Refuses (7) a delegate plugin that is steward itself, on every command but DEL (which stays
+ * lenient: a DEL is never refused for its netconf). Its call would reach this daemon again and wait
+ * behind the one that ran it: an ADD or CHECK in the container's queue, a GC at the node-wide gate
+ * (holding every ADD and DEL of the node), a STATUS for the pass in flight, each until its bound
+ * (found by a hostile review; `stewardd install` refuses such a primary already).
  */
 export function refuseSelfDelegate(conf: StewardConf): void {
   for (const d of conf.delegates)

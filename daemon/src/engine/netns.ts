@@ -5,7 +5,7 @@
 
 import { readlinkSync, realpathSync, statSync, statfsSync, type Stats } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { dirname, isAbsolute, normalize, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, normalize, resolve } from 'node:path';
 import { clip } from '@cni-steward/shared';
 import { processStartTime } from '../plugins/process-group.js';
 
@@ -150,8 +150,10 @@ export function netnsIdentity(path: string): string | undefined {
       break;
     }
     if (kindOf(target) !== undefined) {
-      const own = /^\/proc\/(\d+|self|thread-self)\/(?:task\/\d+\/)?ns\/[a-z_]+$/.exec(normalize(at))?.[1];
-      pid = own === 'self' || own === 'thread-self' ? String(process.pid) : own;
+      pid = procPid(at);
+      // Reached some other way (/proc/1/root/proc/<pid>/ns/net, a linked directory): by its inode
+      // alone, whose times change at each look.
+      if (pid === undefined) return inodeOf(path);
       break;
     }
     at = resolve(dirname(at), target);
@@ -162,6 +164,29 @@ export function netnsIdentity(path: string): string | undefined {
     if (pid === undefined) return `${inode} ctime ${st.ctimeNs}`;
     const start = processStartTime(Number(pid));
     return start === undefined ? undefined : `${inode} pid ${pid} start ${start}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The pid of a /proc/<pid>/ns/* path (its directory resolved), or undefined when it is none. */
+function procPid(at: string): string | undefined {
+  const nsOf = /^\/proc\/(\d+|self|thread-self)\/(?:task\/\d+\/)?ns\/[a-z_]+$/;
+  let own = nsOf.exec(normalize(at))?.[1];
+  if (own === undefined) {
+    try {
+      own = nsOf.exec(`${realpathSync(dirname(at))}/${basename(at)}`)?.[1];
+    } catch {
+      return undefined;
+    }
+  }
+  return own === 'self' || own === 'thread-self' ? String(process.pid) : own;
+}
+
+function inodeOf(path: string): string | undefined {
+  try {
+    const st = statSync(path, { bigint: true });
+    return `${st.dev}:${st.ino}`;
   } catch {
     return undefined;
   }

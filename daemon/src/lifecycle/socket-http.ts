@@ -11,9 +11,14 @@ export interface SocketReply {
 /** The most of an answer read: a 100,000-row /v1/attachments is ~70 MB; past this the client stops. */
 export const MAX_ANSWER_BYTES = 256 * 1024 * 1024;
 
+/** How many times `timeoutMs` an answer's body may take in all, as long as it keeps coming. */
+export const BODY_TIMEOUT_FACTOR = 10;
+
 /**
- * One request; the whole exchange (connect, answer and its body) within `timeoutMs`. An idle
- * timeout alone let a server dripping a byte a second hold the CLI forever.
+ * One request. The answer's headers must come within `timeoutMs`; its body may then take up to
+ * BODY_TIMEOUT_FACTOR times that in all, with no gap of `timeoutMs`: a 100,000-row listing is
+ * written over seconds, 250 rows at a time, while an idle timeout alone let a server dripping a
+ * byte a second hold the CLI forever.
  */
 export function socketRequest(
   socket: string,
@@ -22,29 +27,32 @@ export function socketRequest(
   timeoutMs: number,
 ): Promise<SocketReply> {
   return new Promise((resolve, reject) => {
+    let failure: Error | undefined;
+    const cut = (why: string) => () => {
+      failure = new Error(`no answer from ${socket} within ${timeoutMs} ms${why}`);
+      req.destroy(failure);
+    };
+    let timer = setTimeout(cut(''), timeoutMs);
     const req = request({ socketPath: socket, method, path, agent: false }, (res) => {
+      clearTimeout(timer);
+      const whole = timeoutMs * BODY_TIMEOUT_FACTOR;
+      timer = setTimeout(cut(` (its body still coming after ${whole} ms)`), whole);
+      res.setTimeout(timeoutMs, cut(' (its body stopped coming)'));
       const chunks: Buffer[] = [];
       let bytes = 0;
       res.on('data', (c: Buffer) => {
         bytes += c.length;
-        if (bytes > MAX_ANSWER_BYTES)
-          req.destroy(new Error(`the answer from ${socket} is over ${MAX_ANSWER_BYTES} bytes`));
-        else chunks.push(c);
+        if (bytes <= MAX_ANSWER_BYTES) return void chunks.push(c);
+        failure = new Error(`the answer from ${socket} is over ${MAX_ANSWER_BYTES} bytes`);
+        req.destroy(failure);
       });
-      res.on('end', () => {
-        clearTimeout(timer);
-        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      // Cut off mid-body: 'end' never comes, and the request's own error may not be emitted.
+      res.on('close', () => {
+        if (!res.complete) reject(failure ?? new Error(`the answer from ${socket} was cut off`));
       });
-      res.on('error', reject);
     });
-    const timer = setTimeout(
-      () => req.destroy(new Error(`no answer from ${socket} within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    req.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
+    req.on('error', (e) => reject(failure ?? e));
     req.on('close', () => clearTimeout(timer));
     req.end();
   });

@@ -13,7 +13,7 @@ import {
   parseDuration,
   parseRuntimeEndpoint,
 } from '../audit/options.js';
-import { AuditQueueFull } from '../audit/auditor.js';
+import { AuditCallerGone, AuditQueueFull } from '../audit/auditor.js';
 import type { AuditOptions, AuditReport } from '../audit/run.js';
 import { clientGone } from './client-gone.js';
 
@@ -27,7 +27,9 @@ async function pass(deps: AuditRouteDeps, opts: AuditOptions, req: FastifyReques
   try {
     return await deps.audit(opts, () => clientGone(req.raw, reply.raw));
   } catch (e) {
-    if (e instanceof AuditQueueFull) return reply.code(503).send({ error: e.message });
+    // Not errors of stewardd's: the queue is full, or the client left before its pass's turn (it
+    // hears nothing; answered only so that fastify does not log it as an unexpected error).
+    if (e instanceof AuditQueueFull || e instanceof AuditCallerGone) return reply.code(503).send({ error: e.message });
     throw e;
   }
 }
