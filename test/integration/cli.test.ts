@@ -268,6 +268,25 @@ describe('status --check with an abandoned teardown, and retry --abandoned', () 
   });
 });
 
+/** A socket in the test's dir served by `serve` (each connection), closed with every connection at the end. */
+async function fakeDaemon(name: string, serve: (c: Socket) => void): Promise<string> {
+  const sock = join(env.dir, name);
+  const held: Socket[] = [];
+  const server = createServer((c) => {
+    held.push(c);
+    serve(c);
+  });
+  await new Promise<void>((r) => server.listen(sock, r));
+  env.defer(
+    () =>
+      new Promise<void>((r) => {
+        for (const c of held) c.destroy();
+        server.close(() => r());
+      }),
+  );
+  return sock;
+}
+
 describe('CLI errors name the socket and the cause', () => {
   it('absent socket: exit 3, "does not exist"', async () => {
     const sock = join(env.dir, 'nothing-here.sock');
@@ -301,17 +320,7 @@ describe('CLI errors name the socket and the cause', () => {
   });
 
   it('a socket that accepts but never answers: exit 3 after --timeout, "did not answer within"', async () => {
-    const sock = join(env.dir, 'silent.sock');
-    const held: Socket[] = [];
-    const server = createServer((c) => held.push(c));
-    await new Promise<void>((r) => server.listen(sock, r));
-    env.defer(
-      () =>
-        new Promise<void>((r) => {
-          for (const c of held) c.destroy();
-          server.close(() => r());
-        }),
-    );
+    const sock = await fakeDaemon('silent.sock', () => undefined);
     const t0 = Date.now();
     const r = await cli(['retry', '--socket', sock, '--timeout', '1']);
     assert.equal(r.code, 3, r.stdout + r.stderr);
@@ -323,23 +332,12 @@ describe('CLI errors name the socket and the cause', () => {
   });
 
   it('an answer whose body drips: exit 3 at ten times --timeout, not when the drip stops', async () => {
-    const sock = join(env.dir, 'drip.sock');
-    const held: Socket[] = [];
-    const server = createServer((c) => {
-      held.push(c);
+    const sock = await fakeDaemon('drip.sock', (c) => {
       c.resume();
       c.write('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
       const drip = setInterval(() => (c.writable ? c.write('1\r\n \r\n') : clearInterval(drip)), 500);
       c.on('close', () => clearInterval(drip));
     });
-    await new Promise<void>((r) => server.listen(sock, r));
-    env.defer(
-      () =>
-        new Promise<void>((r) => {
-          for (const c of held) c.destroy();
-          server.close(() => r());
-        }),
-    );
     const t0 = Date.now();
     const r = await cli(['status', '--socket', sock, '--timeout', '1']);
     const took = Date.now() - t0;
