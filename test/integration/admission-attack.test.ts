@@ -425,6 +425,9 @@ describe('hints', () => {
     const a = await once([...withLength(w.body), ...hintList(w.hints), ['X-CNI-Command', 'ADD']], w.body);
     assert.equal(a.status, 400, a.text);
     assert.equal(a.json?.code, 4, a.text);
+    // Refused as given twice: node joins a repeated x- header ("ADD, ADD"), which read as one value
+    // was refused as disagreeing with the body.
+    assert.match(String(a.json?.msg), /request header x-cni-command is given 2 times/, a.text);
     await assertAtRest();
   });
 });

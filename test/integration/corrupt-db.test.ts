@@ -102,6 +102,15 @@ describe('a corrupt journal at start', () => {
     const skewed = await daemon.request('POST', '/v1/cni', wire.body, { ...wire.hints, [PROTOCOL_HEADER]: '99' });
     assert.equal(skewed.status, 409, skewed.text);
     assert.equal(skewed.json.code, 108);
+    assert.match(
+      skewed.json.msg,
+      new RegExp(`^version skew: the shim speaks protocol 99, stewardd speaks protocol ${PROTOCOL_VERSION} `),
+    );
+    // A hinted request without the protocol header: a shim from before protocol versions, said so.
+    const { [PROTOCOL_HEADER]: _protocol, ...unversionedHints } = wire.hints;
+    const unversioned = await daemon.request('POST', '/v1/cni', wire.body, unversionedHints);
+    assert.equal(unversioned.json?.code, 108, unversioned.text);
+    assert.match(unversioned.json.msg, /the shim speaks protocol 1 \(a release before protocol versions\)/);
     const lying = await daemon.request('POST', '/v1/cni', wire.body, {
       ...wire.hints,
       [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),

@@ -89,6 +89,12 @@ describe('GC and STATUS (CNI 1.1)', () => {
     const before = fixtureCalls(fx, 'STATUS').length;
     await shim({ command: 'STATUS', env: statusEnv }, down);
     assert.equal(fixtureCalls(fx, 'STATUS').length, before);
+    // A delegate whose binary no plugin dir has cannot serve an ADD: 50 (not available), not 7.
+    const gone = stewardConf(daemon.socket, '1.1.0', [delegate('gonenet', '1.1.0', [{ type: 'stw-no-such-plugin' }])]);
+    const missing = await shim({ command: 'STATUS', env: statusEnv }, gone);
+    assert.equal(missing.code, 1);
+    assert.equal(missing.json.code, 50, missing.stdout);
+    assert.match(missing.json.msg, /plugin type "stw-no-such-plugin" is not in any plugin dir/);
     await daemon.stop();
   });
 

@@ -1,7 +1,8 @@
 // Finding a plugin's executable (plugins/lookup.ts), and the code when none is there: an ADD's
 // netconf naming a plugin the node lacks is a config error (7); a DEL's is "try again later" (11),
 // so a binary missing for a while (an upgrade, a remounted hostPath) never makes a teardown
-// "permanently failing" and abandoned (engine/retry-policy.ts treats 7 as permanent).
+// "permanently failing" and abandoned (engine/retry-policy.ts treats 7 as permanent); a STATUS's is
+// "not available" (50), since no ADD can be served.
 
 import assert from 'node:assert/strict';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { after, describe, test } from 'node:test';
 
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import { isPermanentFailure } from '../../daemon/src/engine/retry-policy.js';
-import { findPlugin } from '../../daemon/src/plugins/lookup.js';
+import { findPlugin, missingPluginCode } from '../../daemon/src/plugins/lookup.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-lookup-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -45,6 +46,11 @@ describe('findPlugin', () => {
       assert.equal(isPermanentFailure(add, null), true);
       assert.equal(isPermanentFailure(del, null), false, 'a DEL is retried until the binary is back');
     }
+  });
+
+  test('the code of a missing binary by command: 11 for DEL, 50 for STATUS, 7 for the rest', () => {
+    const codes = ['ADD', 'CHECK', 'DEL', 'GC', 'STATUS', 'VERSION', 'constructor'].map(missingPluginCode);
+    assert.deepEqual(codes, [7, 7, 11, 7, 50, 7, 7]);
   });
 
   test('a type that is no file name is code 7 whatever is asked for', () => {

@@ -8,7 +8,7 @@ import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniEnv } from '
 import { podOf } from '../store/types.js';
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
-import { parseStewardConf, pluginStdin, refuseSelfDelegate, type StewardConf } from './netconf.js';
+import { parseServedConf, pluginStdin, type StewardConf } from './netconf.js';
 import { pluginCall } from '../plugins/call.js';
 
 /** GC and STATUS use the shared engine context (context.ts). */
@@ -35,8 +35,7 @@ function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
 }
 
 export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, unknown>): Promise<string> {
-  const conf = parseStewardConf(config, 'eth0');
-  refuseSelfDelegate(conf);
+  const conf = parseServedConf(config, 'eth0');
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
     throw new CniError(
       ErrorCode.IncompatibleVersion,
@@ -164,8 +163,7 @@ export async function runStatus(
   config: Record<string, unknown>,
   cache: StatusCache,
 ): Promise<string> {
-  const conf = parseStewardConf(config, 'eth0');
-  refuseSelfDelegate(conf);
+  const conf = parseServedConf(config, 'eth0');
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
     throw new CniError(
       ErrorCode.IncompatibleVersion,

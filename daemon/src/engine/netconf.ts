@@ -196,13 +196,15 @@ export function pluginStdin(
 }
 
 /**
- * Refuses (7) a delegate plugin that is steward itself, on every command but DEL (which stays
- * lenient: a DEL is never refused for its netconf). Its call would reach this daemon again and wait
- * behind the one that ran it: an ADD or CHECK in the container's queue, a GC at the node-wide gate
- * (holding every ADD and DEL of the node), a STATUS for the pass in flight, each until its bound
- * (found by a hostile review; `stewardd install` refuses such a primary already).
+ * The netconf of an ADD, CHECK, GC or STATUS: parseStewardConf, and a delegate plugin that is
+ * steward itself refused (7). DEL parses alone (it stays lenient: a DEL is never refused for its
+ * netconf). A steward delegate's call would reach this daemon again and wait behind the one that ran
+ * it: an ADD or CHECK in the container's queue, a GC at the node-wide gate (holding every ADD and DEL
+ * of the node), a STATUS for the pass in flight, each until its bound (found by a hostile review;
+ * `stewardd install` refuses such a primary already).
  */
-export function refuseSelfDelegate(conf: StewardConf): void {
+export function parseServedConf(config: unknown, fallbackIfname: string): StewardConf {
+  const conf = parseStewardConf(config, fallbackIfname);
   for (const d of conf.delegates)
     for (const [i, p] of d.plugins.entries())
       if (p.type === SELF_TYPE)
@@ -210,6 +212,7 @@ export function refuseSelfDelegate(conf: StewardConf): void {
           ErrorCode.InvalidConfig,
           `delegate ${d.name} plugin ${i}: type "${SELF_TYPE}" is steward itself; a delegate names the plugins steward runs`,
         );
+  return conf;
 }
 
 /** The plugin type steward is installed as (lifecycle/install.ts SHIM_NAME). */

@@ -153,17 +153,23 @@ export function netnsIdentity(path: string): string | undefined {
       pid = procPid(at);
       // Reached some other way (/proc/1/root/proc/<pid>/ns/net, a linked directory): by its inode
       // alone, whose times change at each look.
-      if (pid === undefined) return inodeOf(path);
+      if (pid === undefined) return nsInode(path)?.inode;
       break;
     }
     at = resolve(dirname(at), target);
   }
+  const ns = nsInode(path);
+  if (ns === undefined) return undefined;
+  if (pid === undefined) return `${ns.inode} ctime ${ns.ctimeNs}`;
+  const start = processStartTime(Number(pid));
+  return start === undefined ? undefined : `${ns.inode} pid ${pid} start ${start}`;
+}
+
+/** The nsfs "device:inode" of `path` and the inode's change time, or undefined when it cannot be read. */
+function nsInode(path: string): { inode: string; ctimeNs: bigint } | undefined {
   try {
     const st = statSync(path, { bigint: true });
-    const inode = `${st.dev}:${st.ino}`;
-    if (pid === undefined) return `${inode} ctime ${st.ctimeNs}`;
-    const start = processStartTime(Number(pid));
-    return start === undefined ? undefined : `${inode} pid ${pid} start ${start}`;
+    return { inode: `${st.dev}:${st.ino}`, ctimeNs: st.ctimeNs };
   } catch {
     return undefined;
   }
@@ -181,15 +187,6 @@ function procPid(at: string): string | undefined {
     }
   }
   return own === 'self' || own === 'thread-self' ? String(process.pid) : own;
-}
-
-function inodeOf(path: string): string | undefined {
-  try {
-    const st = statSync(path, { bigint: true });
-    return `${st.dev}:${st.ino}`;
-  } catch {
-    return undefined;
-  }
 }
 
 /**

@@ -15,7 +15,7 @@ import {
 } from '@cni-steward/shared';
 import { accessSync, constants, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { findPlugin, pluginSearchPath } from './lookup.js';
+import { findPlugin, missingPluginCode, pluginSearchPath } from './lookup.js';
 import type { PluginProcess } from './process-group.js';
 import { Spawner } from './spawner.js';
 import type { DelegateTrace } from '../tracing/delegate.js';
@@ -93,11 +93,7 @@ export class PluginExecutor {
 
   readonly run: PluginRunner = (call) => {
     const dirs = pluginSearchPath(this.opts.binDirs, call.cniPath, this.ignoredRelative);
-    const file = findPlugin(
-      call.type,
-      dirs,
-      call.command === 'DEL' ? ErrorCode.TryAgainLater : ErrorCode.InvalidConfig,
-    );
+    const file = findPlugin(call.type, dirs, missingPluginCode(call.command));
     const env = {
       CNI_COMMAND: call.command,
       CNI_CONTAINERID: call.containerId,

@@ -29,11 +29,19 @@ export function pluginSearchPath(
 }
 
 /**
+ * The code of a delegate binary that no dir has, by command; any other is 7 (an ADD's netconf names
+ * a plugin the node lacks). A DEL's is 11: a binary missing for a while (a plugin upgrade, a hostPath
+ * remounted) must not make a teardown "permanently failing" and abandoned; it is retried until the
+ * binary is back. A STATUS's is 50, the spec's "not available": no ADD can be served.
+ */
+export function missingPluginCode(command: string): number {
+  if (command === 'DEL') return ErrorCode.TryAgainLater;
+  return command === 'STATUS' ? ErrorCode.PluginNotAvailable : ErrorCode.InvalidConfig;
+}
+
+/**
  * The executable of a plugin type in the first dir that has it. `missingCode`: the code when no dir
- * has it (a type that is no file name is always 7): 7 for an ADD, whose netconf names a plugin the
- * node lacks; 11 for a DEL, since a binary missing for a while (a plugin upgrade, a hostPath
- * remounted) must not make a teardown "permanently failing" and abandoned: it is retried until the
- * binary is back.
+ * has it (a type that is no file name is always 7): missingPluginCode of the command.
  */
 export function findPlugin(
   type: string,

@@ -25,7 +25,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import { cniTarget, refuseCniVariant } from './cni-route.js';
 import { writeCniError } from './http-status.js';
-import { readHints, type Hints } from './hints.js';
+import { hintValues, readHints, type Hints } from './hints.js';
 import { admitProtocol } from './protocol.js';
 import { isRawJson, serveRawCni } from './raw-cni.js';
 import { whenDone } from './when-done.js';
@@ -182,7 +182,7 @@ export class Admission {
     if (target === 'variant' && refuseCniVariant(req, res)) return;
     if (target === 'exact') {
       try {
-        hints = readHints(req.headers);
+        hints = readHints(hintValues(req.rawHeaders));
       } catch {
         // Malformed hints: fastify's route reads them again and refuses the request with code 4.
       }

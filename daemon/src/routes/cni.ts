@@ -16,7 +16,7 @@ import {
 import type { AppDeps } from './deps.js';
 import { clientGone } from './client-gone.js';
 import { assertExactCniTarget } from './cni-route.js';
-import { checkHints, readHints, type Hints } from './hints.js';
+import { checkHints, hintValues, readHints, type Hints } from './hints.js';
 import { inRequestContext } from '../tracing/context.js';
 
 /**
@@ -98,7 +98,9 @@ export async function cniRoutes(app: FastifyInstance, deps: AppDeps): Promise<vo
   app.post(CNI_ROUTE, async (request, reply) => {
     assertExactCniTarget(request.raw.url ?? '');
     const text = await inRequestContext(request.raw, () =>
-      serveCni(deps, request.body, readHints(request.headers), request.log, () => clientGone(request.raw, reply.raw)),
+      serveCni(deps, request.body, readHints(hintValues(request.raw.rawHeaders)), request.log, () =>
+        clientGone(request.raw, reply.raw),
+      ),
     );
     return reply.code(200).type('application/json').send(text);
   });

@@ -7,31 +7,32 @@
 
 import type { FastifyInstance } from 'fastify';
 import type { IncomingMessage } from 'node:http';
-import {
-  ACCEPTED_PROTOCOLS,
-  CNI_ROUTE,
-  CniError,
-  ErrorCode,
-  PROTOCOL_VERSION,
-  SKEW_ADVICE,
-  decodeWireRequest,
-  spoolRequest,
-} from '@cni-steward/shared';
+import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, spoolRequest } from '@cni-steward/shared';
 import { assertExactCniTarget } from './cni-route.js';
-import { checkHints, readHints } from './hints.js';
-import { requestProtocol } from './protocol.js';
+import { checkHints, hintValues, readHints, type Hints } from './hints.js';
+import { skewError } from './protocol.js';
 
 /** Distinct DELs a degraded daemon spools before it answers 11 (a node has ~110 pods; this is a flood). */
 export const MAX_SPOOLED_KEYS = 100_000;
 
-/** Code 108, as the healthy daemon answers a shim request in a protocol version it does not accept. */
-function refuseSkew(req: IncomingMessage, hinted: boolean): void {
-  const v = requestProtocol(req, hinted);
-  if (v === undefined || ACCEPTED_PROTOCOLS.some((a) => String(a) === v)) return;
-  throw new CniError(
-    ErrorCode.VersionSkew,
-    `version skew: the shim speaks protocol ${/^[0-9]{1,6}$/.test(v) ? v : 'unknown'}, stewardd speaks protocol ${PROTOCOL_VERSION} (accepts ${ACCEPTED_PROTOCOLS.join(', ')}); ${SKEW_ADVICE}`,
-  );
+/**
+ * The healthy daemon's admission checks (routes/admission.ts), so a shim of another release is
+ * refused here too rather than spooled in a format the next start may not read; in admission's
+ * order: hints that cannot be read leave the request unhinted for the protocol check (108 first),
+ * then are refused (4). The request's hints, if it has any.
+ */
+function admitDegraded(raw: IncomingMessage): Hints | undefined {
+  let hints: Hints | undefined;
+  let unreadable: unknown;
+  try {
+    hints = readHints(hintValues(raw.rawHeaders));
+  } catch (e) {
+    unreadable = e;
+  }
+  const skew = skewError(raw, hints !== undefined);
+  if (skew) throw skew.error;
+  if (unreadable !== undefined) throw unreadable;
+  return hints;
 }
 
 export interface DegradedDeps {
@@ -63,10 +64,7 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
 
   app.post(CNI_ROUTE, async (request, reply) => {
     assertExactCniTarget(request.raw.url ?? '');
-    // The healthy daemon's admission checks (routes/admission.ts), so a shim of another release
-    // is refused here too rather than spooled in a format the next start may not read.
-    const hints = readHints(request.headers);
-    refuseSkew(request.raw, hints !== undefined);
+    const hints = admitDegraded(request.raw);
     const req = decodeWireRequest(request.body);
     if (hints) checkHints(hints, req);
     if (req.env.command === 'STATUS') {

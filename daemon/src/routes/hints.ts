@@ -2,7 +2,6 @@
 // the raw headers before the body is parsed, and checked against the body once it is. The body is
 // the contract; a request whose headers disagree with it is refused with code 4, never served.
 
-import type { IncomingHttpHeaders } from 'node:http';
 import { CniError, ErrorCode, HINT_HEADERS, STATUS_KEY_HEADER, type CniRequestBody } from '@cni-steward/shared';
 
 export interface Hints {
@@ -14,19 +13,43 @@ export interface Hints {
   statusKey?: string | undefined;
 }
 
-function one(headers: IncomingHttpHeaders, name: string): string | undefined {
-  const v = headers[name];
-  if (v === undefined) return undefined;
-  if (Array.isArray(v)) throw new CniError(ErrorCode.InvalidEnv, `request header ${name} is given ${v.length} times`);
+/** Hint headers, each as every value it was given (hintValues) or as one. */
+export type DistinctHeaders = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+const HINT_NAMES: ReadonlySet<string> = new Set([...Object.values(HINT_HEADERS), STATUS_KEY_HEADER]);
+
+/**
+ * The hint headers of a request's raw headers (name, value, name, value, …), each with every value
+ * it was given: node joins a repeated x- header's values with ", " in `headers`, and a hint given
+ * twice is refused as such, not as a hint that disagrees with the body. (Not `headersDistinct`: in
+ * Node before 24.14.1 it threw on a header named "constructor", having cached half of itself.)
+ */
+export function hintValues(rawHeaders: readonly string[]): DistinctHeaders {
+  const found = new Map<string, string[]>();
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] as string).toLowerCase();
+    if (!HINT_NAMES.has(name)) continue;
+    const values = found.get(name) ?? [];
+    values.push(rawHeaders[i + 1] as string);
+    found.set(name, values);
+  }
+  return Object.fromEntries(found);
+}
+
+function one(headers: DistinctHeaders, name: string): string | undefined {
+  const given = headers[name];
+  if (given === undefined) return undefined;
+  const v = typeof given === 'string' ? [given] : given;
+  if (v.length !== 1) throw new CniError(ErrorCode.InvalidEnv, `request header ${name} is given ${v.length} times`);
   try {
-    return decodeURIComponent(v);
+    return decodeURIComponent(v[0] as string);
   } catch {
     throw new CniError(ErrorCode.InvalidEnv, `request header ${name} is not percent-encoded text`);
   }
 }
 
-/** The hints a request carries; undefined for a request without them (an older shim, curl). */
-export function readHints(headers: IncomingHttpHeaders): Hints | undefined {
+/** The hints a request carries (hintValues); undefined for a request without them (an older shim, curl). */
+export function readHints(headers: DistinctHeaders): Hints | undefined {
   const command = one(headers, HINT_HEADERS.command);
   if (command === undefined) return undefined;
   return {

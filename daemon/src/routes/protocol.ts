@@ -26,6 +26,23 @@ export function requestProtocol(req: IncomingMessage, hinted: boolean): string |
 }
 
 /**
+ * The 108 refusal of a request whose version is not accepted, with the version as shown (a number,
+ * or "unknown"); undefined when it is accepted. The healthy daemon's admission and the degraded
+ * daemon's route both refuse with it.
+ */
+export function skewError(req: IncomingMessage, hinted: boolean): { shown: string; error: CniError } | undefined {
+  const v = requestProtocol(req, hinted);
+  if (v === undefined || ACCEPTED_PROTOCOLS.some((a) => String(a) === v)) return undefined;
+  const shown = /^[0-9]{1,6}$/.test(v) ? v : 'unknown';
+  const before = v === String(UNVERSIONED_PROTOCOL) && req.headers[PROTOCOL_HEADER] === undefined;
+  const error = new CniError(
+    ErrorCode.VersionSkew,
+    `version skew: the shim speaks protocol ${shown}${before ? ' (a release before protocol versions)' : ''}, stewardd speaks protocol ${PROTOCOL_VERSION} (accepts ${ACCEPTED_PROTOCOLS.join(', ')}); ${SKEW_ADVICE}`,
+  );
+  return { shown, error };
+}
+
+/**
  * Stamps the daemon's version on the answer; refuses (answers 409 + code 108 and returns false) a
  * request whose version is not accepted. `onSkew` is told the refused version (a metric).
  */
@@ -36,16 +53,11 @@ export function admitProtocol(
   onSkew?: (shimProtocol: string) => void,
 ): boolean {
   res.setHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-  const v = requestProtocol(req, hinted);
-  if (v === undefined || ACCEPTED_PROTOCOLS.some((a) => String(a) === v)) return true;
-  const shown = /^[0-9]{1,6}$/.test(v) ? v : 'unknown';
-  onSkew?.(shown);
-  const err = new CniError(
-    ErrorCode.VersionSkew,
-    `version skew: the shim speaks protocol ${shown}${v === String(UNVERSIONED_PROTOCOL) && req.headers[PROTOCOL_HEADER] === undefined ? ' (a release before protocol versions)' : ''}, stewardd speaks protocol ${PROTOCOL_VERSION} (accepts ${ACCEPTED_PROTOCOLS.join(', ')}); ${SKEW_ADVICE}`,
-  );
+  const skew = skewError(req, hinted);
+  if (skew === undefined) return true;
+  onSkew?.(skew.shown);
   // The body is not read: drop it, then answer (the shim writes it all before reading).
   req.resume();
-  writeCniError(res, err, undefined);
+  writeCniError(res, skew.error, undefined);
   return false;
 }
