@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, leases, linkExists } from '../helpers/env.js';
@@ -189,6 +189,23 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.match(r.stderr, /uninstall refused/);
     assert.equal(readFileSync(join(t.confDir, '00-steward.conflist'), 'utf8'), theirs);
     assert.ok(existsSync(join(t.binDir, 'steward')));
+    assert.ok(existsSync(join(t.stateDir, 'install.json')));
+  });
+
+  it('uninstall refuses when a directory is where its conflist was, and says it is no file (not a sha256)', async () => {
+    const t = freshTree('refuse-dir');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const conflist = join(t.confDir, '00-steward.conflist');
+    rmSync(conflist);
+    mkdirSync(conflist);
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.stdout,
+      /REFUSED: .*00-steward\.conflist is no longer a regular file \(a directory, FIFO, device or socket is there now\)/,
+    );
+    assert.doesNotMatch(r.stdout, /sha256 now/);
+    assert.ok(statSync(conflist).isDirectory());
     assert.ok(existsSync(join(t.stateDir, 'install.json')));
   });
 

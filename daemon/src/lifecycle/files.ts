@@ -143,6 +143,19 @@ export function sha256File(path: string): string | undefined {
   }
 }
 
+/**
+ * How the file at `path` whose sha256File is `now` differs from what install wrote, for an operator:
+ * a FIFO, device, socket or directory put there is said to be one (its "sha256" is only a marker),
+ * a file over the bound too, a rewritten file by its sha256 (and `installed`'s, when given).
+ */
+export function changeOf(path: string, now: string, installed?: readonly string[]): string {
+  if (now === sha256(`not a regular file: ${path}`))
+    return 'is no longer a regular file (a directory, FIFO, device or socket is there now)';
+  if (now === sha256(`too large: ${path}`))
+    return `was rewritten since install (now over ${MAX_REGULAR_FILE_BYTES} bytes)`;
+  return `was rewritten since install (sha256 now ${now}${installed ? `, installed ${installed.join(' or ')}` : ''})`;
+}
+
 export function fsyncDir(dir: string): void {
   const fd = openSync(dir, 'r');
   try {

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { conflistVersionOf, type ConflistVersionChoice } from './cni-version.js';
 import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
-import { readRegularFile, sha256, sha256File, tempsOf } from './files.js';
+import { changeOf, readRegularFile, sha256, sha256File, tempsOf } from './files.js';
 import { loggedWait, withLock } from './lock.js';
 import {
   acceptedAt,
@@ -159,7 +159,7 @@ function retire(
     const known = acceptedAt(retired, f.path);
     if (!known.includes(now)) {
       if (!report.kept.some((k) => k.path === f.path))
-        report.kept.push({ path: f.path, why: `was rewritten since install (sha256 now ${now}); left in place` });
+        report.kept.push({ path: f.path, why: `${changeOf(f.path, now)}; left in place` });
       continue;
     }
     if (ops.remove(f.path)) report.removed.push(f.path);

@@ -6,7 +6,7 @@ import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { drain, type Leftover } from './drain.js';
-import { sha256File, tempsOf } from './files.js';
+import { changeOf, sha256File, tempsOf } from './files.js';
 import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
 import { OWNER_INFO_FILE, OWNER_LOCK_FILE } from '../store/owner.js';
 import {
@@ -111,7 +111,7 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     if (now !== undefined && !known.includes(now)) {
       report.refused.push({
         path: f.path,
-        why: `was rewritten since install (sha256 now ${now}, installed ${known.join(' or ')})`,
+        why: changeOf(f.path, now, known),
       });
     }
   }
