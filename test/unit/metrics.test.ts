@@ -3,6 +3,7 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type Socket } from 'node:net';
+import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
 import {
@@ -49,6 +50,16 @@ describe('parseListenAddress', () => {
 });
 
 describe('Metrics', () => {
+  test("the whole exposition passes promtool check metrics, its lint included (prom-client's _total gauges left out)", async () => {
+    const m = new Metrics(source, { version: '9.9.9' });
+    const text = await m.registry.metrics();
+    assert.match(text, /^steward_nodejs_active_handles\{type="[A-Za-z]+"\} \d+$/m, 'the by-type gauges stay');
+    const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    assert.equal(r.error, undefined, "promtool not runnable: scripts/setup.sh installs Debian's prometheus package");
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.equal(r.stdout + r.stderr, '');
+  });
+
   test('gauges mirror the source on scrape; every known state is present; readiness follows its function', async () => {
     const m = new Metrics(source, { now: () => 70_000, version: '9.9.9' });
     let text = await m.registry.metrics();

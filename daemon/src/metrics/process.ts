@@ -1,6 +1,7 @@
-// The daemon process's metrics: Node's defaults (steward_process_*, steward_nodejs_*), which build
-// runs, whether it is ready, whether the installed shim is its own, the conflist it keeps, and the
-// log lines and trace spans it dropped. Each reads its source at scrape time, set once it exists.
+// The daemon process's metrics: Node's defaults (steward_process_*, steward_nodejs_*, less three
+// totals promtool's lint refuses), which build runs, whether it is ready, whether the installed shim
+// is its own, the conflist it keeps, and the log lines and trace spans it dropped. Each reads its
+// source at scrape time, set once it exists.
 
 import { Counter, Gauge, collectDefaultMetrics, type Registry } from 'prom-client';
 import { scrapedGauge } from './registry.js';
@@ -37,6 +38,11 @@ export class ProcessMetrics {
 
   constructor(registry: Registry, version: string | undefined) {
     collectDefaultMetrics({ register: registry, prefix: 'steward_' });
+    // prom-client's totals of three of its gauges are gauges named "_total", which `promtool check
+    // metrics` refuses for a non-counter; each is the sum of its gauge by type, still exported
+    // (steward_nodejs_active_handles{type}, …): sum() them.
+    for (const kind of ['handles', 'requests', 'resources'])
+      registry.removeSingleMetric(`steward_nodejs_active_${kind}_total`);
     const conflistInfo: Gauge<'cni_version' | 'mode' | 'runtime' | 'status_asked'> = new Gauge({
       name: 'steward_conflist_info',
       help: "1, labelled with the cniVersion steward's conflist is written at, how it was chosen (--cni-version), the runtime that said what it is, and whether that runtime asks STATUS (status_asked)",
