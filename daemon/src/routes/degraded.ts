@@ -6,6 +6,7 @@
 // or replaced, the next start ingests it like any spooled DEL. Operators' views answer 503.
 
 import type { FastifyInstance } from 'fastify';
+import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, spoolRequest } from '@cni-steward/shared';
 import { assertExactCniTarget } from './cni-route.js';
@@ -73,7 +74,10 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
     if (req.env.command !== 'DEL') {
       throw new CniError(ErrorCode.TryAgainLater, `stewardd cannot serve ${req.env.command}: ${deps.reason}`);
     }
-    const key = JSON.stringify([req.env.containerId, req.config.name, req.env.ifname]);
+    // Hashed: a name may be up to the body's 1 MiB, and 100,000 of them are kept.
+    const key = createHash('sha256')
+      .update(JSON.stringify([req.env.containerId, req.config.name, req.env.ifname]))
+      .digest('base64');
     if (spooled.has(key)) return reply.code(200).type('application/json').send('');
     if (spooled.size >= MAX_SPOOLED_KEYS)
       throw new CniError(
