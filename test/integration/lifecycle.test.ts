@@ -178,18 +178,87 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.match(twice.stdout, /nothing recorded as installed/);
   });
 
-  it('uninstall refuses to remove a conflist someone rewrote, says so, and removes nothing', async () => {
+  it('uninstall leaves a conflist someone rewrote, says so, and keeps the shim while that config names it', async () => {
     const t = freshTree('refuse');
     assert.equal((await installInto(t, socket)).code, 0);
-    const theirs = '{"cniVersion":"1.0.0","name":"hand-edited","plugins":[{"type":"bridge"}]}\n';
+    const ours = readJson(join(t.confDir, '00-steward.conflist'));
+    const theirs = `${JSON.stringify({ ...ours, name: 'hand-edited' })}\n`;
     writeFileSync(join(t.confDir, '00-steward.conflist'), theirs);
     const r = await uninstallFrom(t);
     assert.equal(r.code, 1);
     assert.match(r.stdout, /REFUSED: .*00-steward\.conflist was rewritten since install/);
-    assert.match(r.stderr, /uninstall refused/);
+    assert.match(
+      r.stdout,
+      /REFUSED: .*\/steward .*00-steward\.conflist still names it; removing it would leave that config dangling/,
+    );
+    assert.match(r.stderr, /uninstall left files/);
     assert.equal(readFileSync(join(t.confDir, '00-steward.conflist'), 'utf8'), theirs);
     assert.ok(existsSync(join(t.binDir, 'steward')));
-    assert.ok(existsSync(join(t.stateDir, 'install.json')));
+    assert.equal(readJson(join(t.stateDir, 'install.json')).state, 'uninstalling');
+    // The operator removes their config; uninstall again finishes.
+    rmSync(join(t.confDir, '00-steward.conflist'));
+    const again = await uninstallFrom(t);
+    assert.equal(again.code, 0, again.stdout);
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
+    assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
+  });
+
+  it('uninstall removes its own conflist even when the shim was replaced (a config left would stop every pod)', async () => {
+    const t = freshTree('refuse-shim');
+    assert.equal((await installInto(t, socket)).code, 0);
+    writeFileSync(join(t.binDir, 'steward'), '#!/bin/sh\necho a hotfix\n', { mode: 0o755 });
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 1);
+    assert.match(r.stdout, /removed .*00-steward\.conflist/);
+    assert.match(r.stdout, /REFUSED: .*\/steward was rewritten since install/);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+    assert.equal(readFileSync(join(t.binDir, 'steward'), 'utf8'), '#!/bin/sh\necho a hotfix\n');
+    assert.ok(existsSync(join(t.confDir, '10-podnet.conflist')), 'the primary is untouched');
+  });
+
+  it('install refuses a 00-steward.conflist no record knows before it writes anything', async () => {
+    const t = freshTree('refuse-first');
+    const theirs = '{"cniVersion":"1.0.0","name":"someone","plugins":[{"type":"bridge"}]}\n';
+    writeFileSync(join(t.confDir, '00-steward.conflist'), theirs);
+    const before = snapshot(t.root);
+    const r = await installInto(t, socket);
+    assert.equal(r.code, 1);
+    assert.match(r.stdout, /install refused: .*00-steward\.conflist exists and is not the one stewardd wrote/);
+    assert.deepEqual(snapshot(t.root), before, 'no shim written');
+    assert.equal(existsSync(join(t.stateDir, 'install.json')), false, 'no record written');
+  });
+
+  it('a second state dir over the same node is refused and records nothing, so its uninstall removes nothing', async () => {
+    const t = freshTree('two-states');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const installed = snapshot(t.root);
+    const other = { ...t, stateDir: join(env.dir, 'two-states', 'state2') };
+    const r = await installInto(other, socket, ['--spool-dir', join(env.dir, 'two-states', 'spool2')]);
+    assert.equal(r.code, 1, r.stdout);
+    assert.equal(existsSync(join(other.stateDir, 'install.json')), false);
+    const u = await uninstallFrom(other);
+    assert.equal(u.code, 0, u.stdout);
+    assert.match(u.stdout, /nothing recorded as installed/);
+    assert.deepEqual(snapshot(t.root), installed, 'the first install is whole: conflist and shim');
+  });
+
+  it('install again over a conflist edited since: the new shim goes in, the edit stays, exit 0 (the daemon says not ready)', async () => {
+    const t = freshTree('edited');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const conflist = join(t.confDir, '00-steward.conflist');
+    const edited = readJson(conflist);
+    edited.plugins[0].logLevel = 'debug';
+    writeJson(conflist, edited);
+    const editedText = readFileSync(conflist, 'utf8');
+    const newShim = join(env.dir, 'edited', 'steward-next');
+    writeFileSync(newShim, `${readFileSync(SHIM_EXE, 'latin1')}#`, 'latin1');
+    const r = await installInto(t, socket, ['--shim', newShim]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /shim: copied/);
+    assert.match(r.stdout, /conflist: left as it is: .*00-steward\.conflist was edited since stewardd wrote it/);
+    assert.equal(readFileSync(conflist, 'utf8'), editedText);
+    const digest = (p: string) => createHash('sha256').update(readFileSync(p)).digest('hex');
+    assert.equal(digest(join(t.binDir, 'steward')), digest(newShim));
   });
 
   it('uninstall refuses when a directory is where its conflist was, and says it is no file (not a sha256)', async () => {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { capabilitiesOf, findPrimary, renderConflist } from '../../daemon/src/lifecycle/conflist.js';
+import { capabilitiesOf, findPrimary, renderConflist, sortsBeforeOurs } from '../../daemon/src/lifecycle/conflist.js';
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -27,10 +27,9 @@ const net = (name: string, extra: object = {}) => ({
 });
 
 describe('finding the primary network config', () => {
-  it('takes the first .conf/.conflist/.json by name, skipping ours, hidden and temp files', () => {
+  it('takes the first .conf/.conflist/.json by name, skipping ours and temp files', () => {
     const d = confDir({
       '00-steward.conflist': net('steward'),
-      '.05-hidden.conflist': net('hidden'),
       '.10-x.conflist.ab12.tmp': net('tmp'),
       '10-calico.conflist': net('k8s-pod-network'),
       '20-other.conf': { cniVersion: '0.4.0', name: 'o', type: 'bridge' },
@@ -39,6 +38,14 @@ describe('finding the primary network config', () => {
     const p = findPrimary(d);
     assert.equal(p.kind, 'found');
     assert.equal(p.kind === 'found' && p.file, '10-calico.conflist');
+  });
+
+  it('takes a dotfile config as libcni does (it loads ".05-x.conflist" first), so one before ours is seen', () => {
+    const p = findPrimary(
+      confDir({ '.05-hidden.conflist': net('hidden'), '10-calico.conflist': net('k8s-pod-network') }),
+    );
+    assert.equal(p.kind === 'found' && p.file, '.05-hidden.conflist');
+    assert.equal(sortsBeforeOurs('.05-hidden.conflist'), true);
   });
 
   it('orders by bytes as libcni does (uppercase before lowercase)', () => {

@@ -54,7 +54,10 @@ export async function runInstall(cfg: InstallConfig): Promise<number> {
         );
         break;
       case 'foreign':
-        break; // install() threw
+        console.log(
+          `conflist: left as it is: ${c.path} was edited since stewardd wrote it; the daemon reports not ready until it is removed (or \`stewardd install --force\` writes it again)`,
+        );
+        break;
     }
     for (const p of r.retired.removed) console.log(`removed ${p} (installed earlier at a path no longer used)`);
     for (const k of r.retired.kept) console.log(`left ${k.path} in place: ${k.why}`);
@@ -127,7 +130,9 @@ function lockTimeout(what: string, e: LockTimeoutError, log: ReturnType<typeof s
 export function printUninstall(r: UninstallReport, stateDir: string, purge = false): void {
   if (!r.installed) console.log(`nothing recorded as installed in ${stateDir}`);
   for (const p of r.removed) console.log(`removed ${p}`);
-  for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; not removing anything`);
+  for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; left in place`);
+  if (r.refused.length > 0)
+    console.log(`the install record stays in ${stateDir}: once the files above are seen to, uninstall again finishes`);
   if (r.drainError !== undefined) {
     console.log(`teardowns not drained: ${r.drainError} (what the journal owed stays in it)`);
   } else if (r.leftovers.length > 0) {

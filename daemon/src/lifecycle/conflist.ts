@@ -34,9 +34,10 @@ export function findPrimary(confDir: string): PrimaryScan {
     throw e;
   }
   // A directory is skipped, as libcni's ConfFiles skips it; anything else named like a config is
-  // a candidate, and one that is not a regular file is unusable (a FIFO would block its reader).
+  // a candidate (a dotfile too: libcni loads ".05-x.conflist", before ours), and one that is not a
+  // regular file is unusable (a FIFO would block its reader).
   const file = names
-    .filter((n) => n !== STEWARD_CONFLIST && !n.startsWith('.') && CONFIG_EXTENSIONS.some((x) => n.endsWith(x)))
+    .filter((n) => n !== STEWARD_CONFLIST && CONFIG_EXTENSIONS.some((x) => n.endsWith(x)))
     .sort(byteOrder)
     .find((n) => !isDirectory(join(confDir, n)));
   if (file === undefined) return { kind: 'none' };
@@ -49,6 +50,34 @@ export function findPrimary(confDir: string): PrimaryScan {
   const why = notANetwork(conf);
   if (why) return { kind: 'invalid', file, why };
   return { kind: 'found', file, conf: conf as Record<string, unknown> };
+}
+
+/**
+ * The first config file (as libcni lists them) in `dirs` with a plugin of type `type`, as
+ * "DIR/FILE", or undefined. A file that cannot be read or parsed names nothing.
+ */
+export function configNaming(dirs: readonly string[], type: string): string | undefined {
+  for (const dir of dirs) {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const n of names.filter((n) => CONFIG_EXTENSIONS.some((x) => n.endsWith(x))).sort(byteOrder)) {
+      let conf: unknown;
+      try {
+        conf = JSON.parse(readRegularFile(join(dir, n), MAX_NETCONF_BYTES).toString('utf8'));
+      } catch {
+        continue;
+      }
+      if (typeof conf !== 'object' || conf === null) continue;
+      const c = conf as { type?: unknown; plugins?: unknown };
+      const plugins: unknown[] = Array.isArray(c.plugins) ? c.plugins : [c];
+      if (plugins.some((p) => (p as { type?: unknown } | null)?.type === type)) return join(dir, n);
+    }
+  }
+  return undefined;
 }
 
 function isDirectory(path: string): boolean {

@@ -98,6 +98,46 @@ function trackedWrite(
   return done;
 }
 
+/** What 00-steward.conflist would be for `rec`: an outcome without a file, or the file to write. */
+type ConflistPlan =
+  | { kind: 'outcome'; outcome: ConflistOutcome }
+  | ({ kind: 'file'; path: string; text: string; next: string; onDisk?: string; known: string[] } & {
+      primary: string;
+      cniVersion: string;
+    });
+
+function planConflist(rec: InstallRecord): ConflistPlan {
+  const scan = findPrimary(rec.cniConfDir);
+  if (scan.kind === 'none') return { kind: 'outcome', outcome: { status: 'no-primary' } };
+  if (scan.kind === 'invalid')
+    return { kind: 'outcome', outcome: { status: 'invalid-primary', primary: scan.file, why: scan.why } };
+  // The runtime loads the first config by name: one sorting before ours is loaded instead of ours,
+  // and steward is never called (Multus's default 00-multus.conf does). Said, not worked around.
+  if (sortsBeforeOurs(scan.file)) {
+    const why = `it sorts before ${STEWARD_CONFLIST}, so the runtime loads it and never calls steward; rename it to sort after ${STEWARD_CONFLIST} (e.g. 10-${scan.file.replace(/^[.0-9]*-?/, '')})`;
+    return { kind: 'outcome', outcome: { status: 'invalid-primary', primary: scan.file, why } };
+  }
+  const path = join(rec.cniConfDir, STEWARD_CONFLIST);
+  const cniVersion = conflistVersionOf(rec.cniVersion, String(scan.conf.cniVersion));
+  const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir, cniVersion });
+  const onDisk = sha256File(path);
+  return {
+    kind: 'file',
+    path,
+    text,
+    next: sha256(text),
+    ...(onDisk !== undefined ? { onDisk } : {}),
+    known: acceptedAt(recordedFiles(rec), path),
+    primary: scan.file,
+    cniVersion,
+  };
+}
+
+/** A conflist at our path that `rec` does not know and that is not what we would write. */
+function foreignConflist(plan: ConflistPlan): plan is Extract<ConflistPlan, { kind: 'file' }> {
+  return plan.kind === 'file' && foreign(plan.onDisk, plan.known, plan.next);
+}
+
 /**
  * Brings 00-steward.conflist in step with the primary config; shared by install and the watcher.
  * Writes the record itself (before and after the file) and returns it: the same object when
@@ -109,34 +149,21 @@ export function syncConflist(
   force: boolean,
   ops: FileOps = realFileOps,
 ): { rec: InstallRecord; outcome: ConflistOutcome } {
-  const scan = findPrimary(rec.cniConfDir);
-  if (scan.kind === 'none') return { rec, outcome: { status: 'no-primary' } };
-  if (scan.kind === 'invalid')
-    return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why: scan.why } };
-  // The runtime loads the first config by name: one sorting before ours is loaded instead of ours,
-  // and steward is never called (Multus's default 00-multus.conf does). Said, not worked around.
-  if (sortsBeforeOurs(scan.file)) {
-    const why = `it sorts before ${STEWARD_CONFLIST}, so the runtime loads it and never calls steward; rename it to sort after ${STEWARD_CONFLIST} (e.g. 10-${scan.file.replace(/^[0-9]*-?/, '')})`;
-    return { rec, outcome: { status: 'invalid-primary', primary: scan.file, why } };
-  }
-  const path = join(rec.cniConfDir, STEWARD_CONFLIST);
-  const cniVersion = conflistVersionOf(rec.cniVersion, String(scan.conf.cniVersion));
-  const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir, cniVersion });
-  const next = sha256(text);
-  const onDisk = sha256File(path);
-  const known = acceptedAt(recordedFiles(rec), path);
-  if (!force && foreign(onDisk, known, next)) return { rec, outcome: { status: 'foreign', path } };
-  const done: InstallRecord = { ...rec, conflist: { path, sha256: next, primary: scan.file, cniVersion } };
+  const plan = planConflist(rec);
+  if (plan.kind === 'outcome') return { rec, outcome: plan.outcome };
+  const { path, text, next, onDisk, known, primary, cniVersion } = plan;
+  if (!force && foreignConflist(plan)) return { rec, outcome: { status: 'foreign', path } };
+  const done: InstallRecord = { ...rec, conflist: { path, sha256: next, primary, cniVersion } };
   if (onDisk === next) {
     writeRecord(stateDir, done, ops);
-    return { rec: done, outcome: { status: 'unchanged', primary: scan.file, cniVersion } };
+    return { rec: done, outcome: { status: 'unchanged', primary, cniVersion } };
   }
   const pending: InstallRecord = {
     ...rec,
-    conflist: { path, sha256: next, primary: scan.file, cniVersion, ...replaced(onDisk, known, next) },
+    conflist: { path, sha256: next, primary, cniVersion, ...replaced(onDisk, known, next) },
   };
   trackedWrite(stateDir, ops, pending, path, text, 0o644, done);
-  return { rec: done, outcome: { status: 'written', primary: scan.file, cniVersion } };
+  return { rec: done, outcome: { status: 'written', primary, cniVersion } };
 }
 
 /**
@@ -203,6 +230,33 @@ function earlierConflist(
   return { path: at.path, sha256: at.sha256, ...(at.previous !== undefined ? { previous: at.previous } : {}) };
 }
 
+/**
+ * The record this install writes, given its shim entry: `conflist` as an earlier record knew it, and
+ * every file recorded at other paths than `paths` (the bin or conf dir changed) as retired, removed
+ * once the new files are in place.
+ */
+function recordWith(
+  o: InstallOptions,
+  conflist: InstallRecord['conflist'],
+  prevFiles: RetiredFile[],
+  paths: readonly string[],
+): (shim: InstallRecord['shim']) => InstallRecord {
+  const retired = prevFiles.filter((f) => !paths.includes(f.path));
+  return (shim) => ({
+    version: 1,
+    state: 'installed',
+    cniBinDir: o.cniBinDir,
+    cniConfDir: o.cniConfDir,
+    socket: o.socket,
+    spoolDir: o.spoolDir,
+    ...(o.cniVersion !== undefined ? { cniVersion: o.cniVersion } : {}),
+    ...(o.restartGraceS !== undefined ? { restartGraceS: o.restartGraceS } : {}),
+    shim,
+    ...(conflist ? { conflist } : {}),
+    ...(retired.length > 0 ? { retired } : {}),
+  });
+}
+
 /** install, holding the lock: everything from reading the record to the last write. */
 function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   const ops = o.ops ?? realFileOps;
@@ -221,24 +275,19 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   }
 
   const conflist = earlierConflist(prev, prevFiles, conflistPath);
-  // Everything recorded at other paths: the bin or conf dir changed. Removed below, once the new files are in place.
-  const retired: RetiredFile[] = prevFiles.filter((f) => f.path !== shimPath && f.path !== conflistPath);
-  const base = {
-    version: 1 as const,
-    state: 'installed' as const,
-    cniBinDir: o.cniBinDir,
-    cniConfDir: o.cniConfDir,
-    socket: o.socket,
-    spoolDir: o.spoolDir,
-    ...(o.cniVersion !== undefined ? { cniVersion: o.cniVersion } : {}),
-    ...(o.restartGraceS !== undefined ? { restartGraceS: o.restartGraceS } : {}),
-  };
-  const withShim = (shim: InstallRecord['shim']): InstallRecord => ({
-    ...base,
-    shim,
-    ...(conflist ? { conflist } : {}),
-    ...(retired.length > 0 ? { retired } : {}),
-  });
+  const withShim = recordWith(o, conflist, prevFiles, [shimPath, conflistPath]);
+  // A conflist at our path that no record of ours knows is refused before anything is written, the
+  // record included: a refused install changes nothing on the node (one that wrote the shim and a
+  // record first left a record claiming that shim, whose uninstall removed it under a conflist
+  // still naming it).
+  if (
+    !o.force &&
+    conflist === undefined &&
+    foreignConflist(planConflist(withShim({ path: shimPath, sha256: shimSha })))
+  )
+    throw new LifecycleError(
+      `${conflistPath} exists and is not the one stewardd wrote; refusing to overwrite it (use --force)`,
+    );
 
   for (const p of [shimPath, conflistPath]) for (const t of tempsOf(p)) ops.remove(t);
   const shim = onDisk === shimSha ? 'unchanged' : 'copied';
@@ -252,14 +301,14 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
     if ((statSync(shimPath).mode & 0o777) !== 0o755) chmodSync(shimPath, 0o755);
   }
 
+  // A conflist we wrote and someone edited since is left as it is, and install succeeds: the
+  // daemon then starts and says it is not ready (watcher.ts). Failing here would fail the
+  // DaemonSet's init container after the new shim is in place, and keep the daemon every pod's
+  // call needs from starting, where the edited conflist had worked (found by a hostile review).
   const synced = syncConflist(o.stateDir, rec, o.force, ops);
   const c = synced.outcome;
-  if (c.status === 'foreign') {
-    // The retired files stay recorded: uninstall removes them.
-    throw new LifecycleError(
-      `${c.path} exists and is not the one stewardd wrote; refusing to overwrite it (use --force)`,
-    );
-  }
+  if (c.status === 'foreign')
+    o.log.warn({ path: c.path }, `${c.path} was edited since stewardd wrote it; left as it is`);
   const r = retire(o.stateDir, synced.rec, ops, o.log);
   o.log.info({ shim, shimPath, conflist: c, retired: r.report }, 'install done');
   return { shim, shimPath, conflist: c, retired: r.report };

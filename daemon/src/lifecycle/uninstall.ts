@@ -3,10 +3,11 @@
 // (record.ts), each only if it is still byte-for-byte one we wrote; with --purge, the state dir too.
 
 import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { drain, type Leftover } from './drain.js';
 import { changeOf, sha256File, tempsOf } from './files.js';
+import { configNaming } from './conflist.js';
 import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
 import { OWNER_INFO_FILE, OWNER_LOCK_FILE } from '../store/owner.js';
 import {
@@ -97,34 +98,52 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   return report;
 }
 
-/** uninstall's check and removal, holding the lock: the record is read here, not before. */
+/**
+ * uninstall's check and removal, holding the lock: the record is read here, not before. Each file
+ * on its own: one someone changed is left and reported, and the rest, still ours, go. A config that
+ * is ours does not stay behind because another file changed (with the daemon gone it would stop
+ * every new pod), and a shim stays while any config left in a conf dir names it.
+ */
 function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport): void {
   const rec = readRecord(o.stateDir);
   report.installed = rec !== undefined;
   if (!rec) return;
-  // Conflists first: from then on the runtime stops calling us, so the shims can go. A file may
-  // have either sha256 the record accepts (a crash during an install's write leaves either).
-  const files = recordedFiles(rec).filter((f, i, all) => all.findIndex((g) => g.path === f.path) === i);
-  for (const f of files) {
+  // A file may have either sha256 the record accepts (a crash during an install's write leaves either).
+  const all = recordedFiles(rec);
+  const ours = all.filter((f, i) => {
+    if (all.findIndex((g) => g.path === f.path) !== i) return false;
     const now = sha256File(f.path);
-    const known = acceptedAt(recordedFiles(rec), f.path);
-    if (now !== undefined && !known.includes(now)) {
-      report.refused.push({
-        path: f.path,
-        why: changeOf(f.path, now, known),
-      });
-    }
-  }
-  if (report.refused.length > 0) {
-    o.log.error({ refused: report.refused }, 'uninstall refused: files changed since install; nothing removed');
-    return;
-  }
+    const known = acceptedAt(all, f.path);
+    if (now === undefined || known.includes(now)) return true;
+    report.refused.push({ path: f.path, why: changeOf(f.path, now, known) });
+    return false;
+  });
   // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
   // that no watcher acts on, and a second uninstall finishes the job.
   writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
-  for (const f of files) {
+  // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
+  const confDirs = [
+    ...new Set([rec.cniConfDir, ...all.filter((f) => f.kind === 'conflist').map((f) => dirname(f.path))]),
+  ];
+  for (const f of ours) {
+    const user = f.kind === 'shim' ? configNaming(confDirs, basename(f.path)) : undefined;
+    if (user !== undefined) {
+      report.refused.push({
+        path: f.path,
+        why: `${user} still names it; removing it would leave that config dangling`,
+      });
+      continue;
+    }
     for (const t of tempsOf(f.path)) ops.remove(t);
     if (ops.remove(f.path)) report.removed.push(f.path);
+  }
+  if (report.refused.length > 0) {
+    // The record stays (marked): once the files are seen to, uninstall again finishes.
+    o.log.error(
+      { refused: report.refused, removed: report.removed },
+      'uninstall left files that changed since install, or that a config still names',
+    );
+    return;
   }
   removeRecord(o.stateDir, ops);
   o.log.info({ removed: report.removed }, 'uninstall done');
