@@ -194,7 +194,8 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.match(r.stderr, /uninstall left files/);
     assert.equal(readFileSync(join(t.confDir, '00-steward.conflist'), 'utf8'), theirs);
     assert.ok(existsSync(join(t.binDir, 'steward')));
-    assert.equal(readJson(join(t.stateDir, 'install.json')).state, 'uninstalling');
+    // Nothing was removed, so the record is not even marked: a running daemon stays as it was.
+    assert.equal(readJson(join(t.stateDir, 'install.json')).state, 'installed');
     // The operator removes their config; uninstall again finishes.
     rmSync(join(t.confDir, '00-steward.conflist'));
     const again = await uninstallFrom(t);
@@ -226,6 +227,29 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.match(r.stdout, /install refused: .*00-steward\.conflist exists and is not the one stewardd wrote/);
     assert.deepEqual(snapshot(t.root), before, 'no shim written');
     assert.equal(existsSync(join(t.stateDir, 'install.json')), false, 'no record written');
+  });
+
+  it('install refuses a 00-steward.conflist no record knows with no usable primary too', async () => {
+    const t = freshTree('refuse-no-primary');
+    rmSync(join(t.confDir, '10-podnet.conflist'));
+    writeFileSync(join(t.confDir, '00-steward.conflist'), '{"cniVersion":"1.0.0","name":"steward","plugins":[]}\n');
+    const before = snapshot(t.root);
+    const r = await installInto(t, socket);
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stdout, /install refused: .*00-steward\.conflist exists and is not the one stewardd wrote/);
+    assert.deepEqual(snapshot(t.root), before);
+  });
+
+  it('uninstall with the shim already gone and an edited conflist naming it: only the conflist is reported', async () => {
+    const t = freshTree('gone-shim');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const conflist = join(t.confDir, '00-steward.conflist');
+    writeJson(conflist, { ...readJson(conflist), name: 'edited' });
+    rmSync(join(t.binDir, 'steward'));
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 1);
+    assert.match(r.stdout, /REFUSED: .*00-steward\.conflist was rewritten since install/);
+    assert.doesNotMatch(r.stdout, /REFUSED: .*\/steward /);
   });
 
   it('a second state dir over the same node is refused and records nothing, so its uninstall removes nothing', async () => {

@@ -3,10 +3,17 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { capabilitiesOf, findPrimary, renderConflist, sortsBeforeOurs } from '../../daemon/src/lifecycle/conflist.js';
+import {
+  capabilitiesOf,
+  configNaming,
+  findPrimary,
+  renderConflist,
+  sortsBeforeOurs,
+} from '../../daemon/src/lifecycle/conflist.js';
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -111,5 +118,42 @@ describe('rendering 00-steward.conflist', () => {
   it('is deterministic: same inputs, same bytes', () => {
     const o = { socket: '/s', spoolDir: '/d' };
     assert.equal(renderConflist(primary, o), renderConflist(structuredClone(primary), o));
+  });
+});
+
+describe('configNaming: a config left in the conf dir that still names the shim (uninstall keeps the shim)', () => {
+  const steward = { type: 'steward', socket: '/run/s.sock', delegates: [net('podnet')] };
+
+  it('finds it at the top, in a conflist, in a Multus delegate, and with the key in another case', () => {
+    const top = confDir({ '10-a.conf': { cniVersion: '1.0.0', name: 'a', ...steward } });
+    assert.equal(configNaming([top], 'steward'), join(top, '10-a.conf'));
+    const list = confDir({ '10-a.conflist': { cniVersion: '1.0.0', name: 'a', plugins: [steward] } });
+    assert.equal(configNaming([list], 'steward'), join(list, '10-a.conflist'));
+    const multus = confDir({
+      '00-multus.conf': { cniVersion: '1.0.0', name: 'multus', type: 'multus', delegates: [{ plugins: [steward] }] },
+    });
+    assert.equal(configNaming([multus], 'steward'), join(multus, '00-multus.conf'));
+    const cased = confDir({ '10-a.conf': { cniVersion: '1.0.0', name: 'a', Type: 'steward' } });
+    assert.equal(configNaming([cased], 'steward'), join(cased, '10-a.conf'));
+  });
+
+  it('names nothing for other types, files in `skip`, non-configs, unparseable files, FIFOs and directories', () => {
+    const d = confDir({
+      '00-steward.conflist': { cniVersion: '1.0.0', name: 'steward', plugins: [steward] },
+      '10-calico.conflist': net('k8s-pod-network'),
+      '20-half.conf': '{"type": "steward", "na',
+      'README.md': '{"type": "steward"}',
+      '.00-steward.conflist.ab12cd34.tmp': '{"type": "steward"}',
+    });
+    execFileSync('mkfifo', [join(d, '30-fifo.conf')]);
+    mkdirSync(join(d, '40-dir.conflist'));
+    assert.equal(configNaming([d], 'steward', new Set([join(d, '00-steward.conflist')])), undefined);
+    assert.equal(configNaming([d], 'steward'), join(d, '00-steward.conflist'));
+    assert.equal(configNaming([join(d, 'missing')], 'steward'), undefined);
+  });
+
+  it('takes a config too large to read to name it (the shim is kept, never a config left dangling)', () => {
+    const d = confDir({ '10-big.conflist': `${' '.repeat(17 * 1024 * 1024)}{}` });
+    assert.equal(configNaming([d], 'steward'), join(d, '10-big.conflist'));
   });
 });

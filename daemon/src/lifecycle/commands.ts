@@ -132,7 +132,9 @@ export function printUninstall(r: UninstallReport, stateDir: string, purge = fal
   for (const p of r.removed) console.log(`removed ${p}`);
   for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; left in place`);
   if (r.refused.length > 0)
-    console.log(`the install record stays in ${stateDir}: once the files above are seen to, uninstall again finishes`);
+    console.log(
+      `the install record stays in ${stateDir}${purge ? ' (not purged)' : ''}: once the files above are seen to, uninstall again finishes`,
+    );
   if (r.drainError !== undefined) {
     console.log(`teardowns not drained: ${r.drainError} (what the journal owed stays in it)`);
   } else if (r.leftovers.length > 0) {

@@ -5,7 +5,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
-import { readRegularFile } from './files.js';
+import { FileTooLargeError, readRegularFile } from './files.js';
 
 export const STEWARD_CONFLIST = '00-steward.conflist';
 const CONFIG_EXTENSIONS = ['.conf', '.conflist', '.json'];
@@ -52,11 +52,21 @@ export function findPrimary(confDir: string): PrimaryScan {
   return { kind: 'found', file, conf: conf as Record<string, unknown> };
 }
 
+/** The most of a config file configNaming reads; a larger one is taken to name the plugin. */
+const NAMING_READ_MAX = 16 * 1024 * 1024;
+
 /**
- * The first config file (as libcni lists them) in `dirs` with a plugin of type `type`, as
- * "DIR/FILE", or undefined. A file that cannot be read or parsed names nothing.
+ * The first config file (as libcni lists them) in `dirs`, other than those in `skip`, that names a
+ * plugin of type `type` anywhere in it (a Multus config's delegates too; the key matched without
+ * case, as Go's encoding/json matches it), as "DIR/FILE", or undefined. A file that is no regular
+ * file or does not parse names nothing (the runtime cannot load it either); one too large to read
+ * is taken to name it.
  */
-export function configNaming(dirs: readonly string[], type: string): string | undefined {
+export function configNaming(
+  dirs: readonly string[],
+  type: string,
+  skip: ReadonlySet<string> = new Set(),
+): string | undefined {
   for (const dir of dirs) {
     let names: string[];
     try {
@@ -65,19 +75,27 @@ export function configNaming(dirs: readonly string[], type: string): string | un
       continue;
     }
     for (const n of names.filter((n) => CONFIG_EXTENSIONS.some((x) => n.endsWith(x))).sort(byteOrder)) {
+      const path = join(dir, n);
+      if (skip.has(path)) continue;
       let conf: unknown;
       try {
-        conf = JSON.parse(readRegularFile(join(dir, n), MAX_NETCONF_BYTES).toString('utf8'));
-      } catch {
+        conf = JSON.parse(readRegularFile(path, NAMING_READ_MAX).toString('utf8'));
+      } catch (e) {
+        if (e instanceof FileTooLargeError) return path;
         continue;
       }
-      if (typeof conf !== 'object' || conf === null) continue;
-      const c = conf as { type?: unknown; plugins?: unknown };
-      const plugins: unknown[] = Array.isArray(c.plugins) ? c.plugins : [c];
-      if (plugins.some((p) => (p as { type?: unknown } | null)?.type === type)) return join(dir, n);
+      if (namesType(conf, type, 0)) return path;
     }
   }
   return undefined;
+}
+
+function namesType(v: unknown, type: string, depth: number): boolean {
+  if (typeof v !== 'object' || v === null || depth > 64) return false;
+  if (Array.isArray(v)) return v.some((x) => namesType(x, type, depth + 1));
+  return Object.entries(v).some(
+    ([k, x]) => (k.toLowerCase() === 'type' && x === type) || namesType(x, type, depth + 1),
+  );
 }
 
 function isDirectory(path: string): boolean {

@@ -1,10 +1,10 @@
-// `stewardd install`: put the shim and 00-steward.conflist on the node (and keep the conflist in
-// step with the primary network: syncConflist, also the watcher's). Every file is written
-// atomically and recorded with its sha256 (record.ts); uninstall.ts removes a file only if it is
-// still byte-for-byte what we wrote.
+// `stewardd install`: put the shim and 00-steward.conflist on the node (the conflist through
+// conflist-sync.ts, which the watcher keeps in step with the primary network). Every file is
+// written atomically and recorded with its sha256 (record.ts); uninstall.ts removes a file only if
+// it is still byte-for-byte what we wrote.
 //
-// Crash safety: each file write is bracketed by two record writes (trackedWrite): first the
-// record with the sha256 about to be written plus the sha256 of our file it replaces, then the
+// Crash safety: each file write is bracketed by two record writes (record.ts trackedWrite): first
+// the record with the sha256 about to be written plus the sha256 of our file it replaces, then the
 // file, then the record without the old sha256. Whatever point a crash stops install at, every
 // file install may have written is in the record with a sha256 that matches it, so uninstall
 // removes it and a re-run of install converges.
@@ -15,16 +15,20 @@
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { conflistVersionOf, type ConflistVersionChoice } from './cni-version.js';
-import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
+import type { ConflistVersionChoice } from './cni-version.js';
+import { STEWARD_CONFLIST } from './conflist.js';
+import { syncConflist, unknownConflist, type ConflistOutcome } from './conflist-sync.js';
 import { changeOf, readRegularFile, sha256, sha256File, tempsOf } from './files.js';
 import { loggedWait, withLock } from './lock.js';
 import {
   acceptedAt,
+  foreign,
   readRecord,
   realFileOps,
   recordedFiles,
+  replaced,
   settled,
+  trackedWrite,
   writeRecord,
   type FileOps,
   type InstallRecord,
@@ -48,12 +52,6 @@ export interface InstallOptions extends Omit<
   lockWaitMs?: number;
 }
 
-export type ConflistOutcome =
-  | { status: 'written' | 'unchanged'; primary: string; cniVersion: string }
-  | { status: 'no-primary' }
-  | { status: 'invalid-primary'; primary: string; why: string }
-  | { status: 'foreign'; path: string };
-
 export interface InstallReport {
   shim: 'copied' | 'unchanged';
   shimPath: string;
@@ -64,106 +62,8 @@ export interface InstallReport {
 
 export class LifecycleError extends Error {}
 
-/** Not ours: a file at our path whose sha256 is neither one we recorded nor what we are about to write. */
-function foreign(onDisk: string | undefined, known: string[], next: string): boolean {
-  return onDisk !== undefined && onDisk !== next && !known.includes(onDisk);
-}
-
-/** The sha256 of our file now at the path, which a write is about to replace (kept in the record until it is durable). */
-function replaced(
-  onDisk: string | undefined,
-  known: string[],
-  next: string,
-): { previous: string } | Record<string, never> {
-  return onDisk !== undefined && onDisk !== next && known.includes(onDisk) ? { previous: onDisk } : {};
-}
-
-/**
- * One crash-safe file write: `pending` (the record naming the intended and the replaced sha256)
- * is durable before the file is touched, `done` (without the replaced one) only after it is.
- */
-function trackedWrite(
-  stateDir: string,
-  ops: FileOps,
-  pending: InstallRecord,
-  path: string,
-  data: Buffer | string,
-  mode: number,
-  done: InstallRecord,
-): InstallRecord {
-  writeRecord(stateDir, pending, ops);
-  for (const t of tempsOf(path)) ops.remove(t);
-  ops.write(path, data, mode);
-  writeRecord(stateDir, done, ops);
-  return done;
-}
-
-/** What 00-steward.conflist would be for `rec`: an outcome without a file, or the file to write. */
-type ConflistPlan =
-  | { kind: 'outcome'; outcome: ConflistOutcome }
-  | ({ kind: 'file'; path: string; text: string; next: string; onDisk?: string; known: string[] } & {
-      primary: string;
-      cniVersion: string;
-    });
-
-function planConflist(rec: InstallRecord): ConflistPlan {
-  const scan = findPrimary(rec.cniConfDir);
-  if (scan.kind === 'none') return { kind: 'outcome', outcome: { status: 'no-primary' } };
-  if (scan.kind === 'invalid')
-    return { kind: 'outcome', outcome: { status: 'invalid-primary', primary: scan.file, why: scan.why } };
-  // The runtime loads the first config by name: one sorting before ours is loaded instead of ours,
-  // and steward is never called (Multus's default 00-multus.conf does). Said, not worked around.
-  if (sortsBeforeOurs(scan.file)) {
-    const why = `it sorts before ${STEWARD_CONFLIST}, so the runtime loads it and never calls steward; rename it to sort after ${STEWARD_CONFLIST} (e.g. 10-${scan.file.replace(/^[.0-9]*-?/, '')})`;
-    return { kind: 'outcome', outcome: { status: 'invalid-primary', primary: scan.file, why } };
-  }
-  const path = join(rec.cniConfDir, STEWARD_CONFLIST);
-  const cniVersion = conflistVersionOf(rec.cniVersion, String(scan.conf.cniVersion));
-  const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir, cniVersion });
-  const onDisk = sha256File(path);
-  return {
-    kind: 'file',
-    path,
-    text,
-    next: sha256(text),
-    ...(onDisk !== undefined ? { onDisk } : {}),
-    known: acceptedAt(recordedFiles(rec), path),
-    primary: scan.file,
-    cniVersion,
-  };
-}
-
-/** A conflist at our path that `rec` does not know and that is not what we would write. */
-function foreignConflist(plan: ConflistPlan): plan is Extract<ConflistPlan, { kind: 'file' }> {
-  return plan.kind === 'file' && foreign(plan.onDisk, plan.known, plan.next);
-}
-
-/**
- * Brings 00-steward.conflist in step with the primary config; shared by install and the watcher.
- * Writes the record itself (before and after the file) and returns it: the same object when
- * nothing changed. The caller holds the install lock and read `rec` under it.
- */
-export function syncConflist(
-  stateDir: string,
-  rec: InstallRecord,
-  force: boolean,
-  ops: FileOps = realFileOps,
-): { rec: InstallRecord; outcome: ConflistOutcome } {
-  const plan = planConflist(rec);
-  if (plan.kind === 'outcome') return { rec, outcome: plan.outcome };
-  const { path, text, next, onDisk, known, primary, cniVersion } = plan;
-  if (!force && foreignConflist(plan)) return { rec, outcome: { status: 'foreign', path } };
-  const done: InstallRecord = { ...rec, conflist: { path, sha256: next, primary, cniVersion } };
-  if (onDisk === next) {
-    writeRecord(stateDir, done, ops);
-    return { rec: done, outcome: { status: 'unchanged', primary, cniVersion } };
-  }
-  const pending: InstallRecord = {
-    ...rec,
-    conflist: { path, sha256: next, primary, cniVersion, ...replaced(onDisk, known, next) },
-  };
-  trackedWrite(stateDir, ops, pending, path, text, 0o644, done);
-  return { rec: done, outcome: { status: 'written', primary, cniVersion } };
+function refusedConflist(path: string): LifecycleError {
+  return new LifecycleError(`${path} exists and is not the one stewardd wrote; refusing to overwrite it (use --force)`);
 }
 
 /**
@@ -277,17 +177,15 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   const conflist = earlierConflist(prev, prevFiles, conflistPath);
   const withShim = recordWith(o, conflist, prevFiles, [shimPath, conflistPath]);
   // A conflist at our path that no record of ours knows is refused before anything is written, the
-  // record included: a refused install changes nothing on the node (one that wrote the shim and a
-  // record first left a record claiming that shim, whose uninstall removed it under a conflist
-  // still naming it).
+  // record included (one that wrote the shim and a record first left a record claiming that shim,
+  // whose uninstall removed it under a conflist still naming it). Refused with no usable primary
+  // too: the first install after one appears would refuse it, in the init container of a rollout.
   if (
     !o.force &&
     conflist === undefined &&
-    foreignConflist(planConflist(withShim({ path: shimPath, sha256: shimSha })))
+    unknownConflist(withShim({ path: shimPath, sha256: shimSha }), conflistPath)
   )
-    throw new LifecycleError(
-      `${conflistPath} exists and is not the one stewardd wrote; refusing to overwrite it (use --force)`,
-    );
+    throw refusedConflist(conflistPath);
 
   for (const p of [shimPath, conflistPath]) for (const t of tempsOf(p)) ops.remove(t);
   const shim = onDisk === shimSha ? 'unchanged' : 'copied';
@@ -307,6 +205,7 @@ function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   // call needs from starting, where the edited conflist had worked (found by a hostile review).
   const synced = syncConflist(o.stateDir, rec, o.force, ops);
   const c = synced.outcome;
+  if (c.status === 'foreign' && conflist === undefined) throw refusedConflist(c.path); // appeared meanwhile
   if (c.status === 'foreign')
     o.log.warn({ path: c.path }, `${c.path} was edited since stewardd wrote it; left as it is`);
   const r = retire(o.stateDir, synced.rec, ops, o.log);

@@ -9,7 +9,7 @@
 
 import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { atomicWrite, fsyncDir, removeDurably } from './files.js';
+import { atomicWrite, fsyncDir, removeDurably, tempsOf } from './files.js';
 
 export const RECORD_FILE = 'install.json';
 
@@ -124,4 +124,38 @@ export function writeRecord(stateDir: string, rec: InstallRecord, ops: FileOps =
 
 export function removeRecord(stateDir: string, ops: FileOps = realFileOps): void {
   ops.remove(recordPath(stateDir));
+}
+
+/** Not ours: a file at our path whose sha256 is neither one we recorded nor what we are about to write. */
+export function foreign(onDisk: string | undefined, known: string[], next: string): boolean {
+  return onDisk !== undefined && onDisk !== next && !known.includes(onDisk);
+}
+
+/** The sha256 of our file now at the path, which a write is about to replace (kept in the record until it is durable). */
+export function replaced(
+  onDisk: string | undefined,
+  known: string[],
+  next: string,
+): { previous: string } | Record<string, never> {
+  return onDisk !== undefined && onDisk !== next && known.includes(onDisk) ? { previous: onDisk } : {};
+}
+
+/**
+ * One crash-safe file write: `pending` (the record naming the intended and the replaced sha256)
+ * is durable before the file is touched, `done` (without the replaced one) only after it is.
+ */
+export function trackedWrite(
+  stateDir: string,
+  ops: FileOps,
+  pending: InstallRecord,
+  path: string,
+  data: Buffer | string,
+  mode: number,
+  done: InstallRecord,
+): InstallRecord {
+  writeRecord(stateDir, pending, ops);
+  for (const t of tempsOf(path)) ops.remove(t);
+  ops.write(path, data, mode);
+  writeRecord(stateDir, done, ops);
+  return done;
 }

@@ -118,27 +118,31 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     report.refused.push({ path: f.path, why: changeOf(f.path, now, known) });
     return false;
   });
-  // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
-  // that no watcher acts on, and a second uninstall finishes the job.
-  writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
-  // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
+  // A shim stays while a config left names it: one not ours, or an edited one of ours. A shim
+  // already gone has nothing to keep.
+  const going = new Set(ours.filter((f) => f.kind === 'conflist').map((f) => f.path));
   const confDirs = [
     ...new Set([rec.cniConfDir, ...all.filter((f) => f.kind === 'conflist').map((f) => dirname(f.path))]),
   ];
-  for (const f of ours) {
-    const user = f.kind === 'shim' ? configNaming(confDirs, basename(f.path)) : undefined;
-    if (user !== undefined) {
-      report.refused.push({
-        path: f.path,
-        why: `${user} still names it; removing it would leave that config dangling`,
-      });
-      continue;
+  const removable = ours.filter((f) => {
+    if (f.kind !== 'shim' || sha256File(f.path) === undefined) return true;
+    const user = configNaming(confDirs, basename(f.path), going);
+    if (user === undefined) return true;
+    report.refused.push({ path: f.path, why: `${user} still names it; removing it would leave that config dangling` });
+    return false;
+  });
+  if (removable.length > 0) {
+    // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
+    // that no watcher acts on, and a second uninstall finishes the job.
+    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+    // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
+    for (const f of removable) {
+      for (const t of tempsOf(f.path)) ops.remove(t);
+      if (ops.remove(f.path)) report.removed.push(f.path);
     }
-    for (const t of tempsOf(f.path)) ops.remove(t);
-    if (ops.remove(f.path)) report.removed.push(f.path);
   }
   if (report.refused.length > 0) {
-    // The record stays (marked): once the files are seen to, uninstall again finishes.
+    // The record stays: once the files are seen to, uninstall again finishes.
     o.log.error(
       { refused: report.refused, removed: report.removed },
       'uninstall left files that changed since install, or that a config still names',

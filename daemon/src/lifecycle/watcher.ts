@@ -11,7 +11,7 @@
 
 import { watch, type FSWatcher } from 'node:fs';
 import type { Logger } from 'pino';
-import { syncConflist, type ConflistOutcome } from './install.js';
+import { syncConflist, type ConflistOutcome } from './conflist-sync.js';
 import { describeHolder, tryLock } from './lock.js';
 import { readRecord, type InstallRecord } from './record.js';
 import type { ConflistVersionChoice } from './cni-version.js';
