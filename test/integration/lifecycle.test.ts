@@ -21,6 +21,7 @@ import {
   type NodeTree,
 } from '../helpers/node-tree.js';
 import { cniEnv, execPlugin } from '../helpers/shim.js';
+import { fillDisk, mountTmpfs } from '../helpers/tmpfs.js';
 
 function readJson(path: string): any {
   return JSON.parse(readFileSync(path, 'utf8'));
@@ -250,6 +251,19 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.equal(r.code, 1);
     assert.match(r.stdout, /REFUSED: .*00-steward\.conflist was rewritten since install/);
     assert.doesNotMatch(r.stdout, /REFUSED: .*\/steward /);
+  });
+
+  it('uninstall on a full state dir (no room for the lock file) still removes our conflist and shim', async () => {
+    const t = freshTree('full-state');
+    mountTmpfs(env, t.stateDir, '64k');
+    assert.equal((await installInto(t, socket)).code, 0);
+    fillDisk(t.stateDir);
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /the install lock could not be written in .* \(ENOSPC\): removed without it/);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
+    assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
   });
 
   it('a second state dir over the same node is refused and records nothing, so its uninstall removes nothing', async () => {

@@ -129,6 +129,8 @@ function lockTimeout(what: string, e: LockTimeoutError, log: ReturnType<typeof s
 
 export function printUninstall(r: UninstallReport, stateDir: string, purge = false): void {
   if (!r.installed) console.log(`nothing recorded as installed in ${stateDir}`);
+  if (r.unlocked !== undefined)
+    console.log(`the install lock could not be written in ${stateDir} (${r.unlocked}): removed without it`);
   for (const p of r.removed) console.log(`removed ${p}`);
   for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; left in place`);
   if (r.refused.length > 0)

@@ -35,11 +35,16 @@ export interface UninstallOptions {
   lockWaitMs?: number;
 }
 
+/** A state dir that cannot take the lock file (full, out of quota, read-only): uninstall removes our files without it. */
+const NO_ROOM: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT', 'EROFS']);
+
 export interface UninstallReport {
   installed: boolean;
   removed: string[];
   refused: Array<{ path: string; why: string }>;
   leftovers: Leftover[];
+  /** The error code (ENOSPC, EDQUOT, EROFS) of a lock file the state dir could not take; files removed without it. */
+  unlocked?: string;
   /** Why pending teardowns could not even be counted (the journal unusable), when so. */
   drainError?: string;
   purged: boolean;
@@ -58,37 +63,28 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     purged: false,
   };
   const socket = o.socket ?? peek?.socket;
-  if (socket !== undefined) {
-    try {
-      report.leftovers = (await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log })).leftovers;
-    } catch (e) {
-      // A journal that cannot be read (corrupt, the daemon degraded) must not keep the config on
-      // the node: a dangling 00-steward.conflist stops every new pod (seed 001). What the journal
-      // owed stays in it, for an operator restoring it (docs/teardown.md).
-      report.drainError = (e as Error).message;
-      o.log.error(
-        { err: report.drainError },
-        'uninstall: pending teardowns cannot be read (the journal is unusable); removing the config anyway',
-      );
-    }
-    if (report.leftovers.length > 0) {
-      o.log.warn(
-        {
-          count: report.leftovers.length,
-          steps: report.leftovers.map((l) => l.step),
-          containers: report.leftovers.map((l) => l.containerId),
-        },
-        'teardowns still pending at uninstall',
-      );
-    }
-  }
+  if (socket !== undefined) await drainFirst(o, socket, report);
   // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
   if (!existsSync(o.stateDir)) {
     report.installed = false;
     report.purged = o.purge;
     return report;
   }
-  const held = await lock(o.stateDir, 'uninstall', loggedWait(o.stateDir, o.lockWaitMs, o.log));
+  let held: Lock;
+  try {
+    held = await lock(o.stateDir, 'uninstall', loggedWait(o.stateDir, o.lockWaitMs, o.log));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === undefined || !NO_ROOM.has(code)) throw e;
+    // The state dir cannot take the lock file (full, out of quota, read-only): then no one can take
+    // it, the watcher included, so no one rewrites the record or the conflist meanwhile. Our files
+    // go all the same (an unlink needs no room), without the mark, which could not be written
+    // either: a full disk must not keep a config that stops every new pod once the daemon is gone.
+    report.unlocked = code;
+    o.log.error({ code, stateDir: o.stateDir }, 'uninstall: the install lock cannot be written; removing without it');
+    removeRecorded(o, ops, report, false);
+    return report;
+  }
   try {
     removeRecorded(o, ops, report);
     if (o.purge && report.refused.length === 0) report.purged = purgeStateDir(held);
@@ -98,13 +94,39 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   return report;
 }
 
+/** Uninstall's first step: pending teardowns drained through the daemon, and what is left reported. */
+async function drainFirst(o: UninstallOptions, socket: string, report: UninstallReport): Promise<void> {
+  try {
+    report.leftovers = (await drain({ socket, dbPath: o.dbPath, timeoutMs: o.drainTimeoutMs, log: o.log })).leftovers;
+  } catch (e) {
+    // A journal that cannot be read (corrupt, the daemon degraded) must not keep the config on
+    // the node: a dangling 00-steward.conflist stops every new pod (seed 001). What the journal
+    // owed stays in it, for an operator restoring it (docs/teardown.md).
+    report.drainError = (e as Error).message;
+    o.log.error(
+      { err: report.drainError },
+      'uninstall: pending teardowns cannot be read (the journal is unusable); removing the config anyway',
+    );
+  }
+  if (report.leftovers.length > 0) {
+    o.log.warn(
+      {
+        count: report.leftovers.length,
+        steps: report.leftovers.map((l) => l.step),
+        containers: report.leftovers.map((l) => l.containerId),
+      },
+      'teardowns still pending at uninstall',
+    );
+  }
+}
+
 /**
  * uninstall's check and removal, holding the lock: the record is read here, not before. Each file
  * on its own: one someone changed is left and reported, and the rest, still ours, go. A config that
  * is ours does not stay behind because another file changed (with the daemon gone it would stop
  * every new pod), and a shim stays while any config left in a conf dir names it.
  */
-function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport): void {
+function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport, mark = true): void {
   const rec = readRecord(o.stateDir);
   report.installed = rec !== undefined;
   if (!rec) return;
@@ -134,7 +156,7 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
   if (removable.length > 0) {
     // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
     // that no watcher acts on, and a second uninstall finishes the job.
-    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+    if (mark) writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
     // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
     for (const f of removable) {
       for (const t of tempsOf(f.path)) ops.remove(t);
@@ -149,7 +171,13 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     );
     return;
   }
-  removeRecord(o.stateDir, ops);
+  try {
+    removeRecord(o.stateDir, ops);
+  } catch (e) {
+    if (mark) throw e;
+    // Unlocked, on a read-only state dir: the files are gone, the record names them gone.
+    o.log.error({ err: (e as Error).message }, 'uninstall: the install record cannot be removed');
+  }
   o.log.info({ removed: report.removed }, 'uninstall done');
 }
 
