@@ -60,11 +60,6 @@ export function planConflist(rec: InstallRecord): ConflistPlan {
   };
 }
 
-/** A conflist at our path that `rec` does not know and that is not what we would write. */
-export function foreignConflist(plan: ConflistPlan): plan is Extract<ConflistPlan, { kind: 'file' }> {
-  return plan.kind === 'file' && foreign(plan.onDisk, plan.known, plan.next);
-}
-
 /** A file at `path` that no record knows (`rec` knows no conflist there) and that is not what `rec` would write. */
 export function unknownConflist(rec: InstallRecord, path: string): boolean {
   const onDisk = sha256File(path);
@@ -87,7 +82,7 @@ export function syncConflist(
   const plan = planConflist(rec);
   if (plan.kind === 'outcome') return { rec, outcome: plan.outcome };
   const { path, text, next, onDisk, known, primary, cniVersion } = plan;
-  if (!force && foreignConflist(plan)) return { rec, outcome: { status: 'foreign', path } };
+  if (!force && foreign(onDisk, known, next)) return { rec, outcome: { status: 'foreign', path } };
   const done: InstallRecord = { ...rec, conflist: { path, sha256: next, primary, cniVersion } };
   if (onDisk === next) {
     writeRecord(stateDir, done, ops);

@@ -25,6 +25,11 @@ export function sortsBeforeOurs(file: string): boolean {
   return byteOrder(file, STEWARD_CONFLIST) < 0;
 }
 
+/** The names of a conf dir's entries that libcni would load, in its order (by bytes). */
+function configNames(names: readonly string[]): string[] {
+  return names.filter((n) => CONFIG_EXTENSIONS.some((x) => n.endsWith(x))).sort(byteOrder);
+}
+
 export function findPrimary(confDir: string): PrimaryScan {
   let names: string[];
   try {
@@ -36,10 +41,7 @@ export function findPrimary(confDir: string): PrimaryScan {
   // A directory is skipped, as libcni's ConfFiles skips it; anything else named like a config is
   // a candidate (a dotfile too: libcni loads ".05-x.conflist", before ours), and one that is not a
   // regular file is unusable (a FIFO would block its reader).
-  const file = names
-    .filter((n) => n !== STEWARD_CONFLIST && CONFIG_EXTENSIONS.some((x) => n.endsWith(x)))
-    .sort(byteOrder)
-    .find((n) => !isDirectory(join(confDir, n)));
+  const file = configNames(names).find((n) => n !== STEWARD_CONFLIST && !isDirectory(join(confDir, n)));
   if (file === undefined) return { kind: 'none' };
   let conf: unknown;
   try {
@@ -74,7 +76,7 @@ export function configNaming(
     } catch {
       continue;
     }
-    for (const n of names.filter((n) => CONFIG_EXTENSIONS.some((x) => n.endsWith(x))).sort(byteOrder)) {
+    for (const n of configNames(names)) {
       const path = join(dir, n);
       if (skip.has(path)) continue;
       let conf: unknown;

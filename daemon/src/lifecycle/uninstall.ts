@@ -132,11 +132,14 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
   if (!rec) return;
   // A file may have either sha256 the record accepts (a crash during an install's write leaves either).
   const all = recordedFiles(rec);
+  const present = new Set<string>();
   const ours = all.filter((f, i) => {
     if (all.findIndex((g) => g.path === f.path) !== i) return false;
     const now = sha256File(f.path);
+    if (now === undefined) return true;
+    present.add(f.path);
     const known = acceptedAt(all, f.path);
-    if (now === undefined || known.includes(now)) return true;
+    if (known.includes(now)) return true;
     report.refused.push({ path: f.path, why: changeOf(f.path, now, known) });
     return false;
   });
@@ -147,7 +150,7 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     ...new Set([rec.cniConfDir, ...all.filter((f) => f.kind === 'conflist').map((f) => dirname(f.path))]),
   ];
   const removable = ours.filter((f) => {
-    if (f.kind !== 'shim' || sha256File(f.path) === undefined) return true;
+    if (f.kind !== 'shim' || !present.has(f.path)) return true;
     const user = configNaming(confDirs, basename(f.path), going);
     if (user === undefined) return true;
     report.refused.push({ path: f.path, why: `${user} still names it; removing it would leave that config dangling` });
