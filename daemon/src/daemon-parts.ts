@@ -3,6 +3,7 @@
 // and spool drain, the node's install kept in step, the socket's descriptor guard, /healthz, and
 // the audit.
 
+import { resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { DaemonConfig } from './config.js';
 import type { Store } from './store/store.js';
@@ -108,6 +109,7 @@ export function engineParts(
     tombstoneTtlMs: cfg.tombstoneTtlMs,
     pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
+    spoolDirDrainable: () => spool.dirs().includes(resolve(cfg.spoolDir)),
   });
   const spool = new SpoolDirs({
     engine,

@@ -20,13 +20,13 @@
 // (steward_spool_temp_files_removed_total) and logged; younger ones may have a live writer and are
 // left (spool-temps.ts). (Not in engine/spool.ts: engine/ is in the mutation run's scope, docs/mutation.md.)
 
-import { lstatSync, opendirSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
-import { SpoolListings } from './spool-listing.js';
+import { spoolDirProblem } from './spool-dir-check.js';
+import { type ByPrefix, SpoolListings } from './spool-listing.js';
 import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
 
@@ -43,29 +43,6 @@ export const SPOOL_DIRS_INTERVAL_MS = 1000;
 
 /** How often the stale temp files are looked for: each look lists every dir (a backlog can be 100,000 files). */
 export const SWEEP_EVERY_MS = 60_000;
-
-/** Why `dir` cannot be drained, or undefined when it can (or does not exist yet: the shim makes it). */
-export function spoolDirProblem(dir: string): string | undefined {
-  let isDir: boolean;
-  try {
-    isDir = statSync(dir).isDirectory();
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return `it cannot be read: ${(e as Error).message}`;
-    try {
-      lstatSync(dir);
-    } catch {
-      return undefined;
-    }
-    return 'it is a symbolic link to a path that does not exist';
-  }
-  if (!isDir) return 'it is not a directory';
-  try {
-    opendirSync(dir).closeSync();
-  } catch (e) {
-    return `it cannot be listed: ${(e as Error).message}`;
-  }
-  return undefined;
-}
 
 /** Why a request waits: its container's spooled DELs kept (their teardown could not be journaled) run first. */
 const keptMessage = (n: number) =>
@@ -183,7 +160,7 @@ export class SpoolDirs {
   }
 
   /** Whether `dir` holds spooled DELs (its listing, kept while the dir is unchanged). */
-  private holdsSpooled = (dir: string) => (this.listings.names(dir)?.size ?? 0) > 0;
+  private holdsSpooled = (dir: string) => (this.listings.recent(dir)?.size ?? 0) > 0;
 
   private report(why: string[]): void {
     if (why.join('\n') === this.why.join('\n')) return;
@@ -225,13 +202,26 @@ export class SpoolDirs {
    * that DEL was done before it sent this ADD (a reused container id: podman restart), so ingested
    * up to a second later by a pass, it would tear the new attachment down. Each dir's listing is
    * kept while its mtime is unchanged (spool-listing.ts), so a request lists nothing when nothing
-   * was spooled.
+   * was spooled; a large dir that changed is listed off the loop, and the request waits for it.
    */
   private readonly spooledFor: Hold = (containerId) => {
+    const listed = this.drainable.map((dir) => ({ dir, byPrefix: this.listings.current(dir) }));
+    if (!listed.some((l) => l.byPrefix instanceof Promise))
+      return this.runSpooled(containerId, listed as Array<{ dir: string; byPrefix: ByPrefix | undefined }>);
+    return Promise.all(listed.map(async (l) => ({ dir: l.dir, byPrefix: await l.byPrefix }))).then((all) =>
+      this.runSpooled(containerId, all),
+    );
+  };
+
+  /** Runs the container's DELs found in the listings, before its request. */
+  private runSpooled(
+    containerId: string,
+    listed: Array<{ dir: string; byPrefix: ByPrefix | undefined }>,
+  ): Promise<void> | undefined {
     const prefix = containerId.slice(0, 64);
     const found: Array<{ dir: string; names: string[] }> = [];
-    for (const dir of this.drainable) {
-      const names = this.listings.names(dir)?.get(prefix);
+    for (const { dir, byPrefix } of listed) {
+      const names = byPrefix?.get(prefix);
       if (names !== undefined && names.length > 0) found.push({ dir, names: [...names].sort() });
     }
     if (found.length === 0) return undefined;
@@ -253,7 +243,7 @@ export class SpoolDirs {
         );
       },
     );
-  };
+  }
 
   /** Each dir's spooled DELs by container, listed again only when the dir changed. */
   private readonly listings = new SpoolListings();

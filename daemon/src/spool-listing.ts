@@ -1,63 +1,141 @@
 // Which spooled DELs a spool dir holds, by container (the first 64 characters of its id, as spool
 // file names carry it: shared/src/spool.ts SPOOL_NAME), for a request that must run its container's
 // first (spool-dirs.ts spooledFor). Asked on every ADD and CHECK, so a dir is listed again only when
-// it changed: its mtime moved, or the listing was made within one coarse timestamp tick of that
-// mtime (a file made later in the same tick would leave it unchanged). A large dir (a backlog being
-// drained) is listed at most once a second: each listing blocks the loop, about 2 ms per 1,000 names.
+// it changed: its mtime moved, or the listing was made within MTIME_TICK_MS of that mtime (a file
+// made later in the same timestamp tick would leave it unchanged).
+//
+// A request's answer is never older than the request: a DEL the runtime was told is done (spooled)
+// before it sent this ADD must be found, or the next pass tears the new attachment down. Listing
+// blocks the loop about 2 ms per 1,000 names, so a large dir (a backlog being drained, whose mtime
+// moves with every file the drain removes) is listed off the loop (`current` answers a promise),
+// one listing shared by every request that came before it started. `recent` may be a second old:
+// for the dir's retirement check, where a listing that late only delays dropping it.
 
 import { readdirSync, statSync } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
 import { SPOOL_NAME } from '@cni-steward/shared';
 
-/** A dir's listing (SpoolListings.names), kept while the dir's mtime is what it was then. */
+/** A dir's spooled DELs by container prefix. */
+export type ByPrefix = Map<string, string[]>;
+
+/** A dir's listing, kept while the dir's mtime is what it was then. */
 interface Listing {
   mtimeNs: bigint;
   at: number;
-  byPrefix: Map<string, string[]>;
-  /** The mtime was older than a coarse timestamp tick when listed: a file made since changes it. */
+  byPrefix: ByPrefix;
+  /** The mtime was older than MTIME_TICK_MS when listed: a file made since changes it. */
   settled: boolean;
+  /** Spool files listed (other names in the dir do not count). */
   size: number;
 }
 
-/** File systems stamp a dir's mtime from a coarse clock (one tick, 1 to 10 ms): what is within it is not trusted. */
-const MTIME_TICK_MS = 20;
+/**
+ * How coarse a dir's mtime may be. Local file systems stamp it from a 1–10 ms clock, vfat from a
+ * 2 s one; NFS clients cache it, so a spool dir must not be on NFS (docs/teardown.md).
+ */
+export const MTIME_TICK_MS = 2000;
 
-/** Names in a dir past which it is listed at most once a second (a backlog). */
-const LARGE_SPOOL = 2048;
+/** Spool files in a dir past which it is listed off the loop (a backlog). */
+export const LARGE_SPOOL = 2048;
+
+/** One dir's listing off the loop: the one running, and the one queued behind it for later callers. */
+interface OffLoop {
+  running?: Promise<ByPrefix | undefined>;
+  queued?: Promise<ByPrefix | undefined>;
+}
 
 export class SpoolListings {
   private readonly listings = new Map<string, Listing>();
+  private readonly offLoop = new Map<string, OffLoop>();
 
   /** `now`: the wall clock the file system's mtimes are compared with (tests fix it). */
   constructor(private readonly now: () => number = Date.now) {}
 
-  /** The names in `dir` by container prefix; undefined when it cannot be listed (not there yet: the shim makes it). */
-  names(dir: string): Map<string, string[]> | undefined {
-    let mtimeNs: bigint;
-    try {
-      mtimeNs = statSync(dir, { bigint: true }).mtimeNs;
-    } catch {
-      return undefined;
-    }
-    const now = this.now();
+  /**
+   * The names in `dir` now (undefined when it cannot be listed: not there yet, the shim makes it):
+   * the kept listing while the dir is unchanged, a listing made now for a small dir, and for a large
+   * one a promise of a listing started after this call.
+   */
+  current(dir: string): ByPrefix | undefined | Promise<ByPrefix | undefined> {
+    const mtimeNs = mtimeOf(dir);
+    if (mtimeNs === undefined) return undefined;
     const kept = this.listings.get(dir);
     if (kept && kept.mtimeNs === mtimeNs && kept.settled) return kept.byPrefix;
-    if (kept && kept.size > LARGE_SPOOL && now - kept.at < 1000) return kept.byPrefix;
+    if (kept === undefined || kept.size <= LARGE_SPOOL) return this.listNow(dir, mtimeNs);
+    return this.listSoon(dir);
+  }
+
+  /** The names in `dir`, from a listing at most a second old when the dir is large. */
+  recent(dir: string): ByPrefix | undefined {
+    const mtimeNs = mtimeOf(dir);
+    if (mtimeNs === undefined) return undefined;
+    const kept = this.listings.get(dir);
+    if (kept && kept.mtimeNs === mtimeNs && kept.settled) return kept.byPrefix;
+    if (kept && kept.size > LARGE_SPOOL && this.now() - kept.at < 1000) return kept.byPrefix;
+    return this.listNow(dir, mtimeNs);
+  }
+
+  private listNow(dir: string, mtimeNs: bigint): ByPrefix | undefined {
     let names: string[];
     try {
       names = readdirSync(dir);
     } catch {
       return undefined;
     }
-    const byPrefix = new Map<string, string[]>();
+    return this.keep(dir, mtimeNs, names);
+  }
+
+  /** A listing that starts after this call: the running one started earlier, so callers share the next. */
+  private listSoon(dir: string): Promise<ByPrefix | undefined> {
+    let o = this.offLoop.get(dir);
+    if (o === undefined) this.offLoop.set(dir, (o = {}));
+    const state = o;
+    if (state.queued) return state.queued;
+    const start = (): Promise<ByPrefix | undefined> => {
+      state.queued = undefined;
+      const p = this.listOffLoop(dir).finally(() => {
+        if (state.running === p) state.running = undefined;
+      });
+      state.running = p;
+      return p;
+    };
+    if (state.running === undefined) return start();
+    state.queued = state.running.then(start, start);
+    return state.queued;
+  }
+
+  private async listOffLoop(dir: string): Promise<ByPrefix | undefined> {
+    try {
+      const { mtimeNs } = await stat(dir, { bigint: true });
+      return this.keep(dir, mtimeNs, await readdir(dir));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private keep(dir: string, mtimeNs: bigint, names: string[]): ByPrefix {
+    const byPrefix: ByPrefix = new Map();
+    let size = 0;
     for (const name of names) {
       const prefix = SPOOL_NAME.exec(name)?.[2];
       if (prefix === undefined) continue;
+      size++;
       const list = byPrefix.get(prefix);
       if (list) list.push(name);
       else byPrefix.set(prefix, [name]);
     }
+    const now = this.now();
     const settled = now - Number(mtimeNs / 1_000_000n) > MTIME_TICK_MS;
-    this.listings.set(dir, { mtimeNs, at: now, byPrefix, settled, size: names.length });
+    this.listings.set(dir, { mtimeNs, at: now, byPrefix, settled, size });
     return byPrefix;
+  }
+}
+
+/** The dir's mtime, stat'ed before it is listed (a file made during the listing moves it again). */
+function mtimeOf(dir: string): bigint | undefined {
+  try {
+    return statSync(dir, { bigint: true }).mtimeNs;
+  } catch {
+    return undefined;
   }
 }

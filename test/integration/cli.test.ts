@@ -5,7 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
@@ -247,7 +247,7 @@ describe('status --check with an abandoned teardown, and retry --abandoned', () 
     rmSync(broken);
     const r = await cli(['retry', '--abandoned', '-o', 'json', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), { attempted: 1, done: 1, pending: 0, rearmed: 1 });
+    assert.deepEqual(JSON.parse(r.stdout), { attempted: 1, done: 1, pending: 0, rearmed: 1, skippedNewer: 0 });
     const s = await daemon.status();
     assert.equal(s.steps.abandoned ?? 0, 0);
     assert.equal((await cli(['status', '--check', '--socket', daemon.socket])).code, 0);
@@ -265,6 +265,63 @@ describe('status --check with an abandoned teardown, and retry --abandoned', () 
     const res = await daemon.request('POST', '/v1/teardowns/retry?abandoned=yes');
     assert.equal(res.status, 400);
     assert.match(res.text, /abandoned/);
+  });
+});
+
+describe('retry --abandoned after the container was added again: the new pod keeps its lease', () => {
+  // A DEL that failed until abandoned, then the same container id added again (podman restart):
+  // host-local releases by container id and interface, so re-running the old DEL would free the
+  // new attachment's address for the next pod (a duplicate IP).
+  const broken = join(env.dir, 'fx-again-broken');
+  const dataDir = join(env.dir, 'again-ipam');
+  let daemon: Daemon;
+  after(() => daemon?.stop());
+
+  it('leaves the old steps abandoned, runs no DEL, and the lease stays', async () => {
+    daemon = new Daemon(env, {
+      name: 'again',
+      args: ['--retry-base-ms', '50', '--retry-max-ms', '100', '--retry-max-attempts', '1'],
+    });
+    await daemon.start();
+    const fx = join(env.dir, 'fx-again');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('againnet', '1.0.0', [
+        fixturePlugin(fx, {
+          failDelWhileFile: broken,
+          delegateIpam: true,
+          ipam: { type: 'host-local', dataDir, ranges: [[{ subnet: env.subnet() }]] },
+        }),
+      ]),
+    ]);
+    const leases = () => readdirSync(join(dataDir, 'againnet')).filter((f) => /^\d/.test(f));
+    const call = (command: string) =>
+      shim({ command, containerId: 'again', netns: command === 'DEL' ? '' : env.netns(), args: POD_ARGS }, conf);
+    assert.equal((await call('ADD')).code, 0);
+    writeFileSync(broken, '');
+    assert.equal((await call('DEL')).code, 0);
+    await daemon.waitFor(
+      'the step abandoned',
+      async () => ((await daemon.status()).steps.abandoned ?? 0) === 1,
+      60_000,
+    );
+    rmSync(broken);
+    const add = await call('ADD');
+    assert.equal(add.code, 0, add.stdout);
+    const held = leases();
+    assert.equal(held.length, 1, 'the new attachment holds one lease');
+    const dels = fixtureCalls(fx, 'DEL').length;
+
+    const r = await cli(['retry', '--abandoned', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(
+      r.stdout,
+      /^re-armed 0 abandoned step\(s\); left 1 attachment\(s\) abandoned: their container was added again/m,
+    );
+    assert.equal(fixtureCalls(fx, 'DEL').length, dels, 'no DEL ran');
+    assert.deepEqual(leases(), held, "the new attachment's lease is still held");
+    assert.equal((await daemon.status()).steps.abandoned, 1);
+    const json = await cli(['retry', '--abandoned', '-o', 'json', '--socket', daemon.socket]);
+    assert.deepEqual(JSON.parse(json.stdout), { attempted: 0, done: 0, pending: 0, rearmed: 0, skippedNewer: 1 });
   });
 });
 

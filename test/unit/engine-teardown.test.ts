@@ -461,7 +461,11 @@ describe('operator re-arm of abandoned steps (stewardd retry --abandoned)', () =
     assert.equal(await engine.handle(req('DEL', 'ra', one)), '');
     assert.equal(plugins.of('DEL').length, before, 'answered from the tombstone');
 
-    assert.equal(await engine.rearmAbandoned(), 2, 'one step in each of the two attachments');
+    assert.deepEqual(
+      await engine.rearmAbandoned(),
+      { rearmed: 2, skipped: 0 },
+      'one step in each of the two attachments',
+    );
     for (const x of [a!, b!]) {
       assert.equal(store.getAttachment(x.id)!.state, 'deleting');
       const [st] = store.stepsOf(x.id);
@@ -475,7 +479,7 @@ describe('operator re-arm of abandoned steps (stewardd retry --abandoned)', () =
     assert.equal(await engine.handle(req('DEL', 'ra', one)), '');
     assert.deepEqual(plugins.of('DEL').slice(before), ['DEL one ra']);
     assert.equal(store.getAttachment(a!.id)!.state, 'deleted');
-    assert.equal(await engine.rearmAbandoned(), 0, 'nothing abandoned is left to re-arm');
+    assert.deepEqual(await engine.rearmAbandoned(), { rearmed: 0, skipped: 0 }, 'nothing abandoned is left to re-arm');
   });
 
   test('an attachment pruned while the re-arm waits in an earlier container’s queue is skipped', async () => {
@@ -502,7 +506,58 @@ describe('operator re-arm of abandoned steps (stewardd retry --abandoned)', () =
     assert.equal(store.pruneTombstones(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER), 2);
     slow.resolve();
     await add;
-    assert.equal(await rearmed, 0, 'nothing is left to re-arm, and pb, gone when its turn came, is skipped');
+    assert.deepEqual(
+      await rearmed,
+      { rearmed: 0, skipped: 0 },
+      'nothing is left to re-arm, and pb, gone when its turn came, is skipped',
+    );
+  });
+});
+
+describe('operator re-arm when the container was added again', () => {
+  test('an abandoned attachment whose container is added again on the same key is left abandoned until the newer one is deleted', async () => {
+    const { engine, plugins, store } = setup({
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 1, maxAgeMs: 3_600_000 },
+    });
+    const one = conf([{ type: 'one' }]);
+    let stuck = true;
+    plugins.on('one', (c) => {
+      if (c.command === 'ADD') return { cniVersion: '1.0.0' };
+      if (stuck) throw new CniError(11, 'stuck');
+      return undefined;
+    });
+    await engine.handle(req('ADD', 'again', one));
+    assert.equal(await engine.handle(req('DEL', 'again', one)), '');
+    const old = store.currentAttachment({ containerId: 'again', ...KEY })!;
+    assert.deepEqual(
+      store.stepsOf(old.id).map((st) => st.state),
+      ['abandoned'],
+    );
+    // The runtime adds the same container id again (podman restart): a newer attachment, added.
+    stuck = false;
+    await engine.handle(req('ADD', 'again', one));
+    const newer = store.currentAttachment({ containerId: 'again', ...KEY })!;
+    assert.notEqual(newer.id, old.id);
+    assert.equal(newer.state, 'added');
+    const dels = plugins.of('DEL').length;
+
+    assert.deepEqual(await engine.rearmAbandoned(), { rearmed: 0, skipped: 1 });
+    assert.deepEqual(
+      store.stepsOf(old.id).map((st) => st.state),
+      ['abandoned'],
+      'left abandoned',
+    );
+    assert.equal(plugins.of('DEL').length, dels, "no DEL ran with the container's id and interface");
+    assert.equal(store.getAttachment(newer.id)!.state, 'added');
+
+    // Once the newer attachment is deleted, the old steps can be retried.
+    await engine.handle(req('DEL', 'again', one));
+    assert.equal(store.getAttachment(newer.id)!.state, 'deleted');
+    assert.deepEqual(await engine.rearmAbandoned(), { rearmed: 1, skipped: 0 });
+    assert.deepEqual(
+      store.stepsOf(old.id).map((st) => st.state),
+      ['del_failed'],
+    );
   });
 });
 

@@ -24,7 +24,8 @@ import { after, describe, test } from 'node:test';
 
 import type { CniError } from '@cni-steward/shared';
 import { Metrics } from '../../daemon/src/metrics.js';
-import { RETIRED_DIR_MS, SpoolDirs, spoolDirProblem } from '../../daemon/src/spool-dirs.js';
+import { RETIRED_DIR_MS, SpoolDirs } from '../../daemon/src/spool-dirs.js';
+import { spoolDirProblem } from '../../daemon/src/spool-dir-check.js';
 import { STALE_TEMP_GRACE_MS } from '../../daemon/src/spool-temps.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, deferred, req, setup } from '../helpers/engine-fakes.js';

@@ -1,6 +1,6 @@
 // A spool dir's listing by container (daemon/src/spool-listing.ts), asked on every ADD and CHECK:
 // kept while the dir's mtime is unchanged and older than a coarse timestamp tick, listed again once
-// it changes; a large dir at most once a second.
+// it changes; a large dir that changed is listed off the loop, never answered from an older listing.
 
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
-import { SpoolListings } from '../../daemon/src/spool-listing.js';
+import { LARGE_SPOOL, MTIME_TICK_MS, SpoolListings, type ByPrefix } from '../../daemon/src/spool-listing.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-listing-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -18,6 +18,12 @@ const name = (id: string, r = 1) =>
 /** Sets the dir's mtime (and atime) to `t` (seconds since the epoch, a whole number: the same value twice is the same mtime). */
 const stamp = (dir: string, t: number) => utimesSync(dir, t, t);
 const secondsAgo = (s: number) => Math.floor(Date.now() / 1000) - s;
+/** `current` answered without waiting: a Map (or undefined), not a promise. */
+const now = (l: SpoolListings, dir: string): ByPrefix => {
+  const r = l.current(dir);
+  assert.ok(!(r instanceof Promise), 'answered at once');
+  return r!;
+};
 
 describe('SpoolListings', () => {
   test('names by container prefix; none for a dir that is not there', () => {
@@ -26,12 +32,13 @@ describe('SpoolListings', () => {
     writeFileSync(join(dir, name('a', 2)), '{}');
     writeFileSync(join(dir, name('b')), '{}');
     writeFileSync(join(dir, 'not-a-spool-name.json'), '{}');
-    const byPrefix = new SpoolListings().names(dir)!;
+    const byPrefix = now(new SpoolListings(), dir);
     assert.deepEqual([...byPrefix.entries()].map(([k, v]) => [k, v.length]).sort(), [
       ['a', 2],
       ['b', 1],
     ]);
-    assert.equal(new SpoolListings().names(join(root, 'missing')), undefined);
+    assert.equal(new SpoolListings().current(join(root, 'missing')), undefined);
+    assert.equal(new SpoolListings().recent(join(root, 'missing')), undefined);
   });
 
   test('kept while the mtime is unchanged and settled; listed again once it changes', () => {
@@ -40,38 +47,62 @@ describe('SpoolListings', () => {
     const old = secondsAgo(60);
     stamp(dir, old);
     const l = new SpoolListings(() => old * 1000 + 30_000); // listed 30 s after that mtime: settled
-    assert.deepEqual([...l.names(dir)!.keys()], ['first']);
+    assert.deepEqual([...now(l, dir).keys()], ['first']);
     // A file made, then the mtime put back to exactly what it was: the kept listing is answered.
     writeFileSync(join(dir, name('hidden')), '{}');
     stamp(dir, old);
-    assert.deepEqual([...l.names(dir)!.keys()], ['first'], 'not listed again: the mtime did not change');
+    assert.deepEqual([...now(l, dir).keys()], ['first'], 'not listed again: the mtime did not change');
     stamp(dir, old + 30);
-    assert.deepEqual([...l.names(dir)!.keys()].sort(), ['first', 'hidden'], 'listed again: the mtime moved');
+    assert.deepEqual([...now(l, dir).keys()].sort(), ['first', 'hidden'], 'listed again: the mtime moved');
   });
 
   test('a listing made within a coarse tick of the mtime is not kept: a file made in the same tick is seen', () => {
     const dir = mkdtempSync(join(root, `d${n++}-`));
     writeFileSync(join(dir, name('early')), '{}');
     const t = secondsAgo(60);
-    // Listed 5 ms after the dir's mtime, by the listing's clock: within a coarse tick.
-    const l = new SpoolListings(() => t * 1000 + 5);
+    // Listed a second after the dir's mtime, by the listing's clock: within a coarse (vfat's 2 s) tick.
+    assert.ok(1000 < MTIME_TICK_MS);
+    const l = new SpoolListings(() => t * 1000 + 1000);
     stamp(dir, t);
-    assert.deepEqual([...l.names(dir)!.keys()], ['early']);
+    assert.deepEqual([...now(l, dir).keys()], ['early']);
     writeFileSync(join(dir, name('same-tick')), '{}');
     stamp(dir, t); // the same stamp, as a coarse clock would give it
-    assert.deepEqual([...l.names(dir)!.keys()].sort(), ['early', 'same-tick']);
+    assert.deepEqual([...now(l, dir).keys()].sort(), ['early', 'same-tick']);
   });
 
-  test('a large dir is listed at most once a second', () => {
+  test('a large dir that changed is listed off the loop, and a file spooled a moment ago is in it', async () => {
     const dir = mkdtempSync(join(root, `d${n++}-`));
-    for (let i = 0; i < 2049; i++) writeFileSync(join(dir, name(`c${i}`)), '{}');
-    let now = Date.now() + 60_000;
-    const l = new SpoolListings(() => now);
-    assert.equal(l.names(dir)!.size, 2049);
+    for (let i = 0; i <= LARGE_SPOOL; i++) writeFileSync(join(dir, name(`c${i}`)), '{}');
+    let clock = Date.now() + 60_000;
+    const l = new SpoolListings(() => clock);
+    assert.equal(now(l, dir).size, LARGE_SPOOL + 1, 'the first listing: at once');
     writeFileSync(join(dir, name('late')), '{}');
-    now += 999;
-    assert.equal(l.names(dir)!.has('late'), false, 'within the second: the kept listing');
-    now += 1;
-    assert.equal(l.names(dir)!.has('late'), true, 'a second on: listed again');
+    clock += 1; // a millisecond later: the kept listing is not answered, however young
+    const soon = l.current(dir);
+    assert.ok(soon instanceof Promise, 'a large dir that changed: listed off the loop');
+    // Asked again while that listing runs: one listing started after this call, shared.
+    writeFileSync(join(dir, name('later')), '{}');
+    const next = l.current(dir);
+    const again = l.current(dir);
+    assert.ok(next instanceof Promise && again instanceof Promise);
+    assert.equal(next, again, 'callers that came while one ran share the next listing');
+    assert.notEqual(next, soon);
+    assert.equal((await soon)!.has('late'), true);
+    assert.equal((await next)!.has('later'), true, 'the listing started after the call sees the file made before it');
+    // `recent` (the retirement check) may answer a listing a second old.
+    writeFileSync(join(dir, name('unseen')), '{}');
+    assert.equal(l.recent(dir)!.has('unseen'), false, 'within the second: the kept listing');
+    clock += 1000;
+    assert.equal(l.recent(dir)!.has('unseen'), true, 'a second on: listed again');
+  });
+
+  test('names other than spool files do not make a dir large: it is listed at once', () => {
+    const dir = mkdtempSync(join(root, `d${n++}-`));
+    for (let i = 0; i <= LARGE_SPOOL; i++) writeFileSync(join(dir, `junk-${i}`), '');
+    writeFileSync(join(dir, `.${name('temp')}.tmp`), '');
+    const l = new SpoolListings(() => Date.now() + 60_000);
+    assert.equal(now(l, dir).size, 0);
+    writeFileSync(join(dir, name('spooled')), '{}');
+    assert.equal(now(l, dir).has('spooled'), true);
   });
 });

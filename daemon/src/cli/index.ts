@@ -224,14 +224,7 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
       case 'retry': {
         const path = p.values.abandoned === true ? '/v1/teardowns/retry?abandoned=true' : '/v1/teardowns/retry';
         const r = await call(p.socket, 'POST', path, p.timeoutMs);
-        const x = r.json as { attempted: number; done: number; pending: number; rearmed?: number };
-        out(
-          p.json,
-          r.body,
-          () =>
-            (p.values.abandoned === true ? `re-armed ${x.rearmed ?? 0} abandoned step(s); ` : '') +
-            `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`,
-        );
+        out(p.json, r.body, () => retryLine(r.json as RetryAnswer, p.values.abandoned === true));
         return Exit.Ok;
       }
       case 'audit':
@@ -276,4 +269,24 @@ async function audit(p: Parsed): Promise<number> {
   const a = r.json as AuditJson;
   out(p.json, r.body, () => formatAudit(a));
   return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;
+}
+
+/** POST /v1/teardowns/retry's answer. */
+interface RetryAnswer {
+  attempted: number;
+  done: number;
+  pending: number;
+  rearmed?: number;
+  skippedNewer?: number;
+}
+
+/** `stewardd retry`'s line. */
+function retryLine(x: RetryAnswer, abandoned: boolean): string {
+  const skipped = x.skippedNewer
+    ? `left ${x.skippedNewer} attachment(s) abandoned: their container was added again (their DEL would release the new one's address); `
+    : '';
+  return (
+    (abandoned ? `re-armed ${x.rearmed ?? 0} abandoned step(s); ${skipped}` : '') +
+    `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`
+  );
 }

@@ -256,14 +256,26 @@ export class Engine {
    * each in its container's queue so no request of that container is mid-flight. The retry scheduler
    * then runs them; a step whose plugin still fails is abandoned again by the usual rules. After an
    * operator released the resources by hand the DEL succeeds (the spec makes DEL of what is gone a
-   * success), which clears the step. Returns how many steps were re-armed.
+   * success), which clears the step. Steps of an attachment whose container has since been added
+   * again on the same network and interface are left abandoned (`skipped`): plugins release by
+   * container and interface (host-local), so their DEL would take the newer attachment's address.
    */
-  async rearmAbandoned(): Promise<number> {
-    let steps = 0;
+  async rearmAbandoned(): Promise<{ rearmed: number; skipped: number }> {
+    let rearmed = 0;
+    let skipped = 0;
     for (const id of this.store.abandonedAttachmentIds()) {
       const a = this.store.getAttachment(id);
       if (!a) continue;
-      steps += await this.ctx.serialize(a.containerId, async () => {
+      await this.ctx.serialize(a.containerId, async () => {
+        const newer = this.store.currentAttachment(a);
+        if (newer !== undefined && newer.id !== a.id && newer.state !== 'deleted') {
+          skipped++;
+          this.ctx.log.warn(
+            { ...attachmentLogFields(a), newerAttachmentId: newer.id },
+            'abandoned teardown steps left as they are: the container was added again on the same network and interface, and their DEL would release what the newer attachment holds; retry them once it is deleted',
+          );
+          return;
+        }
         const n = this.store.rearmAbandoned(id, this.teardown.clock.now());
         if (n > 0) {
           this.dels.forgetTombstone(a);
@@ -272,10 +284,10 @@ export class Engine {
             'abandoned teardown steps re-armed by an operator; retrying them',
           );
         }
-        return n;
+        rearmed += n;
       });
     }
-    return steps;
+    return { rearmed, skipped };
   }
 
   /** True while a request of this process is working on the attachment (its rows are live, not cut off). */

@@ -34,6 +34,11 @@ export interface SchedulerOptions {
    * shim also spools when the daemon died mid-request or was slow to answer.
    */
   spoolDir: string;
+  /**
+   * Whether spoolDir may be drained now (spool-dirs.ts: not when another user could write to it, or
+   * it cannot be listed); always when not given.
+   */
+  spoolDirDrainable?: () => boolean;
   /** The retry clock; the engine's teardown clock when not given (they must share one frame). */
   clock?: RetryClock;
   /** Wall clock for pruning, for tests; the clock's wall when not given. */
@@ -110,8 +115,10 @@ export class RetryScheduler {
   private async tick(): Promise<void> {
     const { engine, log } = this.o;
     try {
-      const spooled = await ingestSpool(engine, this.o.spoolDir, log);
-      if (spooled.ingested + spooled.rejected > 0) log.info(spooled, 'spooled DELs ingested');
+      if (this.o.spoolDirDrainable?.() !== false) {
+        const spooled = await ingestSpool(engine, this.o.spoolDir, log);
+        if (spooled.ingested + spooled.rejected > 0) log.info(spooled, 'spooled DELs ingested');
+      }
       this.clampSchedule();
       const due = this.o.store.dueAttachmentIds(this.clock.now()).filter((id) => !this.inFlight.has(id));
       if (due.length > 0) {

@@ -19,7 +19,7 @@ const ANSWER_GRACE_MS = 10_000;
 
 /**
  * How long a health ping waits for the spawner's answer (an idle spawner answers in about a
- * millisecond). Two attempts fit in the DaemonSet's 5 s liveness probe timeout.
+ * millisecond). /healthz tries twice, the second time with a new spawner.
  */
 const HEALTH_PING_MS = 2000;
 /**
@@ -119,13 +119,20 @@ export class Spawner {
     const id = this.nextId++;
     const wait = Math.max(timeoutMs, w.forkedAt + BOOT_GRACE_MS - Date.now());
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        if (!w.calls.delete(id)) return;
-        this.hold(w);
-        // Its event loop is stuck (an idle one answers in about a millisecond): replace it.
-        this.retire(w);
-        resolve(`no answer from the plugin spawner (pid ${w.child.pid ?? '?'}) within ${wait} ms`);
-      }, wait);
+      // After stewardd's own loop was blocked past `wait` (a slow synced commit), this timer runs
+      // before an answer already sent is read: look once more after that (setImmediate runs after
+      // the loop's I/O), so a spawner that answered, and its plugins, are not killed.
+      const timer = setTimeout(
+        () =>
+          setImmediate(() => {
+            if (!w.calls.delete(id)) return;
+            this.hold(w);
+            // Its event loop is stuck (an idle one answers in about a millisecond): replace it.
+            this.retire(w);
+            resolve(`no answer from the plugin spawner (pid ${w.child.pid ?? '?'}) within ${wait} ms`);
+          }),
+        wait,
+      );
       w.calls.set(id, { resolve: () => resolve(undefined), reject: (e) => resolve(e.message), timer });
       this.hold(w);
       w.child.send({ id, ping: true }, (err) => {

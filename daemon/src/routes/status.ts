@@ -209,8 +209,8 @@ function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
     const { abandoned } = req.query;
     if (abandoned !== undefined && !['true', 'false', '1', '0'].includes(abandoned))
       return reply.code(400).send({ error: 'abandoned must be true or false' });
-    const rearmed = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : 0;
+    const rearm = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : undefined;
     const result = await deps.scheduler.retryNow();
-    return { ...result, rearmed };
+    return { ...result, rearmed: rearm?.rearmed ?? 0, ...(rearm && { skippedNewer: rearm.skipped }) };
   });
 }

@@ -1,0 +1,88 @@
+// Whether a spool dir can be drained, and trusted. A spooled DEL names the delegate plugins
+// stewardd runs as root and the container whose networking it tears down, so a dir anyone but root
+// (or the daemon's own user) can write to is not drained: a local user could put a DEL there that
+// runs a binary of theirs or releases a live pod's address. The shim makes its dirs 0700; a dir
+// someone made first (a spool dir under /tmp) or opened up is refused, as are its ancestors when a
+// user other than root could replace them. Writable by a group is trusted only for root's group and
+// the daemon's own (a user's private group, where `npm start` runs under umask 002).
+
+import { lstatSync, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/** Why `dir` cannot be drained, or undefined when it can (or does not exist yet: the shim makes it). */
+export function spoolDirProblem(dir: string): string | undefined {
+  let isDir: boolean;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return `it cannot be read: ${(e as Error).message}`;
+    try {
+      lstatSync(dir);
+    } catch {
+      return undefined;
+    }
+    return 'it is a symbolic link to a path that does not exist';
+  }
+  if (!isDir) return 'it is not a directory';
+  try {
+    opendirSync(dir).closeSync();
+  } catch (e) {
+    return `it cannot be listed: ${(e as Error).message}`;
+  }
+  return untrusted(dir);
+}
+
+/** The user a dir may belong to besides root: the daemon's own (a daemon not run as root: `npm start`). */
+const ownUid = (): number => process.geteuid?.() ?? 0;
+const ownGid = (): number => process.getegid?.() ?? 0;
+
+const mode = (st: Stats) => `mode ${(st.mode & 0o7777).toString(8).padStart(4, '0')}`;
+
+/**
+ * Why `dir` (a directory that exists) is not root's alone, or undefined. The dir itself and each
+ * ancestor, on the path as named and as resolved: owned by root or the daemon's user, writable by
+ * group only for root's group or the daemon's; the dir not writable by others, an ancestor only with
+ * the sticky bit (/tmp: no one else can rename what is in it).
+ */
+export function untrusted(dir: string): string | undefined {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch (e) {
+    return `it cannot be resolved: ${(e as Error).message}`;
+  }
+  const why = unsafe(statSync(real), false);
+  if (why !== undefined) return `it ${why}: a DEL spooled there names the plugins stewardd runs as root`;
+  for (const path of new Set([...ancestors(resolve(dir)), ...ancestors(real)])) {
+    let st: Stats;
+    try {
+      st = lstatSync(path);
+    } catch (e) {
+      return `its parent ${path} cannot be read: ${(e as Error).message}`;
+    }
+    if (st.isSymbolicLink()) continue; // what it points to is checked on the resolved path
+    const bad = unsafe(st, true);
+    if (bad !== undefined) return `its parent ${path} ${bad}: it could be replaced`;
+  }
+  return undefined;
+}
+
+/** Why a user other than root and the daemon's could write to this dir, or undefined. */
+function unsafe(st: Stats, ancestor: boolean): string | undefined {
+  const uid = ownUid();
+  const gid = ownGid();
+  if (st.uid !== 0 && st.uid !== uid) return `belongs to uid ${st.uid}`;
+  if ((st.mode & 0o020) !== 0 && st.gid !== 0 && st.gid !== gid) return `is writable by group ${st.gid} (${mode(st)})`;
+  if ((st.mode & 0o002) !== 0 && !(ancestor && (st.mode & 0o1000) !== 0))
+    return `is writable by others (${mode(st)})${ancestor ? ' without the sticky bit' : ''}`;
+  return undefined;
+}
+
+/** `/a/b/c` → `/a/b`, `/a`, `/`. */
+function ancestors(path: string): string[] {
+  const out: string[] = [];
+  for (let p = dirname(path); ; p = dirname(p)) {
+    out.push(p);
+    if (p === dirname(p)) return out;
+  }
+}
