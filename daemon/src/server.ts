@@ -7,10 +7,12 @@ export { httpStatusFor } from './routes/http-status.js';
 /** Request body limit: a netconf at its bound plus room for the envelope. */
 const BODY_LIMIT = MAX_REQUEST_BYTES;
 
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, {
   LogController,
   type FastifyInstance,
+  type FastifyReply,
   type FastifyServerFactory,
   type RawServerDefault,
 } from 'fastify';
@@ -35,10 +37,31 @@ import { auditRoutes } from './routes/audit.js';
 /** The methods any route here is served under, for a 405's Allow. */
 const ROUTE_METHODS = ['GET', 'HEAD', 'POST'] as const;
 
+/**
+ * A connection with no request in flight that stays silent this long is closed. One that never
+ * sends a byte has no request for Node to time, and each holds a descriptor: enough of them (a
+ * leaky client) reached the connection cap and the shim's ADD was refused (hostile review, 30 Nov).
+ * A request in flight (an ADD waiting for its plugins, up to minutes) keeps its connection.
+ */
+export const IDLE_CONNECTION_MS = 10_000;
+
+// Routes say which query parameters they take (config.query); one that does not say takes any.
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    query?: readonly string[];
+  }
+}
+
 /** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
 function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
   const app = Fastify({
     ...(serverFactory ? { serverFactory } : {}),
+    // A path the router cannot decode ("/v1/%ZZ") is answered as every other client error here.
+    frameworkErrors: (error, _request, reply) =>
+      void (reply as FastifyReply)
+        .code(400)
+        .type('application/json')
+        .send({ error: capText(error.message, 1024) }),
     loggerInstance: log,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
@@ -55,22 +78,40 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
     reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
   });
 
-  // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so.
+  // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so;
+  // and one the route does not take is too (?container= for ?containerId= would list every row).
   app.addHook('preValidation', async (request, reply) => {
     const q = request.query as Record<string, unknown> | undefined;
     if (!q || typeof q !== 'object') return;
+    const takes = request.routeOptions.config.query;
     for (const [k, v] of Object.entries(q)) {
-      if (Array.isArray(v)) {
-        return reply
-          .code(400)
-          .type('application/json')
-          .send({ error: `query parameter "${capText(k, 64)}" is given ${v.length} times; give it at most once` });
-      }
+      const error = Array.isArray(v)
+        ? `query parameter "${capText(k, 64)}" is given ${v.length} times; give it at most once`
+        : takes !== undefined && !takes.includes(k)
+          ? `unknown query parameter "${capText(k, 64)}": ${request.routeOptions.url ?? ''} takes ${takes.length > 0 ? takes.join(', ') : 'none'}`
+          : undefined;
+      if (error !== undefined) return reply.code(400).type('application/json').send({ error });
     }
   });
 
   errorAnswers(app);
+  closeIdleConnections(app.server);
   return app;
+}
+
+/** Closes a connection silent for IDLE_CONNECTION_MS while none of its requests is in flight. */
+function closeIdleConnections(server: Server): void {
+  const inFlight = new WeakMap<Socket, number>();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once('close', () => inFlight.set(socket, (inFlight.get(socket) ?? 1) - 1));
+  });
+  // With a listener here Node leaves the timed-out socket to it (it would destroy it, request or not).
+  server.timeout = IDLE_CONNECTION_MS;
+  server.on('timeout', (socket: Socket) => {
+    if ((inFlight.get(socket) ?? 0) === 0) socket.destroy();
+  });
 }
 
 /** The one error handler, and the answer for a route that does not exist. */
@@ -109,7 +150,7 @@ function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, Se
   // A path served under another method is 405 with the methods it takes (RFC 9110 15.5.6); any
   // other path 404.
   app.setNotFoundHandler((request, reply) => {
-    const url = request.url.split('?')[0] ?? '';
+    const url = decodedPath(request.url.split('?')[0] ?? '');
     const allow = ROUTE_METHODS.filter((method) => served.get(url)?.has(method));
     if (allow.length > 0) {
       return void reply
@@ -191,4 +232,13 @@ export function buildDegradedApp(deps: DegradedDeps & { log: Logger }) {
   const app = baseApp(deps.log);
   void app.register(degradedRoutes, deps);
   return app;
+}
+
+/** The path as the router matched it (percent-decoded), or as given when it does not decode. */
+function decodedPath(path: string): string {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path;
+  }
 }

@@ -383,7 +383,7 @@ describe('CLI errors name the socket and the cause', () => {
     assert.equal(r.code, 3, r.stdout + r.stderr);
     assert.equal(
       r.stderr.trim(),
-      `stewardd retry: cannot talk to stewardd on ${sock}: the daemon did not answer within 1 s (busy or hung)`,
+      `stewardd retry: cannot talk to stewardd on ${sock}: the daemon did not answer within 1 s (busy or hung); the teardowns it started go on in stewardd (each plugin within --plugin-timeout): \`stewardd teardowns\` shows where they are`,
     );
     assert.ok(Date.now() - t0 < 30_000);
   });
@@ -401,6 +401,47 @@ describe('CLI errors name the socket and the cause', () => {
     assert.equal(r.code, 3, r.stdout + r.stderr);
     assert.match(r.stderr, /the daemon did not answer within 1 s \(busy or hung\)/);
     assert.ok(took >= 9_000 && took < 25_000, `${took} ms`);
+  });
+
+  it('a 200 answer of another shape (another program on the socket): exit 4 naming it, never a crash', async () => {
+    for (const body of ['{}', 'null', '[1,2]', '{"ready":true,"steps":{}}']) {
+      const sock = await fakeDaemon(`shape-${body.length}.sock`, (c) => {
+        c.resume();
+        c.end(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      });
+      for (const command of [['status', '--check'], ['attachments'], ['teardowns'], ['retry'], ['audit']]) {
+        const r = await cli([...command, '--socket', sock]);
+        assert.equal(r.code, 4, `${command.join(' ')} on ${body}: ${r.stdout}${r.stderr}`);
+        assert.match(
+          r.stderr,
+          /is not what stewardd answers \(another program on the socket, or another version of stewardd\)/,
+        );
+        assert.doesNotMatch(r.stderr, /TypeError|Cannot read/);
+      }
+    }
+  });
+
+  it("an error's words from whatever answers reach the terminal printable", async () => {
+    const body = JSON.stringify({ error: '\u001b]0;pwned\u0007\u001b[31mred\u202e' });
+    const sock = await fakeDaemon('escape.sock', (c) => {
+      c.resume();
+      c.end(
+        `HTTP/1.1 500 Oops\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    });
+    const r = await cli(['status', '--socket', sock]);
+    assert.equal(r.code, 4);
+    for (const raw of ['\u001b', '\u0007', '\u202e'])
+      assert.ok(!r.stderr.includes(raw), 'no raw control or bidi character');
+    assert.match(r.stderr, /red/);
+  });
+
+  it('--timeout takes decimal seconds only', async () => {
+    for (const t of ['0x10', '1e1', ' 5', '0', '5s']) {
+      const r = await cli(['status', '--socket', join(env.dir, 'unused.sock'), '--timeout', t]);
+      assert.equal(r.code, 2, `${t}: ${r.stderr}`);
+      assert.match(r.stderr, /--timeout must be a number of seconds/);
+    }
   });
 
   it('a --socket that is a regular file or a directory: exit 3, "is not a socket"', async () => {

@@ -320,6 +320,67 @@ describe('methods and bodies on the operator routes', () => {
   });
 });
 
+describe('query parameters a route does not take, and paths that do not decode', () => {
+  it('an unknown query parameter is 400 naming it and what the route takes (a filter misspelt listed every row)', async () => {
+    for (const [path, key, takes] of [
+      ['/v1/attachments?container=c1', 'container', 'containerId, state, pod, limit'],
+      ['/v1/attachments?State=deleted', 'State', 'containerId, state, pod, limit'],
+      ['/v1/attachments?limit[a]=1', 'limit[a]', 'containerId, state, pod, limit'],
+      ['/v1/status?verbose=1', 'verbose', 'none'],
+      ['/readyz?x', 'x', 'none'],
+      ['/v1/audit?release=true', 'release', 'runtimeEndpoint, deadline'],
+    ] as const) {
+      const res = await daemon.get(path);
+      assert.equal(res.status, 400, `${path}: ${res.text}`);
+      assert.equal(res.json.error, `unknown query parameter "${key}": ${path.split('?')[0]} takes ${takes}`);
+    }
+    const retry = await daemon.request('POST', '/v1/teardowns/retry?abandonned=true');
+    assert.equal(retry.status, 400, retry.text);
+    assert.match(retry.json.error, /^unknown query parameter "abandonned": \/v1\/teardowns\/retry takes abandoned$/);
+    assert.equal((await daemon.get('/v1/attachments?containerId=c1&limit=5')).status, 200, 'the keys it takes');
+  });
+
+  it('release=1 and abandoned=1 are accepted as true; other values say so', async () => {
+    const audit = await daemon.request('POST', '/v1/audit?release=yes');
+    assert.equal(audit.status, 400);
+    assert.equal(audit.json.error, 'release must be true or false (or 1 or 0)');
+    const retry = await daemon.request('POST', '/v1/teardowns/retry?abandoned=yes');
+    assert.equal(retry.json.error, 'abandoned must be true or false (or 1 or 0)');
+    assert.equal((await daemon.request('POST', '/v1/teardowns/retry?abandoned=1')).status, 200);
+  });
+
+  it('a path that does not decode is 400 with { error }; an encoded path served under another method is 405', async () => {
+    const bad = await daemon.get('/v1/%ZZ');
+    assert.equal(bad.status, 400, bad.text);
+    assert.deepEqual(Object.keys(bad.json), ['error']);
+    const patch = await daemon.request('PATCH', '/v1/%73tatus');
+    assert.equal(patch.status, 405, patch.text);
+    assert.equal(patch.headers.allow, 'GET, HEAD');
+  });
+});
+
+describe('idle connections on the socket', () => {
+  it('a connection silent for 10 s with no request in flight is closed; an ADD waiting 12 s for its plugin is answered', async () => {
+    const fx = join(env.dir, 'fx-idle');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('idlenet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 12_000 })]),
+    ]);
+    const idle = Array.from({ length: 20 }, () => connect(daemon.socket));
+    const closedAt: number[] = [];
+    const t0 = Date.now();
+    for (const c of idle) {
+      c.on('error', () => undefined);
+      c.on('close', () => closedAt.push(Date.now() - t0));
+    }
+    const add = await shim({ command: 'ADD', containerId: 'idle-add', netns: env.netns() }, conf);
+    assert.equal(add.code, 0, add.stdout);
+    assert.ok(Date.now() - t0 >= 12_000, 'the ADD waited for its plugin');
+    assert.equal(closedAt.length, 20, 'every silent connection was closed');
+    for (const ms of closedAt) assert.ok(ms >= 9_000 && ms < 12_500, `closed after ${ms} ms`);
+    assert.equal((await shim({ command: 'DEL', containerId: 'idle-add', netns: '' }, conf)).code, 0);
+  });
+});
+
 /** One raw HTTP exchange on the socket: what the daemon wrote until it closed the connection. */
 function rawExchange(socket: string, request: string): Promise<string> {
   return new Promise((resolve, reject) => {

@@ -3,6 +3,7 @@
 // exit code a script can branch on. The request itself is lifecycle/socket-http.ts.
 
 import { statSync } from 'node:fs';
+import { printable } from '@cni-steward/shared';
 import { socketRequest } from '../lifecycle/socket-http.js';
 
 /** Exit codes of `stewardd status|attachments|teardowns|retry|audit` (README "Reading its state"). */
@@ -57,11 +58,16 @@ function cause(socket: string, e: NodeJS.ErrnoException, timeoutMs: number): str
 }
 
 /** GET or POST on the socket; resolves with the parsed JSON body of a 2xx answer. */
+/**
+ * One request; its 2xx JSON answer must pass `expected` (the shape this command reads), or it is
+ * not stewardd's (another program on the socket, another version): exit 4, not a crash.
+ */
 export async function call(
   socket: string,
   method: 'GET' | 'POST',
   path: string,
   timeoutMs: number,
+  expected: (json: unknown) => boolean,
 ): Promise<{ body: string; json: unknown }> {
   let r;
   try {
@@ -80,14 +86,20 @@ export async function call(
   }
   if (r.status < 200 || r.status > 299) {
     const why = (json as { error?: unknown } | undefined)?.error;
+    // Whatever answered may be another program: its words reach a terminal only made printable.
     throw new CliError(
-      `stewardd on ${socket} answered ${method} ${path} with ${r.status}: ${typeof why === 'string' ? why : r.body.trim()}`,
+      `stewardd on ${socket} answered ${method} ${path} with ${r.status}: ${printable(typeof why === 'string' ? why : r.body.trim())}`,
       Exit.DaemonError,
     );
   }
   if (json === undefined)
     throw new CliError(
       `stewardd on ${socket} answered ${method} ${path} with a body that is not JSON`,
+      Exit.DaemonError,
+    );
+  if (!expected(json))
+    throw new CliError(
+      `the answer on ${socket} to ${method} ${path} is not what stewardd answers (another program on the socket, or another version of stewardd)`,
       Exit.DaemonError,
     );
   return { body: r.body, json };

@@ -14,6 +14,7 @@ import {
   parseDuration,
   parseRuntimeEndpoint,
 } from '../audit/options.js';
+import { isAuditAnswer, isObject, isRetryAnswer, isStatusAnswer, isTeardownsAnswer } from './answers.js';
 import { call, CliError, Exit } from './client.js';
 import {
   formatAttachments,
@@ -42,6 +43,8 @@ const CLI_DEADLINE_MARGIN_MS = 10_000;
 
 /** `stewardd audit`'s default --timeout, in seconds (the other commands': 5). */
 const AUDIT_TIMEOUT_S = 60;
+/** `retry` waits for the teardowns it runs: each plugin may take --plugin-timeout (60 s by default). */
+const RETRY_TIMEOUT_S = 150;
 
 const COMMON = `  --socket PATH        the daemon's socket (default ${DEFAULT_SOCKET})
   -o, --output FORMAT  table (default) or json (the API's JSON; controls and bidi overrides as \\u escapes)
@@ -58,14 +61,15 @@ ${COMMON}`,
   --state S            adding, added, deleting or deleted
 ${COMMON}`,
   teardowns: `usage: stewardd teardowns [options]
-  every pending and abandoned teardown step
+  every pending teardown step and the newest 1,000 abandoned ones (status counts them all)
 ${COMMON}`,
   retry: `usage: stewardd retry [--abandoned] [options]
   run every pending teardown now instead of at its next scheduled retry
   --abandoned          first give every abandoned teardown step another round of attempts (after
                        fixing its plugin, or releasing by hand what it held: the DEL then succeeds
-                       and clears the step; one that still fails is abandoned again)
-${COMMON}`,
+                       and clears the step; one that still fails is abandoned again); steps of a
+                       container added again since stay abandoned (their DEL would release its address)
+${COMMON.replace('(default 5)', `(default ${RETRY_TIMEOUT_S})`)}`,
   audit: `usage: stewardd audit [--release] [--grace DUR] [--cap N] [--cap-fraction F] [--runtime-endpoint unix:///PATH] [options]
   what nobody owns on the node: host-local leases, libcni result-cache files, portmap's nat chains and
   journalled attachments whose container id no sandbox of the runtime (stewardd run --runtime-endpoint)
@@ -141,8 +145,10 @@ function parse(command: CliCommand, argv: string[]): Parsed {
     throw new CliError(`-o must be table or json, got "${output}"`, Exit.Usage);
   // An audit pass asks the runtime (a 5 s deadline, daemon/src/audit/cri.ts) and may wait its turn and
   // host-local's locks: under the common 5 s a mute runtime read as a hung daemon (exit 3), not exit 5.
-  const rawTimeout = (values.timeout as string | undefined) ?? (command === 'audit' ? String(AUDIT_TIMEOUT_S) : '5');
-  const timeout = Number(rawTimeout);
+  const defaultTimeout = command === 'audit' ? AUDIT_TIMEOUT_S : command === 'retry' ? RETRY_TIMEOUT_S : 5;
+  const rawTimeout = (values.timeout as string | undefined) ?? String(defaultTimeout);
+  // Decimal seconds only: Number() would also take "0x10", "1e1" and " 5".
+  const timeout = /^[0-9]+(\.[0-9]+)?$/.test(rawTimeout) ? Number(rawTimeout) : NaN;
   // At most what a timer holds (2^31 ms) and an audit's deadline may be (596 h): a longer one was
   // truncated with a warning, and audit's deadline then refused by stewardd as its own error (exit 4).
   if (!(timeout > 0) || !(timeout <= MAX_TIMEOUT_S))
@@ -197,7 +203,7 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
     const p = parse(command, argv);
     switch (command) {
       case 'status': {
-        const r = await call(p.socket, 'GET', '/v1/status', p.timeoutMs);
+        const r = await call(p.socket, 'GET', '/v1/status', p.timeoutMs, isStatusAnswer);
         const s = r.json as StatusJson | DegradedStatusJson;
         if (isDegradedStatus(s)) {
           out(p.json, r.body, () => formatDegradedStatus(s));
@@ -210,12 +216,13 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
         return p.values.check === true && (s.steps.abandoned ?? 0) > 0 ? Exit.Abandoned : Exit.Ok;
       }
       case 'attachments': {
-        const r = await call(p.socket, 'GET', `/v1/attachments${attachmentsQuery(p.values)}`, p.timeoutMs);
+        const path = `/v1/attachments${attachmentsQuery(p.values)}`;
+        const r = await call(p.socket, 'GET', path, p.timeoutMs, (j) => Array.isArray(j) && j.every(isObject));
         out(p.json, r.body, () => formatAttachments(r.json as AttachmentRow[]));
         return Exit.Ok;
       }
       case 'teardowns': {
-        const r = await call(p.socket, 'GET', '/v1/teardowns', p.timeoutMs);
+        const r = await call(p.socket, 'GET', '/v1/teardowns', p.timeoutMs, isTeardownsAnswer);
         out(p.json, r.body, () =>
           formatTeardowns(r.json as { pending: TeardownRow[]; abandoned: TeardownRow[] }, now()),
         );
@@ -223,7 +230,7 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
       }
       case 'retry': {
         const path = p.values.abandoned === true ? '/v1/teardowns/retry?abandoned=true' : '/v1/teardowns/retry';
-        const r = await call(p.socket, 'POST', path, p.timeoutMs);
+        const r = await call(p.socket, 'POST', path, p.timeoutMs, isRetryAnswer).catch(goesOn(RETRY_GOES_ON));
         out(p.json, r.body, () => retryLine(r.json as RetryAnswer, p.values.abandoned === true));
         return Exit.Ok;
       }
@@ -257,15 +264,13 @@ async function audit(p: Parsed): Promise<number> {
   const release = p.values.release === true || q.has('grace') || q.has('cap') || q.has('capFraction');
   // The pass stops starting releases before this command would give up on its answer.
   q.set('deadline', `${Math.max(1000, p.timeoutMs - CLI_DEADLINE_MARGIN_MS)}ms`);
-  const r = await call(p.socket, release ? 'POST' : 'GET', `/v1/audit?${q.toString()}`, p.timeoutMs).catch(
-    (e: unknown) => {
-      if (e instanceof CliError && /did not answer within/.test(e.message))
-        e.message +=
-          '; the pass may still be running in stewardd (it waits its turn behind other passes, and' +
-          ' starts no release after its deadline): its releases are in the log and the next audit shows what is left';
-      throw e;
-    },
-  );
+  const r = await call(
+    p.socket,
+    release ? 'POST' : 'GET',
+    `/v1/audit?${q.toString()}`,
+    p.timeoutMs,
+    isAuditAnswer,
+  ).catch(goesOn(AUDIT_GOES_ON));
   const a = r.json as AuditJson;
   out(p.json, r.body, () => formatAudit(a));
   return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;
@@ -289,4 +294,18 @@ function retryLine(x: RetryAnswer, abandoned: boolean): string {
     (abandoned ? `re-armed ${x.rearmed ?? 0} abandoned step(s); ${skipped}` : '') +
     `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`
   );
+}
+
+const AUDIT_GOES_ON =
+  '; the pass may still be running in stewardd (it waits its turn behind other passes, and' +
+  ' starts no release after its deadline): its releases are in the log and the next audit shows what is left';
+const RETRY_GOES_ON =
+  '; the teardowns it started go on in stewardd (each plugin within --plugin-timeout): `stewardd teardowns` shows where they are';
+
+/** A timed-out answer's message, told what goes on in stewardd meanwhile. */
+function goesOn(more: string): (e: unknown) => never {
+  return (e) => {
+    if (e instanceof CliError && /did not answer within/.test(e.message)) e.message += more;
+    throw e;
+  };
 }

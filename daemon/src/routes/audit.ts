@@ -36,22 +36,27 @@ async function pass(deps: AuditRouteDeps, opts: AuditOptions, req: FastifyReques
 
 export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): Promise<void> {
   // No HEAD: fastify would run the whole pass (and ask the runtime) to answer it with no body.
-  app.get('/v1/audit', { exposeHeadRoute: false }, async (req, reply) => {
-    const q = req.query as { runtimeEndpoint?: unknown; deadline?: unknown };
-    const endpoint = runtimeEndpointOf(q);
-    if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });
-    const deadlineMs = deadlineOf(q);
-    if (deadlineMs === null) return reply.code(400).send({ error: DEADLINE_ERROR });
-    const opts: AuditOptions = {
-      release: false,
-      graceMs: DEFAULT_GRACE_MS,
-      ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
-      ...(deadlineMs !== undefined ? { deadlineMs } : {}),
-    };
-    return pass(deps, opts, req, reply);
-  });
+  app.get(
+    '/v1/audit',
+    { exposeHeadRoute: false, config: { query: ['runtimeEndpoint', 'deadline'] } },
+    async (req, reply) => {
+      const q = req.query as { runtimeEndpoint?: unknown; deadline?: unknown };
+      const endpoint = runtimeEndpointOf(q);
+      if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });
+      const deadlineMs = deadlineOf(q);
+      if (deadlineMs === null) return reply.code(400).send({ error: DEADLINE_ERROR });
+      const opts: AuditOptions = {
+        release: false,
+        graceMs: DEFAULT_GRACE_MS,
+        ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
+        ...(deadlineMs !== undefined ? { deadlineMs } : {}),
+      };
+      return pass(deps, opts, req, reply);
+    },
+  );
 
-  app.post('/v1/audit', async (req, reply) => {
+  const releaseKeys = ['release', 'grace', 'cap', 'capFraction', 'deadline', 'runtimeEndpoint'];
+  app.post('/v1/audit', { config: { query: releaseKeys } }, async (req, reply) => {
     const opts = releaseOptions(req.query as ReleaseQuery);
     if (typeof opts === 'string') return reply.code(400).send({ error: opts });
     return pass(deps, opts, req, reply);
@@ -76,13 +81,14 @@ function releaseOptions(q: ReleaseQuery): AuditOptions | string {
   const capFraction = q.capFraction === undefined ? undefined : parseCapFraction(q.capFraction);
   if (q.capFraction !== undefined && capFraction === undefined)
     return 'capFraction must be a number above 0 and at most 1';
-  if (q.release !== undefined && q.release !== 'true' && q.release !== 'false') return 'release must be true or false';
+  if (q.release !== undefined && !['true', 'false', '1', '0'].includes(q.release))
+    return 'release must be true or false (or 1 or 0)';
   const graceMs = q.grace === undefined ? DEFAULT_GRACE_MS : parseDuration(q.grace);
   if (graceMs === undefined) return 'grace must be a duration such as 90s, 15m or 2h';
   const cap = q.cap === undefined ? undefined : parseCap(q.cap);
   if (q.cap !== undefined && cap === undefined) return `cap must be a whole number from 0 to ${MAX_RELEASE_CAP}`;
   return {
-    release: q.release === 'true',
+    release: q.release === 'true' || q.release === '1',
     graceMs,
     ...(cap !== undefined ? { cap } : {}),
     ...(capFraction !== undefined ? { capFraction } : {}),

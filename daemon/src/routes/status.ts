@@ -43,7 +43,7 @@ function teardownView(s: Step, a: Attachment | undefined) {
 
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   probeRoutes(app, deps);
-  app.get('/v1/status', async () => statusView(deps));
+  app.get('/v1/status', { config: { query: [] } }, async () => statusView(deps));
   attachmentRoutes(app, deps);
   teardownRoutes(app, deps);
   app.get('/metrics', async (_req, reply) => {
@@ -56,7 +56,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
 function probeRoutes(app: FastifyInstance, deps: AppDeps): void {
   // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
   // answers, or a new one does). 503 with the reasons otherwise.
-  app.get('/healthz', async (_req, reply) => {
+  app.get('/healthz', { config: { query: [] } }, async (_req, reply) => {
     const problems = await deps.health();
     if (problems.length > 0) return reply.code(503).send({ ok: false, problems });
     return { ok: true };
@@ -69,7 +69,7 @@ function probeRoutes(app: FastifyInstance, deps: AppDeps): void {
     return n > 0 ? { spool: { draining: n, message: `draining ${n} spooled DELs` } } : {};
   };
 
-  app.get('/readyz', async (_req, reply) => {
+  app.get('/readyz', { config: { query: [] } }, async (_req, reply) => {
     if (!deps.isReady()) {
       const problems = deps.readyProblems?.() ?? [];
       return reply.code(503).send({ ready: false, ...(problems.length > 0 ? { problems } : {}), ...draining() });
@@ -130,6 +130,7 @@ function attachmentRoutes(app: FastifyInstance, deps: AppDeps): void {
   const store = deps.journal;
   app.get<{ Querystring: { containerId?: string; state?: string; pod?: string; limit?: string } }>(
     '/v1/attachments',
+    { config: { query: ['containerId', 'state', 'pod', 'limit'] } },
     async (req, reply) => {
       const { containerId, state, limit } = req.query;
       const pod = req.query.pod === undefined ? undefined : parsePod(req.query.pod);
@@ -151,7 +152,10 @@ function attachmentRoutes(app: FastifyInstance, deps: AppDeps): void {
       for (let i = 0; i < rows.length && !req.raw.destroyed; i += ATTACHMENTS_PER_TURN) {
         const chunk = rows.slice(i, i + ATTACHMENTS_PER_TURN);
         const now = i === 0 ? chunk : await nextTurn(() => chunk.map((a) => store.getAttachment(a.id)));
-        const views = now.flatMap((a) => (a ? [attachmentView(a, store.stepsOf(a.id))] : []));
+        // Read again, a row may have moved on to another state than the one asked for: left out.
+        const views = now.flatMap((a) =>
+          a && (state === undefined || a.state === state) ? [attachmentView(a, store.stepsOf(a.id))] : [],
+        );
         if (views.length > 0) parts.push(JSON.stringify(views).slice(1, -1));
       }
       return reply.type('application/json; charset=utf-8').send(`[${parts.join(',')}]`);
@@ -192,25 +196,33 @@ function attachmentView(a: Attachment, steps: Step[]) {
   };
 }
 
+/** How many abandoned steps GET /v1/teardowns lists, newest first. */
+const ABANDONED_LISTED = 1000;
+
 /** GET /v1/teardowns and POST /v1/teardowns/retry. */
 function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
   const store = deps.journal;
   const attachmentOf = (id: number) => store.getAttachment(id);
-  app.get('/v1/teardowns', async () => {
+  // The newest ABANDONED_LISTED abandoned steps: /v1/status's steps.abandoned counts them all.
+  app.get('/v1/teardowns', { config: { query: [] } }, async () => {
     return {
       pending: store.pendingTeardownSteps().map((s) => teardownView(s, attachmentOf(s.attachmentId))),
-      abandoned: store.abandonedSteps(1000).map((s) => teardownView(s, attachmentOf(s.attachmentId))),
+      abandoned: store.abandonedSteps(ABANDONED_LISTED).map((s) => teardownView(s, attachmentOf(s.attachmentId))),
     };
   });
 
   // ?abandoned=true first re-arms the abandoned steps (stewardd retry --abandoned): the operator
   // fixed the plugin, or released by hand what it held, and wants the record cleared.
-  app.post<{ Querystring: { abandoned?: string } }>('/v1/teardowns/retry', async (req, reply) => {
-    const { abandoned } = req.query;
-    if (abandoned !== undefined && !['true', 'false', '1', '0'].includes(abandoned))
-      return reply.code(400).send({ error: 'abandoned must be true or false' });
-    const rearm = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : undefined;
-    const result = await deps.scheduler.retryNow();
-    return { ...result, rearmed: rearm?.rearmed ?? 0, ...(rearm && { skippedNewer: rearm.skipped }) };
-  });
+  app.post<{ Querystring: { abandoned?: string } }>(
+    '/v1/teardowns/retry',
+    { config: { query: ['abandoned'] } },
+    async (req, reply) => {
+      const { abandoned } = req.query;
+      if (abandoned !== undefined && !['true', 'false', '1', '0'].includes(abandoned))
+        return reply.code(400).send({ error: 'abandoned must be true or false (or 1 or 0)' });
+      const rearm = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : undefined;
+      const result = await deps.scheduler.retryNow();
+      return { ...result, rearmed: rearm?.rearmed ?? 0, ...(rearm && { skippedNewer: rearm.skipped }) };
+    },
+  );
 }
