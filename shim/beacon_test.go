@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +190,52 @@ func TestAFIFOWhereTheBeaconOrTheRecordLivesIsReadAsNoneAndHoldsNothing(t *testi
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("reading a FIFO beside the socket blocked")
+	}
+}
+
+// keepBeating writes a live, ready stewardd's beacon beside socket every 20 ms (whole, by rename),
+// its last STATUS of key passed, until the test ends.
+func keepBeating(t *testing.T, socket, key string) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			tmp := socket + ".alive.tmp"
+			if os.WriteFile(tmp, beat(time.Now(), protocolVersion, true, `{"`+key+`":true}`), 0o600) == nil {
+				_ = os.Rename(tmp, socket+aliveBeaconSuffix)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// A stewardd whose listen backlog is full (a DEL storm on a busy node: connect(2) fails at once with
+// EAGAIN) is busy, not gone: STATUS reads its beacon as for one that accepts and has not answered,
+// and answers ready while the beacon beats, rather than 50 at once.
+func TestSTATUSOnAFullListenBacklogIsAnsweredByTheBeaconAsOnAnUnansweredOne(t *testing.T) {
+	backlog, _ := fullBacklog(t)
+	unanswered := fakeStewardd(t, func(_ net.Conn, _ *bufio.Reader, _ int, done <-chan struct{}) { <-done })
+	for name, socket := range map[string]string{"a full listen backlog": backlog, "accepted, never answered": unanswered} {
+		start := time.Now()
+		in := input{env: env{"CNI_COMMAND": "STATUS", "CNI_PATH": "/p"}, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","socket":"` + socket + `"}`),
+			elapsed: func() time.Duration { return time.Since(start) }, beacon: readBeacon}
+		req, cerr := readRequest(in)
+		if cerr != nil {
+			t.Fatal(cerr.Msg)
+		}
+		keepBeating(t, socket, req.statusKey)
+		out, code := run(in, postUnix, nil)
+		if took := time.Since(start); code != 0 || len(out) != 0 || took < statusBeaconPatience || took >= statusBound {
+			t.Errorf("%s: exit %d %s after %v, want 0 from the beacon, between %v and %v", name, code, out, took, statusBeaconPatience, statusBound)
+		}
 	}
 }

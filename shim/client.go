@@ -22,10 +22,13 @@ import (
 )
 
 const (
-	// connectBound bounds the connect alone, whatever the command's bound: connect(2) on a Unix
-	// socket answers at once (a full backlog is EAGAIN), so one that hangs will not come good by
-	// waiting out an ADD's 120 s.
+	// connectBound bounds one connect, whatever the command's bound: connect(2) on a Unix socket
+	// answers at once, so one that hangs will not come good by waiting out an ADD's 120 s.
 	connectBound = 2 * time.Second
+	// backlogPause and backlogPauseMost: the first and the longest pause before connecting again
+	// to a socket whose listen backlog is full (stewardd busy, not gone).
+	backlogPause     = 5 * time.Millisecond
+	backlogPauseMost = 50 * time.Millisecond
 	// maxHeadBytes bounds the status line and header section of the answer, and separately its
 	// trailer section: stewardd sends a few hundred bytes of them.
 	maxHeadBytes = 64 * 1024
@@ -48,6 +51,7 @@ type reply struct {
 type unreachableError struct {
 	reason  string
 	timeout bool
+	status  int // the status line's code when one was read before the answer stopped; else 0
 }
 
 func (e *unreachableError) Error() string { return e.reason }
@@ -57,20 +61,47 @@ func (e *unreachableError) Error() string { return e.reason }
 // likely get the same answer. Its reason never quotes the answer's own bytes.
 type badAnswerError struct {
 	reason string
+	status int // the status line's code when one was read before the answer went wrong; else 0
 }
 
 func (e *badAnswerError) Error() string { return e.reason }
+
+// statusOf: the code of the status line read before err, 0 when none was. A 2xx means stewardd
+// carried the request out, whatever became of the rest of its answer.
+func statusOf(err error) int {
+	var u *unreachableError
+	var b *badAnswerError
+	switch {
+	case errors.As(err, &u):
+		return u.status
+	case errors.As(err, &b):
+		return b.status
+	}
+	return 0
+}
+
+// afterStatus stamps err with the status line read before it.
+func afterStatus(err error, status int) error {
+	var u *unreachableError
+	var b *badAnswerError
+	switch {
+	case errors.As(err, &u):
+		u.status = status
+	case errors.As(err, &b):
+		b.status = status
+	}
+	return err
+}
 
 // sender sends one request; its error, when it has one, is an *unreachableError or a
 // *badAnswerError.
 type sender func(socket, route string, body []byte, timeout time.Duration, headers [][2]string) (reply, error)
 
-// postUnix is the real sender. The connect has a bound of its own (connectBound, within timeout);
-// the whole exchange is bounded by timeout through the connection's deadline.
+// postUnix is the real sender. Each connect has a bound of its own (connectBound, within
+// timeout); the whole exchange is bounded by timeout through the connection's deadline.
 func postUnix(socket, route string, body []byte, timeout time.Duration, headers [][2]string) (reply, error) {
 	start := time.Now()
-	dialer := net.Dialer{Deadline: start.Add(dialBound(timeout))}
-	conn, err := dialer.Dial("unix", socket)
+	conn, err := dial(socket, start.Add(timeout))
 	if err != nil {
 		return reply{}, unreachable(err)
 	}
@@ -99,7 +130,33 @@ func postUnix(socket, route string, body []byte, timeout time.Duration, headers 
 	return readHTTPAnswer(closeReader{conn})
 }
 
-// dialBound: how long the connect may take, within the exchange's timeout.
+// dial connects to socket by deadline. A full listen backlog (connect(2) on a Unix socket fails
+// at once with EAGAIN, which is EWOULDBLOCK) is a busy stewardd, not a gone one: the connect is
+// tried again after a pause growing from backlogPause to backlogPauseMost, for at most
+// connectBound. Within a STATUS's bound that reads as no answer (its alive beacon decides); past
+// connectBound an ADD answers 11 and a DEL is spooled, rather than wait out their whole bounds
+// while the runtime's calls and these processes pile up.
+func dial(socket string, deadline time.Time) (net.Conn, error) {
+	patience := time.Now().Add(connectBound)
+	pause := backlogPause
+	for {
+		dialer := net.Dialer{Deadline: time.Now().Add(dialBound(time.Until(deadline)))}
+		conn, err := dialer.Dial("unix", socket)
+		if !errors.Is(err, syscall.EAGAIN) {
+			return conn, err
+		}
+		if time.Until(deadline) <= 0 {
+			return nil, &unreachableError{reason: "its listen backlog stayed full (EAGAIN) until the bound", timeout: true}
+		}
+		if time.Until(patience) <= 0 {
+			return nil, &unreachableError{reason: "its listen backlog stayed full (EAGAIN) for " + connectBound.String()}
+		}
+		time.Sleep(min(pause, time.Until(deadline), time.Until(patience)))
+		pause = min(2*pause, backlogPauseMost)
+	}
+}
+
+// dialBound: how long one connect may take, within what is left of the exchange's timeout.
 func dialBound(timeout time.Duration) time.Duration {
 	if timeout > connectBound {
 		return connectBound
@@ -263,14 +320,26 @@ func (a *answerReader) read() (reply, error) {
 	line, err := a.tp.ReadLine()
 	if err != nil {
 		if a.src.hit {
-			return reply{}, &badAnswerError{whyHeadTooLong}
+			return reply{}, &badAnswerError{reason: whyHeadTooLong}
 		}
 		return reply{}, cutOff(err, closedInHead)
 	}
+	minor, status, ok := parseStatusLine(line)
+	r, err := a.readAfter(minor, status, ok)
+	if err != nil && ok {
+		// What stewardd meant is known even when its answer is not: a 2xx is a request carried out.
+		return reply{}, afterStatus(err, status)
+	}
+	return r, err
+}
+
+// readAfter reads the rest of an answer whose status line was read (as minor, status; ok false
+// when it is malformed, which is told after a head cut off or too long).
+func (a *answerReader) readAfter(minor byte, status int, ok bool) (reply, error) {
 	header, herr := a.tp.ReadMIMEHeader()
 	if herr != nil {
 		if a.src.hit {
-			return reply{}, &badAnswerError{whyHeadTooLong}
+			return reply{}, &badAnswerError{reason: whyHeadTooLong}
 		}
 		var pe textproto.ProtocolError
 		if !errors.As(herr, &pe) {
@@ -278,21 +347,20 @@ func (a *answerReader) read() (reply, error) {
 			return reply{}, cutOff(herr, closedInHead)
 		}
 	}
-	minor, status, ok := parseStatusLine(line)
 	if !ok {
-		return reply{}, &badAnswerError{whyStatusLine}
+		return reply{}, &badAnswerError{reason: whyStatusLine}
 	}
 	if herr != nil {
-		return reply{}, &badAnswerError{whyHeaderLine}
+		return reply{}, &badAnswerError{reason: whyHeaderLine}
 	}
 	a.src.limit = math.MaxInt64
 	// The shim sends no Expect: 100-continue and stewardd sends no other 1xx: one here is refused,
 	// not skipped for what may follow it (as RFC 9110 §15.2 has a client do).
 	if status >= 100 && status < 200 {
-		return reply{}, &badAnswerError{"stewardd's answer has the interim status " + strconv.Itoa(status)}
+		return reply{}, &badAnswerError{reason: "stewardd's answer has the interim status " + strconv.Itoa(status)}
 	}
 	if status < 100 || status > 599 {
-		return reply{}, &badAnswerError{"stewardd's answer has the status " + strconv.Itoa(status) + ", not one of 200-599"}
+		return reply{}, &badAnswerError{reason: "stewardd's answer has the status " + strconv.Itoa(status) + ", not one of 200-599"}
 	}
 
 	// RFC 9112 §6.1: Transfer-Encoding was added in HTTP/1.1; an HTTP/1.0 message that has one is
@@ -301,10 +369,10 @@ func (a *answerReader) read() (reply, error) {
 	// item 4 would read such a body to the close, still coded).
 	te, hasTE := header["Transfer-Encoding"]
 	if hasTE && minor == '0' {
-		return reply{}, &badAnswerError{whyCodingIn10}
+		return reply{}, &badAnswerError{reason: whyCodingIn10}
 	}
 	if hasTE && (len(te) != 1 || !isChunked(te[0])) {
-		return reply{}, &badAnswerError{whyCoding}
+		return reply{}, &badAnswerError{reason: whyCoding}
 	}
 	// RFC 9110 §8.6: a Content-Length is a decimal number; repeated with differing values the
 	// framing is unknown. Checked even where Transfer-Encoding overrides it (RFC 9112 §6.3 item
@@ -313,12 +381,12 @@ func (a *answerReader) read() (reply, error) {
 	if cl, has := header["Content-Length"]; has {
 		for _, v := range cl[1:] {
 			if v != cl[0] {
-				return reply{}, &badAnswerError{whyLengths}
+				return reply{}, &badAnswerError{reason: whyLengths}
 			}
 		}
 		n, ok := decimal(cl[0])
 		if !ok {
-			return reply{}, &badAnswerError{whyLength}
+			return reply{}, &badAnswerError{reason: whyLength}
 		}
 		length = n
 	}
@@ -328,6 +396,7 @@ func (a *answerReader) read() (reply, error) {
 		r.protocol, r.hasProtocol = strings.Trim(v[0], " \t"), true
 	}
 	// RFC 9112 §6.3: the body's length, in the order of precedence it sets.
+	var err error
 	switch {
 	case status == 204 || status == 304:
 		// Item 1: such an answer ends with its header section, whatever its fields say.
@@ -412,7 +481,7 @@ func cutOff(err error, closed string) *unreachableError {
 // not to the size announced.
 func (a *answerReader) sized(n int64) ([]byte, error) {
 	if n > maxAnswerBytes {
-		return nil, &badAnswerError{whyTooLong}
+		return nil, &badAnswerError{reason: whyTooLong}
 	}
 	body, err := io.ReadAll(io.LimitReader(a.br, n))
 	if err != nil {
@@ -432,7 +501,7 @@ func (a *answerReader) toClose() ([]byte, error) {
 		return nil, unreachable(err)
 	}
 	if len(body) > maxAnswerBytes {
-		return nil, &badAnswerError{whyTooLong}
+		return nil, &badAnswerError{reason: whyTooLong}
 	}
 	return body, nil
 }
@@ -445,20 +514,20 @@ func (a *answerReader) chunked() ([]byte, error) {
 	for {
 		line, err := a.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			return nil, &badAnswerError{whyChunkLineLong}
+			return nil, &badAnswerError{reason: whyChunkLineLong}
 		}
 		if err != nil {
 			return nil, cutOff(err, closedInChunks)
 		}
 		size, ok := chunkSize(line)
 		if !ok {
-			return nil, &badAnswerError{whyChunkLine}
+			return nil, &badAnswerError{reason: whyChunkLine}
 		}
 		if size == 0 {
 			break
 		}
 		if size > maxAnswerBytes-len(body) {
-			return nil, &badAnswerError{whyTooLong}
+			return nil, &badAnswerError{reason: whyTooLong}
 		}
 		chunk, err := io.ReadAll(io.LimitReader(a.br, int64(size)))
 		if err != nil {
@@ -473,7 +542,7 @@ func (a *answerReader) chunked() ([]byte, error) {
 			return nil, cutOff(err, closedInChunk)
 		}
 		if crlf != [2]byte{'\r', '\n'} {
-			return nil, &badAnswerError{whyChunkEnd}
+			return nil, &badAnswerError{reason: whyChunkEnd}
 		}
 	}
 	// trailer-section CRLF: field lines as in the header section (RFC 9112 §7.1.2), up to and
@@ -481,11 +550,11 @@ func (a *answerReader) chunked() ([]byte, error) {
 	a.bound(maxHeadBytes)
 	if _, err := a.tp.ReadMIMEHeader(); err != nil {
 		if a.src.hit {
-			return nil, &badAnswerError{whyTrailerTooLong}
+			return nil, &badAnswerError{reason: whyTrailerTooLong}
 		}
 		var pe textproto.ProtocolError
 		if errors.As(err, &pe) {
-			return nil, &badAnswerError{whyTrailerLine}
+			return nil, &badAnswerError{reason: whyTrailerLine}
 		}
 		return nil, cutOff(err, closedInTrailer)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -211,6 +212,12 @@ func fakeStewardd(t *testing.T, handle func(c net.Conn, br *bufio.Reader, conten
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveFake(t, ln, handle)
+	return socket
+}
+
+// serveFake runs handle on each connection ln accepts, as fakeStewardd describes, until the test ends.
+func serveFake(t *testing.T, ln net.Listener, handle func(c net.Conn, br *bufio.Reader, contentLength int, done <-chan struct{})) {
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		close(done)
@@ -242,7 +249,97 @@ func fakeStewardd(t *testing.T, handle func(c net.Conn, br *bufio.Reader, conten
 			}()
 		}
 	}()
-	return socket
+}
+
+// fullBacklog listens on a Unix socket with a backlog of 1, never accepting, and fills the backlog
+// with non-blocking connects until one fails with EAGAIN: the next connect(2) fails so at once, as
+// to a stewardd too busy to accept. It returns the socket and the listening socket's file.
+func fullBacklog(t *testing.T) (string, *os.File) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "stb") // short: a Unix socket's path is at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "s.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := os.NewFile(uintptr(fd), "backlog")
+	t.Cleanup(func() { ln.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: socket}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		c, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Close(c) })
+		err = syscall.Connect(c, &syscall.SockaddrUnix{Name: socket})
+		if err == syscall.EAGAIN {
+			return socket, ln
+		}
+		if err != nil || i == 100 {
+			t.Fatalf("connect %d: %v; the backlog never filled", i, err)
+		}
+	}
+}
+
+// A full listen backlog is a stewardd too busy to accept, not a gone one: the connect is tried
+// again until the bound, which then is a timeout (no answer within it), and gets through as soon as
+// stewardd accepts again.
+func TestAFullListenBacklogIsWaitedOutWithinTheBound(t *testing.T) {
+	socket, ln := fullBacklog(t)
+	start := time.Now()
+	_, err := postUnix(socket, "/v1/cni", []byte("{}"), 300*time.Millisecond, nil)
+	var u *unreachableError
+	if took := time.Since(start); !errors.As(err, &u) || !u.timeout || took < 300*time.Millisecond {
+		t.Fatalf("%T %v after %v, want a timeout at the 300 ms bound", err, err, took)
+	}
+
+	got := make(chan error, 1)
+	go func() {
+		r, err := postUnix(socket, "/v1/cni", []byte("{}"), 30*time.Second, nil)
+		if err == nil && r.status != 200 {
+			err = errors.New("status " + strconv.Itoa(r.status))
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	l, err := net.FileListener(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveFake(t, l, answers(ok200+"Content-Length: 0\r\n\r\n"))
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("once stewardd accepts: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer within 10 s of stewardd accepting again")
+	}
+}
+
+// A backlog that stays full longer than connectBound is given up on there, not at a long
+// command bound: an ADD answers 11 and a DEL is spooled rather than wait out 120 s or 30 s.
+func TestABacklogFullPastTheConnectBoundIsGivenUpOn(t *testing.T) {
+	socket, _ := fullBacklog(t)
+	start := time.Now()
+	_, err := postUnix(socket, "/v1/cni", []byte("{}"), 30*time.Second, nil)
+	took := time.Since(start)
+	var u *unreachableError
+	if !errors.As(err, &u) || u.timeout || !strings.Contains(u.reason, "listen backlog stayed full (EAGAIN) for 2s") {
+		t.Fatalf("%T %v, want the backlog named, not a timeout", err, err)
+	}
+	if took < connectBound || took > connectBound+time.Second {
+		t.Fatalf("gave up after %v, want about %v", took, connectBound)
+	}
 }
 
 // answers returns a handler that reads the whole request, writes raw and closes.
@@ -394,5 +491,30 @@ func TestErrorsSayWhatTheyAre(t *testing.T) {
 	}
 	if e := (&unreachableError{reason: "u"}); e.Error() != "u" {
 		t.Error(e.Error())
+	}
+}
+
+// An answer that stops or goes wrong after its status line carries that line's code: a 2xx is a
+// request stewardd carried out. Before a status line (or with a malformed one), none.
+func TestAnAnswerLostAfterItsStatusLineKeepsItsStatus(t *testing.T) {
+	for raw, want := range map[string]int{
+		ok200 + "Content-Length: 100\r\n\r\n{\"cni":                        200,
+		ok200 + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n": 200,
+		ok200 + "Content-Length: 2\r\n":                                    200,
+		"HTTP/1.1 201 Created\r\nTransfer-Encoding: gzip\r\n\r\n":          201,
+		"HTTP/1.1 100 Continue\r\n\r\n":                                    100,
+		"HTTP/1.1 500 X\r\nContent-Length: 9\r\n\r\n{}":                    500,
+		"HTTP/1.1 2":      0,
+		"garbage\r\n\r\n": 0,
+		"HTTP/1.1 200 " + strings.Repeat("r", 70000) + "\r\n\r\n":                       0,
+		ok200 + strings.Repeat("X-Pad: "+strings.Repeat("p", 1000)+"\r\n", 70) + "\r\n": 200,
+	} {
+		_, err := readHTTPAnswer(strings.NewReader(raw))
+		if err == nil || statusOf(err) != want {
+			t.Errorf("%q: %v, status %d, want an error with status %d", quoteShort([]byte(raw)), err, statusOf(err), want)
+		}
+	}
+	if statusOf(errors.New("other")) != 0 || afterStatus(errors.New("other"), 200).Error() != "other" {
+		t.Error("an error of another kind has no status")
 	}
 }

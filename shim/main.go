@@ -82,8 +82,11 @@ func call(e env, fd int, elapsed func() time.Duration, send sender, spool spoole
 		return stdinNotClosed(bound), 1
 	}
 	return run(input{env: e, stdin: stdin, elapsed: elapsed, restart: restartRecordLeft, sleep: time.Sleep,
-		noteNotReady: writeNotReadyNote, beacon: readBeacon}, send, spool)
+		noteNotReady: writeNotReadyNote, beacon: readBeacon, warn: warnStderr}, send, spool)
 }
+
+// warnStderr writes one line for the runtime's log: it keeps a plugin's stderr, not its stdout.
+func warnStderr(s string) { writeAll(2, []byte("steward: "+s+"\n")) }
 
 // environ: the environment as a map; the first of a repeated name wins, as getenv(3) finds it.
 func environ(kv []string) env {
@@ -102,7 +105,8 @@ func environ(kv []string) env {
 // when complete is given, until what was read satisfies it; closed is false when none of that
 // happened within bound (a runtime always writes and closes stdin, so the shim's bounds hold
 // however long a broken caller keeps it open), and data is then what had arrived. The read runs on
-// its own goroutine: left blocked there, it does not hold the exit. A read error ends the input.
+// its own goroutine: left blocked there, it does not hold the exit. A read error ends the input,
+// except EAGAIN: a non-blocking stdin that is empty for now is waited on, not taken for its end.
 func readStdin(fd, limit int, bound time.Duration, complete func([]byte) bool) (data []byte, closed bool) {
 	done := make(chan []byte, 1)
 	var mu sync.Mutex
@@ -125,6 +129,10 @@ func readStdin(fd, limit int, bound time.Duration, complete func([]byte) bool) (
 			}
 			n, err := syscall.Read(fd, buf[len(buf):end])
 			if err == syscall.EINTR {
+				continue
+			}
+			if err == syscall.EAGAIN {
+				waitReadable(fd)
 				continue
 			}
 			if n <= 0 {

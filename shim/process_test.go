@@ -51,13 +51,14 @@ func shimBinary(t *testing.T) string {
 
 // recordingDaemon accepts connections on a Unix socket, answers each request once it has arrived,
 // half-closes and keeps reading until the client closes: every byte the client sent is recorded.
+// The i-th connection gets the i-th answer, the last one those after it.
 type recordingDaemon struct {
 	mu    sync.Mutex
 	conns [][]byte
 	wg    sync.WaitGroup
 }
 
-func startRecordingDaemon(t *testing.T, socket, answer string) *recordingDaemon {
+func startRecordingDaemon(t *testing.T, socket string, answers ...string) *recordingDaemon {
 	t.Helper()
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
@@ -66,11 +67,12 @@ func startRecordingDaemon(t *testing.T, socket, answer string) *recordingDaemon 
 	d := &recordingDaemon{}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
-		for {
+		for i := 0; ; i++ {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			answer := answers[min(i, len(answers)-1)]
 			d.wg.Add(1)
 			go func() {
 				defer d.wg.Done()
@@ -303,5 +305,71 @@ func TestTheBinaryWritingToAClosedStdoutExitsWithItsCode(t *testing.T) {
 	}
 	if n := len(d.received()); n != 1 {
 		t.Errorf("%d connections", n)
+	}
+}
+
+// A DEL spooled because stewardd's answer could not be used exits 0 with nothing on stdout, as the
+// CNI spec has a DEL succeed; stderr, which the runtime logs, says why it was spooled.
+func TestTheBinarySaysOnStderrWhyADELWasSpooled(t *testing.T) {
+	exe := shimBinary(t)
+	dir := shortTempDir(t)
+	socket := filepath.Join(dir, "s.sock")
+	d := startRecordingDaemon(t, socket, "HTTP/1.1 100 Continue\r\n\r\n")
+	cmd := exec.Command(exe)
+	cmd.Env = []string{"CNI_COMMAND=DEL", "CNI_CONTAINERID=abc", "CNI_IFNAME=eth0", "CNI_PATH=/p"}
+	cmd.Stdin = strings.NewReader(`{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `","spoolDir":"` + dir + `/spool"}`)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.json"))
+	if err != nil || len(out) != 0 || len(files) != 1 || len(d.received()) != 1 {
+		t.Fatalf("%v %q, spooled %v; want exit 0, nothing on stdout, the DEL spooled", err, out, files)
+	}
+	if got := stderr.String(); !strings.HasPrefix(got, "steward: stewardd at "+socket+" answered, but not with a usable HTTP answer: ") ||
+		!strings.Contains(got, "interim status 100") || !strings.Contains(got, "the DEL was spooled to "+files[0]) || strings.Count(got, "\n") != 1 {
+		t.Errorf("stderr %q", got)
+	}
+}
+
+// A runtime may hand over stdin as a non-blocking pipe: read before the netconf is written, it
+// answers EAGAIN, which is no end of input: the shim waits for the netconf within its bound.
+func TestANonBlockingStdinIsWaitedForNotReadAsEmpty(t *testing.T) {
+	exe := shimBinary(t)
+	dir := shortTempDir(t)
+	socket := filepath.Join(dir, "s.sock")
+	d := startRecordingDaemon(t, socket, okAnswer)
+	var in, out [2]int
+	if err := syscall.Pipe2(in[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Pipe2(out[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	// O_NONBLOCK is the open pipe's, which the shim's fd 0 shares. Not exec.Cmd: os.File.Fd(),
+	// which it calls, puts a descriptor back in blocking mode.
+	if err := syscall.SetNonblock(in[0], true); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=abc", "CNI_NETNS=/n", "CNI_IFNAME=eth0", "CNI_PATH=/p"}
+	pid, err := syscall.ForkExec(exe, []string{exe}, &syscall.ProcAttr{Env: env, Files: []uintptr{uintptr(in[0]), uintptr(out[1]), uintptr(out[1])}})
+	syscall.Close(in[0])
+	syscall.Close(out[1])
+	if err != nil {
+		syscall.Close(in[1])
+		syscall.Close(out[0])
+		t.Fatal(err)
+	}
+	proc, _ := os.FindProcess(pid)
+	timer := time.AfterFunc(30*time.Second, func() { _ = proc.Kill() })
+	defer timer.Stop()
+	time.Sleep(50 * time.Millisecond)
+	_, werr := syscall.Write(in[1], []byte(`{"cniVersion":"1.0.0","name":"n","socket":"`+socket+`"}`))
+	syscall.Close(in[1])
+	stdout := os.NewFile(uintptr(out[0]), "stdout")
+	defer stdout.Close()
+	got, _ := io.ReadAll(stdout)
+	st, err := proc.Wait()
+	if werr != nil || err != nil || st.ExitCode() != 0 || string(got) != `{"cniVersion":"1.0.0"}` || len(d.received()) != 1 {
+		t.Errorf("write %v, exit %v %v, stdout %q: want the netconf read and the ADD answered", werr, st, err, got)
 	}
 }

@@ -28,6 +28,8 @@ type input struct {
 	// beacon reads stewardd's alive beacon for a STATUS it is slow to answer (beacon.go); nil:
 	// never.
 	beacon beaconRead
+	// warn tells the runtime's log (stderr) what an exit 0 does not show; nil: nothing is written.
+	warn func(string)
 }
 
 // request is one call, read and checked: what to send to which socket, within what bound.
@@ -226,19 +228,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		remaining = req.bound.remaining - (in.elapsed() - start)
 	}
 	if err != nil {
-		var u *unreachableError
-		var bad *badAnswerError
-		switch {
-		case errors.As(err, &u):
-			e := unreachableOutcome(req, u, spool)
-			if req.command == "STATUS" && in.noteNotReady != nil {
-				in.noteNotReady(req.socket, notReadyWhy(req, u, in.restart), e.Msg)
-			}
-			return nil, e
-		case errors.As(err, &bad):
-			return nil, newError(codeInternal, "stewardd at "+req.socket+" answered, but not with a usable HTTP answer: "+bad.reason)
-		}
-		return nil, newError(codeInternal, "steward shim: the request to stewardd at "+req.socket+" failed: "+err.Error())
+		return nil, sendFailed(req, in, err, send, spool)
 	}
 	if skew := versionSkew(req.command, r, req.socket); skew != nil {
 		// A DEL must never be lost: stewardd replays the spool when it starts, i.e. once the
@@ -252,11 +242,77 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		// the skew: the runtime is told the ADD failed and sends no DEL after that (containerd
 		// 1.6.37+, 1.7.23+, 2.x), so the shim undoes it itself before answering.
 		if req.command == "ADD" && r.status == 200 {
-			skew.Msg += "; " + undoSkewedAdd(req, send, spool, in.elapsed)
+			skew.Msg += "; " + undoAdd(req, send, spool, in.elapsed, "when stewardd next starts")
 		}
 		return nil, skew
 	}
+	// An ADD's answer is its result: libcni would fail on anything else after the interfaces
+	// exist, and the runtime sends no DEL after that failure, so the shim undoes the ADD.
+	if req.command == "ADD" && r.status == 200 && !isJSONObject(r.body) {
+		return nil, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the ADD with 200 and a body that is not a JSON object; " +
+			undoAdd(req, send, spool, in.elapsed, spooledByLiveDaemon), Details: firstChars(string(r.body), 200)}
+	}
 	return &r, nil
+}
+
+// sendFailed: what the runtime hears when no usable answer came back; nil when a DEL was spooled.
+func sendFailed(req request, in input, err error, send sender, spool spooler) *cniError {
+	if req.command == "ADD" && statusOf(err)/100 == 2 {
+		return lostAddAnswer(req, err, send, spool, in.elapsed)
+	}
+	var u *unreachableError
+	var bad *badAnswerError
+	switch {
+	case errors.As(err, &u):
+		e := unreachableOutcome(req, u, spool)
+		if req.command == "STATUS" && in.noteNotReady != nil {
+			in.noteNotReady(req.socket, notReadyWhy(req, u, in.restart), e.Msg)
+		}
+		return e
+	case errors.As(err, &bad):
+		why := "stewardd at " + req.socket + " answered, but not with a usable HTTP answer: " + bad.reason
+		if req.command == "DEL" {
+			return spoolUnusable(req, why, spool, in.warn)
+		}
+		return newError(codeInternal, why)
+	}
+	return newError(codeInternal, "steward shim: the request to stewardd at "+req.socket+" failed: "+err.Error())
+}
+
+// spooledByLiveDaemon: when a spooled DEL runs if stewardd is serving (its scheduler reads the spool).
+const spooledByLiveDaemon = "when stewardd next reads its spool"
+
+// lostAddAnswer: an ADD stewardd answered with a 2xx status line whose answer then was cut off or
+// could not be read. stewardd carried it out (its delegates ran, its journal committed); the
+// runtime, told it failed, sends no DEL after it (containerd 1.6.37+, 1.7.23+, 2.x), so the
+// shim undoes it as it does a skewed ADD. stewardd answered: it is not called unreachable.
+func lostAddAnswer(req request, err error, send sender, spool spooler, elapsed func() time.Duration) *cniError {
+	head := "stewardd at " + req.socket + " answered the ADD with HTTP " + strconv.Itoa(statusOf(err))
+	undo := undoAdd(req, send, spool, elapsed, spooledByLiveDaemon)
+	var u *unreachableError
+	if errors.As(err, &u) {
+		// Cut off (stewardd died or froze mid-answer): transient, as no answer at all is.
+		reason := u.reason
+		if u.timeout {
+			reason = "the rest of it not within " + req.bound.label
+		}
+		return newError(codeTryAgainLater, head+", but the answer was cut off ("+reason+"); "+undo+"; try again later")
+	}
+	return newError(codeInternal, head+", but not with a usable HTTP answer: "+err.Error()+"; "+undo)
+}
+
+// spoolUnusable spools a DEL whose answer the shim cannot use, as one that got no answer: stewardd
+// may or may not have torn down, and a repeat DEL is harmless (its tombstones answer it). nil when
+// it was spooled; warn says why.
+func spoolUnusable(req request, why string, spool spooler, warn func(string)) *cniError {
+	path, err := spool(req.spoolDir, req.containerID, req.body)
+	if err != nil {
+		return newError(codeTryAgainLater, why+"; the DEL could not be spooled to "+req.spoolDir+": "+err.Error())
+	}
+	if warn != nil {
+		warn(why + "; the DEL was spooled to " + path + " and is carried out " + spooledByLiveDaemon)
+	}
+	return nil
 }
 
 // notReadyWhy names why STATUS found stewardd unavailable: frozen (no answer within the bound),
@@ -309,13 +365,13 @@ func unreachableOutcome(req request, u *unreachableError, spool spooler) *cniErr
 	return newError(codeTryAgainLater, where+"; try again later")
 }
 
-// readAnswer: stewardd's answer as the runtime gets it. A 200 is printed as it came (an ADD's
-// result must be a JSON object: libcni would fail on anything else after the interfaces exist; a
-// CHECK's is empty, or an object); a CNI error keeps its words; anything else is 104 naming stewardd.
+// readAnswer: stewardd's answer as the runtime gets it. A 200 is printed as it came (a CHECK's is
+// empty, or an object; an ADD's is a JSON object, deliver saw to it); a CNI error keeps its words;
+// anything else is 104 naming stewardd.
 func readAnswer(req request, r reply) ([]byte, int) {
 	if r.status == 200 {
-		// An ADD's answer is its result; a CHECK's is nothing (CNI spec) or an object, never a fragment.
-		if (req.command == "ADD" || (req.command == "CHECK" && len(r.body) > 0)) && !isJSONObject(r.body) {
+		// A CHECK's answer is nothing (CNI spec) or an object, never a fragment (an ADD's: deliver).
+		if req.command == "CHECK" && len(r.body) > 0 && !isJSONObject(r.body) {
 			return (&cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the " + req.command +
 				" with 200 and a body that is not a JSON object", Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
 		}
@@ -349,9 +405,10 @@ func isJSONObject(b []byte) bool {
 	return json.Unmarshal(b, &obj) == nil && obj != nil
 }
 
-// undoSkewedAdd sends the DEL of an ADD an older stewardd served (within the DEL's own bound, as
-// the runtime would have sent it), or spools it when that DEL gets no 200; it says which.
-func undoSkewedAdd(req request, send sender, spool spooler, elapsed func() time.Duration) string {
+// undoAdd sends the DEL of an ADD stewardd carried out though the runtime is told it failed (an
+// older stewardd's, or one whose answer was lost), within the DEL's own bound as the runtime would
+// have sent it, or spools it when that DEL gets no 200; it says which (a spooled DEL runs later).
+func undoAdd(req request, send sender, spool spooler, elapsed func() time.Duration, later string) string {
 	del := env{}
 	for k, v := range req.wire {
 		del[k] = v
@@ -368,7 +425,7 @@ func undoSkewedAdd(req request, send sender, spool spooler, elapsed func() time.
 	if _, serr := spool(req.spoolDir, req.containerID, body); serr != nil {
 		return "its ADD could not be undone (the DEL failed and could not be spooled: " + serr.Error() + ")"
 	}
-	return "the ADD it carried out is undone by a spooled DEL when stewardd next starts"
+	return "the ADD it carried out is undone by a spooled DEL " + later
 }
 
 // firstChars: the first n characters of s.

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -77,18 +78,17 @@ func TestTheNetconfsSocketAndBoundAreUsed(t *testing.T) {
 	}
 }
 
-func TestAnErrorFromTheSenderThatIsNotUnreachableIsCode104AndNotSpooled(t *testing.T) {
-	for _, err := range []error{errors.New("bug in client: not found"), &badAnswerError{reason: "not found in the answer"}} {
-		var calls []sendCall
-		var dirs []string
-		out, code := run(input{env: delEnv, stdin: []byte(`{"cniVersion":"0.4.0"}`), elapsed: zero},
-			fakeSend(&calls, reply{}, err), fakeSpool(&dirs, nil))
-		if code != 1 || !strings.Contains(string(out), `"code":104`) || !strings.Contains(string(out), "not-found") {
-			t.Errorf("%v: %d %s", err, code, out)
-		}
-		if len(dirs) != 0 {
-			t.Errorf("%v: spooled %v", err, dirs)
-		}
+func TestAnErrorFromTheSenderOfNeitherKindIsCode104AndNotSpooled(t *testing.T) {
+	// A bug in the shim's own client: stewardd was not heard from, and spooling would hide the bug.
+	var calls []sendCall
+	var dirs []string
+	out, code := run(input{env: delEnv, stdin: []byte(`{"cniVersion":"0.4.0"}`), elapsed: zero},
+		fakeSend(&calls, reply{}, errors.New("bug in client: not found")), fakeSpool(&dirs, nil))
+	if code != 1 || !strings.Contains(string(out), `"code":104`) || !strings.Contains(string(out), "not-found") {
+		t.Errorf("%d %s", code, out)
+	}
+	if len(dirs) != 0 {
+		t.Errorf("spooled %v", dirs)
 	}
 }
 
@@ -444,5 +444,156 @@ func TestSTATUSReadsAnUnusableAnswerAsNotAvailable(t *testing.T) {
 				t.Errorf("%s, %s: exit %d %s, want %s", c.name, command, code, out, want)
 			}
 		}
+	}
+}
+
+// shortTempDir: a temp dir whose socket path fits a Unix socket's 107 bytes, whatever the test's name.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// delOf finds the DEL among the raw requests a recordingDaemon received: its hint headers and body.
+func delOf(t *testing.T, conns [][]byte) (head string, body map[string]map[string]any) {
+	t.Helper()
+	for _, c := range conns {
+		end := bytes.Index(c, []byte("\r\n\r\n"))
+		if end < 0 || !bytes.Contains(c[:end], []byte("\r\nx-cni-command: DEL\r\n")) {
+			continue
+		}
+		if err := json.Unmarshal(c[end+4:], &body); err != nil {
+			t.Fatalf("the DEL's body: %v: %q", err, c[end+4:])
+		}
+		return string(c[:end]), body
+	}
+	return "", nil
+}
+
+// An ADD answered with a 200 status line was carried out by stewardd (delegates ran, journal
+// committed), whatever became of the rest of the answer. The runtime, told it failed, sends no DEL
+// after it, so the shim sends the DEL (or spools it) for the same container and ifname, and does
+// not call a stewardd that answered unreachable.
+func TestAnADDAnswered200WhoseAnswerIsLostIsUndone(t *testing.T) {
+	const cutOff = "HTTP/1.1 200 OK\r\nx-steward-protocol: 2\r\nContent-Length: 100\r\n\r\n{\"cni"
+	const delAnswered = "HTTP/1.1 200 OK\r\nx-steward-protocol: 2\r\nContent-Length: 0\r\n\r\n"
+	for _, c := range []struct {
+		name    string
+		answers []string
+		code    float64
+		msg     string
+		spooled bool
+	}{
+		{"its body cut off", []string{cutOff, delAnswered}, codeTryAgainLater,
+			"answered the ADD with HTTP 200, but the answer was cut off (connection closed after 5 of 100 body bytes); the ADD it carried out was undone (DEL answered); try again later", false},
+		{"broken chunk framing", []string{ok200 + "x-steward-protocol: 2\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n", delAnswered}, codeInternal,
+			"answered the ADD with HTTP 200, but not with a usable HTTP answer: " + whyChunkEnd + "; the ADD it carried out was undone (DEL answered)", false},
+		{"a body that is not a JSON object", []string{ok200 + "x-steward-protocol: 2\r\nContent-Length: 2\r\n\r\nok", delAnswered}, codeInternal,
+			"answered the ADD with 200 and a body that is not a JSON object; the ADD it carried out was undone (DEL answered)", false},
+		{"its body cut off, and the DEL's too", []string{cutOff}, codeTryAgainLater,
+			"the ADD it carried out is undone by a spooled DEL when stewardd next reads its spool; try again later", true},
+	} {
+		dir := shortTempDir(t)
+		socket := filepath.Join(dir, "s.sock")
+		d := startRecordingDaemon(t, socket, c.answers...)
+		e := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth1", "CNI_PATH": "/p"}
+		conf := `{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `","spoolDir":"` + dir + `/spool"}`
+		out, code := run(input{env: e, stdin: []byte(conf), elapsed: zero}, postUnix, spoolRequest)
+		var got cniError
+		if code == 0 || json.Unmarshal(out, &got) != nil || float64(got.Code) != c.code || !strings.Contains(got.Msg, c.msg) || strings.Contains(got.Msg, "unreachable") {
+			t.Errorf("%s: exit %d %s, want code %v with %q", c.name, code, out, c.code, c.msg)
+		}
+		head, body := delOf(t, d.received())
+		if !strings.Contains(head, "\r\nx-cni-containerid: abc\r\n") || !strings.Contains(head, "\r\nx-cni-ifname: eth1\r\n") ||
+			body["env"]["CNI_COMMAND"] != "DEL" || body["env"]["CNI_CONTAINERID"] != "abc" || body["env"]["CNI_IFNAME"] != "eth1" {
+			t.Errorf("%s: no DEL of the same attachment was sent: %q %v", c.name, head, body)
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.json"))
+		if len(files) != map[bool]int{true: 1, false: 0}[c.spooled] {
+			t.Errorf("%s: spooled %v", c.name, files)
+		}
+		for _, f := range files {
+			var spooled map[string]map[string]any
+			if b, _ := os.ReadFile(f); json.Unmarshal(b, &spooled) != nil || spooled["env"]["CNI_COMMAND"] != "DEL" ||
+				spooled["env"]["CNI_CONTAINERID"] != "abc" || spooled["env"]["CNI_IFNAME"] != "eth1" {
+				t.Errorf("%s: spooled %s", c.name, b)
+			}
+		}
+	}
+}
+
+// A DEL that got an answer the shim cannot use (an interim 1xx, broken framing) may or may not have
+// been carried out: it is spooled as one that got no answer (a repeat DEL is harmless), not failed.
+func TestADELAnsweredUnusablyIsSpooledNotFailed(t *testing.T) {
+	for _, c := range []struct{ name, answer string }{
+		{"an interim 100 Continue, then the close", "HTTP/1.1 100 Continue\r\n\r\n"},
+		{"broken chunk framing", ok200 + "x-steward-protocol: 2\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n"},
+	} {
+		dir := shortTempDir(t)
+		socket := filepath.Join(dir, "s.sock")
+		startRecordingDaemon(t, socket, c.answer)
+		conf := `{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `","spoolDir":"` + dir + `/spool"}`
+		out, code := run(input{env: delEnv, stdin: []byte(conf), elapsed: zero}, postUnix, spoolRequest)
+		files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.json"))
+		if code != 0 || len(out) != 0 || len(files) != 1 {
+			t.Errorf("%s: exit %d %s, spooled %v; want 0, nothing, one DEL spooled", c.name, code, out, files)
+		}
+	}
+	// Neither usable nor spooled: the runtime is told, failure-safe, and retries.
+	var dirs []string
+	out, code := run(input{env: delEnv, stdin: []byte(`{"cniVersion":"1.0.0"}`), elapsed: zero},
+		fakeSend(&[]sendCall{}, reply{}, &badAnswerError{reason: whyChunkEnd}), fakeSpool(&dirs, errors.New("open x: no such file or directory")))
+	if code != 1 || !strings.Contains(string(out), whyChunkEnd) || !strings.Contains(string(out), "could not be spooled") ||
+		strings.Contains(string(out), "no such file") || len(dirs) != 1 {
+		t.Errorf("spool failing: exit %d %s", code, out)
+	}
+}
+
+// An ADD whose 200 status line came and the rest of its answer did not within the bound is undone too,
+// and the message names the bound.
+func TestAnADDWhose200AnswerStoppedAtTheBoundIsUndone(t *testing.T) {
+	e := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	var commands []string
+	send := func(_, _ string, body []byte, _ time.Duration, _ [][2]string) (reply, error) {
+		var b map[string]map[string]any
+		_ = json.Unmarshal(body, &b)
+		commands = append(commands, b["env"]["CNI_COMMAND"].(string))
+		if len(commands) == 1 {
+			return reply{}, &unreachableError{reason: "timed out", timeout: true, status: 200}
+		}
+		return reply{status: 200, protocol: "2", hasProtocol: true}, nil
+	}
+	out, code := run(input{env: e, stdin: []byte(`{"cniVersion":"1.0.0","name":"n"}`), elapsed: zero}, send, nil)
+	if code != 1 || !strings.Contains(string(out), `"code":11`) || !strings.Contains(string(out), "answer was cut off (the rest of it not within the ADD bound of 120000 ms); the ADD it carried out was undone (DEL answered)") {
+		t.Errorf("%d %s", code, out)
+	}
+	if strings.Join(commands, " ") != "ADD DEL" {
+		t.Errorf("sent %v", commands)
+	}
+}
+
+// readStdin on a non-blocking pipe that is empty for now waits for what is written to it.
+func TestReadStdinWaitsOnANonBlockingPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fd := int(r.Fd())
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = w.Write([]byte(`{"a":1}`))
+		w.Close()
+	}()
+	data, closed := readStdin(fd, 1024, 10*time.Second, nil)
+	if !closed || string(data) != `{"a":1}` {
+		t.Errorf("%q closed %v", data, closed)
 	}
 }
