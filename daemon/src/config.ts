@@ -312,21 +312,3 @@ function apiAccess(
     timeoutMs: int('k8s-timeout', str('k8s-timeout'), 5, 1, problems) * 1000,
   };
 }
-
-export const PROBE_USAGE = `usage: stewardd probe [--socket PATH] [--timeout SEC] /healthz|/readyz
-  GET the path on the daemon socket; exit 0 on HTTP 200 (for kubelet exec probes)`;
-
-export function parseProbeArgs(argv: string[]): { socket: string; path: string; timeoutMs: number } {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    strict: true,
-    allowPositionals: true,
-    options: { socket: { type: 'string' }, timeout: { type: 'string' } },
-  });
-  const problems: string[] = [];
-  const path = positionals[0] ?? '/readyz';
-  if (positionals.length > 1 || !path.startsWith('/')) problems.push('give one path starting with "/"');
-  const timeoutMs = int('timeout', values.timeout, 3, 1, problems) * 1000;
-  fail(problems, PROBE_USAGE);
-  return { socket: resolve(values.socket ?? DEFAULT_SOCKET), path, timeoutMs };
-}

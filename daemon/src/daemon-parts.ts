@@ -163,13 +163,14 @@ export function guardConnections(metrics: Metrics, log: Logger): ConnectionGuard
   return connectionGuard;
 }
 
-/** /healthz: the journal can be written and plugins started; a change of verdict is logged once. */
-export function healthCheck(store: Store, executor: PluginExecutor, selfCheck: SelfCheck, log: Logger) {
+/**
+ * /healthz: plugins can be started and the socket and journal files are what is served; a change of
+ * verdict is logged once. Whether the journal can be written is readiness (journalWritable).
+ */
+export function healthCheck(executor: PluginExecutor, selfCheck: SelfCheck, log: Logger) {
   let lastHealth = '';
   const health = async (): Promise<string[]> => {
     const problems: string[] = [];
-    const db = store.writeProbe(MIN_JOURNAL_FREE_BYTES);
-    if (db !== undefined) problems.push(db);
     const spawner = await executor.health();
     if (spawner !== undefined) problems.push(spawner);
     const self = selfCheck.problem();
@@ -183,6 +184,32 @@ export function healthCheck(store: Store, executor: PluginExecutor, selfCheck: S
     return problems;
   };
   return health;
+}
+
+/** How often the journal's write probe (one fsync'd commit, Store.writeProbe) runs for readiness. */
+export const JOURNAL_PROBE_MS = 5000;
+
+/**
+ * Whether the journal can be written (a real commit, and 1 MiB free under it), looked at every
+ * JOURNAL_PROBE_MS. Not ready while it cannot, but alive: a restart frees no disk, and a daemon
+ * restarted in a loop by its liveness probe answered nothing (STATUS 50, DELs spooled onto the same
+ * full disk) where one kept running answers 11 and is ready again as soon as room is made, as a
+ * corrupt journal keeps /healthz at 200 (hostile review, 30 Nov).
+ */
+export function journalWritable(store: Store, log: Logger, everyMs = JOURNAL_PROBE_MS) {
+  let problem: string | undefined;
+  const look = () => {
+    const now = store.writeProbe(MIN_JOURNAL_FREE_BYTES);
+    if (now !== problem) {
+      if (now === undefined) log.info('the journal can be written again: ready');
+      else log.error({ problem: now }, 'the journal cannot be written: not ready until it can');
+    }
+    problem = now;
+  };
+  look();
+  const timer = setInterval(look, everyMs);
+  timer.unref();
+  return { problem: () => problem, stop: () => clearInterval(timer) };
 }
 
 interface AuditParts {

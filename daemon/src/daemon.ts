@@ -24,7 +24,15 @@ import { listenMetrics } from './metrics-listener.js';
 import { buildApp } from './server.js';
 import { runtimeFor } from './audit/runtime.js';
 import { SelfCheck } from './self-check.js';
-import { buildAuditor, engineParts, guardConnections, healthCheck, nodeInstall, startTracing } from './daemon-parts.js';
+import {
+  buildAuditor,
+  engineParts,
+  guardConnections,
+  healthCheck,
+  journalWritable,
+  nodeInstall,
+  startTracing,
+} from './daemon-parts.js';
 import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { Tracing } from './tracing/tracing.js';
@@ -146,17 +154,21 @@ async function serve(
       onRelisten: (why) => metrics.socketRelistens.inc({ why }),
     },
   });
+  const journal = journalWritable(store, log);
   const isReady = (): boolean =>
     ready &&
+    journal.problem() === undefined &&
     (watcher?.ready() ?? true) &&
     selfCheck.problem() === undefined &&
     shimCheck?.problem() === undefined &&
     spool.problems().length === 0;
   const readyProblems = () => [
-    ...[watcher?.problem(), selfCheck.problem(), shimCheck?.problem()].filter((p): p is string => p !== undefined),
+    ...[journal.problem(), watcher?.problem(), selfCheck.problem(), shimCheck?.problem()].filter(
+      (p): p is string => p !== undefined,
+    ),
     ...spool.problems(),
   ];
-  const health = healthCheck(store, executor, selfCheck, log);
+  const health = healthCheck(executor, selfCheck, log);
   const aliveBeacon = new AliveBeacon(cfg.socket, isReady, log);
   const auditor = buildAuditor(cfg, { store, engine, run, executor, runtime, metrics, log });
   metrics.setReadiness(isReady);
@@ -250,6 +262,7 @@ async function serve(
       // successor write its own beacon, or the process exits; bounded: a hung /run holds no shutdown.
       await settleWithin(beaconStopped, BEACON_LAND_MS);
       shimCheck?.stop();
+      journal.stop();
       await spool.stop();
       connectionGuard.stop();
       await scheduler.stop();

@@ -1,9 +1,7 @@
 // The stewardd process: subcommand dispatch and signals. Everything else is in daemon.ts.
 
-import { createDaemonLogger } from './log.js';
-import { parseProbeArgs, parseRunConfig, PROBE_USAGE, RUN_USAGE } from './config.js';
-import { INSTALL_USAGE, parseInstallConfig, parseUninstallConfig, UNINSTALL_USAGE } from './lifecycle/command-line.js';
 import { avoidExitHang } from '@cni-steward/shared';
+import { parseProbeArgs, PROBE_USAGE, runProbe } from './probe.js';
 
 // Before the commands load their modules: no compile job may be left on a V8 worker at exit (shared/src/exit-hang.ts).
 avoidExitHang();
@@ -22,24 +20,28 @@ commands:
   version      print the version
 status, attachments, teardowns, retry and audit print tables, or the API's JSON with -o json (<command> --help)`;
 
-/** Each subcommand's usage, printed for `<command> --help` before anything else is loaded. */
-const HELP: Record<string, string> = {
-  run: RUN_USAGE,
-  install: INSTALL_USAGE,
-  uninstall: UNINSTALL_USAGE,
-  probe: PROBE_USAGE,
+/** Each subcommand's usage, printed for `<command> --help` before its work is loaded. */
+const HELP: Record<string, () => Promise<string>> = {
+  run: async () => (await import('./config.js')).RUN_USAGE,
+  install: async () => (await import('./lifecycle/command-line.js')).INSTALL_USAGE,
+  uninstall: async () => (await import('./lifecycle/command-line.js')).UNINSTALL_USAGE,
+  probe: async () => PROBE_USAGE,
 };
 
+// Every command loads what it needs when it runs: `probe` runs every few seconds (probe.ts).
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const help = command === undefined ? undefined : HELP[command];
   if (help !== undefined && rest.includes('--help')) {
-    console.log(help);
+    console.log(await help());
     return 0;
   }
   switch (command) {
+    case 'probe':
+      return runProbe(parseProbeArgs(rest));
     case 'run': {
-      const cfg = parseRunConfig(rest);
+      const cfg = (await import('./config.js')).parseRunConfig(rest);
+      const { createDaemonLogger } = await import('./log.js');
       // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
       const { startDaemon, traceLogFields } = await import('./daemon.js');
       // Every line logged within a traced request names its trace (tracing/context.ts).
@@ -49,12 +51,14 @@ async function main(argv: string[]): Promise<number> {
       await daemon.closed;
       return 0;
     }
-    case 'install':
-      return (await import('./lifecycle/commands.js')).runInstall(parseInstallConfig(rest));
-    case 'uninstall':
-      return (await import('./lifecycle/commands.js')).runUninstall(parseUninstallConfig(rest));
-    case 'probe':
-      return (await import('./lifecycle/commands.js')).runProbe(parseProbeArgs(rest));
+    case 'install': {
+      const cfg = (await import('./lifecycle/command-line.js')).parseInstallConfig(rest);
+      return (await import('./lifecycle/commands.js')).runInstall(cfg);
+    }
+    case 'uninstall': {
+      const cfg = (await import('./lifecycle/command-line.js')).parseUninstallConfig(rest);
+      return (await import('./lifecycle/commands.js')).runUninstall(cfg);
+    }
     case 'status':
     case 'attachments':
     case 'teardowns':

@@ -1,6 +1,7 @@
-// /healthz fails (503, with the reason) when the journal cannot be written (a full tmpfs under the
-// state dir) or the plugin spawner is dead and cannot be restarted (its code gone, so every fork
-// dies at once); it recovers when the cause goes away. A spawner killed with -9 is simply
+// A journal that cannot be written (a full tmpfs under the state dir) makes the daemon not ready
+// (/readyz 503 with the reason) but not unhealthy: a restart frees no disk. /healthz fails (503,
+// with the reason) when the plugin spawner is dead and cannot be restarted (its code gone, so every
+// fork dies at once). Each recovers when the cause goes away. A spawner killed with -9 is simply
 // restarted. Real stewardd, a real tmpfs mount, real kill -9.
 
 import { after, describe, it } from 'node:test';
@@ -44,7 +45,7 @@ function childrenOf(pid: number, match: string): number[] {
 }
 
 describe('journal cannot be written', () => {
-  it('a full tmpfs under the state dir makes /healthz 503 with the reason; freeing it makes it 200 again', async () => {
+  it('a full tmpfs under the state dir makes /readyz 503 with the reason, /healthz stays 200; freeing it makes the daemon ready again', async () => {
     const mnt = join(env.dir, 'tmpfs');
     mkdirSync(mnt);
     sh('mount', ['-t', 'tmpfs', '-o', 'size=6m,mode=0700', 'steward-test', mnt]);
@@ -75,20 +76,23 @@ describe('journal cannot be written', () => {
     }
     closeSync(fd);
 
-    const sick = await daemon.get('/healthz');
-    assert.equal(sick.status, 503, sick.text);
-    assert.equal(sick.json.ok, false);
+    // Looked at every 5 s.
+    await daemon.waitFor('not ready', async () => (await daemon.get('/readyz')).status === 503, 10_000);
+    const sick = await daemon.get('/readyz');
+    assert.equal(sick.json.ready, false);
     assert.match(
       sick.json.problems.join('\n'),
       /steward\.db (has \d+ bytes free, less than the \d+ the journal needs|cannot be written)/,
     );
-    await daemon.waitFor('the "unhealthy" log line', () =>
-      readFileSync(daemon.logFile, 'utf8').includes('"msg":"unhealthy"'),
+    const alive = await daemon.get('/healthz');
+    assert.equal(alive.status, 200, `a restart frees no disk: ${alive.text}`);
+    await daemon.waitFor('the log line', () =>
+      readFileSync(daemon.logFile, 'utf8').includes('the journal cannot be written: not ready until it can'),
     );
 
     unlinkSync(filler);
-    const well = await daemon.get('/healthz');
-    assert.equal(well.status, 200, well.text);
+    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200, 10_000);
+    assert.equal((await daemon.get('/healthz')).status, 200);
     await daemon.stop();
   });
 });

@@ -22,7 +22,6 @@ import { install, LifecycleError } from './install.js';
 import { uninstall, type UninstallReport } from './uninstall.js';
 import { LockTimeoutError } from './lock.js';
 import { readRecord } from './record.js';
-import { socketRequest } from './socket-http.js';
 import { StateDirBusyError, takeOwnership, type OwnerLock } from '../store/owner.js';
 
 const stderrLog = (level: string) => createLogger(level, destination(2));
@@ -194,15 +193,4 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
   }
   printUninstall(r, cfg.stateDir, cfg.purge);
   return r.refused.length > 0 ? 1 : 0;
-}
-
-export async function runProbe(o: { socket: string; path: string; timeoutMs: number }): Promise<number> {
-  try {
-    const r = await socketRequest(o.socket, 'GET', o.path, o.timeoutMs);
-    console.log(`${r.status} ${r.body}`);
-    return r.status === 200 ? 0 : 1;
-  } catch (e) {
-    console.log(`${o.path}: ${(e as Error).message}`);
-    return 1;
-  }
 }
