@@ -72,7 +72,8 @@ RUN npm prune --omit=dev --no-audit --no-fund \
 
 FROM ${NODE_IMAGE} AS runtime
 # iptables: the delegate plugins the daemon runs (bridge ipMasq, portmap) call it, and the audit reads
-# portmap's rules with iptables-save. (flock, which the audit holds host-local's lock with, is in
+# portmap's rules with iptables-save. (flock, which the audit holds host-local's lock with, and
+# nsenter, which starts each plugin in the node's mount namespace under --plugin-mount-ns, are in
 # util-linux, which every Debian image has.)
 # tini: reaps orphans (a plugin's children left behind would otherwise stay zombies under node,
 # which does not reap processes it did not fork); -s makes it a child subreaper, so it also reaps

@@ -20,6 +20,7 @@ import type { DelPolicy } from './engine/engine.js';
 import type { ListenAddress } from './metrics-listener.js';
 import { fail, int, level, niceValue, restartGraceSeconds, runtimeEndpoint } from './flags.js';
 import { DEFAULT_GRACE_MS } from './audit/options.js';
+import { pluginMountNs } from './plugins/mount-ns.js';
 import {
   checkDeadlineChain,
   duration,
@@ -39,6 +40,8 @@ export interface DaemonConfig {
   /** stewardd's threads' nice value (priority.ts); undefined: left as started. */
   nice: number | undefined;
   pluginTimeoutMs: number;
+  /** --plugin-mount-ns: the mount namespace delegates run in (plugins/mount-ns.ts); undefined: stewardd's. */
+  pluginMountNs: string | undefined;
   delPolicy: DelPolicy;
   bootIdFile: string;
   retry: RetryPolicy;
@@ -94,6 +97,7 @@ export const RUN_USAGE = `usage: stewardd run [options]
                            every pod and the node's NetworkReady); the delegates keep the nice it was started
                            with; off leaves it as started. Needs CAP_SYS_NICE, else logged and left as started
   --plugin-timeout SEC     deadline for one plugin execution (default 60)
+  --plugin-mount-ns PATH   run delegates in this mount namespace (the node's, /proc/1/ns/mnt with hostPID)
   --del-policy defer|strict  what a DEL whose teardown failed returns (default defer: success, retried in background)
   --boot-id-file PATH      kernel boot id source (default /proc/sys/kernel/random/boot_id)
   --retry-base-ms MS       first teardown retry delay, doubling (default 1000)
@@ -164,6 +168,7 @@ const RUN_FLAGS = {
   'max-parallel': { type: 'string' },
   nice: { type: 'string' },
   'plugin-timeout': { type: 'string' },
+  'plugin-mount-ns': { type: 'string' },
   'del-policy': { type: 'string' },
   'boot-id-file': { type: 'string' },
   'retry-base-ms': { type: 'string' },
@@ -224,6 +229,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     maxParallel: int('max-parallel', values['max-parallel'], 8, 1, problems),
     nice: niceValue(values.nice, problems),
     pluginTimeoutMs: int('plugin-timeout', values['plugin-timeout'], 60, 1, problems, MAX_TIMER_S) * 1000,
+    pluginMountNs: pluginMountNs(values['plugin-mount-ns'], problems),
     delPolicy: delPolicy as DelPolicy,
     bootIdFile: values['boot-id-file'] ?? '/proc/sys/kernel/random/boot_id',
     retry,

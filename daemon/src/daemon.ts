@@ -37,6 +37,7 @@ import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
+import { mountNsProblem, PLUGIN_MOUNT_NS_ENV } from './plugins/mount-ns.js';
 import { setOwnPriority } from './priority.js';
 import { settleWithin } from './settle-within.js';
 
@@ -134,6 +135,13 @@ async function serve(
   cfg: DaemonConfig,
   { log, logSink, owner, store, metrics, tracing, clock, bootId, startedAt }: Serving,
 ) {
+  // Before the spawner forks: it reads where its plugins run from the environment (plugins/mount-ns.ts).
+  if (cfg.pluginMountNs !== undefined) {
+    const problem = mountNsProblem(cfg.pluginMountNs);
+    if (problem !== undefined) throw new Error(problem);
+    process.env[PLUGIN_MOUNT_NS_ENV] = cfg.pluginMountNs;
+    log.info({ pluginMountNs: cfg.pluginMountNs }, 'delegate plugins run in the mount namespace given');
+  }
   const { executor, run, engine, scheduler, spool } = engineParts(cfg, { store, metrics, tracing, clock, bootId, log });
   let ready = false;
   const runtime = runtimeFor(cfg.runtimeEndpoint);

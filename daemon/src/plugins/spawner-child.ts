@@ -16,6 +16,7 @@ import { killRunningGroups, runProcess, type ProcessJob, type ProcessOutcome } f
 import { avoidExitHang } from '@cni-steward/shared';
 import { getPriority } from 'node:os';
 import { restoreBasePriority } from '../priority.js';
+import { inMountNs, PLUGIN_MOUNT_NS_ENV } from './mount-ns.js';
 
 avoidExitHang(); // it exits with the daemon: no compile job may hold that exit (shared/src/exit-hang.ts)
 
@@ -51,6 +52,9 @@ interface Request {
   ping?: true;
 }
 
+/** Where plugins run: stewardd's --plugin-mount-ns (plugins/mount-ns.ts), else this process's own. */
+const mountNs = process.env[PLUGIN_MOUNT_NS_ENV];
+
 /** How often the parent pid is checked, in case the IPC channel's close is missed. */
 const PARENT_POLL_MS = 500;
 
@@ -80,7 +84,7 @@ process.on('message', (msg: Request) => {
     return;
   }
   // Whatever one job does, the spawner answers it and stays up for the others.
-  runProcess(msg.job, {
+  runProcess(inMountNs(msg.job, mountNs), {
     onStart: (pid) => {
       const started = describeProcess(pid);
       if (started) process.send?.({ id: msg.id, started });
