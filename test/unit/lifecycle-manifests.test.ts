@@ -25,9 +25,13 @@ interface K8sObject {
 }
 
 const DEPLOY = join(REPO, 'deploy');
-const files = readdirSync(DEPLOY)
-  .filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'))
-  .sort();
+// deploy/base/ (namespace, service account, RBAC) apart from deploy/ (the DaemonSet): `kubectl delete
+// -f deploy/` then removes the DaemonSet alone, and its pods' SIGTERM check still has its RBAC.
+const yamlIn = (dir: string) =>
+  readdirSync(join(DEPLOY, dir))
+    .filter((f) => f.endsWith('.yaml') || f.endsWith('.yml'))
+    .map((f) => join(dir, f));
+const files = [...yamlIn('base'), ...yamlIn('.')].sort();
 const objects: Array<{ file: string; obj: K8sObject }> = files.flatMap((file) =>
   parseAllDocuments(readFileSync(join(DEPLOY, file), 'utf8')).map((d) => {
     assert.equal(d.errors.length, 0, `${file}: ${d.errors.map((e) => e.message).join('; ')}`);
@@ -61,6 +65,13 @@ describe('deploy/ manifests against the Kubernetes API schemas', () => {
       'RoleBinding',
       'ServiceAccount',
     ]);
+  });
+
+  it('deploy/ itself holds only the DaemonSet, so `kubectl delete -f deploy/` leaves the RBAC its SIGTERM check needs', () => {
+    assert.deepEqual(
+      objects.filter((o) => !o.file.startsWith('base/')).map((o) => o.obj.kind),
+      ['DaemonSet'],
+    );
   });
 
   for (const { file, obj } of objects) {
