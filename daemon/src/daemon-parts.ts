@@ -109,7 +109,7 @@ export function engineParts(
     tombstoneTtlMs: cfg.tombstoneTtlMs,
     pruneEveryMs: cfg.pruneIntervalMs,
     spoolDir: cfg.spoolDir,
-    spoolDirDrainable: () => spool.dirs().includes(resolve(cfg.spoolDir)),
+    spoolDirDrainable: () => spool.drainableNow(resolve(cfg.spoolDir)),
   });
   const spool = new SpoolDirs({
     engine,

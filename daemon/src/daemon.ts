@@ -37,7 +37,7 @@ import { listenAgain, prepareSocketPath, restrictSocket } from './socket.js';
 import { takeOwnership, type OwnerLock } from './store/owner.js';
 import { Tracing } from './tracing/tracing.js';
 import { VERSION } from './version.js';
-import { mountNsProblem, PLUGIN_MOUNT_NS_ENV } from './plugins/mount-ns.js';
+import { isOwnMountNs, mountNsProblem, PLUGIN_MOUNT_NS_ENV } from './plugins/mount-ns.js';
 import { setOwnPriority } from './priority.js';
 import { settleWithin } from './settle-within.js';
 
@@ -140,7 +140,12 @@ async function serve(
     const problem = mountNsProblem(cfg.pluginMountNs);
     if (problem !== undefined) throw new Error(problem);
     process.env[PLUGIN_MOUNT_NS_ENV] = cfg.pluginMountNs;
-    log.info({ pluginMountNs: cfg.pluginMountNs }, 'delegate plugins run in the mount namespace given');
+    if (isOwnMountNs(cfg.pluginMountNs))
+      log.warn(
+        { pluginMountNs: cfg.pluginMountNs },
+        "--plugin-mount-ns names stewardd's own mount namespace: delegates see this pod's files, not the node's (is hostPID set?)",
+      );
+    else log.info({ pluginMountNs: cfg.pluginMountNs }, 'delegate plugins run in the mount namespace given');
   }
   const { executor, run, engine, scheduler, spool } = engineParts(cfg, { store, metrics, tracing, clock, bootId, log });
   let ready = false;

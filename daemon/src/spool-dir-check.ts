@@ -6,7 +6,7 @@
 // user other than root could replace them. Writable by a group is trusted only for root's group and
 // the daemon's own (a user's private group, where `npm start` runs under umask 002).
 
-import { lstatSync, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, mkdirSync, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /** Why `dir` cannot be drained, or undefined when it can (or does not exist yet: the shim makes it). */
@@ -51,20 +51,39 @@ export function untrusted(dir: string): string | undefined {
   } catch (e) {
     return `it cannot be resolved: ${(e as Error).message}`;
   }
-  const why = unsafe(statSync(real), false);
+  let st: Stats;
+  try {
+    st = statSync(real);
+  } catch (e) {
+    return `it cannot be read: ${(e as Error).message}`;
+  }
+  const why = unsafe(st, false);
   if (why !== undefined) return `it ${why}: a DEL spooled there names the plugins stewardd runs as root`;
+  const link = linkOwner(resolve(dir));
+  if (link !== undefined) return `it is a symbolic link that ${link}, who could point it elsewhere`;
   for (const path of new Set([...ancestors(resolve(dir)), ...ancestors(real)])) {
-    let st: Stats;
+    let a: Stats;
     try {
-      st = lstatSync(path);
+      a = lstatSync(path);
     } catch (e) {
       return `its parent ${path} cannot be read: ${(e as Error).message}`;
     }
-    if (st.isSymbolicLink()) continue; // what it points to is checked on the resolved path
-    const bad = unsafe(st, true);
+    // A link's target is checked on the resolved path; the link itself must be root's (or ours).
+    const bad = a.isSymbolicLink() ? linkOwner(path) : unsafe(a, true);
     if (bad !== undefined) return `its parent ${path} ${bad}: it could be replaced`;
   }
   return undefined;
+}
+
+/** Why the symbolic link at `path` is not root's (or the daemon's user's); undefined when it is, or is no link. */
+function linkOwner(path: string): string | undefined {
+  try {
+    const st = lstatSync(path);
+    if (!st.isSymbolicLink() || st.uid === 0 || st.uid === ownUid()) return undefined;
+    return `belongs to uid ${st.uid}`;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Why a user other than root and the daemon's could write to this dir, or undefined. */
@@ -84,5 +103,14 @@ function ancestors(path: string): string[] {
   for (let p = dirname(path); ; p = dirname(p)) {
     out.push(p);
     if (p === dirname(p)) return out;
+  }
+}
+
+/** Makes a spool dir that is not there yet, 0700 as the shim makes it; one that cannot be made is told by the check. */
+export function makeMissing(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch {
+    /* spoolDirProblem says why it cannot be drained */
   }
 }

@@ -10,8 +10,9 @@
 // containers held, engine/spool.ts SpoolDrain) and drained in the background after; then every
 // second (the retry scheduler's tick drains the daemon's own dir, engine/scheduler.ts; this
 // module's rounds drain the others). A named dir that cannot be drained (not a directory, a link to
-// nothing, cannot be listed) or an install record that cannot be read makes the daemon not ready,
-// with the reason, as the watcher does for a record naming another socket.
+// nothing, cannot be listed, another user could write to it: spool-dir-check.ts) or an install
+// record that cannot be read makes the daemon not ready, with the reason, as the watcher does for a
+// record naming another socket. A named dir not there yet is made, 0700, as the shim would.
 //
 // Stale temp files: a writer (the shim, or a degraded daemon's shared/src/spool.ts) killed between
 // creating `.<stem>.tmp` and renaming it leaves the temp file for good (18 of 200 shims killed at
@@ -25,7 +26,7 @@ import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
-import { spoolDirProblem } from './spool-dir-check.js';
+import { makeMissing, spoolDirProblem } from './spool-dir-check.js';
 import { type ByPrefix, SpoolListings } from './spool-listing.js';
 import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
@@ -147,6 +148,9 @@ export class SpoolDirs {
         this.named.delete(dir);
         continue;
       }
+      // Made now if it is not there yet (as the shim would, 0700): a dir a user other than root made
+      // first, under a parent anyone may write to (/tmp), is refused below and never drained.
+      if (n.round === round) makeMissing(dir);
       const problem = spoolDirProblem(dir);
       if (problem === undefined) drainable.push(dir);
       else if (n.round === round)
@@ -157,6 +161,11 @@ export class SpoolDirs {
     this.report(why);
     this.drainable = drainable;
     return drainable;
+  }
+
+  /** Whether `dir` may be drained now: checked again as a pass starts, not the round's verdict (a second old). */
+  drainableNow(dir: string): boolean {
+    return this.drainable.includes(dir) && spoolDirProblem(dir) === undefined;
   }
 
   /** Whether `dir` holds spooled DELs (its listing, kept while the dir is unchanged). */
@@ -205,7 +214,8 @@ export class SpoolDirs {
    * was spooled; a large dir that changed is listed off the loop, and the request waits for it.
    */
   private readonly spooledFor: Hold = (containerId) => {
-    const listed = this.drainable.map((dir) => ({ dir, byPrefix: this.listings.current(dir) }));
+    const dirs = this.drainable.filter((dir) => this.drainableNow(dir));
+    const listed = dirs.map((dir) => ({ dir, byPrefix: this.listings.current(dir) }));
     if (!listed.some((l) => l.byPrefix instanceof Promise))
       return this.runSpooled(containerId, listed as Array<{ dir: string; byPrefix: ByPrefix | undefined }>);
     return Promise.all(listed.map(async (l) => ({ dir: l.dir, byPrefix: await l.byPrefix }))).then((all) =>
@@ -281,7 +291,7 @@ export class SpoolDirs {
       const dirs = this.refresh();
       const own = resolve(this.o.own);
       for (const dir of dirs) {
-        if (dir === own) continue;
+        if (dir === own || !this.drainableNow(dir)) continue;
         const r = await ingestSpool(engine, dir, log);
         if (r.ingested + r.rejected > 0) log.info({ ...r, spoolDir: dir }, 'spooled DELs ingested');
       }

@@ -7,9 +7,10 @@
 // A request's answer is never older than the request: a DEL the runtime was told is done (spooled)
 // before it sent this ADD must be found, or the next pass tears the new attachment down. Listing
 // blocks the loop about 2 ms per 1,000 names, so a large dir (a backlog being drained, whose mtime
-// moves with every file the drain removes) is listed off the loop (`current` answers a promise),
-// one listing shared by every request that came before it started. `recent` may be a second old:
-// for the dir's retirement check, where a listing that late only delays dropping it.
+// moves with every file the drain removes; one first seen large by its size on disk) is read off the
+// loop and its names sorted a chunk per turn (`current` answers a promise), one listing shared by
+// every request that came before it started. `recent` may be a second old: for the dir's
+// retirement check, where a listing that late only delays dropping it.
 
 import { readdirSync, statSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
@@ -25,7 +26,7 @@ interface Listing {
   byPrefix: ByPrefix;
   /** The mtime was older than MTIME_TICK_MS when listed: a file made since changes it. */
   settled: boolean;
-  /** Spool files listed (other names in the dir do not count). */
+  /** Names in the dir (stale temp files and others too: each costs the listing as much). */
   size: number;
 }
 
@@ -35,8 +36,14 @@ interface Listing {
  */
 export const MTIME_TICK_MS = 2000;
 
-/** Spool files in a dir past which it is listed off the loop (a backlog). */
+/** Names in a dir past which it is listed off the loop (a backlog). */
 export const LARGE_SPOOL = 2048;
+
+/** A dir not listed yet is taken as large from this size on disk (2,048 names take 40 KiB or more). */
+export const LARGE_DIR_BYTES = 40 * 1024;
+
+/** Names sorted by container in one turn of the loop when listing off it. */
+const NAMES_PER_TURN = 4096;
 
 /** One dir's listing off the loop: the one running, and the one queued behind it for later callers. */
 interface OffLoop {
@@ -57,32 +64,33 @@ export class SpoolListings {
    * one a promise of a listing started after this call.
    */
   current(dir: string): ByPrefix | undefined | Promise<ByPrefix | undefined> {
-    const mtimeNs = mtimeOf(dir);
-    if (mtimeNs === undefined) return undefined;
+    const st = statOf(dir);
+    if (st === undefined) return undefined;
     const kept = this.listings.get(dir);
-    if (kept && kept.mtimeNs === mtimeNs && kept.settled) return kept.byPrefix;
-    if (kept === undefined || kept.size <= LARGE_SPOOL) return this.listNow(dir, mtimeNs);
-    return this.listSoon(dir);
+    if (kept && kept.mtimeNs === st.mtimeNs && kept.settled) return kept.byPrefix;
+    const large = kept === undefined ? st.size >= LARGE_DIR_BYTES : kept.size > LARGE_SPOOL;
+    return large ? this.listSoon(dir) : this.listNow(dir, st.mtimeNs);
   }
 
   /** The names in `dir`, from a listing at most a second old when the dir is large. */
   recent(dir: string): ByPrefix | undefined {
-    const mtimeNs = mtimeOf(dir);
-    if (mtimeNs === undefined) return undefined;
+    const st = statOf(dir);
+    if (st === undefined) return undefined;
     const kept = this.listings.get(dir);
-    if (kept && kept.mtimeNs === mtimeNs && kept.settled) return kept.byPrefix;
+    if (kept && kept.mtimeNs === st.mtimeNs && kept.settled) return kept.byPrefix;
     if (kept && kept.size > LARGE_SPOOL && this.now() - kept.at < 1000) return kept.byPrefix;
-    return this.listNow(dir, mtimeNs);
+    return this.listNow(dir, st.mtimeNs);
   }
 
   private listNow(dir: string, mtimeNs: bigint): ByPrefix | undefined {
+    const at = this.now();
     let names: string[];
     try {
       names = readdirSync(dir);
     } catch {
       return undefined;
     }
-    return this.keep(dir, mtimeNs, names);
+    return this.keep(dir, { mtimeNs, at }, byContainer(names, 0, names.length, new Map()), names.length);
   }
 
   /** A listing that starts after this call: the running one started earlier, so callers share the next. */
@@ -105,36 +113,49 @@ export class SpoolListings {
   }
 
   private async listOffLoop(dir: string): Promise<ByPrefix | undefined> {
+    const at = this.now();
+    let mtimeNs: bigint;
+    let names: string[];
     try {
-      const { mtimeNs } = await stat(dir, { bigint: true });
-      return this.keep(dir, mtimeNs, await readdir(dir));
+      mtimeNs = (await stat(dir, { bigint: true })).mtimeNs;
+      names = await readdir(dir);
     } catch {
       return undefined;
     }
+    const byPrefix: ByPrefix = new Map();
+    for (let i = 0; i < names.length; i += NAMES_PER_TURN) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      byContainer(names, i, Math.min(names.length, i + NAMES_PER_TURN), byPrefix);
+    }
+    return this.keep(dir, { mtimeNs, at }, byPrefix, names.length);
   }
 
-  private keep(dir: string, mtimeNs: bigint, names: string[]): ByPrefix {
-    const byPrefix: ByPrefix = new Map();
-    let size = 0;
-    for (const name of names) {
-      const prefix = SPOOL_NAME.exec(name)?.[2];
-      if (prefix === undefined) continue;
-      size++;
-      const list = byPrefix.get(prefix);
-      if (list) list.push(name);
-      else byPrefix.set(prefix, [name]);
-    }
-    const now = this.now();
-    const settled = now - Number(mtimeNs / 1_000_000n) > MTIME_TICK_MS;
-    this.listings.set(dir, { mtimeNs, at: now, byPrefix, settled, size });
+  /** Keeps a listing; `at` is when it began (before the mtime's stat): settled is judged from then. */
+  private keep(dir: string, when: { mtimeNs: bigint; at: number }, byPrefix: ByPrefix, size: number): ByPrefix {
+    const settled = when.at - Number(when.mtimeNs / 1_000_000n) > MTIME_TICK_MS;
+    this.listings.set(dir, { mtimeNs: when.mtimeNs, at: when.at, byPrefix, settled, size });
     return byPrefix;
   }
 }
 
-/** The dir's mtime, stat'ed before it is listed (a file made during the listing moves it again). */
-function mtimeOf(dir: string): bigint | undefined {
+/** names[from, to) that are spool files, added to `into` by container prefix. */
+function byContainer(names: string[], from: number, to: number, into: ByPrefix): ByPrefix {
+  for (let i = from; i < to; i++) {
+    const name = names[i] as string;
+    const prefix = SPOOL_NAME.exec(name)?.[2];
+    if (prefix === undefined) continue;
+    const list = into.get(prefix);
+    if (list) list.push(name);
+    else into.set(prefix, [name]);
+  }
+  return into;
+}
+
+/** The dir's mtime and size on disk, stat'ed before it is listed (a file made during the listing moves it again). */
+function statOf(dir: string): { mtimeNs: bigint; size: number } | undefined {
   try {
-    return statSync(dir, { bigint: true }).mtimeNs;
+    const st = statSync(dir, { bigint: true });
+    return { mtimeNs: st.mtimeNs, size: Number(st.size) };
   } catch {
     return undefined;
   }

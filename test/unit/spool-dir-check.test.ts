@@ -3,12 +3,12 @@
 // readiness problem, never drained. Owners other than the test's own user need root to make.
 
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, chownSync, lchownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
-import { spoolDirProblem } from '../../daemon/src/spool-dir-check.js';
+import { makeMissing, spoolDirProblem } from '../../daemon/src/spool-dir-check.js';
 
 const root = mkdtempSync(join(tmpdir(), 'steward-spool-trust-'));
 after(() => rmSync(root, { recursive: true, force: true }));
@@ -84,7 +84,32 @@ describe('spool dir trust', () => {
     assert.equal(spoolDirProblem(link), undefined, 'a link to a safe dir is drained through');
   });
 
-  test('a dir that does not exist yet is no problem (the shim makes it 0700)', () => {
-    assert.equal(spoolDirProblem(join(fresh(), 'not-yet')), undefined);
+  test('a dir that does not exist yet is no problem; stewardd makes it 0700 first, as the shim would', () => {
+    const dir = join(fresh(), 'not', 'yet');
+    assert.equal(spoolDirProblem(dir), undefined);
+    makeMissing(dir);
+    assert.equal(statSync(dir).mode & 0o777, 0o700);
+    assert.equal(statSync(join(dir, '..')).mode & 0o777, 0o700);
+    assert.equal(spoolDirProblem(dir), undefined);
+  });
+
+  test('a symbolic link on the path that another user owns could be pointed elsewhere: refused', asRoot, () => {
+    const target = join(fresh(), 'spool');
+    mkdirSync(target, { mode: 0o700 });
+    const link = join(fresh(), 'spool');
+    symlinkSync(target, link);
+    assert.equal(spoolDirProblem(link), undefined, "root's link");
+    lchownSync(link, NOBODY, NOBODY);
+    assert.equal(
+      spoolDirProblem(link),
+      'it is a symbolic link that belongs to uid 65534, who could point it elsewhere',
+    );
+    const parentLink = join(fresh(), 'p');
+    symlinkSync(join(target, '..'), parentLink);
+    lchownSync(parentLink, NOBODY, NOBODY);
+    assert.equal(
+      spoolDirProblem(join(parentLink, 'spool')),
+      `its parent ${parentLink} belongs to uid 65534: it could be replaced`,
+    );
   });
 });

@@ -6,6 +6,7 @@
 
 import assert from 'node:assert/strict';
 import {
+  chmodSync,
   existsSync,
   lstatSync,
   lutimesSync,
@@ -14,6 +15,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
@@ -197,7 +199,7 @@ describe('the spool dirs drained', () => {
     const { dirs, plugins } = spoolDirs(own, stateDir);
     dirs.scan();
     await dirs.start();
-    mkdirSync(shims);
+    mkdirSync(shims, { recursive: true }); // the round made it already (0700), as the shim would
     writeFileSync(join(shims, spoolName('late')), wire('late'));
     const deadline = Date.now() + 5000;
     while (readdirSync(shims).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -324,6 +326,34 @@ describe('DELs spooled while stewardd serves', () => {
     await engine.handle(req('ADD', 'elsewhere', chain));
     assert.deepEqual(plugins.calls, ['ADD one bystander', 'DEL one elsewhere', 'ADD one elsewhere']);
     assert.deepEqual(readdirSync(shims), []);
+  });
+});
+
+describe('a spool dir opened to others after the round that checked it', () => {
+  test('is not read by the next request, nor by the scheduler gate: each checks it again as it starts', async () => {
+    const own = freshDir();
+    const { dirs, engine, plugins } = spoolDirs(own);
+    assert.equal(dirs.scan(), 0);
+    assert.equal(dirs.drainableNow(own), true);
+    await engine.handle(req('ADD', 'opened', chain));
+    writeFileSync(join(own, spoolName('opened')), wire('opened'));
+    chmodSync(own, 0o777); // after the round: its verdict (drainable) is a second old
+    assert.equal(dirs.drainableNow(own), false);
+    await engine.handle(req('ADD', 'opened', chain)); // the same ADD again: answered from the journal
+    assert.deepEqual(plugins.calls, ['ADD one opened'], "the dir's DEL was not run");
+    assert.equal(readdirSync(own).length, 1, 'its file left unread');
+    chmodSync(own, 0o700);
+    assert.equal(dirs.drainableNow(own), true);
+  });
+
+  test('a named dir not there yet is made 0700 by the round, before anyone else can make it', async () => {
+    const stateDir = freshDir();
+    const shims = join(freshDir(), 'shim-spool');
+    record(stateDir, shims);
+    const { dirs } = spoolDirs(freshDir(), stateDir);
+    dirs.scan();
+    assert.equal(statSync(shims).mode & 0o777, 0o700);
+    assert.equal(dirs.drainableNow(shims), true);
   });
 });
 

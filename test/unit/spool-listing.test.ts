@@ -75,7 +75,8 @@ describe('SpoolListings', () => {
     for (let i = 0; i <= LARGE_SPOOL; i++) writeFileSync(join(dir, name(`c${i}`)), '{}');
     let clock = Date.now() + 60_000;
     const l = new SpoolListings(() => clock);
-    assert.equal(now(l, dir).size, LARGE_SPOOL + 1, 'the first listing: at once');
+    // First seen: large by its size on disk where the file system says so (tmpfs, ext4), else listed at once.
+    assert.equal((await l.current(dir))!.size, LARGE_SPOOL + 1);
     writeFileSync(join(dir, name('late')), '{}');
     clock += 1; // a millisecond later: the kept listing is not answered, however young
     const soon = l.current(dir);
@@ -96,13 +97,28 @@ describe('SpoolListings', () => {
     assert.equal(l.recent(dir)!.has('unseen'), true, 'a second on: listed again');
   });
 
-  test('names other than spool files do not make a dir large: it is listed at once', () => {
+  test('other names make a dir large as spool files do (each costs the listing the same), and are not kept', async () => {
     const dir = mkdtempSync(join(root, `d${n++}-`));
-    for (let i = 0; i <= LARGE_SPOOL; i++) writeFileSync(join(dir, `junk-${i}`), '');
-    writeFileSync(join(dir, `.${name('temp')}.tmp`), '');
+    for (let i = 0; i <= LARGE_SPOOL; i++) writeFileSync(join(dir, `.${name(`t${i}`)}.tmp`), '');
     const l = new SpoolListings(() => Date.now() + 60_000);
-    assert.equal(now(l, dir).size, 0);
+    assert.equal((await l.current(dir))!.size, 0, 'temp files are no spooled DELs');
     writeFileSync(join(dir, name('spooled')), '{}');
-    assert.equal(now(l, dir).has('spooled'), true);
+    const after = l.current(dir);
+    assert.ok(after instanceof Promise, 'listed off the loop');
+    assert.equal((await after)!.has('spooled'), true);
+  });
+
+  test('a listing is judged settled from when it began: the same dir listed 2 s after its mtime is kept', () => {
+    const dir = mkdtempSync(join(root, `d${n++}-`));
+    writeFileSync(join(dir, name('one')), '{}');
+    const t = secondsAgo(60);
+    stamp(dir, t);
+    let clock = t * 1000 + MTIME_TICK_MS + 1;
+    const l = new SpoolListings(() => clock);
+    assert.equal(now(l, dir).has('one'), true);
+    writeFileSync(join(dir, name('two')), '{}');
+    stamp(dir, t);
+    clock += 10;
+    assert.equal(now(l, dir).has('two'), false, 'settled: kept while the mtime is unchanged');
   });
 });

@@ -41,3 +41,12 @@ export function mountNsProblem(ns: string): string | undefined {
   if (!existsSync(NSENTER)) return `--plugin-mount-ns needs ${NSENTER} (util-linux) to enter ${ns}`;
   return undefined;
 }
+
+/** Whether `ns` is this process's own mount namespace (no hostPID: /proc/1 is the pod's own init). */
+export function isOwnMountNs(ns: string): boolean {
+  try {
+    return readlinkSync(ns) === readlinkSync('/proc/self/ns/mnt');
+  } catch {
+    return false;
+  }
+}
