@@ -16,7 +16,7 @@ import (
 )
 
 // The process's start as near as Go lets a program see it: package variables are set before
-// main runs. The STATUS bound counts from here.
+// main runs. Every command's bound counts from here.
 var started = time.Now()
 
 func main() {

@@ -211,7 +211,8 @@ func commandDefault(command string) (time.Duration, int64) {
 	return checkBound, maxOtherTimeoutMs
 }
 
-// commandBound: the command's bound from the netconf's "timeouts" (raw may be nil: absent).
+// commandBound: what is left, elapsed after the process started, of the command's bound from the
+// netconf's "timeouts" (raw may be nil: absent), at least 1 ms; its label names the whole bound.
 // Checked for every command, STATUS too: a STATUS that passes a netconf every ADD refuses (7)
 // would report the network ready while no pod can start.
 func commandBound(command string, timeouts json.RawMessage, elapsed time.Duration) (bound, *cniError) {
@@ -245,16 +246,16 @@ func commandBound(command string, timeouts json.RawMessage, elapsed time.Duratio
 		}
 	}
 	if command == "STATUS" {
-		left := statusBound - elapsed
-		if elapsed < 0 {
-			left = statusBound
-		}
-		if left < time.Millisecond {
-			left = time.Millisecond
-		}
-		return bound{left, "the STATUS bound of " + strconv.Itoa(int(statusBound/time.Millisecond)) + " ms"}, nil
+		ms = int64(statusBound / time.Millisecond) // fixed: no "timeouts" key sets it
 	}
-	return bound{time.Duration(ms) * time.Millisecond, "the " + command + " bound of " + strconv.FormatInt(ms, 10) + " ms"}, nil
+	// What is left of it: every bound counts from the process's start, the time spent reading stdin
+	// included, so a caller slow to close stdin never stretches the call past the runtime's deadline.
+	full := time.Duration(ms) * time.Millisecond
+	left := full - max(elapsed, 0)
+	if left < time.Millisecond {
+		left = time.Millisecond
+	}
+	return bound{left, "the " + command + " bound of " + strconv.FormatInt(ms, 10) + " ms"}, nil
 }
 
 // integerMs: a JSON number that is an integer from 1 to max.

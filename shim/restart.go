@@ -24,42 +24,46 @@ const restartPoll = 100 * time.Millisecond
 
 // restartLeft: how much longer the restart record beside socket covers a missing or refusing
 // stewardd; 0 when there is none, it is from another boot, or its deadline has passed. seen: a
-// record was there (a restart whose grace ran out, when left is 0).
+// record of a restart on this boot was there (one whose grace ran out, when left is 0); not for a
+// file that is no record, another boot's, or one written in the future, which were never believed.
 type restartLeft func(socket string) (left time.Duration, seen bool)
 
 // restartRecordLeft is the real one: the record, when it was written and the kernel's boot id, read
 // from the node.
 func restartRecordLeft(socket string) (time.Duration, bool) {
 	record, written := readSmallFile(socket + restartRecordSuffix)
-	return recordLeft(record, written, readSmall(bootIDFile), time.Now()), len(record) > 0
+	return readRecord(record, written, readSmall(bootIDFile), time.Now())
 }
 
 // recordLeft decides from the record's bytes, when it was written (the file's mtime: stewardd
 // replaces it whole), the boot id and the time.
 func recordLeft(record []byte, written time.Time, bootID []byte, now time.Time) time.Duration {
+	left, _ := readRecord(record, written, bootID, now)
+	return left
+}
+
+// readRecord is recordLeft, and whether the record is one of this boot's (seen, restartLeft).
+func readRecord(record []byte, written time.Time, bootID []byte, now time.Time) (left time.Duration, seen bool) {
 	var rec struct {
 		BootID string `json:"bootId"`
 		Until  int64  `json:"until"` // ms since the epoch
 	}
 	if len(record) == 0 || json.Unmarshal(record, &rec) != nil {
-		return 0
+		return 0, false
 	}
 	boot := string(bytes.TrimSpace(bootID))
 	if boot == "" || rec.BootID != boot {
-		return 0
+		return 0, false
 	}
 	// A record is believed for at most the longest grace after it was written, whatever its
 	// deadline says: a clock stepped back, or a record written by hand, never keeps a dead stewardd
 	// "ready" for long. (Capping what is left at each call instead let such a record slide forever.)
 	// One written in the future (more than a grace ahead of this clock) is not believed at all.
 	if written.After(now.Add(maxRestartGrace)) {
-		return 0
+		return 0, false
 	}
-	left := min(time.UnixMilli(rec.Until).Sub(now), written.Add(maxRestartGrace).Sub(now), maxRestartGrace)
-	if left <= 0 {
-		return 0
-	}
-	return left
+	left = min(time.UnixMilli(rec.Until).Sub(now), written.Add(maxRestartGrace).Sub(now), maxRestartGrace)
+	return max(left, 0), true
 }
 
 // readSmall reads at most 4 KiB of a regular file (the record, the beacon and the boot id are tens

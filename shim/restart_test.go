@@ -225,3 +225,49 @@ func TestTheNotReadyNoteNeverWritesThroughALinkAtItsTempName(t *testing.T) {
 		t.Errorf("the temp name is left: %v", err)
 	}
 }
+
+// "grace expired" is only for a restart record that was one: this boot's, parsed, not written in the
+// future. Anything else at the record's path was never believed, and a STATUS that finds stewardd gone
+// beside it says "unreachable" (the note said "grace expired" for any file with content there).
+func TestOnlyARecordOfThisBootIsSeenAndNotedAsAGraceThatExpired(t *testing.T) {
+	boot := strings.TrimSpace(string(readSmall(bootIDFile)))
+	past := strconv.FormatInt(time.Now().Add(-time.Minute).UnixMilli(), 10)
+	for _, c := range []struct {
+		name, record string
+		ahead        time.Duration // of its mtime
+		seen         bool
+		why          string
+	}{
+		{"another boot's", `{"bootId":"another-boot","until":` + past + `}`, 0, false, "unreachable"},
+		{"not JSON", `garbage`, 0, false, "unreachable"},
+		{"without a boot id", `{"until":` + past + `}`, 0, false, "unreachable"},
+		{"this boot's, written in the future", `{"bootId":"` + boot + `","until":` + past + `}`, time.Hour, false, "unreachable"},
+		{"this boot's, its grace over", `{"bootId":"` + boot + `","until":` + past + `}`, 0, true, "grace expired"},
+	} {
+		if boot == "" && c.seen {
+			continue // no kernel boot id on this machine: no record is this boot's
+		}
+		sock := shortTempDir(t) + "/s.sock"
+		path := sock + restartRecordSuffix
+		if err := os.WriteFile(path, []byte(c.record), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c.ahead != 0 {
+			at := time.Now().Add(c.ahead)
+			if err := os.Chtimes(path, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if left, seen := restartRecordLeft(sock); left != 0 || seen != c.seen {
+			t.Errorf("%s: left %v seen %v, want 0 and seen %v", c.name, left, seen, c.seen)
+		}
+		var whys []string
+		in := input{env: env{"CNI_COMMAND": "STATUS", "CNI_PATH": "/p"}, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","socket":"` + sock + `"}`),
+			elapsed: zero, restart: restartRecordLeft, sleep: func(time.Duration) {},
+			noteNotReady: func(_, why, _ string) { whys = append(whys, why) }}
+		out, code := run(in, func(string, string, []byte, time.Duration, [][2]string) (reply, error) { return gone() }, nil)
+		if code != 1 || !strings.Contains(string(out), `"code":50`) || len(whys) != 1 || whys[0] != c.why {
+			t.Errorf("%s: %d %s, noted %q, want %q", c.name, code, out, whys, c.why)
+		}
+	}
+}

@@ -242,7 +242,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		// the skew: the runtime is told the ADD failed and sends no DEL after that (containerd
 		// 1.6.37+, 1.7.23+, 2.x), so the shim undoes it itself before answering.
 		if req.command == "ADD" && r.status == 200 {
-			skew.Msg += "; " + undoAdd(req, send, spool, in.elapsed, "when stewardd next starts")
+			skew.Msg += "; " + undoAdd(req, send, spool, "when stewardd next starts")
 		}
 		return nil, skew
 	}
@@ -250,7 +250,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 	// exist, and the runtime sends no DEL after that failure, so the shim undoes the ADD.
 	if req.command == "ADD" && r.status == 200 && !isJSONObject(r.body) {
 		return nil, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the ADD with 200 and a body that is not a JSON object; " +
-			undoAdd(req, send, spool, in.elapsed, spooledByLiveDaemon), Details: firstChars(string(r.body), 200)}
+			undoAdd(req, send, spool, spooledByLiveDaemon), Details: firstChars(string(r.body), 200)}
 	}
 	return &r, nil
 }
@@ -258,7 +258,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 // sendFailed: what the runtime hears when no usable answer came back; nil when a DEL was spooled.
 func sendFailed(req request, in input, err error, send sender, spool spooler) *cniError {
 	if req.command == "ADD" && statusOf(err)/100 == 2 {
-		return lostAddAnswer(req, err, send, spool, in.elapsed)
+		return lostAddAnswer(req, err, send, spool)
 	}
 	var u *unreachableError
 	var bad *badAnswerError
@@ -286,9 +286,9 @@ const spooledByLiveDaemon = "when stewardd next reads its spool"
 // could not be read. stewardd carried it out (its delegates ran, its journal committed); the
 // runtime, told it failed, sends no DEL after it (containerd 1.6.37+, 1.7.23+, 2.x), so the
 // shim undoes it as it does a skewed ADD. stewardd answered: it is not called unreachable.
-func lostAddAnswer(req request, err error, send sender, spool spooler, elapsed func() time.Duration) *cniError {
+func lostAddAnswer(req request, err error, send sender, spool spooler) *cniError {
 	head := "stewardd at " + req.socket + " answered the ADD with HTTP " + strconv.Itoa(statusOf(err))
-	undo := undoAdd(req, send, spool, elapsed, spooledByLiveDaemon)
+	undo := undoAdd(req, send, spool, spooledByLiveDaemon)
 	var u *unreachableError
 	if errors.As(err, &u) {
 		// Cut off (stewardd died or froze mid-answer): transient, as no answer at all is.
@@ -316,7 +316,7 @@ func spoolUnusable(req request, why string, spool spooler, warn func(string)) *c
 }
 
 // notReadyWhy names why STATUS found stewardd unavailable: frozen (no answer within the bound),
-// grace expired (a restart record was there, but its successor never served in time), or
+// grace expired (a restart record of this boot was there, but its successor never served in time), or
 // unreachable (gone: a crash, kill -9, never started).
 func notReadyWhy(req request, u *unreachableError, restart restartLeft) string {
 	if u.timeout {
@@ -366,8 +366,8 @@ func unreachableOutcome(req request, u *unreachableError, spool spooler) *cniErr
 }
 
 // readAnswer: stewardd's answer as the runtime gets it. A 200 is printed as it came (a CHECK's is
-// empty, or an object; an ADD's is a JSON object, deliver saw to it); a CNI error keeps its words;
-// anything else is 104 naming stewardd.
+// empty, or an object; an ADD's is a JSON object, deliver saw to it); a CNI error keeps its words,
+// unless its code is one the command cannot have (unfitCode); anything else is 104 naming stewardd.
 func readAnswer(req request, r reply) ([]byte, int) {
 	if r.status == 200 {
 		// A CHECK's answer is nothing (CNI spec) or an object, never a fragment (an ADD's: deliver).
@@ -376,6 +376,10 @@ func readAnswer(req request, r reply) ([]byte, int) {
 				" with 200 and a body that is not a JSON object", Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
 		}
 		return r.body, 0
+	}
+	if code, e, unfit := unfitCode(r.body); unfit {
+		return forStatus(req, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered with code " + code + ", which " +
+			article(req.command) + " cannot have: " + e.Msg, Details: e.Details}).encode(req.cniVersion), 1
 	}
 	e, _, ok := daemonError(r.body)
 	if !ok {
@@ -389,6 +393,34 @@ func readAnswer(req request, r reply) ([]byte, int) {
 		return newError(codePluginNotAvailable, "stewardd is not available: "+e.Msg).encode(req.cniVersion), 1
 	}
 	return r.body, 1
+}
+
+// unfitCode: stewardd's CNI error when its code is one no command can have, with that code as sent:
+// not an integer from 1 (0, -3, 3.5, 1e400). unfit is false for any other answer: every whole code
+// from 1 (the spec's, steward's own, a delegate's passed through) is left as it is.
+func unfitCode(body []byte) (code string, e *cniError, unfit bool) {
+	var obj map[string]json.RawMessage
+	e = &cniError{}
+	if json.Unmarshal(body, &obj) != nil || !isJSONNumber(obj["code"]) || !isJSONString(obj["msg"]) ||
+		json.Unmarshal(obj["msg"], &e.Msg) != nil {
+		return "", nil, false
+	}
+	// Any whole code from 1 is passed on: stewardd passes its delegates' own codes through as sent.
+	if json.Unmarshal(obj["code"], &e.Code) == nil && e.Code >= 1 {
+		return "", nil, false
+	}
+	if isJSONString(obj["details"]) {
+		_ = json.Unmarshal(obj["details"], &e.Details)
+	}
+	return string(obj["code"]), e, true
+}
+
+// article: the command with its indefinite article ("an ADD", "a DEL").
+func article(command string) string {
+	if command == "ADD" {
+		return "an ADD"
+	}
+	return "a " + command
 }
 
 // forStatus: to a runtime asking STATUS, a stewardd whose answer the shim cannot use is a plugin
@@ -407,8 +439,9 @@ func isJSONObject(b []byte) bool {
 
 // undoAdd sends the DEL of an ADD stewardd carried out though the runtime is told it failed (an
 // older stewardd's, or one whose answer was lost), within the DEL's own bound as the runtime would
-// have sent it, or spools it when that DEL gets no 200; it says which (a spooled DEL runs later).
-func undoAdd(req request, send sender, spool spooler, elapsed func() time.Duration, later string) string {
+// have sent it (a whole one: the ADD's bound is spent, and both fit inside the kubelet's 4 minutes),
+// or spools it when that DEL gets no 200; it says which (a spooled DEL runs later).
+func undoAdd(req request, send sender, spool spooler, later string) string {
 	del := env{}
 	for k, v := range req.wire {
 		del[k] = v
@@ -418,8 +451,7 @@ func undoAdd(req request, send sender, spool spooler, elapsed func() time.Durati
 	if err != nil {
 		return "its ADD could not be undone: " + err.Error()
 	}
-	b, _ := commandBound("DEL", nil, elapsed())
-	if r, err := send(req.socket, cniRoute, body, b.remaining, req.headers(del)); err == nil && r.status == 200 {
+	if r, err := send(req.socket, cniRoute, body, delBound, req.headers(del)); err == nil && r.status == 200 {
 		return "the ADD it carried out was undone (DEL answered)"
 	}
 	if _, serr := spool(req.spoolDir, req.containerID, body); serr != nil {
@@ -483,7 +515,7 @@ func failureSafe(stdout []byte) []byte {
 
 // stdinBound: how long the shim waits for stdin to be written and closed, and its name: the
 // command's default bound (the netconf, which could change it, is what is being read), what is
-// left of STATUS's.
+// left of it since the process started.
 func stdinBound(e env, elapsed time.Duration) bound {
 	command := e.get("CNI_COMMAND")
 	switch command {

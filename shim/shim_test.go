@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -595,5 +596,116 @@ func TestReadStdinWaitsOnANonBlockingPipe(t *testing.T) {
 	data, closed := readStdin(fd, 1024, 10*time.Second, nil)
 	if !closed || string(data) != `{"a":1}` {
 		t.Errorf("%q closed %v", data, closed)
+	}
+}
+
+// Every command's bound counts from the process's start, as STATUS's always did: the time spent
+// reading stdin comes off it (an ADD with timeouts.add 2000 whose stdin closed 3 s late waited 2 s
+// more, 5 s in all, and an ADD could take 120 s of stdin plus 200 s, past the kubelet's 240 s). An
+// expiry still names the whole bound.
+func TestTheTimeSpentReadingStdinComesOffTheCommandsBound(t *testing.T) {
+	for _, c := range []struct {
+		command, timeouts string
+		elapsed, want     time.Duration
+		label             string
+	}{
+		{"ADD", `{"add":2000}`, 1500 * time.Millisecond, 500 * time.Millisecond, "the ADD bound of 2000 ms"},
+		{"ADD", `{"add":2000}`, 3 * time.Second, time.Millisecond, "the ADD bound of 2000 ms"},
+		{"ADD", `{"add":200000}`, 119 * time.Second, 81 * time.Second, "the ADD bound of 200000 ms"},
+		{"DEL", `{}`, 10 * time.Second, delBound - 10*time.Second, "the DEL bound of 30000 ms"},
+		{"CHECK", `{"check":5000}`, 6 * time.Second, time.Millisecond, "the CHECK bound of 5000 ms"},
+		{"GC", `{}`, 0, checkBound, "the GC bound of 120000 ms"},
+	} {
+		var calls []sendCall
+		e := env{"CNI_COMMAND": c.command, "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+		in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","timeouts":` + c.timeouts + `}`),
+			elapsed: func() time.Duration { return c.elapsed }}
+		out, code := run(in, fakeSend(&calls, reply{}, &unreachableError{reason: "timed out", timeout: true}),
+			func(string, string, []byte) (string, error) { return "", errors.New("no spool") })
+		if len(calls) != 1 || calls[0].timeout != c.want {
+			t.Errorf("%s %s after %v: sent %+v, want a bound of %v", c.command, c.timeouts, c.elapsed, calls, c.want)
+		}
+		if code != 1 || !strings.Contains(string(out), "no answer within "+c.label) {
+			t.Errorf("%s %s: %d %s, want it to name %s", c.command, c.timeouts, code, out, c.label)
+		}
+	}
+}
+
+// The same through the process's stdin: closed 300 ms late, an ADD with timeouts.add 1000 has at
+// most 700 ms left for stewardd, not 1000.
+func TestAStdinClosedLateShortensTheWaitForStewardd(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.Write([]byte(`{"cniVersion":"1.1.0","name":"n","timeouts":{"add":1000}}`)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		w.Close()
+	}()
+	e := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	start := time.Now()
+	var calls []sendCall
+	out, code := call(e, int(r.Fd()), func() time.Duration { return time.Since(start) },
+		fakeSend(&calls, reply{}, &unreachableError{reason: "timed out", timeout: true}), nil)
+	if len(calls) != 1 || calls[0].timeout > 700*time.Millisecond || calls[0].timeout < 100*time.Millisecond {
+		t.Errorf("sent %+v, want at most the 700 ms left of the ADD's 1000", calls)
+	}
+	if code != 1 || !strings.Contains(string(out), "no answer within the ADD bound of 1000 ms") {
+		t.Errorf("%d %s", code, out)
+	}
+}
+
+// The undo of an ADD carried out though the runtime is told it failed gets a whole DEL bound, however
+// much of the ADD's was spent: the ADD's bound and it fit the kubelet's 4 minutes together.
+func TestTheUndoOfAnADDHasAWholeDELBound(t *testing.T) {
+	var calls []sendCall
+	e := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n"}`), elapsed: func() time.Duration { return 100 * time.Second }}
+	out, code := run(in, fakeSend(&calls, reply{status: 200, body: []byte("[]"), hasProtocol: true, protocol: strconv.Itoa(protocolVersion)}, nil),
+		func(string, string, []byte) (string, error) { return "", nil })
+	if code != 1 || len(calls) != 2 || calls[0].timeout != addBound-100*time.Second || calls[1].timeout != delBound {
+		t.Errorf("%d %s: sent %+v", code, out, calls)
+	}
+}
+
+// stewardd's CNI error is passed on as sent only when the command can have its code: 0, a code
+// below it or not an integer, and 50 or 51 (STATUS's) on another command are 104 naming stewardd
+// (50 on STATUS, as any answer of stewardd's it cannot use), its words kept. The spec's codes
+// the command can have, and 100 and up, are passed on.
+func TestAnErrorCodeTheCommandCannotHaveIs104NamingStewardd(t *testing.T) {
+	for _, c := range []struct {
+		command, code string
+		want          int
+		msg           string
+	}{
+		{"ADD", "0", 104, "^stewardd at /s/sock answered with code 0, which an ADD cannot have: m$"},
+		{"ADD", "-3", 104, "^stewardd at /s/sock answered with code -3, which an ADD cannot have: m$"},
+		{"CHECK", "3.5", 104, "^stewardd at /s/sock answered with code 3.5, which a CHECK cannot have: m$"},
+		{"GC", "1e400", 104, "^stewardd at /s/sock answered with code 1e400, which a GC cannot have: m$"},
+		{"ADD", "50", 50, "^m$"}, // a delegate's own, passed through as stewardd passes it
+		{"STATUS", "0", 50, "^stewardd is not available: stewardd at /s/sock answered with code 0, which a STATUS cannot have: m$"},
+		{"STATUS", "51", 51, "^m$"},
+		{"ADD", "7", 7, "^m$"},
+		{"DEL", "11", 11, "^m$"},
+		{"ADD", "100", 100, "^m$"},
+		{"ADD", "999", 999, "^m$"},
+	} {
+		e := env{"CNI_COMMAND": c.command, "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+		in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","socket":"/s/sock"}`), elapsed: zero}
+		body := `{"cniVersion":"1.1.0","code":` + c.code + `,"msg":"m","details":"d"}`
+		out, code := run(in, fakeSend(&[]sendCall{}, reply{status: 400, body: []byte(body), hasProtocol: true, protocol: strconv.Itoa(protocolVersion)}, nil),
+			func(string, string, []byte) (string, error) { return "", nil })
+		var got struct {
+			Code    int    `json:"code"`
+			Msg     string `json:"msg"`
+			Details string `json:"details"`
+		}
+		if code != 1 || json.Unmarshal(out, &got) != nil || got.Code != c.want || !regexp.MustCompile(c.msg).MatchString(got.Msg) || got.Details != "d" {
+			t.Errorf("%s answered code %s: exit %d %s, want code %d and msg %s", c.command, c.code, code, out, c.want, c.msg)
+		}
 	}
 }
