@@ -114,3 +114,34 @@ export function makeMissing(dir: string): void {
     /* spoolDirProblem says why it cannot be drained */
   }
 }
+
+/** What a dir is (following links): device, inode, mode, owner; undefined when it is not there. */
+function dirIdentity(dir: string): string | undefined {
+  try {
+    const st = statSync(dir);
+    return `${st.dev}:${st.ino}:${st.mode}:${st.uid}:${st.gid}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Dirs as they passed the check. Asked as each pass or request starts: the same dir (one stat) is
+ * still good, another one (replaced, its mode or owner changed) is checked again in full. A full
+ * check on every ADD and CHECK cost a dozen syscalls each, and RSS grew with them under load.
+ */
+export class CheckedDirs {
+  private readonly seen = new Map<string, string | undefined>();
+
+  passed(dir: string): void {
+    this.seen.set(dir, dirIdentity(dir));
+  }
+
+  stillGood(dir: string): boolean {
+    const now = dirIdentity(dir);
+    if (now !== undefined && now === this.seen.get(dir)) return true;
+    if (spoolDirProblem(dir) !== undefined) return false;
+    this.seen.set(dir, now);
+    return true;
+  }
+}

@@ -1,18 +1,15 @@
 // Every spool dir a DEL can be spooled to is drained, and kept clean (issue "spool hygiene").
 //
 // Which dirs: the daemon's own (--spool-dir, default <state-dir>/spool) and the one its install
-// record names (<state-dir>/install.json `spoolDir`: what `stewardd install --spool-dir` wrote into
-// the node's conflist, so where the shim spools). They used to be only the first: a DEL the shim
-// spooled to the record's dir was answered 0 and never run, the attachment stayed `added`, its lease
-// held, and /readyz said ready. The record is read again every second, and a dir it stops naming
-// (a re-install with another --spool-dir) is still drained for RETIRED_DIR_MS, since a shim that
-// read the old conflist may still spool there. Each dir is scanned before the socket opens (its
-// containers held, engine/spool.ts SpoolDrain) and drained in the background after; then every
-// second (the retry scheduler's tick drains the daemon's own dir, engine/scheduler.ts; this
-// module's rounds drain the others). A named dir that cannot be drained (not a directory, a link to
-// nothing, cannot be listed, another user could write to it: spool-dir-check.ts) or an install
-// record that cannot be read makes the daemon not ready, with the reason, as the watcher does for a
-// record naming another socket. A named dir not there yet is made, 0700, as the shim would.
+// record names (<state-dir>/install.json `spoolDir`, where the shim spools; a DEL spooled there was
+// once answered 0 and never run). The record is read again every second, and a dir it stops naming
+// is still drained for RETIRED_DIR_MS, since a shim that read the old conflist may still spool
+// there. Each dir is scanned before the socket opens (its containers held, engine/spool.ts
+// SpoolDrain) and drained in the background after; then every second (the retry scheduler's tick
+// drains the daemon's own dir, engine/scheduler.ts; this module's rounds drain the others). A named
+// dir that cannot be drained (not a directory, a link to nothing, cannot be listed, another user
+// could write to it: spool-dir-check.ts) or an install record that cannot be read makes the daemon
+// not ready, with the reason. A named dir not there yet is made, 0700, as the shim would.
 //
 // Stale temp files: a writer (the shim, or a degraded daemon's shared/src/spool.ts) killed between
 // creating `.<stem>.tmp` and renaming it leaves the temp file for good (18 of 200 shims killed at
@@ -26,7 +23,7 @@ import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
-import { makeMissing, spoolDirProblem } from './spool-dir-check.js';
+import { CheckedDirs, makeMissing, spoolDirProblem } from './spool-dir-check.js';
 import { type ByPrefix, SpoolListings } from './spool-listing.js';
 import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
@@ -53,10 +50,8 @@ const keptMessage = (n: number) =>
 type Hold = (containerId: string) => Promise<void> | undefined;
 
 /**
- * The engine as one dir's SpoolDrain sees it: the engine's spooledDel(Journaled), and a spoolHold of its own.
- * A SpoolDrain sets engine.spoolHold for the containers its dir holds and clears it once drained, and
- * uses nothing else of the engine; with one per dir, each sets its own here, and the engine's
- * spoolHold is all of them at once (SpoolDirs.scan).
+ * The engine as one dir's SpoolDrain sees it (it sets spoolHold for the containers its dir holds
+ * and clears it once drained): a spoolHold of its own; the engine's is all of them (SpoolDirs.scan).
  */
 function engineFor(engine: Engine): { view: Engine; hold: Hold } {
   let own: Hold | undefined;
@@ -152,8 +147,10 @@ export class SpoolDirs {
       // first, under a parent anyone may write to (/tmp), is refused below and never drained.
       if (n.round === round) makeMissing(dir);
       const problem = spoolDirProblem(dir);
-      if (problem === undefined) drainable.push(dir);
-      else if (n.round === round)
+      if (problem === undefined) {
+        drainable.push(dir);
+        this.checked.passed(dir);
+      } else if (n.round === round)
         why.push(
           `spool dir ${dir} (named by ${n.by}) cannot be drained: ${problem}; a DEL the shim spools there would never run`,
         );
@@ -163,9 +160,12 @@ export class SpoolDirs {
     return drainable;
   }
 
-  /** Whether `dir` may be drained now: checked again as a pass starts, not the round's verdict (a second old). */
+  /** The dirs as each passed its check: a pass or a request asks again with one stat (spool-dir-check.ts). */
+  private readonly checked = new CheckedDirs();
+
+  /** Whether `dir` may be drained now, as a pass or a request starts (the round's verdict is up to a second old). */
   drainableNow(dir: string): boolean {
-    return this.drainable.includes(dir) && spoolDirProblem(dir) === undefined;
+    return this.drainable.includes(dir) && this.checked.stillGood(dir);
   }
 
   /** Whether `dir` holds spooled DELs (its listing, kept while the dir is unchanged). */
