@@ -12,7 +12,6 @@ import {
   cpSync,
   mkdirSync,
   openSync,
-  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -24,25 +23,10 @@ import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, fixtureCalls, sh } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { childrenOf } from '../helpers/children.js';
 
 const env = new TestEnv('healthz');
 after(() => env.close());
-
-/** Pids of the processes whose parent is `pid` and whose command line contains `match`. */
-function childrenOf(pid: number, match: string): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(match)) out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 describe('journal cannot be written', () => {
   it('a full tmpfs under the state dir makes /readyz 503 with the reason, /healthz stays 200; freeing it makes the daemon ready again', async () => {

@@ -5,26 +5,12 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import pino from 'pino';
 import { Spawner } from '../../daemon/dist/plugins/spawner.js';
+import { childrenOf } from '../helpers/children.js';
 
 /** The pids of this process's children running the spawner. */
-function spawners(): number[] {
-  const pids: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('spawner-child'))
-        pids.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return pids;
-}
+const spawners = () => childrenOf(process.pid, 'spawner-child');
 
 /** Blocks this process's event loop for `ms`, as a long synchronous commit would. */
 function block(ms: number): void {
