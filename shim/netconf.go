@@ -228,10 +228,10 @@ func commandBound(command string, timeouts json.RawMessage, elapsed time.Duratio
 			if kv.key != "add" && kv.key != "check" && kv.key != "del" && kv.key != "gc" {
 				return bound{}, newError(codeInvalidConfig, `"timeouts" has an unknown key "`+kv.key+`" (add, check, del, gc)`)
 			}
-			_, max := commandDefault(strings.ToUpper(kv.key))
-			v, ok := integerMs(kv.value, max)
+			_, most := commandDefault(strings.ToUpper(kv.key))
+			v, ok := integerMs(kv.value, most)
 			if !ok {
-				why := `"timeouts.` + kv.key + `" must be an integer from 1 to ` + strconv.FormatInt(max, 10) + " (ms)"
+				why := `"timeouts.` + kv.key + `" must be an integer from 1 to ` + strconv.FormatInt(most, 10) + " (ms)"
 				switch kv.key {
 				case "add":
 					why += ": an ADD and the undo of a skewed one must end inside the kubelet's 4 minutes for RunPodSandbox"
@@ -258,13 +258,13 @@ func commandBound(command string, timeouts json.RawMessage, elapsed time.Duratio
 	return bound{left, "the " + command + " bound of " + strconv.FormatInt(ms, 10) + " ms"}, nil
 }
 
-// integerMs: a JSON number that is an integer from 1 to max.
-func integerMs(raw json.RawMessage, max int64) (int64, bool) {
+// integerMs: a JSON number that is an integer from 1 to most.
+func integerMs(raw json.RawMessage, most int64) (int64, bool) {
 	if !isJSONNumber(raw) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil || f != float64(int64(f)) || f < 1 || f > float64(max) {
+	if err != nil || f != float64(int64(f)) || f < 1 || f > float64(most) {
 		return 0, false
 	}
 	return int64(f), true

@@ -651,7 +651,8 @@ func TestAStdinClosedLateShortensTheWaitForStewardd(t *testing.T) {
 	var calls []sendCall
 	out, code := call(e, int(r.Fd()), func() time.Duration { return time.Since(start) },
 		fakeSend(&calls, reply{}, &unreachableError{reason: "timed out", timeout: true}), nil)
-	if len(calls) != 1 || calls[0].timeout > 700*time.Millisecond || calls[0].timeout < 100*time.Millisecond {
+	// At least the 300 ms stdin took came off; a loaded machine may take longer, never less.
+	if len(calls) != 1 || calls[0].timeout > 700*time.Millisecond {
 		t.Errorf("sent %+v, want at most the 700 ms left of the ADD's 1000", calls)
 	}
 	if code != 1 || !strings.Contains(string(out), "no answer within the ADD bound of 1000 ms") {
@@ -672,10 +673,9 @@ func TestTheUndoOfAnADDHasAWholeDELBound(t *testing.T) {
 	}
 }
 
-// stewardd's CNI error is passed on as sent only when the command can have its code: 0, a code
-// below it or not an integer, and 50 or 51 (STATUS's) on another command are 104 naming stewardd
-// (50 on STATUS, as any answer of stewardd's it cannot use), its words kept. The spec's codes
-// the command can have, and 100 and up, are passed on.
+// stewardd's CNI error is passed on as sent when its code is a whole number from 1 (the spec's,
+// steward's own, a delegate's passed through: 50 on ADD too); 0, a code below it or not an integer
+// is 104 naming stewardd (50 on STATUS, as any answer of stewardd's it cannot use), its words kept.
 func TestAnErrorCodeTheCommandCannotHaveIs104NamingStewardd(t *testing.T) {
 	for _, c := range []struct {
 		command, code string

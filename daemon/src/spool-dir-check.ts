@@ -118,7 +118,7 @@ export function makeMissing(dir: string): void {
 /** What a dir is (following links): device, inode, mode, owner; undefined when it is not there. */
 function dirIdentity(dir: string): string | undefined {
   try {
-    const st = statSync(dir);
+    const st = statSync(dir, { bigint: true }); // an inode past 2^53 (overlayfs xino) stays exact
     return `${st.dev}:${st.ino}:${st.mode}:${st.uid}:${st.gid}`;
   } catch {
     return undefined;
@@ -127,7 +127,8 @@ function dirIdentity(dir: string): string | undefined {
 
 /**
  * Dirs as they passed the check. Asked as each pass or request starts: the same dir (one stat) is
- * still good, another one (replaced, its mode or owner changed) is checked again in full. A full
+ * still good, another one (replaced, its mode or owner changed) is checked again in full; its
+ * parents and links are checked again by the next round (within a second). A full
  * check on every ADD and CHECK cost a dozen syscalls each, and RSS grew with them under load.
  */
 export class CheckedDirs {
