@@ -82,7 +82,7 @@ func call(e env, fd int, elapsed func() time.Duration, send sender, spool spoole
 		return stdinNotClosed(bound), 1
 	}
 	return run(input{env: e, stdin: stdin, elapsed: elapsed, restart: restartRecordLeft, sleep: time.Sleep,
-		noteNotReady: writeNotReadyNote, beacon: readBeacon, warn: warnStderr}, send, spool)
+		noteNotReady: writeNotReadyNote, beacon: readBeacon, warn: warnStderr, unspool: os.Remove}, send, spool)
 }
 
 // warnStderr writes one line for the runtime's log: it keeps a plugin's stderr, not its stdout.

@@ -194,10 +194,12 @@ func spoolDirOK(s string, isString bool) bool {
 	return isString && strings.HasPrefix(s, "/") && strings.IndexByte(s, 0) < 0
 }
 
-// bound is what is left of one request's time and how an expiry names it.
+// bound is what is left of one request's time and how an expiry names it; spent: nothing was left
+// (reading stdin took all of it), and remaining is then 1 ms.
 type bound struct {
 	remaining time.Duration
 	label     string
+	spent     bool
 }
 
 // commandDefault is a command's bound when the netconf sets none, and the most "timeouts" may set.
@@ -252,10 +254,11 @@ func commandBound(command string, timeouts json.RawMessage, elapsed time.Duratio
 	// included, so a caller slow to close stdin never stretches the call past the runtime's deadline.
 	full := time.Duration(ms) * time.Millisecond
 	left := full - max(elapsed, 0)
+	spent := left <= 0
 	if left < time.Millisecond {
 		left = time.Millisecond
 	}
-	return bound{left, "the " + command + " bound of " + strconv.FormatInt(ms, 10) + " ms"}, nil
+	return bound{left, "the " + command + " bound of " + strconv.FormatInt(ms, 10) + " ms", spent}, nil
 }
 
 // integerMs: a JSON number that is an integer from 1 to most.

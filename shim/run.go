@@ -30,6 +30,9 @@ type input struct {
 	beacon beaconRead
 	// warn tells the runtime's log (stderr) what an exit 0 does not show; nil: nothing is written.
 	warn func(string)
+	// unspool removes a DEL the shim spooled and then saw answered (nil: it stays, and its repeat is
+	// answered from stewardd's tombstone).
+	unspool func(path string) error
 }
 
 // request is one call, read and checked: what to send to which socket, within what bound.
@@ -200,6 +203,10 @@ func (req request) headers(wire env) [][2]string {
 // container's next ADD: the teardown is only postponed), or when STATUS found stewardd in a
 // planned restart (the network is no less ready for it).
 func deliver(req request, in input, send sender, spool spooler) (*reply, *cniError) {
+	// STATUS goes on: the alive beacon answers it when stewardd cannot within 1 ms.
+	if req.bound.spent && req.command != "STATUS" {
+		return nil, boundSpent(req, in, spool)
+	}
 	start := in.elapsed()
 	remaining := req.bound.remaining
 	if req.command == "STATUS" && in.beacon != nil {
@@ -242,7 +249,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		// the skew: the runtime is told the ADD failed and sends no DEL after that (containerd
 		// 1.6.37+, 1.7.23+, 2.x), so the shim undoes it itself before answering.
 		if req.command == "ADD" && r.status == 200 {
-			skew.Msg += "; " + undoAdd(req, send, spool, "when stewardd next starts")
+			skew.Msg += "; " + undoAdd(req, in, send, spool, "when stewardd next starts")
 		}
 		return nil, skew
 	}
@@ -250,7 +257,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 	// exist, and the runtime sends no DEL after that failure, so the shim undoes the ADD.
 	if req.command == "ADD" && r.status == 200 && !isJSONObject(r.body) {
 		return nil, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the ADD with 200 and a body that is not a JSON object; " +
-			undoAdd(req, send, spool, spooledByLiveDaemon), Details: firstChars(string(r.body), 200)}
+			undoAdd(req, in, send, spool, spooledByLiveDaemon), Details: firstChars(string(r.body), 200)}
 	}
 	return &r, nil
 }
@@ -258,7 +265,7 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 // sendFailed: what the runtime hears when no usable answer came back; nil when a DEL was spooled.
 func sendFailed(req request, in input, err error, send sender, spool spooler) *cniError {
 	if req.command == "ADD" && statusOf(err)/100 == 2 {
-		return lostAddAnswer(req, err, send, spool)
+		return lostAddAnswer(req, in, err, send, spool)
 	}
 	var u *unreachableError
 	var bad *badAnswerError
@@ -286,9 +293,9 @@ const spooledByLiveDaemon = "when stewardd next reads its spool"
 // could not be read. stewardd carried it out (its delegates ran, its journal committed); the
 // runtime, told it failed, sends no DEL after it (containerd 1.6.37+, 1.7.23+, 2.x), so the
 // shim undoes it as it does a skewed ADD. stewardd answered: it is not called unreachable.
-func lostAddAnswer(req request, err error, send sender, spool spooler) *cniError {
+func lostAddAnswer(req request, in input, err error, send sender, spool spooler) *cniError {
 	head := "stewardd at " + req.socket + " answered the ADD with HTTP " + strconv.Itoa(statusOf(err))
-	undo := undoAdd(req, send, spool, spooledByLiveDaemon)
+	undo := undoAdd(req, in, send, spool, spooledByLiveDaemon)
 	var u *unreachableError
 	if errors.As(err, &u) {
 		// Cut off (stewardd died or froze mid-answer): transient, as no answer at all is.
@@ -439,9 +446,11 @@ func isJSONObject(b []byte) bool {
 
 // undoAdd sends the DEL of an ADD stewardd carried out though the runtime is told it failed (an
 // older stewardd's, or one whose answer was lost), within the DEL's own bound as the runtime would
-// have sent it (a whole one: the ADD's bound is spent, and both fit inside the kubelet's 4 minutes),
-// or spools it when that DEL gets no 200; it says which (a spooled DEL runs later).
-func undoAdd(req request, send sender, spool spooler, later string) string {
+// have sent it (a whole one: the ADD's bound is spent, and both fit inside the kubelet's 4 minutes).
+// The DEL is spooled first: a runtime whose own deadline kills the shim while it waits for stewardd
+// leaves the undo on disk, not lost. A DEL answered 200 takes its spooled copy back (in.unspool); a
+// copy left behind is answered from stewardd's tombstone. It says which (a spooled DEL runs later).
+func undoAdd(req request, in input, send sender, spool spooler, later string) string {
 	del := env{}
 	for k, v := range req.wire {
 		del[k] = v
@@ -451,13 +460,35 @@ func undoAdd(req request, send sender, spool spooler, later string) string {
 	if err != nil {
 		return "its ADD could not be undone: " + err.Error()
 	}
+	path, serr := spool(req.spoolDir, req.containerID, body)
 	if r, err := send(req.socket, cniRoute, body, delBound, req.headers(del)); err == nil && r.status == 200 {
+		if serr == nil && path != "" && in.unspool != nil {
+			_ = in.unspool(path)
+		}
 		return "the ADD it carried out was undone (DEL answered)"
 	}
-	if _, serr := spool(req.spoolDir, req.containerID, body); serr != nil {
+	if serr != nil {
 		return "its ADD could not be undone (the DEL failed and could not be spooled: " + serr.Error() + ")"
 	}
 	return "the ADD it carried out is undone by a spooled DEL " + later
+}
+
+// boundSpent: the answer when reading stdin used up the whole bound before stewardd could be asked.
+// Nothing is sent (stewardd could only carry out an ADD the shim no longer waits for); a DEL is
+// spooled, as one stewardd does not answer in time is. nil when it was.
+func boundSpent(req request, in input, spool spooler) *cniError {
+	why := req.bound.label + " was used up reading stdin (" + strconv.FormatInt(in.elapsed().Milliseconds(), 10) +
+		" ms since the shim started) before stewardd was asked"
+	if req.command == "DEL" {
+		if _, serr := spool(req.spoolDir, req.containerID, req.body); serr != nil {
+			return newError(codeTryAgainLater, why+", and the DEL could not be spooled to "+req.spoolDir+": "+serr.Error())
+		}
+		if in.warn != nil {
+			in.warn(why + "; the DEL was spooled and is carried out " + spooledByLiveDaemon)
+		}
+		return nil
+	}
+	return newError(codeTryAgainLater, why+"; nothing was sent; try again later")
 }
 
 // firstChars: the first n characters of s.

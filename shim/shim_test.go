@@ -352,7 +352,7 @@ func TestA200IsPrintedOnlyWhenItIsWhatTheCommandAnswers(t *testing.T) {
 	} {
 		var calls []sendCall
 		out, code := run(input{env: c.e, stdin: []byte(`{"cniVersion":"1.0.0"}`), elapsed: zero},
-			fakeSend(&calls, reply{status: 200, body: []byte(c.body), protocol: "2", hasProtocol: true}, nil), nil)
+			fakeSend(&calls, reply{status: 200, body: []byte(c.body), protocol: "2", hasProtocol: true}, nil), fakeSpool(&[]string{}, nil))
 		if code != c.code || (code == 0 && string(out) != c.body) || (code == 1 && !strings.Contains(string(out), `"code":104`)) {
 			t.Errorf("%s: %d %s", c.name, code, out)
 		}
@@ -503,10 +503,22 @@ func TestAnADDAnswered200WhoseAnswerIsLostIsUndone(t *testing.T) {
 		d := startRecordingDaemon(t, socket, c.answers...)
 		e := env{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth1", "CNI_PATH": "/p"}
 		conf := `{"cniVersion":"1.0.0","name":"n","socket":"` + socket + `","spoolDir":"` + dir + `/spool"}`
-		out, code := run(input{env: e, stdin: []byte(conf), elapsed: zero}, postUnix, spoolRequest)
+		// The undo's DEL is on disk before it is sent: a runtime that kills the shim meanwhile leaves it.
+		spooledAtDel := -1
+		send := func(socket, route string, body []byte, timeout time.Duration, headers [][2]string) (reply, error) {
+			if bytes.Contains(body, []byte(`"CNI_COMMAND":"DEL"`)) {
+				files, _ := filepath.Glob(filepath.Join(dir, "spool", "*.json"))
+				spooledAtDel = len(files)
+			}
+			return postUnix(socket, route, body, timeout, headers)
+		}
+		out, code := run(input{env: e, stdin: []byte(conf), elapsed: zero, unspool: os.Remove}, send, spoolRequest)
 		var got cniError
 		if code == 0 || json.Unmarshal(out, &got) != nil || float64(got.Code) != c.code || !strings.Contains(got.Msg, c.msg) || strings.Contains(got.Msg, "unreachable") {
 			t.Errorf("%s: exit %d %s, want code %v with %q", c.name, code, out, c.code, c.msg)
+		}
+		if spooledAtDel != 1 {
+			t.Errorf("%s: %d DELs were spooled when the undo's DEL was sent, want 1", c.name, spooledAtDel)
 		}
 		head, body := delOf(t, d.received())
 		if !strings.Contains(head, "\r\nx-cni-containerid: abc\r\n") || !strings.Contains(head, "\r\nx-cni-ifname: eth1\r\n") ||
@@ -568,7 +580,8 @@ func TestAnADDWhose200AnswerStoppedAtTheBoundIsUndone(t *testing.T) {
 		}
 		return reply{status: 200, protocol: "2", hasProtocol: true}, nil
 	}
-	out, code := run(input{env: e, stdin: []byte(`{"cniVersion":"1.0.0","name":"n"}`), elapsed: zero}, send, nil)
+	var dirs []string
+	out, code := run(input{env: e, stdin: []byte(`{"cniVersion":"1.0.0","name":"n"}`), elapsed: zero}, send, fakeSpool(&dirs, nil))
 	if code != 1 || !strings.Contains(string(out), `"code":11`) || !strings.Contains(string(out), "answer was cut off (the rest of it not within the ADD bound of 120000 ms); the ADD it carried out was undone (DEL answered)") {
 		t.Errorf("%d %s", code, out)
 	}
@@ -610,10 +623,8 @@ func TestTheTimeSpentReadingStdinComesOffTheCommandsBound(t *testing.T) {
 		label             string
 	}{
 		{"ADD", `{"add":2000}`, 1500 * time.Millisecond, 500 * time.Millisecond, "the ADD bound of 2000 ms"},
-		{"ADD", `{"add":2000}`, 3 * time.Second, time.Millisecond, "the ADD bound of 2000 ms"},
 		{"ADD", `{"add":200000}`, 119 * time.Second, 81 * time.Second, "the ADD bound of 200000 ms"},
 		{"DEL", `{}`, 10 * time.Second, delBound - 10*time.Second, "the DEL bound of 30000 ms"},
-		{"CHECK", `{"check":5000}`, 6 * time.Second, time.Millisecond, "the CHECK bound of 5000 ms"},
 		{"GC", `{}`, 0, checkBound, "the GC bound of 120000 ms"},
 	} {
 		var calls []sendCall
@@ -628,6 +639,45 @@ func TestTheTimeSpentReadingStdinComesOffTheCommandsBound(t *testing.T) {
 		if code != 1 || !strings.Contains(string(out), "no answer within "+c.label) {
 			t.Errorf("%s %s: %d %s, want it to name %s", c.command, c.timeouts, code, out, c.label)
 		}
+	}
+}
+
+// A bound that reading stdin used up is said so, and nothing is sent: stewardd could only carry out an
+// ADD the shim no longer waits for. A DEL is spooled, as one stewardd does not answer in time is;
+// STATUS still asks (its alive beacon answers for a stewardd that cannot within 1 ms).
+func TestABoundUsedUpReadingStdinSendsNothing(t *testing.T) {
+	for _, c := range []struct {
+		command, timeouts string
+		elapsed           time.Duration
+		code              int
+		msg               string
+		sent, spooled     int
+	}{
+		{"ADD", `{"add":2000}`, 3 * time.Second, 1, `"code":11,"msg":"the ADD bound of 2000 ms was used up reading stdin (3000 ms since the shim started) before stewardd was asked; nothing was sent; try again later"`, 0, 0},
+		{"ADD", `{"add":2000}`, 2 * time.Second, 1, `"code":11`, 0, 0},
+		{"CHECK", `{"check":5000}`, 6 * time.Second, 1, "the CHECK bound of 5000 ms was used up", 0, 0},
+		{"GC", `{}`, checkBound, 1, "the GC bound of 120000 ms was used up", 0, 0},
+		{"DEL", `{"del":1000}`, 1500 * time.Millisecond, 0, "", 0, 1},
+		{"STATUS", `{}`, statusBound + time.Second, 1, `"code":50`, 1, 0},
+	} {
+		var calls []sendCall
+		var dirs []string
+		e := env{"CNI_COMMAND": c.command, "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+		in := input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n","timeouts":` + c.timeouts + `}`),
+			elapsed: func() time.Duration { return c.elapsed }}
+		out, code := run(in, fakeSend(&calls, reply{}, &unreachableError{reason: "timed out", timeout: true}), fakeSpool(&dirs, nil))
+		if code != c.code || !strings.Contains(string(out), c.msg) || len(calls) != c.sent || len(dirs) != c.spooled {
+			t.Errorf("%s %s after %v: exit %d %s, sent %d, spooled %d; want exit %d with %s, sent %d, spooled %d",
+				c.command, c.timeouts, c.elapsed, code, out, len(calls), len(dirs), c.code, c.msg, c.sent, c.spooled)
+		}
+	}
+	// A DEL that can be neither sent nor spooled: the runtime is told to try again.
+	var dirs []string
+	e := env{"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "abc", "CNI_NETNS": "/n", "CNI_IFNAME": "eth0", "CNI_PATH": "/p"}
+	out, code := run(input{env: e, stdin: []byte(`{"cniVersion":"1.1.0","name":"n"}`), elapsed: func() time.Duration { return delBound }},
+		fakeSend(&[]sendCall{}, reply{}, nil), fakeSpool(&dirs, errors.New("disk full")))
+	if code != 1 || !strings.Contains(string(out), `"code":11`) || !strings.Contains(string(out), "could not be spooled") {
+		t.Errorf("DEL, spool failing: %d %s", code, out)
 	}
 }
 
