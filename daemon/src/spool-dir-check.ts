@@ -6,7 +6,7 @@
 // user other than root could replace them. Writable by a group is trusted only for root's group and
 // the daemon's own (a user's private group, where `npm start` runs under umask 002).
 
-import { lstatSync, mkdirSync, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, mkdirSync, opendirSync, realpathSync, statSync, type BigIntStats, type Stats } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 
 /** Why `dir` cannot be drained, or undefined when it can (or does not exist yet: the shim makes it). */
@@ -115,14 +115,18 @@ export function makeMissing(dir: string): void {
   }
 }
 
-/** What a dir is (following links): device, inode, mode, owner; undefined when it is not there. */
-function dirIdentity(dir: string): string | undefined {
+/** A dir's stat (following links; bigint: an inode past 2^53, overlayfs xino, stays exact), or undefined when it is not there. */
+export function statDir(dir: string): BigIntStats | undefined {
   try {
-    const st = statSync(dir, { bigint: true }); // an inode past 2^53 (overlayfs xino) stays exact
-    return `${st.dev}:${st.ino}:${st.mode}:${st.uid}:${st.gid}`;
+    return statSync(dir, { bigint: true });
   } catch {
     return undefined;
   }
+}
+
+/** What a dir is: device, inode, mode, owner; undefined when it is not there. */
+function dirIdentity(st: BigIntStats | undefined): string | undefined {
+  return st && `${st.dev}:${st.ino}:${st.mode}:${st.uid}:${st.gid}`;
 }
 
 /**
@@ -135,11 +139,12 @@ export class CheckedDirs {
   private readonly seen = new Map<string, string | undefined>();
 
   passed(dir: string): void {
-    this.seen.set(dir, dirIdentity(dir));
+    this.seen.set(dir, dirIdentity(statDir(dir)));
   }
 
-  stillGood(dir: string): boolean {
-    const now = dirIdentity(dir);
+  /** `st`: the dir's stat taken by the caller, which lists it next with the same one (statDir). */
+  stillGood(dir: string, st: BigIntStats | undefined = statDir(dir)): boolean {
+    const now = dirIdentity(st);
     if (now !== undefined && now === this.seen.get(dir)) return true;
     if (spoolDirProblem(dir) !== undefined) return false;
     this.seen.set(dir, now);

@@ -18,12 +18,13 @@
 // (steward_spool_temp_files_removed_total) and logged; younger ones may have a live writer and are
 // left (spool-temps.ts). (Not in engine/spool.ts: engine/ is in the mutation run's scope, docs/mutation.md.)
 
+import type { BigIntStats } from 'node:fs';
 import { resolve } from 'node:path';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
-import { CheckedDirs, makeMissing, spoolDirProblem } from './spool-dir-check.js';
+import { CheckedDirs, makeMissing, spoolDirProblem, statDir } from './spool-dir-check.js';
 import { type ByPrefix, SpoolListings } from './spool-listing.js';
 import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
@@ -164,8 +165,8 @@ export class SpoolDirs {
   private readonly checked = new CheckedDirs();
 
   /** Whether `dir` may be drained now, as a pass or a request starts (the round's verdict is up to a second old). */
-  drainableNow(dir: string): boolean {
-    return this.drainable.includes(dir) && this.checked.stillGood(dir);
+  drainableNow(dir: string, st?: BigIntStats): boolean {
+    return this.drainable.includes(dir) && this.checked.stillGood(dir, st ?? statDir(dir));
   }
 
   /** Whether `dir` holds spooled DELs (its listing, kept while the dir is unchanged). */
@@ -214,8 +215,9 @@ export class SpoolDirs {
    * was spooled; a large dir that changed is listed off the loop, and the request waits for it.
    */
   private readonly spooledFor: Hold = (containerId) => {
-    const dirs = this.drainable.filter((dir) => this.drainableNow(dir));
-    const listed = dirs.map((dir) => ({ dir, byPrefix: this.listings.current(dir) }));
+    // One stat a dir: the check that it is still the one checked, then its listing's mtime.
+    const dirs = this.drainable.map((dir) => ({ dir, st: statDir(dir) })).filter((d) => this.drainableNow(d.dir, d.st));
+    const listed = dirs.map(({ dir, st }) => ({ dir, byPrefix: this.listings.current(dir, st) }));
     if (!listed.some((l) => l.byPrefix instanceof Promise))
       return this.runSpooled(containerId, listed as Array<{ dir: string; byPrefix: ByPrefix | undefined }>);
     return Promise.all(listed.map(async (l) => ({ dir: l.dir, byPrefix: await l.byPrefix }))).then((all) =>

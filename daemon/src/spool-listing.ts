@@ -12,9 +12,10 @@
 // every request that came before it started. `recent` may be a second old: for the dir's
 // retirement check, where a listing that late only delays dropping it.
 
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, type BigIntStats } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { SPOOL_NAME } from '@cni-steward/shared';
+import { statDir } from './spool-dir-check.js';
 
 /** A dir's spooled DELs by container prefix. */
 export type ByPrefix = Map<string, string[]>;
@@ -61,10 +62,13 @@ export class SpoolListings {
   /**
    * The names in `dir` now (undefined when it cannot be listed: not there yet, the shim makes it):
    * the kept listing while the dir is unchanged, a listing made now for a small dir, and for a large
-   * one a promise of a listing started after this call.
+   * one a promise of a listing started after this call. `stat`: the dir's, when the caller took it.
    */
-  current(dir: string): ByPrefix | undefined | Promise<ByPrefix | undefined> {
-    const st = statOf(dir);
+  current(
+    dir: string,
+    stat: BigIntStats | undefined = statDir(dir),
+  ): ByPrefix | undefined | Promise<ByPrefix | undefined> {
+    const st = sizeOf(stat);
     if (st === undefined) return undefined;
     const kept = this.listings.get(dir);
     if (kept && kept.mtimeNs === st.mtimeNs && kept.settled) return kept.byPrefix;
@@ -74,7 +78,7 @@ export class SpoolListings {
 
   /** The names in `dir`, from a listing at most a second old when the dir is large. */
   recent(dir: string): ByPrefix | undefined {
-    const st = statOf(dir);
+    const st = sizeOf(statDir(dir));
     if (st === undefined) return undefined;
     const kept = this.listings.get(dir);
     if (kept && kept.mtimeNs === st.mtimeNs && kept.settled) return kept.byPrefix;
@@ -152,11 +156,6 @@ function byContainer(names: string[], from: number, to: number, into: ByPrefix):
 }
 
 /** The dir's mtime and size on disk, stat'ed before it is listed (a file made during the listing moves it again). */
-function statOf(dir: string): { mtimeNs: bigint; size: number } | undefined {
-  try {
-    const st = statSync(dir, { bigint: true });
-    return { mtimeNs: st.mtimeNs, size: Number(st.size) };
-  } catch {
-    return undefined;
-  }
+function sizeOf(st: BigIntStats | undefined): { mtimeNs: bigint; size: number } | undefined {
+  return st && { mtimeNs: st.mtimeNs, size: Number(st.size) };
 }
