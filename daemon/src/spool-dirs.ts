@@ -208,14 +208,12 @@ export class SpoolDirs {
 
   /**
    * A request's container with DELs spooled while stewardd served (the shim gave up on a slow DEL,
-   * or the socket was unreachable for a moment) and not run yet: they run first. The runtime was told
-   * that DEL was done before it sent this ADD (a reused container id: podman restart), so ingested
-   * up to a second later by a pass, it would tear the new attachment down. Each dir's listing is
-   * kept while its mtime is unchanged (spool-listing.ts), so a request lists nothing when nothing
-   * was spooled; a large dir that changed is listed off the loop, and the request waits for it.
+   * or the socket was unreachable) and not run yet: they run first. The runtime was told that DEL
+   * was done before it sent this ADD (a reused container id: podman restart), so ingested up to a
+   * second later by a pass, it would tear the new attachment down. Each dir (one stat) is listed
+   * again only when its mtime changed (spool-listing.ts), a large one off the loop, waited for.
    */
   private readonly spooledFor: Hold = (containerId) => {
-    // One stat a dir: the check that it is still the one checked, then its listing's mtime.
     const dirs = this.drainable.map((dir) => ({ dir, st: statDir(dir) })).filter((d) => this.drainableNow(d.dir, d.st));
     const listed = dirs.map(({ dir, st }) => ({ dir, byPrefix: this.listings.current(dir, st) }));
     if (!listed.some((l) => l.byPrefix instanceof Promise))
