@@ -39,18 +39,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'probe':
       return runProbe(parseProbeArgs(rest));
-    case 'run': {
-      const cfg = (await import('./config.js')).parseRunConfig(rest);
-      const { createDaemonLogger } = await import('./log.js');
-      // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
-      const { startDaemon, traceLogFields } = await import('./daemon.js');
-      // Every line logged within a traced request names its trace (tracing/context.ts).
-      const { log, sink } = createDaemonLogger(cfg.logLevel, traceLogFields);
-      const daemon = await startDaemon(cfg, log, sink);
-      for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => void daemon.close(sig));
-      await daemon.closed;
-      return 0;
-    }
+    case 'run':
+      return runDaemon(rest);
     case 'install': {
       const cfg = (await import('./lifecycle/command-line.js')).parseInstallConfig(rest);
       return (await import('./lifecycle/commands.js')).runInstall(cfg);
@@ -81,6 +71,34 @@ async function main(argv: string[]): Promise<number> {
       console.error(`stewardd: unknown command "${command}"\n${USAGE}`);
       return 2;
   }
+}
+
+/** `stewardd run`: serves until a signal closes it. */
+async function runDaemon(rest: string[]): Promise<number> {
+  const cfg = (await import('./config.js')).parseRunConfig(rest);
+  const { createDaemonLogger } = await import('./log.js');
+  // Loaded here, not at the top: `probe` runs every few seconds and needs none of it.
+  const { startDaemon, traceLogFields } = await import('./daemon.js');
+  // Every line logged within a traced request names its trace (tracing/context.ts).
+  const { log, sink } = createDaemonLogger(cfg.logLevel, traceLogFields);
+  // A signal while stewardd starts (recovery after a reboot can take minutes) is kept, not fatal:
+  // what SIGTERM calls for (the uninstall of a deleted DaemonSet, seed 001) needs a serving
+  // daemon, so it is carried out as soon as one serves. A second signal ends the start at once.
+  let early: NodeJS.Signals | undefined;
+  const onEarly = (sig: NodeJS.Signals) => {
+    if (early !== undefined) process.exit(sig === 'SIGINT' ? 130 : 143);
+    early = sig;
+    log.warn({ signal: sig }, `${sig} while starting: stewardd stops as soon as it serves (a second one stops it now)`);
+  };
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, onEarly);
+  const daemon = await startDaemon(cfg, log, sink);
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.off(sig, onEarly);
+    process.once(sig, () => void daemon.close(sig));
+  }
+  if (early !== undefined) void daemon.close(early);
+  await daemon.closed;
+  return 0;
 }
 
 main(process.argv.slice(2)).then(

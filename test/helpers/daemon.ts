@@ -141,6 +141,11 @@ export class Daemon {
     throw new Error(`stewardd did not become ready; see ${this.logFile}`);
   }
 
+  /** Sends `sig` and does not wait (a signal while it starts: startExpectingExit waits for the exit). */
+  send(sig: NodeJS.Signals): void {
+    this.proc?.kill(sig);
+  }
+
   /** SIGTERM and wait for exit. */
   async stop(): Promise<number | null> {
     return this.signal('SIGTERM');

@@ -6,7 +6,16 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, leases, linkExists } from '../helpers/env.js';
@@ -264,6 +273,31 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
     assert.equal(existsSync(join(t.binDir, 'steward')), false);
     assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
+  });
+
+  it('uninstall with one free block in the state dir (the lock file takes it, the mark finds none) still removes our files', async () => {
+    const t = freshTree('one-block');
+    mountTmpfs(env, t.stateDir, '64k');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const fill = fillDisk(t.stateDir);
+    truncateSync(fill, Math.max(0, statSync(fill).size - 4096));
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
+  });
+
+  it('a primary at a cniVersion stewardd cannot run its plugins at (0.2.0) is not wrapped: the runtime keeps running it alone', async () => {
+    const t = freshTree('old-version');
+    rmSync(join(t.confDir, '10-podnet.conflist'));
+    writeJson(join(t.confDir, '10-old.conf'), { cniVersion: '0.2.0', name: 'old', type: 'bridge', bridge: 'cni-y' });
+    const r = await installInto(t, socket);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(
+      r.stdout,
+      /conflist: not written yet: 10-old\.conf is not usable \(has cniVersion "0\.2\.0", which stewardd cannot run its plugins at/,
+    );
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
   });
 
   it('a second state dir over the same node is refused and records nothing, so its uninstall removes nothing', async () => {

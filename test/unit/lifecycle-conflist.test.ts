@@ -76,6 +76,19 @@ describe('finding the primary network config', () => {
     const wrapped = findPrimary(confDir({ '10-a.conflist': net('a', { plugins: [{ type: 'steward' }] }) }));
     assert.equal(wrapped.kind === 'invalid' && wrapped.why, 'is a steward config itself');
   });
+
+  it('reports a primary at a cniVersion stewardd cannot run its plugins at as invalid (the runtime runs it alone)', () => {
+    for (const v of ['0.2.0', '0.1.0', '', 'banana', '2.0.0']) {
+      const scan = findPrimary(confDir({ '10-old.conf': { cniVersion: v, name: 'old', type: 'bridge' } }));
+      assert.equal(scan.kind, 'invalid', v);
+      assert.match(
+        scan.kind === 'invalid' ? scan.why : '',
+        /^has cniVersion ".*", which stewardd cannot run its plugins at \(0\.3\.0, /,
+      );
+    }
+    for (const v of ['0.3.0', '0.3.1', '0.4.0', '1.0.0', '1.1.0'])
+      assert.equal(findPrimary(confDir({ '10-ok.conflist': { ...net('ok'), cniVersion: v } })).kind, 'found', v);
+  });
 });
 
 describe('rendering 00-steward.conflist', () => {

@@ -128,6 +128,10 @@ function lockTimeout(what: string, e: LockTimeoutError, log: ReturnType<typeof s
 
 export function printUninstall(r: UninstallReport, stateDir: string, purge = false): void {
   if (!r.installed) console.log(`nothing recorded as installed in ${stateDir}`);
+  if (r.superseded)
+    console.log(
+      `nothing removed: stewardd was installed again (${stateDir}/install.json rewritten) while this uninstall drained; uninstall again to remove that install`,
+    );
   if (r.unlocked !== undefined)
     console.log(`the install lock could not be written in ${stateDir} (${r.unlocked}): removed without it`);
   for (const p of r.removed) console.log(`removed ${p}`);
@@ -192,5 +196,5 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
     owner?.release();
   }
   printUninstall(r, cfg.stateDir, cfg.purge);
-  return r.refused.length > 0 ? 1 : 0;
+  return r.refused.length > 0 || r.superseded ? 1 : 0;
 }

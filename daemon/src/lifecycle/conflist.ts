@@ -4,7 +4,7 @@
 
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { MAX_NETCONF_BYTES, SUPPORTED_VERSIONS, isSupportedVersion, printableCapped } from '@cni-steward/shared';
 import { FileTooLargeError, readRegularFile } from './files.js';
 
 export const STEWARD_CONFLIST = '00-steward.conflist';
@@ -113,6 +113,10 @@ function notANetwork(conf: unknown): string | undefined {
   const c = conf as Record<string, unknown>;
   if (typeof c.name !== 'string' || c.name === '') return 'has no "name"';
   if (typeof c.cniVersion !== 'string') return 'has no "cniVersion"';
+  // stewardd runs its delegates at their own version: one it cannot run would fail every ADD
+  // through steward, where the runtime runs it without steward (bridge takes 0.2.0).
+  if (!isSupportedVersion(c.cniVersion))
+    return `has cniVersion ${JSON.stringify(printableCapped(c.cniVersion, 40))}, which stewardd cannot run its plugins at (${SUPPORTED_VERSIONS.join(', ')}); the runtime runs it without steward`;
   if (Array.isArray(c.plugins)) {
     if (c.plugins.length === 0) return '"plugins" is empty';
     if (c.plugins.some((p) => (p as { type?: unknown })?.type === 'steward')) return 'is a steward config itself';

@@ -4,6 +4,7 @@
 
 import type { Logger } from 'pino';
 import { purgeStateDir, uninstall } from './uninstall.js';
+import { readRecord } from './record.js';
 import { describeHolder, tryLock } from './lock.js';
 import { daemonSetState, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';
@@ -83,10 +84,10 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
     purge: false,
     log: o.log,
   });
-  if (r.refused.length > 0 || r.leftovers.length > 0) {
+  if (r.refused.length > 0 || r.leftovers.length > 0 || r.superseded) {
     o.log.warn(
-      { stateDir: o.stateDir, refused: r.refused.length, leftovers: r.leftovers.length },
-      'keeping the state dir: uninstall was incomplete',
+      { stateDir: o.stateDir, refused: r.refused.length, leftovers: r.leftovers.length, superseded: !!r.superseded },
+      'keeping the state dir: uninstall was incomplete, or stewardd was installed again meanwhile',
     );
     return () => undefined;
   }
@@ -100,6 +101,12 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
       return;
     }
     try {
+      // Installed again since the uninstall (a new DaemonSet's pod while this one stops): its
+      // record, journal and spool are the new install's now.
+      if (readRecord(o.stateDir) !== undefined) {
+        o.log.warn({ stateDir: o.stateDir }, 'keeping the state dir: stewardd was installed again since the uninstall');
+        return;
+      }
       if (!purgeStateDir(r.held)) {
         o.log.warn(
           { stateDir: o.stateDir },

@@ -19,6 +19,7 @@ import {
   removeRecord,
   writeRecord,
   type FileOps,
+  type InstallRecord,
 } from './record.js';
 
 export interface UninstallOptions {
@@ -47,6 +48,11 @@ export interface UninstallReport {
   unlocked?: string;
   /** Why pending teardowns could not even be counted (the journal unusable), when so. */
   drainError?: string;
+  /**
+   * An install ran while this uninstall drained (a new DaemonSet's init container while the old pod
+   * terminates): its record, not the one uninstall decided on, so nothing was removed.
+   */
+  superseded?: true;
   purged: boolean;
 }
 
@@ -62,6 +68,9 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     leftovers: [],
     purged: false,
   };
+  // Marked before the drain: an install that runs meanwhile writes "installed" again, and the
+  // removal below then leaves what it installed (it had reported success).
+  const marked = peek !== undefined && (await markUninstalling(o, ops));
   const socket = o.socket ?? peek?.socket;
   if (socket !== undefined) await drainFirst(o, socket, report);
   // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
@@ -86,12 +95,44 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     return report;
   }
   try {
-    removeRecorded(o, ops, report);
+    const rec = readRecord(o.stateDir);
+    if (rec !== undefined && (peek === undefined || (marked && rec.state !== 'uninstalling'))) {
+      report.superseded = true;
+      o.log.warn({ stateDir: o.stateDir }, 'uninstall: stewardd was installed again while it drained; left in place');
+      return report;
+    }
+    if (!removeRecorded(o, ops, report) && marked) unmark(o, ops);
     if (o.purge && report.refused.length === 0) report.purged = purgeStateDir(held);
   } finally {
     held.release();
   }
   return report;
+}
+
+/**
+ * The record marked "uninstalling" under the lock (a running watcher stops rewriting our files, and
+ * says not ready). false when the state dir has no room for the lock or the mark: the removal goes
+ * on without it, as with no room for the lock at all.
+ */
+async function markUninstalling(o: UninstallOptions, ops: FileOps): Promise<boolean> {
+  let held: Lock;
+  try {
+    held = await lock(o.stateDir, 'uninstall', loggedWait(o.stateDir, o.lockWaitMs, o.log));
+  } catch (e) {
+    if (NO_ROOM.has((e as NodeJS.ErrnoException).code ?? '')) return false;
+    throw e;
+  }
+  try {
+    const rec = readRecord(o.stateDir);
+    if (rec === undefined) return false;
+    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+    return true;
+  } catch (e) {
+    if (NO_ROOM.has((e as NodeJS.ErrnoException).code ?? '')) return false;
+    throw e;
+  } finally {
+    held.release();
+  }
 }
 
 /** Uninstall's first step: pending teardowns drained through the daemon, and what is left reported. */
@@ -124,12 +165,13 @@ async function drainFirst(o: UninstallOptions, socket: string, report: Uninstall
  * uninstall's check and removal, holding the lock: the record is read here, not before. Each file
  * on its own: one someone changed is left and reported, and the rest, still ours, go. A config that
  * is ours does not stay behind because another file changed (with the daemon gone it would stop
- * every new pod), and a shim stays while any config left in a conf dir names it.
+ * every new pod), and a shim stays while any config left in a conf dir names it. false when it
+ * found nothing to remove (or no record): the record, if any, was not marked by it.
  */
-function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport, mark = true): void {
+function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallReport, mark = true): boolean {
   const rec = readRecord(o.stateDir);
   report.installed = rec !== undefined;
-  if (!rec) return;
+  if (!rec) return false;
   // A file may have either sha256 the record accepts (a crash during an install's write leaves either).
   const all = recordedFiles(rec);
   const present = new Set<string>();
@@ -159,7 +201,7 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
   if (removable.length > 0) {
     // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
     // that no watcher acts on, and a second uninstall finishes the job.
-    if (mark) writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+    if (mark) writeMark(o, rec, ops);
     // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
     for (const f of removable) {
       for (const t of tempsOf(f.path)) ops.remove(t);
@@ -172,7 +214,7 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
       { refused: report.refused, removed: report.removed },
       'uninstall left files that changed since install, or that a config still names',
     );
-    return;
+    return removable.length > 0;
   }
   try {
     removeRecord(o.stateDir, ops);
@@ -182,6 +224,24 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     o.log.error({ err: (e as Error).message }, 'uninstall: the install record cannot be removed');
   }
   o.log.info({ removed: report.removed }, 'uninstall done');
+  return true;
+}
+
+/** Nothing was removed after all (every file refused): the record says installed again, as before the drain. */
+function unmark(o: UninstallOptions, ops: FileOps): void {
+  const rec = readRecord(o.stateDir);
+  if (rec?.state === 'uninstalling') writeRecord(o.stateDir, { ...rec, state: 'installed' }, ops);
+}
+
+/** The mark, unless the state dir has no room for it (one free block took the lock file): then without it. */
+function writeMark(o: UninstallOptions, rec: InstallRecord, ops: FileOps): void {
+  try {
+    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? '';
+    if (!NO_ROOM.has(code)) throw e;
+    o.log.error({ code, stateDir: o.stateDir }, 'uninstall: the record cannot be marked; removing without the mark');
+  }
 }
 
 /**
