@@ -62,6 +62,8 @@ export interface DaemonConfig {
   /** In-cluster API access; undefined when there is no service-account token. */
   api: ApiAccess | undefined;
   drainTimeoutMs: number;
+  /** How long start-up recovery may keep the socket closed; the rest runs while stewardd serves. */
+  recoveryWaitMs: number;
   /** --metrics-listen: the TCP address serving GET /metrics only; undefined = off. */
   metricsListen: ListenAddress | undefined;
   /** This daemon's own shim, compared with the installed one when --cni-conf-dir is given (lifecycle/shim-check.ts). */
@@ -92,7 +94,8 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --db PATH                SQLite file (default <state-dir>/steward.db)
   --spool-dir DIR          DELs written by the shim while the daemon was down (default <state-dir>/spool)
   --bin-dir DIR            delegate plugin dir, repeatable; searched before the request's CNI_PATH (default /opt/cni/bin)
-  --max-parallel N         concurrent delegate plugin executions (default 8)
+  --max-parallel N         concurrent delegate plugin executions (default 8; background
+                           teardown takes at most N - 2 of them, 1 with N of 3 or less)
   --nice N|off             stewardd's own threads at this nice value, -20..19 (default -10: its answers gate
                            every pod and the node's NetworkReady); the delegates keep the nice it was started
                            with; off leaves it as started. Needs CAP_SYS_NICE, else logged and left as started
@@ -126,6 +129,8 @@ export const RUN_USAGE = `usage: stewardd run [options]
                            on SIGTERM, uninstall from the node? auto (default): only if the API server says this
                            pod's DaemonSet is gone or being deleted; never without a service-account token
   --drain-timeout SEC      on uninstall, time given to pending teardowns (default 30)
+  --recovery-wait SEC      at start, how long recovery (a reboot's sweep, cut-off ADDs rolled back) may
+                           keep the socket closed; the rest goes on while stewardd serves (default 60)
   --k8s-api URL            API server (default https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)
   --k8s-token-file PATH    (default ${SA_DIR}/token)
   --k8s-ca-file PATH       (default ${SA_DIR}/ca.crt)
@@ -186,6 +191,7 @@ const RUN_FLAGS = {
   'shim-libc': { type: 'string' },
   'uninstall-on-delete': { type: 'string' },
   'drain-timeout': { type: 'string' },
+  'recovery-wait': { type: 'string' },
   'k8s-api': { type: 'string' },
   'k8s-token-file': { type: 'string' },
   'k8s-ca-file': { type: 'string' },
@@ -246,6 +252,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
     uninstallOnDelete: uninstallOnDelete as UninstallMode,
     api: apiAccess(values, problems),
     drainTimeoutMs: int('drain-timeout', values['drain-timeout'], 30, 0, problems, MAX_TIMER_S) * 1000,
+    recoveryWaitMs: int('recovery-wait', values['recovery-wait'], 60, 0, problems, MAX_TIMER_S) * 1000,
     metricsListen: metricsListen(values['metrics-listen'], problems),
     shim: resolve(values.shim ?? defaultShim(shimLibc === 'musl' ? 'musl' : 'glibc')),
     runtimeEndpoint: runtimeEndpoint(values['runtime-endpoint'], problems),

@@ -221,7 +221,15 @@ async function serve(
     { db: cfg.dbPath, schema: store.schemaVersion, bootId, binDirs: cfg.binDirs },
     'stewardd starting; recovering journal',
   );
-  await recover(engine, bootId, log);
+  // Bounded: a reboot's sweep of plugins that hang (110 pods × --plugin-timeout) kept the socket closed
+  // past the startup probe, and the restart began the sweep again. The rest runs while stewardd serves,
+  // each container's requests queued behind its own teardown (engine.runTeardown).
+  const recovery = recover(engine, bootId, log);
+  if (await settleWithin(recovery, cfg.recoveryWaitMs)) await recovery;
+  else {
+    log.warn({ recoveryWaitMs: cfg.recoveryWaitMs }, 'recovery still running: it goes on while stewardd serves');
+    recovery.catch((e: unknown) => log.error({ err: e }, 'recovery failed while stewardd served'));
+  }
   // Spooled DELs are drained after the socket opens (engine/spool.ts), from every spool dir the flags
   // and the install record name (spool-dirs.ts: not ready while one cannot be drained); their
   // containers wait for them.

@@ -163,12 +163,13 @@ export interface MetricsListenOptions {
   idleTimeoutMs?: number;
 }
 
-/** What the port answers: GET /metrics from the shared rendering, 404 else. */
+/** What the port answers: GET (or HEAD) /metrics from the shared rendering, 404 else. */
 function answerer(metrics: Metrics, log: Logger): (req: IncomingMessage, res: ServerResponse) => void {
   const render = sharedRendering(() => metrics.registry.metrics());
   return (req, res) => {
-    const path = (req.url ?? '').split('?')[0];
-    if (req.method !== 'GET' || path !== '/metrics') {
+    // Absolute-form (`GET http://host/metrics`) names the same path (RFC 9112, 3.2.2).
+    const path = (req.url ?? '').replace(/^https?:\/\/[^/?]*/i, '').split('?')[0];
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || path !== '/metrics') {
       res
         .writeHead(404, { 'content-type': 'text/plain; charset=utf-8' })
         .end('not found: this port serves GET /metrics only\n');
@@ -196,7 +197,9 @@ function pacedHandler(
   const busy = new WeakSet<Socket>();
   return (req, res) => {
     const socket = req.socket;
-    if (busy.has(socket) || turns.waiting >= METRICS_MAX_CONNECTIONS) return void socket.destroy();
+    // A body is never read: no request this port serves has one, and Node parses every byte of it on
+    // stewardd's loop (64 connections streaming 1-byte chunks pushed STATUS past its 750 ms bound).
+    if (carriesBody(req) || busy.has(socket) || turns.waiting >= METRICS_MAX_CONNECTIONS) return void socket.destroy();
     busy.add(socket);
     res.once('close', () => busy.delete(socket));
     // A client gone while waiting leaves the queue at once, not when its turn would have come.
@@ -209,6 +212,12 @@ function pacedHandler(
       answer(req, res);
     });
   };
+}
+
+/** Whether a request says a body follows its headers (chunked, or a length other than 0). */
+function carriesBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 /** A request's headers must arrive within this of its first byte. */

@@ -183,13 +183,35 @@ describe('permanent teardown failures', () => {
     assert.equal(fixtureCalls(fx, 'DEL').length, 6, 'code 11 is not permanent: all 6 attempts ran');
     await daemon.stop();
   });
+
+  it('a DEL failing with code 11 and exactly the words its ADD failed with (a backend down through both) keeps its full budget', async () => {
+    const daemon = await startDaemon('transient-same', ['--retry-max-attempts', '6']);
+    const fx = join(env.dir, 'transient-same-fx');
+    const netns = env.netns();
+    const down = 'steward-fixture: ADD failed on cue for trs-1';
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('transient-same', '1.0.0', [
+        fixturePlugin(fx, { failAdd: true, failAddCode: 11, failDelAlways: true, failDelMessage: down }),
+      ]),
+    ]);
+    const add = await shim({ command: 'ADD', containerId: 'trs-1', netns }, conf);
+    assert.equal(add.json.code, 11);
+    assert.match(add.json.msg, /ADD failed on cue for trs-1/);
+    await daemon.waitFor(
+      'the step to be abandoned',
+      async () => (await daemon.attachment('trs-1')).state === 'deleted',
+      20_000,
+    );
+    assert.equal(fixtureCalls(fx, 'DEL').length, 6, 'not taken for bad input: all 6 attempts ran');
+    await daemon.stop();
+  });
 });
 
 describe('teardown that cannot finish is bounded (issue 21)', () => {
   const delCount = (fx: string) => fixtureCalls(fx, 'DEL').length;
 
-  it('a DEL that fails with no CNI error, the same way each time, is abandoned after 3 attempts and the bridge before it is released', async () => {
-    const daemon = await startDaemon('silent');
+  it('a DEL that fails with no CNI error, the same way each time, is abandoned after --retry-hold-attempts (not 3: a backend may be down) and the bridge before it is released', async () => {
+    const daemon = await startDaemon('silent', ['--retry-hold-attempts', '5']);
     const dataDir = join(env.dir, 'silent-ipam');
     const fx = join(env.dir, 'silent-fx');
     const netns = env.netns();
@@ -207,7 +229,7 @@ describe('teardown that cannot finish is bounded (issue 21)', () => {
     });
     const a = await daemon.attachment('silent-1');
     assert.match(a.steps[1].error, /without a CNI error/);
-    assert.equal(delCount(fx), 3, 'the same uncoded failure three times is permanent');
+    assert.equal(delCount(fx), 5, 'the same uncoded failure is given the hold bound, 5 here');
     await daemon.waitFor('the bridge to be torn down', () => leases(dataDir, 'silent').length === 0);
     const status = await daemon.status();
     assert.equal(status.steps.abandoned, 1);

@@ -4,7 +4,16 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { FAST_RETRY, startDaemon as startTestDaemon } from '../helpers/daemon.js';
 import { directAdd, directDel } from '../helpers/direct.js';
@@ -137,6 +146,32 @@ describe('crash mid-chain', () => {
 });
 
 describe('seed 003: reboot', () => {
+  it('a reboot sweep whose DELs hang keeps the socket closed for --recovery-wait only: stewardd serves while it goes on', async () => {
+    const daemon = await startDaemon('slow-sweep', ['--recovery-wait', '1']);
+    const fx = join(env.dir, 'slow-sweep-fx');
+    const gate = join(env.dir, 'slow-sweep-gate');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('sweepnet', '1.0.0', [fixturePlugin(fx, { holdDelWhileFile: gate })]),
+    ]);
+    for (const i of [0, 1])
+      assert.equal((await shim({ command: 'ADD', containerId: `sweep-${i}`, netns: env.netns() }, conf)).code, 0);
+    await daemon.kill9();
+    daemon.setBootId('boot-2');
+    writeFileSync(gate, '');
+    // Ready while both DELs of the sweep are still held (each ends only once the gate is gone).
+    await daemon.start();
+    assert.deepEqual(fixtureCalls(fx, 'DELDONE'), [], 'the sweep has not finished, and stewardd serves');
+    const other = await shim({ command: 'ADD', containerId: 'after-reboot', netns: env.netns() }, conf);
+    assert.equal(other.code, 0, other.stdout);
+    rmSync(gate);
+    await daemon.waitFor('the sweep to finish', async () => {
+      const atts = (await daemon.get('/v1/attachments')).json as Array<{ containerId: string; state: string }>;
+      return atts.filter((a) => a.containerId.startsWith('sweep-')).every((a) => a.state === 'deleted');
+    });
+    assert.match(readFileSync(daemon.logFile, 'utf8'), /recovery still running: it goes on while stewardd serves/);
+    await daemon.stop();
+  });
+
   it('attachments of an earlier boot are torn down at start with an empty netns; every lease is released', async () => {
     const daemon = await startDaemon('reboot');
     const dataDir = join(env.dir, 'reboot-ipam');

@@ -259,17 +259,26 @@ describe('teardown: failures, retries and bounds', () => {
     assert.equal(store.stepsOf(a.id)[1]!.state, 'abandoned');
   });
 
-  test('a DEL failing with exactly the error its ADD failed with is permanent', async () => {
+  test('a DEL failing with exactly the error its ADD failed with is permanent, unless that error is an 11', async () => {
     const { engine, plugins, store } = setup({
       retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000 },
     });
+    // Seed 000's kube-ovn: a plain error, code 999 as skel prints it, to both ADD and DEL.
     plugins.on('two', () => {
-      throw new CniError(11, 'server_socket is required');
+      throw new CniError(999, 'server_socket is required');
     });
     await assert.rejects(engine.handle(req('ADD', 'same', chain)));
     const a = store.currentAttachment({ containerId: 'same', ...KEY })!;
     for (let i = 0; i < 2; i++) await engine.runTeardown(a.id, Priority.Background, { force: true });
     assert.equal(store.stepsOf(a.id)[1]!.state, 'abandoned', 'three DELs, then abandoned');
+    // A backend down through the ADD and its DELs: the same words, but 11, so the whole budget.
+    plugins.on('two', () => {
+      throw new CniError(11, 'backend unavailable, try again later');
+    });
+    await assert.rejects(engine.handle(req('ADD', 'down', chain)));
+    const b = store.currentAttachment({ containerId: 'down', ...KEY })!;
+    for (let i = 0; i < 4; i++) await engine.runTeardown(b.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(b.id)[1]!.state, 'del_failed', 'five DELs, still retried');
   });
 
   test('a step whose teardown is older than maxAgeMs is abandoned at its next failure', async () => {
@@ -675,16 +684,16 @@ describe('teardown: what each failure journals', () => {
     assert.ok(delay >= 1600 && delay <= 2400, `second retry after ~2 s, got ${delay}`);
   });
 
-  test('an uncoded plugin failure repeated byte for byte is permanent: abandoned at its third DEL', async () => {
+  test('an uncoded plugin failure repeated byte for byte is permanent, silently: abandoned at the hold bound, not the third DEL', async () => {
     const { engine, plugins, store } = setup({
-      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000 },
+      retry: { baseDelayMs: 1000, maxDelayMs: 5000, maxAttempts: 10, maxAgeMs: 3_600_000, holdMaxAttempts: 5 },
     });
     await engine.handle(req('ADD', 'unc', chain));
     failDel(plugins, 'one', () => new CniError(100, 'plugin one exited with status 1 without a CNI error'));
     await engine.handle(req('DEL', 'unc', chain));
     const a = store.currentAttachment({ containerId: 'unc', ...KEY })!;
-    await engine.runTeardown(a.id, Priority.Background, { force: true });
-    assert.equal(store.stepsOf(a.id)[0]!.state, 'del_failed');
+    for (let i = 0; i < 3; i++) await engine.runTeardown(a.id, Priority.Background, { force: true });
+    assert.equal(store.stepsOf(a.id)[0]!.state, 'del_failed', 'four DELs: still retried');
     await engine.runTeardown(a.id, Priority.Background, { force: true });
     assert.equal(store.stepsOf(a.id)[0]!.state, 'abandoned');
     assert.equal(store.getAttachment(a.id)!.state, 'deleted');

@@ -36,6 +36,36 @@ describe('Limiter', () => {
     assert.equal(limiter.queued, 0);
   });
 
+  test('background work never holds the last two slots (one with 2 or 3 slots; all of a single one), so an Add starts while every retry hangs', async () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 8].map((n) => new Limiter(n).backgroundSlots),
+      [1, 1, 1, 2, 6],
+    );
+    const limiter = new Limiter(4);
+    const hang = deferred();
+    let running = 0;
+    const retries = Array.from({ length: 5 }, () =>
+      limiter.run(Priority.Background, async () => {
+        running++;
+        await hang.promise;
+        running--;
+      }),
+    );
+    await settle();
+    assert.equal(running, 2, 'two of four slots for background work');
+    assert.equal(limiter.queued, 3);
+    const order: string[] = [];
+    await limiter.run(Priority.Add, async () => void order.push('add'));
+    await limiter.run(Priority.Del, async () => void order.push('del'));
+    assert.deepEqual(order, ['add', 'del'], 'foreground work ran while the retries hang');
+    // A foreground slot freed does not go to background work past its share.
+    assert.equal(running, 2);
+    hang.resolve();
+    await Promise.all(retries);
+    assert.equal(limiter.inUse, 0);
+    assert.equal(limiter.queued, 0);
+  });
+
   test('when the slots are full, a waiting Add task starts before Del and Background tasks queued earlier', async () => {
     const limiter = new Limiter(1);
     const blocker = deferred();

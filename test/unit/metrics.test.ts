@@ -409,6 +409,50 @@ describe('the metrics port answers at most one request per spacing, in arrival o
   } as unknown as Metrics;
   const quietLog = { info: () => undefined, error: () => undefined } as never;
 
+  test('over real HTTP: a request with a body is closed at once, never read; HEAD and absolute-form GET are served', async () => {
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, quietLog, { spacingMs: 0 });
+    /** Sends `head` and a first piece of body; what came back and how long until the server closed. */
+    const send = (head: string, body: string) =>
+      new Promise<{ answer: string; closedMs: number }>((resolve, reject) => {
+        const t0 = performance.now();
+        const s = connect(l.address.port, '127.0.0.1');
+        let answer = '';
+        s.on('data', (d) => (answer += d.toString()));
+        s.on('error', () => undefined);
+        s.once('close', () => resolve({ answer, closedMs: performance.now() - t0 }));
+        s.write(head + body);
+        // Keeps streaming, a byte at a time, as an attacker would; the server must not wait for it.
+        const drip = setInterval(() => s.writable && s.write('1\r\na\r\n'), 10);
+        s.once('close', () => clearInterval(drip));
+        setTimeout(() => reject(new Error(`still open after 5 s: ${answer}`)), 5000).unref();
+      });
+    try {
+      for (const [head, body] of [
+        ['POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n', '1\r\na\r\n'],
+        ['POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 100000000000\r\n\r\n', 'aaaa'],
+        ['GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n', 'a'],
+      ] as const) {
+        const r = await send(head, body);
+        assert.equal(r.answer, '', `${head.split('\r')[0]}: closed without an answer`);
+        assert.ok(r.closedMs < 4000, `${head.split('\r')[0]}: closed after ${r.closedMs} ms`);
+      }
+      const head = await fetch(`http://127.0.0.1:${l.address.port}/metrics`, { method: 'HEAD' });
+      assert.equal(head.status, 200);
+      assert.equal(await head.text(), '');
+      const absolute = await new Promise<string>((resolve) => {
+        const s = connect(l.address.port, '127.0.0.1');
+        let answer = '';
+        s.on('data', (d) => (answer += d.toString()));
+        s.once('close', () => resolve(answer));
+        s.end('GET http://node:9090/metrics HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n');
+      });
+      assert.match(absolute, /^HTTP\/1\.1 200 /);
+      assert.match(absolute, /steward_fake 1/);
+    } finally {
+      await l.close();
+    }
+  });
+
   test('over real HTTP: six scrapes at once are answered one spacing apart, every one 200; a 404 waits its turn too', async () => {
     const spacingMs = 100;
     const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, quietLog, { spacingMs });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 
 import { CniError, ErrorCode } from '@cni-steward/shared';
-import { isPermanentFailure } from '../../daemon/src/engine/retry-policy.js';
+import { permanenceOf } from '../../daemon/src/engine/retry-policy.js';
 import { findPlugin, missingPluginCode } from '../../daemon/src/plugins/lookup.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'steward-lookup-'));
@@ -43,8 +43,8 @@ describe('findPlugin', () => {
       const del = failure(() => findPlugin(type, [dir], ErrorCode.TryAgainLater));
       assert.equal(del.code, ErrorCode.TryAgainLater);
       assert.equal(del.message, add.message);
-      assert.equal(isPermanentFailure(add, null), true);
-      assert.equal(isPermanentFailure(del, null), false, 'a DEL is retried until the binary is back');
+      assert.equal(permanenceOf(add, null), 'bad-input');
+      assert.equal(permanenceOf(del, null), undefined, 'a DEL is retried until the binary is back');
     }
   });
 

@@ -51,18 +51,21 @@ export const PERMANENT_CODES: ReadonlySet<number> = new Set([
 export const PERMANENT_MAX_ATTEMPTS = 3;
 
 /**
- * True when retrying this DEL can only fail the same way: a spec code for bad input (see
- * PERMANENT_CODES), exactly the error the step's ADD failed with, or, for a plugin that prints no
- * CNI error at all, exactly the failure its previous DEL had (same status or signal, byte for byte).
+ * How soon retrying a failed DEL is given up: 'bad-input' after PERMANENT_MAX_ATTEMPTS (a spec code
+ * for bad input, see PERMANENT_CODES, or exactly the error the step's ADD failed with); 'silent' after
+ * the hold bound (a plugin that prints no CNI error and fails exactly as its previous DEL did, same
+ * status or signal: it may be broken, or waiting on a backend that is down, so minutes, not
+ * seconds); undefined: the whole budget. A code 11 and a timeout are transient by definition, even
+ * when the ADD failed with the same words (a backend down through both: its lease must come back).
  */
-export function isPermanentFailure(
-  err: CniError,
-  addError: string | null,
-  lastDelError: string | null = null,
-): boolean {
+export type Permanence = 'bad-input' | 'silent' | undefined;
+
+export function permanenceOf(err: CniError, addError: string | null, lastDelError: string | null = null): Permanence {
+  if (PERMANENT_CODES.has(err.code)) return 'bad-input';
+  if (err.code === ErrorCode.TryAgainLater || err.code === ErrorCode.PluginTimeout) return undefined;
   const text = storedErrorText(err.message);
-  if (PERMANENT_CODES.has(err.code) || (addError !== null && text === addError)) return true;
-  return isUncodedPluginFailure(err) && lastDelError !== null && text === lastDelError;
+  if (addError !== null && text === addError) return 'bad-input';
+  return isUncodedPluginFailure(err) && lastDelError !== null && text === lastDelError ? 'silent' : undefined;
 }
 
 export function backoffDelay(policy: RetryPolicy, failures: number, random: () => number = Math.random): number {

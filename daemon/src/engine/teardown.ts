@@ -11,8 +11,9 @@
 //    000's "server_socket is required"), and waiting on it pinned the bridge's lease for hours. It is
 //    retried on its own schedule.
 //  - A DEL that fails permanently (the spec's codes for bad input, or exactly the error the step's
-//    ADD failed with: the stored config or env is what the plugin rejects) is abandoned after
-//    PERMANENT_MAX_ATTEMPTS, or at once when a new ADD of the same attachment is waiting for it.
+//    ADD failed with, never a code 11 or a timeout: the stored config or env is what the plugin
+//    rejects) is abandoned after PERMANENT_MAX_ATTEMPTS; one failing silently the same way each time
+//    after the hold bound; either at once when a new ADD of the same attachment is waiting for it.
 //
 // When a failed step is retried, and when retrying is no use, is retry-policy.ts's.
 
@@ -30,8 +31,9 @@ import { pluginCall } from '../plugins/call.js';
 import {
   backoffDelay,
   HOLD_MAX_ATTEMPTS,
-  isPermanentFailure,
+  permanenceOf,
   PERMANENT_MAX_ATTEMPTS,
+  type Permanence,
   type RetryPolicy,
 } from './retry-policy.js';
 
@@ -39,7 +41,7 @@ export {
   backoffDelay,
   DEFAULT_RETRY_POLICY,
   HOLD_MAX_ATTEMPTS,
-  isPermanentFailure,
+  permanenceOf,
   PERMANENT_CODES,
   PERMANENT_MAX_ATTEMPTS,
   type RetryPolicy,
@@ -222,9 +224,10 @@ export class Teardown {
   ): 'abandoned' | 'pending' {
     const { store } = this.d;
     const again = store.getStep(step.id) as Step;
-    const permanent = isPermanentFailure(failure, a.error, step.state === 'del_failed' ? step.error : null);
+    const permanence = permanenceOf(failure, a.error, step.state === 'del_failed' ? step.error : null);
+    const permanent = permanence !== undefined;
     const holding = confirmed(step) && chain.some((s) => s.pluginIndex < step.pluginIndex && !DONE_STATES.has(s.state));
-    if (this.pastBound(again, permanent, holding) || (permanent && opts.abandonPermanent)) {
+    if (this.pastBound(again, permanence, holding) || (permanent && opts.abandonPermanent)) {
       store.setStepAbandoned(step.id, failure.message);
       this.pendingMark.delete(step.id);
       this.d.metrics.abandonedSteps.inc({ plugin: step.pluginType });
@@ -284,11 +287,11 @@ export class Teardown {
   }
 
   /** Past its bound: attempts (fewer when permanent, or when it holds the steps before it) or age. */
-  private pastBound(step: Step, permanent: boolean, holding: boolean): boolean {
+  private pastBound(step: Step, permanence: Permanence, holding: boolean): boolean {
     const { maxAttempts, maxAgeMs, holdMaxAttempts = HOLD_MAX_ATTEMPTS } = this.d.retry;
     let bound = maxAttempts;
-    if (permanent) bound = Math.min(bound, PERMANENT_MAX_ATTEMPTS);
-    if (holding) bound = Math.min(bound, holdMaxAttempts);
+    if (permanence === 'bad-input') bound = Math.min(bound, PERMANENT_MAX_ATTEMPTS);
+    if (holding || permanence === 'silent') bound = Math.min(bound, holdMaxAttempts);
     if (step.attempts >= bound) return true;
     // Pending time while a daemon ran, on the monotonic clock: not the wall-clock age since
     // teardownAt, which a clock step forward would inflate.
