@@ -5,10 +5,11 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls, leases, linkExists } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls, leases, linkExists } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 import { mountTmpfs } from '../helpers/tmpfs.js';
@@ -155,6 +156,37 @@ describe('disk full', () => {
     assert.equal((await shim({ command: 'DEL', containerId: 'full', netns }, plain)).code, 0);
     assert.deepEqual(leases(dataDir, 'fullnet'), []);
     assert.equal(existsSync(join(daemon.stateDir, 'fill')), false);
+    await daemon.stop();
+  });
+});
+
+describe('another process holding the journal locked', () => {
+  it("answers an ADD 11 while the lock is held, instead of blocking stewardd's loop 5 s a write; once released the ADD works", async () => {
+    const daemon = await startDaemon(newDaemon('locked'));
+    const fx = join(env.dir, 'locked-fx');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('locknet', '1.0.0', [fixturePlugin(fx)])]);
+    // An operator's sqlite3 in a write transaction, here for 3 s at most.
+    const locker = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN EXCLUSIVE');
+         console.log('locked'); setTimeout(() => { db.exec('COMMIT'); console.log('released'); }, 3000);`,
+        join(daemon.stateDir, 'steward.db'),
+      ],
+      { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    env.defer(() => void locker.kill('SIGKILL'));
+    let said = '';
+    locker.stdout.on('data', (d) => (said += String(d)));
+    await daemon.waitFor('the lock to be taken', () => said.includes('locked'));
+    const add = await shim({ command: 'ADD', containerId: 'while-locked', netns: env.netns() }, conf);
+    assert.equal(said.includes('released'), false, 'answered while the lock was still held');
+    assert.equal(add.json.code, 11, add.stdout);
+    assert.equal((await daemon.get('/healthz')).status, 200);
+    await daemon.waitFor('the lock to be released', () => said.includes('released'));
+    const again = await shim({ command: 'ADD', containerId: 'after-lock', netns: env.netns() }, conf);
+    assert.equal(again.code, 0, again.stdout);
     await daemon.stop();
   });
 });
