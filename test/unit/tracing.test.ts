@@ -424,4 +424,45 @@ describe('trace-export: the SDK pipeline', () => {
     await t.shutdown(500);
     assert.ok(Date.now() - t0 < 2000, 'shutdown is bounded');
   });
+
+  it("logs an export failure once, with its component once and no request's traceId (the export's timer may be a request's)", async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const lines: string[] = [];
+    const dest = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    const ex = startExport({
+      url: `http://127.0.0.1:${port}/v1/traces`,
+      maxQueueSize: 8,
+      maxExportBatchSize: 8,
+      scheduledDelayMs: 10,
+      exportTimeoutMs: 1000,
+      version: 'test',
+      log: createLogger('warn', dest as never, traceLogFields),
+    });
+    const t = new Tracing(ex);
+    const traced = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: RUNTIME_TRACE,
+      spanId: 'b7ad6b7169203331',
+      traceFlags: TraceFlags.SAMPLED,
+    });
+    context.with(traced, () => t.delegate(delegateInfo)!.end());
+    const deadline = Date.now() + 15_000;
+    while (!lines.some((l) => l.includes('trace export')) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    const line = lines.find((l) => l.includes('trace export'));
+    assert.ok(line, 'the failure is logged');
+    assert.equal(line.match(/"component":/g)?.length, 1, line);
+    assert.equal(JSON.parse(line).component, 'tracing');
+    assert.equal(JSON.parse(line).traceId, undefined, line);
+    await t.shutdown(500);
+  });
 });

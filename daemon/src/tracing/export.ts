@@ -9,7 +9,15 @@
 
 import { hostname } from 'node:os';
 import type { Logger } from 'pino';
-import { createNoopMeter, diag, DiagLogLevel, type DiagLogger, type MeterProvider } from '@opentelemetry/api';
+import {
+  context,
+  createNoopMeter,
+  diag,
+  DiagLogLevel,
+  ROOT_CONTEXT,
+  type DiagLogger,
+  type MeterProvider,
+} from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import {
   defaultResource,
@@ -74,9 +82,10 @@ function diagToLog(log: Logger): DiagLogger {
       }
       last = now;
       const detail = args.map((a) => (a instanceof Error ? a.message : String(a))).join(' ');
-      log[level](
-        { component: 'tracing', suppressed, detail: detail.slice(0, 500) },
-        `trace export: ${message.slice(0, 500)}`,
+      // Outside any request's context: the export runs on a timer a traced request may have set, and
+      // its line would carry that request's traceId (the logger's `component` is set once, by the caller).
+      context.with(ROOT_CONTEXT, () =>
+        log[level]({ suppressed, detail: detail.slice(0, 500) }, `trace export: ${message.slice(0, 500)}`),
       );
       suppressed = 0;
     };
