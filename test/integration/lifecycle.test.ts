@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import {
   existsSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -298,6 +299,28 @@ describe('install and uninstall leave the node exactly as it was', () => {
       /conflist: not written yet: 10-old\.conf is not usable \(has cniVersion "0\.2\.0", which stewardd cannot run its plugins at/,
     );
     assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+  });
+
+  it('a corrupt install.json is named by install and uninstall; install --force sets it aside and the node installs again', async () => {
+    const t = freshTree('corrupt-record');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const record = join(t.stateDir, 'install.json');
+    writeFileSync(record, '{"version": 1, "state": "inst');
+    for (const r of [await installInto(t, socket), await uninstallFrom(t)]) {
+      assert.equal(r.code, 1);
+      assert.match(
+        r.stderr,
+        /install\.json is not a readable install record \(.*\); `stewardd install --force` sets it aside/,
+      );
+    }
+    const forced = await installInto(t, socket, ['--force']);
+    assert.equal(forced.code, 0, forced.stdout + forced.stderr);
+    assert.equal(JSON.parse(readFileSync(record, 'utf8')).state, 'installed');
+    assert.equal(readdirSync(t.stateDir).filter((n) => n.startsWith('install.json.unreadable-')).length, 1);
+    const un = await uninstallFrom(t, ['--purge']);
+    assert.equal(un.code, 0, un.stdout + un.stderr);
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false);
+    assert.equal(existsSync(t.stateDir), false, 'the set-aside record goes with --purge');
   });
 
   it('a second state dir over the same node is refused and records nothing, so its uninstall removes nothing', async () => {

@@ -24,6 +24,7 @@ import {
   acceptedAt,
   foreign,
   readRecord,
+  readRecordOrSetAside,
   realFileOps,
   recordedFiles,
   replaced,
@@ -160,7 +161,7 @@ function recordWith(
 /** install, holding the lock: everything from reading the record to the last write. */
 function installHeld(o: InstallOptions, shimBytes: Buffer): InstallReport {
   const ops = o.ops ?? realFileOps;
-  const prev = readRecord(o.stateDir);
+  const prev = o.force ? readRecordOrSetAside(o.stateDir, o.log) : readRecord(o.stateDir);
   const prevFiles = prev ? recordedFiles(prev) : [];
 
   const shimPath = join(o.cniBinDir, SHIM_NAME);

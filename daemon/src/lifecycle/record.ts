@@ -7,7 +7,7 @@
 // the previous one or the intended one, and the record accepts all three as ours. Once the write
 // is durable, the record is rewritten without `previous`.
 
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { atomicWrite, fsyncDir, removeDurably, tempsOf } from './files.js';
 
@@ -91,9 +91,50 @@ export function readRecord(stateDir: string): InstallRecord | undefined {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw e;
   }
-  const rec = JSON.parse(text) as InstallRecord;
-  if (rec.version !== 1) throw new Error(`${recordPath(stateDir)} has unknown version ${String(rec.version)}`);
+  let rec: InstallRecord;
+  try {
+    rec = JSON.parse(text) as InstallRecord;
+  } catch (e) {
+    throw new UnreadableRecordError(recordPath(stateDir), (e as Error).message);
+  }
+  if (rec?.version !== 1)
+    throw new UnreadableRecordError(
+      recordPath(stateDir),
+      `unknown version ${String((rec as { version?: unknown } | null)?.version)}`,
+    );
   return rec;
+}
+
+/** An install record that is not one (cut short, edited by hand, another release's): it names the file. */
+export class UnreadableRecordError extends Error {
+  constructor(
+    readonly path: string,
+    why: string,
+  ) {
+    super(
+      `${path} is not a readable install record (${why}); \`stewardd install --force\` sets it aside and installs again`,
+    );
+  }
+}
+
+/**
+ * The record, or none when it is unreadable: then it is renamed aside (install.json.unreadable-<ms>,
+ * which --purge removes with the rest) so that `install --force` can repair a node without hand edits.
+ */
+export function readRecordOrSetAside(
+  stateDir: string,
+  log: { warn: (o: object, msg: string) => void },
+): InstallRecord | undefined {
+  try {
+    return readRecord(stateDir);
+  } catch (e) {
+    if (!(e instanceof UnreadableRecordError)) throw e;
+    const aside = `${e.path}.unreadable-${Date.now()}`;
+    renameSync(e.path, aside);
+    fsyncDir(dirname(e.path));
+    log.warn({ record: e.path, setAside: aside }, `${e.message.split(';')[0]}: set aside, installing as if none`);
+    return undefined;
+  }
 }
 
 /** How node and record files are written and removed; tests swap these in to simulate a crash. */
