@@ -5,7 +5,7 @@
 // callback serves it; the log lines' traceId; the drops counted from the SDK's own processor.
 
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -423,6 +423,40 @@ describe('trace-export: the SDK pipeline', () => {
     const t0 = Date.now();
     await t.shutdown(500);
     assert.ok(Date.now() - t0 < 2000, 'shutdown is bounded');
+  });
+
+  it('counts a batch the collector trickles its answer to as failed at the export timeout, not never', async () => {
+    // 200 with a long body, a byte every 100 ms: the HTTP exporter's idle timeout never fires.
+    const trickles = new Set<NodeJS.Timeout>();
+    const collector = createHttpServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/x-protobuf', 'content-length': '1000000' });
+      const t = setInterval(() => res.write('x'), 100);
+      trickles.add(t);
+      res.on('close', () => clearInterval(t));
+    });
+    await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
+    const ex = startExport({
+      url: `http://127.0.0.1:${(collector.address() as { port: number }).port}/v1/traces`,
+      maxQueueSize: 8,
+      maxExportBatchSize: 8,
+      scheduledDelayMs: 10,
+      exportTimeoutMs: 1500,
+      version: 'test',
+      log: createLogger('silent'),
+    });
+    const t = new Tracing(ex);
+    try {
+      for (let i = 0; i < 3; i++) t.delegate(delegateInfo)!.end();
+      const deadline = Date.now() + 10_000;
+      while (ex.dropped().export_failed < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(ex.dropped(), { queue_full: 0, export_failed: 3 });
+    } finally {
+      for (const i of trickles) clearInterval(i);
+      collector.closeAllConnections();
+      collector.close();
+      await t.shutdown(500);
+    }
   });
 
   it("logs an export failure once, with its component once and no request's traceId (the export's timer may be a request's)", async () => {

@@ -26,7 +26,8 @@ import {
   resourceFromAttributes,
   serviceNameEnvDetector,
 } from '@opentelemetry/resources';
-import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, TracerProvider, type SpanExporter } from '@opentelemetry/sdk-trace';
+import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { DroppedSpans, SpanExport } from './tracing.js';
 import { settleWithin } from '../settle-within.js';
@@ -93,6 +94,41 @@ function diagToLog(log: Logger): DiagLogger {
   return { error: say('error'), warn: say('warn'), info: quiet, debug: quiet, verbose: quiet };
 }
 
+/** How much later than deadlined's the processor's own export timeout comes. */
+const DEADLINE_MARGIN_MS = 1000;
+
+/**
+ * The exporter with a deadline of its own: a batch not taken by then is failed, so the processor
+ * counts it (export_failed). The HTTP exporter's timeout is an idle one: a collector trickling its
+ * answer a byte a second held each batch for minutes, and the processor's own timeout gave them up
+ * without counting a span (a hostile review: 0 dropped in 150 s of nothing exported).
+ */
+function deadlined(exporter: SpanExporter, ms: number): SpanExporter {
+  return {
+    export(spans, done) {
+      let settled = false;
+      const settle = (r: ExportResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        done(r);
+      };
+      const timer = setTimeout(
+        () =>
+          settle({
+            code: ExportResultCode.FAILED,
+            error: new Error(`the collector did not take the batch within ${ms} ms`),
+          }),
+        ms,
+      );
+      timer.unref();
+      exporter.export(spans, settle);
+    },
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
+  };
+}
+
 /** The exporting provider (Tracing's SpanExport). */
 export function startExport(o: ExportOptions): SpanExport {
   diag.setLogger(diagToLog(o.log.child({ component: 'tracing' })), {
@@ -101,11 +137,12 @@ export function startExport(o: ExportOptions): SpanExport {
   });
   const dropped: DroppedSpans = { queue_full: 0, export_failed: 0 };
   const processor = new BatchSpanProcessor({
-    exporter: new OTLPTraceExporter({ url: o.url, timeoutMillis: o.exportTimeoutMs }),
+    exporter: deadlined(new OTLPTraceExporter({ url: o.url, timeoutMillis: o.exportTimeoutMs }), o.exportTimeoutMs),
     maxQueueSize: o.maxQueueSize,
     maxExportBatchSize: Math.min(o.maxExportBatchSize, o.maxQueueSize),
     scheduledDelayMillis: o.scheduledDelayMs,
-    exportTimeoutMillis: o.exportTimeoutMs,
+    // After deadlined's own: a batch given up on by the processor itself is never counted.
+    exportTimeoutMillis: o.exportTimeoutMs + DEADLINE_MARGIN_MS,
     selfObsMeterProvider: droppedCounter((why, n) => (dropped[why] += n)),
   });
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override ours, as the specification has it.
