@@ -48,6 +48,15 @@ describe('a corrupt journal at start', () => {
     assert.equal(status.json.ready, false);
     assert.equal(status.json.reason, ready.json.reason);
     assert.ok(status.json.journalProblems.length >= 1);
+    // The same query keys as the healthy daemon's routes: a mistaken one is said, not served.
+    const mistaken = await daemon.get('/v1/attachments?container=cut');
+    assert.equal(mistaken.status, 400);
+    assert.match(
+      mistaken.json.error,
+      /unknown query parameter "container": \/v1\/attachments takes containerId, state, pod, limit/,
+    );
+    assert.equal((await daemon.get('/v1/attachments?containerId=cut')).status, 503);
+    assert.equal((await daemon.get('/healthz?verbose=1')).status, 400);
     // The CLI reads that shape too (it threw on the missing step counts), and --check does not
     // pass a journal it cannot read; the audit, which reads the journal, is refused with the reason.
     const cli = (...args: string[]) =>

@@ -16,6 +16,7 @@ import {
 import { AuditCallerGone, AuditQueueFull } from '../audit/auditor.js';
 import type { AuditOptions, AuditReport } from '../audit/run.js';
 import { clientGone } from './client-gone.js';
+import { QUERY_KEYS } from './query-keys.js';
 
 export interface AuditRouteDeps {
   /** One pass; `callerGone` says whether the client has hung up (a pass still waiting then never runs). */
@@ -36,27 +37,22 @@ async function pass(deps: AuditRouteDeps, opts: AuditOptions, req: FastifyReques
 
 export async function auditRoutes(app: FastifyInstance, deps: AuditRouteDeps): Promise<void> {
   // No HEAD: fastify would run the whole pass (and ask the runtime) to answer it with no body.
-  app.get(
-    '/v1/audit',
-    { exposeHeadRoute: false, config: { query: ['runtimeEndpoint', 'deadline'] } },
-    async (req, reply) => {
-      const q = req.query as { runtimeEndpoint?: unknown; deadline?: unknown };
-      const endpoint = runtimeEndpointOf(q);
-      if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });
-      const deadlineMs = deadlineOf(q);
-      if (deadlineMs === null) return reply.code(400).send({ error: DEADLINE_ERROR });
-      const opts: AuditOptions = {
-        release: false,
-        graceMs: DEFAULT_GRACE_MS,
-        ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
-        ...(deadlineMs !== undefined ? { deadlineMs } : {}),
-      };
-      return pass(deps, opts, req, reply);
-    },
-  );
+  app.get('/v1/audit', { exposeHeadRoute: false, config: { query: QUERY_KEYS.auditGet } }, async (req, reply) => {
+    const q = req.query as { runtimeEndpoint?: unknown; deadline?: unknown };
+    const endpoint = runtimeEndpointOf(q);
+    if (endpoint === null) return reply.code(400).send({ error: RUNTIME_ENDPOINT_ERROR });
+    const deadlineMs = deadlineOf(q);
+    if (deadlineMs === null) return reply.code(400).send({ error: DEADLINE_ERROR });
+    const opts: AuditOptions = {
+      release: false,
+      graceMs: DEFAULT_GRACE_MS,
+      ...(endpoint ? { runtimeEndpoint: endpoint } : {}),
+      ...(deadlineMs !== undefined ? { deadlineMs } : {}),
+    };
+    return pass(deps, opts, req, reply);
+  });
 
-  const releaseKeys = ['release', 'grace', 'cap', 'capFraction', 'deadline', 'runtimeEndpoint'];
-  app.post('/v1/audit', { config: { query: releaseKeys } }, async (req, reply) => {
+  app.post('/v1/audit', { config: { query: QUERY_KEYS.auditPost } }, async (req, reply) => {
     const opts = releaseOptions(req.query as ReleaseQuery);
     if (typeof opts === 'string') return reply.code(400).send({ error: opts });
     return pass(deps, opts, req, reply);

@@ -5,13 +5,14 @@
 // and answered with success, so a runtime's teardown is never lost: once the database is repaired
 // or replaced, the next start ingests it like any spooled DEL. Operators' views answer 503.
 
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { CNI_ROUTE, CniError, ErrorCode, decodeWireRequest, spoolRequest } from '@cni-steward/shared';
 import { assertExactCniTarget } from './cni-route.js';
 import { checkHints, hintValues, readHints, type Hints } from './hints.js';
 import { skewError } from './protocol.js';
+import { QUERY_KEYS } from './query-keys.js';
 
 /** Distinct DELs a degraded daemon spools before it answers 11 (a node has ~110 pods; this is a flood). */
 export const MAX_SPOOLED_KEYS = 100_000;
@@ -47,11 +48,17 @@ export interface DegradedDeps {
 
 export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): Promise<void> {
   // Alive: the process answers and can spool DELs; restarting it would not repair the database.
-  app.get('/healthz', async () => ({ ok: true, ready: false, reason: deps.reason }));
+  app.get('/healthz', { config: { query: QUERY_KEYS.healthz } }, async () => ({
+    ok: true,
+    ready: false,
+    reason: deps.reason,
+  }));
 
-  app.get('/readyz', async (_req, reply) => reply.code(503).send({ ready: false, reason: deps.reason }));
+  app.get('/readyz', { config: { query: QUERY_KEYS.readyz } }, async (_req, reply) =>
+    reply.code(503).send({ ready: false, reason: deps.reason }),
+  );
 
-  app.get('/v1/status', async () => ({
+  app.get('/v1/status', { config: { query: QUERY_KEYS.status } }, async () => ({
     version: deps.version,
     uptimeSeconds: Math.round((Date.now() - deps.startedAt) / 1000),
     ready: false,
@@ -97,11 +104,17 @@ export async function degradedRoutes(app: FastifyInstance, deps: DegradedDeps): 
     return reply.code(200).type('application/json').send('');
   });
 
-  for (const path of ['/v1/attachments', '/v1/teardowns', '/metrics']) {
-    app.get(path, async (_req, reply) => reply.code(503).send({ error: deps.reason }));
-  }
-  app.post('/v1/teardowns/retry', async (_req, reply) => reply.code(503).send({ error: deps.reason }));
+  refusedViews(app, deps.reason);
+}
+
+/** The operator's views of the journal, refused with the reason; each takes the query its healthy route takes. */
+function refusedViews(app: FastifyInstance, reason: string): void {
+  const refuse = async (_req: unknown, reply: FastifyReply) => reply.code(503).send({ error: reason });
+  app.get('/v1/attachments', { config: { query: QUERY_KEYS.attachments } }, refuse);
+  app.get('/v1/teardowns', { config: { query: QUERY_KEYS.teardowns } }, refuse);
+  app.get('/metrics', refuse);
+  app.post('/v1/teardowns/retry', { config: { query: QUERY_KEYS.retry } }, refuse);
   // The audit reads the journal's attachments: refused with the reason, not a 404 as if unknown.
-  app.get('/v1/audit', { exposeHeadRoute: false }, async (_req, reply) => reply.code(503).send({ error: deps.reason }));
-  app.post('/v1/audit', async (_req, reply) => reply.code(503).send({ error: deps.reason }));
+  app.get('/v1/audit', { exposeHeadRoute: false, config: { query: QUERY_KEYS.auditGet } }, refuse);
+  app.post('/v1/audit', { config: { query: QUERY_KEYS.auditPost } }, refuse);
 }

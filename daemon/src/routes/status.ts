@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Attachment, AttachmentState, Step } from '../store/types.js';
 import type { AppDeps } from './deps.js';
 import { capNullable } from './echo.js';
+import { QUERY_KEYS } from './query-keys.js';
 
 const ATTACHMENT_STATES: readonly AttachmentState[] = ['adding', 'added', 'deleting', 'deleted'];
 
@@ -43,7 +44,7 @@ function teardownView(s: Step, a: Attachment | undefined) {
 
 export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise<void> {
   probeRoutes(app, deps);
-  app.get('/v1/status', { config: { query: [] } }, async () => statusView(deps));
+  app.get('/v1/status', { config: { query: QUERY_KEYS.status } }, async () => statusView(deps));
   attachmentRoutes(app, deps);
   teardownRoutes(app, deps);
   app.get('/metrics', async (_req, reply) => {
@@ -56,7 +57,7 @@ export async function statusRoutes(app: FastifyInstance, deps: AppDeps): Promise
 function probeRoutes(app: FastifyInstance, deps: AppDeps): void {
   // Liveness: the journal can be written (store.writeProbe) and plugins can be started (a spawner
   // answers, or a new one does). 503 with the reasons otherwise.
-  app.get('/healthz', { config: { query: [] } }, async (_req, reply) => {
+  app.get('/healthz', { config: { query: QUERY_KEYS.healthz } }, async (_req, reply) => {
     const problems = await deps.health();
     if (problems.length > 0) return reply.code(503).send({ ok: false, problems });
     return { ok: true };
@@ -69,7 +70,7 @@ function probeRoutes(app: FastifyInstance, deps: AppDeps): void {
     return n > 0 ? { spool: { draining: n, message: `draining ${n} spooled DELs` } } : {};
   };
 
-  app.get('/readyz', { config: { query: [] } }, async (_req, reply) => {
+  app.get('/readyz', { config: { query: QUERY_KEYS.readyz } }, async (_req, reply) => {
     if (!deps.isReady()) {
       const problems = deps.readyProblems?.() ?? [];
       return reply.code(503).send({ ready: false, ...(problems.length > 0 ? { problems } : {}), ...draining() });
@@ -130,7 +131,7 @@ function attachmentRoutes(app: FastifyInstance, deps: AppDeps): void {
   const store = deps.journal;
   app.get<{ Querystring: { containerId?: string; state?: string; pod?: string; limit?: string } }>(
     '/v1/attachments',
-    { config: { query: ['containerId', 'state', 'pod', 'limit'] } },
+    { config: { query: QUERY_KEYS.attachments } },
     async (req, reply) => {
       const { containerId, state, limit } = req.query;
       const pod = req.query.pod === undefined ? undefined : parsePod(req.query.pod);
@@ -204,7 +205,7 @@ function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
   const store = deps.journal;
   const attachmentOf = (id: number) => store.getAttachment(id);
   // The newest ABANDONED_LISTED abandoned steps: /v1/status's steps.abandoned counts them all.
-  app.get('/v1/teardowns', { config: { query: [] } }, async () => {
+  app.get('/v1/teardowns', { config: { query: QUERY_KEYS.teardowns } }, async () => {
     return {
       pending: store.pendingTeardownSteps().map((s) => teardownView(s, attachmentOf(s.attachmentId))),
       abandoned: store.abandonedSteps(ABANDONED_LISTED).map((s) => teardownView(s, attachmentOf(s.attachmentId))),
@@ -215,7 +216,7 @@ function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
   // fixed the plugin, or released by hand what it held, and wants the record cleared.
   app.post<{ Querystring: { abandoned?: string } }>(
     '/v1/teardowns/retry',
-    { config: { query: ['abandoned'] } },
+    { config: { query: QUERY_KEYS.retry } },
     async (req, reply) => {
       const { abandoned } = req.query;
       if (abandoned !== undefined && !['true', 'false', '1', '0'].includes(abandoned))
