@@ -20,7 +20,12 @@ export const STALE_TEMP_GRACE_MS = 10 * 60_000;
 /** Entries listed between two yields to the event loop while sweeping. */
 const SWEEP_BATCH = 1024;
 
-/** Removes `file` if it is a regular file (never a link: lstat) last written at least graceMs ago. */
+/**
+ * Removes `file` if it is a regular file (never a link: lstat) last written at least graceMs ago, or
+ * more than graceMs from now: a file dated ahead was written before the clock was stepped back (or
+ * by a writer with a wrong clock), and its writer, whose window is milliseconds, is long gone; left,
+ * it would never age into the grace.
+ */
 function removeIfStale(file: string, graceMs: number, now: number): boolean {
   let st;
   try {
@@ -28,7 +33,7 @@ function removeIfStale(file: string, graceMs: number, now: number): boolean {
   } catch {
     return false;
   }
-  if (!st.isFile() || now - st.mtimeMs < graceMs) return false;
+  if (!st.isFile() || Math.abs(now - st.mtimeMs) < graceMs) return false;
   try {
     // Replaced by a link since the lstat? unlink(2) removes the link itself, never what it names.
     unlinkSync(file);

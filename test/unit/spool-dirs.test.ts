@@ -96,25 +96,35 @@ function spoolDirs(own: string, stateDir = freshDir(), over: Partial<Constructor
 }
 
 describe('stale spool temp files', () => {
-  test('a temp file older than the grace is removed, counted and logged; a younger one is left for its writer', async () => {
+  test('a temp file older than the grace, or dated further ahead than it, is removed, counted and logged; a younger one is left for its writer', async () => {
     const dir = freshDir();
     const stale = tempName('killed', 1);
     const fresh = tempName('writing', 2);
     writeFileSync(join(dir, stale), '{"half":');
     writeFileSync(join(dir, fresh), '{"being written');
+    // Written before the clock was stepped back an hour: dated ahead, it would never age into the grace.
+    const ahead = tempName('before-a-clock-step', 3);
+    const nearlyNow = tempName('slightly-ahead', 4);
+    writeFileSync(join(dir, ahead), '{"half":');
+    writeFileSync(join(dir, nearlyNow), '{"being written');
     age(join(dir, stale), STALE_TEMP_GRACE_MS + 60_000);
     age(join(dir, fresh), STALE_TEMP_GRACE_MS - 60_000);
+    age(join(dir, ahead), -3_600_000);
+    age(join(dir, nearlyNow), -60_000);
     const { dirs, cap, removedTotal } = spoolDirs(dir);
-    assert.equal(await dirs.sweep(dir), 1);
-    assert.deepEqual(readdirSync(dir), [fresh]);
-    assert.equal(await removedTotal(), 1);
+    assert.equal(await dirs.sweep(dir), 2);
+    assert.deepEqual(readdirSync(dir).sort(), [fresh, nearlyNow].sort());
+    assert.equal(await removedTotal(), 2);
     const line = cap.rows.find((r) => /stale spool temp files/.test(r.msg));
     assert.ok(line, 'a log line says so');
     assert.equal(line.level, 40);
-    assert.deepEqual([line.spoolDir, line.removed, line.files], [dir, 1, [stale]]);
+    assert.deepEqual(
+      [line.spoolDir, line.removed, [...(line.files as string[])].sort()],
+      [dir, 2, [stale, ahead].sort()],
+    );
     // Nothing more to remove: the counter stays, no second line.
     assert.equal(await dirs.sweep(dir), 0);
-    assert.equal(await removedTotal(), 1);
+    assert.equal(await removedTotal(), 2);
   });
 
   test('a link named like a temp file is neither followed nor removed, however old', async () => {
