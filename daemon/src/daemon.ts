@@ -45,6 +45,8 @@ import { settleWithin } from './settle-within.js';
 const TRACE_FLUSH_MS = 2000;
 /** How long shutdown waits for an alive beat still being written to land (lifecycle/alive-beacon.ts). */
 const BEACON_LAND_MS = 1000;
+/** How long past --plugin-timeout a running recovery teardown gets to land in the journal at shutdown. */
+const RECOVERY_LAND_MS = 2000;
 
 export { traceLogFields } from './tracing/context.js';
 
@@ -128,8 +130,9 @@ interface Serving {
 
 /**
  * The daemon on a journal that passed its check. Long on purpose: the order of these steps is the
- * start-up contract (recovery before the socket opens, the conflist in step before the first
- * request, readiness only once everything answers), and reads best in one place.
+ * start-up contract (recovery begun, and waited for up to --recovery-wait, before the socket opens;
+ * the conflist in step before the first request; readiness only once everything answers), and reads
+ * best in one place.
  */
 async function serve(
   cfg: DaemonConfig,
@@ -223,8 +226,14 @@ async function serve(
   );
   // Bounded: a reboot's sweep of plugins that hang (110 pods × --plugin-timeout) kept the socket closed
   // past the startup probe, and the restart began the sweep again. The rest runs while stewardd serves,
-  // each container's requests queued behind its own teardown (engine.runTeardown).
-  const recovery = recover(engine, bootId, log);
+  // on the lists it took before the socket opened (engine/recovery.ts), each container's requests
+  // queued behind its own teardown (engine.runTeardown).
+  let recoveryStopped = false;
+  let recovered = false;
+  const recovery = recover(engine, bootId, log, () => recoveryStopped).then((r) => {
+    recovered = !recoveryStopped; // stopped: what it did not start waits for the next start
+    return r;
+  });
   if (await settleWithin(recovery, cfg.recoveryWaitMs)) await recovery;
   else {
     log.warn({ recoveryWaitMs: cfg.recoveryWaitMs }, 'recovery still running: it goes on while stewardd serves');
@@ -282,6 +291,9 @@ async function serve(
       // A beat still being written lands (and is removed) before the state dir's lock lets a
       // successor write its own beacon, or the process exits; bounded: a hung /run holds no shutdown.
       await settleWithin(beaconStopped, BEACON_LAND_MS);
+      // Recovery still running starts no more teardowns; the ones running land in the journal.
+      recoveryStopped = true;
+      await settleWithin(recovery, cfg.pluginTimeoutMs + RECOVERY_LAND_MS);
       shimCheck?.stop();
       journal.stop();
       await spool.stop();
@@ -293,5 +305,6 @@ async function serve(
       await tracing.shutdown(TRACE_FLUSH_MS);
       store.close();
     },
+    unfinished: () => (recovered ? undefined : 'start-up recovery did not finish'),
   });
 }

@@ -172,7 +172,7 @@ function answerer(metrics: Metrics, log: Logger): (req: IncomingMessage, res: Se
     if ((req.method !== 'GET' && req.method !== 'HEAD') || path !== '/metrics') {
       res
         .writeHead(404, { 'content-type': 'text/plain; charset=utf-8' })
-        .end('not found: this port serves GET /metrics only\n');
+        .end('not found: this port serves GET (and HEAD) /metrics only\n');
       return;
     }
     render().then(

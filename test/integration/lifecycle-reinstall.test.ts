@@ -6,10 +6,11 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv } from '../helpers/env.js';
+import { REPO, TestEnv } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { installInto, nodeTree, writeJson, type NodeTree } from '../helpers/node-tree.js';
 import { shim } from '../helpers/shim.js';
@@ -69,6 +70,42 @@ describe('stewardd installed again while the old daemon uninstalls on SIGTERM', 
     assert.match(log, /stewardd was installed again while it drained; left in place/);
     const rec = JSON.parse(readFileSync(join(tree.stateDir, 'install.json'), 'utf8'));
     assert.equal(rec.state, 'installed');
+  });
+
+  it("an operator's uninstall interrupted in its drain (Ctrl-C) takes its mark back: nothing removed, the daemon ready again", async () => {
+    const { env, daemon, tree } = await installedNode('reinst-ctrl-c');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('stuck', '1.0.0', [fixturePlugin(join(env.dir, 'fx'), { failDelAlways: true })]),
+    ]);
+    const call = { containerId: 'stuck-1', netns: env.netns() };
+    assert.equal((await shim({ command: 'ADD', ...call }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', ...call }, conf)).code, 0);
+    const record = () => JSON.parse(readFileSync(join(tree.stateDir, 'install.json'), 'utf8')) as { state: string };
+    const un = spawn(
+      process.execPath,
+      [
+        join(REPO, 'bin/stewardd'),
+        'uninstall',
+        '--cni-bin-dir',
+        tree.binDir,
+        '--cni-conf-dir',
+        tree.confDir,
+        '--state-dir',
+        tree.stateDir,
+        '--drain-timeout',
+        '30',
+      ],
+      { stdio: 'ignore' },
+    );
+    env.defer(() => void un.kill('SIGKILL'));
+    const exited = new Promise<number | null>((r) => un.once('exit', (code) => r(code)));
+    await daemon.waitFor('the drain under way', () => record().state === 'uninstalling', 10_000);
+    await daemon.waitFor('not ready meanwhile', async () => (await daemon.get('/readyz')).status === 503, 5000);
+    un.kill('SIGINT');
+    assert.equal(await exited, 130);
+    assert.equal(record().state, 'installed');
+    assert.ok(installed(tree), 'nothing removed');
+    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200, 5000);
   });
 
   it('an install after the uninstall, before the old daemon stops, keeps its record: the state dir is not purged', async () => {

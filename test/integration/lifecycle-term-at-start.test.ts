@@ -1,5 +1,5 @@
 // SIGTERM while stewardd starts: after a reboot its recovery tears down every attachment of the boot
-// before, before the socket opens (up to the startup probe's 10 minutes). A `kubectl delete` of the
+// before, before the socket opens (for up to --recovery-wait, 60 s). A `kubectl delete` of the
 // DaemonSet then must still uninstall (else 00-steward.conflist dangles and every new pod fails,
 // seed 001): the signal is kept and carried out as soon as the daemon serves. Real daemon, install,
 // a delegate whose DEL takes 3 s, the reboot played by a new boot id.

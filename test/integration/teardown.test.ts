@@ -163,12 +163,27 @@ describe('seed 003: reboot', () => {
     assert.deepEqual(fixtureCalls(fx, 'DELDONE'), [], 'the sweep has not finished, and stewardd serves');
     const other = await shim({ command: 'ADD', containerId: 'after-reboot', netns: env.netns() }, conf);
     assert.equal(other.code, 0, other.stdout);
+    // An ADD still running when the sweep ends is `adding` then: recovery took its lists before the
+    // socket opened, so it never rolls this pod back (it did, found by a review of the change).
+    const slowConf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('slownet', '1.0.0', [fixturePlugin(join(env.dir, 'slow-add-fx'), { sleepAddMs: 3000 })]),
+    ]);
+    const slow = shim({ command: 'ADD', containerId: 'adding-while-swept', netns: env.netns() }, slowConf);
+    await daemon.waitFor(
+      'the slow ADD in its plugin',
+      () => fixtureCalls(join(env.dir, 'slow-add-fx'), 'ADD').length === 1,
+    );
     rmSync(gate);
     await daemon.waitFor('the sweep to finish', async () => {
       const atts = (await daemon.get('/v1/attachments')).json as Array<{ containerId: string; state: string }>;
       return atts.filter((a) => a.containerId.startsWith('sweep-')).every((a) => a.state === 'deleted');
     });
-    assert.match(readFileSync(daemon.logFile, 'utf8'), /recovery still running: it goes on while stewardd serves/);
+    assert.equal((await slow).code, 0);
+    const log = readFileSync(daemon.logFile, 'utf8');
+    assert.match(log, /recovery still running: it goes on while stewardd serves/);
+    assert.match(log, /"rolledBack":0,"resumed":0,"msg":"recovery finished"/);
+    for (const id of ['after-reboot', 'adding-while-swept'])
+      assert.equal((await daemon.attachment(id)).state, 'added', `${id} is left as it was added`);
     await daemon.stop();
   });
 

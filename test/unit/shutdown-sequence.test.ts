@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -98,6 +98,40 @@ describe('the restart record on SIGTERM', () => {
       assert.ok(record().until <= Date.now() + 5000, 'and once more when serving has stopped');
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the state dir after an uninstall on SIGTERM', () => {
+  /** A SIGTERM close with --uninstall-on-delete=always over a state dir holding a journal file. */
+  const closeOver = async (unfinished: (() => string | undefined) | undefined) => {
+    const dir = mkdtempSync(join(tmpdir(), 'steward-shutdown-'));
+    writeFileSync(join(dir, 'steward.db'), 'a journal');
+    const { s, of } = steps(async () => undefined, 1000);
+    s.cfg = {
+      ...s.cfg,
+      uninstallOnDelete: 'always',
+      stateDir: dir,
+      dbPath: join(dir, 'steward.db'),
+      socket: join(dir, 's.sock'),
+    };
+    if (unfinished) s.unfinished = unfinished;
+    await shutdownSequence(s).close('SIGTERM');
+    return { dir, kept: existsSync(dir), of };
+  };
+
+  test('is purged when nothing is owed; kept when start-up recovery stopped before it was done', async () => {
+    const purged = await closeOver(undefined);
+    assert.equal(purged.kept, false, 'purged');
+    const owed = await closeOver(() => 'start-up recovery did not finish');
+    try {
+      assert.equal(owed.kept, true, 'kept: a reinstall finishes the sweep');
+      assert.ok(existsSync(join(owed.dir, 'steward.db')));
+      assert.deepEqual(owed.of('keeping the state dir: the journal still owes teardowns'), [
+        { stateDir: owed.dir, why: 'start-up recovery did not finish' },
+      ]);
+    } finally {
+      rmSync(owed.dir, { recursive: true, force: true });
     }
   });
 });

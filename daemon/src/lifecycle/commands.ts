@@ -188,6 +188,7 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
       drainTimeoutMs: cfg.drainTimeoutMs,
       purge: cfg.purge,
       log,
+      interruptible: true,
     });
   } catch (e) {
     if (e instanceof LockTimeoutError) return lockTimeout('uninstall', e, log);

@@ -21,6 +21,11 @@ export interface ShutdownSteps {
   stopServing: () => Promise<unknown>;
   /** Release what the daemon holds once it no longer serves (scheduler, plugins, journal). */
   release?: () => Promise<void>;
+  /**
+   * Why the journal still owes work no drain could see (start-up recovery stopped before it was
+   * done), if it does: an uninstall then keeps the state dir, so a reinstall finishes that work.
+   */
+  unfinished?: () => string | undefined;
 }
 
 export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
@@ -64,8 +69,14 @@ export function shutdownSequence(s: ShutdownSteps): RunningDaemon {
         s.log.error({ err: (e as Error).message }, 'releasing what stewardd held failed while stopping');
       }
       s.owner.release();
+      const owed = s.unfinished?.();
       try {
-        afterClose();
+        if (owed !== undefined && uninstalling)
+          s.log.warn(
+            { stateDir: s.cfg.stateDir, why: owed },
+            'keeping the state dir: the journal still owes teardowns',
+          );
+        else afterClose();
       } catch (e) {
         // Never leave close() unresolved: the process must still exit.
         s.log.error({ err: (e as Error).message }, 'purging the state dir after uninstall failed; it stays');

@@ -9,6 +9,7 @@ import { drain, type Leftover } from './drain.js';
 import { changeOf, sha256File, tempsOf } from './files.js';
 import { configNaming } from './conflist.js';
 import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
+import { markUninstalling, NO_ROOM, unmark, unmarkIfFree, unmarkOnSignal, writeMark } from './uninstall-mark.js';
 import { OWNER_INFO_FILE, OWNER_LOCK_FILE } from '../store/owner.js';
 import {
   acceptedAt,
@@ -17,9 +18,7 @@ import {
   realFileOps,
   recordedFiles,
   removeRecord,
-  writeRecord,
   type FileOps,
-  type InstallRecord,
 } from './record.js';
 
 export interface UninstallOptions {
@@ -34,10 +33,9 @@ export interface UninstallOptions {
   ops?: FileOps;
   /** How long to wait for the install lock (lock.ts); LOCK_WAIT_MS by default. */
   lockWaitMs?: number;
+  /** The operator's command (not the daemon's SIGTERM): SIGINT/SIGTERM during the drain take the mark back and exit. */
+  interruptible?: boolean;
 }
-
-/** A state dir that cannot take the lock file (full, out of quota, read-only): uninstall removes our files without it. */
-const NO_ROOM: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT', 'EROFS']);
 
 export interface UninstallReport {
   installed: boolean;
@@ -72,7 +70,16 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   // removal below then leaves what it installed (it had reported success).
   const marked = peek !== undefined && (await markUninstalling(o, ops));
   const socket = o.socket ?? peek?.socket;
-  if (socket !== undefined) await drainFirst(o, socket, report);
+  if (socket !== undefined) {
+    // A CLI uninstall interrupted here (Ctrl-C, `timeout`) takes its mark back: left, it would keep
+    // the running daemon not ready ("uninstall in progress") with every file still in place.
+    const release = marked && o.interruptible ? unmarkOnSignal(o, ops) : () => undefined;
+    try {
+      await drainFirst(o, socket, report);
+    } finally {
+      release();
+    }
+  }
   // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
   if (!existsSync(o.stateDir)) {
     report.installed = false;
@@ -84,7 +91,10 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     held = await lock(o.stateDir, 'uninstall', loggedWait(o.stateDir, o.lockWaitMs, o.log));
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === undefined || !NO_ROOM.has(code)) throw e;
+    if (code === undefined || !NO_ROOM.has(code)) {
+      if (marked) unmarkIfFree(o, ops); // gave up before removing anything: not uninstalling after all
+      throw e;
+    }
     // The state dir cannot take the lock file (full, out of quota, read-only): then no one can take
     // it, the watcher included, so no one rewrites the record or the conflist meanwhile. Our files
     // go all the same (an unlink needs no room), without the mark, which could not be written
@@ -107,32 +117,6 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     held.release();
   }
   return report;
-}
-
-/**
- * The record marked "uninstalling" under the lock (a running watcher stops rewriting our files, and
- * says not ready). false when the state dir has no room for the lock or the mark: the removal goes
- * on without it, as with no room for the lock at all.
- */
-async function markUninstalling(o: UninstallOptions, ops: FileOps): Promise<boolean> {
-  let held: Lock;
-  try {
-    held = await lock(o.stateDir, 'uninstall', loggedWait(o.stateDir, o.lockWaitMs, o.log));
-  } catch (e) {
-    if (NO_ROOM.has((e as NodeJS.ErrnoException).code ?? '')) return false;
-    throw e;
-  }
-  try {
-    const rec = readRecord(o.stateDir);
-    if (rec === undefined) return false;
-    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
-    return true;
-  } catch (e) {
-    if (NO_ROOM.has((e as NodeJS.ErrnoException).code ?? '')) return false;
-    throw e;
-  } finally {
-    held.release();
-  }
 }
 
 /** Uninstall's first step: pending teardowns drained through the daemon, and what is left reported. */
@@ -225,23 +209,6 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
   }
   o.log.info({ removed: report.removed }, 'uninstall done');
   return true;
-}
-
-/** Nothing was removed after all (every file refused): the record says installed again, as before the drain. */
-function unmark(o: UninstallOptions, ops: FileOps): void {
-  const rec = readRecord(o.stateDir);
-  if (rec?.state === 'uninstalling') writeRecord(o.stateDir, { ...rec, state: 'installed' }, ops);
-}
-
-/** The mark, unless the state dir has no room for it (one free block took the lock file): then without it. */
-function writeMark(o: UninstallOptions, rec: InstallRecord, ops: FileOps): void {
-  try {
-    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? '';
-    if (!NO_ROOM.has(code)) throw e;
-    o.log.error({ code, stateDir: o.stateDir }, 'uninstall: the record cannot be marked; removing without the mark');
-  }
 }
 
 /**

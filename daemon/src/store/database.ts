@@ -65,14 +65,15 @@ export class JournalDatabase {
       this.db.exec('PRAGMA journal_mode = WAL');
       this.db.exec('PRAGMA synchronous = FULL');
       this.db.exec('PRAGMA foreign_keys = ON');
-      // better-sqlite3 waits on a lock with the event loop blocked: another process holding the journal
-      // (an operator's `sqlite3` in a transaction) stalled every request and STATUS 5 s a write (its
-      // default). A write refused busy answers 11 at once instead (write-error.ts).
-      this.db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
       // After a burst (a DEL storm, a mass GC) the WAL file shrinks back to this size at checkpoint.
       this.db.exec('PRAGMA journal_size_limit = 4194304');
       this.db.exec(`PRAGMA cache_size = -${PAGE_CACHE_KIB}`);
       this.migrate();
+      // Opened and migrated with better-sqlite3's 5 s wait (nothing is served yet); from here on
+      // it waits with the event loop blocked, and another process holding the journal (an operator's
+      // `sqlite3` in a transaction) stalled every request and STATUS 5 s a write. A write refused
+      // busy answers 11 at once instead (write-error.ts).
+      this.db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     });
     this.stmt = retain(prepareStatements(this.db));
   }

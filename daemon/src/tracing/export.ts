@@ -137,7 +137,11 @@ export function startExport(o: ExportOptions): SpanExport {
   });
   const dropped: DroppedSpans = { queue_full: 0, export_failed: 0 };
   const processor = new BatchSpanProcessor({
-    exporter: deadlined(new OTLPTraceExporter({ url: o.url, timeoutMillis: o.exportTimeoutMs }), o.exportTimeoutMs),
+    // At most 2 requests open: one given up on (deadlined) may still be trickling; a third export fails at once, counted.
+    exporter: deadlined(
+      new OTLPTraceExporter({ url: o.url, timeoutMillis: o.exportTimeoutMs, concurrencyLimit: 2 }),
+      o.exportTimeoutMs,
+    ),
     maxQueueSize: o.maxQueueSize,
     maxExportBatchSize: Math.min(o.maxExportBatchSize, o.maxQueueSize),
     scheduledDelayMillis: o.scheduledDelayMs,
