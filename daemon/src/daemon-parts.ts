@@ -247,10 +247,14 @@ export function buildAuditor(
             // Short: one namespace that hangs makes the proof incomplete, it does not hold the pass.
             const net = `--net=${path}`;
             const fib = await executor.runTool('nsenter', [net, 'cat', NET_FILES[0]], NETNS_READ_TIMEOUT_MS);
-            // No if_inet6 where IPv6 is off in that namespace.
+            // No if_inet6 where IPv6 is off in that namespace; any other failure (a timeout, a fork
+            // refused) leaves the namespace unread, not "without IPv6 addresses".
             const v6 = await executor
               .runTool('nsenter', [net, 'cat', NET_FILES[1]], NETNS_READ_TIMEOUT_MS)
-              .catch(() => '');
+              .catch((e: Error) => {
+                if (/No such file or directory/.test(e.message)) return '';
+                throw e;
+              });
             return `${fib}\n${v6}`;
           },
         }),

@@ -18,7 +18,7 @@ import { VERDICT_REASON } from '../../daemon/src/audit/decide.js';
 import { RELEASE_BATCH } from '../../daemon/src/audit/run.js';
 import { fakeRuntime } from '../helpers/fake-cri.js';
 import { portmapCall, portmapOwners as portmapOwnersOf } from '../helpers/portmap.js';
-import { TestEnv, fixtureCalls } from '../helpers/env.js';
+import { REPO, TestEnv, fixtureCalls } from '../helpers/env.js';
 import { stewardd } from '../helpers/node-tree.js';
 import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -605,5 +605,30 @@ describe("host-local's lock while scanning", () => {
     assert.ok(summary(r).includes('lease b 10.77.0.13 released=false'), summary(r).join('\n'));
     assert.ok(free(), 'the audit let go of the lock');
     await daemon.stop();
+  });
+});
+
+describe("the node's proof of addresses in use, from a PID namespace of its own", () => {
+  it('is never whole: stewardd in a pod without hostPID sees only its own processes (a pass that said whole freed a live lease)', () => {
+    const module = join(REPO, 'daemon/src/audit/node-addresses.ts');
+    const script = `import(${JSON.stringify(module)}).then(async (m) => {
+      const own = await m.collectNodeAddresses({ netnsDirs: [], readInNetns: async () => '' });
+      console.log(JSON.stringify({ unread: own.unread, expected: m.NOT_HOST_PID_NS }));
+    })`;
+    const inOwn = spawnSync(
+      'unshare',
+      ['--pid', '--fork', '--mount-proc', process.execPath, '--import', 'tsx', '-e', script],
+      { cwd: REPO, encoding: 'utf8', timeout: 60_000 },
+    );
+    assert.equal(inOwn.status, 0, inOwn.stderr);
+    const r = JSON.parse(inOwn.stdout) as { unread: string[]; expected: string };
+    assert.deepEqual(r.unread, [r.expected]);
+    const onHost = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], {
+      cwd: REPO,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(onHost.status, 0, onHost.stderr);
+    assert.equal((JSON.parse(onHost.stdout) as { unread: string[] }).unread.includes(r.expected), false);
   });
 });

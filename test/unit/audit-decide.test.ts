@@ -2,10 +2,12 @@
 // a network namespace still present, owner unknown and the per-run cap each keep a finding from being released.
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import {
   decide,
   releaseGroup,
+  RUNTIME_ID,
   runtimeDistrust,
   VERDICT_REASON,
   type DecideInput,
@@ -32,8 +34,17 @@ function lease(containerId: string, ageMs: number, journalled = false): Finding 
 /** The node read whole, holding `held`'s addresses. */
 const nodeWith = (...held: string[]) => ({ addresses: new Set(held), complete: true });
 
+/**
+ * The tests name containers ('dead', 'live'); the runtime's ids are 64 hex digits, and an unjournalled
+ * finding of another form is never released (foreign-owner). So every name given is turned into an id
+ * of that form on the way in, and back on the way out.
+ */
+const sandboxId = (name: string) => (RUNTIME_ID.test(name) ? name : createHash('sha256').update(name).digest('hex'));
+const ids = (set: ReadonlySet<string> | null | undefined) => set && new Set([...set].map(sandboxId));
+
 function run(findings: Finding[], over: Partial<DecideInput> = {}) {
-  return decide({
+  const names = new Map(findings.map((f) => [sandboxId(f.containerId), f.containerId]));
+  const input: DecideInput = {
     findings,
     alive: new Set(['live']),
     inFlight: new Set(['starting']),
@@ -43,7 +54,27 @@ function run(findings: Finding[], over: Partial<DecideInput> = {}) {
     release: true,
     nodeAddresses: nodeWith(),
     ...over,
-  }).map((d) => [d.finding.containerId, d.verdict, d.orphan]);
+  };
+  return decide({
+    ...input,
+    findings: findings.map((f) => ({ ...f, containerId: sandboxId(f.containerId) })),
+    alive: ids(input.alive) ?? null,
+    inFlight: ids(input.inFlight) ?? new Set(),
+    ...(input.netnsPresent ? { netnsPresent: ids(input.netnsPresent) as Set<string> } : {}),
+    ...(input.addressOwners
+      ? { addressOwners: new Map([...input.addressOwners].map(([a, owners]) => [a, ids(owners) as Set<string>])) }
+      : {}),
+    ...(input.sightings
+      ? {
+          sightings: new Map(
+            [...input.sightings].map(([key, at]) => {
+              const [kind, path, id] = key.split('\0') as [string, string, string];
+              return [`${kind}\0${path}\0${sandboxId(id)}`, at];
+            }),
+          ),
+        }
+      : {}),
+  }).map((d) => [names.get(d.finding.containerId) ?? d.finding.containerId, d.verdict, d.orphan]);
 }
 
 describe('audit decision', () => {
@@ -380,9 +411,45 @@ describe('audit decision', () => {
     assert.deepEqual(run([noField as Finding]), [['nofield', 'unconfirmed', true]]);
   });
 
+  test('an unjournalled finding whose owner is no sandbox id of the runtime\'s form (host-local\'s "reserved") is reported, never released', () => {
+    const verdicts = (containerId: string, journalled = false) =>
+      decide({
+        findings: [lease(containerId, 30 * 86_400_000, journalled)],
+        alive: new Set(),
+        inFlight: new Set(),
+        nowMs: NOW,
+        graceMs: GRACE,
+        cap: 10,
+        release: true,
+        nodeAddresses: nodeWith(),
+      }).map((d) => [d.verdict, d.orphan]);
+    for (const owner of ['reserved', 'router', 'default-web', 'A'.repeat(64), `${'a'.repeat(64)}-x`])
+      assert.deepEqual(verdicts(owner), [['foreign-owner', true]], owner);
+    assert.deepEqual(verdicts('a'.repeat(64)), [['release', true]], "the runtime's form, proven unused");
+    assert.deepEqual(
+      verdicts('ctr-web', true),
+      [['release', true]],
+      "steward's own journal names it: its netns is gone",
+    );
+    // What holds a finding still comes first: a reservation whose address is on the node is no orphan.
+    assert.deepEqual(
+      decide({
+        findings: [lease('router', 30 * 86_400_000)],
+        alive: new Set(),
+        inFlight: new Set(),
+        nowMs: NOW,
+        graceMs: GRACE,
+        cap: 10,
+        release: true,
+        nodeAddresses: nodeWith('10.1.0.2'),
+      }).map((d) => [d.verdict, d.orphan]),
+      [['address-in-use', false]],
+    );
+  });
+
   test('each verdict has its own reason for the report (audit -o json), never an empty one', () => {
     const reasons = Object.values(VERDICT_REASON);
-    assert.equal(reasons.length, 13);
+    assert.equal(reasons.length, 14);
     for (const r of reasons) assert.ok(r.length > 10, r);
     assert.equal(new Set(reasons).size, reasons.length, 'no two verdicts read the same');
     assert.match(VERDICT_REASON.capped, /--cap/);

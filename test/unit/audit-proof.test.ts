@@ -25,7 +25,7 @@ import {
   resultAddresses,
   storedResultAddresses,
 } from '../../daemon/src/audit/addresses.js';
-import { collectNodeAddresses, type NodeAddresses } from '../../daemon/src/audit/node-addresses.js';
+import { collectNodeAddresses, NOT_HOST_PID_NS, type NodeAddresses } from '../../daemon/src/audit/node-addresses.js';
 import { parseNsMounts } from '../../daemon/src/audit/ns-mounts.js';
 import { runAudit, type AuditDeps } from '../../daemon/src/audit/run.js';
 import { runtimeDistrust } from '../../daemon/src/audit/decide.js';
@@ -181,6 +181,17 @@ describe("the node's namespaces: what counts as read", () => {
     );
   });
 
+  it('an if_inet6 that is there and cannot be read is a gap, not "no IPv6 addresses"; one that is not there (IPv6 off) is none', async () => {
+    const proc = fakeProc([
+      { pid: '26', ns: 'net:[320]', fib: fib('10.0.12.4') },
+      { pid: '27', ns: 'net:[321]', fib: fib('10.0.12.5') },
+    ]);
+    mkdirSync(join(proc, '26', 'net', 'if_inet6')); // there, and reading it fails (EISDIR)
+    const out = await collectNodeAddresses({ proc, netnsDirs: [], readInNetns: none });
+    assert.deepEqual(out.unread, ['net:[320]']);
+    assert.deepEqual([...out.addresses], ['10.0.12.5']);
+  });
+
   it('the first readable process of a namespace serves; one after it that cannot be read is no gap', async () => {
     const proc = fakeProc([
       { pid: '24', ns: 'net:[310]', fib: fib('10.0.12.3') },
@@ -204,6 +215,7 @@ describe("the node's namespaces: what counts as read", () => {
     const out = await collectNodeAddresses({ netnsDirs: [], readInNetns: none });
     assert.ok(out.namespaces >= 1);
     assert.ok(out.addresses.has('127.0.0.1'));
+    assert.equal(out.unread.includes(NOT_HOST_PID_NS), false, 'the host PID namespace: PID 2 is kthreadd');
   });
 
   it('a dangling entry in a netns dir is passed over', async () => {

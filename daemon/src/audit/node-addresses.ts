@@ -31,6 +31,15 @@ export interface CollectOptions {
   readInNetns: (path: string) => Promise<string>;
 }
 
+/** What `unread` says when stewardd cannot see the node's processes. */
+export const NOT_HOST_PID_NS =
+  "stewardd's own PID namespace (not the host's: is hostPID set?): the node's processes are not seen";
+
+/** Whether /proc is the host PID namespace's: there PID 2 is always the kernel's kthreadd. */
+async function inHostPidNamespace(): Promise<boolean> {
+  return (await readBounded('/proc/2/comm'))?.toString().trim() === 'kthreadd';
+}
+
 /** How long reading one bind-mounted namespace may take (nsenter + cat), before it counts as unread. */
 export const NETNS_READ_TIMEOUT_MS = 2000;
 
@@ -50,8 +59,18 @@ export const MAX_NET_FILE_BYTES = 16 * 1024 * 1024;
 async function readProcNet(proc: string, pid: string): Promise<string | undefined> {
   const fib = await readBounded(join(proc, pid, 'net/fib_trie'));
   if (fib === undefined) return undefined;
-  const v6 = (await readBounded(join(proc, pid, 'net/if_inet6'))) ?? '';
-  return `${fib.toString()}\n${v6.toString()}`;
+  const v6path = join(proc, pid, 'net/if_inet6');
+  const v6 = await readBounded(v6path);
+  // No if_inet6 where IPv6 is off; one there and unreadable is a gap, not "no IPv6 address".
+  if (
+    v6 === undefined &&
+    (await stat(v6path).then(
+      () => true,
+      (e: NodeJS.ErrnoException) => e.code !== 'ENOENT',
+    ))
+  )
+    return undefined;
+  return `${fib.toString()}\n${(v6 ?? '').toString()}`;
 }
 
 /** A procfs file (its size reads 0) up to MAX_NET_FILE_BYTES; undefined when unreadable or longer. */
@@ -286,6 +305,9 @@ async function readMountedNamespaces(
 export async function collectNodeAddresses(opts: CollectOptions): Promise<NodeAddresses> {
   const proc = opts.proc ?? '/proc';
   const proof: Proof = { addresses: new Set(), seen: new Set(), tried: new Set(), unread: [] };
+  // In a PID namespace of its own (a pod without hostPID) /proc shows its own processes only: the
+  // node's other namespaces go unseen, and a pass that called its view whole freed a live lease.
+  if (opts.proc === undefined && !(await inHostPidNamespace())) proof.unread.push(NOT_HOST_PID_NS);
   const pids = (await readdir(proc).catch(() => [] as string[])).filter((n) => /^\d+$/.test(n));
   const byNet = await namespacesOf(proc, pids, 'net');
   const byMnt = await namespacesOf(proc, pids, 'mnt');
