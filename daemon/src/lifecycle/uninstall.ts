@@ -70,16 +70,7 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   // removal below then leaves what it installed (it had reported success).
   const marked = peek !== undefined && (await markUninstalling(o, ops));
   const socket = o.socket ?? peek?.socket;
-  if (socket !== undefined) {
-    // A CLI uninstall interrupted here (Ctrl-C, `timeout`) takes its mark back: left, it would keep
-    // the running daemon not ready ("uninstall in progress") with every file still in place.
-    const release = marked && o.interruptible ? unmarkOnSignal(o, ops) : () => undefined;
-    try {
-      await drainFirst(o, socket, report);
-    } finally {
-      release();
-    }
-  }
+  if (socket !== undefined) await drainMarked(o, ops, socket, report, marked);
   // No state dir: nothing recorded, nothing to lock (locking would create it), nothing to purge.
   if (!existsSync(o.stateDir)) {
     report.installed = false;
@@ -117,6 +108,26 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     held.release();
   }
   return report;
+}
+
+/**
+ * drainFirst, with the record marked: a CLI uninstall interrupted here (Ctrl-C, `timeout`) takes its
+ * mark back; left, it would keep the running daemon not ready ("uninstall in progress") with every
+ * file still in place.
+ */
+async function drainMarked(
+  o: UninstallOptions,
+  ops: FileOps,
+  socket: string,
+  report: UninstallReport,
+  marked: boolean,
+): Promise<void> {
+  const release = marked && o.interruptible ? unmarkOnSignal(o, ops) : () => undefined;
+  try {
+    await drainFirst(o, socket, report);
+  } finally {
+    release();
+  }
 }
 
 /** Uninstall's first step: pending teardowns drained through the daemon, and what is left reported. */
