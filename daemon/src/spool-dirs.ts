@@ -166,7 +166,7 @@ export class SpoolDirs {
 
   /** Whether `dir` may be drained now, as a pass or a request starts (the round's verdict is up to a second old). */
   drainableNow(dir: string, st?: BigIntStats): boolean {
-    return this.drainable.includes(dir) && this.checked.stillGood(dir, st ?? statDir(dir));
+    return this.drainable.includes(dir) && this.checked.stillGood(dir, st);
   }
 
   /** Whether `dir` holds spooled DELs (its listing, kept while the dir is unchanged). */

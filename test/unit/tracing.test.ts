@@ -393,15 +393,20 @@ describe('the log lines and the metric', () => {
   });
 });
 
+/** A port nothing listens on (taken, then let go): every export to it is refused. */
+function unusedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
 describe('trace-export: the SDK pipeline', () => {
   it("counts spans dropped at the full queue and batches the collector did not take, from the processor's own counter", async () => {
     // A port nothing listens on: every export fails (connection refused).
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => resolve(p));
-      });
-    });
+    const port = await unusedPort();
     const quiet = createLogger('silent');
     const ex = startExport({
       url: `http://127.0.0.1:${port}/v1/traces`,
@@ -460,12 +465,7 @@ describe('trace-export: the SDK pipeline', () => {
   });
 
   it("logs an export failure once, with its component once and no request's traceId (the export's timer may be a request's)", async () => {
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => resolve(p));
-      });
-    });
+    const port = await unusedPort();
     const lines: string[] = [];
     const dest = new Writable({
       write(chunk, _enc, cb) {

@@ -109,7 +109,7 @@ export function readRecord(stateDir: string): InstallRecord | undefined {
 export class UnreadableRecordError extends Error {
   constructor(
     readonly path: string,
-    why: string,
+    readonly why: string,
   ) {
     super(
       `${path} is not a readable install record (${why}); \`stewardd install --force\` sets it aside and installs again`,
@@ -132,7 +132,10 @@ export function readRecordOrSetAside(
     const aside = `${e.path}.unreadable-${Date.now()}`;
     renameSync(e.path, aside);
     fsyncDir(dirname(e.path));
-    log.warn({ record: e.path, setAside: aside }, `${e.message.split(';')[0]}: set aside, installing as if none`);
+    log.warn(
+      { record: e.path, setAside: aside },
+      `${e.path} is not a readable install record (${e.why}): set aside, installing as if none`,
+    );
     return undefined;
   }
 }

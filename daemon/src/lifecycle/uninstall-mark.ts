@@ -31,12 +31,7 @@ export async function markUninstalling(o: MarkOptions, ops: FileOps): Promise<bo
   }
   try {
     const rec = readRecord(o.stateDir);
-    if (rec === undefined) return false;
-    writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
-    return true;
-  } catch (e) {
-    if (NO_ROOM.has((e as NodeJS.ErrnoException).code ?? '')) return false;
-    throw e;
+    return rec !== undefined && writeMark(o, rec, ops);
   } finally {
     held.release();
   }
@@ -85,13 +80,18 @@ export function unmarkOnSignal(o: MarkOptions, ops: FileOps): () => void {
   };
 }
 
-/** The mark, unless the state dir has no room for it (one free block took the lock file): then without it. */
-export function writeMark(o: MarkOptions, rec: InstallRecord, ops: FileOps): void {
+/**
+ * The mark, unless the state dir has no room for it (one free block took the lock file): then false,
+ * and the removal goes on without it.
+ */
+export function writeMark(o: MarkOptions, rec: InstallRecord, ops: FileOps): boolean {
   try {
     writeRecord(o.stateDir, { ...rec, state: 'uninstalling' }, ops);
+    return true;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? '';
     if (!NO_ROOM.has(code)) throw e;
     o.log.error({ code, stateDir: o.stateDir }, 'uninstall: the record cannot be marked; removing without the mark');
+    return false;
   }
 }
