@@ -1,6 +1,6 @@
 // containerd 1.6's `ctr run --cni`, through go-cni: the lexically first conflist in /etc/cni/net.d,
-// the shim in /opt/cni/bin, CNI_CONTAINERID "<namespace>-<name>", an empty CNI_NETNS on DEL and no
-// VERSION call. containerd runs as a child with a temp root/state/socket (test/helpers/runtimes/).
+// the shim in /opt/cni/bin (under a name of this suite's, beside any real install), CNI_CONTAINERID
+// "<namespace>-<name>", an empty CNI_NETNS on DEL and no VERSION call. containerd runs as a child with a temp root/state/socket (test/helpers/runtimes/).
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,6 +20,7 @@ const IMAGE = 'localhost/steward-e2e-busybox:latest';
 let host: RuntimeHost | undefined;
 let containerd: Containerd | undefined;
 let net: BridgeNet | undefined;
+let shimType = 'steward';
 let reason = baseSkipReason([
   'containerd',
   'ctr',
@@ -34,7 +35,9 @@ let reason = baseSkipReason([
 try {
   if (reason === undefined) {
     host = await RuntimeHost.create(env);
-    reason = installShimInOptCniBin(host);
+    const installed = installShimInOptCniBin(host);
+    if ('reason' in installed) reason = installed.reason;
+    else shimType = installed.type;
   }
   if (reason === undefined) {
     const h = host!;
@@ -56,7 +59,7 @@ try {
   if (reason === undefined) {
     // "0-" sorts before "00-…" and "87-podman-bridge.conflist", the usual first files.
     net = host!.bridgeNetwork('ctr', '1.0.0', {
-      steward: { socket: daemon.socket, spoolDir: daemon.spoolDir },
+      steward: { socket: daemon.socket, spoolDir: daemon.spoolDir, type: shimType },
       filePrefix: '0-',
     });
     const first = lexicallyFirstConf();

@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
 import { run } from '../../helpers/runtimes/exec.js';
 import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
-import { CNI_CONF_DIR, OPT_CNI_BIN, removeIfOnlyHusks } from '../../helpers/runtimes/machine.js';
+import { CNI_CONF_DIR, NODE_STATE_DIR, OPT_CNI_BIN, removeIfOnlyHusks } from '../../helpers/runtimes/machine.js';
 import { RuntimeHost, ipv4Of } from '../../helpers/runtimes/host.js';
 import { Podman } from '../../helpers/runtimes/podman.js';
 import { podmanIn, provideImage } from '../../helpers/pod/image.js';
@@ -42,7 +42,7 @@ import { StatusLoop, networkCondition } from '../../helpers/cri/cni-status.js';
 const env = new TestEnv('e2e-pod');
 const IMAGE = 'localhost/cni-steward:e2e';
 const SOCKET = '/run/steward/stewardd.sock';
-const STATE_DIR = '/var/lib/steward';
+const STATE_DIR = NODE_STATE_DIR;
 const LEASES = '/var/lib/cni/networks';
 /** Where podman and buildah (as root) keep containers/image's blob-info cache, whatever their storage. */
 const CONTAINERS_DIR = '/var/lib/containers';

@@ -111,24 +111,20 @@ export class Containerd {
 }
 
 /**
- * Installs the shim where go-cni looks (/opt/cni/bin/steward, a symlink to the shim) and removes it
- * at close, with /opt/cni/bin and /opt/cni if this made them. Refuses to replace a steward that is
- * not ours.
+ * Installs the shim where go-cni looks, /opt/cni/bin, under a name carrying the suite's mark
+ * (`stw-e2e-<tag>-steward`, a symlink to the shim), and removes it at close with /opt/cni/bin and
+ * /opt/cni if this made them. Never `steward` itself: a node's own install (`stewardd install`, the
+ * image test) keeps that name, and this suite must neither replace it nor refuse to run beside it.
+ * Returns the plugin type for the conflist, or why it cannot run.
  */
-export function installShimInOptCniBin(host: RuntimeHost): string | undefined {
-  const target = join(OPT_CNI_BIN, 'steward');
-  if (
-    existsSync(target) ||
-    (() => {
-      try {
-        lstatSync(target);
-        return true;
-      } catch {
-        return false;
-      }
-    })()
-  ) {
-    return `${target} already exists and is not this suite's: not replacing it`;
+export function installShimInOptCniBin(host: RuntimeHost): { type: string } | { reason: string } {
+  const type = host.netName('steward');
+  const target = join(OPT_CNI_BIN, type);
+  try {
+    lstatSync(target);
+    return { reason: `${target} already exists: not replacing it` };
+  } catch {
+    /* free: the usual case */
   }
   const madeOpt = !existsSync('/opt/cni');
   const madeBin = !existsSync(OPT_CNI_BIN);
@@ -143,7 +139,7 @@ export function installShimInOptCniBin(host: RuntimeHost): string | undefined {
       /* something else was put there meanwhile: leave it */
     }
   });
-  return undefined;
+  return { type };
 }
 
 /** go-cni (ctr run --cni) loads the lexically first *.conf, *.conflist or *.json in the conf dir. */

@@ -140,7 +140,8 @@ export class RuntimeHost {
     what: string,
     cniVersion: string,
     opts: {
-      steward?: { socket: string; spoolDir: string };
+      /** `type`: the name the shim is installed under (default `steward`, in the temp bin dir). */
+      steward?: { socket: string; spoolDir: string; type?: string };
       /** Plugins chained after the bridge (e.g. the fault fixture). */
       chain?: unknown[];
       filePrefix?: string;
@@ -167,7 +168,7 @@ export class RuntimeHost {
           name,
           plugins: [
             {
-              type: 'steward',
+              type: opts.steward.type ?? 'steward',
               socket: opts.steward.socket,
               spoolDir: opts.steward.spoolDir,
               delegates: [{ cniVersion, name, plugins }],

@@ -17,7 +17,7 @@ function pidAlive(pid: number): boolean {
 }
 
 /**
- * One e2e run at a time per machine: the podman drop-in, /opt/cni/bin/steward and the lexically
+ * One e2e run at a time per machine: the podman drop-in, /opt/cni/bin and the lexically
  * first conflist are machine-wide, and the residue check compares the whole machine. A lock dir
  * (atomic mkdir) holding the owner's pid; a dead owner's lock is taken over.
  */

@@ -15,7 +15,7 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { REPO } from '../env.js';
 import { quiet } from './exec.js';
@@ -24,6 +24,8 @@ export const CNI_CONF_DIR = '/etc/cni/net.d';
 export const OPT_CNI_BIN = '/opt/cni/bin';
 export const DROP_IN_DIR = '/etc/containers/containers.conf.d';
 export const DROP_IN = join(DROP_IN_DIR, '99-steward-e2e.conf');
+/** The drop-in's first line: what marks a drop-in as this suite's. */
+export const DROP_IN_HEADER = "# Written by cni-steward's e2e suite";
 export const CNI_CACHE = '/var/lib/cni/results';
 /** Paths the runtimes (or this helper) create on first use; removed at close if absent at setup. */
 const FIRST_USE_PATHS = [
@@ -171,25 +173,60 @@ export function restoreMachineState(before: MachineState): void {
     if (!before.firstUse[p]) removeIfOnlyHusks(p);
 }
 
-/** Files of an earlier run of this suite that died before its cleanup (their temp dirs are gone). */
+/**
+ * Files of an earlier run of this suite that died before its cleanup (kill -9, a CI timeout): its
+ * conflists, its shim links in /opt/cni/bin, its podman drop-in and the DaemonSet test's node install.
+ * Called under the machine lock, before the snapshot: every run of this suite holds that lock while
+ * its files exist, so what carries the mark now is a dead run's, and a run after one starts clean.
+ */
 export function removeStaleFiles(): void {
-  const tmp = tmpdir();
-  for (const f of listDir(CNI_CONF_DIR) ?? []) {
-    if (!f.includes(`${E2E_MARK}-`)) continue;
-    const text = (() => {
-      try {
-        return readFileSync(join(CNI_CONF_DIR, f), 'utf8');
-      } catch {
-        return '';
-      }
-    })();
-    const paths = [...text.matchAll(/"(\/[^"]+)"/g)].map((m) => m[1]!).filter((p) => p.startsWith(`${tmp}/stw-`));
-    if (paths.length > 0 && paths.every((p) => !existsSync(p))) rmSync(join(CNI_CONF_DIR, f), { force: true });
-  }
+  for (const f of listDir(CNI_CONF_DIR) ?? [])
+    if (f.includes(`${E2E_MARK}-`)) rmSync(join(CNI_CONF_DIR, f), { force: true });
+  removeStaleNodeInstall();
+  // A plain `steward` linked into this checkout is a run from before the shim's marked name.
+  for (const f of listDir(OPT_CNI_BIN) ?? [])
+    if (f.startsWith(`${E2E_MARK}-`)) rmSync(join(OPT_CNI_BIN, f), { force: true });
   const link = join(OPT_CNI_BIN, 'steward');
   try {
     if (lstatSync(link).isSymbolicLink() && readlinkSync(link).startsWith(`${REPO}/`)) unlinkSync(link);
   } catch {
     /* none */
   }
+  try {
+    if (readFileSync(DROP_IN, 'utf8').startsWith(DROP_IN_HEADER)) rmSync(DROP_IN, { force: true });
+  } catch {
+    /* none */
+  }
+}
+
+/** The DaemonSet test's node (test/e2e/image/pod.test.ts): the image's state and socket dirs. */
+export const NODE_STATE_DIR = '/var/lib/steward';
+export const NODE_RUN_DIR = '/run/steward';
+
+/**
+ * A dead DaemonSet test's install: its record wraps a primary carrying the mark, so it and what it
+ * installed (the shim, 00-steward.conflist: each only while it is the file the record wrote) are that
+ * run's. A node's own install wraps the node's primary and is never touched.
+ */
+function removeStaleNodeInstall(): void {
+  let rec: { conflist?: { primary?: unknown }; [k: string]: unknown };
+  try {
+    rec = JSON.parse(readFileSync(join(NODE_STATE_DIR, 'install.json'), 'utf8'));
+  } catch {
+    return;
+  }
+  const primary = rec?.conflist?.primary;
+  if (typeof primary !== 'string' || !primary.includes(`${E2E_MARK}-`)) return;
+  const retired = Array.isArray(rec.retired) ? rec.retired : [];
+  for (const f of [rec.conflist, rec.shim, ...retired] as Array<{ path?: unknown; sha256?: unknown } | undefined>) {
+    if (typeof f?.path !== 'string' || typeof f.sha256 !== 'string') continue;
+    try {
+      if (createHash('sha256').update(readFileSync(f.path)).digest('hex') === f.sha256) rmSync(f.path);
+    } catch {
+      /* gone already */
+    }
+  }
+  // Their contents, not the dirs: whether the node had them before that run is not known here.
+  for (const dir of [NODE_STATE_DIR, NODE_RUN_DIR])
+    for (const f of listDir(dir) ?? []) rmSync(join(dir, f), { recursive: true, force: true });
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { SYSTEM_CNI_BIN } from '../env.js';
 import { run, type Ran } from './exec.js';
 import type { RuntimeHost } from './host.js';
-import { CNI_CONF_DIR, DROP_IN, DROP_IN_DIR, OPT_CNI_BIN } from './machine.js';
+import { CNI_CONF_DIR, DROP_IN, DROP_IN_DIR, DROP_IN_HEADER, OPT_CNI_BIN } from './machine.js';
 
 async function hardLimits(): Promise<{ nofile: string; nproc: string }> {
   const r = await run('sh', ['-c', 'ulimit -Hn; ulimit -Hu']);
@@ -41,7 +41,7 @@ export class Podman {
     writeFileSync(
       DROP_IN,
       [
-        "# Written by cni-steward's e2e suite (test/helpers/runtimes/podman.ts) for one run; removed when it ends.",
+        `${DROP_IN_HEADER} (test/helpers/runtimes/podman.ts) for one run; removed when it ends.`,
         '[containers]',
         `default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]`,
         '',
