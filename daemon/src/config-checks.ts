@@ -4,7 +4,7 @@
 // Each reports into `problems`, so every bad value is told at once.
 
 import { DEFAULT_SHIM_TIMEOUT_MS } from '@cni-steward/shared';
-import { ANSWER_MARGIN_MS } from './engine/add.js';
+import { ANSWER_MARGIN_MS } from './engine/answer-budget.js';
 import { parseListenAddress, type ListenAddress } from './metrics-listener.js';
 import { int } from './flags.js';
 import { parseDuration } from './audit/options.js';
@@ -22,7 +22,7 @@ export interface TracingConfig {
 /**
  * The deadline chain, ordered: one plugin's deadline must fit in the ADD answer budget (the shim's
  * default ADD bound less the answer margin), or a hanging plugin's 101 would reach the runtime as
- * the shim's 11. Longer chains are cut by the budget itself (engine/add.ts answerBudgetMs).
+ * the shim's 11. Longer chains are cut by the budget itself (engine/answer-budget.ts answerBudgetMs).
  */
 export function checkDeadlineChain(pluginTimeoutMs: number, problems: string[]): void {
   const budgetMs = DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS;

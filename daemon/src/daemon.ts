@@ -231,7 +231,7 @@ async function serve(
   let recoveryStopped = false;
   let recovered = false;
   const recovery = recover(engine, bootId, log, () => recoveryStopped).then((r) => {
-    recovered = !recoveryStopped; // stopped: what it did not start waits for the next start
+    recovered = r.notStarted === 0; // stopped first: what it did not start waits for the next start
     return r;
   });
   if (await settleWithin(recovery, cfg.recoveryWaitMs)) await recovery;

@@ -3,7 +3,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
@@ -60,22 +60,38 @@ describe('overlapping requests for one attachment', () => {
 
 describe('a DEL the shim spooled while stewardd served, then the same container ADDed again', () => {
   it('runs before that ADD, so the new attachment is not torn down by it a second later', async () => {
-    // A DEL slower than the shim's DEL bound is spooled and answered 0; the runtime, told it is done,
-    // ADDs the same container id again (podman restart) before the scheduler's next spool pass.
+    // A DEL queued past the shim's DEL bound (behind the same container's slow ADD on another network,
+    // so its teardown is not journaled yet and stewardd does not answer it) is spooled and answered 0;
+    // the runtime, told it is done, ADDs the same container id again (podman restart) before the
+    // scheduler's next spool pass. (A DEL whose teardown is journaled but slow is answered by stewardd
+    // inside its budget and never spooled: del-budget.test.ts.)
     const fx = join(env.dir, 'fx-respool');
-    const conf = stewardConf(
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('respoolnet', '1.0.0', [fixturePlugin(fx)])], {
+      timeouts: { del: 1000 },
+    });
+    const slowConf = stewardConf(
       daemon.socket,
       '1.0.0',
-      [delegate('respoolnet', '1.0.0', [fixturePlugin(fx, { sleepDelMs: 2500 })])],
-      { timeouts: { del: 1000 } },
+      [delegate('slowaddnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-slowadd'), { sleepAddMs: 2500 })])],
+      { name: 'slowadd' },
     );
     const netns = env.netns();
-    const call = (command: string) => shim({ command, containerId: 'respooled', netns }, conf);
+    const call = (command: string, c: unknown = conf) => shim({ command, containerId: 'respooled', netns }, c);
     assert.equal((await call('ADD')).code, 0);
+    const slowAdd = call('ADD', slowConf);
+    await daemon.waitFor(
+      'the slow ADD to reach its plugin',
+      () => fixtureCalls(join(env.dir, 'fx-slowadd'), 'ADD').length === 1,
+    );
     const del = await call('DEL');
     assert.equal(del.code, 0, del.stdout);
+    assert.ok(
+      readdirSync(daemon.spoolDir).some((f) => f.includes('respooled')),
+      'the DEL was spooled by the shim',
+    );
     const add = await call('ADD');
     assert.equal(add.code, 0, add.stdout);
+    assert.equal((await slowAdd).code, 0);
     // Two scheduler ticks (one a second) and more: nothing left to tear the new attachment down.
     await new Promise((r) => setTimeout(r, 2500));
     assert.deepEqual(
@@ -83,9 +99,12 @@ describe('a DEL the shim spooled while stewardd served, then the same container 
       ['ADD', 'DEL', 'ADD'],
       'one DEL, for the first attachment',
     );
-    const atts = (await daemon.get('/v1/attachments?containerId=respooled')).json;
+    const atts = (await daemon.get('/v1/attachments?containerId=respooled')).json.filter(
+      (a: { network: string }) => a.network === 'steward',
+    );
     assert.deepEqual(atts.map((a: { state: string }) => a.state).sort(), ['added', 'deleted']);
     assert.equal((await call('DEL')).code, 0);
+    assert.equal((await call('DEL', slowConf)).code, 0);
   });
 });
 

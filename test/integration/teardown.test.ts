@@ -181,9 +181,55 @@ describe('seed 003: reboot', () => {
     assert.equal((await slow).code, 0);
     const log = readFileSync(daemon.logFile, 'utf8');
     assert.match(log, /recovery still running: it goes on while stewardd serves/);
-    assert.match(log, /"rolledBack":0,"resumed":0,"msg":"recovery finished"/);
+    assert.match(log, /"rolledBack":0,"resumed":0,"notStarted":0,"msg":"recovery finished"/);
     for (const id of ['after-reboot', 'adding-while-swept'])
       assert.equal((await daemon.attachment(id)).state, 'added', `${id} is left as it was added`);
+    await daemon.stop();
+  });
+
+  it('a container id reused while the sweep goes on waits behind its own teardown, then is added', async () => {
+    // One background slot (--max-parallel 3): the sweep's first DEL holds it, the second waits. The
+    // waiting one's container is ADDed again (podman's restart policies keep the id across a reboot):
+    // that ADD must wait for the old attachment's teardown, not be refused (it got 102, "DEL it before
+    // adding again", while the sweep handed out its teardowns a few at a time).
+    const daemon = await startDaemon('reuse-sweep', ['--recovery-wait', '1', '--max-parallel', '3']);
+    const fx = join(env.dir, 'reuse-sweep-fx');
+    const gate = join(env.dir, 'reuse-sweep-gate');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('reusenet', '1.0.0', [fixturePlugin(fx, { holdDelWhileFile: gate })]),
+    ]);
+    for (const i of [0, 1])
+      assert.equal((await shim({ command: 'ADD', containerId: `reuse-${i}`, netns: env.netns() }, conf)).code, 0);
+    await daemon.kill9();
+    daemon.setBootId('boot-2');
+    writeFileSync(gate, '');
+    env.defer(() => rmSync(gate, { force: true }));
+    await daemon.start();
+    assert.deepEqual(
+      fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]),
+      ['reuse-0'],
+      "the sweep's one slot holds reuse-0's DEL; reuse-1's waits",
+    );
+    let answered = false;
+    const again = shim({ command: 'ADD', containerId: 'reuse-1', netns: env.netns() }, conf).finally(() => {
+      answered = true;
+    });
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(answered, false, 'the ADD waits behind the old attachment of its container');
+    rmSync(gate);
+    const r = await again;
+    assert.equal(r.code, 0, r.stdout);
+    const states = ((await daemon.get('/v1/attachments?containerId=reuse-1')).json as Array<{ state: string }>).map(
+      (a) => a.state,
+    );
+    assert.deepEqual(states.sort(), ['added', 'deleted'], 'the old attachment torn down, the new one added');
+    assert.deepEqual(
+      fixtureCalls(fx)
+        .filter((l) => l.includes(' reuse-1 '))
+        .map((l) => l.split(' ')[0]),
+      ['ADD', 'DEL', 'DELDONE', 'ADD'],
+      "reuse-1's old DEL ran before its new ADD",
+    );
     await daemon.stop();
   });
 

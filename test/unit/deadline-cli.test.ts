@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { DEFAULT_SHIM_TIMEOUT_MS } from '@cni-steward/shared';
-import { ANSWER_MARGIN_MS } from '../../daemon/src/engine/add.js';
+import { ANSWER_MARGIN_MS } from '../../daemon/src/engine/answer-budget.js';
 import { REPO } from '../helpers/env.js';
 
 describe('deadline chain at start-up', () => {

@@ -39,8 +39,8 @@ describe('recovery: what it logs', () => {
     const now = setup({ store, bootId: 'boot-1' });
     const cap = captureLog();
     const report = await recover(now.engine, 'boot-1', cap.log);
-    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1 });
-    assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1 }]);
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1, notStarted: 0 });
+    assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1, notStarted: 0 }]);
     assert.deepEqual(
       cap.rows.filter((r) => r.level >= 50),
       [],
@@ -57,7 +57,7 @@ describe('recovery: what it logs', () => {
     };
     const cap = captureLog();
     const report = await recover(now.engine, 'boot-1', cap.log);
-    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1 });
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1, notStarted: 0 });
     const errors = cap.of('recovery teardown could not run; left for the retry scheduler');
     assert.equal(errors.length, 3, 'one per attachment');
     for (const e of errors) assert.match(String(e.err), /database or disk is full/);
@@ -65,6 +65,35 @@ describe('recovery: what it logs', () => {
     assert.notEqual(store.getAttachment(ids.stale)!.state, 'deleted');
     assert.equal(store.getAttachment(ids.adding)!.state, 'adding');
     assert.equal(store.getAttachment(ids.deleting)!.state, 'deleting');
-    assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1 }]);
+    assert.deepEqual(cap.of('recovery finished'), [{ staleBoot: 1, rolledBack: 1, resumed: 1, notStarted: 0 }]);
+  });
+});
+
+describe('recovery: stopped (shutdown)', () => {
+  test('stopped before its teardowns start: none runs, each is counted not started and stays journaled, and their containers are served', async () => {
+    const store = new Store(':memory:');
+    const ids = await earlierRun(store);
+    const now = setup({ store, bootId: 'boot-1' });
+    const cap = captureLog();
+    const report = await recover(now.engine, 'boot-1', cap.log, () => true);
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 1, resumed: 1, notStarted: 3 });
+    assert.deepEqual(cap.of('recovery stopped before it finished; the rest runs at the next start'), [report]);
+    assert.deepEqual(cap.of('recovery finished'), []);
+    assert.equal(now.plugins.of('DEL').length, 0);
+    assert.equal(store.getAttachment(ids.adding)!.state, 'adding');
+    assert.equal(store.getAttachment(ids.deleting)!.state, 'deleting');
+    // Queued and let go: the container's queue is not held by a teardown that will never start.
+    await now.engine.handle(req('DEL', 'stale', chain));
+    assert.equal(store.getAttachment(ids.stale)!.state, 'deleted');
+  });
+
+  test('stopped once the first teardown is done: that one counts as run, the rest as not started', async () => {
+    const store = new Store(':memory:');
+    await earlierRun(store);
+    // --max-parallel 3: one slot for background work, so the pool starts one teardown at a time.
+    const now = setup({ store, bootId: 'boot-1', maxParallel: 3 });
+    const report = await recover(now.engine, 'boot-1', captureLog().log, () => now.plugins.of('DEL').length > 0);
+    assert.equal(report.notStarted, 2);
+    assert.equal(now.plugins.of('DEL').length, 2, "the first attachment's two steps, nothing of the others");
   });
 });

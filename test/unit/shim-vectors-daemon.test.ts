@@ -66,7 +66,7 @@ interface ShimOnly {
 }
 
 const TIMEOUTS =
-  '"timeouts" are the shim\'s own bounds (it waits, stewardd does not): stewardd\'s schema takes any object and never reads a bound but timeouts.add, for its ADD budget (engine/add.ts answerBudgetMs)';
+  '"timeouts" are the shim\'s own bounds (it waits, stewardd does not): stewardd\'s schema takes any object and reads only timeouts.add and timeouts.del, for its answer budgets, and takes an unusable one for the default (engine/answer-budget.ts)';
 const SOCKET = '"socket" is where the shim connects: stewardd\'s schema wants a non-empty string and never opens it';
 const STDIN = 'stewardd never sees stdin: the shim decodes it, and with it nothing could be forwarded';
 

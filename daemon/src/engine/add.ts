@@ -6,7 +6,6 @@ import type { Logger } from 'pino';
 import {
   CniError,
   ErrorCode,
-  DEFAULT_SHIM_TIMEOUT_MS,
   convertResult,
   podFromCniArgs,
   podLogFields,
@@ -16,6 +15,7 @@ import {
 } from '@cni-steward/shared';
 import type { Attachment, AttachmentKey, NewStep, Step } from '../store/types.js';
 import type { EngineContext } from './context.js';
+import { answerBudgetMs } from './answer-budget.js';
 import { Priority } from './limiter.js';
 import { attachmentRow } from './attachment-row.js';
 import { netnsIdentity } from './netns.js';
@@ -75,20 +75,6 @@ export function checkCapabilities(ctx: EngineContext, conf: StewardConf, config:
       }
     }
   }
-}
-
-/** Answer margin kept under the shim's ADD bound: the journal commit, the reply, the shim's exit. */
-export const ANSWER_MARGIN_MS = 5000;
-
-/**
- * How long an ADD's plugins may take in all: the shim's ADD bound (the netconf's "timeouts.add", or
- * its default) less ANSWER_MARGIN_MS. Each plugin's deadline is the smaller of --plugin-timeout and
- * what is left of this, so a failed ADD's answer (101) always reaches the shim inside its bound.
- */
-export function answerBudgetMs(timeouts: unknown): number {
-  const own = typeof timeouts === 'object' && timeouts !== null ? (timeouts as Record<string, unknown>).add : undefined;
-  const bound = typeof own === 'number' && Number.isInteger(own) && own > 0 ? own : DEFAULT_SHIM_TIMEOUT_MS;
-  return Math.max(1000, bound - ANSWER_MARGIN_MS);
 }
 
 /** What an ADD answers when its requester stopped waiting (the shim's bound passed, or the runtime gave up). */

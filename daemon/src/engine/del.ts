@@ -1,7 +1,9 @@
 // DEL: a DEL joins an identical one queued or in flight, repeats of a finished teardown are answered
 // from a tombstone without touching the queue or SQLite, a known attachment is torn down by the
 // teardown rules, and an unknown one gets one best-effort pass-through DEL. An ADD queued for the
-// same attachment invalidates both, so a DEL that races a new ADD always waits for it.
+// same attachment invalidates both, so a DEL that races a new ADD always waits for it. A journaled
+// teardown that outlasts the DEL's answer budget is answered then and goes on.
+// One concern: how a DEL is answered and when; the teardown it waits for is teardown.ts's.
 
 import {
   CniError,
@@ -13,6 +15,7 @@ import {
   type CniEnv,
 } from '@cni-steward/shared';
 import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
+import { delAnswerBudgetMs } from './answer-budget.js';
 import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
@@ -141,11 +144,51 @@ export class Dels {
     });
     work.catch(failed);
     this.inFlight.set(k, answer);
+    // Answered already (its final commit still owed): nothing to answer early.
+    let settled = false;
+    const settle = () => (settled = true);
+    answer.then(settle, settle);
+    const budget = setTimeout(() => {
+      if (!settled) this.answerEarly(env, config, key, answered, failed);
+    }, delAnswerBudgetMs(config.timeouts));
+    budget.unref();
     const forget = () => {
+      clearTimeout(budget);
       if (this.inFlight.get(k) === answer) this.inFlight.delete(k);
     };
     work.then(forget, forget);
     return answer;
+  }
+
+  /**
+   * The DEL's answer budget passed with its teardown still running (a delegate's DEL hangs until
+   * --plugin-timeout). Left to the shim's bound, the DEL would be spooled, and the runtime's next DEL
+   * (RemovePodSandbox after StopPodSandbox) would join this one and wait out the bound again: a minute
+   * a pod. So it is answered now, as one whose teardown failed is (defer: success, the journal and the
+   * retry scheduler own the rest; strict: 105), and the teardown goes on; DELs joining it get the same
+   * answer at once. Only once the teardown is journaled: one still queued (behind the container's ADD)
+   * is left to the shim, which spools it, so a DEL answered is always on disk somewhere.
+   */
+  private answerEarly(
+    env: CniEnv,
+    config: Record<string, unknown>,
+    key: AttachmentKey,
+    answered: (text: string) => void,
+    failed: (e: unknown) => void,
+  ): void {
+    const { ctx } = this;
+    try {
+      if (!this.journaled(env, config)) return;
+    } catch {
+      return; // the journal cannot be read: the shim's bound spools the DEL
+    }
+    ctx.log.warn(
+      { containerId: key.containerId, network: key.network, ifname: key.ifname, policy: ctx.delPolicy },
+      'DEL answered before its teardown finished (its answer budget passed); the teardown goes on, and the retry scheduler owns what fails',
+    );
+    if (ctx.delPolicy === 'strict')
+      failed(new CniError(ErrorCode.TeardownPending, 'teardown is still running; it goes on in the background'));
+    else answered('');
   }
 
   /** The final commit of a DEL already answered; a failure leaves the step `deleting`, which the scheduler reclaims. */

@@ -210,14 +210,22 @@ export class Engine {
 
   /**
    * Background teardown of one attachment (retries, recovery, reboot sweep), serialised with the
-   * container's runtime requests so the same step is never DELed twice at once.
+   * container's runtime requests so the same step is never DELed twice at once. `turn` (recovery's):
+   * queued now, so the container's next request waits behind it, and started when it resolves true;
+   * false leaves it to the journal (recovery stopped first).
    */
-  runTeardown(attachmentId: number, priority: PriorityValue, opts: TeardownOptions = {}): Promise<TeardownOutcome> {
+  runTeardown(
+    attachmentId: number,
+    priority: PriorityValue,
+    opts: TeardownOptions = {},
+    turn?: Promise<boolean>,
+  ): Promise<TeardownOutcome> {
     const a = this.store.getAttachment(attachmentId);
     if (!a) return Promise.resolve({ done: true });
-    return this.ctx.serialize(a.containerId, () =>
-      this.trace.teardown(a, () => this.teardown.run(attachmentId, priority, opts)),
-    );
+    return this.ctx.serialize(a.containerId, async () => {
+      if (turn && !(await turn)) return { done: false };
+      return this.trace.teardown(a, () => this.teardown.run(attachmentId, priority, opts));
+    });
   }
 
   /**

@@ -7,8 +7,10 @@
 //  2. ADDs cut off mid-chain (attachments left `adding`) are rolled back;
 //  3. teardowns cut off (attachments left `deleting`) are resumed.
 // Every list is taken first, before anything runs: an ADD served while the sweep still runs is
-// `adding` too, and rolling it back would tear a live pod down. Teardowns start a few at a time and
-// no new one starts once stopped (shutdown): what is left stays in the journal for the next start.
+// `adding` too, and rolling it back would tear a live pod down. Every teardown is queued in its
+// container's queue at once, so a request of that container (a container id reused after the reboot)
+// waits behind its own teardown; a pool as wide as background work may be starts them in list order,
+// and none once stopped (shutdown): what is left stays in the journal for the next start.
 // DELs the shim spooled while the daemon was down are drained after the socket opens, in the
 // background (spool.ts SpoolDrain), so a spool backlog never keeps stewardd off its socket.
 // Failures stay journaled as del_failed, so the retry scheduler picks them up.
@@ -22,6 +24,8 @@ export interface RecoveryReport {
   staleBoot: number;
   rolledBack: number;
   resumed: number;
+  /** Teardowns never started because recovery was stopped first: the next start runs them. */
+  notStarted: number;
 }
 
 export async function recover(
@@ -41,31 +45,54 @@ export async function recover(
   const stale = fresh(store.attachmentsOfOtherBoot(bootId));
   const cutOff = fresh(store.attachmentsInState('adding'));
   const resumed = fresh(store.attachmentsInState('deleting'));
-  const report: RecoveryReport = { staleBoot: stale.length, rolledBack: cutOff.length, resumed: resumed.length };
-
-  // A teardown that fails stays journaled for the retry scheduler; start-up never stops on one.
-  const tearDown = async (ids: number[], opts: { force: true; emptyNetns?: boolean }) => {
-    let next = 0;
-    const worker = async () => {
-      while (next < ids.length && !stopped()) {
-        const id = ids[next++] as number;
-        try {
-          await engine.runTeardown(id, Priority.Background, opts);
-        } catch (e) {
-          log.error({ err: String(e) }, 'recovery teardown could not run; left for the retry scheduler');
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(ids.length, engine.limiter.backgroundSlots) }, worker));
+  const report: RecoveryReport = {
+    staleBoot: stale.length,
+    rolledBack: cutOff.length,
+    resumed: resumed.length,
+    notStarted: 0,
   };
+  const queued = [
+    ...stale.map((id) => queue(engine, log, id, { force: true, emptyNetns: true })),
+    ...cutOff.map((id) => queue(engine, log, id, { force: true })),
+    ...resumed.map((id) => queue(engine, log, id, { force: true })),
+  ];
 
   // Before any rollback: a plugin still running could allocate after its step was rolled back.
-  await stopCutOffPlugins(store, log);
-  await tearDown(stale, { force: true, emptyNetns: true });
-  await tearDown(cutOff, { force: true });
-  await tearDown(resumed, { force: true });
+  try {
+    await stopCutOffPlugins(store, log);
+  } catch (e) {
+    for (const q of queued) q.start(false); // their containers' queues go on; the journal keeps them
+    throw e;
+  }
+  let next = 0;
+  const worker = async () => {
+    while (next < queued.length) {
+      const q = queued[next++] as Queued;
+      const go = !stopped();
+      q.start(go);
+      if (go) await q.done;
+      else report.notStarted++;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(queued.length, engine.limiter.backgroundSlots) }, worker));
 
-  if (stopped()) log.warn(report, 'recovery stopped before it finished; the rest runs at the next start');
+  if (report.notStarted > 0) log.warn(report, 'recovery stopped before it finished; the rest runs at the next start');
   else log.info(report, 'recovery finished');
   return report;
+}
+
+interface Queued {
+  /** Starts the teardown (true) or leaves it to the journal (false). */
+  start: (go: boolean) => void;
+  done: Promise<unknown>;
+}
+
+/** One teardown queued in its container's queue, waiting for its start. A failure stays journaled for the retry scheduler. */
+function queue(engine: Engine, log: Logger, id: number, opts: { force: true; emptyNetns?: boolean }): Queued {
+  let start!: (go: boolean) => void;
+  const turn = new Promise<boolean>((resolve) => (start = resolve));
+  const done = engine.runTeardown(id, Priority.Background, opts, turn).catch((e: unknown) => {
+    log.error({ err: String(e) }, 'recovery teardown could not run; left for the retry scheduler');
+  });
+  return { start, done };
 }
