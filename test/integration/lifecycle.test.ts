@@ -145,6 +145,35 @@ describe('installed on a node, with the daemon running', () => {
   });
 });
 
+describe('the state dir fills up while the daemon runs', () => {
+  const env = new TestEnv('life-full');
+  const daemon = new Daemon(env, { args: ['--cni-conf-dir', join(env.dir, 'node/etc/cni/net.d')] });
+  after(() => env.close());
+
+  it('/readyz names the full disk (it said "regenerating the conflist failed"); freed, it is ready again and follows the primary', async () => {
+    mountTmpfs(env, daemon.stateDir, '8m');
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
+    const primaryPath = join(tree.confDir, '10-podnet.conflist');
+    const primary = { cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'loopback' }] };
+    writeJson(primaryPath, primary);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.start();
+    assert.equal((await daemon.get('/readyz')).status, 200);
+
+    const fill = fillDisk(daemon.stateDir);
+    writeJson(primaryPath, { ...primary, plugins: [{ type: 'loopback', comment: 'changed' }] });
+    await daemon.waitFor('not ready', async () => (await daemon.get('/readyz')).status === 503, 5000);
+    const text = (await daemon.get('/readyz')).text;
+    assert.match(text, new RegExp(`no space left on the disk of ${daemon.stateDir} \\(ENOSPC\\)`));
+    assert.doesNotMatch(text, /regenerating the conflist failed/);
+
+    rmSync(fill);
+    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200, 5000);
+    const conflist = readJson(join(tree.confDir, '00-steward.conflist'));
+    assert.equal(conflist.plugins[0].delegates[0].plugins[0].comment, 'changed');
+  });
+});
+
 describe('install and uninstall leave the node exactly as it was', () => {
   const env = new TestEnv('life-un');
   after(() => env.close());

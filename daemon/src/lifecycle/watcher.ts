@@ -9,7 +9,7 @@
 // leave a dangling config). The lock is only tried, never waited for: when install or uninstall
 // holds it the round is skipped, and the next rescan (within rescanMs) tries again.
 
-import { watch, type FSWatcher } from 'node:fs';
+import { statfsSync, watch, type FSWatcher } from 'node:fs';
 import type { Logger } from 'pino';
 import { syncConflist, type ConflistOutcome } from './conflist-sync.js';
 import { describeHolder, tryLock } from './lock.js';
@@ -129,7 +129,7 @@ export class PrimaryWatcher {
         r.held.release();
       }
     } catch (e) {
-      this.notReady('not ready: regenerating the conflist failed', { err: e });
+      this.notReady(failedScan(e, [this.o.stateDir, this.o.confDir]), { err: e });
     }
   }
 
@@ -177,5 +177,25 @@ export class PrimaryWatcher {
           path: c.path,
         });
     }
+  }
+}
+
+/**
+ * Why a scan failed, naming a full disk: the record and the lock live in the state dir, which the
+ * journal and the DEL spool share, so an operator must see the disk, not a conflist problem. A write
+ * through a descriptor names no path: then the dir whose file system has no block left is named.
+ */
+function failedScan(e: unknown, dirs: string[]): string {
+  const { code, path } = (e ?? {}) as NodeJS.ErrnoException;
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return 'not ready: regenerating the conflist failed';
+  const where = path ?? dirs.find(noBlockLeft) ?? dirs.join(' or ');
+  return `not ready: no space left on the disk of ${where} (${code}): the conflist cannot be kept up to date, and the journal and DEL spool there cannot be written`;
+}
+
+function noBlockLeft(dir: string): boolean {
+  try {
+    return statfsSync(dir).bavail === 0;
+  } catch {
+    return false;
   }
 }
