@@ -231,7 +231,8 @@ async function serve(
   let recoveryStopped = false;
   let recovered = false;
   const recovery = recover(engine, bootId, log, () => recoveryStopped).then((r) => {
-    recovered = r.notStarted === 0; // stopped first: what it did not start waits for the next start
+    // What it did not start, or could not run, waits in the journal for the next start.
+    recovered = r.notStarted === 0 && r.couldNotRun === 0;
     return r;
   });
   if (await settleWithin(recovery, cfg.recoveryWaitMs)) await recovery;

@@ -181,7 +181,7 @@ describe('seed 003: reboot', () => {
     assert.equal((await slow).code, 0);
     const log = readFileSync(daemon.logFile, 'utf8');
     assert.match(log, /recovery still running: it goes on while stewardd serves/);
-    assert.match(log, /"rolledBack":0,"resumed":0,"notStarted":0,"msg":"recovery finished"/);
+    assert.match(log, /"rolledBack":0,"resumed":0,"notStarted":0,"couldNotRun":0,"msg":"recovery finished"/);
     for (const id of ['after-reboot', 'adding-while-swept'])
       assert.equal((await daemon.attachment(id)).state, 'added', `${id} is left as it was added`);
     await daemon.stop();

@@ -147,7 +147,7 @@ describe('recovery', () => {
     const dir = freshDir();
     writeFileSync(join(dir, '1.json'), wire('DEL', 'sp'));
     const report = await recover(engine, 'boot-1', silentLog);
-    assert.deepEqual(report, { staleBoot: 0, rolledBack: 0, resumed: 0, notStarted: 0 });
+    assert.deepEqual(report, { staleBoot: 0, rolledBack: 0, resumed: 0, notStarted: 0, couldNotRun: 0 });
     assert.deepEqual(plugins.of('DEL'), []);
     assert.deepEqual(readdirSync(dir), ['1.json']);
   });
@@ -447,7 +447,7 @@ describe('recovery sweeps an earlier boot at once', () => {
 
     const now = setup({ store, now: () => clock.t, bootId: 'boot-1' });
     const report = await recover(now.engine, 'boot-1', silentLog);
-    assert.deepEqual(report, { staleBoot: 1, rolledBack: 0, resumed: 0, notStarted: 0 });
+    assert.deepEqual(report, { staleBoot: 1, rolledBack: 0, resumed: 0, notStarted: 0, couldNotRun: 0 });
     assert.deepEqual(
       now.plugins.callsOf('DEL').map((c) => [c.type, c.netns]),
       [['one', '']],

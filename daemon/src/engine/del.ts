@@ -133,7 +133,9 @@ export class Dels {
       answered = resolve;
       failed = reject;
     });
+    let begun = false;
     const work = ctx.serialize(env.containerId, async () => {
+      begun = true;
       const { text, commit } = await this.delLocked(env, config, key, priority);
       answered(text);
       if (commit) {
@@ -144,14 +146,7 @@ export class Dels {
     });
     work.catch(failed);
     this.inFlight.set(k, answer);
-    // Answered already (its final commit still owed): nothing to answer early.
-    let settled = false;
-    const settle = () => (settled = true);
-    answer.then(settle, settle);
-    const budget = setTimeout(() => {
-      if (!settled) this.answerEarly(env, config, key, answered, failed);
-    }, delAnswerBudgetMs(config.timeouts));
-    budget.unref();
+    const budget = this.armBudget({ env, config, key, answer, begun: () => begun, answered, failed });
     const forget = () => {
       clearTimeout(budget);
       if (this.inFlight.get(k) === answer) this.inFlight.delete(k);
@@ -161,13 +156,37 @@ export class Dels {
   }
 
   /**
+   * Arms the DEL's answer budget (answerEarly). Only for this DEL's own teardown, once it runs: one
+   * still queued (behind an ADD of the same key, whose row then reads `deleted` from before) holds
+   * nothing on disk yet. Answered already (its final commit still owed): nothing to answer early.
+   */
+  private armBudget(d: {
+    env: CniEnv;
+    config: Record<string, unknown>;
+    key: AttachmentKey;
+    answer: Promise<string>;
+    begun: () => boolean;
+    answered: (text: string) => void;
+    failed: (e: unknown) => void;
+  }): NodeJS.Timeout {
+    let settled = false;
+    const settle = () => (settled = true);
+    d.answer.then(settle, settle);
+    const budget = setTimeout(() => {
+      if (d.begun() && !settled) this.answerEarly(d.env, d.config, d.key, d.answered, d.failed);
+    }, delAnswerBudgetMs(d.config.timeouts));
+    budget.unref();
+    return budget;
+  }
+
+  /**
    * The DEL's answer budget passed with its teardown still running (a delegate's DEL hangs until
    * --plugin-timeout). Left to the shim's bound, the DEL would be spooled, and the runtime's next DEL
    * (RemovePodSandbox after StopPodSandbox) would join this one and wait out the bound again: a minute
    * a pod. So it is answered now, as one whose teardown failed is (defer: success, the journal and the
    * retry scheduler own the rest; strict: 105), and the teardown goes on; DELs joining it get the same
-   * answer at once. Only once the teardown is journaled: one still queued (behind the container's ADD)
-   * is left to the shim, which spools it, so a DEL answered is always on disk somewhere.
+   * answer at once. Only once its teardown runs and is journaled: one still queued (behind the
+   * container's ADD) is left to the shim, which spools it, so a DEL answered is always on disk.
    */
   private answerEarly(
     env: CniEnv,

@@ -107,13 +107,24 @@ export class Engine {
     this.dels = new Dels(this.ctx);
   }
 
-  /** See EngineContext.serialize: the answer settles first, held work keeps the container's queue. */
-  private serialize<T>(containerId: string, work: (hold: (after: Promise<unknown>) => void) => Promise<T>): Promise<T> {
+  /**
+   * See EngineContext.serialize: the answer settles first, held work keeps the container's queue.
+   * `turn` (recovery's): waited for in the container's queue but outside the GC gate, so a teardown
+   * waiting to be started holds its container and nothing else (inside the gate, a GC queued behind
+   * it held every request of every container, and one more teardown of the same container deadlocked
+   * the pool); false answers `skipped` without running `work`.
+   */
+  private serialize<T>(
+    containerId: string,
+    work: (hold: (after: Promise<unknown>) => void) => Promise<T>,
+    turn?: { start: Promise<boolean>; skipped: T },
+  ): Promise<T> {
     const queued = performance.now();
     return new Promise<T>((resolve, reject) => {
       this.queue
-        .run(containerId, () =>
-          this.gate.shared(async () => {
+        .run(containerId, async () => {
+          if (turn && !(await turn.start)) return resolve(turn.skipped);
+          await this.gate.shared(async () => {
             const waited = (performance.now() - queued) / 1000;
             this.ctx.metrics.queueWaitSeconds.observe(waited);
             this.trace.queueWait(waited);
@@ -124,8 +135,8 @@ export class Engine {
               reject(e);
             }
             await Promise.allSettled(held);
-          }),
-        )
+          });
+        })
         .catch(reject);
     });
   }
@@ -222,10 +233,11 @@ export class Engine {
   ): Promise<TeardownOutcome> {
     const a = this.store.getAttachment(attachmentId);
     if (!a) return Promise.resolve({ done: true });
-    return this.ctx.serialize(a.containerId, async () => {
-      if (turn && !(await turn)) return { done: false };
-      return this.trace.teardown(a, () => this.teardown.run(attachmentId, priority, opts));
-    });
+    return this.serialize(
+      a.containerId,
+      () => this.trace.teardown(a, () => this.teardown.run(attachmentId, priority, opts)),
+      turn && { start: turn, skipped: { done: false } },
+    );
   }
 
   /**

@@ -26,6 +26,8 @@ export interface RecoveryReport {
   resumed: number;
   /** Teardowns never started because recovery was stopped first: the next start runs them. */
   notStarted: number;
+  /** Teardowns that could not run (the journal refused a write): still journaled as they were. */
+  couldNotRun: number;
 }
 
 export async function recover(
@@ -50,6 +52,7 @@ export async function recover(
     rolledBack: cutOff.length,
     resumed: resumed.length,
     notStarted: 0,
+    couldNotRun: 0,
   };
   const queued = [
     ...stale.map((id) => queue(engine, log, id, { force: true, emptyNetns: true })),
@@ -70,8 +73,8 @@ export async function recover(
       const q = queued[next++] as Queued;
       const go = !stopped();
       q.start(go);
-      if (go) await q.done;
-      else report.notStarted++;
+      if (!go) report.notStarted++;
+      else if (!(await q.done)) report.couldNotRun++;
     }
   };
   await Promise.all(Array.from({ length: Math.min(queued.length, engine.limiter.backgroundSlots) }, worker));
@@ -84,15 +87,24 @@ export async function recover(
 interface Queued {
   /** Starts the teardown (true) or leaves it to the journal (false). */
   start: (go: boolean) => void;
-  done: Promise<unknown>;
+  /** Once started: whether it ran (false: it threw, and is left as the journal has it). */
+  done: Promise<boolean>;
 }
 
 /** One teardown queued in its container's queue, waiting for its start. A failure stays journaled for the retry scheduler. */
 function queue(engine: Engine, log: Logger, id: number, opts: { force: true; emptyNetns?: boolean }): Queued {
   let start!: (go: boolean) => void;
   const turn = new Promise<boolean>((resolve) => (start = resolve));
-  const done = engine.runTeardown(id, Priority.Background, opts, turn).catch((e: unknown) => {
+  const couldNotRun = (e: unknown) => {
     log.error({ err: String(e) }, 'recovery teardown could not run; left for the retry scheduler');
-  });
+    return false;
+  };
+  let done: Promise<boolean>;
+  try {
+    done = engine.runTeardown(id, Priority.Background, opts, turn).then(() => true, couldNotRun);
+  } catch (e) {
+    // Not even queued (its row could not be read): nothing waits for its start.
+    done = Promise.resolve(couldNotRun(e));
+  }
   return { start, done };
 }

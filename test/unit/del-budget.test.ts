@@ -1,0 +1,86 @@
+// A DEL's answer budget (engine/del.ts answerEarly, engine/answer-budget.ts): a DEL whose own
+// teardown runs past the budget is answered then, as one whose teardown failed is, and the teardown
+// goes on; a DEL still queued is never answered early (nothing of it is on disk yet: the shim's bound
+// spools it). Root-free: in-memory store, fake plugins; the integration case with the real shim is
+// test/integration/del-budget.test.ts.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { CniError } from '@cni-steward/shared';
+import { conf, deferred, req, setup } from '../helpers/engine-fakes.js';
+
+/** timeouts.del 40 ms: a budget of 30 ms (a quarter less). */
+const chain = { ...conf([{ type: 'one' }]), timeouts: { del: 40 } };
+const key = (containerId: string, ifname = 'eth0') => ({ containerId, network: 'net', ifname });
+
+/** The fake 'one' plugin, whose DELs wait for `held` while `hold()` says so. */
+function holding(s: ReturnType<typeof setup>, hold: (ifname: string) => boolean) {
+  const held = deferred();
+  s.plugins.on('one', (call) => {
+    if (call.command === 'ADD') return { cniVersion: call.stdin.cniVersion, interfaces: [{ name: call.ifname }] };
+    return call.command === 'DEL' && hold(call.ifname) ? held.promise : undefined;
+  });
+  return held;
+}
+
+const pending = <T>(p: Promise<T>) => {
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  return () => !done;
+};
+
+describe("a DEL's answer budget", () => {
+  test('defer: a hanging teardown is answered success at its budget, a joining DEL at once; the teardown goes on', async () => {
+    const s = setup();
+    const held = holding(s, () => true);
+    await s.engine.handle(req('ADD', 'x', chain));
+    assert.equal(await s.engine.handle(req('DEL', 'x', chain)), '');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleting', 'answered while its DEL still runs');
+    assert.equal(await s.engine.handle(req('DEL', 'x', chain)), '', 'the next DEL joins the answer');
+    assert.equal(s.plugins.of('DEL').length, 1);
+    held.resolve();
+    await s.engine.idle('x');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+  });
+
+  test('strict: the same DEL is answered 105, still running', async () => {
+    const s = setup({ delPolicy: 'strict' });
+    const held = holding(s, () => true);
+    await s.engine.handle(req('ADD', 'x', chain));
+    await assert.rejects(s.engine.handle(req('DEL', 'x', chain)), (e: CniError) => {
+      assert.equal(e.code, 105);
+      assert.match(e.message, /still running/);
+      return true;
+    });
+    held.resolve();
+    await s.engine.idle('x');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+  });
+
+  test('a DEL queued behind an ADD of its key is not answered early, although the row it would read says deleted', async () => {
+    const s = setup();
+    const held = holding(s, (ifname) => ifname === 'eth1');
+    await s.engine.handle(req('ADD', 'x', chain));
+    await s.engine.handle(req('DEL', 'x', chain));
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+    await s.engine.handle(req('ADD', 'x', chain, { ifname: 'eth1' }));
+    const hung = s.engine.handle(req('DEL', 'x', chain, { ifname: 'eth1' })); // holds x's queue
+    const again = s.engine.handle(req('ADD', 'x', chain)); // its requester still waits
+    const del = s.engine.handle(req('DEL', 'x', chain));
+    const unanswered = pending(del);
+    await new Promise((r) => setTimeout(r, 150)); // five budgets
+    assert.ok(unanswered(), 'answered before its own teardown (or even its ADD) ran');
+    held.resolve();
+    await Promise.all([hung, again]);
+    assert.equal(await del, '');
+    const attachments = s.store.listAttachments({ containerId: 'x' }).filter((a) => a.ifname === 'eth0');
+    assert.deepEqual(
+      attachments.map((a) => a.state),
+      ['deleted', 'deleted'],
+      'the ADD ran, then the DEL tore it down',
+    );
+  });
+});
