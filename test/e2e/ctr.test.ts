@@ -4,7 +4,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
@@ -12,6 +12,7 @@ import { baseSkipReason, skipOrFail } from '../helpers/runtimes/skip.js';
 import { RuntimeHost, defaultGatewayOf, ipv4Of, type BridgeNet } from '../helpers/runtimes/host.js';
 import { Podman } from '../helpers/runtimes/podman.js';
 import { Containerd, installShimInOptCniBin, lexicallyFirstConf } from '../helpers/runtimes/containerd.js';
+import { CNI_CONF_DIR } from '../helpers/runtimes/machine.js';
 
 const env = new TestEnv('e2e-ctr');
 const daemon = new Daemon(env);
@@ -56,6 +57,10 @@ try {
       }
     }
   }
+  // A node's own steward install would wrap this suite's conflist (its shim's type is not `steward`)
+  // as the node's primary, and record it: not beside one. Checked before the conflist is written.
+  if (reason === undefined && existsSync(join(CNI_CONF_DIR, '00-steward.conflist')))
+    reason = `${CNI_CONF_DIR}/00-steward.conflist is there: a steward install on this machine would wrap this suite's conflist`;
   if (reason === undefined) {
     // "0-" sorts before "00-…" and "87-podman-bridge.conflist", the usual first files.
     net = host!.bridgeNetwork('ctr', '1.0.0', {

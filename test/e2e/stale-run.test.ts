@@ -8,14 +8,21 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { REPO, TestEnv } from '../helpers/env.js';
+import { installInto } from '../helpers/node-tree.js';
 import { RuntimeHost } from '../helpers/runtimes/host.js';
 import { acquireMachineLock } from '../helpers/runtimes/lock.js';
 import {
+  CNI_CONF_DIR,
+  E2E_MARK,
+  NODE_E2E_MARK,
   NODE_RUN_DIR,
   NODE_STATE_DIR,
+  OPT_CNI_BIN,
+  listDir,
   machineDiff,
   removeIfOnlyHusks,
   restoreMachineState,
@@ -104,5 +111,45 @@ describe('an e2e run killed -9 before its cleanup', { skip }, () => {
     tidy();
     assert.deepEqual(machineDiff(before, snapshot()), [], 'the machine is as it was before the dead run');
     assert.deepEqual(nodeDirs(), before.nodeDirs, '/var/lib/steward and /run/steward as before');
+  });
+
+  it("a node's own install is left alone, even when its watcher wrapped a test conflist, while its daemon listens", async () => {
+    const ours = [join(OPT_CNI_BIN, 'steward'), join(CNI_CONF_DIR, '00-steward.conflist')];
+    const record = join(NODE_STATE_DIR, 'install.json');
+    if ([...ours, record, NODE_E2E_MARK].some((p) => existsSync(p))) return; // a real one: nothing to plant
+    const nodeEnv = new TestEnv('e2e-stale-node'); // the first case's env is closed by now
+    const release = await acquireMachineLock();
+    const listener = createServer();
+    const socket = join(nodeEnv.dir, 'node-stewardd.sock');
+    await new Promise<void>((r) => listener.listen(socket, r));
+    const primary = join(CNI_CONF_DIR, `10-${E2E_MARK}-node-primary.conflist`);
+    const made = [OPT_CNI_BIN, '/opt/cni', NODE_STATE_DIR].filter((d) => !existsSync(d));
+    try {
+      mkdirSync(CNI_CONF_DIR, { recursive: true });
+      writeFileSync(
+        primary,
+        JSON.stringify({ cniVersion: '1.0.0', name: 'nodeprimary', plugins: [{ type: 'loopback' }] }),
+      );
+      const tree = { root: '/', confDir: CNI_CONF_DIR, binDir: OPT_CNI_BIN, stateDir: NODE_STATE_DIR };
+      const r = await installInto(tree, socket);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(readFileSync(record, 'utf8'), new RegExp(`"primary": "10-${E2E_MARK}-node-primary`));
+    } finally {
+      release();
+    }
+    try {
+      await RuntimeHost.create(nodeEnv).then((h) => h.finish());
+      assert.deepEqual(
+        [...ours, record].filter((p) => !existsSync(p)),
+        [],
+        "the sweep took a live node's install for a dead test run's",
+      );
+    } finally {
+      await new Promise((r) => listener.close(r));
+      await nodeEnv.close();
+      for (const p of [...ours, primary]) rmSync(p, { force: true });
+      for (const f of listDir(NODE_STATE_DIR) ?? []) rmSync(join(NODE_STATE_DIR, f), { recursive: true, force: true });
+      for (const d of made) removeIfOnlyHusks(d);
+    }
   });
 });

@@ -31,7 +31,13 @@ import { join } from 'node:path';
 import { SYSTEM_CNI_BIN, TestEnv } from '../../helpers/env.js';
 import { run } from '../../helpers/runtimes/exec.js';
 import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
-import { CNI_CONF_DIR, NODE_STATE_DIR, OPT_CNI_BIN, removeIfOnlyHusks } from '../../helpers/runtimes/machine.js';
+import {
+  CNI_CONF_DIR,
+  NODE_E2E_MARK,
+  NODE_STATE_DIR,
+  OPT_CNI_BIN,
+  removeIfOnlyHusks,
+} from '../../helpers/runtimes/machine.js';
 import { RuntimeHost, ipv4Of } from '../../helpers/runtimes/host.js';
 import { Podman } from '../../helpers/runtimes/podman.js';
 import { podmanIn, provideImage } from '../../helpers/pod/image.js';
@@ -195,6 +201,10 @@ describe('the DaemonSet pod under podman kube play', { skip }, () => {
 
   before(async () => {
     const h = host!;
+    // Says the install under /var/lib/steward is this test's, for the next run's sweep should this
+    // one die before its cleanup (machine.ts removeStaleFiles); removed last.
+    writeFileSync(NODE_E2E_MARK, `${process.pid}\n`);
+    env.defer(() => rmSync(NODE_E2E_MARK, { force: true }));
     // The node as a cluster has it: the primary CNI's plugins in /opt/cni/bin (copied from
     // Debian's), and a primary conflist. Both are the test's and go at the end.
     if (!existsSync(OPT_CNI_BIN)) {

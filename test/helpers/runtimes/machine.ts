@@ -202,21 +202,34 @@ export function removeStaleFiles(): void {
 /** The DaemonSet test's node (test/e2e/image/pod.test.ts): the image's state and socket dirs. */
 export const NODE_STATE_DIR = '/var/lib/steward';
 export const NODE_RUN_DIR = '/run/steward';
+/**
+ * Beside the state dir, not in it (stewardd's purge leaves a state dir holding files not its own): it
+ * says the install under NODE_STATE_DIR is this suite's. Written before the install, removed last.
+ */
+export const NODE_E2E_MARK = `${NODE_STATE_DIR}.${E2E_MARK}`;
 
 /**
- * A dead DaemonSet test's install: its record wraps a primary carrying the mark, so it and what it
- * installed (the shim, 00-steward.conflist: each only while it is the file the record wrote) are that
- * run's. A node's own install wraps the node's primary and is never touched.
+ * A dead DaemonSet test's install (NODE_E2E_MARK there), or one from before that mark: its record
+ * wraps a primary carrying the suite's mark and nothing listens on its socket. Never a node's own
+ * install, which a running stewardd serves and whose primary is the node's: a node's watcher may wrap
+ * a test primary while the suite runs, so the mark alone is not enough. What it installed goes (the
+ * shim, 00-steward.conflist: each only while it is the file the record wrote), and the dirs' contents.
  */
 function removeStaleNodeInstall(): void {
-  let rec: { conflist?: { primary?: unknown }; [k: string]: unknown };
+  let rec: { conflist?: { primary?: unknown }; socket?: unknown; [k: string]: unknown };
   try {
     rec = JSON.parse(readFileSync(join(NODE_STATE_DIR, 'install.json'), 'utf8'));
   } catch {
+    rmSync(NODE_E2E_MARK, { force: true });
     return;
   }
   const primary = rec?.conflist?.primary;
-  if (typeof primary !== 'string' || !primary.includes(`${E2E_MARK}-`)) return;
+  const legacy =
+    typeof primary === 'string' &&
+    primary.includes(`${E2E_MARK}-`) &&
+    typeof rec.socket === 'string' &&
+    !unixListener(rec.socket);
+  if (!existsSync(NODE_E2E_MARK) && !legacy) return;
   const retired = Array.isArray(rec.retired) ? rec.retired : [];
   for (const f of [rec.conflist, rec.shim, ...retired] as Array<{ path?: unknown; sha256?: unknown } | undefined>) {
     if (typeof f?.path !== 'string' || typeof f.sha256 !== 'string') continue;
@@ -229,4 +242,16 @@ function removeStaleNodeInstall(): void {
   // Their contents, not the dirs: whether the node had them before that run is not known here.
   for (const dir of [NODE_STATE_DIR, NODE_RUN_DIR])
     for (const f of listDir(dir) ?? []) rmSync(join(dir, f), { recursive: true, force: true });
+  rmSync(NODE_E2E_MARK, { force: true });
+}
+
+/** Whether a socket is bound at `path` in this network namespace (/proc/net/unix), i.e. a daemon listens there. */
+function unixListener(path: string): boolean {
+  try {
+    return readFileSync('/proc/net/unix', 'utf8')
+      .split('\n')
+      .some((l) => l.endsWith(` ${path}`));
+  } catch {
+    return true; // cannot tell: leave it
+  }
 }
