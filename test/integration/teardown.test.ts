@@ -205,6 +205,7 @@ describe('seed 003: reboot', () => {
     writeFileSync(gate, '');
     env.defer(() => rmSync(gate, { force: true }));
     await daemon.start();
+    await daemon.waitFor("the sweep's first DEL in its plugin", () => fixtureCalls(fx, 'DEL').length > 0);
     assert.deepEqual(
       fixtureCalls(fx, 'DEL').map((l) => l.split(' ')[1]),
       ['reuse-0'],
