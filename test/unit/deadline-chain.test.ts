@@ -7,7 +7,13 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { CniError, DEFAULT_SHIM_TIMEOUT_MS, SHIM_DEL_BOUND_MS } from '@cni-steward/shared';
+import {
+  CniError,
+  DEFAULT_SHIM_TIMEOUT_MS,
+  MAX_SHIM_ADD_TIMEOUT_MS,
+  MAX_SHIM_DEL_TIMEOUT_MS,
+  SHIM_DEL_BOUND_MS,
+} from '@cni-steward/shared';
 import { ANSWER_MARGIN_MS, answerBudgetMs, delAnswerBudgetMs } from '../../daemon/src/engine/answer-budget.js';
 import { MAX_DELEGATES, MAX_PLUGINS_PER_DELEGATE, parseStewardConf } from '../../daemon/src/engine/netconf.js';
 
@@ -34,6 +40,8 @@ describe('deadline chain', () => {
       assert.equal(answerBudgetMs(timeouts), DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS, JSON.stringify(timeouts));
     assert.equal(answerBudgetMs({ add: 7000 }), 2000);
     assert.equal(answerBudgetMs({ add: ANSWER_MARGIN_MS + 1000 }), 1000, 'never less than 1 s');
+    assert.equal(answerBudgetMs({ add: MAX_SHIM_ADD_TIMEOUT_MS }), MAX_SHIM_ADD_TIMEOUT_MS - ANSWER_MARGIN_MS);
+    assert.equal(answerBudgetMs({ add: MAX_SHIM_ADD_TIMEOUT_MS + 1 }), DEFAULT_SHIM_TIMEOUT_MS - ANSWER_MARGIN_MS);
   });
 
   it("a DEL's answer budget is the shim's DEL bound less the margin, or less a quarter of a short bound", () => {
@@ -47,7 +55,18 @@ describe('deadline chain', () => {
     assert.equal(delAnswerBudgetMs({ del: 20_000 }), 15_000, 'the whole margin from 20 s up');
     assert.equal(delAnswerBudgetMs({ del: 4000 }), 3000, 'a quarter of a bound under 20 s');
     assert.equal(delAnswerBudgetMs({ del: 1 }), 0.75);
-    for (const timeouts of [null, {}, { del: 0 }, { del: -1 }, { del: 2.5 }, { del: '4000' }])
+    // Past the shim's most (50 s): the shim's default, as the shim does; 1e10 armed a timer Node fired at once.
+    assert.equal(delAnswerBudgetMs({ del: MAX_SHIM_DEL_TIMEOUT_MS }), MAX_SHIM_DEL_TIMEOUT_MS - ANSWER_MARGIN_MS);
+    for (const timeouts of [
+      null,
+      {},
+      { del: 0 },
+      { del: -1 },
+      { del: 2.5 },
+      { del: '4000' },
+      { del: MAX_SHIM_DEL_TIMEOUT_MS + 1 },
+      { del: 1e10 },
+    ])
       assert.equal(delAnswerBudgetMs(timeouts), SHIM_DEL_BOUND_MS - ANSWER_MARGIN_MS, JSON.stringify(timeouts));
   });
 

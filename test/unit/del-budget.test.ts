@@ -23,6 +23,10 @@ function holding(s: ReturnType<typeof setup>, hold: (ifname: string) => boolean)
   return held;
 }
 
+/** The answer, or 'unanswered' after a second (many budgets), so a missing early answer fails instead of hanging. */
+const within = (p: Promise<string>) =>
+  Promise.race([p, new Promise<string>((r) => setTimeout(() => r('unanswered'), 1000))]);
+
 const pending = <T>(p: Promise<T>) => {
   let done = false;
   p.then(
@@ -81,6 +85,36 @@ describe("a DEL's answer budget", () => {
       attachments.map((a) => a.state),
       ['deleted', 'deleted'],
       'the ADD ran, then the DEL tore it down',
+    );
+  });
+
+  test('a DEL queued behind other work of its container (no ADD of its key ahead) whose row is deleting is answered at its budget', async () => {
+    const s = setup();
+    const held = holding(s, () => true);
+    await s.engine.handle(req('ADD', 'x', chain));
+    await s.engine.handle(req('ADD', 'x', chain, { ifname: 'eth1' }));
+    const first = s.engine.handle(req('DEL', 'x', chain, { ifname: 'eth1' })); // holds x's queue
+    assert.equal(await first, '');
+    // The eth0 row goes deleting as a recovery or retry teardown would leave it: owned by the journal.
+    s.store.setAttachmentState(s.store.currentAttachment(key('x'))!.id, 'deleting');
+    const queued = s.engine.handle(req('DEL', 'x', chain));
+    assert.equal(await within(queued), '', 'answered while still queued: its teardown is on disk');
+    held.resolve();
+    await s.engine.idle('x');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+  });
+
+  test('a pass-through DEL (an attachment steward never added) whose plugin hangs is answered at its budget', async () => {
+    const s = setup();
+    const held = holding(s, () => true);
+    assert.equal(await within(s.engine.handle(req('DEL', 'never-added', chain))), '');
+    assert.equal(s.plugins.of('DEL').length, 1, 'its one best-effort DEL still runs');
+    held.resolve();
+    await s.engine.idle('never-added');
+    assert.equal(
+      s.store.currentAttachment(key('never-added'))!.state,
+      'deleted',
+      'its tombstone, once the DEL is done',
     );
   });
 });

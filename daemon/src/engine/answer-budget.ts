@@ -2,16 +2,28 @@
 // netconf's "timeouts" key, or the shim's default) less a margin for the journal commit, the reply
 // and the shim's exit, so stewardd's own answer reaches the runtime, not the shim's fallback.
 
-import { DEFAULT_SHIM_TIMEOUT_MS, SHIM_DEL_BOUND_MS } from '@cni-steward/shared';
+import {
+  DEFAULT_SHIM_TIMEOUT_MS,
+  MAX_SHIM_ADD_TIMEOUT_MS,
+  MAX_SHIM_DEL_TIMEOUT_MS,
+  SHIM_DEL_BOUND_MS,
+} from '@cni-steward/shared';
 
 /** Answer margin kept under the shim's ADD bound: the journal commit, the reply, the shim's exit. */
 export const ANSWER_MARGIN_MS = 5000;
 
-/** The netconf's own bound for `key`, when it sets a usable one (the shim's rule: an integer from 1). */
+/** The most the shim takes for each key; past it the shim uses its default (shared/src/api.ts). */
+const MOST: Record<'add' | 'del', number> = { add: MAX_SHIM_ADD_TIMEOUT_MS, del: MAX_SHIM_DEL_TIMEOUT_MS };
+
+/**
+ * The netconf's own bound for `key`, when it sets one the shim would use (an integer from 1 up to
+ * its most): a request from another client with `del` 1e10 would otherwise arm a timer Node fires at
+ * once (past 2^31-1 ms).
+ */
 function ownBound(timeouts: unknown, key: 'add' | 'del'): number | undefined {
   const own =
     typeof timeouts === 'object' && timeouts !== null ? (timeouts as Record<string, unknown>)[key] : undefined;
-  return typeof own === 'number' && Number.isInteger(own) && own > 0 ? own : undefined;
+  return typeof own === 'number' && Number.isInteger(own) && own > 0 && own <= MOST[key] ? own : undefined;
 }
 
 /**

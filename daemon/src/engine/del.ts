@@ -44,6 +44,16 @@ class RecentKeys {
   }
 }
 
+/** How far one DEL has got, for its answer budget (Dels.answerEarly). */
+interface DelProgress {
+  /** Its turn in the container's queue came. */
+  begun: boolean;
+  /** An ADD of its key was queued before it. */
+  addAhead: boolean;
+  /** Its attachment is unknown: the one best-effort pass-through DEL runs. */
+  passingThrough: boolean;
+}
+
 export class Dels {
   private readonly inFlight = new Map<string, Promise<string>>();
   /**
@@ -133,10 +143,12 @@ export class Dels {
       answered = resolve;
       failed = reject;
     });
-    let begun = false;
+    // An ADD of this key queued ahead of this DEL: until this DEL runs, the key's row is that ADD's
+    // business (or an older attachment's), not this DEL's.
+    const progress: DelProgress = { begun: false, addAhead: this.addsPending.has(k), passingThrough: false };
     const work = ctx.serialize(env.containerId, async () => {
-      begun = true;
-      const { text, commit } = await this.delLocked(env, config, key, priority);
+      progress.begun = true;
+      const { text, commit } = await this.delLocked(env, config, key, priority, progress);
       answered(text);
       if (commit) {
         // After this turn's microtasks, in which the HTTP layer writes the answer.
@@ -146,7 +158,7 @@ export class Dels {
     });
     work.catch(failed);
     this.inFlight.set(k, answer);
-    const budget = this.armBudget({ env, config, key, answer, begun: () => begun, answered, failed });
+    const budget = this.armBudget({ env, config, key, answer, progress, answered, failed });
     const forget = () => {
       clearTimeout(budget);
       if (this.inFlight.get(k) === answer) this.inFlight.delete(k);
@@ -156,16 +168,15 @@ export class Dels {
   }
 
   /**
-   * Arms the DEL's answer budget (answerEarly). Only for this DEL's own teardown, once it runs: one
-   * still queued (behind an ADD of the same key, whose row then reads `deleted` from before) holds
-   * nothing on disk yet. Answered already (its final commit still owed): nothing to answer early.
+   * Arms the DEL's answer budget (answerEarly). Answered already (its final commit still owed):
+   * nothing to answer early.
    */
   private armBudget(d: {
     env: CniEnv;
     config: Record<string, unknown>;
     key: AttachmentKey;
     answer: Promise<string>;
-    begun: () => boolean;
+    progress: DelProgress;
     answered: (text: string) => void;
     failed: (e: unknown) => void;
   }): NodeJS.Timeout {
@@ -173,7 +184,7 @@ export class Dels {
     const settle = () => (settled = true);
     d.answer.then(settle, settle);
     const budget = setTimeout(() => {
-      if (d.begun() && !settled) this.answerEarly(d.env, d.config, d.key, d.answered, d.failed);
+      if (!settled) this.answerEarly(d.env, d.config, d.key, d.progress, d.answered, d.failed);
     }, delAnswerBudgetMs(d.config.timeouts));
     budget.unref();
     return budget;
@@ -185,17 +196,30 @@ export class Dels {
    * (RemovePodSandbox after StopPodSandbox) would join this one and wait out the bound again: a minute
    * a pod. So it is answered now, as one whose teardown failed is (defer: success, the journal and the
    * retry scheduler own the rest; strict: 105), and the teardown goes on; DELs joining it get the same
-   * answer at once. Only once its teardown runs and is journaled: one still queued (behind the
-   * container's ADD) is left to the shim, which spools it, so a DEL answered is always on disk.
+   * answer at once. Only once its teardown is journaled (`deleting`), and, when an ADD of its key was
+   * queued before it, only once it runs: before, the row is that ADD's or an older one's, so nothing of
+   * this DEL is on disk; the shim's bound spools it. A pass-through DEL (an attachment steward never
+   * added) is best effort and owes nothing: answered at its budget too.
    */
   private answerEarly(
     env: CniEnv,
     config: Record<string, unknown>,
     key: AttachmentKey,
+    progress: DelProgress,
     answered: (text: string) => void,
     failed: (e: unknown) => void,
   ): void {
     const { ctx } = this;
+    if (progress.passingThrough) {
+      // Best effort, once, for an attachment steward never added: nothing is owed, whatever it answers.
+      ctx.log.warn(
+        { containerId: key.containerId, network: key.network, ifname: key.ifname },
+        'DEL for an attachment steward never added answered before its pass-through DEL finished (its answer budget passed)',
+      );
+      return answered('');
+    }
+    // Behind an ADD of its key, the row it would read is not this DEL's: only once it runs.
+    if (progress.addAhead && !progress.begun) return;
     try {
       if (!this.journaled(env, config)) return;
     } catch {
@@ -228,10 +252,12 @@ export class Dels {
     config: Record<string, unknown>,
     key: AttachmentKey,
     priority: PriorityValue,
+    progress?: DelProgress,
   ): Promise<{ text: string; commit?: () => void }> {
     const { ctx } = this;
     const a = ctx.store.currentAttachment(key);
     if (!a) {
+      if (progress) progress.passingThrough = true;
       await this.passThrough(env, config, key, priority);
       this.rememberTombstone(key);
       return { text: '' };

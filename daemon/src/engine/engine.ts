@@ -117,13 +117,16 @@ export class Engine {
   private serialize<T>(
     containerId: string,
     work: (hold: (after: Promise<unknown>) => void) => Promise<T>,
-    turn?: { start: Promise<boolean>; skipped: T },
+    turn?: { start: () => Promise<boolean>; skipped: T },
   ): Promise<T> {
-    const queued = performance.now();
+    let queued = performance.now();
     return new Promise<T>((resolve, reject) => {
       this.queue
         .run(containerId, async () => {
-          if (turn && !(await turn.start)) return resolve(turn.skipped);
+          if (turn) {
+            if (!(await turn.start())) return resolve(turn.skipped);
+            queued = performance.now(); // the wait for its start is recovery's pacing, not the queue's
+          }
           await this.gate.shared(async () => {
             const waited = (performance.now() - queued) / 1000;
             this.ctx.metrics.queueWaitSeconds.observe(waited);
@@ -222,14 +225,14 @@ export class Engine {
   /**
    * Background teardown of one attachment (retries, recovery, reboot sweep), serialised with the
    * container's runtime requests so the same step is never DELed twice at once. `turn` (recovery's):
-   * queued now, so the container's next request waits behind it, and started when it resolves true;
-   * false leaves it to the journal (recovery stopped first).
+   * queued now, so the container's next request waits behind it; asked once its container's turn
+   * comes, and started when it answers true; false leaves it to the journal (recovery stopped).
    */
   runTeardown(
     attachmentId: number,
     priority: PriorityValue,
     opts: TeardownOptions = {},
-    turn?: Promise<boolean>,
+    turn?: () => Promise<boolean>,
   ): Promise<TeardownOutcome> {
     const a = this.store.getAttachment(attachmentId);
     if (!a) return Promise.resolve({ done: true });

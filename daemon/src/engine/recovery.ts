@@ -55,9 +55,9 @@ export async function recover(
     couldNotRun: 0,
   };
   const queued = [
-    ...stale.map((id) => queue(engine, log, id, { force: true, emptyNetns: true })),
-    ...cutOff.map((id) => queue(engine, log, id, { force: true })),
-    ...resumed.map((id) => queue(engine, log, id, { force: true })),
+    ...stale.map((id) => queue(engine, log, id, { force: true, emptyNetns: true }, stopped)),
+    ...cutOff.map((id) => queue(engine, log, id, { force: true }, stopped)),
+    ...resumed.map((id) => queue(engine, log, id, { force: true }, stopped)),
   ];
 
   // Before any rollback: a plugin still running could allocate after its step was rolled back.
@@ -73,8 +73,9 @@ export async function recover(
       const q = queued[next++] as Queued;
       const go = !stopped();
       q.start(go);
-      if (!go) report.notStarted++;
-      else if (!(await q.done)) report.couldNotRun++;
+      const outcome = go ? await q.done : 'not started';
+      if (outcome === 'not started') report.notStarted++;
+      else if (outcome === 'could not run') report.couldNotRun++;
     }
   };
   await Promise.all(Array.from({ length: Math.min(queued.length, engine.limiter.backgroundSlots) }, worker));
@@ -87,21 +88,40 @@ export async function recover(
 interface Queued {
   /** Starts the teardown (true) or leaves it to the journal (false). */
   start: (go: boolean) => void;
-  /** Once started: whether it ran (false: it threw, and is left as the journal has it). */
-  done: Promise<boolean>;
+  /** Once started: what became of it. */
+  done: Promise<'ran' | 'not started' | 'could not run'>;
 }
 
-/** One teardown queued in its container's queue, waiting for its start. A failure stays journaled for the retry scheduler. */
-function queue(engine: Engine, log: Logger, id: number, opts: { force: true; emptyNetns?: boolean }): Queued {
+/**
+ * One teardown queued in its container's queue, waiting for its start. Started, it checks `stopped`
+ * again when its container's turn comes (a second attachment of a container waits for the first, and
+ * shutdown may begin meanwhile). A failure stays journaled for the retry scheduler.
+ */
+function queue(
+  engine: Engine,
+  log: Logger,
+  id: number,
+  opts: { force: true; emptyNetns?: boolean },
+  stopped: () => boolean,
+): Queued {
   let start!: (go: boolean) => void;
-  const turn = new Promise<boolean>((resolve) => (start = resolve));
+  const granted = new Promise<boolean>((resolve) => (start = resolve));
+  let late = false;
+  // Asked when its container's turn comes, which may be after shutdown began.
+  const turn = () =>
+    granted.then((go) => {
+      late = go && stopped();
+      return go && !late;
+    });
   const couldNotRun = (e: unknown) => {
     log.error({ err: String(e) }, 'recovery teardown could not run; left for the retry scheduler');
-    return false;
+    return 'could not run' as const;
   };
-  let done: Promise<boolean>;
+  let done: Queued['done'];
   try {
-    done = engine.runTeardown(id, Priority.Background, opts, turn).then(() => true, couldNotRun);
+    done = engine
+      .runTeardown(id, Priority.Background, opts, turn)
+      .then(() => (late ? ('not started' as const) : ('ran' as const)), couldNotRun);
   } catch (e) {
     // Not even queued (its row could not be read): nothing waits for its start.
     done = Promise.resolve(couldNotRun(e));
