@@ -104,6 +104,13 @@ try {
     // The host's podman finds `steward` only where the init container put it.
     podman = await Podman.setup(host, { pluginDirs: [OPT_CNI_BIN, SYSTEM_CNI_BIN] });
     reason = await podman.probe();
+    // A node's own install (what a dead run of this test left is gone: RuntimeHost's sweep): this test
+    // installs over the node's real paths and marks the install as its own, so never beside one.
+    const installed = [join(NODE_STATE_DIR, 'install.json'), join(CNI_CONF_DIR, '00-steward.conflist')];
+    installed.push(join(OPT_CNI_BIN, 'steward'));
+    const there = installed.filter((p) => existsSync(p));
+    if (reason === undefined && there.length > 0)
+      reason = `stewardd is installed on this machine (${there.join(', ')}): not installing over it`;
   }
 } catch (e) {
   await (host ? host.finish() : env.close());

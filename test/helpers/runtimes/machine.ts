@@ -16,8 +16,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
-import { REPO } from '../env.js';
+import { dirname, isAbsolute, join } from 'node:path';
 import { quiet } from './exec.js';
 
 export const CNI_CONF_DIR = '/etc/cni/net.d';
@@ -183,12 +182,13 @@ export function removeStaleFiles(): void {
   for (const f of listDir(CNI_CONF_DIR) ?? [])
     if (f.includes(`${E2E_MARK}-`)) rmSync(join(CNI_CONF_DIR, f), { force: true });
   removeStaleNodeInstall();
-  // A plain `steward` linked into this checkout is a run from before the shim's marked name.
   for (const f of listDir(OPT_CNI_BIN) ?? [])
     if (f.startsWith(`${E2E_MARK}-`)) rmSync(join(OPT_CNI_BIN, f), { force: true });
+  // A plain `steward` linked into a checkout of this project (this one or another: the install refuses
+  // to overwrite it) is a ctr run from before the shim's marked name; a node's own shim is a file.
   const link = join(OPT_CNI_BIN, 'steward');
   try {
-    if (lstatSync(link).isSymbolicLink() && readlinkSync(link).startsWith(`${REPO}/`)) unlinkSync(link);
+    if (lstatSync(link).isSymbolicLink() && inCheckout(readlinkSync(link))) unlinkSync(link);
   } catch {
     /* none */
   }
@@ -210,7 +210,7 @@ export const NODE_E2E_MARK = `${NODE_STATE_DIR}.${E2E_MARK}`;
 
 /**
  * A dead DaemonSet test's install (NODE_E2E_MARK there), or one from before that mark: its record
- * wraps a primary carrying the suite's mark and nothing listens on its socket. Never a node's own
+ * wraps that test's own primary (`10-stw-e2e-<tag>-primary.conflist`) and nothing listens on its socket. Never a node's own
  * install, which a running stewardd serves and whose primary is the node's: a node's watcher may wrap
  * a test primary while the suite runs, so the mark alone is not enough. What it installed goes (the
  * shim, 00-steward.conflist: each only while it is the file the record wrote), and the dirs' contents.
@@ -226,7 +226,7 @@ function removeStaleNodeInstall(): void {
   const primary = rec?.conflist?.primary;
   const legacy =
     typeof primary === 'string' &&
-    primary.includes(`${E2E_MARK}-`) &&
+    new RegExp(`^10-${E2E_MARK}-[a-z0-9]+-primary\\.conflist$`).test(primary) &&
     typeof rec.socket === 'string' &&
     !unixListener(rec.socket);
   if (!existsSync(NODE_E2E_MARK) && !legacy) return;
@@ -243,6 +243,16 @@ function removeStaleNodeInstall(): void {
   for (const dir of [NODE_STATE_DIR, NODE_RUN_DIR])
     for (const f of listDir(dir) ?? []) rmSync(join(dir, f), { recursive: true, force: true });
   rmSync(NODE_E2E_MARK, { force: true });
+}
+
+/** Whether `target` is `<checkout>/dist/steward` or `<checkout>/bin/steward` of this project. */
+function inCheckout(target: string): boolean {
+  if (!isAbsolute(target) || !/\/(dist|bin)\/steward$/.test(target)) return false;
+  try {
+    return JSON.parse(readFileSync(join(dirname(dirname(target)), 'package.json'), 'utf8')).name === 'cni-steward';
+  } catch {
+    return false;
+  }
 }
 
 /** Whether a socket is bound at `path` in this network namespace (/proc/net/unix), i.e. a daemon listens there. */
