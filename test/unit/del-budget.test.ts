@@ -117,4 +117,14 @@ describe("a DEL's answer budget", () => {
       'its tombstone, once the DEL is done',
     );
   });
+
+  test('a spooled DEL (no shim waits for it; its file goes once it is answered) is never answered early', async () => {
+    const s = setup();
+    const held = holding(s, () => true);
+    await s.engine.handle(req('ADD', 'x', chain));
+    const spooled = s.engine.spooledDel(req('DEL', 'x', chain));
+    assert.equal(await within(spooled), 'unanswered', 'answered while its teardown still ran');
+    held.resolve();
+    assert.equal(await spooled, '');
+  });
 });

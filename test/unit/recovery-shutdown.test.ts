@@ -40,4 +40,33 @@ describe('recovery stopped while a started teardown waits for its container', ()
       .sort();
     assert.deepEqual(states, ['eth0:deleted', 'eth1:added'], 'eth1 waits in the journal for the next start');
   });
+
+  test('nor one whose turn came before the stop but that then waited for the gate behind a GC', async () => {
+    const store = new Store(':memory:');
+    const before = setup({ store, bootId: 'boot-0' });
+    await before.engine.handle(req('ADD', 'a', chain));
+    await before.engine.handle(req('ADD', 'a', chain, { ifname: 'eth1' }));
+    const now = setup({ store, bootId: 'boot-1', maxParallel: 4 });
+    const held = deferred();
+    now.plugins.on('one', (call) => (call.command === 'DEL' && call.ifname === 'eth0' ? held.promise : undefined));
+    let stopping = false;
+    const recovery = recover(now.engine, 'boot-1', captureLog().log, () => stopping);
+    while (now.plugins.of('DEL').length === 0) await new Promise((r) => setImmediate(r));
+    // A GC waits for the gate behind eth0's DEL; once eth0 is done it takes the gate, while eth1 (its
+    // turn asked, not stopped yet) waits for it.
+    const gcHeld = deferred();
+    const gc = now.engine.gate.exclusive(() => gcHeld.promise);
+    held.resolve();
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    stopping = true;
+    gcHeld.resolve();
+    await gc;
+    const report = await recovery;
+    assert.deepEqual(
+      now.plugins.callsOf('DEL').map((c) => c.ifname),
+      ['eth0'],
+      'eth1 ran no plugin after the stop',
+    );
+    assert.equal(report.notStarted, 1);
+  });
 });

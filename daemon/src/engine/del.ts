@@ -158,7 +158,10 @@ export class Dels {
     });
     work.catch(failed);
     this.inFlight.set(k, answer);
-    const budget = this.armBudget({ env, config, key, answer, progress, answered, failed });
+    // A runtime's DEL only: a spooled one (Background) has no shim waiting, and its file goes once
+    // it is answered, so an early answer would only drop the file before its teardown is on disk.
+    const budget =
+      priority === Priority.Del ? this.armBudget({ env, config, key, answer, progress, answered, failed }) : undefined;
     const forget = () => {
       clearTimeout(budget);
       if (this.inFlight.get(k) === answer) this.inFlight.delete(k);

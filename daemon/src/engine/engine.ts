@@ -53,6 +53,12 @@ export interface EngineOptions {
   trace?: EngineTrace;
 }
 
+/** When a queued teardown may start (recovery's pacing): asked when its container's turn comes, then again inside the gate. */
+export interface Turn {
+  start: () => Promise<boolean>;
+  still: () => boolean;
+}
+
 export class Engine {
   readonly store: Store;
   readonly limiter: Limiter;
@@ -112,22 +118,25 @@ export class Engine {
    * `turn` (recovery's): waited for in the container's queue but outside the GC gate, so a teardown
    * waiting to be started holds its container and nothing else (inside the gate, a GC queued behind
    * it held every request of every container, and one more teardown of the same container deadlocked
-   * the pool); false answers `skipped` without running `work`.
+   * the pool); false answers `skipped` without running `work`, and so does `still` asked again once
+   * the gate is taken (a GC may hold it a while, and recovery may have been stopped meanwhile).
    */
   private serialize<T>(
     containerId: string,
     work: (hold: (after: Promise<unknown>) => void) => Promise<T>,
-    turn?: { start: () => Promise<boolean>; skipped: T },
+    turn?: Turn & { skipped: T },
   ): Promise<T> {
     let queued = performance.now();
     return new Promise<T>((resolve, reject) => {
       this.queue
         .run(containerId, async () => {
           if (turn) {
+            const paced = performance.now();
             if (!(await turn.start())) return resolve(turn.skipped);
-            queued = performance.now(); // the wait for its start is recovery's pacing, not the queue's
+            queued += performance.now() - paced; // recovery's pacing is not the queue's wait
           }
           await this.gate.shared(async () => {
+            if (turn && !turn.still()) return resolve(turn.skipped);
             const waited = (performance.now() - queued) / 1000;
             this.ctx.metrics.queueWaitSeconds.observe(waited);
             this.trace.queueWait(waited);
@@ -232,14 +241,14 @@ export class Engine {
     attachmentId: number,
     priority: PriorityValue,
     opts: TeardownOptions = {},
-    turn?: () => Promise<boolean>,
+    turn?: Turn,
   ): Promise<TeardownOutcome> {
     const a = this.store.getAttachment(attachmentId);
     if (!a) return Promise.resolve({ done: true });
     return this.serialize(
       a.containerId,
       () => this.trace.teardown(a, () => this.teardown.run(attachmentId, priority, opts)),
-      turn && { start: turn, skipped: { done: false } },
+      turn && { ...turn, skipped: { done: false } },
     );
   }
 

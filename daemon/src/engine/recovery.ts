@@ -107,12 +107,13 @@ function queue(
   let start!: (go: boolean) => void;
   const granted = new Promise<boolean>((resolve) => (start = resolve));
   let late = false;
-  // Asked when its container's turn comes, which may be after shutdown began.
-  const turn = () =>
-    granted.then((go) => {
-      late = go && stopped();
-      return go && !late;
-    });
+  // Asked when its container's turn comes and again once it holds the gate, either of which may be
+  // after shutdown began.
+  const still = () => {
+    late = stopped();
+    return !late;
+  };
+  const turn = { start: () => granted.then((go) => go && still()), still };
   const couldNotRun = (e: unknown) => {
     log.error({ err: String(e) }, 'recovery teardown could not run; left for the retry scheduler');
     return 'could not run' as const;
