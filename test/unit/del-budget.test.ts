@@ -127,4 +127,17 @@ describe("a DEL's answer budget", () => {
     held.resolve();
     assert.equal(await spooled, '');
   });
+
+  test('a DEL queued behind other work of its container whose attachment is still added (nothing of it on disk) is not answered early', async () => {
+    const s = setup();
+    const held = holding(s, (ifname) => ifname === 'eth1');
+    await s.engine.handle(req('ADD', 'x', chain));
+    await s.engine.handle(req('ADD', 'x', chain, { ifname: 'eth1' }));
+    assert.equal(await s.engine.handle(req('DEL', 'x', chain, { ifname: 'eth1' })), ''); // holds x's queue
+    const queued = s.engine.handle(req('DEL', 'x', chain));
+    assert.equal(await within(queued), 'unanswered', 'answered with its attachment still added');
+    held.resolve();
+    assert.equal(await queued, '');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+  });
 });
