@@ -22,12 +22,16 @@ import (
 // regexpTemp matches a temp directory of a test (t.TempDir) in what the shim sent.
 var regexpTemp = regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/[^"/]+/[0-9]+/|(?i)content-length: [0-9]+`)
 
+// builtDir is buildShim's temp dir, removed by TestMain once every test has run.
+var builtDir string
+
 // buildShim builds this package once per test binary into a temp dir.
 var buildShim = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "stb")
 	if err != nil {
 		return "", err
 	}
+	builtDir = dir
 	exe := filepath.Join(dir, "steward")
 	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=test-build", "-o", exe, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
@@ -372,4 +376,13 @@ func TestANonBlockingStdinIsWaitedForNotReadAsEmpty(t *testing.T) {
 	if werr != nil || err != nil || st.ExitCode() != 0 || string(got) != `{"cniVersion":"1.0.0"}` || len(d.received()) != 1 {
 		t.Errorf("write %v, exit %v %v, stdout %q: want the netconf read and the ADD answered", werr, st, err, got)
 	}
+}
+
+// TestMain removes the binary buildShim built: each run of the suite left a copy in the temp dir.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+	os.Exit(code)
 }
