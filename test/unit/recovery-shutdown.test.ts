@@ -14,12 +14,18 @@ import { captureLog } from '../helpers/log-capture.js';
 
 const chain = conf([{ type: 'one' }]);
 
+/** Container a with two attachments (eth0, eth1) journaled by a daemon of an earlier boot. */
+async function twoAttachmentsOfA(): Promise<Store> {
+  const store = new Store(':memory:');
+  const before = setup({ store, bootId: 'boot-0' });
+  await before.engine.handle(req('ADD', 'a', chain));
+  await before.engine.handle(req('ADD', 'a', chain, { ifname: 'eth1' }));
+  return store;
+}
+
 describe('recovery stopped while a started teardown waits for its container', () => {
   test('the waiting one does not run after the stop: counted not started, left in the journal', async () => {
-    const store = new Store(':memory:');
-    const before = setup({ store, bootId: 'boot-0' });
-    await before.engine.handle(req('ADD', 'a', chain));
-    await before.engine.handle(req('ADD', 'a', chain, { ifname: 'eth1' }));
+    const store = await twoAttachmentsOfA();
     // --max-parallel 4: two background slots, so both of a's teardowns are started at once.
     const now = setup({ store, bootId: 'boot-1', maxParallel: 4 });
     const held = deferred();
@@ -42,10 +48,7 @@ describe('recovery stopped while a started teardown waits for its container', ()
   });
 
   test('nor one whose turn came before the stop but that then waited for the gate behind a GC', async () => {
-    const store = new Store(':memory:');
-    const before = setup({ store, bootId: 'boot-0' });
-    await before.engine.handle(req('ADD', 'a', chain));
-    await before.engine.handle(req('ADD', 'a', chain, { ifname: 'eth1' }));
+    const store = await twoAttachmentsOfA();
     const now = setup({ store, bootId: 'boot-1', maxParallel: 4 });
     const held = deferred();
     now.plugins.on('one', (call) => (call.command === 'DEL' && call.ifname === 'eth0' ? held.promise : undefined));
