@@ -11,6 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { recordPath } from '../../daemon/src/lifecycle/record.js';
 import { REPO, TestEnv } from '../helpers/env.js';
 import { installInto } from '../helpers/node-tree.js';
 import { RuntimeHost } from '../helpers/runtimes/host.js';
@@ -19,6 +20,7 @@ import {
   CNI_CONF_DIR,
   E2E_MARK,
   NODE_E2E_MARK,
+  NODE_INSTALL,
   NODE_RUN_DIR,
   NODE_STATE_DIR,
   OPT_CNI_BIN,
@@ -114,9 +116,7 @@ describe('an e2e run killed -9 before its cleanup', { skip }, () => {
   });
 
   it("a node's own install is left alone, even when its watcher wrapped a test conflist, while its daemon listens", async () => {
-    const ours = [join(OPT_CNI_BIN, 'steward'), join(CNI_CONF_DIR, '00-steward.conflist')];
-    const record = join(NODE_STATE_DIR, 'install.json');
-    if ([...ours, record, NODE_E2E_MARK].some((p) => existsSync(p))) return; // a real one: nothing to plant
+    if ([...NODE_INSTALL, NODE_E2E_MARK].some((p) => existsSync(p))) return; // a real one: nothing to plant
     const nodeEnv = new TestEnv('e2e-stale-node'); // the first case's env is closed by now
     const release = await acquireMachineLock();
     const listener = createServer();
@@ -133,21 +133,24 @@ describe('an e2e run killed -9 before its cleanup', { skip }, () => {
       const tree = { root: '/', confDir: CNI_CONF_DIR, binDir: OPT_CNI_BIN, stateDir: NODE_STATE_DIR };
       const r = await installInto(tree, socket);
       assert.equal(r.code, 0, r.stderr);
-      assert.match(readFileSync(record, 'utf8'), new RegExp(`"primary": "10-${E2E_MARK}-node-primary`));
+      assert.match(
+        readFileSync(recordPath(NODE_STATE_DIR), 'utf8'),
+        new RegExp(`"primary": "10-${E2E_MARK}-node-primary`),
+      );
     } finally {
       release();
     }
     try {
       await RuntimeHost.create(nodeEnv).then((h) => h.finish());
       assert.deepEqual(
-        [...ours, record].filter((p) => !existsSync(p)),
+        NODE_INSTALL.filter((p) => !existsSync(p)),
         [],
         "the sweep took a live node's install for a dead test run's",
       );
     } finally {
       await new Promise((r) => listener.close(r));
       await nodeEnv.close();
-      for (const p of [...ours, primary]) rmSync(p, { force: true });
+      for (const p of [...NODE_INSTALL, primary]) rmSync(p, { force: true });
       for (const f of listDir(NODE_STATE_DIR) ?? []) rmSync(join(NODE_STATE_DIR, f), { recursive: true, force: true });
       for (const d of made) removeIfOnlyHusks(d);
     }

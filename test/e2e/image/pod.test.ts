@@ -34,6 +34,7 @@ import { baseSkipReason, skipOrFail } from '../../helpers/runtimes/skip.js';
 import {
   CNI_CONF_DIR,
   NODE_E2E_MARK,
+  NODE_INSTALL,
   NODE_STATE_DIR,
   OPT_CNI_BIN,
   removeIfOnlyHusks,
@@ -106,9 +107,7 @@ try {
     reason = await podman.probe();
     // A node's own install (what a dead run of this test left is gone: RuntimeHost's sweep): this test
     // installs over the node's real paths and marks the install as its own, so never beside one.
-    const installed = [join(NODE_STATE_DIR, 'install.json'), join(CNI_CONF_DIR, '00-steward.conflist')];
-    installed.push(join(OPT_CNI_BIN, 'steward'));
-    const there = installed.filter((p) => existsSync(p));
+    const there = NODE_INSTALL.filter((p) => existsSync(p));
     if (reason === undefined && there.length > 0)
       reason = `stewardd is installed on this machine (${there.join(', ')}): not installing over it`;
   }

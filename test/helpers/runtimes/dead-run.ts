@@ -10,7 +10,15 @@ import { TestEnv } from '../env.js';
 import { installInto } from '../node-tree.js';
 import { installShimInOptCniBin } from './containerd.js';
 import { RuntimeHost } from './host.js';
-import { CNI_CONF_DIR, DROP_IN, NODE_E2E_MARK, NODE_RUN_DIR, NODE_STATE_DIR, OPT_CNI_BIN } from './machine.js';
+import {
+  CNI_CONF_DIR,
+  DROP_IN,
+  NODE_E2E_MARK,
+  NODE_INSTALL,
+  NODE_RUN_DIR,
+  NODE_STATE_DIR,
+  OPT_CNI_BIN,
+} from './machine.js';
 import { Podman } from './podman.js';
 
 const env = new TestEnv('e2e-dead');
@@ -23,8 +31,7 @@ const net = host.bridgeNetwork('dead', '1.0.0', {
 });
 const planted = [DROP_IN, join(OPT_CNI_BIN, shim.type), net.file];
 
-const nodeInstall = [join(OPT_CNI_BIN, 'steward'), join(CNI_CONF_DIR, '00-steward.conflist')];
-if (![...nodeInstall, join(NODE_STATE_DIR, 'install.json'), NODE_E2E_MARK].some((p) => existsSync(p))) {
+if (![...NODE_INSTALL, NODE_E2E_MARK].some((p) => existsSync(p))) {
   // 10-… sorts before 90-…: the primary install wraps is this one, as in the DaemonSet test.
   const name = host.netName('primary');
   const primary = host.writeConflist(`10-${name}.conflist`, {
@@ -36,7 +43,7 @@ if (![...nodeInstall, join(NODE_STATE_DIR, 'install.json'), NODE_E2E_MARK].some(
   const tree = { root: '/', confDir: CNI_CONF_DIR, binDir: OPT_CNI_BIN, stateDir: NODE_STATE_DIR };
   const r = await installInto(tree, join(NODE_RUN_DIR, 'stewardd.sock'));
   if (r.code !== 0) throw new Error(`stewardd install: ${r.stderr}`);
-  planted.push(primary, ...nodeInstall, join(NODE_STATE_DIR, 'install.json'), NODE_E2E_MARK);
+  planted.push(primary, ...NODE_INSTALL, NODE_E2E_MARK);
 }
 
 process.stdout.write(`${JSON.stringify({ dir: env.dir, planted })}\n`);

@@ -15,8 +15,9 @@ import {
   unlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createHash } from 'node:crypto';
 import { dirname, isAbsolute, join } from 'node:path';
+import { readRecord, recordedFiles, recordPath, type InstallRecord } from '../../../daemon/src/lifecycle/record.js';
+import { sha256 } from '../pod/observe.js';
 import { quiet } from './exec.js';
 
 export const CNI_CONF_DIR = '/etc/cni/net.d';
@@ -207,34 +208,38 @@ export const NODE_RUN_DIR = '/run/steward';
  * says the install under NODE_STATE_DIR is this suite's. Written before the install, removed last.
  */
 export const NODE_E2E_MARK = `${NODE_STATE_DIR}.${E2E_MARK}`;
+/** What `stewardd install` puts on the node at the image's paths: the shim, the conflist, the record. */
+export const NODE_INSTALL = [
+  join(OPT_CNI_BIN, 'steward'),
+  join(CNI_CONF_DIR, '00-steward.conflist'),
+  recordPath(NODE_STATE_DIR),
+];
 
 /**
- * A dead DaemonSet test's install (NODE_E2E_MARK there), or one from before that mark: its record
- * wraps that test's own primary (`10-stw-e2e-<tag>-primary.conflist`) and nothing listens on its socket. Never a node's own
- * install, which a running stewardd serves and whose primary is the node's: a node's watcher may wrap
- * a test primary while the suite runs, so the mark alone is not enough. What it installed goes (the
- * shim, 00-steward.conflist: each only while it is the file the record wrote), and the dirs' contents.
+ * A dead DaemonSet test's install (NODE_E2E_MARK there), or one from before that mark: its record wraps
+ * that test's own primary (`10-stw-e2e-<tag>-primary.conflist`) and nothing listens on its socket.
+ * Never a node's own install, which a running stewardd serves and whose primary is the node's: a
+ * node's watcher may wrap a test primary while the suite runs, so the primary's name alone is not
+ * enough. What it installed goes (each file the record names, only while it is the file the record
+ * wrote), and the dirs' contents.
  */
 function removeStaleNodeInstall(): void {
-  let rec: { conflist?: { primary?: unknown }; socket?: unknown; [k: string]: unknown };
+  let rec: InstallRecord | undefined;
   try {
-    rec = JSON.parse(readFileSync(join(NODE_STATE_DIR, 'install.json'), 'utf8'));
+    rec = readRecord(NODE_STATE_DIR);
   } catch {
-    rmSync(NODE_E2E_MARK, { force: true });
-    return;
+    rec = undefined; // not a record at all: nothing here to tell whose it is
   }
-  const primary = rec?.conflist?.primary;
+  if (rec === undefined) return void rmSync(NODE_E2E_MARK, { force: true });
+  const primary = rec.conflist?.primary;
   const legacy =
-    typeof primary === 'string' &&
+    primary !== undefined &&
     new RegExp(`^10-${E2E_MARK}-[a-z0-9]+-primary\\.conflist$`).test(primary) &&
-    typeof rec.socket === 'string' &&
     !unixListener(rec.socket);
   if (!existsSync(NODE_E2E_MARK) && !legacy) return;
-  const retired = Array.isArray(rec.retired) ? rec.retired : [];
-  for (const f of [rec.conflist, rec.shim, ...retired] as Array<{ path?: unknown; sha256?: unknown } | undefined>) {
-    if (typeof f?.path !== 'string' || typeof f.sha256 !== 'string') continue;
+  for (const f of recordedFiles(rec)) {
     try {
-      if (createHash('sha256').update(readFileSync(f.path)).digest('hex') === f.sha256) rmSync(f.path);
+      if (sha256(f.path) === f.sha256) rmSync(f.path);
     } catch {
       /* gone already */
     }
