@@ -13,7 +13,7 @@
 //     throughput.ts    throughput   the daemon alone over its socket, with the shim's exact bodies
 //     storm.ts         storm        a DEL storm, and ADD latency during it (driver: lib/storm-driver.ts)
 //     shim-storm.ts    shim-storm   the storm as a kubelet sends it, through the shipped shim and curl
-//                                   (driver: lib/shim-storm-driver.ts)
+//                                   (clients started from Go: lib/exec-runner.ts, fixtures/exec-runner)
 //     status.ts        status       the steady cost of CNI STATUS
 //     status-storm.ts  status-storm CNI STATUS while the node is at its busiest
 //     cri-pod.ts       cri-pod      one pod through containerd's CRI

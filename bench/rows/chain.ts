@@ -1,7 +1,8 @@
 // Benchmark 2: ADD then DEL of bridge + host-local in a fresh netns, through the shim and the
 // daemon, against the same chain executed directly as a runtime does (bridge ADD, then bridge DEL
-// with the ADD result as prevResult; bridge runs host-local itself). Iterations alternate the two
-// (ABBA), each in its own new netns made and removed outside the timing, on one shared bridge.
+// with the ADD result as prevResult; bridge runs host-local itself). Each iteration runs every mode
+// in a balanced order (bench/lib/order.ts), each in its own new netns made and removed outside the
+// timing, on one shared bridge.
 
 import { execFile, execFileSync } from 'node:child_process';
 import { hintHeaders } from '@cni-steward/shared';
@@ -13,6 +14,7 @@ import { bridgeHostLocal, cniVars, stewardOver, wireBody } from '../lib/netconf.
 import { shimExecutable, SYSTEM_CNI_BIN } from '../lib/paths.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { mean, median, pairedDiff, pairedRatio, round, timeMs } from '../lib/stats.js';
+import { balancedOrder, wholeCycles } from '../lib/order.js';
 
 const VERSION = '1.0.0';
 
@@ -143,15 +145,13 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
       }
     };
     const modes = { s: viaSteward, d: direct, h: viaSocket, c: viaCurl };
-    const iters = n(60, ctx);
-    const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [], c: [] };
-    // Iteration i runs the modes rotated by i, so each comes first, second, ... equally often.
     const names = Object.keys(modes) as Array<keyof typeof modes>;
-    const rotated = (r: number) => names.map((_, k) => names[(k + r) % names.length] as keyof typeof modes);
+    const iters = wholeCycles(n(60, ctx), names.length);
+    const t: Record<keyof typeof modes, number[]> = { s: [], d: [], h: [], c: [] };
     const inside = { s: noTime(), h: noTime(), c: noTime() };
     for (let i = -1; i < iters; i++) {
       // i = -1 is a warm-up of every mode (it also creates the bridge), not recorded.
-      for (const which of rotated(i + names.length)) {
+      for (const which of balancedOrder(names, i + 1)) {
         const ns = withNetns(env, `${which}${i + 1}`);
         try {
           const cid = `bench-chain-${which}-${i + 1}`;
@@ -193,6 +193,7 @@ export async function benchChain(env: Scratch, ctx: BenchContext): Promise<Row[]
         },
         notes: [
           'daemonOnly: the same ADD+DEL sent to stewardd over its socket without the shim (overheads are medians of per-iteration differences)',
+          'each iteration runs the four modes (shim, direct, socket, curl) in the order of a balanced Latin square (bench/lib/order.ts): each mode follows every other equally often, so what one leaves behind is not charged to one neighbour',
           'curl: the same ADD+DEL with each request one `curl --unix-socket` process, the floor of any executed client (shimMinusCurlMs: what the shim costs over it per ADD+DEL)',
           "split of the daemon's overhead, means per ADD+DEL of the socket mode from stewardd's request and plugin histograms read before and after each timed pair: daemonOwnMeanMs its own path (HTTP handler, journal and its fsyncs, planning, answer), spawnerHopMeanMs its delegates' runs (spawner round trip and fork included) minus the direct runs' mean, socketMeanMs the over-the-socket mean minus the time inside the daemon (the client, the connection, the request before the handler starts); shimInsideMeanMs and curlInsideMeanMs: the same inside time for the other two modes",
         ],

@@ -5,17 +5,17 @@
 // one at a time meanwhile), repeated until enough STATUS samples are in; STATUS is executed through
 // the shipped shim every 200 ms throughout, and the same on the idle daemon before and after, in one
 // run. Reported: STATUS p50/p99 under load against idle, and how many answered anything but 0 while
-// stewardd was alive (the target: none, p99 <= 250 ms, a third of the bound).
+// stewardd was alive (the target: none, p99 <= 250 ms, a third of the bound). Every shim, the storm's,
+// the ADDs' and STATUS's, is started and timed by a Go process (bench/lib/exec-runner.ts), as
+// containerd starts a plugin.
 
 import type { Scratch } from '../lib/scratch.js';
-import { execCni } from '../lib/exec.js';
+import { execRunner, GoExec, startGoStorm, type StormCall } from '../lib/exec-runner.js';
 import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
 import { cniVars, noopConf, wireBody } from '../lib/netconf.js';
 import { shimExecutable } from '../lib/paths.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, p99, round } from '../lib/stats.js';
-import { startDriver } from './shim-storm.js';
-import type { StormCall } from '../lib/shim-storm-driver.js';
 
 const CONTAINERS = 60;
 const RETRIES = 10;
@@ -33,15 +33,13 @@ interface Sample {
 }
 
 /** STATUS through the shim every STATUS_PERIOD_MS until stop() (as containerd's ticker: no overlap). */
-function statusSampler(file: string, env: Record<string, string>, stdin: string) {
+function statusSampler(exec: GoExec, file: string, env: Record<string, string>, stdin: string) {
   const samples: Sample[] = [];
   let running = true;
   const loop = (async () => {
     while (running) {
-      const t0 = performance.now();
-      const r = await execCni(file, env, stdin);
-      const ms = performance.now() - t0;
-      samples.push({ ms, code: r.code });
+      const { ms, code } = await exec.run(file, env, stdin);
+      samples.push({ ms, code });
       await new Promise((res) => setTimeout(res, Math.max(0, STATUS_PERIOD_MS - ms)));
     }
   })();
@@ -72,18 +70,21 @@ export async function benchStatusStorm(env: Scratch, ctx: BenchContext): Promise
       delegates: (conf.delegates as Record<string, unknown>[]).map((d) => ({ ...d, cniVersion: '1.1.0' })),
     });
     const statusEnv = { ...baseEnv, CNI_COMMAND: 'STATUS', CNI_PATH: '/usr/lib/cni' };
+    const runner = execRunner(env);
+    // Two runners: STATUS keeps its period while an ADD is being run.
+    const [statusExec, addExec] = [new GoExec(env, runner), new GoExec(env, runner)];
     const addOnce = async (cid: string) => {
-      const r = await execCni(shim.path, { ...baseEnv, ...cniVars('ADD', cid) }, stdin);
+      const r = await addExec.run(shim.path, { ...baseEnv, ...cniVars('ADD', cid) }, stdin);
       if (r.code !== 0) throw new Error(`ADD through the shim failed: ${r.stdout}`);
     };
 
     const idleEach = n(30, ctx, 10);
-    const idleA = statusSampler(shim.path, statusEnv, statusStdin);
+    const idleA = statusSampler(statusExec, shim.path, statusEnv, statusStdin);
     while (idleA.samples.length < idleEach) await new Promise((r) => setTimeout(r, STATUS_PERIOD_MS));
     const idle = await idleA.stop();
 
     const wanted = n(WANTED, ctx, 20);
-    const loaded = statusSampler(shim.path, statusEnv, statusStdin);
+    const loaded = statusSampler(statusExec, shim.path, statusEnv, statusStdin);
     let rounds = 0;
     let execs = 0;
     let adds = 0;
@@ -98,7 +99,7 @@ export async function benchStatusStorm(env: Scratch, ctx: BenchContext): Promise
         env: { ...baseEnv, ...cniVars('DEL', cid) },
         stdin,
       }));
-      const go = await startDriver(env, { calls, retries: RETRIES, parallel: PARALLEL });
+      const go = await startGoStorm(env, runner, { calls, retries: RETRIES, parallel: PARALLEL });
       let done = false;
       const report = go().then((r) => {
         done = true;
@@ -111,9 +112,11 @@ export async function benchStatusStorm(env: Scratch, ctx: BenchContext): Promise
     const under = await loaded.stop();
     const loadMs = performance.now() - t0;
 
-    const idleB = statusSampler(shim.path, statusEnv, statusStdin);
+    const idleB = statusSampler(statusExec, shim.path, statusEnv, statusStdin);
     while (idleB.samples.length < idleEach) await new Promise((r) => setTimeout(r, STATUS_PERIOD_MS));
     idle.push(...(await idleB.stop()));
+    statusExec.close();
+    addExec.close();
     ctx.log(
       `status-storm: ${rounds} storms, ${execs} shim DELs, ${adds} ADDs, ${under.length} STATUS in ${round(loadMs, 0)} ms`,
     );

@@ -1,6 +1,7 @@
 // The cost of tracing (issue 40; docs/tracing.md): the chain row's ADD+DEL (bridge + host-local in a
 // fresh netns, through the shipped shim) against stewardds that differ only in tracing, alternated
-// in the same run (each iteration runs every mode, rotated, each in its own new netns):
+// in the same run (each iteration runs every mode, in a balanced order: bench/lib/order.ts; each in
+// its own new netns):
 //   off       no endpoint: no span is made (the shipped default)
 //   offTwin   a second, identical off daemon: the floor of what two daemons differ by here
 //   offCtx    off, the runtime passing TRACEPARENT (handed to the delegates unchanged)
@@ -35,6 +36,7 @@ import { shimExecutable } from '../lib/paths.js';
 import { freeLoopbackPort } from '../lib/ports.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, pairedRatio, round, timeMs } from '../lib/stats.js';
+import { balancedOrder, wholeCycles } from '../lib/order.js';
 
 const TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 
@@ -109,12 +111,11 @@ async function daemonAlone(daemons: Record<string, BenchDaemon>, ctx: BenchConte
   const modes = Object.keys(daemons);
   const cpu: Record<string, number> = Object.fromEntries(modes.map((m) => [m, 0]));
   const ms: Record<string, number[]> = Object.fromEntries(modes.map((m) => [m, []]));
-  const rounds = n(15, ctx, 3);
+  const rounds = wholeCycles(n(15, ctx, 3), modes.length);
   const block = 20;
   for (const m of modes) await noopPairs(daemons[m]!, `warm-${m}`, 10, m === 'offCtx');
   for (let r = 0; r < rounds; r++) {
-    for (let k = 0; k < modes.length; k++) {
-      const m = modes[(k + r) % modes.length]!;
+    for (const m of balancedOrder(modes, r)) {
       const res = await noopPairs(daemons[m]!, `alone-${m}-${r}`, block, m === 'offCtx');
       cpu[m]! += res.cpuMs;
       ms[m]!.push(...res.pairMs);
@@ -142,7 +143,7 @@ async function daemonAlone(daemons: Record<string, BenchDaemon>, ctx: BenchConte
     met: null,
     extra,
     notes: [
-      `blocks of ${block} sequential pairs per mode, rotated per round; CPU of the daemon and its plugin spawner from /proc (10 ms ticks, totals over ${pairs} pairs per mode)`,
+      `blocks of ${block} sequential pairs per mode, in a balanced order per round; CPU of the daemon and its plugin spawner from /proc (10 ms ticks, totals over ${pairs} pairs per mode)`,
     ],
   };
 }
@@ -275,15 +276,14 @@ export async function benchTracing(env: Scratch, ctx: BenchContext): Promise<Row
       ok(`${mode} ADD`, await execCni(shim.path, { ...callEnv('ADD', cid, netns), ...extra }, conf));
       ok(`${mode} DEL`, await execCni(shim.path, { ...callEnv('DEL', cid, netns), ...extra }, conf));
     };
-    const iters = n(40, ctx);
+    const iters = wholeCycles(n(40, ctx), modes.length);
     const t: Record<string, number[]> = Object.fromEntries(modes.map((m) => [m, []]));
     let spent0: Record<string, DaemonTime> = {};
     for (let i = -1; i < iters; i++) {
       // i = -1 warms every daemon (and creates the bridge), not recorded.
       if (i === 0)
         spent0 = Object.fromEntries(await Promise.all(modes.map(async (m) => [m, await daemons[m]!.timeSpent()])));
-      for (let k = 0; k < modes.length; k++) {
-        const mode = modes[(k + i + modes.length) % modes.length] as string;
+      for (const mode of balancedOrder(modes, i + 1)) {
         const name = `stwtrace-${process.pid % 10000}-${mode}-${i + 1}`;
         execFileSync('ip', ['netns', 'add', name]);
         try {
@@ -329,7 +329,7 @@ export async function benchTracing(env: Scratch, ctx: BenchContext): Promise<Row
         met: ratio <= 1.05,
         extra,
         notes: [
-          'modes alternate in one run, rotated per iteration, each ADD+DEL in a fresh netns; ratios are medians of per-iteration ratios against off',
+          'modes alternate in one run, in a balanced order per iteration (each mode follows every other equally often), each ADD+DEL in a fresh netns; ratios are medians of per-iteration ratios against off',
           "offTwin: a second off daemon (the noise floor between two daemons); offCtx: off, with the runtime passing TRACEPARENT; frozen: a collector that never answers, queue 64 (every span past it dropped); sink: a loopback OTLP/HTTP receiver answering 200; base: BENCH_TRACING_BASE's stewardd",
           "…InsideMeanMs: each daemon's own mean time per request (its steward_cni_request_duration_seconds), without the shim's and plugins' process noise",
         ],
