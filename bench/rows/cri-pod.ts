@@ -31,6 +31,7 @@ import { curlExecMs, histogramSums, perPod } from '../../test/helpers/cri/timing
 import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, round } from '../lib/stats.js';
+import { balancedOrder } from '../lib/order.js';
 import { freeLoopbackPort } from '../lib/ports.js';
 import { buildGoFixture } from '../lib/go-fixtures.js';
 
@@ -123,7 +124,8 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
         t.shim.push(shimMs);
         t.shimGo.push(shimGoMs);
       }
-      for (const kind of ['steward', 'direct'] as const) {
+      // Steward first in one round, direct first in the next: neither always follows the other's teardown.
+      for (const kind of balancedOrder(['steward', 'direct'] as const, i)) {
         const pod = k.pod(`bench-${kind}-${i + 2}`);
         const t0 = performance.now();
         const r = await k.runPod(pod, { handler: kind === 'direct' ? PLAIN_HANDLER : '' });
@@ -174,7 +176,7 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
           outsideDaemonMs: round(paired - (breakdown.daemonOwnMs ?? 0)),
         },
         notes: [
-          `alternating rounds after 2 warm-ups: one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, the median over rounds of each round's mean of five: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
+          `alternating rounds after 2 warm-ups (steward's pod and the direct one, which goes first alternating per round): one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, the median over rounds of each round's mean of five: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
           `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim exec, connect, containerd's side)`,
         ],
       },
