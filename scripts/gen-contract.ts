@@ -15,6 +15,7 @@ import * as api from '../shared/src/api.js';
 import { ErrorCode } from '../shared/src/cni/errors.js';
 import { CNI_COMMANDS } from '../shared/src/cni/types.js';
 import { MAX_CONTAINER_ID_LENGTH } from '../shared/src/cni/validate.js';
+import { IFNAME_TEMPLATE } from '../shared/src/cni/env.js';
 import { LATEST_VERSION, SUPPORTED_VERSIONS } from '../shared/src/cni/versions.js';
 import * as restart from '../shared/src/restart.js';
 import * as beacon from '../shared/src/beacon.js';
@@ -89,6 +90,13 @@ function constants(): Const[] {
       ts: 'MAX_CONTAINER_ID_LENGTH',
       kind: 'int',
       value: MAX_CONTAINER_ID_LENGTH,
+    },
+    {
+      go: 'ifnameTemplate',
+      file: 'shared/src/cni/env.ts',
+      ts: 'IFNAME_TEMPLATE',
+      kind: 'string',
+      value: IFNAME_TEMPLATE,
     },
     { go: 'maxHintBytes', file: API, ts: 'MAX_HINT_BYTES', kind: 'int', value: api.MAX_HINT_BYTES },
     { go: 'maxJSONDepth', file: API, ts: 'MAX_SHIM_JSON_DEPTH', kind: 'int', value: api.MAX_SHIM_JSON_DEPTH },

@@ -39,6 +39,10 @@ const (
 	// logs and spool (issue 19: 100,000-character ids were accepted).
 	maxContainerIDLength = 1024
 
+	// ifnameTemplate: IFNAME_TEMPLATE (shared/src/cni/env.ts). Why an ADD or CHECK with "%" in
+	// CNI_IFNAME is refused (shim/env.go says the same).
+	ifnameTemplate = "CNI_IFNAME must not contain \"%\": the kernel reads it as a name template (eth%d becomes eth0)"
+
 	// maxHintBytes: MAX_HINT_BYTES (shared/src/api.ts). Longest hint value sent (percent-encoded).
 	// A longer value is left out (a hint is optional), so the four stay far below the HTTP server's
 	// 16 KiB header limit whatever a runtime passes.

@@ -81,6 +81,11 @@ func parseCNIEnv(e env) (cniEnv, *cniError) {
 		if why := cniArgsProblem(e.get("CNI_ARGS")); why != "" {
 			problems = append(problems, why)
 		}
+		// The kernel reads "%" in a new link's name as a template (eth%d becomes eth0), which the
+		// DEL of eth%d never finds. DEL of such a name is still sent.
+		if strings.Contains(e.get("CNI_IFNAME"), "%") {
+			problems = append(problems, ifnameTemplate)
+		}
 	}
 	if len(problems) > 0 {
 		return cniEnv{}, newError(codeInvalidEnv, "invalid CNI environment: "+strings.Join(problems, "; "))

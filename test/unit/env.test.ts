@@ -133,6 +133,21 @@ describe('parseCniEnv', () => {
   test('rejects a 16-byte CNI_IFNAME', () => {
     assert.throws(() => parseCniEnv({ ...FULL, CNI_IFNAME: 'abcdefghijklmnop' }), invalidEnv('CNI_IFNAME'));
   });
+
+  test('refuses "%" in CNI_IFNAME on ADD and CHECK (a kernel name template), and lets its DEL through', () => {
+    for (const command of ['ADD', 'CHECK'])
+      for (const ifname of ['eth%d', '%', 'net1%'])
+        assert.throws(
+          () => parseCniEnv({ ...FULL, CNI_COMMAND: command, CNI_IFNAME: ifname }),
+          invalidEnv('CNI_IFNAME must not contain "%"', 'eth%d becomes eth0'),
+        );
+    assert.equal(parseCniEnv({ ...FULL, CNI_COMMAND: 'DEL', CNI_IFNAME: 'eth%d' }).ifname, 'eth%d');
+    // Reported with the other problems, in one error.
+    assert.throws(
+      () => parseCniEnv({ ...FULL, CNI_IFNAME: 'e%', CNI_CONTAINERID: '../x' }),
+      invalidEnv('CNI_CONTAINERID', 'CNI_IFNAME must not contain "%"'),
+    );
+  });
 });
 
 describe('parseCniArgs', () => {

@@ -19,6 +19,10 @@ const REQUIRED: Record<CniCommand, readonly Var[]> = {
 
 export type EnvSource = Readonly<Record<string, string | undefined>>;
 
+/** Why an ADD or CHECK with "%" in CNI_IFNAME is refused (shim/env.go says the same). */
+export const IFNAME_TEMPLATE =
+  'CNI_IFNAME must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)';
+
 /** Linux's limit on one environment string, "NAME=value" and its NUL (32 pages). */
 export const MAX_ARG_STRLEN = 32 * 4096;
 
@@ -67,6 +71,9 @@ export function parseCniEnv(env: EnvSource): CniEnv {
   if (command === 'ADD' || command === 'CHECK') {
     const why = cniArgsProblem(env.CNI_ARGS ?? '');
     if (why) problems.push(why);
+    // The kernel reads "%" in a new link's name as a template: the bridge plugin asked for eth%d
+    // makes eth0, which the DEL of eth%d never finds. DEL of such a name is still let through.
+    if (ifname.includes('%')) problems.push(IFNAME_TEMPLATE);
   }
   if (problems.length > 0) {
     throw new CniError(ErrorCode.InvalidEnv, `invalid CNI environment: ${problems.join('; ')}`);

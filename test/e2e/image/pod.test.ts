@@ -53,6 +53,8 @@ const STATE_DIR = NODE_STATE_DIR;
 const LEASES = '/var/lib/cni/networks';
 /** Where podman and buildah (as root) keep containers/image's blob-info cache, whatever their storage. */
 const CONTAINERS_DIR = '/var/lib/containers';
+/** What an image build may create outside its storage, deepest first (a lock before its directory). */
+const BUILD_LEFTOVERS = [join(CNI_CONF_DIR, 'cni.lock'), CNI_CONF_DIR, '/etc/cni', CONTAINERS_DIR];
 const ATTACHMENTS = 10_000;
 /** containerd 2.x's STATUS loop across a pod replacement, faster than the kubelet's 5 s. */
 const REPLACE_STATUS_PERIOD_MS = 250;
@@ -92,14 +94,15 @@ let host: RuntimeHost | undefined;
 let podman: Podman | undefined;
 try {
   if (reason === undefined) {
-    // Built before taking the machine-wide lock: the build touches only the test's own storage, and
-    // containers/image's blob-info cache, which it writes under /var/lib/containers whatever the storage:
-    // a /var/lib/containers the build made is removed once it is done (no snapshot saw it made).
-    const hadContainersDir = existsSync(CONTAINERS_DIR);
+    // Built before taking the machine-wide lock: the build touches only the test's own storage,
+    // containers/image's blob-info cache, which it writes under /var/lib/containers whatever the storage,
+    // and the CNI network backend's lock, which podman and buildah create in /etc/cni/net.d when they
+    // start: what the build made of these is removed once it is done (no snapshot saw it made).
+    const made = BUILD_LEFTOVERS.filter((p) => !existsSync(p));
     try {
       process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage(storage, IMAGE, env.dir)}\n`);
     } finally {
-      if (!hadContainersDir) removeIfOnlyHusks(CONTAINERS_DIR);
+      for (const p of made) removeIfOnlyHusks(p);
     }
     host = await RuntimeHost.create(env);
     // The host's podman finds `steward` only where the init container put it.
