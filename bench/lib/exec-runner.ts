@@ -37,7 +37,9 @@ export interface StormReport {
 }
 
 export interface GoExecuted {
+  /** The exit code; -1 if it could not start (then `error` says why) or was killed by a signal. */
   code: number;
+  error?: string;
   /** Wall time of the execution as the Go runner saw it (start to reaped). */
   ms: number;
   stdout: string;
@@ -48,53 +50,67 @@ export function execRunner(env: Scratch): string {
   return buildGoFixture('exec-runner', join(env.dir, 'exec-runner'));
 }
 
-/** A runner process and its answer lines, in order; killed at env.close() if still running. */
-function startRunner(
-  env: Scratch,
-  runner: string,
-  mode: 'serve' | 'storm',
-  nice?: number,
-): { proc: ChildProcess; lines: Interface } {
-  // Its children inherit the runner's nice value.
+/** A runner process, its answer lines in order, and why it is gone once it is. */
+interface Runner {
+  proc: ChildProcess;
+  lines: Interface;
+  gone?: string;
+  /** Answers awaited: each is told when the runner is gone. */
+  waiting: Set<(why: string) => void>;
+}
+
+/** Starts a runner; killed at env.close() if still running. */
+function startRunner(env: Scratch, runner: string, mode: 'serve' | 'storm', nice?: number): Runner {
+  // Its children inherit the runner's nice value (`nice -n` adds to this process's).
   const [file, args] = nice === undefined ? [runner, [mode]] : ['nice', ['-n', String(nice), runner, mode]];
   const proc = spawn(file, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const r: Runner = { proc, lines: createInterface({ input: proc.stdout! }), waiting: new Set() };
+  const end = (why: string) => {
+    r.gone ??= why;
+    for (const tell of r.waiting) tell(r.gone);
+    r.waiting.clear();
+  };
+  // A runner that cannot start fails its row, never the bench process (an 'error' without a listener throws).
+  proc.on('error', (e) => end(`could not run (${e.message})`));
+  // 'close' comes after the last line of its stdout was read.
+  proc.on('close', (code, signal) => end(`exited ${code ?? signal}`));
   env.defer(() => {
     if (proc.exitCode === null) proc.kill('SIGKILL');
   });
   proc.stdin!.on('error', () => undefined);
-  return { proc, lines: createInterface({ input: proc.stdout! }) };
+  return r;
 }
 
-/** The next line the runner prints; rejects if it exits first. */
-function nextLine(proc: ChildProcess, lines: Interface): Promise<string> {
+/** The next line the runner prints; rejects if it is gone first, or already was. */
+function nextLine(r: Runner): Promise<string> {
+  if (r.gone !== undefined) return Promise.reject(new Error(`exec-runner ${r.gone} before answering`));
   return new Promise((resolve, reject) => {
+    const onGone = (why: string) => {
+      r.lines.off('line', onLine);
+      reject(new Error(`exec-runner ${why} before answering`));
+    };
     const onLine = (l: string) => {
-      proc.off('close', onClose);
+      r.waiting.delete(onGone);
       resolve(l);
     };
-    const onClose = (code: number | null) => {
-      lines.off('line', onLine);
-      reject(new Error(`exec-runner exited ${code} before answering`));
-    };
-    lines.once('line', onLine);
-    proc.once('close', onClose);
+    r.lines.once('line', onLine);
+    r.waiting.add(onGone);
   });
 }
 
 /** Executes calls one at a time from one Go process (`run` calls may overlap: they queue). */
 export class GoExec {
-  private readonly proc: ChildProcess;
-  private readonly lines: Interface;
+  private readonly runner: Runner;
   private last: Promise<unknown> = Promise.resolve();
 
   constructor(env: Scratch, runner: string) {
-    ({ proc: this.proc, lines: this.lines } = startRunner(env, runner, 'serve'));
+    this.runner = startRunner(env, runner, 'serve');
   }
 
   run(file: string, env: Record<string, string>, stdin: string, args: string[] = []): Promise<GoExecuted> {
     const answer = this.last.then(() => {
-      const line = nextLine(this.proc, this.lines);
-      this.proc.stdin!.write(`${JSON.stringify({ file, args, env, stdin })}\n`);
+      const line = nextLine(this.runner);
+      this.runner.proc.stdin!.write(`${JSON.stringify({ file, args, env, stdin })}\n`);
       return line.then((l) => JSON.parse(l) as GoExecuted);
     });
     this.last = answer.catch(() => undefined);
@@ -102,7 +118,7 @@ export class GoExec {
   }
 
   close(): void {
-    this.proc.stdin!.end();
+    this.runner.proc.stdin!.end();
   }
 }
 
@@ -117,13 +133,13 @@ export async function startGoStorm(
   order: StormOrder,
   nice?: number,
 ): Promise<() => Promise<StormReport>> {
-  const { proc, lines } = startRunner(env, runner, 'storm', nice);
-  const ready = nextLine(proc, lines);
-  proc.stdin!.write(`${JSON.stringify(order)}\n`);
+  const r = startRunner(env, runner, 'storm', nice);
+  const ready = nextLine(r);
+  r.proc.stdin!.write(`${JSON.stringify(order)}\n`);
   await ready;
   return async () => {
-    const report = nextLine(proc, lines);
-    proc.stdin!.end('go\n');
+    const report = nextLine(r);
+    r.proc.stdin!.end('go\n');
     return JSON.parse(await report) as StormReport;
   };
 }

@@ -31,7 +31,7 @@ import { curlExecMs, histogramSums, perPod } from '../../test/helpers/cri/timing
 import type { Scratch } from '../lib/scratch.js';
 import { n, type BenchContext, type Row } from '../lib/report.js';
 import { median, round } from '../lib/stats.js';
-import { balancedOrder } from '../lib/order.js';
+import { balancedOrder, wholeCycles } from '../lib/order.js';
 import { freeLoopbackPort } from '../lib/ports.js';
 import { buildGoFixture } from '../lib/go-fixtures.js';
 
@@ -102,7 +102,8 @@ async function withCriNode(
 
 export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]> {
   return withCriNode(scratch, ctx, 'cri-pod', async (node, k) => {
-    const pods = n(30, ctx, 3);
+    // Whole pairs of rounds: steward first in as many rounds as direct.
+    const pods = wholeCycles(n(30, ctx, 3), 2);
     const t = {
       steward: [] as number[],
       direct: [] as number[],

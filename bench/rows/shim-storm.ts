@@ -75,6 +75,7 @@ async function runStorm(
   daemon: BenchDaemon,
   client: Client,
   conf: Record<string, unknown>,
+  runner: string,
   stormNice?: number,
 ): Promise<StormRun> {
   const shim = shimExecutable();
@@ -85,12 +86,11 @@ async function runStorm(
     client === 'shim'
       ? { id: cid, file: shim.path, args: [], env: { ...baseEnv, ...cniVars(command, cid) }, stdin }
       : { id: cid, env: baseEnv, ...curlCall(daemon.socket, command, cid, conf) };
-  const runner = execRunner(env);
   const adds = new GoExec(env, runner);
   const addOnce = async (cid: string) => {
     const c = call('ADD', cid);
     const r = await adds.run(c.file, c.env, c.stdin, c.args);
-    if (r.code !== 0) throw new Error(`ADD through ${client} failed: ${r.stdout}`);
+    if (r.code !== 0) throw new Error(`ADD through ${client} failed (${r.code}): ${r.error ?? r.stdout}`);
     return r.ms;
   };
   const clients: Clients = { tag, client, conf, call, addOnce, runner, stormNice };
@@ -134,11 +134,12 @@ export async function benchShimStorm(env: Scratch, ctx: BenchContext): Promise<R
   try {
     const logFile = join(daemon.stateDir, 'shim-storm.log');
     const conf = noopConf(daemon.socket, logFile);
-    const s = await runStorm(env, ctx, daemon, 'shim', conf);
-    const c = await runStorm(env, ctx, daemon, 'curl', conf);
+    const runner = execRunner(env);
+    const s = await runStorm(env, ctx, daemon, 'shim', conf, runner);
+    const c = await runStorm(env, ctx, daemon, 'curl', conf, runner);
     // The same storm once more with its shims started at nice 10: what the ADD's p99 is when the
     // runtime does not start its teardowns at the priority of its sandbox starts (reported only).
-    const niced = await runStorm(env, ctx, daemon, 'shim', conf, STORM_NICE);
+    const niced = await runStorm(env, ctx, daemon, 'shim', conf, runner, STORM_NICE);
 
     const dels = existsSync(logFile)
       ? readFileSync(logFile, 'utf8')

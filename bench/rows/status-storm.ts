@@ -75,7 +75,7 @@ export async function benchStatusStorm(env: Scratch, ctx: BenchContext): Promise
     const [statusExec, addExec] = [new GoExec(env, runner), new GoExec(env, runner)];
     const addOnce = async (cid: string) => {
       const r = await addExec.run(shim.path, { ...baseEnv, ...cniVars('ADD', cid) }, stdin);
-      if (r.code !== 0) throw new Error(`ADD through the shim failed: ${r.stdout}`);
+      if (r.code !== 0) throw new Error(`ADD through the shim failed (${r.code}): ${r.error ?? r.stdout}`);
     };
 
     const idleEach = n(30, ctx, 10);

@@ -2,7 +2,8 @@
 // bench/lib/exec-runner.ts): a figure it reports is only as good as what it ran. Built as the bench
 // builds it, it must hand each call its own stdin and environment and report its exit code and
 // stdout; a storm must run every call `retries` times, count each exit code, and start its clients
-// at the nice value asked for (the shim-storm row's second series).
+// at the nice value asked for (the shim-storm row's second series); a runner that dies fails what
+// waits on it at once, so a row fails rather than hangs.
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -31,6 +32,29 @@ describe('bench exec-runner', () => {
     const missing = await other.run('/nonexistent/plugin', {}, '');
     other.close();
     assert.equal(missing.code, -1, 'a program that cannot start is -1, not a crash of the runner');
+    assert.match(missing.error ?? '', /no such file/, 'and the answer says why');
+  });
+
+  it('a runner that is gone fails every call at once, those queued and those after (none waits forever)', async () => {
+    const exec = new GoExec(env, runner);
+    // Three calls queued; the first kills the runner (its parent) while it runs.
+    const calls = [
+      exec.run('/bin/sh', { PATH: '/usr/bin:/bin' }, '', ['-c', 'kill -9 $PPID; sleep 5']),
+      exec.run('/bin/true', {}, ''),
+      exec.run('/bin/true', {}, ''),
+    ];
+    const outcomes = await Promise.allSettled(calls);
+    for (const o of outcomes) {
+      assert.equal(o.status, 'rejected');
+      assert.match(String((o as PromiseRejectedResult).reason), /exec-runner exited SIGKILL before answering/);
+    }
+    await assert.rejects(exec.run('/bin/true', {}, ''), /exec-runner exited SIGKILL/);
+  });
+
+  it('a storm order without a worker or a try is refused, not run as a storm of nothing', async () => {
+    const noop: StormCall = { id: 'x', file: '/bin/true', args: [], env: {}, stdin: '' };
+    await assert.rejects(startGoStorm(env, runner, { calls: [noop], retries: 1, parallel: 0 }), /exited 1/);
+    await assert.rejects(startGoStorm(env, runner, { calls: [noop], retries: 0, parallel: 2 }), /exited 1/);
   });
 
   it('a storm runs every call `retries` times, counts exit codes, and starts its clients at the nice value asked', async () => {
@@ -49,11 +73,14 @@ describe('bench exec-runner', () => {
     assert.equal(report.execs, 12);
     assert.deepEqual(report.exitCodes, { '0': 8, '3': 4 });
     assert.ok(report.ms > 0 && report.clientCpuMs >= 0);
+    // `nice -n 10` adds to this process's own value (field 19 of its stat), up to 19.
+    const own = Number(readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[16]);
+    const want = String(Math.min(19, own + 10));
     const lines = readFileSync(log, 'utf8').trim().split('\n');
     const perId = new Map<string, number>();
     for (const l of lines) {
       const [id, nice] = l.split(' ');
-      assert.equal(nice, '10', `client ${id} ran at nice 10`);
+      assert.equal(nice, want, `client ${id} ran at nice ${want}`);
       perId.set(id!, (perId.get(id!) ?? 0) + 1);
     }
     assert.deepEqual(Object.fromEntries(perId), { p0: 4, p1: 4, p2: 4 });

@@ -1,6 +1,7 @@
 // bench/lib/order.ts: the order a benchmark row runs its modes in. A mode's figure must not depend on
-// which mode ran just before it, so over one cycle every mode follows every other equally often and
-// sits at every position equally often; a plain rotation (what the rows did before) fails both.
+// which mode ran just before it, so over one cycle every mode follows every other equally often within
+// an iteration and sits at every position equally often; a plain rotation (what the rows did before)
+// has the second but always puts a mode right after the same one.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

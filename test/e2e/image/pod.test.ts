@@ -23,7 +23,9 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  rmdirSync,
   rmSync,
+  unlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { spawn, spawnSync } from 'node:child_process';
@@ -53,8 +55,22 @@ const STATE_DIR = NODE_STATE_DIR;
 const LEASES = '/var/lib/cni/networks';
 /** Where podman and buildah (as root) keep containers/image's blob-info cache, whatever their storage. */
 const CONTAINERS_DIR = '/var/lib/containers';
-/** What an image build may create outside its storage, deepest first (a lock before its directory). */
-const BUILD_LEFTOVERS = [join(CNI_CONF_DIR, 'cni.lock'), CNI_CONF_DIR, '/etc/cni', CONTAINERS_DIR];
+/** What an image build may create in /etc/cni, deepest first: the CNI backend's lock, then its dirs. */
+const BUILD_CNI_LEFTOVERS = [join(CNI_CONF_DIR, 'cni.lock'), CNI_CONF_DIR, '/etc/cni'];
+
+/**
+ * Removes an empty file or an empty directory, nothing else and nothing under it: the build runs
+ * before the machine lock, so another run may have written into /etc/cni meanwhile.
+ */
+function removeIfEmpty(path: string): void {
+  try {
+    const st = lstatSync(path);
+    if (st.isFile() && st.size === 0) unlinkSync(path);
+    else if (st.isDirectory()) rmdirSync(path); // ENOTEMPTY: something else's
+  } catch {
+    /* absent, or not ours to remove */
+  }
+}
 const ATTACHMENTS = 10_000;
 /** containerd 2.x's STATUS loop across a pod replacement, faster than the kubelet's 5 s. */
 const REPLACE_STATUS_PERIOD_MS = 250;
@@ -98,11 +114,13 @@ try {
     // containers/image's blob-info cache, which it writes under /var/lib/containers whatever the storage,
     // and the CNI network backend's lock, which podman and buildah create in /etc/cni/net.d when they
     // start: what the build made of these is removed once it is done (no snapshot saw it made).
-    const made = BUILD_LEFTOVERS.filter((p) => !existsSync(p));
+    const hadContainersDir = existsSync(CONTAINERS_DIR);
+    const madeInCni = BUILD_CNI_LEFTOVERS.filter((p) => !existsSync(p));
     try {
       process.stderr.write(`e2e pod: image ${IMAGE} ${await provideImage(storage, IMAGE, env.dir)}\n`);
     } finally {
-      for (const p of made) removeIfOnlyHusks(p);
+      if (!hadContainersDir) removeIfOnlyHusks(CONTAINERS_DIR);
+      for (const p of madeInCni) removeIfEmpty(p);
     }
     host = await RuntimeHost.create(env);
     // The host's podman finds `steward` only where the init container put it.
