@@ -165,12 +165,18 @@ async function main(): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
 
-  benchNetns(env);
   const ctx: BenchContext = { scale, log: (m) => console.error(`  ${m}`) };
   const rows: Row[] = [];
   const failures: string[] = [];
-  // Before the load is read: a rebuild burns CPU for a minute or two.
-  ensureFreshShims(ctx.log);
+  try {
+    benchNetns(env);
+    // Before the load is read: a rebuild burns CPU for a minute or two.
+    ensureFreshShims(ctx.log);
+  } catch (e) {
+    // A shim that does not build ends the run here: what was made so far (the netns) goes first.
+    await env.close();
+    throw e;
+  }
   const started = Date.now();
   const loadBefore = load1();
   const othersCpu = otherCpu();
