@@ -32,20 +32,11 @@ const REPO = new URL('../..', import.meta.url).pathname;
 
 /**
  * Scopes of the committed table known to be stale, each with exactly what changed since its commit
- * (docs/mutation.md, "The committed table"). A scope listed here must be re-run
- * (`npm run mutate:report -- --parts <its parts> --keep`); any other change to what a scope depends
- * on fails here. Now: shared/src/cni/env.ts refuses "%" in CNI_IFNAME on ADD and CHECK (imported by
- * every scope), and stryker.config.mjs lists del-budget.test.ts and recovery-shutdown.test.ts; a full
- * run of every part at 8c77d21 is the next step.
+ * (none: every scope was measured after its last change; docs/mutation.md, "The committed table").
+ * A scope listed here must be re-run (`npm run mutate:report -- --parts <its parts> --keep`); any other
+ * change to what a scope depends on fails here.
  */
-const CHANGED = ['shared/src/cni/env.ts', 'stryker.config.mjs'];
-const KNOWN_STALE: Record<string, string[]> = {
-  'shared/src/cni/': [...CHANGED, 'test/unit/env.test.ts'],
-  'daemon/src/store/': CHANGED,
-  'daemon/src/engine/': CHANGED,
-  'daemon/src/audit/': CHANGED,
-  'daemon/src/routes/admission.ts': CHANGED,
-};
+const KNOWN_STALE: Record<string, string[]> = {};
 const read = (rel: string) => readFileSync(join(REPO, rel), 'utf8');
 const results = JSON.parse(read(DOC_RESULTS)) as MutationResults;
 const classes = JSON.parse(read(DOC_CLASSES)) as Classification[];
