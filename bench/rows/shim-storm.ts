@@ -43,7 +43,6 @@ interface StormRun {
 /** How one storm's clients are made and the ADDs timed: one Go runner for the ADDs, one per storm. */
 interface Clients {
   tag: string;
-  client: Client;
   conf: Record<string, unknown>;
   call: (command: string, cid: string) => StormCall;
   addOnce: (cid: string) => Promise<number>;
@@ -93,7 +92,7 @@ async function runStorm(
     if (r.code !== 0) throw new Error(`ADD through ${client} failed (${r.code}): ${r.error ?? r.stdout}`);
     return r.ms;
   };
-  const clients: Clients = { tag, client, conf, call, addOnce, runner, stormNice };
+  const clients: Clients = { tag, conf, call, addOnce, runner, stormNice };
   for (let i = 0; i < 5; i++) await addOnce(`${tag}-warm-${i}`);
 
   const idleEach = n(30, ctx, 10);
