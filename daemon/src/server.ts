@@ -33,6 +33,7 @@ import type { AppDeps } from './routes/deps.js';
 import { capText } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
 import { auditRoutes } from './routes/audit.js';
+import { parseJson } from './faithful-json.js';
 
 /** The methods any route here is served under, for a 405's Allow. */
 const ROUTE_METHODS = ['GET', 'HEAD', 'POST'] as const;
@@ -50,6 +51,24 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     query?: readonly string[];
   }
+}
+
+/**
+ * A netconf's numbers reach the plugins as written (faithful-json.ts), from curl as from the shim's
+ * path (routes/raw-cni.ts). A body the default parser refuses (empty, not JSON) it still refuses,
+ * with its own errors; a leading byte-order mark is skipped, as it skips one.
+ */
+function keepNumbersAsWritten(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger>): void {
+  const fallback = app.getDefaultJsonParser('ignore', 'ignore');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string;
+    try {
+      if (text.length > 0) return done(null, parseJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text));
+    } catch {
+      // fallback answers it
+    }
+    fallback(request, text, done);
+  });
 }
 
 /** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
@@ -94,6 +113,7 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
     }
   });
 
+  keepNumbersAsWritten(app);
   errorAnswers(app);
   closeIdleConnections(app.server);
   return app;

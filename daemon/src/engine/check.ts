@@ -11,6 +11,7 @@ import { parseStewardConf } from './netconf.js';
 import { netnsProblem } from './netns.js';
 import { finalResults } from './teardown.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
+import { parseJson } from '../faithful-json.js';
 
 /** CHECK of one attachment; runs inside the container's queue. */
 export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: AttachmentKey): Promise<string> {
@@ -30,7 +31,7 @@ export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: Atta
   }
   const nsWhy = await netnsProblem(env.netns, ctx.hostNetns);
   if (nsWhy) throw new CniError(ErrorCode.InvalidEnv, nsWhy);
-  const stored = parseStewardConf(JSON.parse(a.config), a.ifname);
+  const stored = parseStewardConf(parseJson(a.config), a.ifname);
   const steps = store.stepsOf(a.id);
   const finals = finalResults(steps);
   for (const step of steps) {
@@ -43,7 +44,7 @@ export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: Atta
           ctx.slots.run(Priority.Add, pluginCall(probe.command, probe.type, probe.stdin, target)),
         );
     const stdin: Record<string, unknown> = {
-      ...(JSON.parse(step.config) as Record<string, unknown>),
+      ...(parseJson(step.config) as Record<string, unknown>),
       cniVersion: version,
     };
     const prev = finals.get(step.delegateIndex);

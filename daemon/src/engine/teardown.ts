@@ -28,6 +28,7 @@ import { teardownNetns } from './netns.js';
 import { journalProcess } from './plugin-processes.js';
 import { clockFromNow, RetryClock, systemClock } from './clock.js';
 import { pluginCall } from '../plugins/call.js';
+import { parseJson } from '../faithful-json.js';
 import {
   backoffDelay,
   HOLD_MAX_ATTEMPTS,
@@ -263,7 +264,7 @@ export class Teardown {
     priority: PriorityValue,
   ): Promise<CniError | undefined> {
     const { store, slots } = this.d;
-    const stdin = JSON.parse(step.config) as Record<string, unknown>;
+    const stdin = parseJson(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
     try {
