@@ -265,6 +265,10 @@ describe("the shim's refusals, by stewardd", () => {
       assert.ok(r, `no request can be built from this vector (its stdin): list it in SHIM_ONLY with the reason`);
       const { code, msg } = await answer(r);
       assert.equal(code, shim, `the shim refuses with ${shim}, stewardd answers ${code}: ${msg}`);
+      // The environment's problems are joined into one message by the same rules on both sides
+      // (shim/env.go, shared/src/cni/env.ts): the same problems, in the same order.
+      if (typeof v.want.msg === 'string' && v.want.msg.startsWith('^invalid CNI environment: '))
+        assert.match(msg, new RegExp(v.want.msg), 'stewardd words or orders the problems otherwise');
     });
   }
 
