@@ -164,7 +164,7 @@ describe('the audit against a runtime that answers wrong, with live pods through
   for (const [what, ids, reason] of distrusting) {
     it(`${what}: the pass only reports, says why, and releases nothing (not even the true leftover)`, async () => {
       const { r, body } = await auditWith(what.replace(/\W+/g, '-'), ids());
-      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.code, 5, `not trusted: exit 5, as with no runtime: ${r.stderr}`);
       assert.match(body.runtime.distrusted ?? '', reason);
       assert.equal(body.reportOnly, body.runtime.distrusted);
       assert.deepEqual(
@@ -197,7 +197,7 @@ describe('the audit against a runtime that answers wrong, with live pods through
 
   it('a slow, empty answer (3 s): report only, nothing released', async () => {
     const { r, body } = await auditWith('slow', [], { delayMs: 3000 });
-    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.code, 5, r.stderr);
     assert.match(body.runtime.distrusted ?? '', /listed no sandbox/);
     assert.ok(body.orphans.every((o) => !o.released));
     await nothingLiveReleased('slow');
@@ -205,7 +205,7 @@ describe('the audit against a runtime that answers wrong, with live pods through
 
   it('a runtime that forgot the plain pod (lists A only): the node shows B alive, so the list is not trusted and nothing is released', async () => {
     const { r, body } = await auditWith('forgot-b', [A]);
-    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.code, 5, r.stderr);
     assert.match(body.runtime.distrusted ?? '', /1 container\(s\) the runtime does not list still hold an address/);
     assert.ok(!body.orphans.some((o) => o.containerId === B), 'B is not an orphan: its address is on an interface');
     assert.ok(body.orphans.every((o) => !o.released));

@@ -16,7 +16,7 @@ export const Exit = {
   Unreachable: 3,
   /** The daemon answered with an error status (e.g. a filter it rejects). */
   DaemonError: 4,
-  /** `audit`: no container runtime answered: the report is owner-unknown and nothing was released. */
+  /** `audit`: no container runtime answered, or its answer was not trusted: nothing was released on its word. */
   NoRuntime: 5,
 } as const;
 

@@ -95,8 +95,8 @@ ${COMMON.replace('(default 5)', `(default ${AUDIT_TIMEOUT_S})`)}`,
 
 const EXIT_CODES = `exit codes: 0 ok; 1 (status --check) abandoned teardowns exist; 2 usage error;
   3 the socket is absent, not accessible or not answering; 4 the daemon answered with an error;
-  5 (audit) no container runtime was reachable: report only, nothing released; or it stopped answering
-    during the pass: nothing released after that`;
+  5 (audit) no container runtime was reachable, or its answer was not trusted (the node contradicts
+    it): report only, nothing released; or it stopped answering during the pass: nothing released after that`;
 
 interface Parsed {
   socket: string;
@@ -273,7 +273,9 @@ async function audit(p: Parsed): Promise<number> {
   ).catch(goesOn(AUDIT_GOES_ON));
   const a = r.json as AuditJson;
   out(p.json, r.body, () => formatAudit(a));
-  return a.runtime.reachable ? Exit.Ok : Exit.NoRuntime;
+  // A runtime whose answer the node contradicted was asked, but nothing could be released on its
+  // word: a script reading only the exit code must not take that pass for one that did its work.
+  return a.runtime.reachable && a.runtime.distrusted === undefined ? Exit.Ok : Exit.NoRuntime;
 }
 
 /** POST /v1/teardowns/retry's answer. */
