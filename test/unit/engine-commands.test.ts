@@ -62,50 +62,53 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.equal(store.listAttachments({}).length, 0);
   });
 
-  test('a delegate that is steward itself: ADD, CHECK, GC and STATUS are code 7 and run nothing (each would wait behind itself); DEL stays lenient', async () => {
-    const { engine, plugins, store } = setup();
-    const self = (version = '1.0.0') => conf([{ type: 'one' }, { type: 'steward' }], version);
+  /** ADD, CHECK, GC and STATUS of `netconf(version)` are each code 7 matching `why`; nothing runs or is journaled. */
+  async function refusedByServedCommands(
+    s: ReturnType<typeof setup>,
+    containerId: string,
+    netconf: (version: string) => Record<string, unknown>,
+    why: RegExp,
+  ): Promise<void> {
     for (const [command, version] of [
       ['ADD', '1.0.0'],
       ['CHECK', '1.0.0'],
       ['GC', '1.1.0'],
       ['STATUS', '1.1.0'],
     ] as const)
-      await assert.rejects(engine.handle(req(command, 'self', self(version))), (e: CniError) => {
+      await assert.rejects(s.engine.handle(req(command, containerId, netconf(version))), (e: CniError) => {
         assert.equal(e.code, 7, `${command}: ${e.message}`);
-        assert.match(e.message, /plugin 1: type "steward" is steward itself/);
+        assert.match(e.message, why);
         return true;
       });
-    assert.equal(plugins.calls.length, 0);
-    assert.equal(store.listAttachments({}).length, 0);
-    await engine.handle(req('DEL', 'self', self()));
+    assert.equal(s.plugins.calls.length, 0);
+    assert.equal(s.store.listAttachments({}).length, 0);
+  }
 
-    test('a delegate\'s own ifname with "%": ADD, CHECK, GC and STATUS are code 7 and run nothing; DEL stays lenient; "%" elsewhere is data', async () => {
-      const { engine, plugins, store } = setup();
-      const templated = (version = '1.0.0') =>
-        conf([], version, [
-          { name: 'pod', cniVersion: version, plugins: [{ type: 'one' }] },
-          { name: 'side', cniVersion: version, ifname: 'net%d', plugins: [{ type: 'two' }] },
-        ]);
-      for (const [command, version] of [
-        ['ADD', '1.0.0'],
-        ['CHECK', '1.0.0'],
-        ['GC', '1.1.0'],
-        ['STATUS', '1.1.0'],
-      ] as const)
-        await assert.rejects(engine.handle(req(command, 'tpl', templated(version))), (e: CniError) => {
-          assert.equal(e.code, 7, `${command}: ${e.message}`);
-          assert.match(e.message, /delegate 1 \("side"\): ifname "net%d" must not contain "%": the kernel reads it/);
-          return true;
-        });
-      assert.equal(plugins.calls.length, 0);
-      assert.equal(store.listAttachments({}).length, 0);
-      // DEL runs the chain it is given (nothing was added: the netconf's, in reverse) and is not refused.
-      await engine.handle(req('DEL', 'tpl', templated()));
-      // A "%" in a plugin's own keys (a bridge named "br%1", say) is the plugin's business.
-      await engine.handle(req('ADD', 'pct', conf([{ type: 'one', bridge: 'br%1' }])));
-      assert.deepEqual(plugins.calls, ['DEL two tpl', 'DEL one tpl', 'ADD one pct']);
-    });
+  test('a delegate that is steward itself: ADD, CHECK, GC and STATUS are code 7 and run nothing (each would wait behind itself); DEL stays lenient', async () => {
+    const s = setup();
+    const self = (version = '1.0.0') => conf([{ type: 'one' }, { type: 'steward' }], version);
+    await refusedByServedCommands(s, 'self', self, /plugin 1: type "steward" is steward itself/);
+    await s.engine.handle(req('DEL', 'self', self()));
+  });
+
+  test('a delegate\'s own ifname with "%": ADD, CHECK, GC and STATUS are code 7 and run nothing; DEL stays lenient; "%" elsewhere is data', async () => {
+    const s = setup();
+    const templated = (version = '1.0.0') =>
+      conf([], version, [
+        { name: 'pod', cniVersion: version, plugins: [{ type: 'one' }] },
+        { name: 'side', cniVersion: version, ifname: 'net%d', plugins: [{ type: 'two' }] },
+      ]);
+    await refusedByServedCommands(
+      s,
+      'tpl',
+      templated,
+      /delegate 1 \("side"\): ifname "net%d" must not contain "%": the kernel reads it/,
+    );
+    // DEL runs the chain it is given (nothing was added: the netconf's, in reverse) and is not refused.
+    await s.engine.handle(req('DEL', 'tpl', templated()));
+    // A "%" in a plugin's own keys (a bridge named "br%1", say) is the plugin's business.
+    await s.engine.handle(req('ADD', 'pct', conf([{ type: 'one', bridge: 'br%1' }])));
+    assert.deepEqual(s.plugins.calls, ['DEL two tpl', 'DEL one tpl', 'ADD one pct']);
   });
 
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {
