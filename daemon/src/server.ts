@@ -33,7 +33,7 @@ import type { AppDeps } from './routes/deps.js';
 import { capText } from './routes/echo.js';
 import { statusRoutes } from './routes/status.js';
 import { auditRoutes } from './routes/audit.js';
-import { parseJson } from './faithful-json.js';
+import { parseWireJson } from './faithful-json.js';
 
 /** The methods any route here is served under, for a 405's Allow. */
 const ROUTE_METHODS = ['GET', 'HEAD', 'POST'] as const;
@@ -63,7 +63,7 @@ function keepNumbersAsWritten(app: FastifyInstance<RawServerDefault, IncomingMes
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
     try {
-      if (text.length > 0) return done(null, parseJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text));
+      if (text.length > 0) return done(null, parseWireJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text));
     } catch {
       // fallback answers it
     }

@@ -90,6 +90,17 @@ describe('numbers in a netconf', () => {
     const del = await daemon.request('POST', '/v1/cni', wire('DEL'), { 'content-type': 'application/json' });
     assert.equal(del.status, 200, del.text);
     assert.equal(seen(fx, 'DEL', 'num-2'), written);
+    // Where stewardd expects an object, such a number is a number, refused as one (a kept one would pass for an object).
+    const timeouts = await daemon.request(
+      'POST',
+      '/v1/cni',
+      wire('ADD').replace('"delegates":', '"timeouts":1e400,"delegates":'),
+      {
+        'content-type': 'application/json',
+      },
+    );
+    assert.equal(timeouts.json.code, 7, timeouts.text);
+    assert.match(timeouts.json.msg, /\/timeouts must be object/);
     // What the default parser refused, this one refuses the same way.
     for (const body of ['', '{"env":', '\ufeff']) {
       const r = await daemon.request('POST', '/v1/cni', body, { 'content-type': 'application/json' });

@@ -62,19 +62,22 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.equal(store.listAttachments({}).length, 0);
   });
 
-  /** ADD, CHECK, GC and STATUS of `netconf(version)` are each code 7 matching `why`; nothing runs or is journaled. */
+  const SERVED = [
+    ['ADD', '1.0.0'],
+    ['CHECK', '1.0.0'],
+    ['GC', '1.1.0'],
+    ['STATUS', '1.1.0'],
+  ] as const;
+
+  /** Each of `commands` with `netconf(version)` is code 7 matching `why`; nothing runs or is journaled. */
   async function refusedByServedCommands(
     s: ReturnType<typeof setup>,
     containerId: string,
     netconf: (version: string) => Record<string, unknown>,
     why: RegExp,
+    commands: ReadonlyArray<(typeof SERVED)[number]> = SERVED,
   ): Promise<void> {
-    for (const [command, version] of [
-      ['ADD', '1.0.0'],
-      ['CHECK', '1.0.0'],
-      ['GC', '1.1.0'],
-      ['STATUS', '1.1.0'],
-    ] as const)
+    for (const [command, version] of commands)
       await assert.rejects(s.engine.handle(req(command, containerId, netconf(version))), (e: CniError) => {
         assert.equal(e.code, 7, `${command}: ${e.message}`);
         assert.match(e.message, why);
@@ -91,7 +94,7 @@ describe('engine: requests refused before anything is journaled', () => {
     await s.engine.handle(req('DEL', 'self', self()));
   });
 
-  test('a delegate\'s own ifname with "%": ADD, CHECK, GC and STATUS are code 7 and run nothing; DEL stays lenient; "%" elsewhere is data', async () => {
+  test('a delegate\'s own ifname with "%": ADD and CHECK are code 7 and run nothing; DEL, GC and STATUS go on (they make no interface); "%" elsewhere is data', async () => {
     const s = setup();
     const templated = (version = '1.0.0') =>
       conf([], version, [
@@ -103,12 +106,23 @@ describe('engine: requests refused before anything is journaled', () => {
       'tpl',
       templated,
       /delegate 1 \("side"\): ifname "net%d" must not contain "%": the kernel reads it/,
+      SERVED.slice(0, 2),
     );
     // DEL runs the chain it is given (nothing was added: the netconf's, in reverse) and is not refused.
     await s.engine.handle(req('DEL', 'tpl', templated()));
+    // GC (a cleanup) and STATUS reach the delegates.
+    await s.engine.handle(req('GC', 'tpl', templated('1.1.0')));
+    await s.engine.handle(req('STATUS', 'tpl', templated('1.1.0')));
+    assert.deepEqual(s.plugins.calls.filter((c) => !c.startsWith('DEL')).sort(), [
+      'GC one ',
+      'GC two ',
+      'STATUS one ',
+      'STATUS two ',
+    ]);
     // A "%" in a plugin's own keys (a bridge named "br%1", say) is the plugin's business.
     await s.engine.handle(req('ADD', 'pct', conf([{ type: 'one', bridge: 'br%1' }])));
-    assert.deepEqual(s.plugins.calls, ['DEL two tpl', 'DEL one tpl', 'ADD one pct']);
+    assert.deepEqual(s.plugins.calls.slice(0, 2), ['DEL two tpl', 'DEL one tpl']);
+    assert.equal(s.plugins.calls.at(-1), 'ADD one pct');
   });
 
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {

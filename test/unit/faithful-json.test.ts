@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { isKeptNumber, parseJson } from '../../daemon/src/faithful-json.js';
+import { MAX_REVIVED_BYTES, isKeptNumber, parseJson, parseWireJson } from '../../daemon/src/faithful-json.js';
 
 describe('parseJson', () => {
   test('a number a double cannot hold is kept as written, and written back as written', () => {
@@ -50,5 +50,44 @@ describe('parseJson', () => {
     let shallow: unknown = parseJson(deep(999, '9007199254740993'));
     for (let i = 0; i < 999; i++) shallow = (shallow as unknown[])[0];
     assert.ok(isKeptNumber(shallow));
+  });
+
+  test('past MAX_REVIVED_BYTES of text numbers are read as doubles (the reviver costs the event loop ~0.8 µs a value)', () => {
+    const padded = (n: number) => `{"n":9007199254740993,"pad":"${'x'.repeat(n)}"}`;
+    const under = padded(MAX_REVIVED_BYTES - 40);
+    assert.ok(under.length <= MAX_REVIVED_BYTES);
+    assert.ok(isKeptNumber((parseJson(under) as { n: unknown }).n));
+    assert.equal((parseJson(padded(MAX_REVIVED_BYTES)) as { n: unknown }).n, 9007199254740992);
+  });
+
+  test('a zero is taken for an underflow only when the text has a negative exponent or a run of zeros', () => {
+    assert.equal((parseJson('{"a":0,"b":"1e5"}') as { a: unknown }).a, 0);
+    assert.ok(isKeptNumber((parseJson('{"a":1e-400}') as { a: unknown }).a));
+    assert.ok(isKeptNumber((parseJson(`{"a":0.${'0'.repeat(400)}1}`) as { a: unknown }).a));
+    assert.equal(JSON.stringify(parseJson(`{"a":0.${'0'.repeat(400)}1}`)), `{"a":0.${'0'.repeat(400)}1}`);
+  });
+});
+
+describe('parseWireJson', () => {
+  test('where stewardd expects an object (the body, env, config, timeouts, runtimeConfig) a number is a double, refused as one', () => {
+    assert.equal(parseWireJson('1e400'), Infinity);
+    const b = parseWireJson(
+      '{"env":1e400,"config":{"timeouts":9007199254740993,"runtimeConfig":-1e400,"delegates":[{"mtu":1e400}]}}',
+    ) as { env: unknown; config: { timeouts: unknown; runtimeConfig: unknown; delegates: Array<{ mtu: unknown }> } };
+    assert.equal(b.env, Infinity);
+    assert.equal(b.config.timeouts, 9007199254740992);
+    assert.equal(b.config.runtimeConfig, -Infinity);
+    assert.ok(isKeptNumber(b.config.delegates[0]!.mtu), "a delegate's own number is kept");
+    assert.equal((parseWireJson('{"config":1e400}') as { config: unknown }).config, Infinity);
+  });
+
+  test("numbers inside those objects are kept: timeouts' keys, runtimeConfig's values", () => {
+    const b = parseWireJson(
+      '{"config":{"timeouts":{"add":1e400},"runtimeConfig":{"bandwidth":{"rate":9007199254740993}}}}',
+    ) as {
+      config: { timeouts: { add: unknown }; runtimeConfig: { bandwidth: { rate: unknown } } };
+    };
+    assert.ok(isKeptNumber(b.config.timeouts.add));
+    assert.ok(isKeptNumber(b.config.runtimeConfig.bandwidth.rate));
   });
 });

@@ -95,8 +95,8 @@ ${COMMON.replace('(default 5)', `(default ${AUDIT_TIMEOUT_S})`)}`,
 
 const EXIT_CODES = `exit codes: 0 ok; 1 (status --check) abandoned teardowns exist; 2 usage error;
   3 the socket is absent, not accessible or not answering; 4 the daemon answered with an error;
-  5 (audit) no container runtime was reachable, or its answer was not trusted (the node contradicts
-    it): report only, nothing released; or it stopped answering during the pass: nothing released after that`;
+  5 (audit) no container runtime was reachable: report only, nothing released; or its answer was not
+    trusted (the node contradicts it), or it stopped answering during the pass: nothing released after that`;
 
 interface Parsed {
   socket: string;

@@ -197,7 +197,7 @@ export function pluginStdin(
 
 /**
  * The netconf of an ADD, CHECK, GC or STATUS: parseStewardConf, and a delegate plugin that is
- * steward itself or a delegate ifname with "%" refused (7). DEL parses alone (it stays lenient: a DEL is never refused for its
+ * steward itself refused (7). DEL parses alone (it stays lenient: a DEL is never refused for its
  * netconf). A steward delegate's call would reach this daemon again and wait behind the one that ran
  * it: an ADD or CHECK in the container's queue, a GC at the node-wide gate (holding every ADD and DEL
  * of the node), a STATUS for the pass in flight, each until its bound (found by a hostile review;
@@ -205,24 +205,32 @@ export function pluginStdin(
  */
 export function parseServedConf(config: unknown, fallbackIfname: string): StewardConf {
   const conf = parseStewardConf(config, fallbackIfname);
-  for (const d of conf.delegates) {
-    // The kernel reads "%" as a name template: the ADD would make eth0 of "eth%d" and every
-    // later DEL of "eth%d" would miss it. Only a delegate's own "ifname": one taken from
-    // CNI_IFNAME is the environment's to refuse (code 4, ADD and CHECK; shared/src/cni/env.ts).
-    const own = (conf.raw.delegates as Array<Record<string, unknown>>)[d.index]?.ifname;
-    if (typeof own === 'string' && own.includes('%'))
-      throw new CniError(
-        ErrorCode.InvalidConfig,
-        `delegate ${d.index} ("${d.name}"): ifname "${d.ifname}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,
-      );
+  for (const d of conf.delegates)
     for (const [i, p] of d.plugins.entries())
       if (p.type === SELF_TYPE)
         throw new CniError(
           ErrorCode.InvalidConfig,
           `delegate ${d.name} plugin ${i}: type "${SELF_TYPE}" is steward itself; a delegate names the plugins steward runs`,
         );
-  }
   return conf;
+}
+
+/**
+ * ADD and CHECK: a delegate's own "ifname" with "%" refused (7). The kernel reads "%" as a name
+ * template: the ADD would make eth0 of "eth%d", and every later DEL of "eth%d" would miss it. As
+ * for CNI_IFNAME (code 4 on ADD and CHECK, shared/src/cni/env.ts), DEL is let through, and so are GC
+ * and STATUS, which make no interface (a GC refused would leave the network's stale attachments).
+ * An ifname taken from CNI_IFNAME is the environment's to refuse.
+ */
+export function refuseTemplatedIfnames(conf: StewardConf): void {
+  for (const d of conf.delegates) {
+    const own = (conf.raw.delegates as Array<Record<string, unknown>>)[d.index]?.ifname;
+    if (typeof own === 'string' && own.includes('%'))
+      throw new CniError(
+        ErrorCode.InvalidConfig,
+        `delegate ${d.index} ("${d.name}"): ifname "${d.ifname}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,
+      );
+  }
 }
 
 /** The plugin type steward is installed as (lifecycle/install.ts SHIM_NAME). */

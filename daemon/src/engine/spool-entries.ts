@@ -18,7 +18,7 @@ import {
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { MAX_REQUEST_BYTES, decodeWireRequest } from '@cni-steward/shared';
-import { parseJson } from '../faithful-json.js';
+import { parseWireJson } from '../faithful-json.js';
 
 // Spool file names are SPOOL_NAME (shared/src/spool.ts): the one format both writers use, the Go
 // shim's and spoolRequest, described in shared/vectors/spool.json: time, first 64 chars of the
@@ -121,7 +121,7 @@ export function readBatch(
     try {
       const text = readSpoolFile(file);
       bytes += text.length;
-      const req = decodeWireRequest(parseJson(text));
+      const req = decodeWireRequest(parseWireJson(text));
       if (req.env.command !== 'DEL') throw new Error(`spooled command is ${req.env.command}, only DEL is spooled`);
       batch.push({ name, req });
     } catch (e) {

@@ -9,7 +9,7 @@ import type { Hints } from './hints.js';
 import { clientGone } from './client-gone.js';
 import { writeCniError, writeJsonAnswer } from './http-status.js';
 import { inRequestContext } from '../tracing/context.js';
-import { parseJson } from '../faithful-json.js';
+import { parseWireJson } from '../faithful-json.js';
 
 export interface RawCniOptions {
   maxBodyBytes: number;
@@ -58,7 +58,7 @@ export function serveRawCni(
     try {
       const text = Buffer.concat(chunks).toString('utf8');
       // A leading byte-order mark is skipped, as fastify's JSON parser does.
-      body = parseJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+      body = parseWireJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
     } catch (e) {
       return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
     }
