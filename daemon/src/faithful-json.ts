@@ -25,22 +25,23 @@ export const MAX_REVIVED_BYTES = 64 * 1024;
 const MAX_REVIVED_DEPTH = 1000;
 
 /**
- * Whether the text may hold a number a double cannot hold: one with 16 digits or more in a row
- * (integers from 2^53 on have 16; a long run of zeros underflows) or an exponent. Strings match
- * too (a container id); that only costs the check below.
+ * Whether the text may hold a number JSON.stringify would not write back as read: one with 16
+ * digits or more in a row (integers from 2^53 on have 16; a long run of zeros underflows), an
+ * exponent, or a negative zero. Strings match too (a container id); that only costs the check below.
  */
-const MAY_CHANGE = /\d{16}|\d[eE]/;
+const MAY_CHANGE = /\d{16}|\d[eE]|-0/;
 
 /** A zero can be a nonzero number too small for a double only if written with a negative exponent or many zeros. */
 const MAY_UNDERFLOW = /\d[eE]-|0{16}/;
 
 /**
  * Whether a number read from `source` would be written back as another value: past the double's
- * range (Infinity), an integer past 2^53 rounded, or a nonzero number too small for a double (0).
+ * range (Infinity), an integer past 2^53 rounded, a nonzero number too small for a double (0), or
+ * a negative zero (JSON.stringify writes -0 as 0; Go's float64 reads "-0" as -0).
  */
 function changes(value: number, source: string): boolean {
   if (!Number.isFinite(value)) return true;
-  if (value === 0) return /[1-9]/.test(source.replace(/[eE].*$/, ''));
+  if (value === 0) return source.startsWith('-') || /[1-9]/.test(source.replace(/[eE].*$/, ''));
   return Number.isInteger(value) && !Number.isSafeInteger(value) && JSON.stringify(value) !== source;
 }
 
@@ -60,7 +61,10 @@ function mayHaveChanged(value: unknown, zeros: boolean, maxDepth: number): boole
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;
     if (typeof v === 'number') {
-      if ((v === 0 && zeros) || (!Number.isSafeInteger(v) && (Number.isInteger(v) || !Number.isFinite(v))))
+      if (
+        (v === 0 && (zeros || Object.is(v, -0))) ||
+        (!Number.isSafeInteger(v) && (Number.isInteger(v) || !Number.isFinite(v)))
+      )
         found = true;
     } else if (v !== null && typeof v === 'object') {
       if (depth >= maxDepth) return undefined;

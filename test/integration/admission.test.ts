@@ -236,6 +236,48 @@ describe('clients that send their headers and stall', () => {
   }
 });
 
+describe('clients without hints (curl, an older shim) that send part of a body and stall', () => {
+  /** Sends `path`'s headers and all but the last 10 bytes of `body`, with no hint headers; resolves with what came back once the connection closed. */
+  function shortBody(path: string, body: string): Promise<{ answer: string; ms: number }> {
+    const s = connect(daemon.socket);
+    env.defer(() => {
+      s.destroy();
+    });
+    const chunks: Buffer[] = [];
+    const t0 = performance.now();
+    s.on('data', (b) => chunks.push(b));
+    s.on('error', () => undefined);
+    s.write(
+      `POST ${path} HTTP/1.1\r\nhost: l\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n` +
+        body.slice(0, -10),
+    );
+    return new Promise((resolve) => {
+      const done = () => resolve({ answer: Buffer.concat(chunks).toString('utf8'), ms: performance.now() - t0 });
+      s.once('close', done);
+      // Still open well past the deadline: given up on here, and the assertions say so.
+      setTimeout(() => s.destroy(), BODY_DEADLINE_MS + 8000).unref();
+    });
+  }
+
+  it('POST /v1/cni is answered 11 at the body deadline and closed; any other route 408; their connections held no longer', async () => {
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('shortnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-short'))]),
+    ]);
+    const [cni, retry] = await Promise.all([
+      shortBody('/v1/cni', wire('ADD', 'short-1', conf).body),
+      shortBody('/v1/teardowns/retry', '{"containerId":"short-2"}'),
+    ]);
+    // Held before for as long as the client kept it open (minutes), however many of them.
+    for (const r of [cni, retry]) assert.ok(r.ms < BODY_DEADLINE_MS + 3000, `closed after ${Math.round(r.ms)} ms`);
+    assert.ok(cni.ms >= BODY_DEADLINE_MS - 100, `closed after ${Math.round(cni.ms)} ms, before the deadline`);
+    assert.match(cni.answer, /^HTTP\/1\.1 503 /);
+    assert.match(cni.answer, /"code":11,"msg":"request body not received within 5000 ms"/);
+    assert.match(retry.answer, /^HTTP\/1\.1 408 /);
+    assert.match(retry.answer, /\{"error":"request body not received within 5000 ms"\}/);
+    assert.deepEqual(await daemon.get('/v1/attachments?containerId=short-1').then((r) => r.json), []);
+  });
+});
+
 /** Sends a hinted request on a raw connection; the returned function closes it (a shim killed by its runtime). */
 function sendAndLeave(w: { body: string; hints: Record<string, string> }): () => void {
   const s = connect(daemon.socket);

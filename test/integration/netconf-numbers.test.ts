@@ -31,6 +31,7 @@ const NUMBERS: Record<string, string> = {
   overflow: '1e400',
   negativeOverflow: '-1E+400',
   underflow: '1e-400',
+  negativeZero: '-0',
   plain: '1.5',
 };
 

@@ -360,12 +360,21 @@ describe('teardown: failures, retries and bounds', () => {
 });
 
 describe('DEL: input, pass-through and tombstones', () => {
-  test('a DEL whose netconf has no network name is code 7', async () => {
-    const { engine } = setup();
-    await assert.rejects(engine.handle(req('DEL', 'x', { cniVersion: '1.0.0' })), (e: CniError) => {
-      return e.code === 7 && /no network "name"/.test(e.message);
-    });
-    await assert.rejects(engine.handle(req('DEL', 'x', { name: '' })), (e: CniError) => e.code === 7);
+  test('a DEL whose netconf has no network name succeeds, runs and journals nothing, and is warned about once (an ADD without one is code 7)', async () => {
+    const { engine, plugins, store } = setup();
+    for (const config of [
+      { cniVersion: '1.0.0', delegates: [{ name: 'pod', plugins: [{ type: 'one' }] }] },
+      { name: '' },
+      { name: 5 },
+    ])
+      assert.equal(await engine.handle(req('DEL', 'x', config)), '');
+    assert.equal(plugins.calls.length, 0);
+    assert.equal(store.listAttachments({}).length, 0);
+    assert.equal(engine.configWarnings().filter((w) => /no network "name"/.test(w)).length, 1);
+    await assert.rejects(
+      engine.handle(req('ADD', 'x', { cniVersion: '1.0.0', delegates: [] })),
+      (e: CniError) => e.code === 7,
+    );
   });
 
   test('a DEL of an unknown attachment with an unusable netconf runs nothing and still writes a tombstone', async () => {

@@ -16,6 +16,8 @@ describe('parseJson', () => {
       '1e400',
       '-1E+400',
       '1e-400',
+      '-0',
+      '-0.0',
     ]) {
       const v = (parseJson(`{"n":${text}}`) as { n: unknown }).n;
       assert.ok(isKeptNumber(v), `${text} kept`);
@@ -25,9 +27,9 @@ describe('parseJson', () => {
 
   test('every other number stays a number (the same double a plugin reads), at any depth', () => {
     const v = parseJson(
-      '{"a":[1,1.0,1.5,-0,0e-999,9007199254740991,9007199254740992,0.1000000000000000055511],"b":{"c":2}}',
+      '{"a":[1,1.0,1.5,0e-999,9007199254740991,9007199254740992,0.1000000000000000055511],"b":{"c":2}}',
     );
-    assert.deepEqual(v, { a: [1, 1, 1.5, -0, 0, 9007199254740991, 9007199254740992, 0.1], b: { c: 2 } });
+    assert.deepEqual(v, { a: [1, 1, 1.5, 0, 9007199254740991, 9007199254740992, 0.1], b: { c: 2 } });
     assert.equal(isKeptNumber(1), false);
   });
 

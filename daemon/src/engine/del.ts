@@ -114,7 +114,7 @@ export class Dels {
     // DEL must succeed for as much input as possible (a stuck DEL blocks the sandbox forever):
     // only the network name is needed to find the attachment; the stored config does the rest.
     const network = typeof config.name === 'string' ? config.name : '';
-    if (network === '') throw new CniError(ErrorCode.InvalidConfig, 'netconf has no network "name"');
+    if (network === '') return this.nameless(env);
     const key = { containerId: env.containerId, network, ifname: env.ifname };
     const k = keyString(key);
     if (this.tombstones.has(k)) {
@@ -168,6 +168,20 @@ export class Dels {
     };
     work.then(forget, forget);
     return answer;
+  }
+
+  /**
+   * A DEL whose netconf has no network name: nothing of steward's can be keyed without one (an ADD
+   * without one is refused, 7), so there is nothing to tear down, and a DEL refused would pin the
+   * sandbox, retried forever. Answered with success, and warned about once.
+   */
+  private nameless(env: CniEnv): Promise<string> {
+    this.ctx.warn(
+      'del-without-name',
+      'a DEL whose netconf has no network "name" was answered with success and ran nothing: an ADD without one is refused (7), so nothing can be held for it',
+      { containerId: env.containerId },
+    );
+    return Promise.resolve('');
   }
 
   /**

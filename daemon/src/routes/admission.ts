@@ -24,7 +24,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CniError, ErrorCode } from '@cni-steward/shared';
 import { cniTarget, refuseCniVariant } from './cni-route.js';
-import { writeCniError } from './http-status.js';
+import { writeCniError, writeJsonAnswer } from './http-status.js';
 import { hintValues, readHints, type Hints } from './hints.js';
 import { admitProtocol } from './protocol.js';
 import { isRawJson, serveRawCni } from './raw-cni.js';
@@ -140,11 +140,13 @@ export class Admission {
   }
 
   /**
-   * Ends a hinted request whose body has not come BODY_DEADLINE_MS after its headers, on whichever
-   * path it is (parked, served raw, or handed to fastify): answered 11 when nothing was answered
-   * yet, and its connection closed, which releases its counters (whenDone).
+   * Ends a request whose body has not come BODY_DEADLINE_MS after its headers, on whichever path it
+   * is (parked, served raw, or handed to fastify): answered when nothing was answered yet (a CNI
+   * request 11, any other 408), and its connection closed, which releases its counters (whenDone).
+   * Every request has one: an unhinted one (curl's) with a short body held its connection, and
+   * the descriptors such requests held locked the shim out.
    */
-  private bodyDeadline(req: IncomingMessage, res: ServerResponse): void {
+  private bodyDeadline(req: IncomingMessage, res: ServerResponse, cni = true): void {
     const ms = this.o.bodyDeadlineMs ?? BODY_DEADLINE_MS;
     const timer = setTimeout(() => {
       if (res.writableEnded) return;
@@ -161,11 +163,9 @@ export class Admission {
       const sock = req.socket;
       if (!res.headersSent) {
         res.once('finish', () => sock.destroy());
-        writeCniError(
-          res,
-          new CniError(ErrorCode.TryAgainLater, `request body not received within ${ms} ms`),
-          undefined,
-        );
+        const why = `request body not received within ${ms} ms`;
+        if (cni) writeCniError(res, new CniError(ErrorCode.TryAgainLater, why), undefined);
+        else writeJsonAnswer(res, 408, JSON.stringify({ error: why }));
       }
       setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
       this.pump();
@@ -188,7 +188,10 @@ export class Admission {
       }
       if (!admitProtocol(req, res, hints !== undefined, this.o.onSkew)) return;
     }
-    if (!hints) return this.next(req, res);
+    if (!hints) {
+      this.bodyDeadline(req, res, target === 'exact');
+      return this.next(req, res);
+    }
     this.bodyDeadline(req, res);
     if (hints.command !== 'DEL') {
       this.othersInFlight++;
