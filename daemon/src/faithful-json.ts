@@ -17,7 +17,8 @@ const json = JSON as unknown as { rawJSON(text: string): unknown; isRawJSON(valu
 /**
  * The largest text parsed again with the reviver. V8 calls it for every value (about 0.8 µs each,
  * on the event loop): a 1 MiB body of numbers would hold the loop for half a second, this size for
- * a few milliseconds. A netconf is a few KiB; in a larger text numbers are read as doubles.
+ * about 22 ms (docs/errors.md). A netconf is a few KiB; in a larger text numbers are read
+ * as doubles.
  */
 export const MAX_REVIVED_BYTES = 64 * 1024;
 
@@ -53,7 +54,8 @@ function keepNumbers(this: unknown, _key: string, value: unknown, context?: Revi
 
 /**
  * Whether parsing may have changed a number of `value` (walked without recursion), and how deep it
- * nests: undefined when it nests deeper than `maxDepth`.
+ * nests: undefined when it nests deeper than `maxDepth`. (shared/src/wire.ts nestsDeeperThan walks
+ * the same way, but objects only, and a second walk would double the cost.)
  */
 function mayHaveChanged(value: unknown, zeros: boolean, maxDepth: number): boolean | undefined {
   let found = false;
@@ -112,10 +114,11 @@ const WIRE_OBJECTS: ReadonlyArray<readonly [...string[], string]> = [
 /**
  * A request body (api.ts CniWireRequest) parsed as parseJson does, except where stewardd expects
  * an object (the body itself too): a number there is the double JSON.parse reads, and is refused
- * as any number there is. A kept number is an object to `typeof`, and would pass for one.
+ * as any number there is. A kept number is an object to `typeof`, and would pass for one. A
+ * leading byte-order mark is skipped, as fastify's JSON parser does.
  */
 export function parseWireJson(text: string): unknown {
-  const body = parseJson(text);
+  const body = parseJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   if (isKeptNumber(body)) return asDouble(body);
   for (const path of WIRE_OBJECTS) {
     let holder: unknown = body;

@@ -63,7 +63,7 @@ function keepNumbersAsWritten(app: FastifyInstance<RawServerDefault, IncomingMes
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
     try {
-      if (text.length > 0) return done(null, parseWireJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text));
+      if (text.length > 0) return done(null, parseWireJson(text));
     } catch {
       // fallback answers it
     }

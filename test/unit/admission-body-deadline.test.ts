@@ -2,7 +2,8 @@
 // hinted request whose body has not come BODY_DEADLINE_MS after its headers is answered 11
 // (TryAgainLater) and its connection closed, on whichever path it is (parked, served raw, or handed
 // to fastify), which releases what it holds; a body that came in full, however slowly or however
-// long it then waits or is served, is not touched. Every case has its own server and runs side by
+// long it then waits or is served, is not touched; one answered before its body is in has its
+// connection closed at the deadline all the same. Every case has its own server and runs side by
 // side with the others, so the file takes one deadline (about 7 s), not one per case. Times are
 // only asserted as lower bounds.
 
@@ -10,6 +11,7 @@ import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { PROTOCOL_HEADER } from '@cni-steward/shared';
 import {
   Admission,
   BODY_DEADLINE_MS,
@@ -23,6 +25,7 @@ import {
   until as untilHolds,
   whole,
   type AdmissionRig,
+  type CniRequestOptions,
   type Conn,
 } from '../helpers/admission-rig.js';
 
@@ -33,6 +36,8 @@ const DEADLINE_MESSAGE = `request body not received within ${BODY_DEADLINE_MS} m
 
 /** A request header that makes the stand-in for fastify's handler begin its answer before the body is in. */
 const BEGIN_ANSWER = 'x-test-begin-answer';
+/** A request header that makes the stand-in answer 404 at once, its body unread (as fastify does). */
+const ANSWER_AT_ONCE = 'x-test-answer-at-once';
 
 /** Waits here are polled every 10 ms, and bounded by performance.now(). */
 const until = (what: string, cond: () => boolean, ms = 15000) =>
@@ -44,11 +49,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 const sleepUntil = (t0: number, ms: number) => sleep(t0 + ms - performance.now());
 
 /** A request whose body stops halfway: the headers promise all of it, then nothing comes. */
-function stalled(
-  command: string,
-  containerId: string,
-  o: { contentType?: string; hints?: boolean; extra?: Record<string, string> } = {},
-) {
+function stalled(command: string, containerId: string, o: CniRequestOptions = {}) {
   const { head, body } = cniRequest(command, containerId, o);
   const half = Math.floor(body.length / 2);
   return { text: head + body.slice(0, half), rest: body.slice(half) };
@@ -81,6 +82,7 @@ async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<R
     ...o,
   });
   const fastify = (req: IncomingMessage, res: ServerResponse) => {
+    if (req.headers[ANSWER_AT_ONCE]) return void res.writeHead(404, { 'content-length': 0 }).end();
     if (req.headers[BEGIN_ANSWER]) {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.flushHeaders();
@@ -295,6 +297,40 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
       await until('the unhinted request answered and closed', () => unhinted.closedAt() !== undefined);
       assertDeadlineAnswer(unhinted, 'the unhinted DEL');
       assert.ok((unhinted.closedAt() ?? 0) - t0 < BODY_DEADLINE_MS + 1500, 'closed at its deadline');
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a request answered before its body came (a 404, a refused variant, a refused protocol) has its connection closed at the deadline',
+    TIMEOUT,
+    async (t) => {
+      const r = await rig(t);
+      const t0 = performance.now();
+      const pad = 1000; // more body than the trickle sends
+      const early = [
+        stalled('DEL', 'not-found', { pad, hints: false, extra: { [ANSWER_AT_ONCE]: '1' } }),
+        stalled('DEL', 'variant', { pad, target: '/v1/cni?x=1' }),
+        stalled('DEL', 'skew', { pad, extra: { [PROTOCOL_HEADER]: '999' } }),
+      ].map((s) => r.send(s.text));
+      // A byte of body every 500 ms: the connection is never idle, so node's keep-alive timeout never ends it.
+      const trickle = setInterval(() => {
+        for (const c of early) if (!c.closed()) c.sock.write(' ');
+      }, 500);
+      t.after(() => clearInterval(trickle));
+      await until('all three answered', () => early.every((c) => c.answers().length === 1));
+      assert.deepEqual(
+        early.map((c) => c.answers()[0]?.status),
+        [404, 400, 409],
+      );
+      // Answered, but the rest of each body never comes: it held its connection until node:http's
+      // request timeout (300 s).
+      await until('all three closed', () => early.every((c) => c.closedAt() !== undefined));
+      for (const c of early) {
+        assert.ok((c.closedAt() ?? 0) - t0 >= BODY_DEADLINE_MS - SLACK_MS, 'not before the deadline');
+        assert.equal(c.answers().length, 1, 'answered once');
+      }
+      assert.deepEqual(r.served, []);
       await until('counters at rest', r.atRest);
     },
   );

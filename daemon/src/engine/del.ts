@@ -92,14 +92,13 @@ export class Dels {
 
   /**
    * Whether a DEL of this request that failed leaves nothing for its spool file to remember: its
-   * netconf names no network (no DEL of it can ever run), or its attachment's teardown is in the
-   * journal (`deleting`: the retry scheduler owns it; `deleted`). Otherwise it failed before its
-   * teardown reached the journal (a full disk, a journal that cannot be written or read) and only the
-   * file remembers it. Throws what the store throws.
+   * attachment's teardown is in the journal (`deleting`: the retry scheduler owns it; `deleted`).
+   * Otherwise it failed before its teardown reached the journal (a full disk, a journal that cannot
+   * be written or read) and only the file remembers it. (A DEL without a network name never fails:
+   * see nameless.) Throws what the store throws.
    */
   journaled(env: CniEnv, config: Record<string, unknown>): boolean {
     const network = typeof config.name === 'string' ? config.name : '';
-    if (network === '') return true;
     const state = this.ctx.store.currentAttachment({
       containerId: env.containerId,
       network,
@@ -269,12 +268,12 @@ export class Dels {
     config: Record<string, unknown>,
     key: AttachmentKey,
     priority: PriorityValue,
-    progress?: DelProgress,
+    progress: DelProgress,
   ): Promise<{ text: string; commit?: () => void }> {
     const { ctx } = this;
     const a = ctx.store.currentAttachment(key);
     if (!a) {
-      if (progress) progress.passingThrough = true;
+      progress.passingThrough = true;
       await this.passThrough(env, config, key, priority);
       this.rememberTombstone(key);
       return { text: '' };

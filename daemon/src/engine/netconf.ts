@@ -220,12 +220,12 @@ export function parseServedConf(config: unknown, fallbackIfname: string): Stewar
  * template: the ADD would make eth0 of "eth%d", and every later DEL of "eth%d" would miss it. As
  * for CNI_IFNAME (code 4 on ADD and CHECK, shared/src/cni/env.ts), DEL is let through, and so are GC
  * and STATUS, which make no interface (a GC refused would leave the network's stale attachments).
- * An ifname taken from CNI_IFNAME is the environment's to refuse.
+ * An ifname with "%" is the delegate's own: CNI_IFNAME with one never gets here on ADD or CHECK
+ * (refused, 4, when the environment is read).
  */
 export function refuseTemplatedIfnames(conf: StewardConf): void {
   for (const d of conf.delegates) {
-    const own = (conf.raw.delegates as Array<Record<string, unknown>>)[d.index]?.ifname;
-    if (typeof own === 'string' && own.includes('%'))
+    if (d.ifname.includes('%'))
       throw new CniError(
         ErrorCode.InvalidConfig,
         `delegate ${d.index} ("${d.name}"): ifname "${d.ifname}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,

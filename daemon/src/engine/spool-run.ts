@@ -113,8 +113,8 @@ async function runOne(
 
 /**
  * The spooled DEL, started at once (in the caller's turn, as a runtime DEL is: the container's queue
- * takes it in order). spooledDel throws before it returns a promise for a netconf without a network
- * name: that is a failure of this DEL like any other, never one of the whole pass.
+ * takes it in order). Anything spooledDel throws before it returns a promise is a failure of this
+ * DEL like any other, never one of the whole pass.
  */
 function startDel(engine: Engine, req: SpooledDel['req']): Promise<string> {
   try {

@@ -1,4 +1,5 @@
 // Admission of CNI requests at the HTTP server, before fastify routes a request or parses its body.
+// One concern: when a request may go on and when it is cut off; serving it is raw-cni.ts's or fastify's.
 // A request carrying the shim's hint headers (routes/hints.ts) names its command up front, so a
 // DEL storm (a runtime retrying StopPodSandbox for hundreds of pods) cannot keep ADDs waiting:
 //
@@ -38,6 +39,18 @@ export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
  * did would hold its DEL slot (or count as an ADD in flight) until node:http's request timeout.
  */
 export const BODY_DEADLINE_MS = 5000;
+
+/**
+ * Closes the connection of a request answered before its body came, once the answer is written
+ * (a pipelined answer waits for those ahead of it, which are left alone), if the body is still owed.
+ */
+function closeIfBodyOwed(req: IncomingMessage, res: ServerResponse): void {
+  const close = () => {
+    if (!req.complete) req.socket.destroy();
+  };
+  if (res.writableFinished) close();
+  else res.once('finish', close);
+}
 
 /**
  * Whether a request's body is stalled: not all in, and less of it buffered than either its length
@@ -149,7 +162,11 @@ export class Admission {
   private bodyDeadline(req: IncomingMessage, res: ServerResponse, cni = true): void {
     const ms = this.o.bodyDeadlineMs ?? BODY_DEADLINE_MS;
     const timer = setTimeout(() => {
-      if (res.writableEnded) return;
+      if (res.writableEnded) {
+        // Answered before its body came (a 404, a refusal): the rest of it would hold the connection.
+        closeIfBodyOwed(req, res);
+        return;
+      }
       if (!bodyStalled(req)) {
         // A full buffer while parked is no stall, but the rest of the body is not in either: it gets a
         // deadline of its own from its admission (a client that sent 64 KiB and stopped would else
@@ -171,7 +188,9 @@ export class Admission {
       this.pump();
     }, ms);
     timer.unref();
-    whenDone(req, res, () => clearTimeout(timer));
+    whenDone(req, res, () => {
+      if (req.complete || req.socket.destroyed) clearTimeout(timer);
+    });
   }
 
   private admit(req: IncomingMessage, res: ServerResponse): void {
@@ -179,6 +198,7 @@ export class Admission {
     // Only the shim's exact target (routes/cni-route.ts): any other spelling of it (a query string,
     // a fragment, percent-encoding, the absolute form) is refused here, before fastify would route it.
     const target = req.method === 'POST' ? cniTarget(req.url) : 'other';
+    this.bodyDeadline(req, res, target === 'exact');
     if (target === 'variant' && refuseCniVariant(req, res)) return;
     if (target === 'exact') {
       try {
@@ -188,11 +208,7 @@ export class Admission {
       }
       if (!admitProtocol(req, res, hints !== undefined, this.o.onSkew)) return;
     }
-    if (!hints) {
-      this.bodyDeadline(req, res, target === 'exact');
-      return this.next(req, res);
-    }
-    this.bodyDeadline(req, res);
+    if (!hints) return this.next(req, res);
     if (hints.command !== 'DEL') {
       this.othersInFlight++;
       const cid = hints.containerId;

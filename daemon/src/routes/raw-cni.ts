@@ -57,8 +57,7 @@ export function serveRawCni(
   const onEnd = () => {
     try {
       const text = Buffer.concat(chunks).toString('utf8');
-      // A leading byte-order mark is skipped, as fastify's JSON parser does.
-      body = parseWireJson(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+      body = parseWireJson(text);
     } catch (e) {
       return fail(new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${(e as Error).message}`));
     }
