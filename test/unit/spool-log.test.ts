@@ -459,13 +459,15 @@ describe('spool: a spooled DEL whose teardown cannot be journaled', () => {
     assert.match(String(told[0]!.err), /EISDIR|EPERM/);
   });
 
-  test('journaled or not, as the journal says: the attachment deleting or deleted', async () => {
+  test('journaled or not, as the journal says: the attachment deleting or deleted, or no network to DEL', async () => {
     const { engine, store } = setup();
     const asked = (cid: string, config: Record<string, unknown> = chain) =>
       engine.spooledDelJournaled(req('DEL', cid, config));
     assert.equal(asked('never-seen'), false, 'no attachment: only the file knows this DEL');
     await engine.handle(req('ADD', 'c-added', chain));
     assert.equal(asked('c-added'), false);
+    const { name: _, ...nameless } = chain;
+    assert.equal(asked('c-added', nameless), true, 'no network name: no pass could ever run it');
     const a = store.currentAttachment({ containerId: 'c-added', ...KEY })!;
     store.setAttachmentState(a.id, 'deleting');
     assert.equal(asked('c-added'), true);

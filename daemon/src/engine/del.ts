@@ -92,13 +92,14 @@ export class Dels {
 
   /**
    * Whether a DEL of this request that failed leaves nothing for its spool file to remember: its
-   * attachment's teardown is in the journal (`deleting`: the retry scheduler owns it; `deleted`).
-   * Otherwise it failed before its teardown reached the journal (a full disk, a journal that cannot
-   * be written or read) and only the file remembers it. (A DEL without a network name never fails:
-   * see nameless.) Throws what the store throws.
+   * netconf names no network (nothing can be held for it; such a DEL does not fail, see nameless),
+   * or its attachment's teardown is in the journal (`deleting`: the retry scheduler owns it;
+   * `deleted`). Otherwise it failed before its teardown reached the journal (a full disk, a journal
+   * that cannot be written or read) and only the file remembers it. Throws what the store throws.
    */
   journaled(env: CniEnv, config: Record<string, unknown>): boolean {
     const network = typeof config.name === 'string' ? config.name : '';
+    if (network === '') return true;
     const state = this.ctx.store.currentAttachment({
       containerId: env.containerId,
       network,
