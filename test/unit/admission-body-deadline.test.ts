@@ -336,6 +336,32 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
   );
 
   it(
+    'a pipelined request answered at once behind a slow one, its whole body sent but held back by node, is not cut: node reads that body only once its answer is written',
+    TIMEOUT,
+    async (t) => {
+      const deadline = 1000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
+      // Far more body than node buffers unread: the rest waits in the socket until the answer ahead is written.
+      const b = cniRequest('DEL', 'at-once', { pad: 400 * 1024, hints: false, extra: { [ANSWER_AT_ONCE]: '1' } });
+      const t0 = performance.now();
+      const c = r.send(whole('ADD', 'hold-ahead') + b.text + whole('DEL', 'after'));
+      await until('the first held', () => r.isHeld('hold-ahead'));
+      await sleepUntil(t0, deadline + 1500);
+      r.release('hold-ahead');
+      await until('all three answered', () => c.answers().length === 3);
+      assert.deepEqual(
+        c.answers().map((a) => a.status),
+        [200, 404, 200],
+      );
+      await sleep(deadline + 300);
+      assert.equal(c.closedAt(), undefined, 'the connection is still good');
+      assert.deepEqual(r.served, ['ADD hold-ahead', 'DEL after']);
+      c.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
     'a stalled request whose handler has begun its answer is not answered again; its connection is closed a second after the deadline',
     TIMEOUT,
     async (t) => {

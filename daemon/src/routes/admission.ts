@@ -41,15 +41,16 @@ export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 export const BODY_DEADLINE_MS = 5000;
 
 /**
- * Closes the connection of a request answered before its body came, once the answer is written
- * (a pipelined answer waits for those ahead of it, which are left alone), if the body is still owed.
+ * Closes the connection of a request answered before its body came, if the body is still owed
+ * `ms` after its answer was written. node:http reads such a body only from then: a pipelined
+ * answer waits for those ahead of it (left alone), and its body for it, held back by node itself.
  */
-function closeIfBodyOwed(req: IncomingMessage, res: ServerResponse): void {
+function closeIfBodyOwed(req: IncomingMessage, res: ServerResponse, ms: number): void {
   const close = () => {
     if (!req.complete) req.socket.destroy();
   };
   if (res.writableFinished) close();
-  else res.once('finish', close);
+  else res.once('finish', () => setTimeout(close, ms).unref());
 }
 
 /**
@@ -164,7 +165,7 @@ export class Admission {
     const timer = setTimeout(() => {
       if (res.writableEnded) {
         // Answered before its body came (a 404, a refusal): the rest of it would hold the connection.
-        closeIfBodyOwed(req, res);
+        closeIfBodyOwed(req, res, ms);
         return;
       }
       if (!bodyStalled(req)) {
