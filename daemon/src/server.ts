@@ -197,9 +197,12 @@ function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, Se
  * tombstone have their own cap (admission.ts). The rest wait with only their headers parsed.
  *
  * While ADDs are being served (one in flight or answered within the last second), tombstoned DELs are
- * answered at most one per millisecond. Measured at load ~1.5 (npm run bench -- --only storm): the
- * HTTP storm's ADD p99 fell from 4–7x idle to 1.0x, its repeated DELs from ~3,000/s to ~600/s; a
- * runtime retrying StopPodSandbox through shim executions sends about a tenth of that.
+ * answered at most one per 8 ms. At one per millisecond the HTTP storm's ADD p99 fell from 4–7x idle
+ * to 1.0x (its repeated DELs from ~3,000/s to ~600/s), but a storm of shim executions (a runtime
+ * retrying StopPodSandbox, 12 at a time) kept ~590/s, and each costs ~3 ms of CPU in the shim and
+ * stewardd: on 2 cores the ADD's own shim waited, p99 4.7–7.4x idle. One per 8 ms (~125/s, a fifth
+ * of a core) made it 1.2–1.5x, one per 4 ms 1.8–2.5x (npm run bench -- --only shim-storm, 3 runs
+ * each alternated, docs/performance.md). Only repeated DELs of what is already torn down wait.
  */
 export function admissionLimits(pluginSlots: number): {
   maxDels: number;
@@ -208,7 +211,7 @@ export function admissionLimits(pluginSlots: number): {
   priorityMs: number;
 } {
   const maxDels = Math.max(1, Math.min(2, pluginSlots - 2));
-  return { maxDels, maxDelsWhileAdding: 1, tombstonePaceMs: 1, priorityMs: 1000 };
+  return { maxDels, maxDelsWhileAdding: 1, tombstonePaceMs: 8, priorityMs: 1000 };
 }
 
 /**
