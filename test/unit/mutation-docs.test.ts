@@ -33,7 +33,7 @@ const REPO = new URL('../..', import.meta.url).pathname;
 /**
  * Scopes of the committed table known to be stale, each with exactly what changed since its commit
  * (docs/mutation.md, "The committed table"): the engine and the admission are being re-run at
- * 5b630dc (a request answered before its body is in, the BOM skip, the delegate ifname check).
+ * 7dba5d9 (a request answered before its body is in, the BOM skip, the delegate ifname check).
  * A scope listed here must be re-run (`npm run mutate:report -- --parts <its parts> --keep`); any other
  * change to what a scope depends on fails here.
  */
