@@ -200,7 +200,7 @@ function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, Se
  * answered at most one per 8 ms. At one per millisecond the HTTP storm's ADD p99 fell from 4–7x idle
  * to 1.0x (its repeated DELs from ~3,000/s to ~600/s), but a storm of shim executions (a runtime
  * retrying StopPodSandbox, 12 at a time) kept ~590/s, and each costs ~3 ms of CPU in the shim and
- * stewardd: on 2 cores the ADD's own shim waited, p99 4.7–7.4x idle. One per 8 ms (~125/s, a fifth
+ * stewardd: on 2 cores the ADD's own shim waited, p99 4.7–7.4x idle. One per 8 ms (~125/s, about 0.4
  * of a core) made it 1.2–1.5x, one per 4 ms 1.8–2.5x (npm run bench -- --only shim-storm, 3 runs
  * each alternated, docs/performance.md). Only repeated DELs of what is already torn down wait.
  */
