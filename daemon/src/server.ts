@@ -25,7 +25,7 @@ import {
   PROTOCOL_HEADER,
   PROTOCOL_VERSION,
 } from '@cni-steward/shared';
-import { Admission } from './routes/admission.js';
+import { Admission, withBodyDeadline } from './routes/admission.js';
 import { cniRoutes, serveCni } from './routes/cni.js';
 import { cniErrorAnswer } from './routes/http-status.js';
 import { degradedRoutes, type DegradedDeps } from './routes/degraded.js';
@@ -250,9 +250,13 @@ export function buildApp(deps: AppDeps) {
   return app;
 }
 
-/** The app of a daemon whose journal failed its start-up check (routes/degraded.ts). */
+/**
+ * The app of a daemon whose journal failed its start-up check (routes/degraded.ts). It has no
+ * admission (nothing reaches an engine), but every request is under the body deadline all the same:
+ * a stalled body would hold its connection until node:http's request timeout.
+ */
 export function buildDegradedApp(deps: DegradedDeps & { log: Logger }) {
-  const app = baseApp(deps.log);
+  const app = baseApp(deps.log, (handler) => createServer(withBodyDeadline(handler)));
   void app.register(degradedRoutes, deps);
   return app;
 }

@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { HINT_HEADERS, PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { corruptJournal } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
@@ -19,6 +20,29 @@ import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('corrupt');
 after(() => env.close());
+
+/**
+ * Sends `text` on a raw connection to `socket`; resolves with what came back once the daemon
+ * closes it, or with `error` set when the connection failed or was still open after 20 s.
+ */
+function untilClosed(socket: string, text: string): Promise<{ got: string; ms: number; error?: string }> {
+  return new Promise((resolve) => {
+    const t0 = performance.now();
+    const sock = connect(socket);
+    let got = '';
+    let error: string | undefined;
+    sock.setEncoding('utf8');
+    sock.on('data', (d: string) => (got += d));
+    sock.on('error', (e) => (error ??= e.message));
+    sock.on('close', () => resolve({ got, ms: performance.now() - t0, ...(error ? { error } : {}) }));
+    // Not closed by the daemon in 20 s: it held the connection (node:http's own timeout is 300 s).
+    setTimeout(() => {
+      error ??= 'still open after 20 s';
+      sock.destroy();
+    }, 20_000).unref();
+    sock.write(text);
+  });
+}
 
 describe('a corrupt journal at start', () => {
   it('is not ready and says why, runs no recovery, answers ADD/CHECK 11 and spools DEL; a replaced database ingests the DEL', async () => {
@@ -37,6 +61,18 @@ describe('a corrupt journal at start', () => {
     corruptJournal(dbPath);
 
     await daemon.start(30_000, '/healthz');
+    // A client that stops halfway through its body is cut off at the body deadline, as by the
+    // healthy daemon, not held until node:http's request timeout (checked at the end of this phase).
+    const stalledWire = hintedWire('ADD', 'stalled', '/var/run/netns/steward-never-made', conf);
+    const stalledHead = Object.entries(stalledWire.hints)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    const stalled = untilClosed(
+      daemon.socket,
+      `POST /v1/cni HTTP/1.1\r\nHost: steward\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(stalledWire.body)}\r\n${stalledHead}\r\n` +
+        stalledWire.body.slice(0, 40),
+    );
     const ready = await daemon.get('/readyz');
     assert.equal(ready.status, 503);
     assert.equal(ready.json.ready, false);
@@ -128,6 +164,13 @@ describe('a corrupt journal at start', () => {
     assert.equal(lying.status, 400, lying.text);
     assert.equal(lying.json.code, 4);
     assert.equal(readdirSync(daemon.spoolDir).filter((f) => f.endsWith('.json')).length, 1);
+
+    const cut = await stalled;
+    assert.equal(cut.error, undefined, cut.got);
+    assert.match(cut.got, /^HTTP\/1\.1 503 /, cut.got);
+    assert.match(cut.got, /"code":11\b/, cut.got);
+    assert.match(cut.got, /request body not received within 5000 ms/, cut.got);
+    assert.ok(cut.ms >= 5000 - 20, `cut at ${cut.ms} ms, not before the deadline`);
 
     // The operator moves the database aside; the next start ingests the spooled DEL.
     await daemon.stop();

@@ -3,7 +3,8 @@
 // (TryAgainLater) and its connection closed, on whichever path it is (parked, served raw, or handed
 // to fastify), which releases what it holds; a body that came in full, however slowly or however
 // long it then waits or is served, is not touched; one answered before its body is in has its
-// connection closed at the deadline all the same. Every case has its own server and runs side by
+// connection closed at the deadline all the same, or at the deadline from its answer when that
+// answer waited behind another (node reads its body only then). Every case has its own server and runs side by
 // side with the others, so the file takes one deadline (about 7 s), not one per case. Times are
 // only asserted as lower bounds.
 
@@ -38,6 +39,10 @@ const DEADLINE_MESSAGE = `request body not received within ${BODY_DEADLINE_MS} m
 const BEGIN_ANSWER = 'x-test-begin-answer';
 /** A request header that makes the stand-in answer 404 at once, its body unread (as fastify does). */
 const ANSWER_AT_ONCE = 'x-test-answer-at-once';
+/** Like ANSWER_AT_ONCE, with 2 MiB of answer: more than a client that reads nothing lets be written. */
+const ANSWER_BIG_AT_ONCE = 'x-test-answer-big-at-once';
+/** A request header that makes the stand-in neither read the body nor answer (node buffers it unread). */
+const IGNORE_BODY = 'x-test-ignore-body';
 
 /** Waits here are polled every 10 ms, and bounded by performance.now(). */
 const until = (what: string, cond: () => boolean, ms = 15000) =>
@@ -64,7 +69,8 @@ interface Rig extends AdmissionRig {
  * An Admission on its own server in its own temp dir (test/helpers/admission-rig.ts), all closed
  * when the test ends (passed or not). Container ids starting with `hold` are held in `serve` until
  * released; `big` ones are answered with 2 MiB. The handler standing in for fastify reads the body
- * and answers 200, or begins a chunked answer at once when the request carries BEGIN_ANSWER.
+ * and answers 200, or, as its request's headers say, begins a chunked answer at once (BEGIN_ANSWER),
+ * answers 404 at once, its body unread (ANSWER_AT_ONCE, ANSWER_BIG_AT_ONCE), or does nothing (IGNORE_BODY).
  */
 async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<Rig> {
   const engine = fakeServe(
@@ -83,6 +89,8 @@ async function rig(t: TestContext, o: Partial<AdmissionOptions> = {}): Promise<R
   });
   const fastify = (req: IncomingMessage, res: ServerResponse) => {
     if (req.headers[ANSWER_AT_ONCE]) return void res.writeHead(404, { 'content-length': 0 }).end();
+    if (req.headers[ANSWER_BIG_AT_ONCE]) return void res.writeHead(404).end('x'.repeat(2 << 20));
+    if (req.headers[IGNORE_BODY]) return;
     if (req.headers[BEGIN_ANSWER]) {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.flushHeaders();
@@ -456,6 +464,105 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
       assert.equal(holder.answers()[0]?.status, 200);
       assert.deepEqual(r.served, ['DEL hold-q', 'ADD big-answer-q']);
       holder.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a pipelined request answered at once behind a slow one that ends before the deadline has the deadline from its answer: a body sent after the deadline from its headers is read, one never sent is cut',
+    TIMEOUT,
+    async (t) => {
+      const deadline = 2000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
+      const late = (id: string) => {
+        const b = cniRequest('DEL', id, { hints: false, extra: { [ANSWER_AT_ONCE]: '1' } });
+        return { text: b.head + b.body.slice(0, 10), rest: b.body.slice(10) };
+      };
+      const sent = late('rest-sent');
+      const never = late('rest-never');
+      let readAt: number | undefined;
+      const t0 = performance.now();
+      // The client sends the rest of its body (and a request after it) 0.7 of a deadline after it
+      // reads its 404: past the deadline from its headers, within the one from its answer.
+      const c = r.send(whole('ADD', 'hold-a1') + sent.text, (client) => {
+        if (readAt !== undefined || client.answers().length < 2) return;
+        readAt = performance.now();
+        setTimeout(() => client.sock.write(sent.rest + whole('DEL', 'after')), 0.7 * deadline);
+      });
+      const cut = r.send(whole('ADD', 'hold-a2') + never.text);
+      await until('both ahead held', () => r.isHeld('hold-a1') && r.isHeld('hold-a2'));
+      await sleepUntil(t0, 0.6 * deadline);
+      const released = performance.now();
+      r.release('hold-a1');
+      r.release('hold-a2');
+      await until('all three answered', () => c.answers().length === 3);
+      assert.ok(readAt !== undefined && readAt - t0 < deadline, 'the 404 read before the deadline from its headers');
+      assert.deepEqual(
+        c.answers().map((a) => a.status),
+        [200, 404, 200],
+      );
+      assert.equal(c.closedAt(), undefined, 'its body, sent past the deadline from its headers, was read');
+      await until('the one whose body never came closed', () => cut.closedAt() !== undefined);
+      assert.ok((cut.closedAt() ?? 0) - released >= deadline - SLACK_MS, 'not before the deadline from its answer');
+      assert.deepEqual(
+        cut.answers().map((a) => a.status),
+        [200, 404],
+      );
+      assert.deepEqual(r.served.sort(), ['ADD hold-a1', 'ADD hold-a2', 'DEL after']);
+      c.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a request answered at once whose client reads nothing and sends no more body is closed a second after the deadline (pipelined: a second after its answer goes out)',
+    TIMEOUT,
+    async (t) => {
+      const deadline = 1000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
+      const unread = (id: string) => stalled('DEL', id, { hints: false, extra: { [ANSWER_BIG_AT_ONCE]: '1' } }).text;
+      const t0 = performance.now();
+      const alone = r.send(unread('unread'));
+      const behind = r.send(whole('ADD', 'hold-u') + unread('unread-behind'));
+      for (const c of [alone, behind]) c.sock.pause();
+      // Its answer cannot all be written, so it never finishes: it held the connection until node:http's timeout.
+      await until('the first connection closed', () => r.closes.length === 1);
+      assert.ok(performance.now() - t0 >= deadline + 1000 - SLACK_MS, 'a second after the deadline');
+      await sleepUntil(t0, deadline + 1500);
+      assert.equal(r.closes.length, 1, 'the pipelined one, its answer still queued, is left alone');
+      const released = performance.now();
+      r.release('hold-u');
+      await until('the pipelined one closed', () => r.closes.length === 2);
+      assert.ok(performance.now() - released >= 1000 - SLACK_MS, 'a second after its answer went out');
+      assert.deepEqual(r.served, ['ADD hold-u']);
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    "a request whose handler leaves its body unread in node's full buffer, the rest not sent, is answered 11 and closed one deadline later",
+    TIMEOUT,
+    async (t) => {
+      const deadline = 1000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
+      const { head, body } = cniRequest('ADD', 'unread-body', {
+        pad: 200 * 1024,
+        contentType: 'text/plain',
+        extra: { [IGNORE_BODY]: '1' },
+      });
+      const t0 = performance.now();
+      const c = r.send(head);
+      await until('the ADD in flight', () => r.admission.stats.othersInFlight === 1 && r.reqs.length === 1);
+      const req = r.reqs[0] as IncomingMessage;
+      c.sock.write(body.slice(0, req.readableHighWaterMark + 10));
+      await until('the connection closed', () => c.closedAt() !== undefined);
+      assert.ok((c.closedAt() ?? 0) - t0 >= 2 * deadline - SLACK_MS, 'a full buffer is given one more deadline');
+      const answers = c.answers();
+      assert.equal(answers.length, 1);
+      assert.equal(answers[0]?.status, 503);
+      const err = JSON.parse(answers[0]?.body ?? '') as { code: number; msg: string };
+      assert.equal(err.code, 11);
+      assert.deepEqual(r.served, []);
       await until('counters at rest', r.atRest);
     },
   );

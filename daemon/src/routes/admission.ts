@@ -42,15 +42,25 @@ export const BODY_DEADLINE_MS = 5000;
 
 /**
  * Closes the connection of a request answered before its body came, if the body is still owed
- * `ms` after its answer was written. node:http reads such a body only from then: a pipelined
- * answer waits for those ahead of it (left alone), and its body for it, held back by node itself.
+ * `ms` after its answer was written (`finishedAt`, performance.now()). node:http reads such a body
+ * only from then: a pipelined answer waits for those ahead of it (left alone, however long they
+ * take), and its body for it, held back by node itself. An answer on the socket that is not
+ * written out a second later is not being read: its client reads nothing and sends nothing.
  */
-function closeIfBodyOwed(req: IncomingMessage, res: ServerResponse, ms: number): void {
+function closeIfBodyOwed(req: IncomingMessage, res: ServerResponse, ms: number, finishedAt?: number): void {
   const close = () => {
     if (!req.complete) req.socket.destroy();
   };
-  if (res.writableFinished) close();
-  else res.once('finish', () => setTimeout(close, ms).unref());
+  const closeIn = (wait: number) => (wait > 0 ? void setTimeout(close, wait).unref() : close());
+  if (finishedAt !== undefined) return closeIn(finishedAt + ms - performance.now());
+  if (res.writableFinished) return closeIn(ms);
+  res.once('finish', () => closeIn(ms));
+  const unread = () =>
+    void setTimeout(() => {
+      if (!res.writableFinished) close();
+    }, 1000).unref();
+  if (res.socket) unread();
+  else res.once('socket', unread);
 }
 
 /**
@@ -62,6 +72,73 @@ function bodyStalled(req: IncomingMessage): boolean {
   if (req.complete) return false;
   const length = Number(req.headers['content-length'] ?? Number.POSITIVE_INFINITY);
   return req.readableLength < Math.min(length, req.readableHighWaterMark);
+}
+
+export interface BodyDeadline {
+  ms: number;
+  /** Whether the request is answered as a CNI request when cut (code 11), else 408. */
+  cni: boolean;
+  /** Whether the request waits for admission (parked), noting that it gets a deadline of its own once admitted. */
+  waiting?(req: IncomingMessage): boolean;
+  /** Told of a request cut, once its answer (if none had begun) is queued. */
+  onCut?(req: IncomingMessage): void;
+}
+
+/**
+ * Ends a request whose body has not come `ms` after its headers, on whichever path it is (parked,
+ * served raw, or handed to fastify): answered when nothing was answered yet (a CNI request 11, any
+ * other 408), and its connection closed, which releases its counters (whenDone). Every request has
+ * one: an unhinted one (curl's) with a short body held its connection, and the descriptors such
+ * requests held locked the shim out. A request whose body fills node's buffer unread is no stall:
+ * waiting for admission it gets a deadline from its admission, and anywhere else one more `ms`
+ * (its handler left it unread).
+ */
+export function armBodyDeadline(req: IncomingMessage, res: ServerResponse, o: BodyDeadline): void {
+  let finishedAt: number | undefined;
+  let extended = false;
+  const fire = () => {
+    if (req.complete || req.socket.destroyed) return;
+    // Answered before its body came (a 404, a refusal): the rest of it would hold the connection.
+    if (res.writableEnded) return closeIfBodyOwed(req, res, o.ms, finishedAt);
+    if (!bodyStalled(req) && !extended) {
+      if (o.waiting?.(req)) return;
+      extended = true;
+      timer = setTimeout(fire, o.ms);
+      timer.unref();
+      return;
+    }
+    cutRequest(req, res, o);
+  };
+  let timer = setTimeout(fire, o.ms);
+  timer.unref();
+  whenDone(req, res, () => {
+    if (req.complete || req.socket.destroyed) clearTimeout(timer);
+    else if (res.writableFinished) finishedAt = performance.now();
+  });
+}
+
+/** Answers a request cut at its deadline (unless its answer has begun) and closes its connection. */
+function cutRequest(req: IncomingMessage, res: ServerResponse, o: BodyDeadline): void {
+  const sock = req.socket;
+  if (!res.headersSent) {
+    res.once('finish', () => sock.destroy());
+    const why = `request body not received within ${o.ms} ms`;
+    if (o.cni) writeCniError(res, new CniError(ErrorCode.TryAgainLater, why), undefined);
+    else writeJsonAnswer(res, 408, JSON.stringify({ error: why }));
+  }
+  setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
+  o.onCut?.(req);
+}
+
+/**
+ * The listener of a server without admission (the degraded daemon's, server.ts): every request
+ * under the body deadline all the same.
+ */
+export function withBodyDeadline(next: Handler, ms = BODY_DEADLINE_MS): Handler {
+  return (req, res) => {
+    armBodyDeadline(req, res, { ms, cni: req.method === 'POST' && cniTarget(req.url) === 'exact' });
+    next(req, res);
+  };
 }
 
 export interface AdmissionOptions {
@@ -153,44 +230,21 @@ export class Admission {
     return this.othersInFlight > 0 || now - this.lastOtherEnded < this.o.priorityMs;
   }
 
-  /**
-   * Ends a request whose body has not come BODY_DEADLINE_MS after its headers, on whichever path it
-   * is (parked, served raw, or handed to fastify): answered when nothing was answered yet (a CNI
-   * request 11, any other 408), and its connection closed, which releases its counters (whenDone).
-   * Every request has one: an unhinted one (curl's) with a short body held its connection, and
-   * the descriptors such requests held locked the shim out.
-   */
+  /** The body deadline (armBodyDeadline) of a request here: a parked one leaves the queue when cut. */
   private bodyDeadline(req: IncomingMessage, res: ServerResponse, cni = true): void {
-    const ms = this.o.bodyDeadlineMs ?? BODY_DEADLINE_MS;
-    const timer = setTimeout(() => {
-      if (res.writableEnded) {
-        // Answered before its body came (a 404, a refusal): the rest of it would hold the connection.
-        closeIfBodyOwed(req, res, ms);
-        return;
-      }
-      if (!bodyStalled(req)) {
-        // A full buffer while parked is no stall, but the rest of the body is not in either: it gets a
-        // deadline of its own from its admission (a client that sent 64 KiB and stopped would else
-        // hold its DEL slot until node:http's request timeout).
-        const p = this.parked.find((q) => q.req === req);
-        if (p && !req.complete) p.rearm = true;
-        return;
-      }
-      const i = this.parked.findIndex((p) => p.req === req);
-      if (i >= 0) this.parked.splice(i, 1);
-      const sock = req.socket;
-      if (!res.headersSent) {
-        res.once('finish', () => sock.destroy());
-        const why = `request body not received within ${ms} ms`;
-        if (cni) writeCniError(res, new CniError(ErrorCode.TryAgainLater, why), undefined);
-        else writeJsonAnswer(res, 408, JSON.stringify({ error: why }));
-      }
-      setTimeout(() => sock.destroy(), 1000).unref(); // a client that does not read its answer either
-      this.pump();
-    }, ms);
-    timer.unref();
-    whenDone(req, res, () => {
-      if (req.complete || req.socket.destroyed) clearTimeout(timer);
+    armBodyDeadline(req, res, {
+      ms: this.o.bodyDeadlineMs ?? BODY_DEADLINE_MS,
+      cni,
+      waiting: (r) => {
+        const p = this.parked.find((q) => q.req === r);
+        if (p) p.rearm = true;
+        return p !== undefined;
+      },
+      onCut: (r) => {
+        const i = this.parked.findIndex((p) => p.req === r);
+        if (i >= 0) this.parked.splice(i, 1);
+        this.pump();
+      },
     });
   }
 
