@@ -178,7 +178,7 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
         },
         notes: [
           `alternating rounds after 2 warm-ups (steward's pod and the direct one, which goes first alternating per round): one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, the median over rounds of each round's mean of five: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
-          `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim exec, connect, containerd's side)`,
+          `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim execs, connect, containerd's side, and the delegates' runs through stewardd's spawner against containerd's own runs of them, which this row cannot split)`,
         ],
       },
     ];
