@@ -10,12 +10,16 @@
 
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PROTOCOL_HEADER } from '@cni-steward/shared';
 import {
   Admission,
   BODY_DEADLINE_MS,
+  withBodyDeadline,
   type AdmissionOptions,
   type AdmissionStats,
 } from '../../daemon/src/routes/admission.js';
@@ -260,10 +264,11 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
   );
 
   it(
-    "a DEL waiting for its slot past the deadline, its whole body sent and filling node's buffer, is served once admitted",
+    "a DEL waiting for its slot past two deadlines, its whole body sent and filling node's buffer, is served once admitted",
     TIMEOUT,
     async (t) => {
-      const r = await rig(t);
+      const deadline = 1000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
       const holder = r.send(whole('DEL', 'hold-slot'));
       await until('the slot held', () => r.isHeld('hold-slot'));
       const t0 = performance.now();
@@ -277,9 +282,10 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
       big.sock.write(body.slice(0, hwm));
       await until('node buffered exactly its high-water mark', () => req.readableLength === hwm);
       big.sock.write(body.slice(hwm));
-      await sleepUntil(t0, BODY_DEADLINE_MS + 1000);
+      // Past two deadlines: a parked request is not cut for a full buffer however long it waits.
+      await sleepUntil(t0, 2.5 * deadline);
       assert.equal(req.complete, false, 'the body is not all read: it waits in the buffer and the socket');
-      assert.deepEqual(big.answers(), [], 'not answered at the deadline');
+      assert.deepEqual(big.answers(), [], 'not answered while it waits');
       assert.equal(big.closedAt(), undefined);
       assert.equal(r.admission.stats.delsWaiting, 1);
       r.release('hold-slot');
@@ -336,6 +342,8 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
       await until('all three closed', () => early.every((c) => c.closedAt() !== undefined));
       for (const c of early) {
         assert.ok((c.closedAt() ?? 0) - t0 >= BODY_DEADLINE_MS - SLACK_MS, 'not before the deadline');
+        // Its answer went out at once, so the deadline from its answer is the one from its headers.
+        assert.ok((c.closedAt() ?? 0) - t0 < BODY_DEADLINE_MS + 2500, 'at the deadline, not one later');
         assert.equal(c.answers().length, 1, 'answered once');
       }
       assert.deepEqual(r.served, []);
@@ -564,6 +572,59 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
       assert.equal(err.code, 11);
       assert.deepEqual(r.served, []);
       await until('counters at rest', r.atRest);
+    },
+  );
+});
+
+describe('the body deadline of a server without admission (the degraded daemon, withBodyDeadline)', () => {
+  it(
+    'a stalled POST /v1/cni is answered 11, any other stalled request 408, each at its deadline and closed; a whole one is served',
+    TIMEOUT,
+    async (t) => {
+      const deadline = 500;
+      const dir = mkdtempSync(join(tmpdir(), 'steward-body-deadline-'));
+      const socket = join(dir, 's.sock');
+      // Stands in for fastify: reads the body, then answers 200.
+      const server = createServer(
+        withBodyDeadline((req, res) => {
+          req.resume();
+          req.once('end', () => res.writeHead(200, { 'content-length': 0 }).end());
+        }, deadline),
+      );
+      t.after(async () => {
+        server.closeAllConnections();
+        await new Promise((r) => server.close(r));
+        rmSync(dir, { recursive: true, force: true });
+      });
+      await new Promise<void>((r) => server.listen(socket, r));
+      const send = (text: string) => {
+        const sock = connect(socket);
+        const c = { got: '', closedAt: undefined as number | undefined };
+        sock.on('data', (b: Buffer) => (c.got += b.toString('latin1')));
+        sock.on('error', () => undefined);
+        sock.once('close', () => (c.closedAt = performance.now()));
+        sock.write(text);
+        return c;
+      };
+      const t0 = performance.now();
+      const cni = send(stalled('ADD', 'c', { hints: false }).text);
+      const other = send(stalled('ADD', 'o', { hints: false, target: '/v1/teardowns/retry' }).text);
+      const put = send(stalled('ADD', 'p', { hints: false, method: 'PUT' }).text);
+      const served = send(whole('ADD', 'w'));
+      const conns = [cni, other, put];
+      await until('the stalled three closed', () => conns.every((c) => c.closedAt !== undefined));
+      for (const c of conns) assert.ok((c.closedAt ?? 0) - t0 >= deadline - SLACK_MS, 'not before the deadline');
+      const why = `request body not received within ${deadline} ms`;
+      assert.match(cni.got, /^HTTP\/1\.1 503 /);
+      const err = JSON.parse(cni.got.slice(cni.got.indexOf('\r\n\r\n') + 4)) as { code: number; msg: string };
+      assert.equal(err.code, 11);
+      assert.ok(err.msg.includes(why), err.msg);
+      for (const c of [other, put]) {
+        assert.match(c.got, /^HTTP\/1\.1 408 /, c.got);
+        assert.ok(c.got.endsWith(JSON.stringify({ error: why })), c.got);
+      }
+      assert.match(served.got, /^HTTP\/1\.1 200 /);
+      assert.equal(served.closedAt, undefined, 'a whole request keeps its connection');
     },
   );
 });
