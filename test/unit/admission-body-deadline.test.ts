@@ -194,8 +194,10 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
     const part = body.slice(0, 20);
     const c = r.send(`${head}${part.length.toString(16)}\r\n${part}\r\n`);
     await until('the ADD in flight', () => r.admission.stats.othersInFlight === 1);
+    const t0 = performance.now();
     await until('the connection closed', () => c.closedAt() !== undefined);
     assertDeadlineAnswer(c, 'the chunked ADD');
+    assert.ok((c.closedAt() ?? 0) - t0 < BODY_DEADLINE_MS + 2500, 'at the deadline, not one later');
     assert.deepEqual(r.served, []);
     await until('counters at rest', r.atRest);
   });
@@ -373,6 +375,37 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
       assert.equal(c.closedAt(), undefined, 'the connection is still good');
       assert.deepEqual(r.served, ['ADD hold-ahead', 'DEL after']);
       c.sock.destroy();
+      await until('counters at rest', r.atRest);
+    },
+  );
+
+  it(
+    'a pipelined request answered at once behind one served past the deadline, the rest of its body trickled and never finished, is closed the deadline after its answer goes out',
+    TIMEOUT,
+    async (t) => {
+      const deadline = 2000;
+      const r = await rig(t, { bodyDeadlineMs: deadline });
+      const b = cniRequest('DEL', 'never-rest', { hints: false, pad: 1000, extra: { [ANSWER_AT_ONCE]: '1' } });
+      const t0 = performance.now();
+      const c = r.send(whole('ADD', 'hold-past') + b.head + b.body.slice(0, 10));
+      // A byte of body every 500 ms: never idle, so node's keep-alive timeout does not end it either.
+      const trickle = setInterval(() => {
+        if (!c.closed()) c.sock.write(' ');
+      }, 500);
+      t.after(() => clearInterval(trickle));
+      await until('the first held', () => r.isHeld('hold-past'));
+      await sleepUntil(t0, deadline + 300);
+      assert.equal(c.closedAt(), undefined, 'its answer still queued: left alone');
+      const released = performance.now();
+      r.release('hold-past');
+      await until('both answered', () => c.answers().length === 2);
+      assert.deepEqual(
+        c.answers().map((a) => a.status),
+        [200, 404],
+      );
+      await until('the connection closed', () => c.closedAt() !== undefined);
+      assert.ok((c.closedAt() ?? 0) - released >= deadline - SLACK_MS, 'the deadline after its answer');
+      assert.deepEqual(r.served, ['ADD hold-past']);
       await until('counters at rest', r.atRest);
     },
   );
@@ -578,7 +611,7 @@ describe('the body deadline of hinted requests (and of unhinted ones)', { concur
 
 describe('the body deadline of a server without admission (the degraded daemon, withBodyDeadline)', () => {
   it(
-    'a stalled POST /v1/cni is answered 11, any other stalled request 408, each at its deadline and closed; a whole one is served',
+    'a stalled POST /v1/cni is answered 11, any other stalled request 408, each at its deadline (a body left unread in a full buffer one later) and closed; a whole one is served',
     TIMEOUT,
     async (t) => {
       const deadline = 500;
@@ -587,6 +620,7 @@ describe('the body deadline of a server without admission (the degraded daemon, 
       // Stands in for fastify: reads the body, then answers 200.
       const server = createServer(
         withBodyDeadline((req, res) => {
+          if (req.headers[IGNORE_BODY]) return;
           req.resume();
           req.once('end', () => res.writeHead(200, { 'content-length': 0 }).end());
         }, deadline),
@@ -611,9 +645,14 @@ describe('the body deadline of a server without admission (the degraded daemon, 
       const other = send(stalled('ADD', 'o', { hints: false, target: '/v1/teardowns/retry' }).text);
       const put = send(stalled('ADD', 'p', { hints: false, method: 'PUT' }).text);
       const served = send(whole('ADD', 'w'));
-      const conns = [cni, other, put];
+      // Its handler leaves it unread: node's buffer fills, which is no stall, so it gets one more deadline.
+      const full = cniRequest('ADD', 'f', { hints: false, pad: 200 * 1024, extra: { [IGNORE_BODY]: '1' } });
+      const unread = send(full.head + full.body.slice(0, 100 * 1024));
+      const conns = [cni, other, put, unread];
       await until('the stalled three closed', () => conns.every((c) => c.closedAt !== undefined));
       for (const c of conns) assert.ok((c.closedAt ?? 0) - t0 >= deadline - SLACK_MS, 'not before the deadline');
+      assert.ok((unread.closedAt ?? 0) - t0 >= 2 * deadline - SLACK_MS, 'a full buffer: one deadline more');
+      assert.match(unread.got, /^HTTP\/1\.1 503 /, unread.got);
       const why = `request body not received within ${deadline} ms`;
       assert.match(cni.got, /^HTTP\/1\.1 503 /);
       const err = JSON.parse(cni.got.slice(cni.got.indexOf('\r\n\r\n') + 4)) as { code: number; msg: string };
