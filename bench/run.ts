@@ -33,7 +33,8 @@
 //                    netconfs, loopback ports, scratch space, stats, the table, targets, the docs
 //                    blocks); it imports no test helper (eslint.config.js)
 //   tools/           one-off tools run by hand, not rows: attachments-loop.ts, beacon-loop.ts,
-//                    cpuprofile-summary.ts, daemon-ab.ts, journal-syncs.ts, shim-variants.ts, spawn-cost.ts
+//                    cpuprofile-summary.ts, cri-phases.ts, daemon-ab.ts, journal-syncs.ts, shim-variants.ts,
+//                    spawn-cost.ts
 //   fixtures/        the no-op delegate and the Go programs the rows execute, and the preload that
 //                    gives the spawner-heap row its default-heap spawner
 

@@ -112,6 +112,12 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
       shimGo: [] as number[],
     };
     const shim = join(node.binDir, 'steward');
+    // CRI_POD_DAEMON_NODE_ARGS: node flags for stewardd and its spawner (e.g. --cpu-prof --cpu-prof-dir=DIR).
+    const nodeArgs = process.env.CRI_POD_DAEMON_NODE_ARGS;
+    if (nodeArgs) {
+      node.daemon.extraEnv = { NODE_OPTIONS: nodeArgs };
+      await node.daemon.restart();
+    }
     const spawnCost = buildGoFixture('spawn-cost', join(scratch.dir, 'spawn-cost'));
     let sums0 = histogramSums('');
     for (let i = -2; i < pods; i++) {
@@ -137,6 +143,8 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
       }
     }
     const breakdown = perPod(sums0, histogramSums((await node.daemon.get('/metrics')).text), pods);
+    // A profile is written at a clean exit only.
+    if (nodeArgs) await node.daemon.stop();
     const leftover = node.leases();
     if (leftover.length > 0) throw new Error(`leases left after the timed pods: ${leftover.join(', ')}`);
 
@@ -178,7 +186,7 @@ export function benchCriPod(scratch: Scratch, ctx: BenchContext): Promise<Row[]>
         },
         notes: [
           `alternating rounds after 2 warm-ups (steward's pod and the direct one, which goes first alternating per round): one curl exec against stewardd's /readyz, one exec of the installed shim answering VERSION from this Node process (shimExecMs, timed as curlExecMs is) and five from Go's os/exec as containerd starts a plugin (shimExecGoMs, the median over rounds of each round's mean of five: what each CNI call of a pod pays to start the shim, no socket), one pod through steward, one direct; cost = median of per-round differences`,
-          `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim execs, connect, containerd's side, and the delegates' runs through stewardd's spawner against containerd's own runs of them, which this row cannot split)`,
+          `per steward pod from stewardd's histograms: daemon<CMD>Ms its answer to each command, exec_<plugin>_<CMD>Ms each delegate run, daemonOwnMs the requests minus the delegates (socket, queue, journal, conversion, response); outsideDaemonMs = cost − daemonOwnMs (shim execs, connect, containerd's side, and the delegates' runs through stewardd's spawner against containerd's own runs of them; bench/tools/cri-phases.ts splits these call by call)`,
         ],
       },
     ];
