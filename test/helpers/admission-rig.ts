@@ -1,5 +1,6 @@
 // The rig of the admission unit tests (test/unit/admission-*.test.ts): routes/admission.ts's
-// Admission on a real HTTP server over a Unix socket in a temp dir, without root; a fake serve
+// Admission (or any listener: openServerRig) on a real HTTP server over a Unix socket in a temp dir,
+// without root; a fake serve
 // standing in for the engine that records what it served and holds requests until the test answers
 // them; clients that write a request's bytes on their own connection, as the shim does; and the CNI
 // requests they send. Each test file builds its Admission with its own options, tombstone set and
@@ -157,65 +158,68 @@ function parseAnswers(got: string): Answer[] {
   return out;
 }
 
-export interface RigOptions {
+export interface ServerRigOptions {
   /** The temp dir's name prefix, one per test file. */
   tmpPrefix: string;
-  admission: Admission;
-  /** The fake serve `admission` was built with. */
-  engine: FakeServe;
-  /** The stand-in for fastify's handler: what the admission hands on. */
-  next: Handler;
+  /** What serves every request. */
+  listener: Handler;
   /**
    * Status lines found anywhere in what a connection received, not only at the start of a line: a
    * pipelined answer follows the body before it on the same line.
    */
   statusesAnywhere?: boolean;
-  /** Told of each connection the server accepts, before any request on it reaches the admission. */
+  /** Told of each connection the server accepts, before any request on it reaches the listener. */
   onConnection?: (sock: Socket) => void;
 }
 
-export interface AdmissionRig {
-  admission: Admission;
-  /** `COMMAND containerid` of every body served, in order. */
-  served: string[];
+export interface ServerRig {
   /** Server-side requests in arrival order. */
   reqs: IncomingMessage[];
-  /** Answers the held requests of a container id. */
-  release(cid: string): void;
-  heldCount(cid: string): number;
-  isHeld(cid: string): boolean;
   /** Writes `text` on a connection of its own; `onData` is told of every chunk answered on it. */
   send(text: string, onData?: (c: Conn) => void): Conn;
   /** Open connections on the server. */
   connections(): Promise<number>;
+  /** Closes every connection and the server, and removes the temp dir. */
+  close(): Promise<void>;
+}
+
+export interface RigOptions extends Omit<ServerRigOptions, 'listener'> {
+  admission: Admission;
+  /** The fake serve `admission` was built with. */
+  engine: FakeServe;
+  /** The stand-in for fastify's handler: what the admission hands on. */
+  next: Handler;
+}
+
+export interface AdmissionRig extends ServerRig {
+  admission: Admission;
+  /** `COMMAND containerid` of every body served, in order. */
+  served: string[];
+  /** Answers the held requests of a container id. */
+  release(cid: string): void;
+  heldCount(cid: string): number;
+  isHeld(cid: string): boolean;
   /** No request in flight, admitted or waiting. */
   atRest(): boolean;
   /** Answers what is held, closes every connection and the server, and removes the temp dir. */
   close(): Promise<void>;
 }
 
-/** Listens with `o.admission` on a socket in a temp dir of its own; close() undoes it all, pass or fail. */
-export async function openRig(o: RigOptions): Promise<AdmissionRig> {
+/** Listens with `o.listener` on a socket in a temp dir of its own; close() undoes it all, pass or fail. */
+export async function openServerRig(o: ServerRigOptions): Promise<ServerRig> {
   const dir = mkdtempSync(join(tmpdir(), o.tmpPrefix));
   const socket = join(dir, 's.sock');
-  const { admission, engine } = o;
   const reqs: IncomingMessage[] = [];
   const conns: Conn[] = [];
-  const listener = admission.listener(o.next);
   const server = createServer((req, res) => {
     reqs.push(req);
-    listener(req, res);
+    o.listener(req, res);
   });
   if (o.onConnection) server.on('connection', o.onConnection);
   await new Promise<void>((r) => server.listen(socket, r));
   const statusLine = o.statusesAnywhere ? /HTTP\/1\.1 (\d{3}) /g : /^HTTP\/1\.1 (\d+)/gm;
   return {
-    admission,
-    served: engine.served,
     reqs,
-    release: engine.release,
-    heldCount: (cid) => (engine.held.get(cid) ?? []).length,
-    isHeld: (cid) => engine.held.has(cid),
     send(text, onData) {
       const sock = connect(socket);
       let got = '';
@@ -239,16 +243,33 @@ export async function openRig(o: RigOptions): Promise<AdmissionRig> {
       return c;
     },
     connections: () => new Promise((r, j) => server.getConnections((e, n) => (e ? j(e) : r(n)))),
+    close: async () => {
+      for (const c of conns) c.sock.destroy();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Listens with `o.admission` on a socket in a temp dir of its own; close() undoes it all, pass or fail. */
+export async function openRig(o: RigOptions): Promise<AdmissionRig> {
+  const { admission, engine } = o;
+  const base = await openServerRig({ ...o, listener: admission.listener(o.next) });
+  return {
+    ...base,
+    admission,
+    served: engine.served,
+    release: engine.release,
+    heldCount: (cid) => (engine.held.get(cid) ?? []).length,
+    isHeld: (cid) => engine.held.has(cid),
     atRest: () => {
       const s = admission.stats;
       return s.othersInFlight === 0 && s.delsAdmitted === 0 && s.delsWaiting === 0;
     },
     close: async () => {
       for (const cid of [...engine.held.keys()]) engine.release(cid);
-      for (const c of conns) c.sock.destroy();
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-      rmSync(dir, { recursive: true, force: true });
+      await base.close();
     },
   };
 }

@@ -10,11 +10,8 @@
 
 import { describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { type IncomingMessage, type ServerResponse } from 'node:http';
+import { type Socket } from 'node:net';
 import { PROTOCOL_HEADER } from '@cni-steward/shared';
 import {
   Admission,
@@ -27,6 +24,7 @@ import {
   cniRequest,
   fakeServe,
   openRig,
+  openServerRig,
   until as untilHolds,
   whole,
   type AdmissionRig,
@@ -615,31 +613,17 @@ describe('the body deadline of a server without admission (the degraded daemon, 
     TIMEOUT,
     async (t) => {
       const deadline = 500;
-      const dir = mkdtempSync(join(tmpdir(), 'steward-body-deadline-'));
-      const socket = join(dir, 's.sock');
       // Stands in for fastify: reads the body, then answers 200.
-      const server = createServer(
-        withBodyDeadline((req, res) => {
+      const r = await openServerRig({
+        tmpPrefix: 'steward-body-deadline-',
+        listener: withBodyDeadline((req, res) => {
           if (req.headers[IGNORE_BODY]) return;
           req.resume();
           req.once('end', () => res.writeHead(200, { 'content-length': 0 }).end());
         }, deadline),
-      );
-      t.after(async () => {
-        server.closeAllConnections();
-        await new Promise((r) => server.close(r));
-        rmSync(dir, { recursive: true, force: true });
       });
-      await new Promise<void>((r) => server.listen(socket, r));
-      const send = (text: string) => {
-        const sock = connect(socket);
-        const c = { got: '', closedAt: undefined as number | undefined };
-        sock.on('data', (b: Buffer) => (c.got += b.toString('latin1')));
-        sock.on('error', () => undefined);
-        sock.once('close', () => (c.closedAt = performance.now()));
-        sock.write(text);
-        return c;
-      };
+      t.after(() => r.close());
+      const send = (text: string) => r.send(text);
       const t0 = performance.now();
       const cni = send(stalled('ADD', 'c', { hints: false }).text);
       const other = send(stalled('ADD', 'o', { hints: false, target: '/v1/teardowns/retry' }).text);
@@ -649,21 +633,21 @@ describe('the body deadline of a server without admission (the degraded daemon, 
       const full = cniRequest('ADD', 'f', { hints: false, pad: 200 * 1024, extra: { [IGNORE_BODY]: '1' } });
       const unread = send(full.head + full.body.slice(0, 100 * 1024));
       const conns = [cni, other, put, unread];
-      await until('the stalled three closed', () => conns.every((c) => c.closedAt !== undefined));
-      for (const c of conns) assert.ok((c.closedAt ?? 0) - t0 >= deadline - SLACK_MS, 'not before the deadline');
-      assert.ok((unread.closedAt ?? 0) - t0 >= 2 * deadline - SLACK_MS, 'a full buffer: one deadline more');
-      assert.match(unread.got, /^HTTP\/1\.1 503 /, unread.got);
+      await until('the stalled four closed', () => conns.every((c) => c.closed()));
+      for (const c of conns) assert.ok((c.closedAt() ?? 0) - t0 >= deadline - SLACK_MS, 'not before the deadline');
+      assert.ok((unread.closedAt() ?? 0) - t0 >= 2 * deadline - SLACK_MS, 'a full buffer: one deadline more');
+      assert.match(unread.text(), /^HTTP\/1\.1 503 /, unread.text());
       const why = `request body not received within ${deadline} ms`;
-      assert.match(cni.got, /^HTTP\/1\.1 503 /);
-      const err = JSON.parse(cni.got.slice(cni.got.indexOf('\r\n\r\n') + 4)) as { code: number; msg: string };
+      assert.equal(cni.answers()[0]?.status, 503, cni.text());
+      const err = JSON.parse(cni.answers()[0]?.body ?? '') as { code: number; msg: string };
       assert.equal(err.code, 11);
       assert.ok(err.msg.includes(why), err.msg);
       for (const c of [other, put]) {
-        assert.match(c.got, /^HTTP\/1\.1 408 /, c.got);
-        assert.ok(c.got.endsWith(JSON.stringify({ error: why })), c.got);
+        assert.match(c.text(), /^HTTP\/1\.1 408 /, c.text());
+        assert.ok(c.text().endsWith(JSON.stringify({ error: why })), c.text());
       }
-      assert.match(served.got, /^HTTP\/1\.1 200 /);
-      assert.equal(served.closedAt, undefined, 'a whole request keeps its connection');
+      assert.match(served.text(), /^HTTP\/1\.1 200 /);
+      assert.equal(served.closedAt(), undefined, 'a whole request keeps its connection');
     },
   );
 });

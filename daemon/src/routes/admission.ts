@@ -24,7 +24,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CniError, ErrorCode } from '@cni-steward/shared';
-import { cniTarget, refuseCniVariant } from './cni-route.js';
+import { cniRequestTarget, refuseCniVariant } from './cni-route.js';
 import { writeCniError, writeJsonAnswer } from './http-status.js';
 import { hintValues, readHints, type Hints } from './hints.js';
 import { admitProtocol } from './protocol.js';
@@ -34,9 +34,10 @@ import { whenDone } from './when-done.js';
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
- * How long a hinted request's body may take from the moment its headers are in. The shim writes
- * the body with its headers in one go, so only a stalled or hostile client comes near it; one that
- * did would hold its DEL slot (or count as an ADD in flight) until node:http's request timeout.
+ * How long a request's body may take from the moment its headers are in, any request on any path
+ * (armBodyDeadline), the degraded daemon's too. The shim writes the body with its headers in one go,
+ * so only a stalled or hostile client comes near it; one that did would hold its DEL slot (or count
+ * as an ADD in flight) until node:http's request timeout.
  */
 export const BODY_DEADLINE_MS = 5000;
 
@@ -53,6 +54,8 @@ function closeIfBodyOwed(req: IncomingMessage, res: ServerResponse, ms: number, 
   };
   const closeIn = (wait: number) => (wait > 0 ? void setTimeout(close, wait).unref() : close());
   if (finishedAt !== undefined) return closeIn(finishedAt + ms - performance.now());
+  // Not reached while armBodyDeadline notes every finish first; kept because a finished answer
+  // would otherwise wait below for a 'finish' (or a 'socket') that never comes again.
   if (res.writableFinished) return closeIn(ms);
   res.once('finish', () => closeIn(ms));
   const unread = () =>
@@ -136,7 +139,7 @@ function cutRequest(req: IncomingMessage, res: ServerResponse, o: BodyDeadline):
  */
 export function withBodyDeadline(next: Handler, ms = BODY_DEADLINE_MS): Handler {
   return (req, res) => {
-    armBodyDeadline(req, res, { ms, cni: req.method === 'POST' && cniTarget(req.url) === 'exact' });
+    armBodyDeadline(req, res, { ms, cni: cniRequestTarget(req) === 'exact' });
     next(req, res);
   };
 }
@@ -151,7 +154,7 @@ export interface AdmissionOptions {
   /** ADDs count as being served for this long after the last one is answered. */
   priorityMs: number;
   maxBodyBytes: number;
-  /** How long a hinted request's body may take (BODY_DEADLINE_MS unless a test says otherwise). */
+  /** How long a request's body may take (BODY_DEADLINE_MS unless a test says otherwise). */
   bodyDeadlineMs?: number;
   /** Whether the engine would answer this DEL from its tombstone set (nothing left to tear down). */
   isTombstoned(h: Hints): boolean;
@@ -252,7 +255,7 @@ export class Admission {
     let hints: Hints | undefined;
     // Only the shim's exact target (routes/cni-route.ts): any other spelling of it (a query string,
     // a fragment, percent-encoding, the absolute form) is refused here, before fastify would route it.
-    const target = req.method === 'POST' ? cniTarget(req.url) : 'other';
+    const target = cniRequestTarget(req);
     this.bodyDeadline(req, res, target === 'exact');
     if (target === 'variant' && refuseCniVariant(req, res)) return;
     if (target === 'exact') {

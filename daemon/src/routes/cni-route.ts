@@ -41,6 +41,11 @@ export function cniTarget(url: string | undefined): CniTarget {
   return path === CNI_ROUTE ? 'variant' : 'other';
 }
 
+/** A request's CNI target: its target's (cniTarget) when it is a POST, `other` for any other method. */
+export function cniRequestTarget(req: IncomingMessage): CniTarget {
+  return req.method === 'POST' ? cniTarget(req.url) : 'other';
+}
+
 function refusal(url: string | undefined): CniError {
   return new CniError(
     ErrorCode.DecodeFailure,
