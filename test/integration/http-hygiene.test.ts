@@ -12,6 +12,7 @@ import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { MAX_IN_FLIGHT_PER_CONNECTION } from '../../daemon/src/server.js';
 
 const env = new TestEnv('http');
 const daemon = new Daemon(env);
@@ -378,6 +379,35 @@ describe('idle connections on the socket', () => {
     assert.equal(closedAt.length, 20, 'every silent connection was closed');
     for (const ms of closedAt) assert.ok(ms >= 9_000 && ms < 12_500, `closed after ${ms} ms`);
     assert.equal((await shim({ command: 'DEL', containerId: 'idle-add', netns: '' }, conf)).code, 0);
+  });
+});
+
+describe('pipelined requests on one connection', () => {
+  const GET = 'GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n';
+
+  it('ten at once are all answered, in order', async () => {
+    const text = await rawExchange(
+      daemon.socket,
+      GET.repeat(9) + GET.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'),
+    );
+    assert.equal(text.match(/HTTP\/1\.1 200 /g)?.length, 10, text.slice(0, 400));
+  });
+
+  it(`a client that sends 1,000 at once is closed past ${MAX_IN_FLIGHT_PER_CONNECTION} in flight, and said so; the daemon serves on`, async () => {
+    const c = connect(daemon.socket);
+    c.on('error', () => undefined);
+    // Reading or not: all 1,000 arrive in one read, and none is answered before the next is parsed.
+    // Within 3 s: before node's keep-alive timeout (5 s) would close it once its answers were out.
+    c.resume();
+    const closed = new Promise<void>((resolve) => c.on('close', () => resolve()));
+    c.write(GET.repeat(1000));
+    const timeout = new Promise<string>((r) => setTimeout(() => r('still open after 3 s'), 3_000).unref());
+    assert.equal(await Promise.race([closed.then(() => 'closed'), timeout]), 'closed');
+    assert.match(
+      readFileSync(daemon.logFile, 'utf8'),
+      /"inFlight":65,"max":64,"msg":"a connection sent more requests than it read answers for: closed"/,
+    );
+    assert.equal((await daemon.get('/readyz')).status, 200);
   });
 });
 
