@@ -393,6 +393,27 @@ describe('pipelined requests on one connection', () => {
     assert.equal(text.match(/HTTP\/1\.1 200 /g)?.length, 10, text.slice(0, 400));
   });
 
+  it('a connection that pipelines two at a time, 100 times over, is answered 200 times (answers out are no longer in flight)', async () => {
+    const c = connect(daemon.socket);
+    let text = '';
+    let closed = false;
+    c.on('data', (d: Buffer) => (text += d.toString('utf8')));
+    c.on('close', () => (closed = true));
+    try {
+      for (let round = 1; round <= 100; round++) {
+        c.write(GET + GET);
+        await daemon.waitFor(
+          `answers of round ${round}`,
+          async () => closed || (text.match(/HTTP\/1\.1 200 /g)?.length ?? 0) >= 2 * round,
+          5_000,
+        );
+        assert.equal(closed, false, `closed in round ${round}`);
+      }
+    } finally {
+      c.destroy();
+    }
+  });
+
   it(`a client that sends 1,000 at once is closed past ${MAX_IN_FLIGHT_PER_CONNECTION} in flight, and said so; the daemon serves on`, async () => {
     const c = connect(daemon.socket);
     c.on('error', () => undefined);
