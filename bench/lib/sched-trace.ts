@@ -17,8 +17,8 @@ export const SCHED_EVENTS = [
   'syscalls:sys_enter_connect',
 ];
 
-/** The fields `perf script -F` prints for them, in the order parsePerfScript reads. */
-export const PERF_SCRIPT_FIELDS = 'comm,pid,tid,time,event,trace';
+/** The fields `perf script -F` prints for them, in the order perfLine reads. */
+export const PERF_SCRIPT_FIELDS = 'comm,pid,tid,cpu,time,event,trace';
 
 /** One process (a thread group) as the trace saw it; times in ms of the trace's clock. */
 export interface Proc {
@@ -36,46 +36,80 @@ export interface Proc {
   connect?: number;
 }
 
-// "<comm> <pid>/<tid> <seconds>: <event>: <fields>"; a thread's name may hold spaces.
-const LINE = /^\s*(.*?)\s+(\d+)\/(\d+)\s+(\d+\.\d+):\s+(\S+):\s*(.*)$/;
+/** One event line of `perf script -F PERF_SCRIPT_FIELDS`; `t` in ms of the trace's clock. */
+export interface PerfLine {
+  comm: string;
+  pid: number;
+  tid: number;
+  /** The CPU it happened on, where the line says (the `cpu` field). */
+  cpu?: number;
+  t: number;
+  event: string;
+  fields: string;
+}
+
+// "<comm> <pid>/<tid> [<cpu>] <seconds>: <event>: <fields>"; a thread's name may hold spaces, and a
+// dying thread's last switch is printed as ":-1 <pid>/-1" (its fields still name it).
+const LINE = /^\s*(.*?)\s+(-?\d+)\/(-?\d+)\s+(?:\[(\d+)\]\s+)?(\d+\.\d+):\s+(\S+):\s*(.*)$/;
+
+/** A line's fields, or undefined for a line that is no event (a header, another format). */
+export function perfLine(text: string): PerfLine | undefined {
+  const m = LINE.exec(text);
+  if (!m) return undefined;
+  const [, comm, pid, tid, cpu, seconds, event, fields] = m as unknown as string[];
+  return {
+    comm: comm as string,
+    pid: Number(pid),
+    tid: Number(tid),
+    ...(cpu !== undefined ? { cpu: Number(cpu) } : {}),
+    t: Number(seconds) * 1000,
+    event: event as string,
+    fields: fields as string,
+  };
+}
 
 /** Every process the trace shows, by pid. Lines of other events or formats are skipped. */
 export function parsePerfScript(text: string): Map<number, Proc> {
+  const reader = procReader();
+  for (const line of text.split('\n')) reader.line(line);
+  return reader.procs;
+}
+
+/** parsePerfScript a line at a time, for a trace too long to hold as one string. */
+export function procReader(): { line(line: string): void; procs: Map<number, Proc> } {
   const procs = new Map<number, Proc>();
   const proc = (pid: number): Proc => {
     let p = procs.get(pid);
     if (!p) procs.set(pid, (p = { pid }));
     return p;
   };
-  for (const line of text.split('\n')) {
-    const m = LINE.exec(line);
-    if (!m) continue;
-    const [, comm, pidText, tidText, seconds, event, fields] = m as unknown as string[];
-    const pid = Number(pidText);
-    const t = Number(seconds) * 1000;
+  const line = (text: string) => {
+    const l = perfLine(text);
+    if (!l) return;
+    const { comm, pid, tid, t, event, fields } = l;
     switch (event) {
       case 'sched:sched_process_fork': {
         // A new thread is reported too; it never execs, so it never counts as a CNI call.
-        const child = /\bchild_pid=(\d+)/.exec(fields as string);
+        const child = /\bchild_pid=(\d+)/.exec(fields);
         if (!child) break;
         const p = proc(Number(child[1]));
         Object.assign(p, { fork: t, parent: pid, parentComm: comm });
         break;
       }
       case 'sched:sched_process_exec': {
-        const file = /\bfilename=(\S+)/.exec(fields as string);
+        const file = /\bfilename=(\S+)/.exec(fields);
         Object.assign(proc(pid), { exec: t, file: file?.[1] });
         break;
       }
       case 'sched:sched_process_exit':
-        if (tidText === pidText) proc(pid).exit = t;
+        if (tid === pid) proc(pid).exit = t;
         break;
       case 'syscalls:sys_enter_connect':
         proc(pid).connect ??= t;
         break;
     }
-  }
-  return procs;
+  };
+  return { line, procs };
 }
 
 /** A process seen from its fork to its exit, with the path it ran. */
@@ -104,6 +138,8 @@ export interface Call {
   total: number;
   /** Named parts of the span, in order; together they make `total`. */
   parts: [string, number][];
+  /** The delegates it ran, in the order they ran. */
+  delegates: Proc[];
 }
 
 /** ADD when `names` is the chain, DEL when it is the chain reversed, else undefined. */
@@ -154,7 +190,13 @@ export function stewardCalls(procs: Map<number, Proc>, shape: CallShape): Call[]
     ];
     const total = s.exit - s.fork;
     if (ds.length === 0) {
-      calls.push({ kind: 'none', start: s.fork, total, parts: [...start, ['connect → shim exit', s.exit - connect]] });
+      calls.push({
+        kind: 'none',
+        start: s.fork,
+        total,
+        parts: [...start, ['connect → shim exit', s.exit - connect]],
+        delegates: [],
+      });
       continue;
     }
     const kind = chainKind(
@@ -174,6 +216,7 @@ export function stewardCalls(procs: Map<number, Proc>, shape: CallShape): Call[]
         ...pluginParts(ds),
         ['last delegate exit → shim exit', s.exit - last.exit],
       ],
+      delegates: ds,
     });
   }
   return numbered(calls);
@@ -206,10 +249,24 @@ export function directCalls(procs: Map<number, Proc>, shape: CallShape): Call[] 
       start: first.fork,
       total: (ds[ds.length - 1] as Whole).exit - first.fork,
       parts: pluginParts(ds),
+      delegates: ds,
     });
     i += shape.chain.length;
   }
   return numbered(calls);
+}
+
+/** For a pid, it and every process it started, and they started, as the trace saw them fork. */
+export function descendants(procs: Map<number, Proc>): (pid: number) => Set<number> {
+  // Forks come after their parent's: one pass in fork order finds children of children.
+  const byFork = [...procs.values()]
+    .filter((p) => p.fork !== undefined && p.parent !== undefined)
+    .sort((a, b) => (a.fork as number) - (b.fork as number));
+  return (pid) => {
+    const tree = new Set([pid]);
+    for (const p of byFork) if (tree.has(p.parent as number)) tree.add(p.pid);
+    return tree;
+  };
 }
 
 /**

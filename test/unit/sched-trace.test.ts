@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   callLabel,
+  descendants,
   directCalls,
   parsePerfScript,
   stewardCalls,
@@ -155,6 +156,14 @@ test('steward calls: the shim the runtime forked, split into its start, the daem
   assert.ok(Math.abs(parts['connect → first delegate forked']! - 3.2) < 1e-6);
   assert.ok(Math.abs(parts['bridge exit → portmap forked']! - 2) < 1e-6);
   assert.ok(Math.abs(parts['last delegate exit → shim exit']! - 3) < 1e-6);
+  // The delegates each call ran, in order, and what bridge itself started (host-local) under it.
+  assert.deepEqual(
+    calls.map((c) => c.delegates.map((d) => d.pid)),
+    [[1010, 1011], [2010, 2011], []],
+  );
+  const tree = descendants(parsePerfScript(TRACE));
+  assert.deepEqual([...tree(1010)], [1010, 1020]);
+  assert.deepEqual([...tree(1011)], [1011]);
   // The parts make the whole.
   for (const c of calls)
     assert.ok(Math.abs(c.parts.reduce((a, [, ms]) => a + ms, 0) - c.total) < 1e-6, `${callLabel(c)} adds up`);
