@@ -48,10 +48,11 @@ export const IDLE_CONNECTION_MS = 10_000;
 
 /**
  * Requests one connection may have in flight at once (received, their answers not yet written out).
- * Node stops reading a connection whose client reads no answers only once their bytes back up, after
- * parsing all it has read: about 11,000 pipelined GETs and 46 MB of stewardd's memory per connection
+ * Without a bound node:http read on until a client's unread answers backed up: about 11,000
+ * pipelined GETs and 46 MB of stewardd's memory held per connection for as long as it stayed open
  * (measured 1 Dec), so a few such clients could take gigabytes. No client of this socket pipelines
- * (the shim sends one request per connection): one past this is closed, with what it has in flight.
+ * (the shim sends one request per connection): one past this is closed. Node still hands over the
+ * requests it had already read (at most one read, 64 KiB of them), then reads nothing more.
  */
 export const MAX_IN_FLIGHT_PER_CONNECTION = 64;
 
@@ -142,7 +143,7 @@ function watchConnections(server: Server, log: Logger): void {
     if (n > MAX_IN_FLIGHT_PER_CONNECTION && !socket.destroyed) {
       log.warn(
         { inFlight: n, max: MAX_IN_FLIGHT_PER_CONNECTION },
-        'a connection sent more requests than it read answers for: closed',
+        'a connection had more requests in flight than a connection may: closed',
       );
       socket.destroy();
     }
