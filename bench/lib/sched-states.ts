@@ -7,7 +7,10 @@
 
 import { perfLine } from './sched-trace.js';
 
-/** The scheduler tracepoints this reads (`perf record -e`, beside sched-trace.ts's SCHED_EVENTS). */
+/**
+ * The scheduler tracepoints this reads (`perf record -e`), beside sched-trace.ts's SCHED_EVENTS, whose
+ * forks tell a reused thread id from the thread that held it before.
+ */
 export const STATE_EVENTS = ['sched:sched_switch', 'sched:sched_wakeup', 'sched:sched_wakeup_new'];
 
 type Th = 'run' | 'ready' | 'sleep';
@@ -15,6 +18,7 @@ type Th = 'run' | 'ready' | 'sleep';
 /** A thread entering a state at `t` (ms). */
 interface Change {
   t: number;
+  /** The thread, by its number in the timeline (not its kernel id, which is reused). */
   tid: number;
   to: Th;
   /** A wakeup (not a switch). */
@@ -24,10 +28,12 @@ interface Change {
 export interface Timeline {
   /** Every state change, in time order. */
   changes: Change[];
-  /** A thread's process (thread group), where any line showed it as the current task. */
+  /** A thread's process id (its thread group), where any line showed it as the current task. */
   tgid: Map<number, number>;
   /** A thread's last name seen. */
   comm: Map<number, string>;
+  /** A thread's kernel id. */
+  kernelTid: Map<number, number>;
 }
 
 const SWITCH = /prev_comm=(.*?) prev_pid=(\d+) .*?prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)/;
@@ -45,27 +51,45 @@ export function stateReader(): { line(line: string): void; timeline(): Timeline 
   const changes: Change[] = [];
   const tgid = new Map<number, number>();
   const comm = new Map<number, string>();
+  // The kernel reuses thread ids (pid_max is 32768 here, and a run starts thousands of threads): a
+  // thread is known by its own number in the timeline, a new one each time its id is forked again.
+  const threads = new Map<number, number>();
+  const kernelTid = new Map<number, number>();
+  let lastThread = 0;
+  const newThread = (tid: number): number => {
+    threads.set(tid, ++lastThread);
+    kernelTid.set(lastThread, tid);
+    return lastThread;
+  };
+  const thread = (tid: number): number => (tid <= 0 ? tid : (threads.get(tid) ?? newThread(tid)));
   // Who each CPU runs, where lines name their CPU: some switches never reach the trace (a thread of
   // the VM's own agent was seen switched in and never out), and a thread still counted on a CPU
-  // another has taken has left it.
+  // another has taken has left it. Whether it then slept or waited is not known: it counts as asleep.
   const onCpu = new Map<number, number>();
+  const leaveOtherCpus = (id: number, cpu: number) => {
+    for (const [c, other] of onCpu) if (other === id && c !== cpu) onCpu.delete(c);
+  };
   const line = (text: string) => {
     const l = perfLine(text);
     if (!l) return;
     const { t, event, fields, cpu } = l;
-    if (l.tid > 0) tgid.set(l.tid, l.pid);
+    if (event === 'sched:sched_process_fork') {
+      const child = /\bchild_pid=(\d+)/.exec(fields);
+      if (child) newThread(Number(child[1]));
+    }
+    if (l.tid > 0) tgid.set(thread(l.tid), l.pid);
     if (event === 'sched:sched_switch') {
       const s = SWITCH.exec(fields);
       if (!s) return;
       const [, prevComm, prevText, state, nextComm, nextText] = s as unknown as string[];
-      const [prev, next] = [Number(prevText), Number(nextText)];
+      const [prev, next] = [thread(Number(prevText)), thread(Number(nextText))];
       comm.set(prev, prevComm as string);
       comm.set(next, nextComm as string);
       if (cpu !== undefined) {
         const was = onCpu.get(cpu);
         if (was !== undefined && was !== prev && was !== 0) changes.push({ t, tid: was, to: 'sleep' });
-        // A thread runs on one CPU: one seen switching in here has left wherever it was counted.
-        for (const [c, tid] of onCpu) if (tid === next && c !== cpu) onCpu.delete(c);
+        leaveOtherCpus(prev, cpu);
+        leaveOtherCpus(next, cpu);
         onCpu.set(cpu, next);
       }
       // R (or R+): preempted, still ready to run; anything else (S, D, …): it gave the CPU up.
@@ -74,12 +98,13 @@ export function stateReader(): { line(line: string): void; timeline(): Timeline 
     } else if (event === 'sched:sched_wakeup' || event === 'sched:sched_wakeup_new') {
       const w = WAKEUP.exec(fields);
       if (!w) return;
-      comm.set(Number(w[2]), w[1] as string);
-      changes.push({ t, tid: Number(w[2]), to: 'ready', woken: true });
+      const id = thread(Number(w[2]));
+      comm.set(id, w[1] as string);
+      changes.push({ t, tid: id, to: 'ready', woken: true });
     }
   };
   // perf script prints in time order; the sort is for whatever did not (a stable sort keeps a switch's pair).
-  return { line, timeline: () => ({ changes: changes.sort((a, b) => a.t - b.t), tgid, comm }) };
+  return { line, timeline: () => ({ changes: changes.sort((a, b) => a.t - b.t), tgid, comm, kernelTid }) };
 }
 
 export interface StateSplit {

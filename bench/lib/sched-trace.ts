@@ -78,6 +78,7 @@ export function parsePerfScript(text: string): Map<number, Proc> {
 /** parsePerfScript a line at a time, for a trace too long to hold as one string. */
 export function procReader(): { line(line: string): void; procs: Map<number, Proc> } {
   const procs = new Map<number, Proc>();
+  let reused = 0;
   const proc = (pid: number): Proc => {
     let p = procs.get(pid);
     if (!p) procs.set(pid, (p = { pid }));
@@ -92,6 +93,11 @@ export function procReader(): { line(line: string): void; procs: Map<number, Pro
         // A new thread is reported too; it never execs, so it never counts as a CNI call.
         const child = /\bchild_pid=(\d+)/.exec(fields);
         if (!child) break;
+        // The kernel reuses ids (pid_max is 32768 here): an earlier holder of this one is kept
+        // under a key of its own, and lookups by pid find the latest.
+        const earlier = procs.get(Number(child[1]));
+        if (earlier) procs.set(-++reused, earlier);
+        procs.delete(Number(child[1]));
         const p = proc(Number(child[1]));
         Object.assign(p, { fork: t, parent: pid, parentComm: comm });
         break;
@@ -256,15 +262,21 @@ export function directCalls(procs: Map<number, Proc>, shape: CallShape): Call[] 
   return numbered(calls);
 }
 
-/** For a pid, it and every process it started, and they started, as the trace saw them fork. */
-export function descendants(procs: Map<number, Proc>): (pid: number) => Set<number> {
+/**
+ * For a process, it and every process it started, and they started, while it lived (a pid is reused
+ * once its holder is gone), as the trace saw them fork.
+ */
+export function descendants(procs: Map<number, Proc>): (root: Proc) => Set<number> {
   // Forks come after their parent's: one pass in fork order finds children of children.
   const byFork = [...procs.values()]
     .filter((p) => p.fork !== undefined && p.parent !== undefined)
     .sort((a, b) => (a.fork as number) - (b.fork as number));
-  return (pid) => {
-    const tree = new Set([pid]);
-    for (const p of byFork) if (tree.has(p.parent as number)) tree.add(p.pid);
+  return (root) => {
+    const tree = new Set([root.pid]);
+    const from = root.fork ?? -Infinity;
+    const to = root.exit ?? Infinity;
+    for (const p of byFork)
+      if ((p.fork as number) >= from && (p.fork as number) <= to && tree.has(p.parent as number)) tree.add(p.pid);
     return tree;
   };
 }

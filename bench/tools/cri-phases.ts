@@ -80,7 +80,7 @@ function delegateStates(
   const windows = calls.flatMap((c) =>
     c.delegates.map((d) => {
       keys.push(`${callLabel(c)} ${basename(d.file ?? '')}`);
-      return { pids: tree(d.pid), from: d.exec as number, to: d.exit as number };
+      return { pids: tree(d), from: d.exec as number, to: d.exit as number };
     }),
   );
   const by = new Map<string, StateSplit[]>();
@@ -148,16 +148,21 @@ async function main(): Promise<void> {
     perf.kill('SIGINT');
     await perfDone;
     if (bench.status !== 0) throw new Error(`the cri-pod row failed (exit ${bench.status})`);
-    // The trace runs to gigabytes of text: read a line at a time.
+    // The trace runs to hundreds of megabytes of text (a string holds at most 512 MiB): a line at a time.
     const procReading = procReader();
     const stateReading = stateReader();
     const script = spawn('perf', ['script', '-i', data, '-F', PERF_SCRIPT_FIELDS], {
-      stdio: ['ignore', 'pipe', 'ignore'],
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
+    let scriptErr = '';
+    script.stderr.on('data', (b: Buffer) => void (scriptErr = (scriptErr + b.toString()).slice(-4096)));
+    const scriptDone = new Promise<number | null>((r) => script.once('close', (code) => r(code)));
     for await (const line of createInterface({ input: script.stdout, crlfDelay: Infinity })) {
       procReading.line(line);
       stateReading.line(line);
     }
+    const scriptCode = await scriptDone;
+    if (scriptCode !== 0) throw new Error(`perf script exited ${scriptCode}: ${scriptErr.trim()}`);
     const procs = procReading.procs;
     const [stewards, directs] = [stewardCalls(procs, SHAPE), directCalls(procs, SHAPE)];
     const summary = summarise(stewards, directs);

@@ -58,15 +58,10 @@ const TRACE = [
 
 test('a thread is known by its process, from any line that shows it as the current task', () => {
   const tl = parseStates(TRACE);
-  assert.equal(tl.tgid.get(BRIDGE_T2), BRIDGE);
-  assert.equal(tl.tgid.get(HOST_LOCAL), HOST_LOCAL);
-  assert.equal(tl.comm.get(NODE), 'node');
-  // Changes are in time order, the idle task among them.
-  const ts = tl.changes.map((c) => c.t);
-  assert.deepEqual(
-    ts,
-    [...ts].sort((a, b) => a - b),
-  );
+  const number = (tid: number) => [...tl.kernelTid].find(([, k]) => k === tid)?.[0] as number;
+  assert.equal(tl.tgid.get(number(BRIDGE_T2)), BRIDGE);
+  assert.equal(tl.tgid.get(number(HOST_LOCAL)), HOST_LOCAL);
+  assert.equal(tl.comm.get(number(NODE)), 'node');
 });
 
 test('a window splits into on a CPU, waiting for one and asleep, a child process counted with its parent', () => {
@@ -91,7 +86,7 @@ test('a window splits into on a CPU, waiting for one and asleep, a child process
   close(alone!.asleep, whole!.asleep + 1.5, 'bridge alone asleep');
 });
 
-test('windows are independent: one inside another, one after the trace, one before any change', () => {
+test('windows are independent: one inside the trace, one after it, one before any change', () => {
   const tl = parseStates(TRACE);
   const [inside, after, before] = splitStates(tl, [
     { pids: new Set([BRIDGE]), from: 14, to: 17 },
@@ -156,10 +151,42 @@ test("with the CPU field: a switch that never reached the trace, and a dying thr
       ),
     ].join('\n'),
   );
-  assert.equal(tl.tgid.get(-1), undefined);
+  assert.equal(tl.tgid.get(-1), undefined, 'the dying line names no thread');
   // 4.5-5 on CPU 0, 5-6 waiting while node runs, 6-7 its second thread on CPU 1, 7-9 waiting again
   // (that thread is gone); the agent no longer counted on CPU 1 once node was seen leaving it.
   const [s] = splitStates(tl, [{ pids: new Set([BRIDGE]), from: 4.5, to: 9 }]);
   assert.deepEqual([s!.onCpu, s!.waiting, s!.asleep], [1.5, 3, 0]);
   assert.deepEqual(s!.heldBy, { node: 3 });
+});
+
+test('a thread id forked again is another thread: what its first holder did is not counted for the second', () => {
+  const fork = (parent: [string, number, number], child: number, ms: number) =>
+    at(
+      parent[0],
+      parent[1],
+      parent[2],
+      ms,
+      'sched:sched_process_fork',
+      `comm=${parent[0]} pid=${parent[1]} child_comm=${parent[0]} child_pid=${child}`,
+    );
+  const OTHER = 900;
+  const tl = parseStates(
+    [
+      // bridge (100) runs 1-5 and exits; at 6 process 900 forks a thread that gets id 100 again.
+      sw(IDLE, 'R', ['bridge', BRIDGE], 1),
+      sw(['bridge', BRIDGE, BRIDGE], 'X', ['swapper/0', 0], 5),
+      fork(['other', OTHER, OTHER], BRIDGE, 6),
+      wake(['other', OTHER, OTHER], ['other', BRIDGE], 6, 'sched:sched_wakeup_new'),
+      sw(IDLE, 'R', ['other', BRIDGE], 7),
+      wake(['other', OTHER, BRIDGE], ['node', NODE], 8),
+      sw(['other', OTHER, BRIDGE], 'S', ['swapper/0', 0], 9),
+    ].join('\n'),
+  );
+  const [bridge, other] = splitStates(tl, [
+    { pids: new Set([BRIDGE]), from: 0, to: 10 },
+    { pids: new Set([OTHER]), from: 0, to: 10 },
+  ]);
+  // bridge ran 1-5 only; the thread 100 of 900 was ready 6-7 and ran 7-9.
+  assert.deepEqual([bridge!.onCpu, bridge!.waiting, bridge!.asleep], [4, 0, 6]);
+  assert.deepEqual([other!.onCpu, other!.waiting, other!.asleep], [2, 1, 7]);
 });

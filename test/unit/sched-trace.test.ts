@@ -161,9 +161,10 @@ test('steward calls: the shim the runtime forked, split into its start, the daem
     calls.map((c) => c.delegates.map((d) => d.pid)),
     [[1010, 1011], [2010, 2011], []],
   );
-  const tree = descendants(parsePerfScript(TRACE));
-  assert.deepEqual([...tree(1010)], [1010, 1020]);
-  assert.deepEqual([...tree(1011)], [1011]);
+  const procs = parsePerfScript(TRACE);
+  const tree = descendants(procs);
+  assert.deepEqual([...tree(procs.get(1010)!)], [1010, 1020]);
+  assert.deepEqual([...tree(procs.get(1011)!)], [1011]);
   // The parts make the whole.
   for (const c of calls)
     assert.ok(Math.abs(c.parts.reduce((a, [, ms]) => a + ms, 0) - c.total) < 1e-6, `${callLabel(c)} adds up`);
@@ -211,4 +212,33 @@ test('summarise: medians by label, steward beside the plain chain', () => {
     ],
   );
   assert.equal(s[2]!.stewardParts.at(-1)?.[0], 'connect → shim exit');
+});
+
+test('a pid forked again: the earlier holder is kept, lookups find the latest, and a process tree holds what it started while it lived', () => {
+  const trace = [
+    // containerd forks bridge (1010), which forks host-local (1020); both exit by 20.
+    fork('containerd', CONTAINERD, 1010, 10),
+    exec('bridge', 1010, 10.2, '/tmp/cri-bin/bridge'),
+    fork('bridge', 1010, 1020, 12),
+    exec('host-local', 1020, 12.2, '/tmp/cri-bin/host-local'),
+    exit('host-local', 1020, 14),
+    exit('bridge', 1010, 20),
+    // 1010 again, later: a shell forked by containerd, which forks 1030 (not bridge's).
+    fork('containerd', CONTAINERD, 1010, 30),
+    exec('sh', 1010, 30.2, '/bin/sh'),
+    fork('sh', 1010, 1030, 31),
+    exit('sh', 1010, 40),
+  ].join('\n');
+  const procs = parsePerfScript(trace);
+  const bridge = [...procs.values()].find((p) => p.file === '/tmp/cri-bin/bridge');
+  assert.deepEqual(
+    [bridge?.pid, bridge?.fork, bridge?.parent, bridge?.exit],
+    [1010, 10, CONTAINERD, 20],
+    'the earlier holder, whole',
+  );
+
+  assert.equal(procs.get(1010)?.file, '/bin/sh');
+  const tree = descendants(procs);
+  assert.deepEqual([...tree(bridge!)], [1010, 1020]);
+  assert.deepEqual([...tree(procs.get(1010)!)], [1010, 1030]);
 });
