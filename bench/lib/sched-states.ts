@@ -5,7 +5,7 @@
 // whose. bench/tools/cri-phases.ts reads a delegate's exec → exit with it, steward's beside the plain
 // chain's; sched-trace.ts finds the processes and the instants.
 
-import { perfLine } from './sched-trace.js';
+import { forkedChild, perfLine } from './sched-trace.js';
 
 /**
  * The scheduler tracepoints this reads (`perf record -e`), beside sched-trace.ts's SCHED_EVENTS, whose
@@ -73,10 +73,8 @@ export function stateReader(): { line(line: string): void; timeline(): Timeline 
     const l = perfLine(text);
     if (!l) return;
     const { t, event, fields, cpu } = l;
-    if (event === 'sched:sched_process_fork') {
-      const child = /\bchild_pid=(\d+)/.exec(fields);
-      if (child) newThread(Number(child[1]));
-    }
+    const child = forkedChild(l);
+    if (child !== undefined) newThread(child);
     if (l.tid > 0) tgid.set(thread(l.tid), l.pid);
     if (event === 'sched:sched_switch') {
       const s = SWITCH.exec(fields);
@@ -135,9 +133,9 @@ interface Active {
 
 /**
  * How each window's processes spent it, in one pass over the timeline; `name` says whose a thread
- * holding a CPU is (its name by default). A thread never seen before a
- * window counts as asleep until its first change (a new process's first thread is woken as it is
- * forked, so it is seen ready before it runs).
+ * holding a CPU is (its name by default). A thread never seen before a window counts as asleep until
+ * its first change (a new process's first thread is woken as it is forked, so it is seen ready
+ * before it runs).
  */
 export function splitStates(
   tl: Timeline,

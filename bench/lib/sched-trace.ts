@@ -68,6 +68,12 @@ export function perfLine(text: string): PerfLine | undefined {
   };
 }
 
+/** The pid (or thread id) a `sched_process_fork` line made, else undefined. */
+export function forkedChild(l: PerfLine): number | undefined {
+  const child = l.event === 'sched:sched_process_fork' ? /\bchild_pid=(\d+)/.exec(l.fields) : null;
+  return child ? Number(child[1]) : undefined;
+}
+
 /** Every process the trace shows, by pid. Lines of other events or formats are skipped. */
 export function parsePerfScript(text: string): Map<number, Proc> {
   const reader = procReader();
@@ -91,15 +97,13 @@ export function procReader(): { line(line: string): void; procs: Map<number, Pro
     switch (event) {
       case 'sched:sched_process_fork': {
         // A new thread is reported too; it never execs, so it never counts as a CNI call.
-        const child = /\bchild_pid=(\d+)/.exec(fields);
-        if (!child) break;
+        const child = forkedChild(l);
+        if (child === undefined) break;
         // The kernel reuses ids (pid_max is 32768 here): an earlier holder of this one is kept
         // under a key of its own, and lookups by pid find the latest.
-        const earlier = procs.get(Number(child[1]));
+        const earlier = procs.get(child);
         if (earlier) procs.set(-++reused, earlier);
-        procs.delete(Number(child[1]));
-        const p = proc(Number(child[1]));
-        Object.assign(p, { fork: t, parent: pid, parentComm: comm });
+        procs.set(child, { pid: child, fork: t, parent: pid, parentComm: comm });
         break;
       }
       case 'sched:sched_process_exec': {

@@ -76,16 +76,19 @@ function delegateStates(
   name: (tid: number) => string,
 ): Map<string, StateSplit[]> {
   const tree = descendants(procs);
-  const keys: string[] = [];
-  const windows = calls.flatMap((c) =>
-    c.delegates.map((d) => {
-      keys.push(`${callLabel(c)} ${basename(d.file ?? '')}`);
-      return { pids: tree(d), from: d.exec as number, to: d.exit as number };
-    }),
+  const runs = calls.flatMap((c) =>
+    c.delegates.map((d) => ({
+      key: `${callLabel(c)} ${basename(d.file ?? '')}`,
+      window: { pids: tree(d), from: d.exec as number, to: d.exit as number },
+    })),
   );
   const by = new Map<string, StateSplit[]>();
-  splitStates(tl, windows, name).forEach((s, i) => {
-    const k = keys[i] as string;
+  splitStates(
+    tl,
+    runs.map((r) => r.window),
+    name,
+  ).forEach((s, i) => {
+    const k = (runs[i] as { key: string }).key;
     by.set(k, [...(by.get(k) ?? []), s]);
   });
   return by;
