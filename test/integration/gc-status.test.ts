@@ -95,6 +95,14 @@ describe('GC and STATUS (CNI 1.1)', () => {
     assert.equal(missing.code, 1);
     assert.equal(missing.json.code, 50, missing.stdout);
     assert.match(missing.json.msg, /plugin type "stw-no-such-plugin" is not in any plugin dir/);
+    // Below 1.1.0 a delegate is asked no STATUS, and its plugin is not looked up either (as libcni):
+    // ready, though its ADD would be code 7. A missing binary is no reason to mark the node NotReady.
+    const older = stewardConf(daemon.socket, '1.1.0', [delegate('oldnet', '1.0.0', [{ type: 'stw-no-such-plugin' }])]);
+    const olderStatus = await shim({ command: 'STATUS', env: statusEnv }, older);
+    assert.equal(olderStatus.code, 0, olderStatus.stdout);
+    const olderAdd = await shim({ command: 'ADD', containerId: 'old-add', netns: env.netns() }, older);
+    assert.equal(olderAdd.json.code, 7, olderAdd.stdout);
+    assert.match(olderAdd.json.msg, /plugin type "stw-no-such-plugin" is not in any plugin dir/);
     await daemon.stop();
   });
 
