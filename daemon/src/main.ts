@@ -58,6 +58,12 @@ async function main(argv: string[]): Promise<number> {
       return runCli(command, rest);
     }
     case 'version': {
+      if (rest.length > 0) {
+        const help = rest.length === 1 && ['--help', '-h'].includes(rest[0] ?? '');
+        if (help) console.log('usage: stewardd version');
+        else console.error(`stewardd version takes no arguments, got "${rest.join(' ')}"\nusage: stewardd version`);
+        return help ? 0 : 2;
+      }
       const { VERSION } = await import('./version.js');
       console.log(VERSION);
       return 0;

@@ -56,6 +56,22 @@ export const IDLE_CONNECTION_MS = 10_000;
  */
 export const MAX_IN_FLIGHT_PER_CONNECTION = 64;
 
+/**
+ * A request's headers must all have arrived this long after its first byte. Node's default (60 s,
+ * checked every 30 s) let a client sending a header byte every 2 s hold its connection 68-75 s, where
+ * a silent one is closed at IDLE_CONNECTION_MS and a slow body at 5 s (hostile run, 1 Dec).
+ */
+export const HEADERS_TIMEOUT_MS = 10_000;
+/** How often Node enforces HEADERS_TIMEOUT_MS: such a connection closes 10-11 s after its first byte. */
+const CONNECTION_CHECK_MS = 1000;
+
+/** The socket's HTTP server: node:http with the header deadline above. */
+function httpServer(listener: (req: IncomingMessage, res: ServerResponse) => void): Server {
+  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS }, listener);
+  server.headersTimeout = HEADERS_TIMEOUT_MS;
+  return server;
+}
+
 // Routes say which query parameters they take (config.query); one that does not say takes any.
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -103,8 +119,15 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
   });
 
   // Every answer names the daemon's protocol version (routes/protocol.ts); the shim refuses one without.
-  app.addHook('onRequest', async (_request, reply) => {
+  // A request target holds no fragment (RFC 9112 3.2; a client keeps it to itself): the router read
+  // "/v1/attachments#limit=1" as a query, and listed one row.
+  app.addHook('onRequest', async (request, reply) => {
     reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+    if (request.raw.url?.includes('#'))
+      return reply
+        .code(400)
+        .type('application/json')
+        .send({ error: `a request target holds no fragment ("#"; write it as %23): ${capText(request.raw.url, 256)}` });
   });
 
   // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so;
@@ -263,7 +286,7 @@ export function buildApp(deps: AppDeps) {
   });
   // Each request's trace context noted as it arrives (tracing/tracing.ts), before admission parks it.
   const listen = deps.tracing ? deps.tracing.listener.bind(deps.tracing) : <L>(l: L) => l;
-  const app = baseApp(deps.log, (handler) => createServer(listen(admission.listener(handler))));
+  const app = baseApp(deps.log, (handler) => httpServer(listen(admission.listener(handler))));
   void app.register(cniRoutes, deps);
   void app.register(statusRoutes, { ...deps, admission: () => admission.stats });
   const audit = deps.audit;
@@ -277,15 +300,20 @@ export function buildApp(deps: AppDeps) {
  * a stalled body would hold its connection until node:http's request timeout.
  */
 export function buildDegradedApp(deps: DegradedDeps & { log: Logger }) {
-  const app = baseApp(deps.log, (handler) => createServer(withBodyDeadline(handler)));
+  const app = baseApp(deps.log, (handler) => httpServer(withBodyDeadline(handler)));
   void app.register(degradedRoutes, deps);
   return app;
 }
 
-/** The path as the router matched it (percent-decoded), or as given when it does not decode. */
+/**
+ * The path as the router matched it, or as given when it does not decode. find-my-way decodes as
+ * decodeURI does, leaving what a path component escapes (`%2F`, `%3F`, `%23`) as written, so
+ * "/v1%2Fstatus" is no route here either: decodeURIComponent made it /v1/status, a 405 that offered
+ * the very method asked.
+ */
 function decodedPath(path: string): string {
   try {
-    return decodeURIComponent(path);
+    return decodeURI(path);
   } catch {
     return path;
   }

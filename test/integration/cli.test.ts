@@ -190,6 +190,34 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
   });
 });
 
+describe('retries asked at once', () => {
+  let daemon: Daemon;
+  after(() => daemon?.stop());
+
+  it('run the failing teardown once and share its answer: 20 at once spend one attempt, not 20', async () => {
+    // Retries far apart, so only the asked ones run; the DEL takes a second, so all 20 arrive during it.
+    daemon = new Daemon(env, { name: 'retry-flight', args: ['--retry-base-ms', '600000', '--retry-max-ms', '600000'] });
+    await daemon.start();
+    const fx = join(env.dir, 'fx-flight');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(fx, { failDelAlways: true, sleepDelMs: 1000 })]),
+    ]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'flight', netns: env.netns() }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'flight', netns: '' }, conf)).code, 0);
+    await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
+    const dels = fixtureCalls(fx, 'DEL').length;
+    const answers = await Promise.all(Array.from({ length: 20 }, () => daemon.request('POST', '/v1/teardowns/retry')));
+    for (const a of answers) assert.deepEqual(a.json, { attempted: 1, done: 0, pending: 1, rearmed: 0 });
+    assert.equal(fixtureCalls(fx, 'DEL').length, dels + 1, 'one DEL for the 20 retries');
+    const [step] = (await daemon.get('/v1/teardowns')).json.pending;
+    assert.equal(step.attempts, 2, 'the runtime DEL and one retry');
+    // The next retry, asked after that pass, runs a pass of its own.
+    const next = await cli(['retry', '--socket', daemon.socket]);
+    assert.equal(next.stdout.trim(), 'retried 1 attachment(s): 0 torn down, 1 still pending', next.stderr);
+    assert.equal(fixtureCalls(fx, 'DEL').length, dels + 2);
+  });
+});
+
 describe('status --check with an abandoned teardown, and retry --abandoned', () => {
   // The delegate's DEL fails while this file exists (the test heals it by removing the file).
   const broken = join(env.dir, 'fx-ab-broken');
@@ -419,6 +447,111 @@ describe('CLI errors name the socket and the cause', () => {
         assert.doesNotMatch(r.stderr, /TypeError|Cannot read/);
       }
     }
+  });
+
+  it('a 200 answer of the right outline whose fields are of other types: exit 4, never a TypeError or exit 1', async () => {
+    const cases: Array<[string[], unknown]> = [
+      [
+        ['status', '--check'],
+        {
+          ready: true,
+          version: 'x',
+          uptimeSeconds: 1,
+          steps: { abandoned: '5' },
+          attachments: { added: 'x' },
+          teardownQueue: { depth: 'q', nextAttemptAt: 12 },
+          executions: { slots: 1, inUse: 1, queued: 1 },
+          lastErrors: [1, null, 's'],
+        },
+      ],
+      [
+        ['status'],
+        {
+          ready: true,
+          version: 'x',
+          uptimeSeconds: 1,
+          steps: {},
+          attachments: {},
+          teardownQueue: { depth: 0, nextAttemptAt: 12 },
+          executions: { slots: 1, inUse: 1, queued: 1 },
+          lastErrors: [],
+        },
+      ],
+      [
+        ['teardowns'],
+        { pending: [{ step: 'x', attempts: {}, nextAttemptAt: 'notadate', lastError: { a: 1 } }], abandoned: [{}] },
+      ],
+      [['attachments'], [{ id: {}, steps: 'notarray', updatedAt: 5 }, { steps: [null, 1] }]],
+      [['audit'], { orphans: [null, 1, { kind: {} }], runtime: { reachable: true, distrusted: null } }],
+      [['retry'], { attempted: 1, done: 1, pending: 0, skippedNewer: '\u001b[2J' }],
+    ];
+    for (const [i, [command, answer]] of cases.entries()) {
+      const body = JSON.stringify(answer);
+      const sock = await fakeDaemon(`fields-${i}.sock`, (c) => {
+        c.resume();
+        c.end(
+          `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+        );
+      });
+      const r = await cli([...command, '--socket', sock]);
+      assert.equal(r.code, 4, `${command.join(' ')}: ${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, /is not what stewardd answers/, command.join(' '));
+      assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+    }
+  });
+
+  it('a program on the socket that does not answer in HTTP: exit 4, "not HTTP"', async () => {
+    const sock = await fakeDaemon('not-http.sock', (c) => {
+      c.resume();
+      c.end('\u0000\u00ff garbage \u001b[31m red\r\n\r\n');
+    });
+    for (const command of [['status'], ['retry']]) {
+      const r = await cli([...command, '--socket', sock]);
+      assert.equal(r.code, 4, r.stdout + r.stderr);
+      assert.match(r.stderr, /is not what stewardd answers \(another program on the socket, .*\): not HTTP/);
+    }
+  });
+
+  it("a 200 answer's words reach the terminal printable, the version and the counts' names too", async () => {
+    const body = JSON.stringify({
+      ready: true,
+      version: '0.1.0\u001b]0;PWNED\u0007\u001b[2J',
+      uptimeSeconds: 1,
+      steps: {},
+      attachments: { '\u001b[31mred': 1 },
+      teardownQueue: { depth: 0, oldestPendingSeconds: null, nextAttemptAt: null },
+      executions: { slots: 1, inUse: 0, queued: 0 },
+      lastErrors: [],
+    });
+    const sock = await fakeDaemon('escape-200.sock', (c) => {
+      c.resume();
+      c.end(
+        `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    });
+    const r = await cli(['status', '--socket', sock]);
+    assert.equal(r.code, 0, r.stderr);
+    for (const raw of ['\u001b', '\u0007']) assert.ok(!r.stdout.includes(raw), 'no raw control character');
+    assert.match(r.stdout, /stewardd 0\.1\.0\\x1b\]0;PWNED\\x07/);
+    assert.match(r.stdout, /\\x1b\[31mred 1/);
+  });
+
+  it('a --socket path longer than a Unix socket address holds: exit 2, saying so', async () => {
+    const r = await cli(['status', '--socket', `/tmp/${'s'.repeat(120)}.sock`]);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /--socket must be a path of at most 107 bytes/);
+  });
+
+  it('version takes no arguments (exit 2); --help is its usage', async () => {
+    const bad = await cli(['version', '--bogus']);
+    assert.equal(bad.code, 2, bad.stdout + bad.stderr);
+    assert.match(bad.stderr, /stewardd version takes no arguments, got "--bogus"/);
+    assert.equal(bad.stdout, '');
+    const help = await cli(['version', '--help']);
+    assert.deepEqual([help.code, help.stdout.trim()], [0, 'usage: stewardd version']);
+    const plain = await cli(['version']);
+    assert.equal(plain.code, 0);
+    assert.match(plain.stdout, /^\S+\n$/);
   });
 
   it("an error's words from whatever answers reach the terminal printable", async () => {

@@ -358,10 +358,29 @@ describe('query parameters a route does not take, and paths that do not decode',
     assert.equal(patch.status, 405, patch.text);
     assert.equal(patch.headers.allow, 'GET, HEAD');
   });
+
+  it('an encoded slash is no route: 404, not a 405 offering the method asked', async () => {
+    for (const [method, path] of [
+      ['GET', '/v1%2Fstatus'],
+      ['POST', '/v1%2fteardowns%2fretry'],
+    ] as const) {
+      const res = await daemon.request(method, path);
+      assert.equal(res.status, 404, `${method} ${path}: ${res.text}`);
+      assert.equal(res.headers.allow, undefined);
+    }
+  });
+
+  it('a request target with a fragment is 400 saying so, not read as a query', async () => {
+    for (const target of ['/v1/attachments#limit=1', '/v1/status#f', '/nowhere#x']) {
+      const answer = await rawExchange(daemon.socket, `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 400 /, target);
+      assert.match(answer, /"error":"a request target holds no fragment/, target);
+    }
+  });
 });
 
 describe('idle connections on the socket', () => {
-  it('a connection silent for 10 s with no request in flight is closed; an ADD waiting 12 s for its plugin is answered', async () => {
+  it('a connection silent for 10 s with no request in flight is closed, and one dripping its headers; an ADD waiting 12 s for its plugin is answered', async () => {
     const fx = join(env.dir, 'fx-idle');
     const conf = stewardConf(daemon.socket, '1.0.0', [
       delegate('idlenet', '1.0.0', [fixturePlugin(fx, { sleepAddMs: 12_000 })]),
@@ -373,11 +392,23 @@ describe('idle connections on the socket', () => {
       c.on('error', () => undefined);
       c.on('close', () => closedAt.push(Date.now() - t0));
     }
+    // A header byte a second: never silent, but its headers are not all there 10 s after the first.
+    const drip = connect(daemon.socket);
+    drip.on('error', () => undefined);
+    let dripAnswer = '';
+    let dripClosedAt = -1;
+    drip.on('data', (d: Buffer) => (dripAnswer += d.toString()));
+    drip.on('close', () => (dripClosedAt = Date.now() - t0));
+    drip.write('GET /v1/status HTTP/1.1\r\nX-Slow: ');
+    const dripping = setInterval(() => drip.writable && drip.write('a'), 1000);
     const add = await shim({ command: 'ADD', containerId: 'idle-add', netns: env.netns() }, conf);
     assert.equal(add.code, 0, add.stdout);
     assert.ok(Date.now() - t0 >= 12_000, 'the ADD waited for its plugin');
     assert.equal(closedAt.length, 20, 'every silent connection was closed');
     for (const ms of closedAt) assert.ok(ms >= 9_000 && ms < 12_500, `closed after ${ms} ms`);
+    clearInterval(dripping);
+    assert.ok(dripClosedAt >= 9_000 && dripClosedAt < 12_500, `the dripping one closed after ${dripClosedAt} ms`);
+    assert.match(dripAnswer, /^HTTP\/1\.1 408 /);
     assert.equal((await shim({ command: 'DEL', containerId: 'idle-add', netns: '' }, conf)).code, 0);
   });
 });

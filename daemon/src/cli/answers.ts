@@ -13,6 +13,8 @@ export const isStatusAnswer = (j: unknown) =>
   (typeof j.reason === 'string' ||
     (numbers(j, ['uptimeSeconds']) &&
       isObject(j.steps) &&
+      // What `status --check` decides on: a "5" would be exit 1 (abandoned steps) on a stranger's word.
+      ['undefined', 'number'].includes(typeof j.steps.abandoned) &&
       isObject(j.attachments) &&
       isObject(j.teardownQueue) &&
       numbers(j.executions, ['slots', 'inUse', 'queued']) &&
@@ -22,6 +24,9 @@ export const isTeardownsAnswer = (j: unknown) =>
   Array.isArray(j.pending) &&
   Array.isArray(j.abandoned) &&
   [...j.pending, ...j.abandoned].every(isObject);
-export const isRetryAnswer = (j: unknown) => numbers(j, ['attempted', 'done', 'pending']);
+export const isRetryAnswer = (j: unknown) =>
+  isObject(j) &&
+  numbers(j, ['attempted', 'done', 'pending']) &&
+  ['rearmed', 'skippedNewer'].every((k) => ['undefined', 'number'].includes(typeof j[k]));
 export const isAuditAnswer = (j: unknown) =>
   isObject(j) && Array.isArray(j.orphans) && isObject(j.runtime) && typeof j.runtime.reachable === 'boolean';

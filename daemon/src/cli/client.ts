@@ -73,10 +73,14 @@ export async function call(
   try {
     r = await socketRequest(socket, method, path, timeoutMs);
   } catch (e) {
-    throw new CliError(
-      `cannot talk to stewardd on ${socket}: ${cause(socket, e as NodeJS.ErrnoException, timeoutMs)}`,
-      Exit.Unreachable,
-    );
+    const err = e as NodeJS.ErrnoException;
+    // Something answered, but not in HTTP (llhttp's HPE_* codes): another program on the socket.
+    if (err.code?.startsWith('HPE_'))
+      throw new CliError(
+        `the answer on ${socket} to ${method} ${path} is not what stewardd answers (another program on the socket, or another version of stewardd): not HTTP (${printable(err.message)})`,
+        Exit.DaemonError,
+      );
+    throw new CliError(`cannot talk to stewardd on ${socket}: ${cause(socket, err, timeoutMs)}`, Exit.Unreachable);
   }
   let json: unknown;
   try {

@@ -1,6 +1,8 @@
 // `stewardd status|attachments|teardowns|retry`: the operator's commands. Each is one request to
 // the daemon's socket (cli/client.ts), printed as a short table (cli/format.ts) or, with -o json,
 // as the API's JSON body (C1 controls and bidirectional overrides as JSON escapes). Exit codes: cli/client.ts Exit, documented in the README.
+// One concern: each command from its flags to its exit code; how an answer is printed is cli/format.ts,
+// its shape cli/answers.ts, the request cli/client.ts.
 
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
@@ -143,10 +145,17 @@ function parse(command: CliCommand, argv: string[]): Parsed {
   const output = (values.output as string | undefined) ?? 'table';
   if (output !== 'table' && output !== 'json')
     throw new CliError(`-o must be table or json, got "${output}"`, Exit.Usage);
+  const socket = socketFlag(values.socket as string | undefined);
+  const timeout = timeoutFlag(command, values.timeout as string | undefined);
+  return { socket, json: output === 'json', timeoutMs: timeout * 1000, values };
+}
+
+/** --timeout in seconds: the command's default unless given. */
+function timeoutFlag(command: CliCommand, raw: string | undefined): number {
   // An audit pass asks the runtime (a 5 s deadline, daemon/src/audit/cri.ts) and may wait its turn and
   // host-local's locks: under the common 5 s a mute runtime read as a hung daemon (exit 3), not exit 5.
   const defaultTimeout = command === 'audit' ? AUDIT_TIMEOUT_S : command === 'retry' ? RETRY_TIMEOUT_S : 5;
-  const rawTimeout = (values.timeout as string | undefined) ?? String(defaultTimeout);
+  const rawTimeout = raw ?? String(defaultTimeout);
   // Decimal seconds only: Number() would also take "0x10", "1e1" and " 5".
   const timeout = /^[0-9]+(\.[0-9]+)?$/.test(rawTimeout) ? Number(rawTimeout) : NaN;
   // At most what a timer holds (2^31 ms) and an audit's deadline may be (596 h): a longer one was
@@ -156,12 +165,19 @@ function parse(command: CliCommand, argv: string[]): Parsed {
       `--timeout must be a number of seconds above 0 and at most ${MAX_TIMEOUT_S} (596 h), got "${rawTimeout}"`,
       Exit.Usage,
     );
-  return {
-    socket: resolve((values.socket as string | undefined) ?? DEFAULT_SOCKET),
-    json: output === 'json',
-    timeoutMs: timeout * 1000,
-    values,
-  };
+  return timeout;
+}
+
+/** --socket, absolute. */
+function socketFlag(raw: string | undefined): string {
+  const socket = resolve(raw ?? DEFAULT_SOCKET);
+  // What connect(2) takes (sun_path): a longer one failed as "connect EINVAL … Local (undefined:undefined)".
+  if (Buffer.byteLength(socket) > MAX_SOCKET_PATH_BYTES)
+    throw new CliError(
+      `--socket must be a path of at most ${MAX_SOCKET_PATH_BYTES} bytes (a Unix socket's), got one of ${Buffer.byteLength(socket)}`,
+      Exit.Usage,
+    );
+  return socket;
 }
 
 function attachmentsQuery(v: Parsed['values']): string {
@@ -185,12 +201,30 @@ function attachmentsQuery(v: Parsed['values']): string {
   return s === '' ? '' : `?${s}`;
 }
 
+/** The longest path a Unix socket address holds (sun_path, less its terminating NUL). */
+const MAX_SOCKET_PATH_BYTES = 107;
+
 /** The longest --timeout, in seconds: 596 h, under a timer's 2^31 ms and stewardd's longest audit deadline. */
 const MAX_TIMEOUT_S = MAX_PASS_DEADLINE_MS / 1000;
 
-/** The API's JSON body (-o json, printableJson), or the table. */
+/**
+ * The API's JSON body (-o json, printableJson), or the table, every line of it printable whatever the
+ * answer held. An answer of the right outline whose fields cannot be read as stewardd writes them (a
+ * number where a list is, `"steps": "x"`) is not stewardd's either: exit 4, never a TypeError's exit 1,
+ * which `status --check` gives for abandoned steps.
+ */
 function out(json: boolean, body: string, human: () => string): void {
-  console.log(json ? printableJson(body.trimEnd()) : human());
+  if (json) return console.log(printableJson(body.trimEnd()));
+  let text: string;
+  try {
+    text = human();
+  } catch (e) {
+    throw new CliError(
+      `the answer is not what stewardd answers (another program on the socket, or another version of stewardd): it cannot be read (${printable(String((e as Error)?.message ?? e))})`,
+      Exit.DaemonError,
+    );
+  }
+  console.log(text.split('\n').map(printable).join('\n'));
 }
 
 /** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */

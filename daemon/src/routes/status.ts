@@ -2,6 +2,7 @@
 
 import type { FastifyInstance } from 'fastify';
 import type { Attachment, AttachmentState, Step } from '../store/types.js';
+import type { RetryReport } from '../engine/scheduler.js';
 import type { AppDeps } from './deps.js';
 import { capNullable } from './echo.js';
 import { QUERY_KEYS } from './query-keys.js';
@@ -212,6 +213,16 @@ function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
     };
   });
 
+  // One retry pass at a time: a retry asked while one runs gets that pass's answer. Each used to run
+  // every pending step again: 20 retries at once spent 20 of a failing step's attempts (the budget
+  // of hours of backoff) within a second, and abandoned it (hostile run, 1 Dec). A retry that re-armed
+  // abandoned steps waits for the pass under way, then joins or starts one that sees them.
+  let pass: Promise<RetryReport> | undefined;
+  const retryPass = async (afterCurrent: boolean): Promise<RetryReport> => {
+    if (afterCurrent) await pass?.catch(() => undefined);
+    return (pass ??= deps.scheduler.retryNow().finally(() => (pass = undefined)));
+  };
+
   // ?abandoned=true first re-arms the abandoned steps (stewardd retry --abandoned): the operator
   // fixed the plugin, or released by hand what it held, and wants the record cleared.
   app.post<{ Querystring: { abandoned?: string } }>(
@@ -222,7 +233,7 @@ function teardownRoutes(app: FastifyInstance, deps: AppDeps): void {
       if (abandoned !== undefined && !['true', 'false', '1', '0'].includes(abandoned))
         return reply.code(400).send({ error: 'abandoned must be true or false (or 1 or 0)' });
       const rearm = abandoned === 'true' || abandoned === '1' ? await deps.engine.rearmAbandoned() : undefined;
-      const result = await deps.scheduler.retryNow();
+      const result = await retryPass(rearm !== undefined);
       return { ...result, rearmed: rearm?.rearmed ?? 0, ...(rearm && { skippedNewer: rearm.skipped }) };
     },
   );
