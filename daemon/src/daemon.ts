@@ -268,7 +268,15 @@ async function serve(
   scheduler.start();
   if (cfg.auditIntervalMs !== undefined)
     auditor.startPeriodic({ intervalMs: cfg.auditIntervalMs, release: cfg.auditRelease, graceMs: cfg.auditGraceMs });
-  log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
+  // Serving is not ready while something keeps it from it (a journal another process holds locked):
+  // the start-up line says which, as /readyz does, not "ready" beside its own "not ready" (hostile run).
+  const notYet = readyProblems();
+  if (notYet.length === 0) log.info({ socket: cfg.socket, version: VERSION }, 'stewardd ready');
+  else
+    log.warn(
+      { socket: cfg.socket, version: VERSION, problems: notYet },
+      'stewardd serves, but is NOT ready: see problems (/readyz answers 200 once none is left)',
+    );
 
   let beaconStopped: Promise<void> = Promise.resolve();
   return shutdownSequence({

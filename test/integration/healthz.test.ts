@@ -19,6 +19,8 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { Daemon } from '../helpers/daemon.js';
 import { REPO, TestEnv, fixtureCalls, sh } from '../helpers/env.js';
 import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
@@ -77,6 +79,43 @@ describe('journal cannot be written', () => {
     unlinkSync(filler);
     await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200, 10_000);
     assert.equal((await daemon.get('/healthz')).status, 200);
+    await daemon.stop();
+  });
+});
+
+describe('journal locked by another process at start', () => {
+  it('the start-up line says it serves NOT ready and why, never "stewardd ready"; ready once the lock goes', async () => {
+    const daemon = new Daemon(env, { name: 'locked' });
+    await daemon.start();
+    await daemon.stop();
+    // Another process holds the journal's write lock (an operator's sqlite3 in a transaction).
+    const holder = spawn(
+      'python3',
+      [
+        '-c',
+        'import sqlite3, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\nc.execute("BEGIN EXCLUSIVE")\nprint("locked", flush=True)\nsys.stdin.read()',
+        join(daemon.stateDir, 'steward.db'),
+      ],
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    );
+    env.defer(() => void holder.kill());
+    await once(holder.stdout, 'data');
+    await daemon.start(20_000, '/healthz');
+    await daemon.waitFor('the start-up line', () =>
+      /stewardd serves, but is NOT ready/.test(readFileSync(daemon.logFile, 'utf8')),
+    );
+    const lines = readFileSync(daemon.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'));
+    const since = lines
+      .map((l) => JSON.parse(l))
+      .slice(lines.findLastIndex((l) => l.includes('the journal cannot be written')));
+    const serving = since.find((l) => /stewardd serves, but is NOT ready/.test(l.msg));
+    assert.match(serving.problems.join('\n'), /cannot be written/);
+    assert.ok(!since.some((l) => l.msg === 'stewardd ready'), 'no "ready" line while not ready');
+    assert.equal((await daemon.get('/readyz')).status, 503);
+    holder.stdin.end();
+    await daemon.waitFor('ready once the lock goes', async () => (await daemon.get('/readyz')).status === 200, 15_000);
     await daemon.stop();
   });
 });
