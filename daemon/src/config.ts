@@ -21,6 +21,7 @@ import type { ListenAddress } from './metrics-listener.js';
 import { fail, int, level, niceValue, restartGraceSeconds, runtimeEndpoint } from './flags.js';
 import { DEFAULT_GRACE_MS } from './audit/options.js';
 import { pluginMountNs } from './plugins/mount-ns.js';
+import { spoolDirFlagProblems } from './spool-dir-check.js';
 import {
   checkDeadlineChain,
   duration,
@@ -267,6 +268,7 @@ export function parseRunConfig(argv: string[]): DaemonConfig {
   if (cfg.auditRelease && values['audit-interval'] === undefined)
     problems.push('--audit-release needs --audit-interval (it makes the periodic audit pass release)');
   checkDeadlineChain(cfg.pluginTimeoutMs, problems);
+  problems.push(...spoolDirFlagProblems(cfg.spoolDir, cfg.stateDir, cfg.cniConfDir));
   fail(problems, RUN_USAGE);
   return cfg;
 }

@@ -24,7 +24,7 @@ import { CniError, ErrorCode } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import type { Engine } from './engine/engine.js';
 import { SpoolDrain, ingestNames, ingestSpool } from './engine/spool.js';
-import { CheckedDirs, makeMissing, spoolDirProblem, statDir } from './spool-dir-check.js';
+import { CheckedDirs, makeMissing, sharedDirProblem, spoolDirProblem, statDir } from './spool-dir-check.js';
 import { type ByPrefix, SpoolListings } from './spool-listing.js';
 import { STALE_TEMP_GRACE_MS, sweepStaleTemps } from './spool-temps.js';
 import { readRecord, recordPath } from './lifecycle/record.js';
@@ -130,8 +130,11 @@ export class SpoolDirs {
     const own = resolve(this.o.own);
     this.named.set(own, { by: '--spool-dir', at, round });
     const record = recordPath(this.o.stateDir);
+    let confDir: string | undefined;
     try {
-      const dir = readRecord(this.o.stateDir)?.spoolDir;
+      const rec = readRecord(this.o.stateDir);
+      confDir = rec?.cniConfDir;
+      const dir = rec?.spoolDir;
       if (dir !== undefined && resolve(dir) !== own)
         this.named.set(resolve(dir), { by: `install record ${record}`, at, round });
     } catch (e) {
@@ -147,7 +150,11 @@ export class SpoolDirs {
       // Made now if it is not there yet (as the shim would, 0700): a dir a user other than root made
       // first, under a parent anyone may write to (/tmp), is refused below and never drained.
       if (n.round === round) makeMissing(dir);
-      const problem = spoolDirProblem(dir);
+      const problem =
+        sharedDirProblem(dir, [
+          ['the state dir', this.o.stateDir],
+          ['the CNI conf dir', confDir],
+        ]) ?? spoolDirProblem(dir);
       if (problem === undefined) {
         drainable.push(dir);
         this.checked.passed(dir);

@@ -5,9 +5,9 @@
 // grace expired: shim/restart.go writeNotReadyNote), read when asked. The later one is reported, in
 // `/v1/status` (`stewardd status`) and as steward_status_last_not_ready_timestamp_seconds.
 
-import { readFileSync } from 'node:fs';
 import { Gauge, type Registry } from 'prom-client';
 import { STATUS_NOT_READY_SUFFIX } from '@cni-steward/shared';
+import { readRegularFile } from './lifecycle/files.js';
 
 export interface NotReadyAnswer {
   /** ms since the epoch */
@@ -60,7 +60,12 @@ export class StatusNotReady {
   private shimNote(): NotReadyAnswer | undefined {
     let raw: unknown;
     try {
-      raw = JSON.parse(readFileSync(`${this.socket}${STATUS_NOT_READY_SUFFIX}`, 'utf8').slice(0, 4096));
+      // Only a regular file, never blocking (a FIFO here held the loop at the first /v1/status).
+      raw = JSON.parse(
+        readRegularFile(`${this.socket}${STATUS_NOT_READY_SUFFIX}`, 64 * 1024)
+          .toString('utf8')
+          .slice(0, 4096),
+      );
     } catch {
       return undefined;
     }

@@ -5,11 +5,18 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, sh } from '../helpers/env.js';
-import { installInto, nodeTree, writeJson, writeLoopbackPrimary, type NodeTree } from '../helpers/node-tree.js';
+import {
+  installInto,
+  nodeTree,
+  uninstallFrom,
+  writeJson,
+  writeLoopbackPrimary,
+  type NodeTree,
+} from '../helpers/node-tree.js';
 
 const env = new TestEnv('confdir');
 after(() => env.close());
@@ -64,6 +71,61 @@ describe('hostile entries in the CNI conf dir', () => {
       assert.ok(performance.now() - t0 < 2000, `/healthz took ${Math.round(performance.now() - t0)} ms`);
       assert.equal(h.status, 200);
     }
+    await daemon.stop();
+  });
+});
+
+describe("hostile files at stewardd's own paths", () => {
+  it('install.json a FIFO: install and uninstall answer at once that it is no record; install --force sets it aside', async () => {
+    const tree: NodeTree = nodeTree(join(env.dir, 'rec-fifo'));
+    writeLoopbackPrimary(tree.confDir);
+    const socket = join(env.dir, 'rec-fifo.sock');
+    assert.equal((await installInto(tree, socket)).code, 0);
+    const record = join(tree.stateDir, 'install.json');
+    rmSync(record);
+    sh('mkfifo', [record]);
+    for (const run of [() => installInto(tree, socket), () => uninstallFrom(tree)]) {
+      const t0 = performance.now();
+      const r = await run();
+      assert.ok(performance.now() - t0 < 15_000, 'hung on the FIFO');
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      assert.match(r.stderr, /install\.json is not a readable install record \(.*is not a regular file\)/);
+    }
+    assert.equal(existsSync(join(tree.stateDir, 'install.lock')), false, 'no lock left behind');
+    const forced = await installInto(tree, socket, ['--force']);
+    assert.equal(forced.code, 0, forced.stdout + forced.stderr);
+    assert.equal(JSON.parse(readFileSync(record, 'utf8')).state, 'installed');
+    assert.equal(readdirSync(tree.stateDir).filter((n) => n.startsWith('install.json.unreadable-')).length, 1);
+  });
+
+  it('a running daemon whose record, install lock and STATUS note become FIFOs keeps answering /healthz and /v1/status', async () => {
+    const daemon = new Daemon(env, {
+      name: 'own-fifo',
+      args: ['--cni-conf-dir', join(env.dir, 'own-fifo/etc/cni/net.d')],
+    });
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'own-fifo')), stateDir: daemon.stateDir };
+    writeLoopbackPrimary(tree.confDir);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.start();
+    // The watcher takes the lock and the spool dirs read the record about once a second; /v1/status
+    // reads the shim's STATUS note.
+    sh('mkfifo', [join(tree.stateDir, 'install.lock')]);
+    sh('mkfifo', [`${daemon.socket}.status-not-ready`]);
+    const record = join(tree.stateDir, 'install.json');
+    rmSync(record);
+    sh('mkfifo', [record]);
+    for (let i = 0; i < 6; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      for (const path of ['/healthz', '/v1/status']) {
+        const t0 = performance.now();
+        const res = await daemon.get(path);
+        assert.ok(performance.now() - t0 < 2000, `${path} took ${Math.round(performance.now() - t0)} ms`);
+        assert.equal(res.status, 200, `${path}: ${res.text}`);
+      }
+    }
+    const readyz = await daemon.get('/readyz');
+    assert.equal(readyz.status, 503);
+    assert.match(readyz.text, /not a readable install record/);
     await daemon.stop();
   });
 });

@@ -7,9 +7,10 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, leases, linkExists, sh } from '../helpers/env.js';
+import { REPO, TestEnv, leases, linkExists, sh } from '../helpers/env.js';
 import { bridgePlugin, delegate, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -150,5 +151,65 @@ describe('hostile spool entries', () => {
       assert.equal(body.config.pad.length, 40_000);
       assert.equal(body.env.CNI_CONTAINERID, 'full-a');
     }
+  });
+});
+
+describe('a spool dir that is the state dir or the CNI conf dir', () => {
+  it('run and install refuse it as an invalid option (exit 1), naming what it is; nothing is written', async () => {
+    const daemon = new Daemon(env, { name: 'shared-run' });
+    const confDir = join(env.dir, 'shared-run-conf');
+    mkdirSync(confDir, { recursive: true });
+    for (const spoolDir of [daemon.stateDir, confDir]) {
+      const d = new Daemon(env, { name: 'shared-run', args: ['--spool-dir', spoolDir, '--cni-conf-dir', confDir] });
+      const r = await d.startExpectingExit();
+      assert.equal(r.code, 1, r.log);
+      assert.match(r.log, /--spool-dir .* cannot be a spool dir: it is the (state dir|CNI conf dir) /);
+    }
+    const stateDir = join(env.dir, 'shared-install-state');
+    const bin = join(env.dir, 'shared-install-bin');
+    const install = spawnSync(
+      process.execPath,
+      [
+        join(REPO, 'bin/stewardd'),
+        'install',
+        '--state-dir',
+        stateDir,
+        '--spool-dir',
+        stateDir,
+        '--cni-conf-dir',
+        confDir,
+        '--cni-bin-dir',
+        bin,
+      ],
+      { encoding: 'utf8' },
+    );
+    assert.equal(install.status, 1, install.stdout + install.stderr);
+    assert.match(install.stderr, /--spool-dir .* cannot be a spool dir: it is the state dir /);
+    assert.equal(existsSync(join(stateDir, 'install.json')), false);
+    assert.deepEqual(readdirSync(confDir), []);
+  });
+
+  it('an install record naming the state dir as the spool dir: not ready, saying so; install.json stays where it is', async () => {
+    const daemon = new Daemon(env, { name: 'shared-record' });
+    mkdirSync(daemon.stateDir, { recursive: true });
+    const record = join(daemon.stateDir, 'install.json');
+    const text = JSON.stringify({
+      version: 1,
+      state: 'installed',
+      cniBinDir: join(env.dir, 'shared-record-bin'),
+      cniConfDir: join(env.dir, 'shared-record-conf'),
+      socket: daemon.socket,
+      spoolDir: daemon.stateDir,
+      shim: { path: join(env.dir, 'shared-record-bin', 'steward'), sha256: '0'.repeat(64) },
+    });
+    writeFileSync(record, text);
+    await daemon.start(20_000, '/healthz');
+    await daemon.waitFor('not ready, naming the state dir', async () =>
+      /cannot be drained: it is the state dir/.test((await daemon.get('/readyz')).text),
+    );
+    await new Promise((r) => setTimeout(r, 2500)); // two of the dirs' rounds
+    assert.equal(readFileSync(record, 'utf8'), text, 'install.json untouched');
+    assert.equal(existsSync(join(daemon.stateDir, 'rejected')), false);
+    await daemon.stop();
   });
 });

@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { join, resolve } from 'node:path';
 import { DEFAULT_SOCKET, DEFAULT_STATE_DIR, MAX_SOCKET_PATH_BYTES } from '@cni-steward/shared';
 import { fail, int, level, restartGraceSeconds, runtimeEndpoint } from '../flags.js';
+import { spoolDirFlagProblems } from '../spool-dir-check.js';
 import type { InstallConfig, ShimLibc, UninstallConfig } from './options.js';
 import { CNI_VERSION_MODES, parseCniVersionMode, type CniVersionMode } from './cni-version.js';
 import { DEFAULT_SHIM, DIST, defaultShim } from './shim-path.js';
@@ -99,6 +100,7 @@ export function parseInstallConfig(argv: string[]): InstallConfig {
     problems.push(
       `--socket is ${Buffer.byteLength(cfg.socket)} bytes long; a Unix socket path is at most ${MAX_SOCKET_PATH_BYTES}`,
     );
+  problems.push(...spoolDirFlagProblems(cfg.spoolDir, cfg.stateDir, cfg.cniConfDir));
   fail(problems, INSTALL_USAGE);
   return cfg;
 }

@@ -30,6 +30,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { readRegularFile } from './files.js';
 import type { Logger } from 'pino';
 
 export const LOCK_FILE = 'install.lock';
@@ -40,6 +41,8 @@ export const FOREIGN_STALE_MS = 60_000;
 /** An empty or unreadable lock file (its creator died between create and write) counts as abandoned after this long. */
 const GARBLED_STALE_MS = 5_000;
 const POLL_MS = 25;
+/** A lock file holds one Holder: a few hundred bytes. */
+const MAX_LOCK_BYTES = 64 * 1024;
 
 /** What the lock file says about the process that holds it. */
 export interface Holder {
@@ -126,7 +129,11 @@ function look(path: string): Seen | undefined {
   let st;
   try {
     st = lstatSync(path);
-    raw = readFileSync(path, 'utf8');
+    if (st.isDirectory())
+      throw new Error(`the install lock ${path} is a directory, which stewardd never makes: remove it and try again`);
+    // What stewardd makes is a regular file: anything else (a FIFO, whose read would hold the
+    // daemon's loop for good; a link) is read as garbled, so it is broken once GARBLED_STALE_MS old.
+    raw = st.isFile() ? readRegularFile(path, MAX_LOCK_BYTES).toString('utf8') : '';
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw e;

@@ -7,9 +7,17 @@
 // the previous one or the intended one, and the record accepts all three as ours. Once the write
 // is durable, the record is rewritten without `previous`.
 
-import { mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { mkdirSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { atomicWrite, fsyncDir, removeDurably, tempsOf } from './files.js';
+import {
+  atomicWrite,
+  FileTooLargeError,
+  fsyncDir,
+  NotRegularFileError,
+  readRegularFile,
+  removeDurably,
+  tempsOf,
+} from './files.js';
 
 export const RECORD_FILE = 'install.json';
 
@@ -83,12 +91,20 @@ export function recordPath(stateDir: string): string {
   return join(stateDir, RECORD_FILE);
 }
 
+/** A record is a few KiB; one far bigger is not one stewardd wrote. */
+const MAX_RECORD_BYTES = 1024 * 1024;
+
 export function readRecord(stateDir: string): InstallRecord | undefined {
   let text: string;
   try {
-    text = readFileSync(recordPath(stateDir), 'utf8');
+    // Only a regular file, never blocking, bounded: a FIFO here held install, uninstall and the
+    // daemon's loop (which reads the record every second) for good; a link to /dev/zero grew install
+    // to gigabytes (hostile run, 1 Dec).
+    text = readRegularFile(recordPath(stateDir), MAX_RECORD_BYTES).toString('utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (e instanceof NotRegularFileError || e instanceof FileTooLargeError)
+      throw new UnreadableRecordError(recordPath(stateDir), e.message);
     throw e;
   }
   let rec: InstallRecord;
@@ -156,7 +172,7 @@ export function writeRecord(stateDir: string, rec: InstallRecord, ops: FileOps =
   const text = `${JSON.stringify(rec, null, 2)}\n`;
   let old: string | undefined;
   try {
-    old = readFileSync(recordPath(stateDir), 'utf8');
+    old = readRegularFile(recordPath(stateDir), MAX_RECORD_BYTES).toString('utf8');
   } catch {
     old = undefined;
   }
