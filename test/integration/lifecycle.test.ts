@@ -14,12 +14,13 @@ import {
   renameSync,
   rmSync,
   statSync,
+  symlinkSync,
   truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, leases, linkExists } from '../helpers/env.js';
+import { TestEnv, leases, linkExists, sh } from '../helpers/env.js';
 import { bridgePlugin } from '../helpers/netconf.js';
 import {
   installInto,
@@ -441,6 +442,46 @@ describe('install and uninstall leave the node exactly as it was', () => {
     const r = await uninstallFrom(t3);
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.deepEqual(snapshot(t.root), original);
+  });
+
+  it('the bin and conf dirs named again through links to them: install keeps the files it installed, uninstall removes them', async () => {
+    const t = freshTree('linked');
+    const original = snapshot(t.root);
+    assert.equal((await installInto(t, socket)).code, 0);
+    const binLink = join(t.root, 'binlink');
+    const confLink = join(t.root, 'conflink');
+    symlinkSync(t.binDir, binLink);
+    symlinkSync(t.confDir, confLink);
+    const again = await installInto({ ...t, binDir: binLink, confDir: confLink }, socket);
+    assert.equal(again.code, 0, again.stdout + again.stderr);
+    assert.doesNotMatch(again.stdout, /removed /);
+    assert.ok(existsSync(join(t.binDir, 'steward')), 'the shim it installed is still there');
+    assert.ok(existsSync(join(t.confDir, '00-steward.conflist')), 'the conflist it installed is still there');
+    const r = await uninstallFrom({ ...t, binDir: binLink, confDir: confLink });
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    rmSync(binLink);
+    rmSync(confLink);
+    assert.deepEqual(snapshot(t.root), original);
+  });
+
+  it('uninstall on a read-only conf dir that no longer holds our conflist: exit 0, the shim and record removed', async () => {
+    const t = freshTree('ro-conf');
+    assert.equal((await installInto(t, socket)).code, 0);
+    rmSync(join(t.confDir, '00-steward.conflist'));
+    sh('mount', ['--bind', t.confDir, t.confDir]);
+    env.defer(() => {
+      try {
+        sh('umount', ['-l', t.confDir]);
+      } catch {
+        /* not mounted */
+      }
+    });
+    sh('mount', ['-o', 'remount,bind,ro', t.confDir]);
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
+    assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
+    sh('umount', [t.confDir]);
   });
 
   it('install with no primary yet copies the shim and waits for the daemon to write the conflist', async () => {

@@ -10,6 +10,7 @@ import {
   fstatSync,
   fchmodSync,
   fsyncSync,
+  lstatSync,
   openSync,
   readdirSync,
   readSync,
@@ -192,11 +193,25 @@ export function removeDurably(path: string): boolean {
   try {
     unlinkSync(path);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return false;
+    // On a read-only file system unlink(2) says EROFS before it looks: a file that is not there is
+    // gone all the same (an uninstall failed on a conflist removed earlier, hostile run, 1 Dec).
+    if (code === 'EROFS' && !existsLink(path)) return false;
     throw e;
   }
   fsyncDir(dirname(path));
   return true;
+}
+
+/** Whether anything (a link included) is at `path`. */
+function existsLink(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** atomicWrite's temp files for `path` (left behind only by a crash mid-write), oldest name first. */

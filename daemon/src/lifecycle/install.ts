@@ -80,7 +80,13 @@ function retire(
   const report: InstallReport['retired'] = { removed: [], kept: [] };
   const retired = rec.retired ?? [];
   if (retired.length === 0) return { rec, report };
+  // A path no longer named may still be the very file now installed, reached another way (the bin
+  // dir named through a link to it): an install that removed it deleted the shim it had just put
+  // there, exit 0, every pod's ADD then failing (hostile run, 1 Dec). Compared by device and inode.
+  const inUse = new Set([rec.shim.path, rec.conflist?.path].map((p) => (p === undefined ? undefined : fileId(p))));
+  inUse.delete(undefined);
   for (const f of retired) {
+    if (fileId(f.path) !== undefined && inUse.has(fileId(f.path))) continue;
     for (const t of tempsOf(f.path)) ops.remove(t);
     const now = sha256File(f.path);
     if (now === undefined) continue;
@@ -102,6 +108,16 @@ function retire(
       'files of the previous install were rewritten by someone else; left in place and no longer recorded',
     );
   return { rec: rest, report };
+}
+
+/** A file's device and inode ("dev:ino"), or undefined when it is not there. */
+function fileId(path: string): string | undefined {
+  try {
+    const st = statSync(path);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return undefined;
+  }
 }
 
 export async function install(o: InstallOptions): Promise<InstallReport> {
