@@ -1,4 +1,5 @@
 // Every spool dir a DEL can be spooled to is drained, and kept clean (issue "spool hygiene").
+// One concern: which dirs are drained and each kept clean (the drain itself is engine/spool.ts).
 //
 // Which dirs: the daemon's own (--spool-dir, default <state-dir>/spool) and the one its install
 // record names (<state-dir>/install.json `spoolDir`, where the shim spools; a DEL spooled there was

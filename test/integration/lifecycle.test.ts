@@ -31,7 +31,7 @@ import {
   writeJson,
   type NodeTree,
 } from '../helpers/node-tree.js';
-import { cniEnv, execPlugin } from '../helpers/shim.js';
+import { cniEnv, execPlugin, shim } from '../helpers/shim.js';
 import { fillDisk, mountTmpfs } from '../helpers/tmpfs.js';
 
 function readJson(path: string): any {
@@ -482,6 +482,32 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.equal(existsSync(join(t.binDir, 'steward')), false);
     assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
     sh('umount', [t.confDir]);
+  });
+
+  it('uninstall --purge with a DEL spooled while no daemon ran: the DEL is named and the state dir kept, exit 1', async () => {
+    const t = freshTree('purge-spooled');
+    assert.equal((await installInto(t, join(env.dir, 'purge-spooled', 'gone.sock'))).code, 0);
+    // The shim spools a DEL it cannot deliver (no daemon on the socket), as during a crash.
+    const conf = JSON.parse(readFileSync(join(t.confDir, '00-steward.conflist'), 'utf8'));
+    const del = await shim(
+      { command: 'DEL', containerId: 'purge-spooled', netns: '' },
+      { cniVersion: conf.cniVersion, name: conf.name, ...conf.plugins[0] },
+    );
+    assert.equal(del.code, 0, del.stdout);
+    const spool = join(t.stateDir, 'spool');
+    const [spooled] = readdirSync(spool).filter((n) => n.endsWith('.json'));
+    assert.ok(spooled, 'the DEL was spooled');
+    const r = await uninstallFrom(t, ['--purge']);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /1 spooled DEL\(s\) not run yet .*purge-spooled/);
+    assert.match(r.stdout, /kept .* \(not purged\): start stewardd with --state-dir/);
+    assert.ok(existsSync(join(spool, spooled)), 'the spooled DEL is still there');
+    assert.equal(existsSync(join(t.confDir, '00-steward.conflist')), false, 'the config goes all the same');
+    rmSync(join(spool, spooled));
+    const again = await uninstallFrom(t, ['--purge']);
+    assert.equal(again.code, 0, again.stdout + again.stderr);
+    assert.match(again.stdout, /purged /);
+    assert.equal(existsSync(t.stateDir), false);
   });
 
   it('install with no primary yet copies the shim and waits for the daemon to write the conflist', async () => {

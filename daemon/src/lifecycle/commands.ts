@@ -149,8 +149,16 @@ export function printUninstall(r: UninstallReport, stateDir: string, purge = fal
   } else {
     console.log('0 teardowns pending');
   }
+  if (r.spooled.length > 0)
+    console.log(
+      `${r.spooled.length} spooled DEL(s) not run yet (no stewardd ran them; each file is its only record): ${r.spooled.slice(0, 5).join(', ')}${r.spooled.length > 5 ? ', …' : ''}`,
+    );
+  if (purge && r.spooled.length > 0 && r.refused.length === 0)
+    console.log(
+      `kept ${stateDir} (not purged): start stewardd with --state-dir ${stateDir} (and --spool-dir naming their dir, when it is another) so it runs them, then uninstall --purge again; or remove them by hand to give them up`,
+    );
   if (r.purged) console.log(`purged ${stateDir}`);
-  else if (purge && r.refused.length === 0 && existsSync(stateDir))
+  else if (purge && r.refused.length === 0 && r.spooled.length === 0 && existsSync(stateDir))
     console.log(`kept ${stateDir}: it holds files that are not stewardd's (only stewardd's own were removed)`);
 }
 
@@ -197,5 +205,5 @@ export async function runUninstall(cfg: UninstallConfig): Promise<number> {
     owner?.release();
   }
   printUninstall(r, cfg.stateDir, cfg.purge);
-  return r.refused.length > 0 || r.superseded ? 1 : 0;
+  return r.refused.length > 0 || r.superseded || (cfg.purge && r.spooled.length > 0) ? 1 : 0;
 }

@@ -2,8 +2,9 @@
 // daemon, then, holding the install lock (lock.ts), take away exactly the files install.ts recorded
 // (record.ts), each only if it is still byte-for-byte one we wrote; with --purge, the state dir too.
 
-import { existsSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { existsSync, lstatSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { SPOOL_NAME } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import { drain, type Leftover } from './drain.js';
 import { changeOf, sha256File, tempsOf } from './files.js';
@@ -52,6 +53,32 @@ export interface UninstallReport {
    */
   superseded?: true;
   purged: boolean;
+  /**
+   * Spooled DELs no daemon has run yet (the spool dirs of the state dir and of the record): their
+   * files are their only record, so --purge leaves the state dir while any is there.
+   */
+  spooled: string[];
+}
+
+/** The spooled DELs (regular files named as the shim names them) in `dirs`, by path. */
+function spooledDels(dirs: ReadonlyArray<string | undefined>): string[] {
+  const found: string[] = [];
+  for (const dir of new Set(dirs.filter((d): d is string => d !== undefined).map((d) => resolve(d)))) {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const n of names.filter((n) => SPOOL_NAME.test(n)).sort()) {
+      try {
+        if (lstatSync(join(dir, n)).isFile()) found.push(join(dir, n));
+      } catch {
+        /* drained meanwhile */
+      }
+    }
+  }
+  return found;
 }
 
 export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
@@ -65,6 +92,7 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
     refused: [],
     leftovers: [],
     purged: false,
+    spooled: [],
   };
   // Marked before the drain: an install that runs meanwhile writes "installed" again, and the
   // removal below then leaves what it installed (it had reported success).
@@ -103,7 +131,11 @@ export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
       return report;
     }
     if (!removeRecorded(o, ops, report) && marked) unmark(o, ops);
-    if (o.purge && report.refused.length === 0) report.purged = purgeStateDir(held);
+    // Counted once the conflist is gone (no shim spools any more): a DEL spooled while the daemon was
+    // down and never run. --purge deleted them with the state dir, silently, their pods' addresses
+    // and interfaces then held for good (hostile run, 1 Dec).
+    report.spooled = spooledDels([join(o.stateDir, 'spool'), peek?.spoolDir]);
+    if (o.purge && report.refused.length === 0 && report.spooled.length === 0) report.purged = purgeStateDir(held);
   } finally {
     held.release();
   }
