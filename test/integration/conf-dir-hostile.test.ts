@@ -128,4 +128,23 @@ describe("hostile files at stewardd's own paths", () => {
     assert.match(readyz.text, /not a readable install record/);
     await daemon.stop();
   });
+
+  it('the installed shim removed under a running daemon: /readyz 503 naming it; install puts it back and ready again', async () => {
+    const daemon = new Daemon(env, {
+      name: 'no-shim',
+      args: ['--cni-conf-dir', join(env.dir, 'no-shim/etc/cni/net.d')],
+    });
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'no-shim')), stateDir: daemon.stateDir };
+    writeLoopbackPrimary(tree.confDir);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.start();
+    rmSync(join(tree.binDir, 'steward'));
+    await daemon.waitFor('not ready, naming the missing shim', async () =>
+      /installed shim .*steward is missing/.test((await daemon.get('/readyz')).text),
+    );
+    assert.equal((await daemon.get('/healthz')).status, 200);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200);
+    await daemon.stop();
+  });
 });

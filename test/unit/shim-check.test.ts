@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { ShimCheck } from '../../daemon/src/lifecycle/shim-check.js';
-import { writeRecord, type InstallRecord } from '../../daemon/src/lifecycle/record.js';
+import { readRecord, writeRecord, type InstallRecord } from '../../daemon/src/lifecycle/record.js';
 import { sha256RegularFile, sha256RegularFileAsync } from '../../daemon/src/lifecycle/files.js';
 
 const log = pino({ level: 'silent' });
@@ -59,7 +59,12 @@ describe('ShimCheck', () => {
     assert.equal(c.problem(), undefined);
     record(n.stateDir, n.installed);
     await c.check();
-    assert.equal(c.problem(), undefined, 'recorded but not on disk: not this check');
+    assert.equal(
+      c.problem(),
+      `installed shim ${n.installed} is missing: the runtime cannot run steward, and every pod's ADD fails while 00-steward.conflist names it: run stewardd install / roll the DaemonSet`,
+      'recorded as installed but not on disk',
+    );
+    assert.equal(c.mismatch(), 1, 'no installed build is not this build either');
     writeFileSync(n.installed, 'build A');
     await c.check();
     assert.equal(c.problem(), undefined);
@@ -73,7 +78,12 @@ describe('ShimCheck', () => {
     assert.equal(c.mismatch(), 1);
     unlinkSync(n.installed);
     await c.check();
-    assert.equal(c.mismatch(), 0);
+    assert.equal(c.mismatch(), 1);
+    assert.match(c.problem() ?? '', /is missing/);
+    // While uninstall removes it (the record marked), a missing shim is expected: no problem.
+    writeRecord(n.stateDir, { ...readRecord(n.stateDir)!, state: 'uninstalling' });
+    await c.check();
+    assert.equal(c.problem(), undefined);
   });
 
   it('start(): another build installed is known before the event loop turns once (the daemon is ready only after)', async () => {

@@ -97,10 +97,12 @@ export class ShimCheck {
   private async checkOnce(sync: boolean): Promise<void> {
     if (this.own === undefined) return;
     let path: string;
+    let installed = false;
     try {
       const rec = readRecord(this.o.stateDir);
       if (rec === undefined) return this.set(undefined);
       path = rec.shim.path;
+      installed = rec.state === 'installed';
     } catch (e) {
       this.o.log.debug({ err: e }, 'cannot read the install record; shim check skipped this round');
       return;
@@ -110,9 +112,11 @@ export class ShimCheck {
       const st = statSync(path);
       stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
     } catch {
-      // No installed shim: the runtime cannot call us at all; the watcher and install report that.
+      // No installed shim: the runtime cannot call us at all, and every pod's ADD fails on a missing
+      // `steward` while our conflist is in place. Said so while installed (uninstall removes it on
+      // purpose); nothing else said it (hostile run, 1 Dec: /readyz stayed 200).
       this.seen = undefined;
-      return this.set(undefined);
+      return this.set(installed ? missingShim(path) : undefined);
     }
     if (this.seen?.path !== path || this.seen.stamp !== stamp) {
       try {
@@ -122,7 +126,7 @@ export class ShimCheck {
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
           this.seen = undefined;
-          return this.set(undefined);
+          return this.set(installed ? missingShim(path) : undefined);
         }
         this.seen = { path, stamp, unreadable: (e as Error).message };
       }
@@ -145,4 +149,9 @@ export class ShimCheck {
     else if (this.why !== undefined) this.o.log.info("the installed shim is this stewardd's own again");
     this.why = why;
   }
+}
+
+/** The readiness problem of an installed shim that is not there. */
+function missingShim(path: string): string {
+  return `installed shim ${path} is missing: the runtime cannot run steward, and every pod's ADD fails while 00-steward.conflist names it: run stewardd install / roll the DaemonSet`;
 }
