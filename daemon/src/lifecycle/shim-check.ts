@@ -97,7 +97,7 @@ export class ShimCheck {
   private async checkOnce(sync: boolean): Promise<void> {
     if (this.own === undefined) return;
     let path: string;
-    let installed = false;
+    let installed: boolean;
     try {
       const rec = readRecord(this.o.stateDir);
       if (rec === undefined) return this.set(undefined);
