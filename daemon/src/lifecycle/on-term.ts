@@ -84,9 +84,16 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
     purge: false,
     log: o.log,
   });
-  if (r.refused.length > 0 || r.leftovers.length > 0 || r.superseded) {
+  // A DEL spooled in the last moments and not run yet is kept too: its file is its only record.
+  if (r.refused.length > 0 || r.leftovers.length > 0 || r.spooled.length > 0 || r.superseded) {
     o.log.warn(
-      { stateDir: o.stateDir, refused: r.refused.length, leftovers: r.leftovers.length, superseded: !!r.superseded },
+      {
+        stateDir: o.stateDir,
+        refused: r.refused.length,
+        leftovers: r.leftovers.length,
+        spooled: r.spooled.length,
+        superseded: !!r.superseded,
+      },
       'keeping the state dir: uninstall was incomplete, or stewardd was installed again meanwhile',
     );
     return () => undefined;
