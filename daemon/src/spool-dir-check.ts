@@ -33,13 +33,13 @@ export function spoolDirProblem(dir: string): string | undefined {
 }
 
 /**
- * Why `dir` must not be a spool dir because it is one of `others` (the state dir, the CNI conf dir),
+ * Why `dir` must not be a spool dir because it is the state dir or the CNI conf dir,
  * or undefined. A drain takes every `*.json` in a spool dir for a spooled DEL and moves what is not
  * one aside: given the state dir it moved install.json away, and uninstall then found nothing recorded
  * and left the conflist dangling (hostile run, 1 Dec); given the conf dir it would move the node's
  * `.json` network configs. Compared as resolved, so a link to either is refused too.
  */
-export function sharedDirProblem(dir: string, others: ReadonlyArray<[what: string, path: string | undefined]>) {
+export function sharedDirProblem(dir: string, stateDir: string, confDir: string | undefined): string | undefined {
   const real = (p: string) => {
     try {
       return realpathSync(p);
@@ -47,18 +47,19 @@ export function sharedDirProblem(dir: string, others: ReadonlyArray<[what: strin
       return resolve(p);
     }
   };
-  for (const [what, path] of others)
-    if (path !== undefined && real(dir) === real(path))
+  const at = real(dir);
+  for (const [what, path] of [
+    ['the state dir', stateDir],
+    ['the CNI conf dir', confDir],
+  ] as const)
+    if (path !== undefined && at === real(path))
       return `it is ${what} ${path}, whose own *.json files a drain would take for spooled DELs and move aside`;
   return undefined;
 }
 
-/** `--spool-dir`'s problem for `run` and `install` (none, or one): the state dir or the CNI conf dir named. */
+/** `--spool-dir`'s problem for `run` and `install` (none, or one). */
 export function spoolDirFlagProblems(spoolDir: string, stateDir: string, confDir: string | undefined): string[] {
-  const shared = sharedDirProblem(spoolDir, [
-    ['the state dir', stateDir],
-    ['the CNI conf dir', confDir],
-  ]);
+  const shared = sharedDirProblem(spoolDir, stateDir, confDir);
   return shared === undefined ? [] : [`--spool-dir ${spoolDir} cannot be a spool dir: ${shared}`];
 }
 

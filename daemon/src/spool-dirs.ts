@@ -151,11 +151,7 @@ export class SpoolDirs {
       // Made now if it is not there yet (as the shim would, 0700): a dir a user other than root made
       // first, under a parent anyone may write to (/tmp), is refused below and never drained.
       if (n.round === round) makeMissing(dir);
-      const problem =
-        sharedDirProblem(dir, [
-          ['the state dir', this.o.stateDir],
-          ['the CNI conf dir', confDir],
-        ]) ?? spoolDirProblem(dir);
+      const problem = sharedDirProblem(dir, this.o.stateDir, confDir) ?? spoolDirProblem(dir);
       if (problem === undefined) {
         drainable.push(dir);
         this.checked.passed(dir);

@@ -86,7 +86,8 @@ function retire(
   const inUse = new Set([rec.shim.path, rec.conflist?.path].map((p) => (p === undefined ? undefined : fileId(p))));
   inUse.delete(undefined);
   for (const f of retired) {
-    if (fileId(f.path) !== undefined && inUse.has(fileId(f.path))) continue;
+    const id = fileId(f.path);
+    if (id !== undefined && inUse.has(id)) continue;
     for (const t of tempsOf(f.path)) ops.remove(t);
     const now = sha256File(f.path);
     if (now === undefined) continue;
