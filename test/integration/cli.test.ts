@@ -207,7 +207,7 @@ describe('retries asked at once', () => {
     await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
     const dels = fixtureCalls(fx, 'DEL').length;
     const answers = await Promise.all(Array.from({ length: 20 }, () => daemon.request('POST', '/v1/teardowns/retry')));
-    for (const a of answers) assert.deepEqual(a.json, { attempted: 1, done: 0, pending: 1, rearmed: 0 });
+    for (const a of answers) assert.deepEqual(a.json, { attempted: 1, done: 0, abandoned: 0, pending: 1, rearmed: 0 });
     assert.equal(fixtureCalls(fx, 'DEL').length, dels + 1, 'one DEL for the 20 retries');
     const [step] = (await daemon.get('/v1/teardowns')).json.pending;
     assert.equal(step.attempts, 2, 'the runtime DEL and one retry');
@@ -215,6 +215,35 @@ describe('retries asked at once', () => {
     const next = await cli(['retry', '--socket', daemon.socket]);
     assert.equal(next.stdout.trim(), 'retried 1 attachment(s): 0 torn down, 1 still pending', next.stderr);
     assert.equal(fixtureCalls(fx, 'DEL').length, dels + 2);
+  });
+});
+
+describe('a retry that abandons the step', () => {
+  let daemon: Daemon;
+  after(() => daemon?.stop());
+
+  it('says it finished by abandoning a step, never "torn down", and status --check exits 1', async () => {
+    // Retries far apart, so only the asked one runs; the runtime's DEL is attempt 1 of 2.
+    daemon = new Daemon(env, {
+      name: 'retry-abandons',
+      args: ['--retry-base-ms', '600000', '--retry-max-ms', '600000', '--retry-max-attempts', '2'],
+    });
+    await daemon.start();
+    const fx = join(env.dir, 'fx-retry-abandons');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('podnet', '1.0.0', [fixturePlugin(fx, { failDelAlways: true })]),
+    ]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'given-up', netns: env.netns() }, conf)).code, 0);
+    assert.equal((await shim({ command: 'DEL', containerId: 'given-up', netns: '' }, conf)).code, 0);
+    await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
+    const r = await cli(['retry', '--socket', daemon.socket]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(
+      r.stdout.trim(),
+      'retried 1 attachment(s): 0 torn down, 1 finished by abandoning a step (what it held may be leaked: stewardd teardowns), 0 still pending',
+    );
+    assert.equal(fixtureCalls(fx, 'DEL').length, 2);
+    assert.equal((await cli(['status', '--check', '--socket', daemon.socket])).code, 1);
   });
 });
 
@@ -275,7 +304,14 @@ describe('status --check with an abandoned teardown, and retry --abandoned', () 
     rmSync(broken);
     const r = await cli(['retry', '--abandoned', '-o', 'json', '--socket', daemon.socket]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), { attempted: 1, done: 1, pending: 0, rearmed: 1, skippedNewer: 0 });
+    assert.deepEqual(JSON.parse(r.stdout), {
+      attempted: 1,
+      done: 1,
+      abandoned: 0,
+      pending: 0,
+      rearmed: 1,
+      skippedNewer: 0,
+    });
     const s = await daemon.status();
     assert.equal(s.steps.abandoned ?? 0, 0);
     assert.equal((await cli(['status', '--check', '--socket', daemon.socket])).code, 0);
@@ -349,7 +385,14 @@ describe('retry --abandoned after the container was added again: the new pod kee
     assert.deepEqual(leases(), held, "the new attachment's lease is still held");
     assert.equal((await daemon.status()).steps.abandoned, 1);
     const json = await cli(['retry', '--abandoned', '-o', 'json', '--socket', daemon.socket]);
-    assert.deepEqual(JSON.parse(json.stdout), { attempted: 0, done: 0, pending: 0, rearmed: 0, skippedNewer: 1 });
+    assert.deepEqual(JSON.parse(json.stdout), {
+      attempted: 0,
+      done: 0,
+      abandoned: 0,
+      pending: 0,
+      rearmed: 0,
+      skippedNewer: 1,
+    });
   });
 });
 
@@ -484,6 +527,7 @@ describe('CLI errors name the socket and the cause', () => {
       [['attachments'], [{ id: {}, steps: 'notarray', updatedAt: 5 }, { steps: [null, 1] }]],
       [['audit'], { orphans: [null, 1, { kind: {} }], runtime: { reachable: true, distrusted: null } }],
       [['retry'], { attempted: 1, done: 1, pending: 0, skippedNewer: '\u001b[2J' }],
+      [['retry'], { attempted: 1, done: 0, pending: 0, abandoned: '1' }],
     ];
     for (const [i, [command, answer]] of cases.entries()) {
       const body = JSON.stringify(answer);

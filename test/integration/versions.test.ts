@@ -56,6 +56,31 @@ describe('mixed CNI versions', () => {
   }
 });
 
+describe('a delegate at a version its plugins do not speak', () => {
+  it('the ADD fails with code 1 and its rollback leaves nothing pending or abandoned (the plugin refused it before doing anything)', async () => {
+    // Debian's plugins speak up to 1.0.0: bridge refuses 1.1.0, ADD and DEL alike, with code 1.
+    const netns = env.netns();
+    const bridge = env.bridge();
+    const conf = stewardConf(daemon.socket, '1.1.0', [
+      delegate('toonew', '1.1.0', [bridgePlugin({ bridge, subnet: env.subnet(), dataDir: join(env.dir, 'ipam-new') })]),
+    ]);
+    const before = (await daemon.status()).steps;
+    const add = await shim({ command: 'ADD', containerId: 'too-new', netns }, conf);
+    assert.equal(add.code, 1, add.stdout);
+    assert.equal(add.json.code, 1);
+    assert.match(add.json.msg, /incompatible CNI versions/);
+    await daemon.waitFor('the rollback', async () => {
+      const rows = (await daemon.get('/v1/attachments?containerId=too-new')).json as Array<{ state: string }>;
+      return rows.length === 1 && rows[0]!.state === 'deleted';
+    });
+    const s = await daemon.status();
+    assert.equal(s.teardownQueue.depth, 0, 'no DEL left to retry');
+    assert.equal(s.steps.abandoned ?? 0, before.abandoned ?? 0, 'and none abandoned');
+    assert.throws(() => sh('ip', ['link', 'show', bridge]), 'bridge made no bridge');
+    assert.equal((await shim({ command: 'DEL', containerId: 'too-new', netns }, conf)).code, 0);
+  });
+});
+
 describe('CHECK of a delegate older than 0.4.0', () => {
   it("runs the plugins' CHECK at a version they support, and fails once the interface is deleted by hand", async () => {
     const netns = env.netns();

@@ -216,7 +216,7 @@ describe('teardown: failures, retries and bounds', () => {
     assert.deepEqual(plugins.of('DEL'), ['DEL two ab'], 'a confirmed step halts the steps before it');
     const a = store.currentAttachment({ containerId: 'ab', ...KEY })!;
     const outcome = await engine.runTeardown(a.id, Priority.Background, { force: true });
-    assert.deepEqual(outcome, { done: true });
+    assert.deepEqual(outcome, { done: true, abandoned: 1 }, 'finished, by abandoning one step');
     assert.deepEqual(plugins.of('DEL'), ['DEL two ab', 'DEL two ab', 'DEL one ab']);
     const [one, two] = store.stepsOf(a.id);
     assert.equal(two!.state, 'abandoned');
@@ -279,6 +279,50 @@ describe('teardown: failures, retries and bounds', () => {
     const b = store.currentAttachment({ containerId: 'down', ...KEY })!;
     for (let i = 0; i < 4; i++) await engine.runTeardown(b.id, Priority.Background, { force: true });
     assert.equal(store.stepsOf(b.id)[1]!.state, 'del_failed', 'five DELs, still retried');
+  });
+
+  test('a step whose ADD was refused for its cniVersion needs no DEL when its DEL is refused the same way (code 1)', async () => {
+    const { engine, plugins, store, metrics } = setup();
+    const refusal =
+      'incompatible CNI versions; config is "1.1.0", plugin supports ["0.1.0" "0.2.0" "0.3.0" "0.3.1" "0.4.0" "1.0.0"]';
+    plugins.on('two', () => {
+      throw new CniError(1, refusal);
+    });
+    await assert.rejects(engine.handle(req('ADD', 'too-new', chain)), (e: CniError) => e.code === 1);
+    await engine.idle('too-new'); // the rollback
+    const a = store.currentAttachment({ containerId: 'too-new', ...KEY })!;
+    assert.deepEqual(plugins.of('DEL'), ['DEL two too-new', 'DEL one too-new'], 'its DEL was still asked');
+    assert.equal(store.getAttachment(a.id)!.state, 'deleted');
+    assert.deepEqual(
+      store.stepsOf(a.id).map((st) => [st.pluginType, st.state, st.attempts]),
+      [
+        ['one', 'deleted', 1],
+        ['two', 'deleted', 1],
+      ],
+      'torn down at its one DEL, not del_failed and in time abandoned',
+    );
+    assert.equal(await counterValue(metrics.teardownFailures, { plugin: 'two' }), 0);
+
+    // Code 1 with other words than the ADD's, or to a step whose ADD succeeded: a failure as before.
+    for (const [id, addFails] of [
+      ['other-words', true],
+      ['was-added', false],
+    ] as const) {
+      plugins.on('two', (c) => {
+        if (c.command === 'ADD' && addFails) throw new CniError(1, refusal);
+        if (c.command === 'DEL') throw new CniError(1, 'incompatible CNI versions; config is "9.9.9"');
+        return { cniVersion: '1.0.0' };
+      });
+      plugins.on('one', () => ({ cniVersion: '1.0.0' }));
+      if (addFails) await assert.rejects(engine.handle(req('ADD', id, chain)));
+      else {
+        await engine.handle(req('ADD', id, chain));
+        await engine.handle(req('DEL', id, chain));
+      }
+      await engine.idle(id);
+      const b = store.currentAttachment({ containerId: id, ...KEY })!;
+      assert.equal(store.stepsOf(b.id)[1]!.state, 'del_failed', id);
+    }
   });
 
   test('a step whose teardown is older than maxAgeMs is abandoned at its next failure', async () => {
@@ -588,7 +632,10 @@ describe('teardown: which failing steps hold the steps before them', () => {
     failDel(plugins, 'two', () => new CniError(11, 'two is stuck'));
     await engine.handle(req('DEL', 'h1', chain));
     const a = store.currentAttachment({ containerId: 'h1', ...KEY })!;
-    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background, { force: true }), { done: true });
+    assert.deepEqual(await engine.runTeardown(a.id, Priority.Background, { force: true }), {
+      done: true,
+      abandoned: 1,
+    });
     assert.deepEqual(plugins.of('DEL'), ['DEL two h1', 'DEL two h1', 'DEL one h1']);
     assert.deepEqual(
       store.stepsOf(a.id).map((st) => [st.state, st.attempts]),

@@ -81,7 +81,10 @@ describe('Metrics', () => {
 
   test('instrument counts and times every plugin execution by plugin, command and outcome', async () => {
     const m = new Metrics(source);
+    // As the executor does: onStart once the process exists; a type never found has none.
     const run = m.instrument(async (call) => {
+      if (call.type === 'missing') throw new Error('plugin missing not found');
+      call.onStart?.({ pid: 1, startTime: 1, bootId: 'b' });
       if (call.type === 'bad') throw new Error('no');
       return {};
     });
@@ -97,10 +100,15 @@ describe('Metrics', () => {
     };
     await run(call);
     await assert.rejects(run({ ...call, type: 'bad', command: 'DEL' }));
+    const journaled: number[] = [];
+    await run({ ...call, onStart: (p) => journaled.push(p.pid) });
+    await assert.rejects(run({ ...call, type: 'missing', command: 'DEL' }));
     const text = await m.registry.metrics();
-    assert.match(text, /^steward_plugin_executions_total\{plugin="bridge",command="ADD",outcome="ok"\} 1$/m);
+    assert.deepEqual(journaled, [1], "the caller's own onStart is still told");
+    assert.doesNotMatch(text, /plugin="missing"/, 'a plugin never started is no execution and makes no series');
+    assert.match(text, /^steward_plugin_executions_total\{plugin="bridge",command="ADD",outcome="ok"\} 2$/m);
     assert.match(text, /^steward_plugin_executions_total\{plugin="bad",command="DEL",outcome="error"\} 1$/m);
-    assert.match(text, /^steward_plugin_duration_seconds_count\{plugin="bridge",command="ADD"\} 1$/m);
+    assert.match(text, /^steward_plugin_duration_seconds_count\{plugin="bridge",command="ADD"\} 2$/m);
   });
 
   test('countWriteError bumps steward_db_write_errors_total', async () => {
@@ -126,7 +134,7 @@ describe('Metrics', () => {
 
   test('an audit pass: held orphans by kind; past the grace only when the runtime answered; releases counted', async () => {
     const m = new Metrics(source);
-    const orphan = (kind: string, ageSeconds: number | null, released = false) => ({
+    const orphan = (kind: string, ageSeconds: number | null, released = false, verdict = 'young') => ({
       kind: kind as 'lease',
       containerId: 'c'.repeat(64),
       network: 'n',
@@ -136,17 +144,29 @@ describe('Metrics', () => {
       ageSeconds,
       journalled: false,
       released,
+      verdict,
     });
-    const orphans = [orphan('lease', 7200), orphan('lease', 60), orphan('cache', null), orphan('lease', 9000, true)];
+    // The last: a hand-made reservation (host-local's "reserved"), which no pass ever releases.
+    const orphans = [
+      orphan('lease', 7200),
+      orphan('lease', 60),
+      orphan('cache', null),
+      orphan('lease', 9000, true, 'release'),
+      orphan('lease', 86_400, false, 'foreign-owner'),
+    ];
     m.recordAudit({
       at: 5000,
       graceMs: 900_000,
       report: { orphans, runtime: { reachable: true, endpoint: 'e', sandboxes: 1 } },
     });
     let text = await m.registry.metrics();
-    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 2$/m);
+    assert.match(text, /^steward_audit_orphans\{kind="lease"\} 3$/m);
     assert.match(text, /^steward_audit_orphans\{kind="cache"\} 1$/m);
-    assert.match(text, /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m);
+    assert.match(
+      text,
+      /^steward_audit_orphans_past_grace\{kind="lease"\} 1$/m,
+      'never a foreign-owner: it is never released',
+    );
     assert.match(text, /^steward_audit_orphans_past_grace\{kind="cache"\} 0$/m, 'no age evidence: young');
     assert.match(text, /^steward_audit_released_total\{kind="lease"\} 1$/m);
     assert.match(text, /^steward_audit_last_run_success 1$/m);

@@ -121,7 +121,7 @@ describe('retry scheduler: what a tick logs', () => {
     assert.equal(rejected[0]!.movedTo, join(spoolDir, 'rejected', 'b.json'));
     assert.match(String(rejected[0]!.err), /JSON/);
     assert.deepEqual(readdirSync(join(spoolDir, 'rejected')), ['b.json']);
-    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, pending: 0 }]);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, abandoned: 0, pending: 0 }]);
     assert.equal(w.store.getAttachment(due.id)!.state, 'deleted');
     assert.deepEqual(w.cap.of('pruned finished attachments'), [{ pruned: 1 }]);
     assert.deepEqual(w.cap.of('cut-off attachments reclaimed'), [], 'nothing was cut off');
@@ -141,7 +141,7 @@ describe('retry scheduler: what a tick logs', () => {
     const due = await w.failing('still');
     w.clock.t += 10_000; // past the 5 s backoff cap, well within the hour before it is given up on
     await w.oneTick();
-    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 0, pending: 1 }]);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 0, abandoned: 0, pending: 1 }]);
     assert.equal(w.store.getAttachment(due.id)!.state, 'deleting');
   });
 
@@ -161,7 +161,11 @@ describe('retry scheduler: what a tick logs', () => {
       await w.oneTick();
       assert.deepEqual(
         w.cap.of('cut-off attachments reclaimed'),
-        [finishes ? { attempted: 1, done: 1, pending: 0 } : { attempted: 1, done: 0, pending: 1 }],
+        [
+          finishes
+            ? { attempted: 1, done: 1, abandoned: 0, pending: 0 }
+            : { attempted: 1, done: 0, abandoned: 0, pending: 1 },
+        ],
         finishes ? 'reclaimed' : 'still pending',
       );
       assert.equal(w.store.getAttachment(a.id)!.state, finishes ? 'deleted' : 'deleting');
@@ -201,7 +205,7 @@ describe('retry scheduler: what a tick logs', () => {
     w.store.setStepDeleting = () => {
       throw new Error('database or disk is full');
     };
-    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, pending: 1 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
     assert.deepEqual(w.cap.of('teardown could not run; retried on the next tick'), [
       { attachment: due.id, err: 'stewardd journal write failed (error: database or disk is full)' },
     ]);
@@ -318,7 +322,7 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
     while (w.env.plugins.of('DEL').length === dels) await new Promise((r) => setTimeout(r, 1));
     const ended = await w.tickEnds();
     gate.resolve();
-    assert.deepEqual(await retry, { attempted: 1, done: 1, pending: 0 });
+    assert.deepEqual(await retry, { attempted: 1, done: 1, abandoned: 0, pending: 0 });
     await w.s.stop();
     assert.equal(ended, true, 'the tick ended while the retry was still running');
     assert.deepEqual(w.cap.of('teardown retries ran'), [], 'the tick left the attachment to the retry under way');
@@ -335,11 +339,58 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
       real(id);
     };
     w.clock.t += 10_000;
-    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, pending: 1 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
     full = false;
     await w.oneTick();
-    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, pending: 0 }]);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, abandoned: 0, pending: 0 }]);
     assert.equal(w.store.getAttachment(due.id)!.state, 'deleted');
+  });
+
+  test('a retry asked while a tick tears the attachment down joins that run: its step is DELed once, not twice', async () => {
+    const w = world();
+    const due = await w.failing('joined');
+    const gate = deferred();
+    const started = deferred();
+    let dels = 0;
+    w.env.plugins.on('one', async (c) => {
+      if (c.command !== 'DEL') return undefined;
+      dels++;
+      started.resolve();
+      await gate.promise;
+      throw new CniError(11, 'busy');
+    });
+    w.clock.t += 10_000;
+    w.s.start();
+    await started.promise; // the tick is running the failing step
+    const retry = w.s.retryNow();
+    await new Promise((r) => setTimeout(r, 20));
+    gate.resolve();
+    assert.deepEqual(await retry, { attempted: 1, done: 0, abandoned: 0, pending: 1 }, "the tick's outcome");
+    await w.s.stop();
+    assert.equal(dels, 1, 'one DEL: a second run right after would spend one more of its attempts');
+    assert.equal(w.store.stepsOf(due.id).find((st) => st.pluginType === 'one')!.attempts, 2);
+  });
+
+  test('a retry that abandons a step reports it abandoned, never torn down', async () => {
+    const w = world();
+    w.env.plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(4, 'bad field');
+      return { cniVersion: '1.0.0' };
+    });
+    await w.env.engine.handle(req('ADD', 'doomed', chain));
+    await w.env.engine.handle(req('DEL', 'doomed', chain));
+    const a = w.store.currentAttachment({ containerId: 'doomed', ...KEY })!;
+    // Code 4 is bad input: abandoned at its third DEL (the runtime's was the first).
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 1, pending: 0 });
+    assert.equal(w.store.getAttachment(a.id)!.state, 'deleted');
+    assert.deepEqual(
+      w.store.stepsOf(a.id).map((st) => [st.pluginType, st.state]),
+      [
+        ['one', 'abandoned'],
+        ['two', 'deleted'],
+      ],
+    );
   });
 
   test('stopped in the middle of a tick, the scheduler runs no further tick', async () => {

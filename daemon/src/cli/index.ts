@@ -317,6 +317,8 @@ interface RetryAnswer {
   attempted: number;
   done: number;
   pending: number;
+  /** Finished by abandoning a step (a daemon before this answer does not say). */
+  abandoned?: number;
   rearmed?: number;
   skippedNewer?: number;
 }
@@ -328,7 +330,11 @@ function retryLine(x: RetryAnswer, abandoned: boolean): string {
     : '';
   return (
     (abandoned ? `re-armed ${x.rearmed ?? 0} abandoned step(s); ${skipped}` : '') +
-    `retried ${x.attempted} attachment(s): ${x.done} torn down, ${x.pending} still pending`
+    `retried ${x.attempted} attachment(s): ${x.done} torn down, ` +
+    (x.abandoned
+      ? `${x.abandoned} finished by abandoning a step (what it held may be leaked: stewardd teardowns), `
+      : '') +
+    `${x.pending} still pending`
   );
 }
 

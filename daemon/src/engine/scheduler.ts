@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { Store } from '../store/store.js';
 import type { RetryClock } from './clock.js';
 import type { Engine } from './engine.js';
+import type { TeardownOutcome } from './teardown.js';
 import { Priority } from './limiter.js';
 import { ingestSpool } from './spool.js';
 
@@ -47,7 +48,10 @@ export interface SchedulerOptions {
 
 export interface RetryReport {
   attempted: number;
+  /** Torn down, every step DELed. */
   done: number;
+  /** Finished by abandoning a step this run (past its bound): what it holds may be leaked. */
+  abandoned: number;
   pending: number;
 }
 
@@ -59,7 +63,11 @@ export class RetryScheduler {
   private running: Promise<unknown> = Promise.resolve();
   private stopped = true;
   private lastPrune = 0;
-  private readonly inFlight = new Set<number>();
+  /**
+   * Each attachment's teardown this scheduler is running, which a retry asked meanwhile joins: run
+   * again right after, a failing step spent one more of its attempts for nothing.
+   */
+  private readonly inFlight = new Map<number, Promise<TeardownOutcome>>();
 
   constructor(opts: SchedulerOptions) {
     this.o = opts;
@@ -98,7 +106,10 @@ export class RetryScheduler {
     await this.running;
   }
 
-  /** Runs every due or failing teardown now (POST /v1/teardowns/retry). */
+  /**
+   * Runs every due or failing teardown now (POST /v1/teardowns/retry). One the scheduler is running
+   * already is joined, not run again.
+   */
   async retryNow(): Promise<RetryReport> {
     const ids = [...new Set(this.o.store.pendingTeardownSteps().map((s) => s.attachmentId))];
     return this.runAll(ids, true);
@@ -153,24 +164,26 @@ export class RetryScheduler {
     force: boolean,
     teardown = (id: number) => this.o.engine.runTeardown(id, Priority.Background, { force }),
   ): Promise<RetryReport> {
-    const outcomes = await Promise.all(
-      ids.map(async (id) => {
-        this.inFlight.add(id);
-        try {
-          return await teardown(id);
-        } catch (e) {
-          // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
-          this.o.log.warn(
-            { attachment: id, err: (e as Error).message },
-            'teardown could not run; retried on the next tick',
-          );
-          return { done: false };
-        } finally {
-          this.inFlight.delete(id);
-        }
-      }),
-    );
-    const done = outcomes.filter((o) => o.done).length;
-    return { attempted: ids.length, done, pending: ids.length - done };
+    const outcomes = await Promise.all(ids.map((id) => this.inFlight.get(id) ?? this.runOne(id, teardown)));
+    const done = outcomes.filter((o) => o.done && !o.abandoned).length;
+    const abandoned = outcomes.filter((o) => o.done && (o.abandoned ?? 0) > 0).length;
+    return { attempted: ids.length, done, abandoned, pending: ids.length - done - abandoned };
+  }
+
+  private runOne(id: number, teardown: (id: number) => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
+    // Started a microtask later, so that it is in inFlight before it can settle.
+    const run = Promise.resolve()
+      .then(() => teardown(id))
+      .catch((e: unknown): TeardownOutcome => {
+        // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
+        this.o.log.warn(
+          { attachment: id, err: (e as Error).message },
+          'teardown could not run; retried on the next tick',
+        );
+        return { done: false };
+      })
+      .finally(() => this.inFlight.delete(id));
+    this.inFlight.set(id, run);
+    return run;
   }
 }

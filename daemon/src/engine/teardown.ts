@@ -1,3 +1,5 @@
+// One concern: the order and the journaling of one attachment's DELs (long: those rules are its promise).
+//
 // Tearing down one attachment: DEL every step that may hold resources, with the stored ADD-time
 // config and the delegate's stored final result as prevResult. Used by runtime DELs, ADD rollback,
 // the retry scheduler, crash recovery, the reboot sweep and GC. The order rules (docs/teardown.md):
@@ -19,7 +21,7 @@
 
 import type { Logger } from 'pino';
 import { CniError, ErrorCode, versionAtLeast, type CniResult } from '@cni-steward/shared';
-import type { Store } from '../store/store.js';
+import { storedErrorText, type Store } from '../store/store.js';
 import { attachmentLogFields, type Attachment, type Step } from '../store/types.js';
 import type { PriorityValue } from './limiter.js';
 import type { PluginSlots } from './plugin-slots.js';
@@ -66,6 +68,11 @@ export interface TeardownOptions {
 
 export interface TeardownOutcome {
   done: boolean;
+  /**
+   * Steps this run abandoned (past their bound), when any: a `done` teardown with one is finished, not clean,
+   * and a retry must not report it torn down (hostile run, 1 Dec: "1 torn down" for an abandoned step).
+   */
+  abandoned?: number;
   /** The failure that halted teardown, when not done. */
   error?: CniError;
   /** With deferFinalCommit: the final commit, still owed (synchronous; throws like any journal write). */
@@ -170,6 +177,7 @@ export class Teardown {
 
     let firstFailure: CniError | undefined;
     let unfinished = false;
+    let abandoned = 0;
     for (const chain of chainsLastFirst(steps)) {
       for (const step of [...chain].reverse()) {
         if (DONE_STATES.has(step.state)) continue;
@@ -192,7 +200,10 @@ export class Teardown {
           succeeded = step;
           continue;
         }
-        if (this.failed(a, step, chain, failure, opts, alog) === 'abandoned') continue;
+        if (this.failed(a, step, chain, failure, opts, alog) === 'abandoned') {
+          abandoned++;
+          continue;
+        }
         unfinished = true;
         firstFailure ??= failure;
         if (confirmed(step)) break;
@@ -200,15 +211,16 @@ export class Teardown {
     }
     if (unfinished) {
       flush();
-      return { done: false, error: firstFailure as CniError };
+      return { done: false, error: firstFailure as CniError, ...(abandoned > 0 && { abandoned }) };
     }
     const commit = () => {
       flush(() => store.setAttachmentState(a.id, 'deleted'));
       alog.info('attachment torn down');
     };
-    if (opts.deferFinalCommit) return { done: true, commit };
+    const finished = { done: true, ...(abandoned > 0 && { abandoned }) };
+    if (opts.deferFinalCommit) return { ...finished, commit };
     commit();
-    return { done: true };
+    return finished;
   }
 
   /**
@@ -255,7 +267,10 @@ export class Teardown {
     return 'pending';
   }
 
-  /** Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or undefined. */
+  /**
+   * Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or
+   * undefined: done, or never needed (refusedItsVersion).
+   */
   private async delStep(
     a: Attachment,
     step: Step,
@@ -276,6 +291,13 @@ export class Teardown {
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
+      if (refusedItsVersion(step, err, a.error)) {
+        this.d.log.info(
+          { ...attachmentLogFields(a), step: step.id, plugin: step.pluginType, err: err.message },
+          'teardown step needs no DEL: its plugin refuses this cniVersion, as it refused the ADD, so it set up nothing',
+        );
+        return undefined;
+      }
       const failures = step.attempts + 1;
       const mono = this.clock.mono();
       const pendingMs = mono - (this.pendingMark.get(step.id) ?? mono);
@@ -298,6 +320,22 @@ export class Teardown {
     // teardownAt, which a clock step forward would inflate.
     return step.pendingMs >= maxAgeMs;
   }
+}
+
+/**
+ * The step's ADD never succeeded and failed exactly as this DEL did, with code 1: its plugin does not
+ * speak the stored config's cniVersion, and the spec has a plugin check that before it does anything,
+ * so the ADD set up nothing to DEL. Retrying could only end in an abandoned step (and `status --check`
+ * failing) for a pod whose ADD the runtime was told failed (hostile run, 1 Dec: a delegate at 1.1.0
+ * on plugins that speak up to 1.0.0 left one abandoned step per ADD).
+ */
+function refusedItsVersion(step: Step, failure: CniError, addError: string | null): boolean {
+  return (
+    !confirmed(step) &&
+    failure.code === ErrorCode.IncompatibleVersion &&
+    addError !== null &&
+    storedErrorText(failure.message) === addError
+  );
 }
 
 /** Each delegate's final result: the result of its last step that produced one. */

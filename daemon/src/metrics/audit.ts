@@ -14,7 +14,7 @@ export interface AuditPassFigures {
   graceMs: number;
   /** Undefined when the pass itself failed (`error`). */
   report?: {
-    orphans: ReadonlyArray<{ kind: string; released: boolean; ageSeconds: number | null }>;
+    orphans: ReadonlyArray<{ kind: string; released: boolean; ageSeconds: number | null; verdict: string }>;
     runtime: {
       reachable: boolean;
       endpoint?: string | null;
@@ -26,6 +26,9 @@ export interface AuditPassFigures {
   };
   error?: Error;
 }
+
+/** The audit's verdict (audit/decide.ts) on an orphan whose owner no runtime can name: never released. */
+const NEVER_RELEASED = 'foreign-owner';
 
 /** Every kind of audit finding is reported, 0 included. */
 const AUDIT_KINDS = ['lease', 'cache', 'portmap', 'attachment'] as const;
@@ -105,7 +108,9 @@ export class AuditMetrics {
       // runtime the owner is unknown (StewardAuditFailing says so), and nothing would be released.
       // A runtime whose answer contradicted the node does not tell who is gone either.
       const ownerKnown = (r.runtime.reachable || r.runtime.lostDuringPass === true) && !distrusted;
-      if (ownerKnown && x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs)
+      // Nor when no runtime's list can ever say its owner is gone (a hand-made host-local reservation):
+      // it is never released, and counted here it held StewardOrphansHeld firing for good.
+      if (ownerKnown && x.verdict !== NEVER_RELEASED && x.ageSeconds !== null && x.ageSeconds * 1000 >= o.graceMs)
         past.set(x.kind, (past.get(x.kind) ?? 0) + 1);
     }
     for (const kind of new Set([...AUDIT_KINDS, ...held.keys()])) {

@@ -8,6 +8,8 @@ import { UNVERSIONED_PROTOCOL } from '@cni-steward/shared';
 interface PluginCallLabels {
   type: string;
   command: string;
+  /** Told the plugin's process once it exists: only then is it an execution. */
+  onStart?: ((p: never) => void) | undefined;
 }
 
 export class RequestMetrics {
@@ -82,20 +84,34 @@ export class RequestMetrics {
     this.versionSkew.inc({ shim_protocol: String(UNVERSIONED_PROTOCOL) }, 0);
   }
 
-  /** Wraps a plugin runner so every execution is counted and timed by plugin type and command. */
+  /**
+   * Wraps a plugin runner so every execution is counted and timed by plugin type and command. Only
+   * one whose process started: a pass-through DEL names whatever types its netconf says, and each
+   * type never found made 17 series of executions that never ran (hostile run, 1 Dec).
+   */
   instrument<C extends PluginCallLabels, R>(run: (call: C) => Promise<R>): (call: C) => Promise<R> {
     return async (call) => {
       const labels = { plugin: call.type, command: call.command };
       const stop = this.pluginSeconds.startTimer(labels);
+      let started = false;
+      const onStart = call.onStart;
+      const counted = {
+        ...call,
+        onStart: (p: Parameters<NonNullable<C['onStart']>>[0]) => {
+          started = true;
+          onStart?.(p);
+        },
+      };
+      let outcome = 'error';
       try {
-        const out = await run(call);
-        this.pluginExecutions.inc({ ...labels, outcome: 'ok' });
+        const out = await run(counted);
+        outcome = 'ok';
         return out;
-      } catch (e) {
-        this.pluginExecutions.inc({ ...labels, outcome: 'error' });
-        throw e;
       } finally {
-        stop();
+        if (started) {
+          this.pluginExecutions.inc({ ...labels, outcome });
+          stop();
+        }
       }
     };
   }
