@@ -5,7 +5,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
@@ -187,6 +187,43 @@ describe('stewardd status / attachments / teardowns / retry against a real daemo
     }
     assert.equal((await cli(['status', '--socket', daemon.socket, '-o', 'yaml'])).code, 2);
     assert.equal((await cli(['status', '--socket', daemon.socket, '--bogus'])).code, 2);
+  });
+});
+
+describe('an answer stdout cannot take', () => {
+  let daemon: Daemon;
+  after(() => daemon?.stop());
+
+  /** The CLI with stdout on /dev/full, or on a pipe whose reader is gone. */
+  function cliInto(args: string[], into: 'full' | 'closed-pipe'): Promise<{ code: number | null; stderr: string }> {
+    const full = into === 'full' ? openSync('/dev/full', 'w') : undefined;
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], {
+        stdio: ['ignore', full ?? 'pipe', 'pipe'],
+      });
+      if (full !== undefined) closeSync(full);
+      child.stdout?.destroy();
+      let stderr = '';
+      child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+  }
+
+  it('exits 6 saying the answer is lost (a full disk, a closed pipe), never 0 with nothing printed', async () => {
+    daemon = new Daemon(env, { name: 'stdout-full' });
+    await daemon.start();
+    for (const args of [['status'], ['status', '--check'], ['attachments', '-o', 'json'], ['teardowns']])
+      for (const into of ['full', 'closed-pipe'] as const) {
+        const r = await cliInto([...args, '--socket', daemon.socket], into);
+        assert.equal(r.code, 6, `${args.join(' ')} into ${into}: ${r.stderr}`);
+        assert.match(r.stderr, /: the answer could not be written to stdout \((ENOSPC|EPIPE)\): it is lost$/m);
+      }
+    assert.equal(
+      (await cli(['status', '--socket', daemon.socket])).code,
+      0,
+      'the same command into a pipe read to its end',
+    );
   });
 });
 

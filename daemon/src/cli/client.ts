@@ -18,6 +18,8 @@ export const Exit = {
   DaemonError: 4,
   /** `audit`: no container runtime answered, or its answer was not trusted: nothing was released on its word. */
   NoRuntime: 5,
+  /** The answer could not be written to stdout (a full disk, a closed pipe). */
+  OutputFailed: 6,
 } as const;
 
 export class CliError extends Error {

@@ -18,6 +18,7 @@ import {
 } from '../audit/options.js';
 import { isAuditAnswer, isObject, isRetryAnswer, isStatusAnswer, isTeardownsAnswer } from './answers.js';
 import { call, CliError, Exit } from './client.js';
+import { writeStdout } from './stdout.js';
 import {
   formatAttachments,
   formatAudit,
@@ -98,7 +99,8 @@ ${COMMON.replace('(default 5)', `(default ${AUDIT_TIMEOUT_S})`)}`,
 const EXIT_CODES = `exit codes: 0 ok; 1 (status --check) abandoned teardowns exist; 2 usage error;
   3 the socket is absent, not accessible or not answering; 4 the daemon answered with an error;
   5 (audit) no container runtime was reachable: report only, nothing released; or its answer was not
-    trusted (the node contradicts it), or it stopped answering during the pass: nothing released after that`;
+    trusted (the node contradicts it), or it stopped answering during the pass: nothing released after that;
+  6 the answer could not be written to stdout (a full disk, a closed pipe)`;
 
 interface Parsed {
   socket: string;
@@ -213,8 +215,8 @@ const MAX_TIMEOUT_S = MAX_PASS_DEADLINE_MS / 1000;
  * number where a list is, `"steps": "x"`) is not stewardd's either: exit 4, never a TypeError's exit 1,
  * which `status --check` gives for abandoned steps.
  */
-function out(json: boolean, body: string, human: () => string): void {
-  if (json) return console.log(printableJson(body.trimEnd()));
+async function out(json: boolean, body: string, human: () => string): Promise<void> {
+  if (json) return writeStdout(printableJson(body.trimEnd()));
   let text: string;
   try {
     text = human();
@@ -224,7 +226,7 @@ function out(json: boolean, body: string, human: () => string): void {
       Exit.DaemonError,
     );
   }
-  console.log(text.split('\n').map(printable).join('\n'));
+  return writeStdout(text.split('\n').map(printable).join('\n'));
 }
 
 /** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
@@ -240,24 +242,24 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
         const r = await call(p.socket, 'GET', '/v1/status', p.timeoutMs, isStatusAnswer);
         const s = r.json as StatusJson | DegradedStatusJson;
         if (isDegradedStatus(s)) {
-          out(p.json, r.body, () => formatDegradedStatus(s));
+          await out(p.json, r.body, () => formatDegradedStatus(s));
           // --check cannot tell whether abandoned steps exist: the journal holding them is unreadable.
           if (p.values.check !== true) return Exit.Ok;
           console.error(`stewardd: degraded, abandoned teardown steps cannot be read: ${printable(s.reason)}`);
           return Exit.DaemonError;
         }
-        out(p.json, r.body, () => formatStatus(s, now()));
+        await out(p.json, r.body, () => formatStatus(s, now()));
         return p.values.check === true && (s.steps.abandoned ?? 0) > 0 ? Exit.Abandoned : Exit.Ok;
       }
       case 'attachments': {
         const path = `/v1/attachments${attachmentsQuery(p.values)}`;
         const r = await call(p.socket, 'GET', path, p.timeoutMs, (j) => Array.isArray(j) && j.every(isObject));
-        out(p.json, r.body, () => formatAttachments(r.json as AttachmentRow[]));
+        await out(p.json, r.body, () => formatAttachments(r.json as AttachmentRow[]));
         return Exit.Ok;
       }
       case 'teardowns': {
         const r = await call(p.socket, 'GET', '/v1/teardowns', p.timeoutMs, isTeardownsAnswer);
-        out(p.json, r.body, () =>
+        await out(p.json, r.body, () =>
           formatTeardowns(r.json as { pending: TeardownRow[]; abandoned: TeardownRow[] }, now()),
         );
         return Exit.Ok;
@@ -265,7 +267,7 @@ export async function runCli(command: CliCommand, argv: string[], now: () => num
       case 'retry': {
         const path = p.values.abandoned === true ? '/v1/teardowns/retry?abandoned=true' : '/v1/teardowns/retry';
         const r = await call(p.socket, 'POST', path, p.timeoutMs, isRetryAnswer).catch(goesOn(RETRY_GOES_ON));
-        out(p.json, r.body, () => retryLine(r.json as RetryAnswer, p.values.abandoned === true));
+        await out(p.json, r.body, () => retryLine(r.json as RetryAnswer, p.values.abandoned === true));
         return Exit.Ok;
       }
       case 'audit':
@@ -306,7 +308,7 @@ async function audit(p: Parsed): Promise<number> {
     isAuditAnswer,
   ).catch(goesOn(AUDIT_GOES_ON));
   const a = r.json as AuditJson;
-  out(p.json, r.body, () => formatAudit(a));
+  await out(p.json, r.body, () => formatAudit(a));
   // A runtime whose answer the node contradicted was asked, but nothing could be released on its
   // word: a script reading only the exit code must not take that pass for one that did its work.
   return a.runtime.reachable && a.runtime.distrusted === undefined ? Exit.Ok : Exit.NoRuntime;
