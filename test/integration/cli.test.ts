@@ -204,7 +204,7 @@ describe('an answer stdout cannot take', () => {
       if (full !== undefined) closeSync(full);
       child.stdout?.destroy();
       let stderr = '';
-      child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      child.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
       child.on('error', reject);
       child.on('close', (code) => resolve({ code, stderr }));
     });

@@ -84,7 +84,7 @@ describe('Metrics', () => {
     // As the executor does: onStart once the process exists; a type never found has none.
     const run = m.instrument(async (call) => {
       if (call.type === 'missing') throw new Error('plugin missing not found');
-      call.onStart?.({ pid: 1, startTime: 1, bootId: 'b' });
+      call.onStart?.({ pid: 1, startTime: 1, bootId: 'b', pidNamespace: 'p' });
       if (call.type === 'bad') throw new Error('no');
       return {};
     });
