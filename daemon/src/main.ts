@@ -32,10 +32,7 @@ const HELP: Record<string, () => Promise<string>> = {
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const help = command === undefined ? undefined : HELP[command];
-  if (help !== undefined && rest.includes('--help')) {
-    console.log(await help());
-    return 0;
-  }
+  if (help !== undefined && rest.includes('--help')) return print(await help());
   switch (command) {
     case 'probe':
       return runProbe(parseProbeArgs(rest));
@@ -59,23 +56,38 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'version': {
       if (rest.length > 0) {
-        const help = rest.length === 1 && ['--help', '-h'].includes(rest[0] ?? '');
-        if (help) console.log('usage: stewardd version');
-        else console.error(`stewardd version takes no arguments, got "${rest.join(' ')}"\nusage: stewardd version`);
-        return help ? 0 : 2;
+        if (rest.length === 1 && ['--help', '-h'].includes(rest[0] ?? '')) return print('usage: stewardd version');
+        console.error(`stewardd version takes no arguments, got "${rest.join(' ')}"\nusage: stewardd version`);
+        return 2;
       }
       const { VERSION } = await import('./version.js');
-      console.log(VERSION);
-      return 0;
+      return print(VERSION);
     }
     case undefined:
+      console.error(USAGE);
+      return 2;
     case '--help':
     case 'help':
-      console.log(USAGE);
-      return command === undefined ? 2 : 0;
+      return print(USAGE);
     default:
       console.error(`stewardd: unknown command "${command}"\n${USAGE}`);
       return 2;
+  }
+}
+
+/**
+ * Prints what a command answers: 0, or 6 when stdout cannot take it (a full disk, a closed pipe),
+ * as the CLI's commands do; a script reading `stewardd version` must not take nothing for an answer.
+ */
+async function print(text: string): Promise<number> {
+  const [{ writeStdout }, { CliError }] = await Promise.all([import('./cli/stdout.js'), import('./cli/client.js')]);
+  try {
+    await writeStdout(text);
+    return 0;
+  } catch (err) {
+    if (!(err instanceof CliError)) throw err;
+    console.error(`stewardd: ${err.message}`);
+    return err.exitCode;
   }
 }
 

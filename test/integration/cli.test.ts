@@ -219,11 +219,20 @@ describe('an answer stdout cannot take', () => {
         assert.equal(r.code, 6, `${args.join(' ')} into ${into}: ${r.stderr}`);
         assert.match(r.stderr, /: the answer could not be written to stdout \((ENOSPC|EPIPE)\): it is lost$/m);
       }
+    // No socket needed: a script reading `stewardd version` must not take nothing for an answer.
+    for (const args of [['version'], ['--help'], ['run', '--help']]) {
+      const r = await cliInto(args, 'full');
+      assert.equal(r.code, 6, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /^stewardd: the answer could not be written to stdout \(ENOSPC\): it is lost$/m);
+    }
     assert.equal(
       (await cli(['status', '--socket', daemon.socket])).code,
       0,
       'the same command into a pipe read to its end',
     );
+    const bare = await cli([]);
+    assert.deepEqual([bare.code, bare.stdout], [2, ''], 'no command: the usage is an error, on stderr');
+    assert.match(bare.stderr, /^usage: stewardd <command>/);
   });
 });
 
