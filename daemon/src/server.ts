@@ -1,3 +1,5 @@
+// One concern: the HTTP app around the routes (its hooks, body parsing, the one error handler).
+//
 // The fastify app: explicit routes, the one error handler and the one CNI-code -> HTTP table.
 // It only builds the app; listening, signals and shutdown belong to main.ts. The daemon's app
 // runs on an HTTP server whose request listener is the admission path (routes/admission.ts).
@@ -128,6 +130,22 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
         .code(400)
         .type('application/json')
         .send({ error: `a request target holds no fragment ("#"; write it as %23): ${capText(request.raw.url, 256)}` });
+    // A coded body (gzip, br) is not decoded here: read as it is, a gzip body was "not valid JSON"
+    // (400) and a "br" one of plain JSON was taken as if uncoded. RFC 9110 15.5.16: 415, saying which.
+    const coding = request.headers['content-encoding'];
+    const body =
+      (request.headers['content-length'] ?? '0') !== '0' || request.headers['transfer-encoding'] !== undefined;
+    if (
+      body &&
+      coding !== undefined &&
+      coding.trim().toLowerCase() !== 'identity' &&
+      request.routeOptions.url !== CNI_ROUTE
+    )
+      return reply
+        .code(415)
+        .header('accept-encoding', 'identity')
+        .type('application/json')
+        .send({ error: `a body with Content-Encoding "${capText(coding, 64)}" is not taken: send it unencoded` });
   });
 
   // Every query parameter is single-valued: ?containerId=a&containerId=b is a client error, said so;
@@ -195,6 +213,12 @@ function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, Se
       err = error;
     } else if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       err = new CniError(ErrorCode.InvalidConfig, `request body is larger than ${BODY_LIMIT} bytes`);
+    } else if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      const type = capText(String(request.headers['content-type'] ?? 'none'), 64);
+      err = new CniError(
+        ErrorCode.DecodeFailure,
+        `a body of Content-Type "${type}" is not taken: send application/json`,
+      );
     } else if (error.statusCode === 400 || error.code?.startsWith('FST_ERR_CTP')) {
       err = new CniError(ErrorCode.DecodeFailure, `cannot decode request: ${error.message}`);
     } else {
@@ -205,8 +229,10 @@ function errorAnswers(app: FastifyInstance<RawServerDefault, IncomingMessage, Se
     // Only the CNI route speaks CNI's error envelope; an operator route answers as its other
     // errors do, { "error": ... }, with the same HTTP status.
     if (request.routeOptions.url === CNI_ROUTE) return void reply.code(status).type('application/json').send(json);
+    // 413 and 415 (a Content-Type other than JSON) say more to a client than any 400.
+    const own = error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE';
     void reply
-      .code(error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? 413 : status)
+      .code(own && error.statusCode !== undefined ? error.statusCode : status)
       .type('application/json')
       .send({ error: capText(err.message, 1024) });
   });

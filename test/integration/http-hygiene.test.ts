@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { openDatabase } from '../helpers/sqlite.js';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
@@ -319,6 +320,35 @@ describe('methods and bodies on the operator routes', () => {
     assert.equal(cni.json.code, 6, cni.text);
     assert.match(cni.json.msg, /decode/);
   });
+
+  it('a coded body (gzip, br) or one that is not JSON is 415 saying which; no body, or identity, is served', async () => {
+    const post = (headers: string, body: Buffer) =>
+      rawExchange(
+        daemon.socket,
+        Buffer.concat([
+          Buffer.from(
+            `POST /v1/teardowns/retry HTTP/1.1\r\nHost: x\r\n${headers}Content-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+          ),
+          body,
+        ]),
+      );
+    const json = 'Content-Type: application/json\r\n';
+    // Read as it was, a gzip body was "not valid JSON" (400) and a "br" one of plain JSON was served.
+    const gz = await post(`${json}Content-Encoding: gzip\r\n`, gzipSync('{}'));
+    assert.match(gz, /^HTTP\/1\.1 415 /, gz);
+    assert.match(gz, /^accept-encoding: identity\r$/im);
+    assert.match(gz, /\{"error":"a body with Content-Encoding \\"gzip\\" is not taken: send it unencoded"\}$/);
+    assert.match(await post(`${json}Content-Encoding: br\r\n`, Buffer.from('{}')), /^HTTP\/1\.1 415 /);
+    const xml = await post('Content-Type: application/xml\r\n', Buffer.from('<a/>'));
+    assert.match(xml, /^HTTP\/1\.1 415 /, xml);
+    assert.match(xml, /"a body of Content-Type \\"application\/xml\\" is not taken: send application\/json"/);
+    assert.match(await post(`${json}Content-Encoding: identity\r\n`, Buffer.from('{}')), /^HTTP\/1\.1 200 /);
+    const status = await rawExchange(
+      daemon.socket,
+      'GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nConnection: close\r\n\r\n',
+    );
+    assert.match(status, /^HTTP\/1\.1 200 /, 'a coding named with no body in it is no body to refuse');
+  });
 });
 
 describe('query parameters a route does not take, and paths that do not decode', () => {
@@ -468,7 +498,7 @@ describe('pipelined requests on one connection', () => {
 });
 
 /** One raw HTTP exchange on the socket: what the daemon wrote until it closed the connection. */
-function rawExchange(socket: string, request: string): Promise<string> {
+function rawExchange(socket: string, request: string | Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const c = connect(socket);
     const chunks: Buffer[] = [];
