@@ -20,7 +20,7 @@ import { createLogger } from '../../daemon/src/log.js';
 import { Metrics } from '../../daemon/src/metrics.js';
 import { startExport } from '../../daemon/src/tracing/export.js';
 import { ATTR, inRequestContext, traceLogFields } from '../../daemon/src/tracing/context.js';
-import { Tracing } from '../../daemon/src/tracing/tracing.js';
+import { ADMISSION_SPAN_MIN_MS, Tracing } from '../../daemon/src/tracing/tracing.js';
 import { REPO } from '../helpers/env.js';
 
 const RUNTIME_TRACE = '0af7651916cd43dd8448eb211c80319c';
@@ -270,7 +270,12 @@ describe('on (an in-memory exporter)', () => {
     assert.notEqual(request.spanContext().traceId, RUNTIME_TRACE);
     assert.equal(request.attributes[ATTR.code], ErrorCode.TryAgainLater);
     assert.equal(request.status.code, 2 /* ERROR */);
-    assert.equal(spans().filter((s) => s.name === 'admission').length, 0, 'no admission span without a wait');
+    // Served at once, so no admission span, unless this machine itself took that long between the
+    // two (a CI run beside other work did): then it spans at least the threshold, never less.
+    for (const a of spans().filter((s) => s.name === 'admission')) {
+      const ms = (a.endTime[0] - a.startTime[0]) * 1e3 + (a.endTime[1] - a.startTime[1]) / 1e6;
+      assert.ok(ms >= ADMISSION_SPAN_MIN_MS, `an admission span of ${ms} ms: below the threshold, none is made`);
+    }
   });
 
   it("each request in its own context, even served from another request's callback; none leaks out", async () => {
