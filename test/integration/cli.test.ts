@@ -253,7 +253,8 @@ describe('retries asked at once', () => {
     await daemon.waitFor('a pending teardown', async () => (await daemon.status()).teardownQueue.depth === 1);
     const dels = fixtureCalls(fx, 'DEL').length;
     const answers = await Promise.all(Array.from({ length: 20 }, () => daemon.request('POST', '/v1/teardowns/retry')));
-    for (const a of answers) assert.deepEqual(a.json, { attempted: 1, done: 0, abandoned: 0, pending: 1, rearmed: 0 });
+    for (const a of answers)
+      assert.deepEqual(a.json, { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0, rearmed: 0 });
     assert.equal(fixtureCalls(fx, 'DEL').length, dels + 1, 'one DEL for the 20 retries');
     const [step] = (await daemon.get('/v1/teardowns')).json.pending;
     assert.equal(step.attempts, 2, 'the runtime DEL and one retry');
@@ -286,7 +287,7 @@ describe('a retry that abandons the step', () => {
     assert.equal(r.code, 0, r.stderr);
     assert.equal(
       r.stdout.trim(),
-      'retried 1 attachment(s): 0 torn down, 1 finished by abandoning a step (what it held may be leaked: stewardd teardowns), 0 still pending',
+      'retried 1 attachment(s): 0 torn down, 1 finished by abandoning a step, 0 still pending; 1 step(s) abandoned (what they held may be leaked: stewardd teardowns)',
     );
     assert.equal(fixtureCalls(fx, 'DEL').length, 2);
     assert.equal((await cli(['status', '--check', '--socket', daemon.socket])).code, 1);
@@ -574,6 +575,7 @@ describe('CLI errors name the socket and the cause', () => {
       [['audit'], { orphans: [null, 1, { kind: {} }], runtime: { reachable: true, distrusted: null } }],
       [['retry'], { attempted: 1, done: 1, pending: 0, skippedNewer: '\u001b[2J' }],
       [['retry'], { attempted: 1, done: 0, pending: 0, abandoned: '1' }],
+      [['retry'], { attempted: 1, done: 0, pending: 1, stepsAbandoned: [1] }],
     ];
     for (const [i, [command, answer]] of cases.entries()) {
       const body = JSON.stringify(answer);

@@ -121,7 +121,9 @@ describe('retry scheduler: what a tick logs', () => {
     assert.equal(rejected[0]!.movedTo, join(spoolDir, 'rejected', 'b.json'));
     assert.match(String(rejected[0]!.err), /JSON/);
     assert.deepEqual(readdirSync(join(spoolDir, 'rejected')), ['b.json']);
-    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, abandoned: 0, pending: 0 }]);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [
+      { attempted: 1, done: 1, abandoned: 0, pending: 0, stepsAbandoned: 0 },
+    ]);
     assert.equal(w.store.getAttachment(due.id)!.state, 'deleted');
     assert.deepEqual(w.cap.of('pruned finished attachments'), [{ pruned: 1 }]);
     assert.deepEqual(w.cap.of('cut-off attachments reclaimed'), [], 'nothing was cut off');
@@ -141,7 +143,9 @@ describe('retry scheduler: what a tick logs', () => {
     const due = await w.failing('still');
     w.clock.t += 10_000; // past the 5 s backoff cap, well within the hour before it is given up on
     await w.oneTick();
-    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 0, abandoned: 0, pending: 1 }]);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [
+      { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 },
+    ]);
     assert.equal(w.store.getAttachment(due.id)!.state, 'deleting');
   });
 
@@ -163,8 +167,8 @@ describe('retry scheduler: what a tick logs', () => {
         w.cap.of('cut-off attachments reclaimed'),
         [
           finishes
-            ? { attempted: 1, done: 1, abandoned: 0, pending: 0 }
-            : { attempted: 1, done: 0, abandoned: 0, pending: 1 },
+            ? { attempted: 1, done: 1, abandoned: 0, pending: 0, stepsAbandoned: 0 }
+            : { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 },
         ],
         finishes ? 'reclaimed' : 'still pending',
       );
@@ -205,7 +209,7 @@ describe('retry scheduler: what a tick logs', () => {
     w.store.setStepDeleting = () => {
       throw new Error('database or disk is full');
     };
-    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
     assert.deepEqual(w.cap.of('teardown could not run; retried on the next tick'), [
       { attachment: due.id, err: 'stewardd journal write failed (error: database or disk is full)' },
     ]);
@@ -322,7 +326,7 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
     while (w.env.plugins.of('DEL').length === dels) await new Promise((r) => setTimeout(r, 1));
     const ended = await w.tickEnds();
     gate.resolve();
-    assert.deepEqual(await retry, { attempted: 1, done: 1, abandoned: 0, pending: 0 });
+    assert.deepEqual(await retry, { attempted: 1, done: 1, abandoned: 0, pending: 0, stepsAbandoned: 0 });
     await w.s.stop();
     assert.equal(ended, true, 'the tick ended while the retry was still running');
     assert.deepEqual(w.cap.of('teardown retries ran'), [], 'the tick left the attachment to the retry under way');
@@ -339,14 +343,16 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
       real(id);
     };
     w.clock.t += 10_000;
-    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
     full = false;
     await w.oneTick();
-    assert.deepEqual(w.cap.of('teardown retries ran'), [{ attempted: 1, done: 1, abandoned: 0, pending: 0 }]);
+    assert.deepEqual(w.cap.of('teardown retries ran'), [
+      { attempted: 1, done: 1, abandoned: 0, pending: 0, stepsAbandoned: 0 },
+    ]);
     assert.equal(w.store.getAttachment(due.id)!.state, 'deleted');
   });
 
-  test('a retry asked while a tick tears the attachment down joins that run: its step is DELed once, not twice', async () => {
+  test('a retry asked while a tick tears the attachment down waits for that run, then DELs no step it just tried', async () => {
     const w = world();
     const due = await w.failing('joined');
     const gate = deferred();
@@ -365,10 +371,81 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
     const retry = w.s.retryNow();
     await new Promise((r) => setTimeout(r, 20));
     gate.resolve();
-    assert.deepEqual(await retry, { attempted: 1, done: 0, abandoned: 0, pending: 1 }, "the tick's outcome");
+    assert.deepEqual(await retry, { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
     await w.s.stop();
-    assert.equal(dels, 1, 'one DEL: a second run right after would spend one more of its attempts');
+    assert.equal(dels, 1, 'one DEL: a second right after would spend one more of its attempts');
     assert.equal(w.store.stepsOf(due.id).find((st) => st.pluginType === 'one')!.attempts, 2);
+  });
+
+  test('a retry asked while a tick runs only the due steps still DELs the steps not yet due (it forces)', async () => {
+    const w = world();
+    const sides = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }] },
+      { name: 'side', plugins: [{ type: 'three' }] },
+    ]);
+    let failing = true;
+    const gate = deferred();
+    const started = deferred();
+    for (const type of ['one', 'three'])
+      w.env.plugins.on(type, async (c) => {
+        if (c.command === 'DEL' && failing) throw new CniError(11, 'busy');
+        if (c.command === 'DEL' && type === 'three') {
+          started.resolve();
+          await gate.promise;
+        }
+        return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+      });
+    await w.env.engine.handle(req('ADD', 'mixed', sides));
+    await w.env.engine.handle(req('DEL', 'mixed', sides));
+    failing = false;
+    const a = w.store.currentAttachment({ containerId: 'mixed', ...KEY })!;
+    const step = (type: string) => w.store.stepsOf(a.id).find((st) => st.pluginType === type)!;
+    w.store.setStepDelFailed(step('three').id, 'busy', w.clock.t + 1000);
+    w.store.setStepDelFailed(step('one').id, 'busy', w.clock.t + 4000);
+    w.clock.t += 2000; // three is due, one is not
+    const before = w.env.plugins.of('DEL').length;
+    w.s.start();
+    await started.promise; // the tick is DELing three, and will leave one for its time
+    const retry = w.s.retryNow();
+    await new Promise((r) => setTimeout(r, 20));
+    gate.resolve();
+    // The retry waited for the tick, then forced one, not yet due; three, just DELed, is not DELed again.
+    assert.deepEqual(await retry, { attempted: 1, done: 1, abandoned: 0, pending: 0, stepsAbandoned: 0 });
+    await w.s.stop();
+    assert.deepEqual(w.env.plugins.of('DEL').slice(before).sort(), ['DEL one mixed', 'DEL three mixed']);
+    assert.equal(w.store.getAttachment(a.id)!.state, 'deleted');
+  });
+
+  test('a retry counts the steps it abandoned in an attachment still pending too', async () => {
+    const w = world();
+    const sides = conf([], '1.0.0', [
+      { name: 'pod', plugins: [{ type: 'one' }] },
+      { name: 'side', plugins: [{ type: 'three' }] },
+    ]);
+    // three's DEL is bad input (code 4: abandoned at its third DEL), one's keeps failing (code 11).
+    for (const [type, code] of [
+      ['one', 11],
+      ['three', 4],
+    ] as const)
+      w.env.plugins.on(type, (c) => {
+        if (c.command === 'DEL') throw new CniError(code, 'no');
+        return { cniVersion: '1.0.0' };
+      });
+    await w.env.engine.handle(req('ADD', 'half', sides));
+    await w.env.engine.handle(req('DEL', 'half', sides));
+    const a = w.store.currentAttachment({ containerId: 'half', ...KEY })!;
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 1 });
+    assert.deepEqual(
+      w.store
+        .stepsOf(a.id)
+        .map((st) => [st.pluginType, st.state])
+        .sort(),
+      [
+        ['one', 'del_failed'],
+        ['three', 'abandoned'],
+      ],
+    );
   });
 
   test('a retry that abandons a step reports it abandoned, never torn down', async () => {
@@ -381,8 +458,8 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
     await w.env.engine.handle(req('DEL', 'doomed', chain));
     const a = w.store.currentAttachment({ containerId: 'doomed', ...KEY })!;
     // Code 4 is bad input: abandoned at its third DEL (the runtime's was the first).
-    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
-    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 1, pending: 0 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 1, pending: 0, stepsAbandoned: 1 });
     assert.equal(w.store.getAttachment(a.id)!.state, 'deleted');
     assert.deepEqual(
       w.store.stepsOf(a.id).map((st) => [st.pluginType, st.state]),

@@ -482,7 +482,7 @@ describe('retry scheduler', () => {
     for (const id of ['r1', 'r2']) await env.engine.handle(req('DEL', id, chain));
     failing = false;
     const s = scheduler(env, clock);
-    assert.deepEqual(await s.retryNow(), { attempted: 2, done: 1, abandoned: 0, pending: 1 });
+    assert.deepEqual(await s.retryNow(), { attempted: 2, done: 1, abandoned: 0, pending: 1, stepsAbandoned: 0 });
     assert.equal(env.store.currentAttachment({ containerId: 'r1', ...KEY })!.state, 'deleted');
     assert.equal(env.store.currentAttachment({ containerId: 'r2', ...KEY })!.state, 'deleting');
   });
@@ -577,10 +577,10 @@ describe('retry scheduler', () => {
     };
     const s = scheduler(env, clock);
     const dels = env.plugins.of('DEL').length;
-    assert.deepEqual(await s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1 });
+    assert.deepEqual(await s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
     assert.equal(env.plugins.of('DEL').length, dels, 'nothing ran: the journal refused the write');
     full = false;
-    assert.deepEqual(await s.retryNow(), { attempted: 1, done: 1, abandoned: 0, pending: 0 });
+    assert.deepEqual(await s.retryNow(), { attempted: 1, done: 1, abandoned: 0, pending: 0, stepsAbandoned: 0 });
     assert.equal(env.store.getAttachment(a.id)!.state, 'deleted');
   });
 

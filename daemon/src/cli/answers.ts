@@ -27,6 +27,8 @@ export const isTeardownsAnswer = (j: unknown) =>
 export const isRetryAnswer = (j: unknown) =>
   isObject(j) &&
   numbers(j, ['attempted', 'done', 'pending']) &&
-  ['abandoned', 'rearmed', 'skippedNewer'].every((k) => ['undefined', 'number'].includes(typeof j[k]));
+  ['abandoned', 'stepsAbandoned', 'rearmed', 'skippedNewer'].every((k) =>
+    ['undefined', 'number'].includes(typeof j[k]),
+  );
 export const isAuditAnswer = (j: unknown) =>
   isObject(j) && Array.isArray(j.orphans) && isObject(j.runtime) && typeof j.runtime.reachable === 'boolean';

@@ -321,22 +321,24 @@ interface RetryAnswer {
   pending: number;
   /** Finished by abandoning a step (a daemon before this answer does not say). */
   abandoned?: number;
+  /** Steps abandoned, in attachments finished or still pending (the same). */
+  stepsAbandoned?: number;
   rearmed?: number;
   skippedNewer?: number;
 }
 
 /** `stewardd retry`'s line. */
 function retryLine(x: RetryAnswer, abandoned: boolean): string {
+  const lost = x.stepsAbandoned ?? x.abandoned ?? 0;
   const skipped = x.skippedNewer
     ? `left ${x.skippedNewer} attachment(s) abandoned: their container was added again (their DEL would release the new one's address); `
     : '';
   return (
     (abandoned ? `re-armed ${x.rearmed ?? 0} abandoned step(s); ${skipped}` : '') +
     `retried ${x.attempted} attachment(s): ${x.done} torn down, ` +
-    (x.abandoned
-      ? `${x.abandoned} finished by abandoning a step (what it held may be leaked: stewardd teardowns), `
-      : '') +
-    `${x.pending} still pending`
+    (x.abandoned ? `${x.abandoned} finished by abandoning a step, ` : '') +
+    `${x.pending} still pending` +
+    (lost > 0 ? `; ${lost} step(s) abandoned (what they held may be leaked: stewardd teardowns)` : '')
   );
 }
 

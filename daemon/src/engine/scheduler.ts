@@ -53,6 +53,14 @@ export interface RetryReport {
   /** Finished by abandoning a step this run (past its bound): what it holds may be leaked. */
   abandoned: number;
   pending: number;
+  /** Steps this run abandoned, in every attachment: one still pending may have abandoned one too. */
+  stepsAbandoned: number;
+}
+
+/** A teardown this scheduler is running: forced (a retry asked) or as the schedule has it. */
+interface Run {
+  outcome: Promise<TeardownOutcome>;
+  forced: boolean;
 }
 
 export class RetryScheduler {
@@ -64,10 +72,10 @@ export class RetryScheduler {
   private stopped = true;
   private lastPrune = 0;
   /**
-   * Each attachment's teardown this scheduler is running, which a retry asked meanwhile joins: run
-   * again right after, a failing step spent one more of its attempts for nothing.
+   * Each attachment's teardown this scheduler is running. A retry asked meanwhile joins a forced one:
+   * run again right after, a failing step spent one more of its attempts for nothing.
    */
-  private readonly inFlight = new Map<number, Promise<TeardownOutcome>>();
+  private readonly inFlight = new Map<number, Run>();
 
   constructor(opts: SchedulerOptions) {
     this.o = opts;
@@ -107,12 +115,31 @@ export class RetryScheduler {
   }
 
   /**
-   * Runs every due or failing teardown now (POST /v1/teardowns/retry). One the scheduler is running
-   * already is joined, not run again.
+   * Runs every failing teardown now, due or not (POST /v1/teardowns/retry). A forced run of it under
+   * way is joined. One the schedule started (due steps only, or a cut-off journal's reclaim, whose
+   * "done" may mean only "not cut off") is waited for, then a forced run follows, leaving out the
+   * steps DELed meanwhile: they were just tried.
    */
   async retryNow(): Promise<RetryReport> {
     const ids = [...new Set(this.o.store.pendingTeardownSteps().map((s) => s.attachmentId))];
-    return this.runAll(ids, true);
+    return this.report(ids.length, await Promise.all(ids.map((id) => this.forced(id))));
+  }
+
+  private forced(id: number): Promise<TeardownOutcome> {
+    const running = this.inFlight.get(id);
+    if (running?.forced) return running.outcome;
+    if (running === undefined)
+      return this.runOne(id, true, () => this.o.engine.runTeardown(id, Priority.Background, { force: true }));
+    const before = this.attemptsOf(id);
+    return this.runOne(id, true, async () => {
+      await running.outcome;
+      const tried = [...this.attemptsOf(id)].filter(([step, n]) => n !== before.get(step)).map(([step]) => step);
+      return this.o.engine.runTeardown(id, Priority.Background, { force: true, keepBackoff: new Set(tried) });
+    });
+  }
+
+  private attemptsOf(id: number): Map<number, number> {
+    return new Map(this.o.store.stepsOf(id).map((s) => [s.id, s.attempts]));
   }
 
   private arm(delay: number): void {
@@ -133,7 +160,9 @@ export class RetryScheduler {
       this.clampSchedule();
       const due = this.o.store.dueAttachmentIds(this.clock.now()).filter((id) => !this.inFlight.has(id));
       if (due.length > 0) {
-        const report = await this.runAll(due, false);
+        const report = await this.runAll(due, (id) =>
+          this.o.engine.runTeardown(id, Priority.Background, { force: false }),
+        );
         log.info(report, 'teardown retries ran');
       }
       // Journals cut off by a failed write while we ran (disk full) are ours to finish: nothing
@@ -142,7 +171,7 @@ export class RetryScheduler {
         .unfinishedAttachmentIds()
         .filter((id) => !this.inFlight.has(id) && !engine.isBusy(id));
       if (cutOff.length > 0) {
-        const report = await this.runAll(cutOff, false, (id) => engine.reclaimUnfinished(id));
+        const report = await this.runAll(cutOff, (id) => engine.reclaimUnfinished(id));
         if (report.done > 0 || report.pending > 0) log.info(report, 'cut-off attachments reclaimed');
       }
       if (this.now() - this.lastPrune >= this.o.pruneEveryMs) {
@@ -159,21 +188,22 @@ export class RetryScheduler {
     }
   }
 
-  private async runAll(
-    ids: number[],
-    force: boolean,
-    teardown = (id: number) => this.o.engine.runTeardown(id, Priority.Background, { force }),
-  ): Promise<RetryReport> {
-    const outcomes = await Promise.all(ids.map((id) => this.inFlight.get(id) ?? this.runOne(id, teardown)));
-    const done = outcomes.filter((o) => o.done && !o.abandoned).length;
-    const abandoned = outcomes.filter((o) => o.done && (o.abandoned ?? 0) > 0).length;
-    return { attempted: ids.length, done, abandoned, pending: ids.length - done - abandoned };
+  /** The schedule's runs: of attachments none is running (the tick leaves those out). */
+  private async runAll(ids: number[], teardown: (id: number) => Promise<TeardownOutcome>): Promise<RetryReport> {
+    return this.report(ids.length, await Promise.all(ids.map((id) => this.runOne(id, false, () => teardown(id)))));
   }
 
-  private runOne(id: number, teardown: (id: number) => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
+  private report(attempted: number, outcomes: TeardownOutcome[]): RetryReport {
+    const done = outcomes.filter((o) => o.done && !o.abandoned).length;
+    const abandoned = outcomes.filter((o) => o.done && (o.abandoned ?? 0) > 0).length;
+    const stepsAbandoned = outcomes.reduce((n, o) => n + (o.abandoned ?? 0), 0);
+    return { attempted, done, abandoned, pending: attempted - done - abandoned, stepsAbandoned };
+  }
+
+  private runOne(id: number, forced: boolean, teardown: () => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
     // Started a microtask later, so that it is in inFlight before it can settle.
-    const run = Promise.resolve()
-      .then(() => teardown(id))
+    const outcome: Promise<TeardownOutcome> = Promise.resolve()
+      .then(teardown)
       .catch((e: unknown): TeardownOutcome => {
         // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
         this.o.log.warn(
@@ -182,8 +212,11 @@ export class RetryScheduler {
         );
         return { done: false };
       })
-      .finally(() => this.inFlight.delete(id));
-    this.inFlight.set(id, run);
-    return run;
+      .finally(() => {
+        // A forced run waiting on this one took its place already.
+        if (this.inFlight.get(id)?.outcome === outcome) this.inFlight.delete(id);
+      });
+    this.inFlight.set(id, { outcome, forced });
+    return outcome;
   }
 }

@@ -53,6 +53,8 @@ export {
 export interface TeardownOptions {
   /** Run steps whose retry is not yet due (a runtime DEL, an explicit retry request). */
   force?: boolean;
+  /** With force: these steps still wait for their retry (a retry asked while they were being DELed). */
+  keepBackoff?: ReadonlySet<number>;
   /** Pass an empty CNI_NETNS whatever was stored (the netns died with a reboot). */
   emptyNetns?: boolean;
   /** Abandon a permanently failing step at once (a new ADD of this attachment is waiting). */
@@ -182,7 +184,8 @@ export class Teardown {
       for (const step of [...chain].reverse()) {
         if (DONE_STATES.has(step.state)) continue;
         if (step.state === 'planned' && !plannedMayHaveRun) continue;
-        if (step.state === 'del_failed' && !opts.force && (step.nextAttemptAt ?? 0) > this.clock.now()) {
+        const waits = !opts.force || opts.keepBackoff?.has(step.id) === true;
+        if (step.state === 'del_failed' && waits && (step.nextAttemptAt ?? 0) > this.clock.now()) {
           unfinished = true;
           firstFailure ??= new CniError(
             ErrorCode.TeardownPending,
