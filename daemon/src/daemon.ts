@@ -20,7 +20,7 @@ import { conflistView } from './lifecycle/conflist-view.js';
 import { recover } from './engine/recovery.js';
 import { RetryClock, systemClock } from './engine/clock.js';
 import { Metrics } from './metrics.js';
-import { listenMetrics } from './metrics-listener.js';
+import { keepListeningMetrics } from './metrics-listener.js';
 import { buildApp } from './server.js';
 import { runtimeFor } from './audit/runtime.js';
 import { SelfCheck } from './self-check.js';
@@ -190,7 +190,7 @@ async function serve(
   metrics.setReadiness(isReady);
   if (shimCheck) metrics.setShimMismatch(() => shimCheck.mismatch());
   if (logSink) metrics.setLogDropped(() => logSink.dropped);
-  const metricsListener = cfg.metricsListen ? await listenMetrics(cfg.metricsListen, metrics, log) : undefined;
+  const metricsListener = cfg.metricsListen ? keepListeningMetrics(cfg.metricsListen, metrics, log) : undefined;
   const app = buildApp({
     engine,
     journal: store,

@@ -1,3 +1,5 @@
+// One concern: the optional metrics port, from binding it to bounding what its clients can take.
+//
 // The optional TCP listener for Prometheus (--metrics-listen ADDR:PORT). It serves GET /metrics
 // and nothing else: every other path and method is 404, so the control API (/v1/*, retries,
 // probes) stays on the root-only Unix socket. Plain node:http: one route needs no framework. The
@@ -275,5 +277,54 @@ export async function listenMetrics(
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+  };
+}
+
+/** How long after a failed bind of the metrics port the next try comes. */
+export const METRICS_RETRY_MS = 10_000;
+
+/**
+ * listenMetrics, but a bind that fails (the port taken, the node's address not yet up) never stops
+ * stewardd: the CNI socket is what the node needs, and a daemon that exited over its optional
+ * metrics port left the conflist naming a shim with no daemon behind it, the very incident steward
+ * ends (hostile review of the DaemonSet, 1 Dec). It is logged, then tried again every `retryMs`
+ * until it binds or close() is called; `listening()` says whether it serves now.
+ */
+export function keepListeningMetrics(
+  addr: ListenAddress,
+  metrics: Metrics,
+  log: Logger,
+  retryMs = METRICS_RETRY_MS,
+): { listening(): boolean; close(): Promise<void> } {
+  let bound: MetricsListener | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+  let failures = 0;
+  const attempt = async () => {
+    try {
+      const l = await listenMetrics(addr, metrics, log);
+      if (closed) return void (await l.close());
+      bound = l;
+      if (failures > 0) log.info({ failures }, 'metrics port bound after failing: Prometheus can scrape again');
+    } catch (e) {
+      failures++;
+      // The first failure and then one in 30: a port taken for hours does not fill the log.
+      if (failures === 1 || failures % 30 === 0)
+        log.error(
+          { metricsListen: `${addr.host}:${addr.port}`, err: (e as Error).message, failures, retryMs },
+          'metrics port could not be bound; stewardd serves the CNI socket regardless and tries again',
+        );
+      if (!closed) (timer = setTimeout(() => (trying = attempt()), retryMs)).unref();
+    }
+  };
+  let trying = attempt();
+  return {
+    listening: () => bound !== undefined,
+    close: async () => {
+      closed = true;
+      clearTimeout(timer);
+      await trying;
+      await bound?.close();
+    },
   };
 }

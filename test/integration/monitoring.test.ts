@@ -9,7 +9,8 @@ import { openDatabase } from '../helpers/sqlite.js';
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { METRICS_MAX_CONNECTIONS } from '../../daemon/src/metrics-listener.js';
 import { Daemon } from '../helpers/daemon.js';
@@ -88,6 +89,42 @@ describe('--metrics-listen', () => {
     assert.equal((await daemon.get('/healthz')).status, 200, 'the CNI socket still serves');
     for (const s of socks) s.destroy();
     await daemon.stop();
+  });
+
+  it('a port it cannot bind (taken, an address not on the node) never stops it: the CNI socket serves, and the port is bound once free', async () => {
+    // A daemon that exited over its optional metrics port left the conflist naming a shim with no
+    // daemon behind it: every new pod's ADD failed (hostile review of the DaemonSet).
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const port = (blocker.address() as AddressInfo).port;
+    env.defer(() => void blocker.close());
+    const daemon = new Daemon(env, { name: 'port-taken', args: ['--metrics-listen', `127.0.0.1:${port}`] });
+    await daemon.start();
+    assert.match(
+      readFileSync(daemon.logFile, 'utf8'),
+      /metrics port could not be bound.*EADDRINUSE|EADDRINUSE.*metrics port could not be bound/,
+    );
+    const add = await shim(
+      { command: 'ADD', containerId: 'taken', netns: env.netns() },
+      stewardConf(daemon.socket, '1.0.0', [
+        delegate('podnet', '1.0.0', [fixturePlugin(join(env.dir, 'fx-taken'), {})]),
+      ]),
+    );
+    assert.equal(add.code, 0, add.stdout);
+    await new Promise<void>((r) => blocker.close(() => r()));
+    await poll('the freed port bound (tried again every 10 s)', 25_000, async () =>
+      (await fetch(`http://127.0.0.1:${port}/metrics`).catch(() => undefined))?.status === 200 ? true : undefined,
+    );
+    assert.match(readFileSync(daemon.logFile, 'utf8'), /metrics port bound after failing/);
+    await daemon.stop();
+    // An address on no interface here (TEST-NET-2): EADDRNOTAVAIL, as a node address not yet up.
+    const absent = '198.51.100.77';
+    assert.ok(!Object.values(networkInterfaces()).some((l) => l?.some((i) => i.address === absent)), absent);
+    const away = new Daemon(env, { name: 'addr-away', args: ['--metrics-listen', `${absent}:9631`] });
+    await away.start();
+    assert.match(readFileSync(away.logFile, 'utf8'), /EADDRNOTAVAIL/);
+    assert.equal((await away.get('/readyz')).status, 200);
+    await away.stop();
   });
 
   it('refuses a malformed address at start, naming the flag', async () => {

@@ -2,13 +2,14 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { spawnSync } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { Metrics, countSpooled } from '../../daemon/src/metrics.js';
 import {
   METRICS_REUSE_MS,
   METRICS_CONNECTION_CHECK_MS,
+  keepListeningMetrics,
   listenMetrics,
   pacedTurns,
   parseListenAddress,
@@ -599,3 +600,57 @@ describe('the metrics port answers at most one request per spacing, in arrival o
     }
   });
 });
+
+describe('a metrics port that cannot be bound', () => {
+  const fakeMetrics = {
+    registry: { contentType: 'text/plain; version=0.0.4; charset=utf-8', metrics: async () => 'steward_fake 1\n' },
+  } as unknown as Metrics;
+
+  test('is tried again until it binds, logging the first failure, not every one; close() ends the tries', async () => {
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const port = (blocker.address() as AddressInfo).port;
+    const errors: unknown[] = [];
+    const infos: string[] = [];
+    const log = {
+      error: (o: unknown) => errors.push(o),
+      info: (_o: unknown, msg?: string) => infos.push(msg ?? String(_o)),
+    } as never;
+    const kept = keepListeningMetrics({ host: '127.0.0.1', port }, fakeMetrics, log, 20);
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(kept.listening(), false);
+    assert.equal(errors.length, 1, 'one line for the first failures, not one per try');
+    assert.match(JSON.stringify(errors[0]), /EADDRINUSE/);
+    await new Promise<void>((r) => blocker.close(() => r()));
+    await waitUntil(() => kept.listening());
+    assert.equal((await fetch(`http://127.0.0.1:${port}/metrics`)).status, 200);
+    assert.ok(infos.includes('metrics port bound after failing: Prometheus can scrape again'), infos.join('; '));
+    await kept.close();
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/metrics`), 'closed with the daemon');
+  });
+
+  test('closed while failing, it tries no more', async () => {
+    const blocker = createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
+    const port = (blocker.address() as AddressInfo).port;
+    const kept = keepListeningMetrics(
+      { host: '127.0.0.1', port },
+      fakeMetrics,
+      { error: () => undefined } as never,
+      20,
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    await kept.close();
+    await new Promise<void>((r) => blocker.close(() => r()));
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(kept.listening(), false);
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/metrics`), 'nothing bound the port after close()');
+  });
+});
+
+async function waitUntil(cond: () => boolean, ms = 5000): Promise<void> {
+  for (const end = Date.now() + ms; !cond();) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
