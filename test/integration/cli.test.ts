@@ -4,8 +4,8 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
@@ -194,9 +194,9 @@ describe('an answer stdout cannot take', () => {
   let daemon: Daemon;
   after(() => daemon?.stop());
 
-  /** The CLI with stdout on /dev/full, or on a pipe whose reader is gone. */
-  function cliInto(args: string[], into: 'full' | 'closed-pipe'): Promise<{ code: number | null; stderr: string }> {
-    const full = into === 'full' ? openSync('/dev/full', 'w') : undefined;
+  /** The CLI with stdout on /dev/full, on a pipe whose reader is gone, or on a file at a path. */
+  function cliInto(args: string[], into: string): Promise<{ code: number | null; stderr: string }> {
+    const full = into === 'closed-pipe' ? undefined : openSync(into === 'full' ? '/dev/full' : into, 'w');
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, [join(REPO, 'bin/stewardd'), ...args], {
         stdio: ['ignore', full ?? 'pipe', 'pipe'],
@@ -230,6 +230,26 @@ describe('an answer stdout cannot take', () => {
       0,
       'the same command into a pipe read to its end',
     );
+    // A file on a disk with less room than the answer: the kernel takes part of a write without an
+    // error, and Node's own file stream dropped the rest (exit 0, the JSON cut off).
+    const small = join(env.dir, 'small-disk');
+    mkdirSync(small);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8k', 'tmpfs', small]);
+    env.defer(() => void execFileSync('umount', [small]));
+    const rows = Array.from({ length: 600 }, (_, i) => ({ step: `s-${i}`, plugin: 'bridge', attempts: i }));
+    const body = JSON.stringify({ pending: rows, abandoned: [] });
+    assert.ok(body.length > 16_384, 'the answer is larger than the disk');
+    const sock = await fakeDaemon('big-teardowns.sock', (c) => {
+      c.resume();
+      c.end(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    });
+    const cut = await cliInto(['teardowns', '-o', 'json', '--socket', sock], join(small, 'out.json'));
+    assert.equal(cut.code, 6, cut.stderr);
+    assert.match(cut.stderr, /the answer could not be written to stdout \(ENOSPC\): it is lost$/m);
+    rmSync(join(small, 'out.json'));
+    const fits = await cliInto(['status', '--socket', daemon.socket], join(small, 'status.txt'));
+    assert.equal(fits.code, 0, fits.stderr);
+    assert.match(readFileSync(join(small, 'status.txt'), 'utf8'), /\n$/);
     const bare = await cli([]);
     assert.deepEqual([bare.code, bare.stdout], [2, ''], 'no command: the usage is an error, on stderr');
     assert.match(bare.stderr, /^usage: stewardd <command>/);
@@ -356,6 +376,7 @@ describe('status --check with an abandoned teardown, and retry --abandoned', () 
       done: 1,
       abandoned: 0,
       pending: 0,
+      stepsAbandoned: 0,
       rearmed: 1,
       skippedNewer: 0,
     });
@@ -437,6 +458,7 @@ describe('retry --abandoned after the container was added again: the new pod kee
       done: 0,
       abandoned: 0,
       pending: 0,
+      stepsAbandoned: 0,
       rearmed: 0,
       skippedNewer: 1,
     });
