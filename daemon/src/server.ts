@@ -99,27 +99,11 @@ function keepNumbersAsWritten(app: FastifyInstance<RawServerDefault, IncomingMes
   });
 }
 
-/** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
-function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
-  const app = Fastify({
-    ...(serverFactory ? { serverFactory } : {}),
-    // A path the router cannot decode ("/v1/%ZZ") is answered as every other client error here.
-    frameworkErrors: (error, _request, reply) =>
-      void (reply as FastifyReply)
-        .code(400)
-        .type('application/json')
-        .send({ error: capText(error.message, 1024) }),
-    loggerInstance: log,
-    logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: BODY_LIMIT,
-    return503OnClosing: true,
-    // A netconf is plain JSON: a "__proto__" or "constructor" key is data (JSON.parse makes it an
-    // own property, never the prototype), accepted and stored as given. Nothing here copies
-    // request keys with assignment, which is where such a key would do harm.
-    onProtoPoisoning: 'ignore',
-    onConstructorPoisoning: 'ignore',
-  });
-
+/**
+ * Every answer's protocol header, and what a request must be before a route sees it: no fragment,
+ * no coded body, known single-valued queries.
+ */
+function requestChecks(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger>): void {
   // Every answer names the daemon's protocol version (routes/protocol.ts); the shim refuses one without.
   // A request target holds no fragment (RFC 9112 3.2; a client keeps it to itself): the router read
   // "/v1/attachments#limit=1" as a query, and listed one row.
@@ -163,7 +147,30 @@ function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
       if (error !== undefined) return reply.code(400).type('application/json').send({ error });
     }
   });
+}
 
+/** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */
+function baseApp(log: Logger, serverFactory?: FastifyServerFactory) {
+  const app = Fastify({
+    ...(serverFactory ? { serverFactory } : {}),
+    // A path the router cannot decode ("/v1/%ZZ") is answered as every other client error here.
+    frameworkErrors: (error, _request, reply) =>
+      void (reply as FastifyReply)
+        .code(400)
+        .type('application/json')
+        .send({ error: capText(error.message, 1024) }),
+    loggerInstance: log,
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT,
+    return503OnClosing: true,
+    // A netconf is plain JSON: a "__proto__" or "constructor" key is data (JSON.parse makes it an
+    // own property, never the prototype), accepted and stored as given. Nothing here copies
+    // request keys with assignment, which is where such a key would do harm.
+    onProtoPoisoning: 'ignore',
+    onConstructorPoisoning: 'ignore',
+  });
+
+  requestChecks(app);
   keepNumbersAsWritten(app);
   errorAnswers(app);
   watchConnections(app.server, log);
