@@ -21,6 +21,11 @@ let dirs = 0;
 
 const KEY = { network: 'net', ifname: 'eth0' };
 const chain = conf([{ type: 'one' }, { type: 'two' }]);
+/** Two chains of one plugin each: the side chain's step (three) is torn down before the pod's (one). */
+const sides = conf([], '1.0.0', [
+  { name: 'pod', plugins: [{ type: 'one' }] },
+  { name: 'side', plugins: [{ type: 'three' }] },
+]);
 const HOUR = 3_600_000;
 
 function world(opts: { spoolDir?: string; pollMs?: number; ownNow?: boolean } = {}) {
@@ -252,10 +257,6 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
 
   test('a tick retries only the steps that are due, not every failed step of the attachment', async () => {
     const w = world();
-    const sides = conf([], '1.0.0', [
-      { name: 'pod', plugins: [{ type: 'one' }] },
-      { name: 'side', plugins: [{ type: 'three' }] },
-    ]);
     let failing = true;
     for (const type of ['one', 'three'])
       w.env.plugins.on(type, (c) => {
@@ -305,10 +306,6 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
 
   test('a tick does not wait for an attachment a retryNow is still tearing down', async () => {
     const w = world();
-    const sides = conf([], '1.0.0', [
-      { name: 'pod', plugins: [{ type: 'one' }] },
-      { name: 'side', plugins: [{ type: 'three' }] },
-    ]);
     let failing = true;
     const gate = deferred();
     for (const type of ['one', 'three'])
@@ -377,12 +374,75 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
     assert.equal(w.store.stepsOf(due.id).find((st) => st.pluginType === 'one')!.attempts, 2);
   });
 
+  test('a retry asked while a tick tears down a second chain does not DEL again the step the tick tried in the first', async () => {
+    const w = world();
+    let failing = true;
+    const gate = deferred();
+    const started = deferred();
+    // three (the side chain, torn down first) keeps failing; one fails until healed, then waits on the gate.
+    w.env.plugins.on('three', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+      return { cniVersion: '1.0.0' };
+    });
+    w.env.plugins.on('one', async (c) => {
+      if (c.command === 'DEL' && failing) throw new CniError(11, 'busy');
+      if (c.command === 'DEL') {
+        started.resolve();
+        await gate.promise;
+      }
+      return c.command === 'ADD' ? { cniVersion: '1.0.0' } : undefined;
+    });
+    await w.env.engine.handle(req('ADD', 'twice', sides));
+    await w.env.engine.handle(req('DEL', 'twice', sides));
+    failing = false;
+    const a = w.store.currentAttachment({ containerId: 'twice', ...KEY })!;
+    w.clock.t += 10_000; // both failed steps are due
+    const before = w.env.plugins.of('DEL').length;
+    w.s.start();
+    await started.promise; // the tick DELed three (failed again) and is now DELing one
+    const retry = w.s.retryNow();
+    await new Promise((r) => setTimeout(r, 20));
+    gate.resolve();
+    // three was tried by the tick before the retry came: it waits for its next attempt.
+    assert.deepEqual(await retry, { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
+    await w.s.stop();
+    assert.deepEqual(w.env.plugins.of('DEL').slice(before).sort(), ['DEL one twice', 'DEL three twice']);
+    const three = w.store.stepsOf(a.id).find((st) => st.pluginType === 'three')!;
+    assert.deepEqual([three.state, three.attempts], ['del_failed', 2]);
+  });
+
+  test('a retry asked while a tick abandons the last failing step reports it abandoned, never torn down', async () => {
+    const w = world();
+    const gate = deferred();
+    const started = deferred();
+    let dels = 0;
+    // Code 4 is bad input: abandoned at its third DEL (the runtime's, the first retry's, the tick's).
+    w.env.plugins.on('one', async (c) => {
+      if (c.command !== 'DEL') return { cniVersion: '1.0.0' };
+      if (++dels === 3) {
+        started.resolve();
+        await gate.promise;
+      }
+      throw new CniError(4, 'bad field');
+    });
+    await w.env.engine.handle(req('ADD', 'gone', chain));
+    await w.env.engine.handle(req('DEL', 'gone', chain));
+    const a = w.store.currentAttachment({ containerId: 'gone', ...KEY })!;
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
+    w.clock.t += HOUR; // due, whatever its backoff
+    w.s.start();
+    await started.promise; // the tick runs the third DEL
+    const retry = w.s.retryNow();
+    await new Promise((r) => setTimeout(r, 20));
+    gate.resolve();
+    assert.deepEqual(await retry, { attempted: 1, done: 0, abandoned: 1, pending: 0, stepsAbandoned: 1 });
+    await w.s.stop();
+    assert.equal(dels, 3);
+    assert.equal(w.store.getAttachment(a.id)!.state, 'deleted');
+  });
+
   test('a retry asked while a tick runs only the due steps still DELs the steps not yet due (it forces)', async () => {
     const w = world();
-    const sides = conf([], '1.0.0', [
-      { name: 'pod', plugins: [{ type: 'one' }] },
-      { name: 'side', plugins: [{ type: 'three' }] },
-    ]);
     let failing = true;
     const gate = deferred();
     const started = deferred();
@@ -418,10 +478,6 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
 
   test('a retry counts the steps it abandoned in an attachment still pending too', async () => {
     const w = world();
-    const sides = conf([], '1.0.0', [
-      { name: 'pod', plugins: [{ type: 'one' }] },
-      { name: 'side', plugins: [{ type: 'three' }] },
-    ]);
     // three's DEL is bad input (code 4: abandoned at its third DEL), one's keeps failing (code 11).
     for (const [type, code] of [
       ['one', 11],

@@ -57,11 +57,14 @@ export interface RetryReport {
   stepsAbandoned: number;
 }
 
-/** A teardown this scheduler is running: forced (a retry asked) or as the schedule has it. */
-interface Run {
-  outcome: Promise<TeardownOutcome>;
-  forced: boolean;
-}
+/**
+ * A teardown this scheduler is running: forced (a retry asked) or as the schedule has it. A
+ * scheduled run keeps its steps' attempts from when it was started: a retry that follows it leaves
+ * alone the steps it tried.
+ */
+type Run =
+  | { outcome: Promise<TeardownOutcome>; forced: true }
+  | { outcome: Promise<TeardownOutcome>; forced: false; attemptsBefore: Map<number, number> };
 
 export class RetryScheduler {
   private readonly o: SchedulerOptions;
@@ -118,7 +121,8 @@ export class RetryScheduler {
    * Runs every failing teardown now, due or not (POST /v1/teardowns/retry). A forced run of it under
    * way is joined. One the schedule started (due steps only, or a cut-off journal's reclaim, whose
    * "done" may mean only "not cut off") is waited for, then a forced run follows, leaving out the
-   * steps DELed meanwhile: they were just tried.
+   * steps that run DELed: they were just tried. What it abandoned is counted with the retry's own,
+   * so an attachment it finished by abandoning a step is never reported torn down.
    */
   async retryNow(): Promise<RetryReport> {
     const ids = [...new Set(this.o.store.pendingTeardownSteps().map((s) => s.attachmentId))];
@@ -128,13 +132,16 @@ export class RetryScheduler {
   private forced(id: number): Promise<TeardownOutcome> {
     const running = this.inFlight.get(id);
     if (running?.forced) return running.outcome;
-    if (running === undefined)
-      return this.runOne(id, true, () => this.o.engine.runTeardown(id, Priority.Background, { force: true }));
-    const before = this.attemptsOf(id);
-    return this.runOne(id, true, async () => {
-      await running.outcome;
+    const force = (keepBackoff?: Set<number>) =>
+      this.o.engine.runTeardown(id, Priority.Background, { force: true, ...(keepBackoff && { keepBackoff }) });
+    if (running === undefined) return this.runOne({ id, forced: true }, () => force());
+    const before = running.attemptsBefore;
+    return this.runOne({ id, forced: true }, async () => {
+      const first = await running.outcome;
       const tried = [...this.attemptsOf(id)].filter(([step, n]) => n !== before.get(step)).map(([step]) => step);
-      return this.o.engine.runTeardown(id, Priority.Background, { force: true, keepBackoff: new Set(tried) });
+      const next = await force(new Set(tried));
+      const abandoned = (first.abandoned ?? 0) + (next.abandoned ?? 0);
+      return { ...next, ...(abandoned > 0 && { abandoned }) };
     });
   }
 
@@ -190,7 +197,10 @@ export class RetryScheduler {
 
   /** The schedule's runs: of attachments none is running (the tick leaves those out). */
   private async runAll(ids: number[], teardown: (id: number) => Promise<TeardownOutcome>): Promise<RetryReport> {
-    return this.report(ids.length, await Promise.all(ids.map((id) => this.runOne(id, false, () => teardown(id)))));
+    const runs = ids.map((id) =>
+      this.runOne({ id, forced: false, attemptsBefore: this.attemptsOf(id) }, () => teardown(id)),
+    );
+    return this.report(ids.length, await Promise.all(runs));
   }
 
   private report(attempted: number, outcomes: TeardownOutcome[]): RetryReport {
@@ -200,7 +210,11 @@ export class RetryScheduler {
     return { attempted, done, abandoned, pending: attempted - done - abandoned, stepsAbandoned };
   }
 
-  private runOne(id: number, forced: boolean, teardown: () => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
+  private runOne(
+    run: { id: number; forced: true } | { id: number; forced: false; attemptsBefore: Map<number, number> },
+    teardown: () => Promise<TeardownOutcome>,
+  ): Promise<TeardownOutcome> {
+    const { id, ...kind } = run;
     // Started a microtask later, so that it is in inFlight before it can settle.
     const outcome: Promise<TeardownOutcome> = Promise.resolve()
       .then(teardown)
@@ -216,7 +230,7 @@ export class RetryScheduler {
         // A forced run waiting on this one took its place already.
         if (this.inFlight.get(id)?.outcome === outcome) this.inFlight.delete(id);
       });
-    this.inFlight.set(id, { outcome, forced });
+    this.inFlight.set(id, { ...kind, outcome });
     return outcome;
   }
 }
