@@ -231,11 +231,12 @@ async function out(json: boolean, body: string, human: () => string): Promise<vo
 
 /** Runs one CLI command; prints to stdout/stderr and resolves with the exit code. */
 export async function runCli(command: CliCommand, argv: string[], now: () => number = Date.now): Promise<number> {
-  if (argv.includes('--help') || argv.includes('-h')) {
-    console.log(`${CLI_USAGE[command]}\n${EXIT_CODES}`);
-    return Exit.Ok;
-  }
   try {
+    if (argv.includes('--help') || argv.includes('-h')) {
+      // Through writeStdout like any answer: a stdout that cannot take it is exit 6, not 0.
+      await writeStdout(`${CLI_USAGE[command]}\n${EXIT_CODES}`);
+      return Exit.Ok;
+    }
     const p = parse(command, argv);
     switch (command) {
       case 'status': {

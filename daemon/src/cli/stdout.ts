@@ -50,5 +50,5 @@ function writeAll(data: Buffer): void {
 
 function lost(err: Error): CliError {
   const code = (err as NodeJS.ErrnoException).code ?? err.message;
-  return new CliError(`the answer could not be written to stdout (${code}): it is lost`, Exit.OutputFailed);
+  return new CliError(`the answer could not be written to stdout (${code}): it is lost or cut off`, Exit.OutputFailed);
 }
