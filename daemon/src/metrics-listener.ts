@@ -43,6 +43,8 @@ export interface MetricsListener {
   address: ListenAddress;
   /** Requests waiting their turn (tests). */
   turnsWaiting(): number;
+  /** The HTTP server (tests: the events it emits). */
+  server: Server;
   close(): Promise<void>;
 }
 
@@ -263,6 +265,17 @@ export async function listenMetrics(
       resolve();
     });
   });
+  // An accept(2) that fails once listening (no descriptor left, libuv's reserve one gone too) is an
+  // 'error' on the server: unheard, it would end stewardd over its optional port. Logged once a minute.
+  let lastAcceptError = -Infinity;
+  server.on('error', (e: NodeJS.ErrnoException) => {
+    if (performance.now() - lastAcceptError < ACCEPT_ERROR_LOG_MS) return;
+    lastAcceptError = performance.now();
+    log.error(
+      { err: e.message, code: e.code },
+      'metrics port could not accept a connection; stewardd serves the CNI socket regardless',
+    );
+  });
   const bound = server.address() as AddressInfo;
   const address = { host: bound.address, port: bound.port };
   log.info(
@@ -272,6 +285,7 @@ export async function listenMetrics(
   return {
     address,
     turnsWaiting: () => turns.waiting,
+    server,
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
@@ -279,6 +293,9 @@ export async function listenMetrics(
       }),
   };
 }
+
+/** At most one log line per this long for the metrics port's accept errors (each may repeat per connection). */
+const ACCEPT_ERROR_LOG_MS = 60_000;
 
 /** How long after a failed bind of the metrics port the next try comes. */
 export const METRICS_RETRY_MS = 10_000;

@@ -430,6 +430,30 @@ describe('the metrics port answers at most one request per spacing, in arrival o
   } as unknown as Metrics;
   const quietLog = { info: () => undefined, error: () => undefined } as never;
 
+  test('an accept error once listening (no descriptor left) is logged once a minute, never the end of stewardd', async () => {
+    const errors: Array<{ code: string; msg: string }> = [];
+    const log = {
+      info: () => undefined,
+      error: (o: { code: string }, msg: string) => errors.push({ code: o.code, msg }),
+    };
+    const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, log as never, { spacingMs: 0 });
+    try {
+      // What Node's net.Server emits when accept(2) fails; with no listener, emit() throws it.
+      const emfile = () => Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', syscall: 'accept' });
+      assert.equal(l.server.emit('error', emfile()), true);
+      assert.equal(l.server.emit('error', emfile()), true);
+      assert.deepEqual(errors, [
+        {
+          code: 'EMFILE',
+          msg: 'metrics port could not accept a connection; stewardd serves the CNI socket regardless',
+        },
+      ]);
+      assert.equal((await fetch(`http://127.0.0.1:${l.address.port}/metrics`)).status, 200, 'it still serves');
+    } finally {
+      await l.close();
+    }
+  });
+
   test('over real HTTP: a request with a body is closed at once, never read; HEAD and absolute-form GET are served', async () => {
     const l = await listenMetrics({ host: '127.0.0.1', port: 0 }, fakeMetrics, quietLog, { spacingMs: 0 });
     /** Sends `head` and a first piece of body; what came back and how long until the server closed. */
