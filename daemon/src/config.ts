@@ -1,9 +1,9 @@
-// The command lines of the daemon process itself: `stewardd run` (every flag of the serving daemon,
-// into DaemonConfig) and `stewardd probe`. Every bad value is reported at once (flags.ts). The
-// install/uninstall command lines belong to lifecycle/command-line.ts; the operator commands
-// (status, attachments, ...) parse their own few flags in cli/index.ts. The checks only `run`'s values
-// need are config-checks.ts's.
-// One concern: two command lines' flags, their help text and their parsing, long because `run` has
+// The command line of the daemon process itself: `stewardd run` (every flag of the serving daemon,
+// into DaemonConfig). Every bad value is reported at once (flags.ts). `stewardd probe` parses its own
+// two flags in probe.ts; the install/uninstall command lines belong to lifecycle/command-line.ts; the
+// operator commands (status, attachments, ...) parse their own few flags in cli/index.ts. The checks
+// only `run`'s values need are config-checks.ts's.
+// One concern: one command line's flags, their help text and their parsing, long because `run` has
 // some forty flags; the checks across flags are in config-checks.ts.
 
 import { existsSync } from 'node:fs';
