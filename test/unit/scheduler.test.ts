@@ -441,6 +441,43 @@ describe('retry scheduler: what it runs, and what it never waits for', () => {
     assert.equal(w.store.getAttachment(a.id)!.state, 'deleted');
   });
 
+  test('a retry that cannot run after the tick abandoned a step still counts that step', async () => {
+    const w = world();
+    const gate = deferred();
+    const started = deferred();
+    let threeDels = 0;
+    // three's DEL is bad input (code 4: abandoned at its third DEL), one's keeps failing (code 11).
+    w.env.plugins.on('three', async (c) => {
+      if (c.command !== 'DEL') return { cniVersion: '1.0.0' };
+      if (++threeDels === 3) {
+        started.resolve();
+        await gate.promise;
+      }
+      throw new CniError(4, 'no');
+    });
+    w.env.plugins.on('one', (c) => {
+      if (c.command === 'DEL') throw new CniError(11, 'busy');
+      return { cniVersion: '1.0.0' };
+    });
+    await w.env.engine.handle(req('ADD', 'refused', sides));
+    await w.env.engine.handle(req('DEL', 'refused', sides));
+    assert.deepEqual(await w.s.retryNow(), { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 0 });
+    // From now on a forced teardown cannot run (its journal write refused: a full disk).
+    const real = w.env.engine.runTeardown.bind(w.env.engine);
+    w.env.engine.runTeardown = (id, priority, opts, turn) => {
+      if (opts?.force) throw new Error('database or disk is full');
+      return real(id, priority, opts, turn);
+    };
+    w.clock.t += 10_000; // both due (the backoff cap is 5 s), neither past its age bound
+    w.s.start();
+    await started.promise; // the tick runs three's third DEL, which abandons it
+    const retry = w.s.retryNow();
+    gate.resolve();
+    assert.deepEqual(await retry, { attempted: 1, done: 0, abandoned: 0, pending: 1, stepsAbandoned: 1 });
+    await w.s.stop();
+    assert.deepEqual(w.cap.of('teardown could not run; retried on the next tick').length, 1);
+  });
+
   test('a retry asked while a tick runs only the due steps still DELs the steps not yet due (it forces)', async () => {
     const w = world();
     let failing = true;

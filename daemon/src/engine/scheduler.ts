@@ -57,14 +57,11 @@ export interface RetryReport {
   stepsAbandoned: number;
 }
 
-/**
- * A teardown this scheduler is running: forced (a retry asked) or as the schedule has it. A
- * scheduled run keeps its steps' attempts from when it was started: a retry that follows it leaves
- * alone the steps it tried.
- */
-type Run =
-  | { outcome: Promise<TeardownOutcome>; forced: true }
-  | { outcome: Promise<TeardownOutcome>; forced: false; attemptsBefore: Map<number, number> };
+/** A teardown this scheduler is running: forced (a retry asked) or as the schedule has it. */
+interface Run {
+  outcome: Promise<TeardownOutcome>;
+  forced: boolean;
+}
 
 export class RetryScheduler {
   private readonly o: SchedulerOptions;
@@ -132,21 +129,24 @@ export class RetryScheduler {
   private forced(id: number): Promise<TeardownOutcome> {
     const running = this.inFlight.get(id);
     if (running?.forced) return running.outcome;
-    const force = (keepBackoff?: Set<number>) =>
-      this.o.engine.runTeardown(id, Priority.Background, { force: true, ...(keepBackoff && { keepBackoff }) });
-    if (running === undefined) return this.runOne({ id, forced: true }, () => force());
-    const before = running.attemptsBefore;
-    return this.runOne({ id, forced: true }, async () => {
+    const force = (keepBackoff?: number[]) =>
+      this.o.engine.runTeardown(id, Priority.Background, {
+        force: true,
+        ...(keepBackoff && { keepBackoff: new Set(keepBackoff) }),
+      });
+    if (running === undefined) return this.runOne(id, true, () => force());
+    return this.runOne(id, true, async () => {
       const first = await running.outcome;
-      const tried = [...this.attemptsOf(id)].filter(([step, n]) => n !== before.get(step)).map(([step]) => step);
-      const next = await force(new Set(tried));
+      // What the first run abandoned is counted even when this one cannot run (a journal write refused).
+      let next: TeardownOutcome;
+      try {
+        next = await force(first.tried);
+      } catch (e) {
+        next = this.couldNotRun(id)(e);
+      }
       const abandoned = (first.abandoned ?? 0) + (next.abandoned ?? 0);
       return { ...next, ...(abandoned > 0 && { abandoned }) };
     });
-  }
-
-  private attemptsOf(id: number): Map<number, number> {
-    return new Map(this.o.store.stepsOf(id).map((s) => [s.id, s.attempts]));
   }
 
   private arm(delay: number): void {
@@ -197,10 +197,7 @@ export class RetryScheduler {
 
   /** The schedule's runs: of attachments none is running (the tick leaves those out). */
   private async runAll(ids: number[], teardown: (id: number) => Promise<TeardownOutcome>): Promise<RetryReport> {
-    const runs = ids.map((id) =>
-      this.runOne({ id, forced: false, attemptsBefore: this.attemptsOf(id) }, () => teardown(id)),
-    );
-    return this.report(ids.length, await Promise.all(runs));
+    return this.report(ids.length, await Promise.all(ids.map((id) => this.runOne(id, false, () => teardown(id)))));
   }
 
   private report(attempted: number, outcomes: TeardownOutcome[]): RetryReport {
@@ -210,27 +207,27 @@ export class RetryScheduler {
     return { attempted, done, abandoned, pending: attempted - done - abandoned, stepsAbandoned };
   }
 
-  private runOne(
-    run: { id: number; forced: true } | { id: number; forced: false; attemptsBefore: Map<number, number> },
-    teardown: () => Promise<TeardownOutcome>,
-  ): Promise<TeardownOutcome> {
-    const { id, ...kind } = run;
+  /** A teardown that could not run: the journal write failed again (disk still full); the rows are unchanged. */
+  private couldNotRun(id: number): (e: unknown) => TeardownOutcome {
+    return (e) => {
+      this.o.log.warn(
+        { attachment: id, err: (e as Error).message },
+        'teardown could not run; retried on the next tick',
+      );
+      return { done: false };
+    };
+  }
+
+  private runOne(id: number, forced: boolean, teardown: () => Promise<TeardownOutcome>): Promise<TeardownOutcome> {
     // Started a microtask later, so that it is in inFlight before it can settle.
     const outcome: Promise<TeardownOutcome> = Promise.resolve()
       .then(teardown)
-      .catch((e: unknown): TeardownOutcome => {
-        // A journal write failed again (disk still full): the rows are unchanged, the next tick retries.
-        this.o.log.warn(
-          { attachment: id, err: (e as Error).message },
-          'teardown could not run; retried on the next tick',
-        );
-        return { done: false };
-      })
+      .catch(this.couldNotRun(id))
       .finally(() => {
         // A forced run waiting on this one took its place already.
         if (this.inFlight.get(id)?.outcome === outcome) this.inFlight.delete(id);
       });
-    this.inFlight.set(id, { ...kind, outcome });
+    this.inFlight.set(id, { outcome, forced });
     return outcome;
   }
 }

@@ -75,6 +75,11 @@ export interface TeardownOutcome {
    * and a retry must not report it torn down (hostile run, 1 Dec: "1 torn down" for an abandoned step).
    */
   abandoned?: number;
+  /**
+   * Not done: the steps whose DEL this run started, when any. A retry that follows this run leaves
+   * their backoff alone (they were just tried); a run that is done left nothing to retry.
+   */
+  tried?: number[];
   /** The failure that halted teardown, when not done. */
   error?: CniError;
   /** With deferFinalCommit: the final commit, still owed (synchronous; throws like any journal write). */
@@ -180,6 +185,7 @@ export class Teardown {
     let firstFailure: CniError | undefined;
     let unfinished = false;
     let abandoned = 0;
+    const tried: number[] = [];
     for (const chain of chainsLastFirst(steps)) {
       for (const step of [...chain].reverse()) {
         if (DONE_STATES.has(step.state)) continue;
@@ -197,6 +203,7 @@ export class Teardown {
         if (!this.pendingMark.has(step.id))
           this.pendingMark.set(step.id, step.teardownAt !== null ? this.clock.startedMono : this.clock.mono());
         flush(() => store.setStepDeleting(step.id));
+        tried.push(step.id);
         const failure = await this.delStep(a, step, finals.get(step.delegateIndex), netns, priority);
         if (!failure) {
           this.pendingMark.delete(step.id);
@@ -214,7 +221,8 @@ export class Teardown {
     }
     if (unfinished) {
       flush();
-      return { done: false, error: firstFailure as CniError, ...(abandoned > 0 && { abandoned }) };
+      const more = { ...(abandoned > 0 && { abandoned }), ...(tried.length > 0 && { tried }) };
+      return { done: false, error: firstFailure as CniError, ...more };
     }
     const commit = () => {
       flush(() => store.setAttachmentState(a.id, 'deleted'));
