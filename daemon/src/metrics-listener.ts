@@ -235,6 +235,9 @@ export const METRICS_CONNECTION_CHECK_MS = 1000;
  */
 export const METRICS_IDLE_TIMEOUT_MS = 10_000;
 
+/** At most one log line per this long for the metrics port's accept errors (each may repeat per connection). */
+const ACCEPT_ERROR_LOG_MS = 60_000;
+
 export async function listenMetrics(
   addr: ListenAddress,
   metrics: Metrics,
@@ -293,9 +296,6 @@ export async function listenMetrics(
       }),
   };
 }
-
-/** At most one log line per this long for the metrics port's accept errors (each may repeat per connection). */
-const ACCEPT_ERROR_LOG_MS = 60_000;
 
 /** How long after a failed bind of the metrics port the next try comes. */
 export const METRICS_RETRY_MS = 10_000;

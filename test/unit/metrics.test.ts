@@ -290,16 +290,15 @@ describe('the metrics port renders at most once per window, whatever the scrapes
   });
 
   test('over real HTTP: 40 scrapes at once share renderings, one per window; a later scrape past the window is another', async () => {
-    let renders = 0;
+    // When each rendering started: their count is the number of renderings.
     const starts: number[] = [];
     const fake = {
       registry: {
         contentType: 'text/plain; version=0.0.4; charset=utf-8',
         metrics: async () => {
-          renders++;
-          starts.push(performance.now());
+          const n = starts.push(performance.now());
           await new Promise((r) => setTimeout(r, 20));
-          return `steward_fake_rendering ${renders}\n`;
+          return `steward_fake_rendering ${n}\n`;
         },
       },
     } as unknown as Metrics;
@@ -313,16 +312,16 @@ describe('the metrics port renders at most once per window, whatever the scrapes
       // span more, and still no two renderings start within a window of each other.
       assert.deepEqual(
         new Set(bodies),
-        new Set(Array.from({ length: renders }, (_, i) => `steward_fake_rendering ${i + 1}\n`)),
+        new Set(Array.from({ length: starts.length }, (_, i) => `steward_fake_rendering ${i + 1}\n`)),
       );
-      assert.ok(renders < 40 / 4, `${renders} renderings for 40 scrapes`);
+      assert.ok(starts.length < 40 / 4, `${starts.length} renderings for 40 scrapes`);
       for (let i = 1; i < starts.length; i++)
         assert.ok(
           starts[i]! - starts[i - 1]! >= METRICS_REUSE_MS - 1,
           `renderings ${starts[i]! - starts[i - 1]!} ms apart`,
         );
       await new Promise((r) => setTimeout(r, METRICS_REUSE_MS + 50));
-      const next = `steward_fake_rendering ${renders + 1}\n`;
+      const next = `steward_fake_rendering ${starts.length + 1}\n`;
       assert.equal(await (await fetch(url)).text(), next);
     } finally {
       await l.close();
