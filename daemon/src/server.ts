@@ -67,10 +67,26 @@ export const HEADERS_TIMEOUT_MS = 10_000;
 /** How often Node enforces HEADERS_TIMEOUT_MS: such a connection closes 10-11 s after its first byte. */
 const CONNECTION_CHECK_MS = 1000;
 
-/** The socket's HTTP server: node:http with the header deadline above. */
+/**
+ * The socket's HTTP server: node:http with the header deadline above. Node's own answers to an HTTP/1.1
+ * request without Host (400) and to an Expect other than 100-continue (417) are bare, without a body or
+ * the protocol header: requestChecks answers the first as every other client error, and the 417 here
+ * says what it refused.
+ */
 function httpServer(listener: (req: IncomingMessage, res: ServerResponse) => void): Server {
-  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS }, listener);
+  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, listener);
   server.headersTimeout = HEADERS_TIMEOUT_MS;
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const expect = capText(String(req.headers.expect), 64);
+    const body = JSON.stringify({ error: `Expect "${expect}" cannot be met: only 100-continue is` });
+    res.writeHead(417, {
+      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    });
+    res.end(body);
+  });
   return server;
 }
 
@@ -109,6 +125,9 @@ function requestChecks(app: FastifyInstance<RawServerDefault, IncomingMessage, S
   // "/v1/attachments#limit=1" as a query, and listed one row.
   app.addHook('onRequest', async (request, reply) => {
     reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+    // RFC 9112 3.2: an HTTP/1.1 request without Host is a client error (the shim and curl send one).
+    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined)
+      throw new CniError(ErrorCode.DecodeFailure, 'an HTTP/1.1 request names its Host: send "Host: localhost"');
     if (request.raw.url?.includes('#'))
       return reply
         .code(400)
@@ -119,12 +138,7 @@ function requestChecks(app: FastifyInstance<RawServerDefault, IncomingMessage, S
     const coding = request.headers['content-encoding'];
     const body =
       (request.headers['content-length'] ?? '0') !== '0' || request.headers['transfer-encoding'] !== undefined;
-    if (
-      body &&
-      coding !== undefined &&
-      coding.trim().toLowerCase() !== 'identity' &&
-      request.routeOptions.url !== CNI_ROUTE
-    )
+    if (body && coding !== undefined && !isIdentity(coding) && request.routeOptions.url !== CNI_ROUTE)
       return reply
         .code(415)
         .header('accept-encoding', 'identity')
@@ -147,6 +161,17 @@ function requestChecks(app: FastifyInstance<RawServerDefault, IncomingMessage, S
       if (error !== undefined) return reply.code(400).type('application/json').send({ error });
     }
   });
+}
+
+/**
+ * Content-Encoding is a list (RFC 9110 8.4): an empty one, or one of "identity" alone ("identity, identity",
+ * or two such headers, which Node joins with ", "), names no coding, and the body is as sent.
+ */
+function isIdentity(coding: string): boolean {
+  return coding
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .every((c) => c === '' || c === 'identity');
 }
 
 /** The app with what every variant shares: limits, JSON parsing, query hygiene, the error handler. */

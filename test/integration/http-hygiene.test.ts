@@ -343,6 +343,12 @@ describe('methods and bodies on the operator routes', () => {
     assert.match(xml, /^HTTP\/1\.1 415 /, xml);
     assert.match(xml, /"a body of Content-Type \\"application\/xml\\" is not taken: send application\/json"/);
     assert.match(await post(`${json}Content-Encoding: identity\r\n`, Buffer.from('{}')), /^HTTP\/1\.1 200 /);
+    // A list of no coding is no coding (RFC 9110 8.4): empty, "identity" twice, or two headers joined.
+    for (const none of ['Content-Encoding:\r\n', 'Content-Encoding: identity, IDENTITY\r\n', 'Content-Encoding: ,\r\n'])
+      assert.match(await post(`${json}${none}`, Buffer.from('{}')), /^HTTP\/1\.1 200 /, none);
+    const twice = await post(`${json}Content-Encoding: identity\r\nContent-Encoding: gzip\r\n`, gzipSync('{}'));
+    assert.match(twice, /^HTTP\/1\.1 415 /, twice);
+    assert.match(twice, /Content-Encoding \\"identity, gzip\\" is not taken/);
     const status = await rawExchange(
       daemon.socket,
       'GET /v1/status HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nConnection: close\r\n\r\n',
@@ -406,6 +412,36 @@ describe('query parameters a route does not take, and paths that do not decode',
       assert.match(answer, /^HTTP\/1\.1 400 /, target);
       assert.match(answer, /"error":"a request target holds no fragment/, target);
     }
+  });
+
+  it("an HTTP/1.1 request without Host is 400 saying so, in the route's shape; one of HTTP/1.0 is served", async () => {
+    // Node's own answer was a bare 400: no body, no protocol header.
+    const status = await rawExchange(daemon.socket, 'GET /v1/status HTTP/1.1\r\nConnection: close\r\n\r\n');
+    assert.match(status, /^HTTP\/1\.1 400 /, status);
+    assert.match(status, /^x-steward-protocol: \d+\r$/im);
+    assert.match(status, /\{"error":"an HTTP\/1\.1 request names its Host: send \\"Host: localhost\\""\}$/);
+    const cni = await rawExchange(
+      daemon.socket,
+      'POST /v1/cni HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+    );
+    assert.match(cni, /^HTTP\/1\.1 400 /, cni);
+    assert.match(cni, /"code":6,"msg":"an HTTP\/1\.1 request names its Host/, cni);
+    assert.match(await rawExchange(daemon.socket, 'GET /v1/status HTTP/1.0\r\n\r\n'), /^HTTP\/1\.1 200 /);
+  });
+
+  it('an Expect other than 100-continue is 417 saying so; 100-continue is served', async () => {
+    const answer = await rawExchange(
+      daemon.socket,
+      'POST /v1/teardowns/retry HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    assert.match(answer, /^HTTP\/1\.1 417 /, answer);
+    assert.match(answer, /^x-steward-protocol: \d+\r$/im);
+    assert.match(answer, /\{"error":"Expect \\"200-ok\\" cannot be met: only 100-continue is"\}$/);
+    const go = await rawExchange(
+      daemon.socket,
+      'POST /v1/teardowns/retry HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+    );
+    assert.match(go, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /, go);
   });
 });
 
