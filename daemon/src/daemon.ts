@@ -258,6 +258,7 @@ async function serve(
   ready = true;
   // Its first beat is written in place (microtasks only): the beacon exists before any answer says ready.
   await aliveBeacon.start();
+  app.server.on('connection', () => aliveBeacon.wake()); // a shim's call is a connection (a relisten's too)
   // Serving: a planned restart's record has done its work (lifecycle/restart-record.ts).
   if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves');
   watcher?.start();

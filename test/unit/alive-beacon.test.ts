@@ -262,24 +262,60 @@ describe('beats off the loop', () => {
     }
   });
 
-  it('beats every period from its timer', async () => {
+  it('beats on wake(): at once a period after the last beat, else once when the period is up; none unasked', async () => {
+    const r = heldRenames();
     const s = setup();
-    try {
-      let now = 1_000;
-      const beacon = new AliveBeacon(
-        s.socket,
-        () => true,
-        { warn() {}, info() {} } as never,
-        5,
-        () => now,
-      );
-      await beacon.start();
-      now = 2_000;
+    const PERIOD = 40;
+    let now = 1_000;
+    const beacon = new AliveBeacon(
+      s.socket,
+      () => true,
+      { warn() {}, info() {} } as never,
+      PERIOD,
+      () => now,
+      r.files,
+    );
+    const until = async (what: string, ok: () => boolean) => {
       const deadline = Date.now() + 5_000;
-      while (s.read().at !== 2000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-      assert.equal(s.read().at, 2000, 'no beat from the timer');
+      while (!ok() && Date.now() < deadline) await new Promise((done) => setTimeout(done, 2));
+      assert.ok(ok(), what);
+    };
+    try {
+      beacon.wake(); // before start(): nothing to vouch for yet
+      await beacon.start(); // in place: not through r.files
+      assert.equal(s.read().at, 1000);
+      // Nothing wakes it: no beat however long (a timer beat every period cost an idle daemon CPU).
+      now = 2_000;
+      await new Promise((done) => setTimeout(done, PERIOD * 4));
+      assert.deepEqual(r.renames, [], 'a beat nobody asked for');
+      // A period after the last: at once (before the loop turns, the write is asked).
+      beacon.wake();
+      await until('the woken beat', () => r.renames.length === 1);
+      assert.deepEqual(ats(r.renames), [2000]);
+      // Within the period: many wakes, one beat, when the period is up, with the state of then.
+      now = 3_000;
+      const asked = performance.now();
+      for (let i = 0; i < 50; i++) beacon.wake();
+      await new Promise((done) => setImmediate(done));
+      assert.equal(r.renames.length, 1, 'a second beat within the period');
+      now = 4_000;
+      await until('the beat put off to the end of the period', () => r.renames.length === 2);
+      assert.ok(performance.now() - asked >= PERIOD / 2, 'the put-off beat came too early');
+      assert.deepEqual(ats(r.renames), [2000, 4000]);
+      await new Promise((done) => setTimeout(done, PERIOD * 3));
+      assert.equal(r.renames.length, 2, 'the wakes asked for more than one beat');
+      // A verdict wakes it too: the beacon holds it without a connection.
+      await new Promise((done) => setTimeout(done, PERIOD));
+      beacon.noteStatus(key(7), true);
+      await until('the verdict written', () => s.read().status[key(7)] === true);
+      // After stop(): a wake writes nothing, and a beat put off before it does not land.
+      beacon.wake();
       await beacon.stop();
+      beacon.wake();
+      await new Promise((done) => setTimeout(done, PERIOD * 3));
+      assert.equal(existsSync(`${s.socket}.alive`), false, 'a beat after stop() wrote the beacon');
     } finally {
+      await beacon.stop();
       s.cleanup();
     }
   });

@@ -1,9 +1,12 @@
-// stewardd's alive beacon (shared/src/beacon.ts): while it serves, its main loop asks every
-// ALIVE_BEACON_PERIOD_MS for <socket>.alive to be rewritten with the time, whether it is ready, and its
-// last STATUS verdict per network. A shim whose STATUS this loop is slow to answer (a burst of pods on a
-// busy node) reads it and answers that verdict, so a live daemon behind on its work is never told as a
-// frozen one (issue 37). It lives in the socket's directory (/run: never fsynced) and is replaced whole
-// (temp file, rename) so a shim never reads half of it; quiesce removes it.
+// stewardd's alive beacon (shared/src/beacon.ts): while it serves, its main loop has <socket>.alive
+// rewritten with the time, whether it is ready, and its last STATUS verdict per network, within
+// ALIVE_BEACON_PERIOD_MS of each connection it accepts (and of each STATUS verdict), at most once a
+// period. A shim whose STATUS this loop is slow to answer (a burst of pods on a busy node) reads it and
+// answers that verdict, so a live daemon behind on its work is never told as a frozen one (issue 37):
+// a beat since the call started is all the shim asks, and a call is a connection, so an idle daemon
+// writes none (beating every period regardless cost an idle stewardd 0.5-1 % of a core here, 2 Dec).
+// It lives in the socket's directory (/run: never fsynced) and is replaced whole (temp file, rename)
+// so a shim never reads half of it; quiesce removes it.
 //
 // The files are written off the loop (the thread pool), one beat at a time: where /run is on a disk's
 // file system rather than tmpfs, a rename over the old beacon waits for that file system's journal,
@@ -49,7 +52,11 @@ const inPlace: BeaconFiles = {
 export class AliveBeacon {
   private readonly path: string;
   private readonly verdicts = new Map<string, boolean>();
-  private timer: NodeJS.Timeout | undefined;
+  private started = false;
+  /** performance.now() when the last beat was asked for: wake() asks at most one a period. */
+  private lastAsked = -Infinity;
+  /** The beat wake() put off until a period after the last one. */
+  private due: NodeJS.Timeout | undefined;
   private failing = false;
   private stopped = false;
   /** The beats being written, while they are; `again` asks it for one more with the state of now. */
@@ -68,17 +75,39 @@ export class AliveBeacon {
   }
 
   /**
-   * Beats now, in place, and every period until stop(); the timer never holds the process open.
-   * Resolves when the first beat is written (it is, before the loop turns, unless a beat() was
-   * already being written: then one more follows it).
+   * Beats now, in place; from then on wake() asks for beats, until stop(). Resolves when the first
+   * beat is written (it is, before the loop turns, unless a beat() was already being written: then
+   * one more follows it).
    */
   start(): Promise<void> {
-    if (this.timer || this.stopped) return Promise.resolve();
-    this.timer = setInterval(() => void this.beat(), this.periodMs);
-    this.timer.unref();
+    if (this.started || this.stopped) return Promise.resolve();
+    this.started = true;
+    this.lastAsked = performance.now();
     this.again = true;
     this.writing ??= this.writeBeats(inPlace);
     return this.writing;
+  }
+
+  /**
+   * Something a beat vouches for may be waiting (a connection accepted, a verdict decided): a beat
+   * now, or, when one was asked for less than a period ago, one when the period is up. So while the
+   * loop runs every connection is followed by a beat within a period, as many connections as come.
+   * The timer never holds the process open.
+   */
+  wake(): void {
+    if (!this.started || this.stopped || this.due !== undefined) return;
+    const wait = this.lastAsked + this.periodMs - performance.now();
+    if (wait <= 0) return this.beatNow();
+    this.due = setTimeout(() => {
+      this.due = undefined;
+      this.beatNow();
+    }, wait);
+    this.due.unref();
+  }
+
+  private beatNow(): void {
+    this.lastAsked = performance.now();
+    void this.beat();
   }
 
   /**
@@ -90,6 +119,7 @@ export class AliveBeacon {
     this.verdicts.delete(key);
     this.verdicts.set(key, passed);
     if (this.verdicts.size > ALIVE_BEACON_MAX_NETWORKS) this.verdicts.delete(this.verdicts.keys().next().value!);
+    this.wake();
   }
 
   /**
@@ -99,8 +129,8 @@ export class AliveBeacon {
    */
   stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
-    this.timer = undefined;
+    clearTimeout(this.due);
+    this.due = undefined;
     this.remove();
     return this.writing ?? Promise.resolve();
   }
