@@ -69,25 +69,45 @@ const CONNECTION_CHECK_MS = 1000;
 
 /**
  * The socket's HTTP server: node:http with the header deadline above. Node's own answers to an HTTP/1.1
- * request without Host (400) and to an Expect other than 100-continue (417) are bare, without a body or
- * the protocol header: requestChecks answers the first as every other client error, and the 417 here
- * says what it refused.
+ * request without Host (400, RFC 9112 3.2) and to an Expect other than 100-continue (417) are bare,
+ * without a body or the protocol header; these say what they refused, before admission (the shim's
+ * hinted requests never reach fastify's hooks).
  */
 function httpServer(listener: (req: IncomingMessage, res: ServerResponse) => void): Server {
-  const server = createServer({ connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false }, listener);
+  const server = createServer(
+    { connectionsCheckingInterval: CONNECTION_CHECK_MS, requireHostHeader: false },
+    (req, res) => {
+      if (req.httpVersion === '1.1' && req.headers.host === undefined)
+        return refuseEarly(req, res, 400, 'an HTTP/1.1 request names its Host: send "Host: localhost"');
+      listener(req, res);
+    },
+  );
   server.headersTimeout = HEADERS_TIMEOUT_MS;
-  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    const expect = capText(String(req.headers.expect), 64);
-    const body = JSON.stringify({ error: `Expect "${expect}" cannot be met: only 100-continue is` });
-    res.writeHead(417, {
-      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-      connection: 'close',
-    });
-    res.end(body);
-  });
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) =>
+    refuseEarly(
+      req,
+      res,
+      417,
+      `Expect "${capText(String(req.headers.expect), 64)}" cannot be met: only 100-continue is`,
+    ),
+  );
   return server;
+}
+
+/** An answer before any route: CNI's error object (code 6) on the CNI route, { error } elsewhere; then close. */
+function refuseEarly(req: IncomingMessage, res: ServerResponse, status: number, message: string): void {
+  const onCniRoute = (req.url ?? '').split('?')[0] === CNI_ROUTE;
+  const json = onCniRoute
+    ? cniErrorAnswer(new CniError(ErrorCode.DecodeFailure, message), undefined).json
+    : { error: message };
+  const body = JSON.stringify(json);
+  res.writeHead(status, {
+    [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    connection: 'close',
+  });
+  res.end(body);
 }
 
 // Routes say which query parameters they take (config.query); one that does not say takes any.
@@ -125,9 +145,6 @@ function requestChecks(app: FastifyInstance<RawServerDefault, IncomingMessage, S
   // "/v1/attachments#limit=1" as a query, and listed one row.
   app.addHook('onRequest', async (request, reply) => {
     reply.header(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
-    // RFC 9112 3.2: an HTTP/1.1 request without Host is a client error (the shim and curl send one).
-    if (request.raw.httpVersion === '1.1' && request.headers.host === undefined)
-      throw new CniError(ErrorCode.DecodeFailure, 'an HTTP/1.1 request names its Host: send "Host: localhost"');
     if (request.raw.url?.includes('#'))
       return reply
         .code(400)

@@ -426,6 +426,14 @@ describe('query parameters a route does not take, and paths that do not decode',
     );
     assert.match(cni, /^HTTP\/1\.1 400 /, cni);
     assert.match(cni, /"code":6,"msg":"an HTTP\/1\.1 request names its Host/, cni);
+    // As the shim sends it (hinted, raw JSON: admission serves it without fastify's hooks).
+    const hinted = await rawExchange(
+      daemon.socket,
+      'POST /v1/cni HTTP/1.1\r\nContent-Type: application/json\r\nX-CNI-Command: VERSION\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+    );
+    assert.match(hinted, /^HTTP\/1\.1 400 /, hinted);
+    assert.match(hinted, /^x-steward-protocol: \d+\r$/im);
+    assert.match(hinted, /"code":6,"msg":"an HTTP\/1\.1 request names its Host/, hinted);
     assert.match(await rawExchange(daemon.socket, 'GET /v1/status HTTP/1.0\r\n\r\n'), /^HTTP\/1\.1 200 /);
   });
 
@@ -437,6 +445,12 @@ describe('query parameters a route does not take, and paths that do not decode',
     assert.match(answer, /^HTTP\/1\.1 417 /, answer);
     assert.match(answer, /^x-steward-protocol: \d+\r$/im);
     assert.match(answer, /\{"error":"Expect \\"200-ok\\" cannot be met: only 100-continue is"\}$/);
+    const cni = await rawExchange(
+      daemon.socket,
+      'POST /v1/cni HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    assert.match(cni, /^HTTP\/1\.1 417 /, cni);
+    assert.match(cni, /"code":6,"msg":"Expect \\"200-ok\\" cannot be met/, cni);
     const go = await rawExchange(
       daemon.socket,
       'POST /v1/teardowns/retry HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
