@@ -1,7 +1,7 @@
 // stewardd's alive beacon (shared/src/beacon.ts, daemon/src/lifecycle/alive-beacon.ts): while it
 // serves, stewardd's main loop rewrites <socket>.alive within 100 ms of each connection (this call's
-// among them), at most every 100 ms, with the time, whether it is ready, and its last STATUS verdict
-// per network. A STATUS that has had no answer by
+// among them), then every 100 ms while one is open, with the time, whether it is ready, and its last
+// STATUS verdict per network. A STATUS that has had no answer by
 // statusBeaconPatience reads it: a beat written since this call started proves stewardd's loop
 // runs, only behind (a burst of pods on a busy node), so the shim answers that verdict now rather
 // than wait out its bound and answer 50 for a live daemon (issue 37). A frozen or dead stewardd

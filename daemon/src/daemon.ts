@@ -4,7 +4,7 @@
 // (engine, scheduler, spool drain, audit, the node's install, /healthz) is built in daemon-parts.ts.
 
 import { readFileSync } from 'node:fs';
-import type { Server as NetServer } from 'node:net';
+import type { Server as NetServer, Socket } from 'node:net';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { createLogger, type LogSink } from './log.js';
@@ -258,7 +258,7 @@ async function serve(
   ready = true;
   // Its first beat is written in place (microtasks only): the beacon exists before any answer says ready.
   await aliveBeacon.start();
-  app.server.on('connection', () => aliveBeacon.wake()); // a shim's call is a connection (a relisten's too)
+  app.server.on('connection', (c: Socket) => aliveBeacon.watch(c)); // a shim's call is one (a relisten's too)
   // Serving: a planned restart's record has done its work (lifecycle/restart-record.ts).
   if (removeRestartRecord(cfg.socket, log)) log.info('restart record removed: this daemon serves');
   watcher?.start();

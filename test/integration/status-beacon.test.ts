@@ -1,5 +1,5 @@
 // stewardd's alive beacon (issue 37; shared/src/beacon.ts) through the real shim and a real
-// stewardd: it beats while serving, with its readiness and each STATUS verdict; a STATUS the daemon
+// stewardd: it beats with each connection while serving, with its readiness and each STATUS verdict; a STATUS the daemon
 // is slow to answer (its delegate's STATUS takes seconds) is answered with the last verdict of that
 // network instead of 50 at the bound; a failed verdict, a frozen daemon and a stopped one get no
 // such answer.
@@ -33,7 +33,11 @@ describe('the alive beacon', () => {
     assert.equal(b0.ready, true);
     assert.equal(b0.protocol, PROTOCOL_VERSION);
     assert.deepEqual(b0.status, {});
-    await daemon.waitFor('a newer beat', () => read().at > b0.at);
+    // Beats come with connections (a shim's call is one): a request, then a newer beat.
+    await daemon.waitFor('a newer beat after a request', async () => {
+      await daemon.get('/healthz');
+      return read().at > b0.at;
+    });
 
     const fx = join(env.dir, 'beacon-fx');
     const slow = join(env.dir, 'beacon-slow-status');

@@ -1,10 +1,11 @@
 // stewardd's alive beacon (shared/src/beacon.ts): while it serves, its main loop has <socket>.alive
 // rewritten with the time, whether it is ready, and its last STATUS verdict per network, within
-// ALIVE_BEACON_PERIOD_MS of each connection it accepts (and of each STATUS verdict), at most once a
-// period. A shim whose STATUS this loop is slow to answer (a burst of pods on a busy node) reads it and
-// answers that verdict, so a live daemon behind on its work is never told as a frozen one (issue 37):
-// a beat since the call started is all the shim asks, and a call is a connection, so an idle daemon
-// writes none (beating every period regardless cost an idle stewardd 0.5-1 % of a core here, 2 Dec).
+// ALIVE_BEACON_PERIOD_MS of each connection it accepts (and of each STATUS verdict), then every period
+// while any connection stays open. A shim whose STATUS this loop is slow to answer (a burst of pods on
+// a busy node) reads it and answers that verdict, so a live daemon behind on its work is never told as
+// a frozen one (issue 37): a shim reads it only during its call, which is a connection, so a daemon
+// with none open writes none (beating every period regardless cost an idle stewardd 0.6-0.8 % of a core
+// here, 2 Dec).
 // It lives in the socket's directory (/run: never fsynced) and is replaced whole (temp file, rename)
 // so a shim never reads half of it; quiesce removes it.
 //
@@ -53,8 +54,10 @@ export class AliveBeacon {
   private readonly path: string;
   private readonly verdicts = new Map<string, boolean>();
   private started = false;
-  /** performance.now() when the last beat was asked for: wake() asks at most one a period. */
+  /** clock() when the last beat was asked for: wake() asks at most one a period. */
   private lastAsked = -Infinity;
+  /** Connections open: while any is, a beat every period (its call sees readiness change, a failed beat retried). */
+  private open = 0;
   /** The beat wake() put off until a period after the last one. */
   private due: NodeJS.Timeout | undefined;
   private failing = false;
@@ -70,6 +73,8 @@ export class AliveBeacon {
     private readonly periodMs = ALIVE_BEACON_PERIOD_MS,
     private readonly now: () => number = Date.now,
     private readonly files: BeaconFiles = threadPool,
+    /** Monotonic ms, for the period between beats (the wall clock `now` dates them, as the shim reads them). */
+    private readonly clock: () => number = () => performance.now(),
   ) {
     this.path = aliveBeaconPath(socket);
   }
@@ -82,21 +87,32 @@ export class AliveBeacon {
   start(): Promise<void> {
     if (this.started || this.stopped) return Promise.resolve();
     this.started = true;
-    this.lastAsked = performance.now();
+    this.lastAsked = this.clock();
     this.again = true;
     this.writing ??= this.writeBeats(inPlace);
     return this.writing;
   }
 
   /**
+   * A connection accepted (a shim's call is one): a beat within a period, then one every period
+   * until it closes.
+   */
+  watch(connection: { once(event: 'close', listener: () => void): unknown }): void {
+    this.open++;
+    connection.once('close', () => this.open--);
+    this.wake();
+  }
+
+  /**
    * Something a beat vouches for may be waiting (a connection accepted, a verdict decided): a beat
-   * now, or, when one was asked for less than a period ago, one when the period is up. So while the
-   * loop runs every connection is followed by a beat within a period, as many connections as come.
-   * The timer never holds the process open.
+   * now, or, when one was asked for less than a period ago, one when the period is up; after it,
+   * another every period while a connection is open. So while the loop runs every connection is
+   * followed by a beat within a period, as many connections as come. The timer never holds the
+   * process open.
    */
   wake(): void {
     if (!this.started || this.stopped || this.due !== undefined) return;
-    const wait = this.lastAsked + this.periodMs - performance.now();
+    const wait = this.lastAsked + this.periodMs - this.clock();
     if (wait <= 0) return this.beatNow();
     this.due = setTimeout(() => {
       this.due = undefined;
@@ -106,8 +122,9 @@ export class AliveBeacon {
   }
 
   private beatNow(): void {
-    this.lastAsked = performance.now();
+    this.lastAsked = this.clock();
     void this.beat();
+    if (this.open > 0) this.wake();
   }
 
   /**
