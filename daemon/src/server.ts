@@ -29,7 +29,7 @@ import {
 } from '@cni-steward/shared';
 import { Admission, withBodyDeadline } from './routes/admission.js';
 import { cniRoutes, serveCni } from './routes/cni.js';
-import { cniErrorAnswer } from './routes/http-status.js';
+import { cniErrorAnswer, writeJsonAnswer } from './routes/http-status.js';
 import { degradedRoutes, type DegradedDeps } from './routes/degraded.js';
 import type { AppDeps } from './routes/deps.js';
 import { capText } from './routes/echo.js';
@@ -100,14 +100,10 @@ function refuseEarly(req: IncomingMessage, res: ServerResponse, status: number, 
   const json = onCniRoute
     ? cniErrorAnswer(new CniError(ErrorCode.DecodeFailure, message), undefined).json
     : { error: message };
-  const body = JSON.stringify(json);
-  res.writeHead(status, {
-    [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': Buffer.byteLength(body),
-    connection: 'close',
-  });
-  res.end(body);
+  // Stamped as admission stamps a raw answer (routes/protocol.ts admitProtocol), then written as it writes one.
+  res.setHeader(PROTOCOL_HEADER, String(PROTOCOL_VERSION));
+  res.setHeader('connection', 'close');
+  writeJsonAnswer(res, status, JSON.stringify(json));
 }
 
 // Routes say which query parameters they take (config.query); one that does not say takes any.

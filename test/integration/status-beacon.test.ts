@@ -1,8 +1,8 @@
 // stewardd's alive beacon (issue 37; shared/src/beacon.ts) through the real shim and a real
-// stewardd: it beats with each connection while serving, with its readiness and each STATUS verdict; a STATUS the daemon
-// is slow to answer (its delegate's STATUS takes seconds) is answered with the last verdict of that
-// network instead of 50 at the bound; a failed verdict, a frozen daemon and a stopped one get no
-// such answer.
+// stewardd: it beats with each connection while serving, with its readiness and each STATUS
+// verdict; a STATUS the daemon is slow to answer (its delegate's STATUS takes seconds) is answered
+// with the last verdict of that network instead of 50 at the bound; a failed verdict, a frozen
+// daemon and a stopped one get no such answer.
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
