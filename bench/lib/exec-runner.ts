@@ -42,6 +42,8 @@ export interface GoExecuted {
   error?: string;
   /** Wall time of the execution as the Go runner saw it (start to reaped). */
   ms: number;
+  /** Its user + system CPU, from the rusage wait4 reported for it (microseconds; what it reaped included). */
+  cpuMs: number;
   stdout: string;
 }
 

@@ -1,17 +1,22 @@
 // Benchmark: the steady cost of CNI STATUS. containerd 2.0.1+ executes the plugin for STATUS every
 // 5 s on every node, forever; CRI-O every 500 ms while it starts up. The CPU one STATUS exec costs
-// the node (the shipped shim's user + system CPU, from this process's reaped children's CPU, plus
-// the daemon's own CPU per STATUS, from /proc/<pid>/stat) is set against the same for one exec of a
-// Go CNI plugin (Debian's bridge, CNI_COMMAND=VERSION) as the yardstick, in blocks that alternate so
-// both see the same machine; then per hour at the two periods (issue 23). In the same blocks: the
-// shim's own VERSION exec against bridge's (issue 29: <= 1.2x its CPU), and the shim's structural
-// floor, a Go program that writes {} and exits, built with the shipped flags (what any Go shim pays
-// before its first line runs).
+// the node (the shipped shim's user + system CPU plus the daemon's own CPU per STATUS, from
+// /proc/<pid>/stat) is set against the same for one exec of a Go CNI plugin (Debian's bridge,
+// CNI_COMMAND=VERSION) as the yardstick, in blocks that alternate so both see the same machine; then
+// per hour at the two periods (issue 23). In the same blocks: the shim's own VERSION exec against
+// bridge's (issue 29: <= 1.2x its CPU), and the shim's structural floor, a Go program that writes {}
+// and exits, built with the shipped flags (what any Go shim pays before its first line runs).
+// Every timed program is started by a Go process (bench/fixtures/exec-runner) as containerd and
+// CRI-O start a plugin, each exec's CPU its wait4 rusage: a child of the bench's Node process pays
+// for the copy of that big process's pages it touches before its exec, which no runtime's child does
+// (until 2 Dec 2026 they were started from here; the same two execs started that way are kept
+// beside them as *NodeForked figures).
 
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Scratch } from '../lib/scratch.js';
 import { execCni } from '../lib/exec.js';
+import { execRunner, GoExec } from '../lib/exec-runner.js';
 import { BenchDaemon, daemonEnv } from '../lib/daemon.js';
 import { bridgeHostLocal, cniVars } from '../lib/netconf.js';
 import { CLK_TCK } from '../lib/other-cpu.js';
@@ -63,27 +68,23 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
     const versionEnv = { ...baseEnv, ...cniVars('VERSION', ''), CNI_COMMAND: 'VERSION' };
     const versionStdin = JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', type: 'bridge' });
 
-    const status = async () => {
-      const t0 = process.hrtime.bigint();
-      const r = await execCni(shim.path, statusEnv, stdin);
-      if (r.code !== 0) throw new Error(`STATUS through the shim failed (exit ${r.code}): ${r.stdout}`);
-      return Number(process.hrtime.bigint() - t0) / 1e6;
+    const runner = new GoExec(env, execRunner(env));
+    /** One exec from the Go runner: its CPU and wall time; throws unless it exits 0. */
+    const goRun = async (what: string, file: string, e: Record<string, string>, input: string) => {
+      const r = await runner.run(file, e, input);
+      if (r.code !== 0) throw new Error(`${what} failed (exit ${r.code}${r.error ? `: ${r.error}` : ''}): ${r.stdout}`);
+      return r;
     };
-    const version = async () => {
-      const t0 = process.hrtime.bigint();
-      const r = await execCni(bridge, versionEnv, versionStdin);
-      if (r.code !== 0) throw new Error(`bridge VERSION failed (exit ${r.code}): ${r.stdout}`);
-      return Number(process.hrtime.bigint() - t0) / 1e6;
-    };
-    const shimVersion = async () => {
-      const r = await execCni(shim.path, versionEnv, versionStdin);
-      if (r.code !== 0) throw new Error(`shim VERSION failed (exit ${r.code}): ${r.stdout}`);
-    };
+    const status = () => goRun('STATUS through the shim', shim.path, statusEnv, stdin);
+    const version = () => goRun('bridge VERSION', bridge, versionEnv, versionStdin);
+    const shimVersion = () => goRun('shim VERSION', shim.path, versionEnv, versionStdin);
     // Its own name: the shim row's build of the same program is under go-floor/ in the same scratch dir.
     const floorBin = buildGoFixture('go-floor', join(env.dir, 'go-floor', 'status'));
-    const floor = async () => {
-      const r = await execCni(floorBin, baseEnv, '');
-      if (r.code !== 0) throw new Error(`the Go floor program failed (exit ${r.code})`);
+    const floor = () => goRun('the Go floor program', floorBin, baseEnv, '');
+    // The same STATUS and bridge execs started from this Node process, as the row did until 2 Dec 2026.
+    const nodeForked = async (what: string, file: string, e: Record<string, string>, input: string) => {
+      const r = await execCni(file, e, input);
+      if (r.code !== 0) throw new Error(`${what} (started from Node) failed (exit ${r.code}): ${r.stdout}`);
     };
     for (let i = 0; i < 5; i++) {
       await status();
@@ -94,26 +95,35 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
 
     const blocks = n(10, ctx, 2);
     const wall = { s: [] as number[], v: [] as number[] };
-    const cpu = { shim: 0, daemon: 0, daemonIdle: 0, go: 0, shimVersion: 0, goFloor: 0 };
+    const cpu = { shim: 0, daemon: 0, daemonIdle: 0, go: 0, shimVersion: 0, goFloor: 0, shimNode: 0, goNode: 0 };
+    /** Runs `one` BLOCK times; the CPU its execs used, summed. */
+    const block = async (one: () => Promise<{ cpuMs: number; ms: number }>, walls?: number[]) => {
+      let sum = 0;
+      for (let i = 0; i < BLOCK; i++) {
+        const r = await one();
+        sum += r.cpuMs;
+        walls?.push(r.ms);
+      }
+      return sum;
+    };
     for (let b = 0; b < blocks; b++) {
-      let c0 = childrenCpuMs();
       let d0 = daemon.cpu().self;
-      for (let i = 0; i < BLOCK; i++) wall.s.push(await status());
-      cpu.shim += childrenCpuMs() - c0;
+      cpu.shim += await block(status, wall.s);
       cpu.daemon += daemon.cpu().self - d0;
-      c0 = childrenCpuMs();
       d0 = daemon.cpu().self;
-      for (let i = 0; i < BLOCK; i++) wall.v.push(await version());
-      cpu.go += childrenCpuMs() - c0;
+      cpu.go += await block(version, wall.v);
       // What the daemon burns with no request (timers, GC): the baseline its STATUS CPU stands on.
       cpu.daemonIdle += daemon.cpu().self - d0;
+      cpu.shimVersion += await block(shimVersion);
+      cpu.goFloor += await block(floor);
+      let c0 = childrenCpuMs();
+      for (let i = 0; i < BLOCK; i++) await nodeForked('STATUS through the shim', shim.path, statusEnv, stdin);
+      cpu.shimNode += childrenCpuMs() - c0;
       c0 = childrenCpuMs();
-      for (let i = 0; i < BLOCK; i++) await shimVersion();
-      cpu.shimVersion += childrenCpuMs() - c0;
-      c0 = childrenCpuMs();
-      for (let i = 0; i < BLOCK; i++) await floor();
-      cpu.goFloor += childrenCpuMs() - c0;
+      for (let i = 0; i < BLOCK; i++) await nodeForked('bridge VERSION', bridge, versionEnv, versionStdin);
+      cpu.goNode += childrenCpuMs() - c0;
     }
+    runner.close();
     const execs = blocks * BLOCK;
     const shimMs = cpu.shim / execs;
     const daemonMs = cpu.daemon / execs;
@@ -151,6 +161,8 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
           daemonCpuMsPerStatus: round(daemonMs),
           daemonIdleCpuMsPerGoExec: round(cpu.daemonIdle / execs),
           goCpuMsPerExec: round(goMs),
+          shimCpuMsPerExecNodeForked: round(cpu.shimNode / execs),
+          goCpuMsPerExecNodeForked: round(cpu.goNode / execs),
           shimVersionCpuMsPerExec: round(shimVersionMs),
           shimVersionOverGo: round(shimVersionMs / goMs),
           goFloorCpuMsPerExec: round(goFloorMs),
@@ -164,7 +176,8 @@ export async function benchStatus(env: Scratch, ctx: BenchContext): Promise<Row[
           goVersionWallMsP50: round(median(wall.v)),
         },
         notes: [
-          `shim: ${shim.kind}; CPU from this process's reaped children (cutime + cstime, ${CLK_TCK} Hz ticks) over ${blocks} alternating blocks of ${BLOCK} execs each; the daemon's from /proc/<pid>/stat (its spawner included) over the STATUS blocks, daemonIdleCpuMsPerGoExec what it burnt meanwhile in the bridge blocks with no request`,
+          `shim: ${shim.kind}; every timed exec started by a Go process as containerd starts a plugin (bench/fixtures/exec-runner), its CPU the rusage wait4 reports for it, over ${blocks} alternating blocks of ${BLOCK} execs each; the daemon's from /proc/<pid>/stat (its spawner included) over the STATUS blocks, daemonIdleCpuMsPerGoExec what it burnt meanwhile in the bridge blocks with no request; wall times from the Go runner`,
+          `*NodeForked: the shim's STATUS and bridge's VERSION started from the bench's Node process in blocks of their own (this process's reaped children's cutime + cstime, ${CLK_TCK} Hz ticks), as the row measured until 2 Dec 2026: such a child pays for the Node process's pages it touches before its exec`,
           `shimVersionCpuMsPerExec: the shim answering VERSION (the same stdin as bridge's), in the same alternating blocks; shimVersionOverGo its multiple of bridge's (target <= 1.2x). goFloorCpuMsPerExec: bench/fixtures/go-floor (a Go program that writes {} and exits), built with the shipped flags: what any Go shim costs before it reads its stdin`,
           `per hour: containerd 2.x's ${CONTAINERD_PERIOD_S} s STATUS period (720 execs/hour) and CRI-O's ${CRIO_PERIOD_S * 1000} ms start-up poll (7200 execs/hour); delegates at cniVersion 1.0.0, as Debian's plugins, so the daemon answers STATUS without executing them`,
         ],

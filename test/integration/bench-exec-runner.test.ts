@@ -35,6 +35,27 @@ describe('bench exec-runner', () => {
     assert.match(missing.error ?? '', /no such file/, 'and the answer says why');
   });
 
+  it("reports each call's own CPU from its rusage, the CPU of what it reaped included", async () => {
+    const exec = new GoExec(env, runner);
+    // About 100 ms of CPU in a child the call reaps (sh waits for it), then an exit at once.
+    const busy = await exec.run('/bin/sh', { PATH: '/usr/bin:/bin' }, '', [
+      '-c',
+      "sh -c 't=$(($(date +%s%N) + 100000000)); while [ $(date +%s%N) -lt $t ]; do :; done'",
+    ]);
+    const idle = await exec.run('/bin/sh', { PATH: '/usr/bin:/bin' }, '', ['-c', 'sleep 0.2']);
+    exec.close();
+    assert.equal(busy.code, 0);
+    assert.ok(busy.cpuMs >= 50, `a busy call's CPU is counted (${busy.cpuMs} ms)`);
+    assert.ok(
+      busy.cpuMs <= busy.ms + 1,
+      `and is no more than its wall time on one thread (${busy.cpuMs} of ${busy.ms} ms)`,
+    );
+    assert.ok(
+      idle.ms >= 200 && idle.cpuMs < 50,
+      `a sleeping call's wall time is not its CPU (${idle.cpuMs} of ${idle.ms} ms)`,
+    );
+  });
+
   it('a runner that is gone fails every call at once, those queued and those after (none waits forever)', async () => {
     const exec = new GoExec(env, runner);
     // Three calls queued; the first kills the runner (its parent) while it runs.
