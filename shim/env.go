@@ -93,9 +93,12 @@ func parseCNIEnv(e env) (cniEnv, *cniError) {
 	return cniEnv{command: command, containerID: containerID}, nil
 }
 
+// hasControl: s holds a control character as stewardd counts them (the contract,
+// shared/src/cni/validate.ts CONTROL_RE): C0, DEL and C1 (U+0080 to U+009F). Bytes that are not
+// UTF-8 are not characters here; the UTF-8 check refuses them.
 func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
 			return true
 		}
 	}
@@ -151,7 +154,7 @@ func checkIfName(name string) string {
 
 // isSpace is white space as stewardd's check reads it (the contract, shared/src/cni/validate.ts):
 // Unicode's White_Space (unicode.IsSpace) and the byte order mark, less NEL (U+0085), which
-// stewardd does not count as white space.
+// stewardd does not count as white space (it is a C1 control character, refused as one: hasControl).
 func isSpace(r rune) bool {
 	return r == 0xfeff || (r != 0x85 && unicode.IsSpace(r))
 }

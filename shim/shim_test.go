@@ -180,7 +180,7 @@ func TestNamesAndIfnames(t *testing.T) {
 			t.Errorf("name %q", name)
 		}
 	}
-	for name, ok := range map[string]bool{"eth0": true, ".": false, "a\u3000b": false, "a\u2003b": false, "a\ufeffb": false, "a\u0085b": true, "e\x01": false, "": false} {
+	for name, ok := range map[string]bool{"eth0": true, ".": false, "a\u3000b": false, "a\u2003b": false, "a\ufeffb": false, "a\u0085b": false, "a\u009bb": false, "a\u00a0b": false, "a\u00a1b": true, "e\x01": false, "": false} {
 		if (checkIfName(name) == "") != ok {
 			t.Errorf("ifname %q", name)
 		}

@@ -17,7 +17,7 @@ after(() => env.close());
 const startDaemon = (name: string, args?: string[]) => startTestDaemon(env, name, args);
 
 describe('GC and STATUS (CNI 1.1)', () => {
-  it('GC tears down every attachment missing from cni.dev/valid-attachments and keeps the listed one', async () => {
+  it('GC tears down every attachment missing from cni.dev/valid-attachments and keeps the listed one; a GC without the list is code 7', async () => {
     const daemon = await startDaemon('gc');
     const dataDir = join(env.dir, 'gc-ipam');
     const conf = stewardConf(daemon.socket, '1.1.0', [
@@ -27,6 +27,10 @@ describe('GC and STATUS (CNI 1.1)', () => {
     for (const id of ids)
       assert.equal((await shim({ command: 'ADD', containerId: id, netns: env.netns() }, conf)).code, 0);
     assert.equal(leases(dataDir, 'gcnet').length, 3);
+    // No list at all (cnitool's `gc` sends none) is refused, not read as "none is valid".
+    const bare = await shim({ command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } }, conf);
+    assert.equal(bare.json.code, 7, bare.stdout);
+    assert.equal(leases(dataDir, 'gcnet').length, 3, 'a GC without a list tears down nothing');
     const gc = await shim(
       { command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } },
       { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gc-b', ifname: 'eth0' }] },

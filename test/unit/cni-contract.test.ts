@@ -167,6 +167,10 @@ describe('identifier rules at their edges', () => {
       assert.equal(checkIfName(bad), 'must not contain "/", ":" or whitespace');
     assert.equal(checkIfName('a\u0001b'), 'must not contain control characters');
     assert.equal(checkIfName('a\u007f'), 'must not contain control characters');
+    // C1 too: NEL (U+0085) is white space to the plugins' Go, CSI (U+009B) a terminal's escape.
+    for (const c1 of ['a\u0080', 'e\u0085', 'a\u009bb', 'a\u009f'])
+      assert.equal(checkIfName(c1), 'must not contain control characters', JSON.stringify(c1));
+    assert.equal(checkIfName('a\u00a1'), undefined, 'the first character past C1 is no control character');
   });
 
   test('plugin types are bare names', () => {

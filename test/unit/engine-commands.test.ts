@@ -111,7 +111,7 @@ describe('engine: requests refused before anything is journaled', () => {
     // DEL runs the chain it is given (nothing was added: the netconf's, in reverse) and is not refused.
     await s.engine.handle(req('DEL', 'tpl', templated()));
     // GC (a cleanup) and STATUS reach the delegates.
-    await s.engine.handle(req('GC', 'tpl', templated('1.1.0')));
+    await s.engine.handle(req('GC', 'tpl', { ...templated('1.1.0'), 'cni.dev/valid-attachments': [] }));
     await s.engine.handle(req('STATUS', 'tpl', templated('1.1.0')));
     assert.deepEqual(s.plugins.calls.filter((c) => !c.startsWith('DEL')).sort(), [
       'GC one ',
@@ -530,15 +530,52 @@ describe('engine: GC', () => {
     );
   });
 
-  test('GC reads the older cni.dev/attachments key, and with no list tears down every attachment of the network', async () => {
+  test('GC reads the older cni.dev/attachments key; with no list it is code 7 and tears down nothing, a null list is empty', async () => {
     const a = setup();
     const net = v11([{ type: 'one' }]);
     for (const id of ['x', 'y']) await a.engine.handle(req('ADD', id, net));
     await a.engine.handle(req('GC', '', { ...net, 'cni.dev/attachments': [{ containerID: 'x', ifname: 'eth0' }] }));
     assert.equal(a.store.currentAttachment({ containerId: 'x', ...KEY })!.state, 'added');
     assert.equal(a.store.currentAttachment({ containerId: 'y', ...KEY })!.state, 'deleted');
-    await a.engine.handle(req('GC', '', net));
+    const delsBefore = a.plugins.of('DEL').length;
+    await assert.rejects(
+      a.engine.handle(req('GC', '', net)),
+      (e: CniError) =>
+        e.code === 7 &&
+        /^GC names no cni.dev\/valid-attachments/.test(e.message) &&
+        /"cni.dev\/valid-attachments": \[\]/.test(e.details ?? ''),
+    );
+    assert.equal(
+      a.store.currentAttachment({ containerId: 'x', ...KEY })!.state,
+      'added',
+      'a GC without a list sweeps nothing',
+    );
+    assert.equal(a.plugins.of('DEL').length, delsBefore, 'and runs no DEL');
+    // libcni sends a nil slice as null: a node with no pods left.
+    await a.engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': null }));
     assert.equal(a.store.currentAttachment({ containerId: 'x', ...KEY })!.state, 'deleted');
+  });
+
+  test('GC whose requester left before its turn came is code 11 and sweeps nothing (its list is a stale view)', async () => {
+    const a = setup();
+    const net = v11([{ type: 'one' }]);
+    await a.engine.handle(req('ADD', 'newer', net));
+    let gone = false;
+    // The gate is held (by a GC in flight, or a frozen daemon): the shim's 2 s bound passes meanwhile.
+    const running = deferred();
+    const release = deferred();
+    const held = a.engine.gate.exclusive(async () => {
+      running.resolve();
+      await release.promise;
+    });
+    await running.promise;
+    const gc = a.engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': [] }), () => gone);
+    gone = true;
+    release.resolve();
+    await held;
+    await assert.rejects(gc, (e: CniError) => e.code === 11 && /nothing was torn down/.test(e.message));
+    assert.equal(a.store.currentAttachment({ containerId: 'newer', ...KEY })!.state, 'added');
+    assert.deepEqual(a.plugins.of('DEL'), []);
   });
 
   test('GC: an entry without containerID is code 7, and nothing is torn down', async () => {
@@ -619,7 +656,7 @@ describe('engine: GC', () => {
         if (c.command === 'GC') throw new Error(`${t} broke`);
       });
     }
-    await assert.rejects(engine.handle(req('GC', '', net)), (e: CniError) => {
+    await assert.rejects(engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': [] })), (e: CniError) => {
       return e.code === 100 && e.message === 'delegate GC failed: pod/one: one broke; pod/three: three broke';
     });
     assert.deepEqual(plugins.of('GC'), ['GC one ', 'GC two ', 'GC three ']);
@@ -632,7 +669,7 @@ describe('engine: GC', () => {
     plugins.on('one', (c) => {
       if (c.command === 'DEL') throw new CniError(11, 'busy');
     });
-    assert.equal(await engine.handle(req('GC', '', net)), '');
+    assert.equal(await engine.handle(req('GC', '', { ...net, 'cni.dev/valid-attachments': [] })), '');
     assert.equal(store.currentAttachment({ containerId: 'sticky', ...KEY })!.state, 'deleting');
   });
 
@@ -800,5 +837,46 @@ describe('what a CNI_NETNS names (netns.ts)', async () => {
     assert.equal(await teardownNetns(''), '');
     assert.equal(await teardownNetns(NETNS, NETNS), '', 'never the host’s own');
     assert.equal(await teardownNetns(NETNS, '/nonexistent/host-ns'), NETNS);
+  });
+});
+
+describe('engine: an interface another attachment holds in the same namespace', () => {
+  test('an ADD of the same container, netns and ifname on another network is code 102 and runs and journals nothing', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'both', conf([{ type: 'one' }])));
+    const other = { ...conf([{ type: 'two' }]), name: 'other' };
+    await assert.rejects(
+      engine.handle(req('ADD', 'both', other)),
+      (e: CniError) =>
+        e.code === 102 &&
+        /container both already has interface eth0 in \/proc\/self\/ns\/net on network net; give this network another CNI_IFNAME/.test(
+          e.message,
+        ),
+    );
+    assert.deepEqual(plugins.of('ADD'), ['ADD one both'], "the other network's plugin never ran");
+    assert.deepEqual(plugins.of('DEL'), [], 'so no rollback DEL removed the held interface');
+    assert.equal(store.currentAttachment({ containerId: 'both', network: 'other', ifname: 'eth0' }), undefined);
+    // Another ifname on that network is a second interface, served.
+    await engine.handle(req('ADD', 'both', other, { ifname: 'net1' }));
+    assert.deepEqual(plugins.of('ADD'), ['ADD one both', 'ADD two both']);
+  });
+
+  test("a DEL passed through for a container steward never saw runs its delegates without the netns where another attachment's interface of that name lives", async () => {
+    const { engine, plugins } = setup();
+    const net = conf([{ type: 'one' }]);
+    await engine.handle(req('ADD', 'holder', net));
+    await engine.handle(req('DEL', 'ghost', net));
+    const [ghost] = plugins.callsOf('DEL');
+    assert.equal(ghost!.containerId, 'ghost');
+    assert.equal(ghost!.netns, '', "the holder's interface is not the ghost's to remove");
+    // A namespace nobody's interface of that name lives in is passed on.
+    await engine.handle(req('DEL', 'ghost2', net, { ifname: 'eth9' }));
+    assert.equal(plugins.callsOf('DEL')[1]!.netns, NETNS);
+  });
+
+  test('a DEL passed through skips a delegate that is steward itself (it would wait behind this DEL)', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('DEL', 'nested', conf([{ type: 'one' }, { type: 'steward' }, { type: 'two' }])));
+    assert.deepEqual(plugins.of('DEL'), ['DEL two nested', 'DEL one nested']);
   });
 });

@@ -4,6 +4,7 @@
 
 import type { Logger } from 'pino';
 import {
+  clip,
   CniError,
   ErrorCode,
   convertResult,
@@ -19,6 +20,7 @@ import { answerBudgetMs } from './answer-budget.js';
 import { Priority } from './limiter.js';
 import { attachmentRow } from './attachment-row.js';
 import { netnsIdentity } from './netns.js';
+import { ownInterfaceHolder } from './interface-holders.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { journalProcess } from './plugin-processes.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
@@ -105,6 +107,13 @@ export async function addAttachment(
   const configText = JSON.stringify(conf.raw);
   const repeated = await settleEarlier(ctx, env, conf, key, configText);
   if (repeated !== undefined) return repeated;
+  const holder = ownInterfaceHolder(ctx.store, key, env.netns, netnsIdentity(env.netns));
+  if (holder) {
+    throw new CniError(
+      ErrorCode.AttachmentConflict,
+      `container ${key.containerId} already has interface ${key.ifname} in ${clip(env.netns, 200)} on network ${holder.network}; give this network another CNI_IFNAME, or DEL that one first`,
+    );
+  }
 
   // Every plugin must exist before anything is journaled or run: a chain that cannot complete
   // should fail without allocating (and then owing a DEL to a plugin that is not there).

@@ -20,7 +20,8 @@ import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
-import { teardownNetns } from './netns.js';
+import { netnsIdentity, teardownNetns } from './netns.js';
+import { anyInterfaceHolder } from './interface-holders.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
 import type { Logger } from 'pino';
 
@@ -337,7 +338,7 @@ export class Dels {
     } catch (e) {
       log.warn({ err: (e as Error).message }, 'DEL for an unknown attachment with an unusable netconf; nothing to run');
     }
-    if (conf) await this.passThroughChains(env, conf, priority, log);
+    if (conf) await this.passThroughChains(env, conf, key, priority, log);
     // Relaxed: the DEL has run; a tombstone lost with the kernel only means a repeat passes through
     // again. So is one that cannot be written (a full disk): the DEL is answered done, since it was,
     // and a spooled one's file goes (kept, every pass would run the plugins' DELs again).
@@ -365,18 +366,39 @@ export class Dels {
   }
 
   /** The request's delegates, last first, each plugin's DEL once; a failure is logged, never returned. */
-  private async passThroughChains(env: CniEnv, conf: StewardConf, priority: PriorityValue, log: Logger): Promise<void> {
+  private async passThroughChains(
+    env: CniEnv,
+    conf: StewardConf,
+    key: AttachmentKey,
+    priority: PriorityValue,
+    log: Logger,
+  ): Promise<void> {
     // The request's netns only while it is one other than the host's: a plugin's DEL there would
     // remove the host's own interface of the pod's name.
-    const netns = await teardownNetns(env.netns, this.ctx.hostNetns);
+    let netns = await teardownNetns(env.netns, this.ctx.hostNetns);
     if (netns !== env.netns)
       log.info(
         { netns: clip(env.netns, 200) },
         "the DEL's CNI_NETNS is gone, or no pod's network namespace: passed through without one",
       );
+    // Nor where an attachment steward holds has that interface: its DEL would remove that one's.
+    const holder = netns === '' ? undefined : anyInterfaceHolder(this.ctx.store, key, netns, netnsIdentity(netns));
+    if (holder) {
+      log.warn(
+        { netns: clip(env.netns, 200), holder: holder.containerId, holderNetwork: holder.network },
+        "the DEL's interface in CNI_NETNS is another attachment's: passed through without CNI_NETNS",
+      );
+      netns = '';
+    }
     env = { ...env, netns };
     for (const d of [...conf.delegates].reverse()) {
       for (const plugin of [...d.plugins].reverse()) {
+        // A delegate that is steward itself would send this DEL to this daemon again, where it waits
+        // behind this one until its bound (ADD refuses such a netconf: netconf.ts parseServedConf).
+        if (plugin.type === 'steward') {
+          log.warn({ plugin: plugin.type }, 'pass-through DEL skips a delegate that is steward itself');
+          continue;
+        }
         try {
           const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
           await this.ctx.slots.run(priority, pluginCall('DEL', plugin.type, stdin, requestTarget(env, d.ifname)));

@@ -161,7 +161,8 @@ export class Engine {
   /**
    * Handles one CNI request; resolves with the text the shim prints, rejects with a CniError.
    * `clientGone` says whether the requester has stopped waiting (its connection closed): an ADD
-   * nobody will hear is not started, or is rolled back once its chain is done (add.ts).
+   * nobody will hear is not started, or is rolled back once its chain is done (add.ts); such a GC
+   * is not run (gc-status.ts).
    */
   async handle(req: CniRequestBody, clientGone?: () => boolean): Promise<string> {
     // A container with spooled DELs not drained yet: the runtime sent those DELs before this ADD or
@@ -214,7 +215,7 @@ export class Engine {
       case 'CHECK':
         return this.check(env, config);
       case 'GC':
-        return runGc(this.ctx, env, config);
+        return runGc(this.ctx, env, config, clientGone);
       case 'STATUS':
         return runStatus(this.ctx, env, config, this.statusCache);
       case 'VERSION':

@@ -19,8 +19,22 @@ interface ValidAttachment {
   ifname: string;
 }
 
+/**
+ * The runtime's list of attachments still valid. The spec makes it part of every GC's input; a GC
+ * without it is refused (code 7), never read as "none is valid", which would tear down every pod of
+ * the network (cnitool's `gc` sends none). `null` is an empty list: libcni sends its nil slice so
+ * on a node with no pods.
+ */
 function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
-  const list = config['cni.dev/valid-attachments'] ?? config['cni.dev/attachments'] ?? [];
+  const key = ['cni.dev/valid-attachments', 'cni.dev/attachments'].find((k) => Object.hasOwn(config, k));
+  if (key === undefined) {
+    throw new CniError(
+      ErrorCode.InvalidConfig,
+      'GC names no cni.dev/valid-attachments: without the list every attachment of the network would be torn down',
+      'send "cni.dev/valid-attachments": [] to collect every one of them',
+    );
+  }
+  const list = config[key] ?? [];
   if (!Array.isArray(list)) throw new CniError(ErrorCode.InvalidConfig, 'cni.dev/valid-attachments must be a list');
   return list.map((v, i) => {
     const o = v as Record<string, unknown>;
@@ -34,7 +48,18 @@ function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
   });
 }
 
-export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, unknown>): Promise<string> {
+/**
+ * GC of one network. `clientGone` (the route's view of the connection): a GC whose shim has already
+ * answered the runtime (its 2 s bound passed while stewardd was frozen, or the gate was held) is not
+ * run once its turn comes: its list is the runtime's view from back then, and an attachment added
+ * since would be swept as stale.
+ */
+export async function runGc(
+  deps: GcDeps,
+  env: CniEnv,
+  config: Record<string, unknown>,
+  clientGone: () => boolean = () => false,
+): Promise<string> {
   const conf = parseServedConf(config, 'eth0');
   if (!versionAtLeast(conf.cniVersion, '1.1.0')) {
     throw new CniError(
@@ -48,6 +73,11 @@ export async function runGc(deps: GcDeps, env: CniEnv, config: Record<string, un
   const log = deps.log.child({ network: conf.name, command: 'GC' });
 
   return deps.gate.exclusive(async () => {
+    if (clientGone())
+      throw new CniError(
+        ErrorCode.TryAgainLater,
+        "the GC's requester closed its connection before its turn came (its bound passed); nothing was torn down",
+      );
     // In parallel (the limiter bounds executions): ADDs wait for GC to release the gate.
     const stale = deps.store
       .liveAttachmentsOfNetwork(conf.name)
