@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   readdirSync,
@@ -219,29 +220,43 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.match(twice.stdout, /nothing recorded as installed/);
   });
 
-  it('uninstall leaves a conflist someone rewrote, says so, and keeps the shim while that config names it', async () => {
+  it('uninstall moves aside a conflist someone rewrote that still names the shim (left, it would fail every pod), and removes the shim', async () => {
     const t = freshTree('refuse');
     assert.equal((await installInto(t, socket)).code, 0);
-    const ours = readJson(join(t.confDir, '00-steward.conflist'));
+    const conflist = join(t.confDir, '00-steward.conflist');
+    const ours = readJson(conflist);
     const theirs = `${JSON.stringify({ ...ours, name: 'hand-edited' })}\n`;
+    writeFileSync(conflist, theirs);
+    chmodSync(conflist, 0o640);
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const moved = /MOVED ASIDE: (\S+) -> (\S+): changed since install, and it still names the shim/.exec(r.stdout);
+    assert.ok(moved, r.stdout);
+    assert.equal(moved[1], conflist);
+    assert.equal(existsSync(conflist), false, 'no config naming a shim whose daemon is gone');
+    assert.equal(readFileSync(moved[2]!, 'utf8'), theirs, 'the edit is kept');
+    assert.equal(statSync(moved[2]!).mode & 0o777, 0o640, 'with its mode');
+    assert.match(moved[2]!, /\.edited-\d{8}T\d{6}Z$/, 'under a name no runtime loads (not .conf, .conflist or .json)');
+    assert.equal(existsSync(join(t.binDir, 'steward')), false, 'nothing left names the shim');
+    assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
+    assert.ok(existsSync(join(t.confDir, '10-podnet.conflist')), 'the primary is untouched');
+  });
+
+  it('uninstall leaves a conflist of ours rewritten to name no shim, says so, and still removes the shim', async () => {
+    const t = freshTree('refuse-other');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const theirs = '{"cniVersion":"1.0.0","name":"theirs","plugins":[{"type":"bridge"}]}\n';
     writeFileSync(join(t.confDir, '00-steward.conflist'), theirs);
     const r = await uninstallFrom(t);
     assert.equal(r.code, 1);
     assert.match(r.stdout, /REFUSED: .*00-steward\.conflist was rewritten since install/);
-    assert.match(
-      r.stdout,
-      /REFUSED: .*\/steward .*00-steward\.conflist still names it; removing it would leave that config dangling/,
-    );
     assert.match(r.stderr, /uninstall left files/);
     assert.equal(readFileSync(join(t.confDir, '00-steward.conflist'), 'utf8'), theirs);
-    assert.ok(existsSync(join(t.binDir, 'steward')));
-    // Nothing was removed, so the record is not even marked: a running daemon stays as it was.
-    assert.equal(readJson(join(t.stateDir, 'install.json')).state, 'installed');
-    // The operator removes their config; uninstall again finishes.
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
+    // The operator sees to their config; uninstall again finishes.
     rmSync(join(t.confDir, '00-steward.conflist'));
     const again = await uninstallFrom(t);
     assert.equal(again.code, 0, again.stdout);
-    assert.equal(existsSync(join(t.binDir, 'steward')), false);
     assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
   });
 
@@ -281,16 +296,17 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.deepEqual(snapshot(t.root), before);
   });
 
-  it('uninstall with the shim already gone and an edited conflist naming it: only the conflist is reported', async () => {
+  it('uninstall with the shim already gone and an edited conflist naming it: the conflist is moved aside, nothing refused', async () => {
     const t = freshTree('gone-shim');
     assert.equal((await installInto(t, socket)).code, 0);
     const conflist = join(t.confDir, '00-steward.conflist');
     writeJson(conflist, { ...readJson(conflist), name: 'edited' });
     rmSync(join(t.binDir, 'steward'));
     const r = await uninstallFrom(t);
-    assert.equal(r.code, 1);
-    assert.match(r.stdout, /REFUSED: .*00-steward\.conflist was rewritten since install/);
-    assert.doesNotMatch(r.stdout, /REFUSED: .*\/steward /);
+    assert.equal(r.code, 0, r.stdout);
+    assert.match(r.stdout, /MOVED ASIDE: .*00-steward\.conflist -> /);
+    assert.doesNotMatch(r.stdout, /REFUSED/);
+    assert.equal(existsSync(conflist), false);
   });
 
   it('uninstall on a full state dir (no room for the lock file) still removes our conflist and shim', async () => {

@@ -135,6 +135,10 @@ export function printUninstall(r: UninstallReport, stateDir: string, purge = fal
   if (r.unlocked !== undefined)
     console.log(`the install lock could not be written in ${stateDir} (${r.unlocked}): removed without it`);
   for (const p of r.removed) console.log(`removed ${p}`);
+  for (const f of r.movedAside)
+    console.log(
+      `MOVED ASIDE: ${f.path} -> ${f.to}: changed since install, and it still names the shim, which fails every pod once stewardd is gone; the edit is kept there`,
+    );
   for (const f of r.refused) console.log(`REFUSED: ${f.path} ${f.why}; left in place`);
   if (r.refused.length > 0)
     console.log(

@@ -92,6 +92,15 @@ export function configNaming(
   return undefined;
 }
 
+/** Whether the config file at `path` names plugin `type` anywhere in it (one too large to read counts as naming it). */
+export function fileNamesType(path: string, type: string): boolean {
+  try {
+    return namesType(JSON.parse(readRegularFile(path, NAMING_READ_MAX).toString('utf8')), type, 0);
+  } catch (e) {
+    return e instanceof FileTooLargeError;
+  }
+}
+
 function namesType(v: unknown, type: string, depth: number): boolean {
   if (typeof v !== 'object' || v === null || depth > 64) return false;
   if (Array.isArray(v)) return v.some((x) => namesType(x, type, depth + 1));

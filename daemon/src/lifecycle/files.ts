@@ -21,6 +21,7 @@ import {
 } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import type { FileOps } from './record.js';
 
 export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
@@ -229,4 +230,29 @@ export function tempsOf(path: string): string[] {
     .filter((n) => n.startsWith(prefix) && /^[0-9a-f]{8}\.tmp$/.test(n.slice(prefix.length)))
     .sort()
     .map((n) => join(dirname(path), n));
+}
+
+/** Whether `path` is a regular file itself (not a link to one). */
+export const isRegularFile = (path: string) => {
+  try {
+    return lstatSync(path).isFile();
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * Moves an edited conflist beside itself, under a name that ends in no extension a runtime loads
+ * (libcni reads .conf, .conflist and .json), with its mode; returns the new path. Written, then the
+ * original removed: a crash in between leaves both, and the next uninstall moves the original again.
+ */
+export function moveAside(path: string, ops: Pick<FileOps, 'write' | 'remove'>): string {
+  const stamp = new Date()
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
+  const to = `${path}.edited-${stamp}`;
+  ops.write(to, readRegularFile(path), statSync(path).mode & 0o777);
+  ops.remove(path);
+  return to;
 }

@@ -7,8 +7,8 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { SPOOL_NAME } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import { drain, type Leftover } from './drain.js';
-import { changeOf, sha256File, tempsOf } from './files.js';
-import { configNaming } from './conflist.js';
+import { changeOf, isRegularFile, moveAside, sha256File, tempsOf } from './files.js';
+import { configNaming, fileNamesType } from './conflist.js';
 import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
 import { markUninstalling, NO_ROOM, unmark, unmarkIfFree, unmarkOnSignal, writeMark } from './uninstall-mark.js';
 import { OWNER_INFO_FILE, OWNER_LOCK_FILE } from '../store/owner.js';
@@ -42,6 +42,8 @@ export interface UninstallReport {
   installed: boolean;
   removed: string[];
   refused: Array<{ path: string; why: string }>;
+  /** Conflists of ours someone edited that still named the shim: moved to `to`, a name no runtime loads. */
+  movedAside: Array<{ path: string; to: string }>;
   leftovers: Leftover[];
   /** The error code (ENOSPC, EDQUOT, EROFS) of a lock file the state dir could not take; files removed without it. */
   unlocked?: string;
@@ -81,19 +83,22 @@ function spooledDels(dirs: ReadonlyArray<string | undefined>): string[] {
   return found;
 }
 
+const nothingDone = (installed: boolean): UninstallReport => ({
+  installed,
+  removed: [],
+  refused: [],
+  movedAside: [],
+  leftovers: [],
+  purged: false,
+  spooled: [],
+});
+
 export async function uninstall(o: UninstallOptions): Promise<UninstallReport> {
   const ops = o.ops ?? realFileOps;
   // Read without the lock only to find the socket: the drain below may take many seconds, and the
   // daemon's watcher keeps the conflist (and record) current meanwhile. Re-read under the lock.
   const peek = readRecord(o.stateDir);
-  const report: UninstallReport = {
-    installed: peek !== undefined,
-    removed: [],
-    refused: [],
-    leftovers: [],
-    purged: false,
-    spooled: [],
-  };
+  const report = nothingDone(peek !== undefined);
   // Marked before the drain: an install that runs meanwhile writes "installed" again, and the
   // removal below then leaves what it installed (it had reported success).
   const marked = peek !== undefined && (await markUninstalling(o, ops));
@@ -189,6 +194,35 @@ async function drainFirst(o: UninstallOptions, socket: string, report: Uninstall
 }
 
 /**
+ * The recorded files, each once: `ours` still as installed (or gone), `present` those there now,
+ * `aside` conflists of ours someone edited that still name the shim; any other changed file is
+ * reported refused. A file may have either sha256 the record accepts (a crash during an install's
+ * write leaves either).
+ */
+function sortRecorded(all: ReturnType<typeof recordedFiles>, report: UninstallReport) {
+  const present = new Set<string>();
+  const shimTypes = [...new Set(all.filter((f) => f.kind === 'shim').map((f) => basename(f.path)))];
+  const aside: string[] = [];
+  const ours = all.filter((f, i) => {
+    if (all.findIndex((g) => g.path === f.path) !== i) return false;
+    const now = sha256File(f.path);
+    if (now === undefined) return true;
+    present.add(f.path);
+    const known = acceptedAt(all, f.path);
+    if (known.includes(now)) return true;
+    // An edited conflist of ours that still names the shim is moved aside, not left: with the
+    // daemon gone every ADD through it fails (seed 001), and deleting it would lose the edit.
+    if (f.kind === 'conflist' && isRegularFile(f.path) && shimTypes.some((t) => fileNamesType(f.path, t))) {
+      aside.push(f.path);
+      return false;
+    }
+    report.refused.push({ path: f.path, why: changeOf(f.path, now, known) });
+    return false;
+  });
+  return { ours, present, aside };
+}
+
+/**
  * uninstall's check and removal, holding the lock: the record is read here, not before. Each file
  * on its own: one someone changed is left and reported, and the rest, still ours, go. A config that
  * is ours does not stay behind because another file changed (with the daemon gone it would stop
@@ -199,22 +233,11 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
   const rec = readRecord(o.stateDir);
   report.installed = rec !== undefined;
   if (!rec) return false;
-  // A file may have either sha256 the record accepts (a crash during an install's write leaves either).
   const all = recordedFiles(rec);
-  const present = new Set<string>();
-  const ours = all.filter((f, i) => {
-    if (all.findIndex((g) => g.path === f.path) !== i) return false;
-    const now = sha256File(f.path);
-    if (now === undefined) return true;
-    present.add(f.path);
-    const known = acceptedAt(all, f.path);
-    if (known.includes(now)) return true;
-    report.refused.push({ path: f.path, why: changeOf(f.path, now, known) });
-    return false;
-  });
-  // A shim stays while a config left names it: one not ours, or an edited one of ours. A shim
-  // already gone has nothing to keep.
-  const going = new Set(ours.filter((f) => f.kind === 'conflist').map((f) => f.path));
+  const { ours, present, aside } = sortRecorded(all, report);
+  // A shim stays while a config left names it: one not ours, or an edited one of ours that no
+  // longer names it. A shim already gone has nothing to keep.
+  const going = new Set([...ours.filter((f) => f.kind === 'conflist').map((f) => f.path), ...aside]);
   const confDirs = [
     ...new Set([rec.cniConfDir, ...all.filter((f) => f.kind === 'conflist').map((f) => dirname(f.path))]),
   ];
@@ -225,10 +248,11 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     report.refused.push({ path: f.path, why: `${user} still names it; removing it would leave that config dangling` });
     return false;
   });
-  if (removable.length > 0) {
+  if (removable.length > 0 || aside.length > 0) {
     // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
     // that no watcher acts on, and a second uninstall finishes the job.
     if (mark) writeMark(o, rec, ops);
+    for (const path of aside) report.movedAside.push({ path, to: moveAside(path, ops) });
     // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
     for (const f of removable) {
       for (const t of tempsOf(f.path)) ops.remove(t);
@@ -238,10 +262,10 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
   if (report.refused.length > 0) {
     // The record stays: once the files are seen to, uninstall again finishes.
     o.log.error(
-      { refused: report.refused, removed: report.removed },
+      { refused: report.refused, removed: report.removed, movedAside: report.movedAside },
       'uninstall left files that changed since install, or that a config still names',
     );
-    return removable.length > 0;
+    return removable.length > 0 || aside.length > 0;
   }
   try {
     removeRecord(o.stateDir, ops);
@@ -250,7 +274,7 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     // Unlocked, on a read-only state dir: the files are gone, the record names them gone.
     o.log.error({ err: (e as Error).message }, 'uninstall: the install record cannot be removed');
   }
-  o.log.info({ removed: report.removed }, 'uninstall done');
+  o.log.info({ removed: report.removed, movedAside: report.movedAside }, 'uninstall done');
   return true;
 }
 
