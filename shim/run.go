@@ -76,6 +76,13 @@ func answer(in input, send sender, spool spooler) ([]byte, int) {
 	if r == nil { // a DEL spooled (stewardd carries it out when it is back), or STATUS through a restart
 		return nil, 0
 	}
+	// A DEL refused with an answer the shim cannot use is spooled, as one given no answer.
+	if e := unusableAnswer(req, *r); e != nil && req.command == "DEL" {
+		if serr := spoolUnusable(req, e.Msg, spool, in.warn); serr != nil {
+			return serr.encode(req.cniVersion), 1
+		}
+		return nil, 0
+	}
 	return readAnswer(req, *r)
 }
 
@@ -384,15 +391,10 @@ func readAnswer(req request, r reply) ([]byte, int) {
 		}
 		return r.body, 0
 	}
-	if code, e, unfit := unfitCode(r.body); unfit {
-		return forStatus(req, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered with code " + code + ", which " +
-			article(req.command) + " cannot have: " + e.Msg, Details: e.Details}).encode(req.cniVersion), 1
+	if bad := unusableAnswer(req, r); bad != nil {
+		return forStatus(req, bad).encode(req.cniVersion), 1
 	}
-	e, _, ok := daemonError(r.body)
-	if !ok {
-		return forStatus(req, &cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
-			Details: firstChars(string(r.body), 200)}).encode(req.cniVersion), 1
-	}
+	e, _, _ := daemonError(r.body)
 	// STATUS: whatever keeps stewardd from serving (degraded, not ready, shutting down: 11;
 	// its own bug: 104) means "the plugin is not available" to the runtime; a fault in the
 	// request itself (its version, environment or netconf) keeps its own code.
@@ -400,6 +402,23 @@ func readAnswer(req request, r reply) ([]byte, int) {
 		return newError(codePluginNotAvailable, "stewardd is not available: "+e.Msg).encode(req.cniVersion), 1
 	}
 	return r.body, 1
+}
+
+// unusableAnswer: the 104 naming stewardd for a non-200 answer the shim cannot use (no CNI error in
+// it, or one whose code no command can have); nil for a 200 or a usable CNI error.
+func unusableAnswer(req request, r reply) *cniError {
+	if r.status == 200 {
+		return nil
+	}
+	if code, e, unfit := unfitCode(r.body); unfit {
+		return &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered with code " + code + ", which " +
+			article(req.command) + " cannot have: " + e.Msg, Details: e.Details}
+	}
+	if _, _, ok := daemonError(r.body); !ok {
+		return &cniError{Code: codeInternal, Msg: "stewardd answered HTTP " + strconv.Itoa(r.status) + " without a CNI error",
+			Details: firstChars(string(r.body), 200)}
+	}
+	return nil
 }
 
 // unfitCode: stewardd's CNI error when its code is one no command can have, with that code as sent:
