@@ -9,8 +9,9 @@ import { DEFAULT_SOCKET } from '@cni-steward/shared';
 import { fail, int } from './flags.js';
 import { socketRequest } from './lifecycle/socket-http.js';
 
-export const PROBE_USAGE = `usage: stewardd probe [--socket PATH] [--timeout SEC] /healthz|/readyz
-  GET the path on the daemon socket; exit 0 on HTTP 200 (for kubelet exec probes)`;
+export const PROBE_USAGE = `usage: stewardd probe [--socket PATH] [--timeout SEC] [URL-PATH]
+  GET URL-PATH on the daemon socket (default /readyz; /healthz for liveness, any GET route works);
+  exit 0 on HTTP 200, 1 otherwise (for kubelet exec probes)`;
 
 export function parseProbeArgs(argv: string[]): { socket: string; path: string; timeoutMs: number } {
   const { values, positionals } = parseArgs({

@@ -116,7 +116,7 @@ declare module 'fastify' {
 /**
  * A netconf's numbers reach the plugins as written (faithful-json.ts), from curl as from the shim's
  * path (routes/raw-cni.ts). A body the default parser refuses (empty, not JSON) it still refuses,
- * with its own errors; a leading byte-order mark is skipped, as it skips one.
+ * with its own errors; a leading byte-order mark is skipped, as it skips one. JSON is the only type.
  */
 function keepNumbersAsWritten(app: FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, Logger>): void {
   const fallback = app.getDefaultJsonParser('ignore', 'ignore');
@@ -129,6 +129,9 @@ function keepNumbersAsWritten(app: FastifyInstance<RawServerDefault, IncomingMes
     }
     fallback(request, text, done);
   });
+  // Fastify's own text/plain parser would hand a route a string: every body here is JSON, and any
+  // other type is 415 (a hostile review found text/plain served).
+  app.removeContentTypeParser('text/plain');
 }
 
 /**

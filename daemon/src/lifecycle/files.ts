@@ -21,7 +21,6 @@ import {
 } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import type { FileOps } from './record.js';
 
 export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
@@ -246,7 +245,10 @@ export const isRegularFile = (path: string) => {
  * (libcni reads .conf, .conflist and .json), with its mode; returns the new path. Written, then the
  * original removed: a crash in between leaves both, and the next uninstall moves the original again.
  */
-export function moveAside(path: string, ops: Pick<FileOps, 'write' | 'remove'>): string {
+export function moveAside(
+  path: string,
+  ops: { write: (path: string, data: Buffer, mode: number) => void; remove: (path: string) => boolean },
+): string {
   const stamp = new Date()
     .toISOString()
     .replace(/[-:]/g, '')
