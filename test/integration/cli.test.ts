@@ -656,6 +656,12 @@ describe('CLI errors name the socket and the cause', () => {
     assert.match(r.stdout, /\\x1b\[31mred 1/);
   });
 
+  it('an empty --socket is a usage error (exit 2), not the working directory', async () => {
+    const r = await cli(['status', '--socket', '']);
+    assert.equal(r.code, 2, r.stdout + r.stderr);
+    assert.match(r.stderr, /--socket needs a path/);
+  });
+
   it('a --socket path longer than a Unix socket address holds: exit 2, saying so', async () => {
     const r = await cli(['status', '--socket', `/tmp/${'s'.repeat(120)}.sock`]);
     assert.equal(r.code, 2, r.stdout + r.stderr);

@@ -81,6 +81,11 @@ describe('the conflist version auto chooses', () => {
       describeChoice(chooseConflistVersion('auto', rt('cri-o', '1.32.0')), '1.1.0'),
       /^STATUS: asked by this runtime/,
     );
+    // A version given by hand says so once, not "--cni-version primary: --cni-version primary".
+    assert.equal(
+      describeChoice(chooseConflistVersion('primary', rt('containerd', 'v1.7.24')), '1.0.0'),
+      'STATUS: not asked by this runtime (conflist 1.0.0, containerd v1.7.24; --cni-version primary: chosen by hand)',
+    );
   });
 });
 

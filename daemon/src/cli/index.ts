@@ -172,6 +172,8 @@ function timeoutFlag(command: CliCommand, raw: string | undefined): number {
 
 /** --socket, absolute. */
 function socketFlag(raw: string | undefined): string {
+  // resolve('') is the working directory: "is not a socket" named a directory nobody gave.
+  if (raw === '') throw new CliError('--socket needs a path', Exit.Usage);
   const socket = resolve(raw ?? DEFAULT_SOCKET);
   // What connect(2) takes (sun_path): a longer one failed as "connect EINVAL … Local (undefined:undefined)".
   if (Buffer.byteLength(socket) > MAX_SOCKET_PATH_BYTES)

@@ -91,7 +91,7 @@ export function chooseConflistVersion(
   const told = runtime !== undefined ? { runtime: { ...runtime } } : {};
   if (mode !== 'auto') {
     const version = mode === 'primary' ? null : mode;
-    return { mode, version, reason: `--cni-version ${mode}`, statusAsked, ...told };
+    return { mode, version, reason: 'chosen by hand', statusAsked, ...told };
   }
   if (runtime === undefined) {
     const why = answer !== undefined && 'error' in answer ? answer.error : 'not asked';
