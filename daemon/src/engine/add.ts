@@ -20,7 +20,7 @@ import { answerBudgetMs } from './answer-budget.js';
 import { Priority } from './limiter.js';
 import { attachmentRow } from './attachment-row.js';
 import { netnsIdentity } from './netns.js';
-import { ownInterfaceHolder } from './interface-holders.js';
+import { ownHeldInterfaces } from './interface-holders.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { journalProcess } from './plugin-processes.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
@@ -107,11 +107,13 @@ export async function addAttachment(
   const configText = JSON.stringify(conf.raw);
   const repeated = await settleEarlier(ctx, env, conf, key, configText);
   if (repeated !== undefined) return repeated;
-  const holder = ownInterfaceHolder(ctx.store, key, env.netns, netnsIdentity(env.netns));
-  if (holder) {
+  const ns = { netns: env.netns, identity: netnsIdentity(env.netns), bootId: ctx.bootId };
+  const held = ownHeldInterfaces(ctx.store, key, ns);
+  const clash = conf.delegates.find((d) => held.has(d.ifname));
+  if (clash) {
     throw new CniError(
       ErrorCode.AttachmentConflict,
-      `container ${key.containerId} already has interface ${key.ifname} in ${clip(env.netns, 200)} on network ${holder.network}; give this network another CNI_IFNAME, or DEL that one first`,
+      `container ${key.containerId} already has interface ${clash.ifname} in ${clip(env.netns, 200)} on network ${held.get(clash.ifname)!.network}; give this network another CNI_IFNAME or other delegate ifnames, or DEL that one first`,
     );
   }
 

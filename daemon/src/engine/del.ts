@@ -14,14 +14,14 @@ import {
   podLogFields,
   type CniEnv,
 } from '@cni-steward/shared';
-import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type Attachment, type AttachmentKey } from '../store/types.js';
 import { delAnswerBudgetMs } from './answer-budget.js';
 import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
 import { netnsIdentity, teardownNetns } from './netns.js';
-import { anyInterfaceHolder } from './interface-holders.js';
+import { anyHeldInterfaces } from './interface-holders.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
 import type { Logger } from 'pino';
 
@@ -375,23 +375,25 @@ export class Dels {
   ): Promise<void> {
     // The request's netns only while it is one other than the host's: a plugin's DEL there would
     // remove the host's own interface of the pod's name.
-    let netns = await teardownNetns(env.netns, this.ctx.hostNetns);
+    const netns = await teardownNetns(env.netns, this.ctx.hostNetns);
     if (netns !== env.netns)
       log.info(
         { netns: clip(env.netns, 200) },
         "the DEL's CNI_NETNS is gone, or no pod's network namespace: passed through without one",
       );
-    // Nor where an attachment steward holds has that interface: its DEL would remove that one's.
-    const holder = netns === '' ? undefined : anyInterfaceHolder(this.ctx.store, key, netns, netnsIdentity(netns));
-    if (holder) {
-      log.warn(
-        { netns: clip(env.netns, 200), holder: holder.containerId, holderNetwork: holder.network },
-        "the DEL's interface in CNI_NETNS is another attachment's: passed through without CNI_NETNS",
-      );
-      netns = '';
-    }
+    // Nor, for a delegate, where an attachment steward holds has that delegate's interface: its DEL
+    // would remove that one's.
+    const ns = { netns, identity: netnsIdentity(netns), bootId: this.ctx.bootId };
+    const held = netns === '' ? new Map<string, Attachment>() : anyHeldInterfaces(this.ctx.store, key, ns);
     env = { ...env, netns };
     for (const d of [...conf.delegates].reverse()) {
+      const holder = held.get(d.ifname);
+      if (holder)
+        log.warn(
+          { netns: clip(netns, 200), ifname: d.ifname, holder: holder.containerId, holderNetwork: holder.network },
+          "a delegate's interface in CNI_NETNS is another attachment's: its DEL is passed through without CNI_NETNS",
+        );
+      const target = requestTarget(holder ? { ...env, netns: '' } : env, d.ifname);
       for (const plugin of [...d.plugins].reverse()) {
         // A delegate that is steward itself would send this DEL to this daemon again, where it waits
         // behind this one until its bound (ADD refuses such a netconf: netconf.ts parseServedConf).
@@ -401,7 +403,7 @@ export class Dels {
         }
         try {
           const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
-          await this.ctx.slots.run(priority, pluginCall('DEL', plugin.type, stdin, requestTarget(env, d.ifname)));
+          await this.ctx.slots.run(priority, pluginCall('DEL', plugin.type, stdin, target));
         } catch (e) {
           log.warn(
             { plugin: plugin.type, err: (e as Error).message },

@@ -22,8 +22,9 @@ interface ValidAttachment {
 /**
  * The runtime's list of attachments still valid. The spec makes it part of every GC's input; a GC
  * without it is refused (code 7), never read as "none is valid", which would tear down every pod of
- * the network (cnitool's `gc` sends none). `null` is an empty list: libcni sends its nil slice so
- * on a node with no pods.
+ * the network that steward holds. (cnitool's `gc` sends none; libcni has by then DELed every
+ * attachment in its own cache, which this does not stop.) `null` is an empty list: libcni sends its
+ * nil slice so on a node with no pods.
  */
 function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
   const key = ['cni.dev/valid-attachments', 'cni.dev/attachments'].find((k) => Object.hasOwn(config, k));

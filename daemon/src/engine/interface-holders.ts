@@ -1,48 +1,47 @@
-// Which live attachment already holds an interface name in a pod's namespace. A plugin asked to make
+// Which live attachments already hold interface names in a pod's namespace. A plugin asked to make
 // an interface that exists refuses, and the DEL of that ADD's rollback then removes the existing one
 // (bridge: "container veth name provided (eth0) already exists", then its DEL deletes eth0 and
 // host-local frees the address); a DEL passed through for an attachment steward never added removes
 // it the same way. Neither reaches a delegate with a namespace where another attachment's interface
-// of that name lives (found by a hostile review).
+// of that delegate's name lives (found by a hostile review). An attachment holds one interface per
+// delegate: its steps' ifnames (CNI_IFNAME or the delegate's own for the first, net1, net2, … or
+// their own for the others).
 
 import type { Store } from '../store/store.js';
 import type { Attachment, AttachmentKey } from '../store/types.js';
 
-const otherKey = (a: AttachmentKey, key: AttachmentKey) =>
-  a.containerId !== key.containerId || a.network !== key.network;
+/** Where the interfaces are looked for: the namespace `netns` names now, in this boot. */
+export interface Namespace {
+  netns: string;
+  /** netnsIdentity(netns): a path made again for another pod is not the namespace an attachment recorded. */
+  identity: string | undefined;
+  bootId: string;
+}
 
-/**
- * Whether `a` holds `ifname` in the namespace at `netns` now: the same path and ifname, and, when
- * its ADD recorded which namespace the path named (`netnsId`), still that one (a path made again
- * for another pod is not its namespace).
- */
-const holds = (a: Attachment, ifname: string, netns: string, identity: string | undefined) =>
-  a.ifname === ifname && a.netns === netns && (a.netnsId == null || a.netnsId === identity);
-
-/**
- * The container's own attachment on another network that holds the ADD's interface (the same
- * container, netns and ifname): looked up by container id, so an ADD reads no row per pod.
- */
-export function ownInterfaceHolder(
-  store: Store,
-  key: AttachmentKey,
-  netns: string,
-  identity: string | undefined,
-): Attachment | undefined {
-  return store
-    .listAttachments({ containerId: key.containerId, state: 'added', limit: 100 })
-    .find((a) => otherKey(a, key) && holds(a, key.ifname, netns, identity));
+/** The interfaces attachments of another key among `candidates` hold in `ns`, by name. */
+function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: Namespace): Map<string, Attachment> {
+  const held = new Map<string, Attachment>();
+  for (const a of candidates) {
+    if (a.containerId === key.containerId && a.network === key.network) continue;
+    if (a.bootId !== ns.bootId || a.netns !== ns.netns) continue;
+    if (a.netnsId != null && a.netnsId !== ns.identity) continue;
+    for (const s of store.stepsOf(a.id)) held.set(s.ifname, a);
+  }
+  return held;
 }
 
 /**
- * Any attachment of another key that holds the interface: every added one is read, so only a DEL
- * steward never saw asks (a pass-through, which runs its delegates' DELs anyway).
+ * The interfaces the container's own attachments on other networks hold in `ns`: looked up by
+ * container id, so an ADD reads no row per pod.
  */
-export function anyInterfaceHolder(
-  store: Store,
-  key: AttachmentKey,
-  netns: string,
-  identity: string | undefined,
-): Attachment | undefined {
-  return store.attachmentsInState('added').find((a) => otherKey(a, key) && holds(a, key.ifname, netns, identity));
+export function ownHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Attachment> {
+  return heldIn(store, store.listAttachments({ containerId: key.containerId, state: 'added', limit: 100 }), key, ns);
+}
+
+/**
+ * The interfaces any attachment of another key holds in `ns`: every added one is read, so only a
+ * DEL steward never saw asks (a pass-through, which runs its delegates' DELs anyway).
+ */
+export function anyHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Attachment> {
+  return heldIn(store, store.attachmentsInState('added'), key, ns);
 }

@@ -1,0 +1,84 @@
+// The interfaces other attachments hold in a pod's namespace (engine/interface-holders.ts): an ADD
+// that would make one of them is refused before anything runs (its rollback DEL would remove the
+// held one), and a DEL passed through runs a delegate whose interface is held without the netns.
+// An attachment holds one interface per delegate; only one of this boot, at the same path, in the
+// namespace that path still names, holds any.
+
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { CniError } from '@cni-steward/shared';
+import { NETNS, newAttachment, req, setup } from '../helpers/engine-fakes.js';
+import type { Store } from '../../daemon/src/store/store.js';
+
+/** A steward netconf of network `name` whose delegates are one plugin each, with these ifnames. */
+function net(name: string, delegates: Array<{ type: string; ifname?: string }>): Record<string, unknown> {
+  return {
+    cniVersion: '1.0.0',
+    name,
+    type: 'steward',
+    delegates: delegates.map((d, i) => ({
+      name: `${name}${i}`,
+      cniVersion: '1.0.0',
+      plugins: [{ type: d.type }],
+      ...(d.ifname !== undefined ? { ifname: d.ifname } : {}),
+    })),
+  };
+}
+
+/** An added attachment journaled directly, holding `ifname` through one step. */
+function holder(store: Store, over: Parameters<typeof newAttachment>[0], ifname = 'eth0'): void {
+  const a = store.createAttachment(newAttachment({ netns: NETNS, bootId: 'boot-1', ...over }), 'added');
+  const step = store.insertStep({
+    attachmentId: a.id,
+    seq: 0,
+    delegateIndex: 0,
+    delegateName: 'old0',
+    ifname,
+    pluginIndex: 0,
+    pluginType: 'one',
+    config: '{}',
+  });
+  store.setStepAdded(step.id, '{}');
+}
+
+describe('engine: the interfaces other attachments hold in a namespace', () => {
+  test("an ADD whose later delegate makes an interface the container's other network holds (net1 on both) is 102, naming it, and runs nothing", async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'two', net('a', [{ type: 'one' }, { type: 'two' }])));
+    await assert.rejects(
+      engine.handle(req('ADD', 'two', net('b', [{ type: 'three' }, { type: 'four' }]), { ifname: 'eth1' })),
+      (e: CniError) =>
+        e.code === 102 && /already has interface net1 in \/proc\/self\/ns\/net on network a;/.test(e.message),
+    );
+    assert.deepEqual(plugins.of('ADD'), ['ADD one two', 'ADD two two']);
+    assert.deepEqual(plugins.of('DEL'), []);
+    // Named apart, the second network is served.
+    await engine.handle(
+      req('ADD', 'two', net('b', [{ type: 'three' }, { type: 'four', ifname: 'net9' }]), { ifname: 'eth1' }),
+    );
+    assert.deepEqual(plugins.of('ADD'), ['ADD one two', 'ADD two two', 'ADD three two', 'ADD four two']);
+  });
+
+  test('no holder: another path to the namespace, a path now naming another namespace, or an attachment of another boot', async () => {
+    const { engine, plugins, store } = setup();
+    await engine.handle(req('ADD', 'p', net('a', [{ type: 'one' }])));
+    // The same namespace by another path is not matched (paths are compared, not namespaces).
+    await engine.handle(req('ADD', 'p', net('b', [{ type: 'two' }]), { netns: '/proc/thread-self/ns/net' }));
+    // A row whose path was made again for another namespace since (netnsId), and one of another boot.
+    holder(store, { containerId: 'q', network: 'old', netnsId: 'a namespace since gone' });
+    holder(store, { containerId: 'q', network: 'older', bootId: 'boot-0' });
+    await engine.handle(req('ADD', 'q', net('c', [{ type: 'three' }])));
+    assert.deepEqual(plugins.of('ADD'), ['ADD one p', 'ADD two p', 'ADD three q']);
+  });
+
+  test("a DEL of the container on a network it was never added to runs, delegate by delegate, without the netns where its interface is another network's", async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'x', net('a', [{ type: 'one' }, { type: 'two' }])));
+    // Network b: its first delegate's eth0 is a's, its second's own name is nobody's.
+    await engine.handle(req('DEL', 'x', net('b', [{ type: 'three' }, { type: 'four', ifname: 'free0' }])));
+    const dels = plugins.callsOf('DEL').map((c) => `${c.type} ${c.ifname} ${c.netns}`);
+    assert.deepEqual(dels, [`four free0 ${NETNS}`, 'three eth0 ']);
+    // Network a's attachment is untouched.
+    assert.equal(plugins.of('DEL').length, 2);
+  });
+});
