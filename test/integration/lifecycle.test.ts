@@ -12,6 +12,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   renameSync,
   rmSync,
   statSync,
@@ -240,6 +241,24 @@ describe('install and uninstall leave the node exactly as it was', () => {
     assert.equal(existsSync(join(t.binDir, 'steward')), false, 'nothing left names the shim');
     assert.equal(existsSync(join(t.stateDir, 'install.json')), false);
     assert.ok(existsSync(join(t.confDir, '10-podnet.conflist')), 'the primary is untouched');
+  });
+
+  it('uninstall moves aside a link put in place of our conflist to an edited copy naming the shim: the link, not its target', async () => {
+    const t = freshTree('aside-link');
+    assert.equal((await installInto(t, socket)).code, 0);
+    const conflist = join(t.confDir, '00-steward.conflist');
+    const elsewhere = join(t.root, 'edited.json');
+    writeFileSync(elsewhere, `${JSON.stringify({ ...readJson(conflist), name: 'linked' })}\n`);
+    rmSync(conflist);
+    symlinkSync(elsewhere, conflist);
+    const r = await uninstallFrom(t);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    const moved = /MOVED ASIDE: \S+ -> (\S+):/.exec(r.stdout);
+    assert.ok(moved, r.stdout);
+    assert.equal(existsSync(conflist), false);
+    assert.equal(readlinkSync(moved[1]!), elsewhere, 'the link itself was moved');
+    assert.ok(existsSync(elsewhere), 'its target is not touched');
+    assert.equal(existsSync(join(t.binDir, 'steward')), false);
   });
 
   it('uninstall leaves a conflist of ours rewritten to name no shim, says so, and still removes the shim', async () => {

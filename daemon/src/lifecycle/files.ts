@@ -231,30 +231,28 @@ export function tempsOf(path: string): string[] {
     .map((n) => join(dirname(path), n));
 }
 
-/** Whether `path` is a regular file itself (not a link to one). */
-export const isRegularFile = (path: string) => {
+/** Whether `path` itself (not what a link there names) is a regular file or a symbolic link. */
+export function isFileOrLink(path: string): boolean {
   try {
-    return lstatSync(path).isFile();
+    const st = lstatSync(path);
+    return st.isFile() || st.isSymbolicLink();
   } catch {
     return false;
   }
-};
+}
 
 /**
- * Moves an edited conflist beside itself, under a name that ends in no extension a runtime loads
- * (libcni reads .conf, .conflist and .json), with its mode; returns the new path. Written, then the
- * original removed: a crash in between leaves both, and the next uninstall moves the original again.
+ * Renames an edited conflist (or a link in its place) beside itself, to a name that ends in no
+ * extension a runtime loads (libcni reads .conf, .conflist and .json); returns the new path. A
+ * rename in one directory is atomic and needs no free space (uninstall runs on full disks too).
  */
-export function moveAside(
-  path: string,
-  ops: { write: (path: string, data: Buffer, mode: number) => void; remove: (path: string) => boolean },
-): string {
+export function moveAside(path: string): string {
   const stamp = new Date()
     .toISOString()
     .replace(/[-:]/g, '')
     .replace(/\.\d+Z$/, 'Z');
   const to = `${path}.edited-${stamp}`;
-  ops.write(to, readRegularFile(path), statSync(path).mode & 0o777);
-  ops.remove(path);
+  renameSync(path, to);
+  fsyncDir(dirname(path));
   return to;
 }

@@ -1,13 +1,15 @@
 // `stewardd uninstall` (also the SIGTERM path, on-term.ts): drain pending teardowns through the
 // daemon, then, holding the install lock (lock.ts), take away exactly the files install.ts recorded
 // (record.ts), each only if it is still byte-for-byte one we wrote; with --purge, the state dir too.
+// One concern: what uninstall takes away, in which order, and what it leaves and reports; draining is
+// drain.ts's, the record's mark uninstall-mark.ts's, the files' writes and renames files.ts's.
 
 import { existsSync, lstatSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SPOOL_NAME } from '@cni-steward/shared';
 import type { Logger } from 'pino';
 import { drain, type Leftover } from './drain.js';
-import { changeOf, isRegularFile, moveAside, sha256File, tempsOf } from './files.js';
+import { changeOf, isFileOrLink, moveAside, sha256File, tempsOf } from './files.js';
 import { configNaming, fileNamesType } from './conflist.js';
 import { lock, LOCK_FILE, loggedWait, type Lock } from './lock.js';
 import { markUninstalling, NO_ROOM, unmark, unmarkIfFree, unmarkOnSignal, writeMark } from './uninstall-mark.js';
@@ -212,7 +214,7 @@ function sortRecorded(all: ReturnType<typeof recordedFiles>, report: UninstallRe
     if (known.includes(now)) return true;
     // An edited conflist of ours that still names the shim is moved aside, not left: with the
     // daemon gone every ADD through it fails (seed 001), and deleting it would lose the edit.
-    if (f.kind === 'conflist' && isRegularFile(f.path) && shimTypes.some((t) => fileNamesType(f.path, t))) {
+    if (f.kind === 'conflist' && isFileOrLink(f.path) && shimTypes.some((t) => fileNamesType(f.path, t))) {
       aside.push(f.path);
       return false;
     }
@@ -252,7 +254,16 @@ function removeRecorded(o: UninstallOptions, ops: FileOps, report: UninstallRepo
     // Still marked, although the lock keeps the watcher out: a crash from here on leaves a record
     // that no watcher acts on, and a second uninstall finishes the job.
     if (mark) writeMark(o, rec, ops);
-    for (const path of aside) report.movedAside.push({ path, to: moveAside(path, ops) });
+    for (const path of aside) {
+      try {
+        report.movedAside.push({ path, to: moveAside(path) });
+      } catch (e) {
+        report.refused.push({
+          path,
+          why: `was edited and could not be moved aside (${(e as NodeJS.ErrnoException).code ?? 'error'})`,
+        });
+      }
+    }
     // Conflists first (recordedFiles' order): from then on the runtime stops calling us.
     for (const f of removable) {
       for (const t of tempsOf(f.path)) ops.remove(t);
