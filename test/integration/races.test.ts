@@ -78,7 +78,8 @@ describe('a DEL the shim spooled while stewardd served, then the same container 
     const netns = env.netns();
     const call = (command: string, c: unknown = conf) => shim({ command, containerId: 'respooled', netns }, c);
     assert.equal((await call('ADD')).code, 0);
-    const slowAdd = call('ADD', slowConf);
+    // On another interface: eth0 in that netns is the first network's (an ADD of it is 102).
+    const slowAdd = shim({ command: 'ADD', containerId: 'respooled', netns, ifname: 'net7' }, slowConf);
     await daemon.waitFor(
       'the slow ADD to reach its plugin',
       () => fixtureCalls(join(env.dir, 'fx-slowadd'), 'ADD').length === 1,
