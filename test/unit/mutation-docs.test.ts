@@ -36,10 +36,10 @@ const REPO = new URL('../..', import.meta.url).pathname;
  * A scope listed here must be re-run (`npm run mutate:report -- --parts <its parts> --keep`); any other
  * change to what a scope depends on fails here.
  */
-// Every scope, at cd270b2 (2 Dec 2026: a hostile review's fixes in the engine and the C1 control
-// characters in shared/src/cni/validate.ts, which every scope imports); its rerun is under way.
+// The engine, measured at 15d29a6: a hostile review's fixes (2 Dec 2026: GC without its list, the
+// interfaces other attachments hold, the pass-through DEL) changed it after the rerun of the other
+// four scopes (at 8c50bcc); its own rerun is the next stop's.
 const KNOWN_STALE: Record<string, string[]> = {
-  'daemon/src/audit/': ['shared/src/cni/validate.ts'],
   'daemon/src/engine/': [
     'daemon/src/engine/add.ts',
     'daemon/src/engine/del.ts',
@@ -49,9 +49,6 @@ const KNOWN_STALE: Record<string, string[]> = {
     'shared/src/cni/validate.ts',
     'test/unit/engine-commands.test.ts',
   ],
-  'daemon/src/routes/admission.ts': ['shared/src/cni/validate.ts'],
-  'daemon/src/store/': ['shared/src/cni/validate.ts', 'test/unit/engine-commands.test.ts'],
-  'shared/src/cni/': ['shared/src/cni/validate.ts', 'test/unit/cni-contract.test.ts'],
 };
 const read = (rel: string) => readFileSync(join(REPO, rel), 'utf8');
 const results = JSON.parse(read(DOC_RESULTS)) as MutationResults;
