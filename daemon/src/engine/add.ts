@@ -107,8 +107,11 @@ export async function addAttachment(
   const configText = JSON.stringify(conf.raw);
   const repeated = await settleEarlier(ctx, env, conf, key, configText);
   if (repeated !== undefined) return repeated;
-  const ns = { netns: env.netns, identity: netnsIdentity(env.netns), bootId: ctx.bootId };
-  const held = ownHeldInterfaces(ctx.store, key, ns);
+  // Which namespace the path names now, in the container's turn after its check (engine.ts): read
+  // once, for the interfaces held there and for the journal (teardown passes the path only while it
+  // still names this one).
+  const identity = netnsIdentity(env.netns);
+  const held = ownHeldInterfaces(ctx.store, key, { netns: env.netns, identity, bootId: ctx.bootId });
   const clash = conf.delegates.find((d) => held.has(d.ifname));
   if (clash) {
     throw new CniError(
@@ -123,7 +126,7 @@ export async function addAttachment(
 
   const plan = planSteps(conf);
   const pod = podFromCniArgs(env.args);
-  const { a, steps } = journalAttachment(ctx, env, conf, key, configText, plan, pod);
+  const { a, steps } = journalAttachment(ctx, env, conf, key, configText, plan, pod, identity ?? null);
   const alog = ctx.log.child({
     containerId: key.containerId,
     ...podLogFields(pod),
@@ -203,12 +206,10 @@ function journalAttachment(
   configText: string,
   plan: PlannedStep[],
   pod: ReturnType<typeof podFromCniArgs>,
+  netnsId: string | null,
 ): { a: Attachment; steps: Step[] } {
   const { store } = ctx;
   return store.atomic(() => {
-    // Which namespace the path names now, in the container's turn after its check (engine.ts):
-    // teardown passes the path only while it still names this one.
-    const netnsId = netnsIdentity(env.netns) ?? null;
     const a = store.createAttachment(attachmentRow(ctx.bootId, env, key, conf.cniVersion, configText, pod, netnsId));
     const steps = plan.map((p, i) =>
       store.insertStep({ ...p.row, attachmentId: a.id }, i === 0 ? 'adding' : 'planned'),

@@ -383,8 +383,10 @@ export class Dels {
       );
     // Nor, for a delegate, where an attachment steward holds has that delegate's interface: its DEL
     // would remove that one's.
-    const ns = { netns, identity: netnsIdentity(netns), bootId: this.ctx.bootId };
-    const held = netns === '' ? new Map<string, Attachment>() : anyHeldInterfaces(this.ctx.store, key, ns);
+    const held =
+      netns === ''
+        ? new Map<string, Attachment>()
+        : anyHeldInterfaces(this.ctx.store, key, { netns, identity: netnsIdentity(netns), bootId: this.ctx.bootId });
     env = { ...env, netns };
     for (const d of [...conf.delegates].reverse()) {
       const holder = held.get(d.ifname);
