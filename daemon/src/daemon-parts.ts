@@ -13,6 +13,7 @@ import { decideAtStart } from './lifecycle/commands.js';
 import type { ConflistVersionChoice } from './lifecycle/cni-version.js';
 import { ShimCheck } from './lifecycle/shim-check.js';
 import { RetryScheduler } from './engine/scheduler.js';
+import { releaseMasquerade } from './engine/masquerade.js';
 import type { RetryClock } from './engine/clock.js';
 import type { Metrics } from './metrics.js';
 import { PluginExecutor, type PluginRunner } from './plugins/executor.js';
@@ -100,6 +101,7 @@ export function engineParts(
     hostNetns: '/proc/self/ns/net',
     clock,
     trace: tracing,
+    masquerade: (network, containerId) => releaseMasquerade(executor.runTool, network, containerId),
   });
   const scheduler = new RetryScheduler({
     engine,

@@ -9,6 +9,7 @@ import type { CniRequestBody } from '@cni-steward/shared';
 import type { RetryClock } from '../../daemon/src/engine/clock.js';
 import { Engine, type DelPolicy, type EngineTrace } from '../../daemon/src/engine/engine.js';
 import type { RetryPolicy } from '../../daemon/src/engine/teardown.js';
+import type { MasqueradeRelease } from '../../daemon/src/engine/masquerade.js';
 import type { PluginCall } from '../../daemon/src/plugins/executor.js';
 import { Metrics } from '../../daemon/src/metrics.js';
 import { Store } from '../../daemon/src/store/store.js';
@@ -84,6 +85,8 @@ export interface SetupOptions {
   trace?: EngineTrace;
   /** The host's network namespace (EngineContext.hostNetns); none when not given. */
   hostNetns?: string;
+  /** Removes a masquerade chain left by a DEL without the netns (engine/masquerade.ts); none when not given. */
+  masquerade?: MasqueradeRelease;
 }
 
 export function setup(opts: SetupOptions = {}) {
@@ -109,6 +112,7 @@ export function setup(opts: SetupOptions = {}) {
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.trace ? { trace: opts.trace } : {}),
     ...(opts.hostNetns !== undefined ? { hostNetns: opts.hostNetns } : {}),
+    ...(opts.masquerade ? { masquerade: opts.masquerade } : {}),
   });
   return { store, plugins, engine, metrics, located };
 }

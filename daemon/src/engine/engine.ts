@@ -26,6 +26,7 @@ import { netnsProblem } from './netns.js';
 import { PluginSlots } from './plugin-slots.js';
 import type { RetryClock } from './clock.js';
 import { Teardown, type RetryPolicy, type TeardownOptions, type TeardownOutcome } from './teardown.js';
+import type { MasqueradeRelease } from './masquerade.js';
 
 export type { DelPolicy } from './context.js';
 export type { EngineTrace } from './engine-trace.js';
@@ -51,6 +52,8 @@ export interface EngineOptions {
   now?: () => number;
   /** The daemon's tracing; none by default. */
   trace?: EngineTrace;
+  /** Removes what a bridge or ptp DEL without the netns left (masquerade.ts); none by default. */
+  masquerade?: MasqueradeRelease;
 }
 
 /** When a queued teardown may start (recovery's pacing): asked when its container's turn comes, then again inside the gate. */
@@ -89,6 +92,7 @@ export class Engine {
       ...(opts.hostNetns !== undefined ? { hostNetns: opts.hostNetns } : {}),
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.now ? { now: opts.now } : {}),
+      ...(opts.masquerade ? { masquerade: opts.masquerade } : {}),
     });
     this.ctx = {
       store: opts.store,

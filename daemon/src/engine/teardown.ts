@@ -28,6 +28,7 @@ import type { PluginSlots } from './plugin-slots.js';
 import type { Metrics } from '../metrics.js';
 import { teardownNetns } from './netns.js';
 import { journalProcess } from './plugin-processes.js';
+import { chainShared, leavesMasquerade, masqueradeChain, type MasqueradeRelease } from './masquerade.js';
 import { clockFromNow, RetryClock, systemClock } from './clock.js';
 import { pluginCall } from '../plugins/call.js';
 import { parseJson } from '../faithful-json.js';
@@ -106,6 +107,8 @@ export interface TeardownDeps {
   /** For tests without a clock: one time for wall and monotonic. */
   now?: () => number;
   random?: () => number;
+  /** Removes the masquerade chain a bridge or ptp DEL without the netns left (masquerade.ts); unset: none is. */
+  masquerade?: MasqueradeRelease;
 }
 
 const DONE_STATES = new Set(['deleted', 'abandoned']);
@@ -299,6 +302,7 @@ export class Teardown {
         priority,
         pluginCall('DEL', step.pluginType, stdin, target, { onStart: journalProcess(store, this.d.log, step.id) }),
       );
+      await this.masqueradeLeft(a.containerId, stdin, netns, a.id);
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
@@ -317,6 +321,37 @@ export class Teardown {
       store.setStepDelFailed(step.id, err.message, next, pendingMs);
       this.d.metrics.teardownFailures.inc({ plugin: step.pluginType });
       return err;
+    }
+  }
+
+  /**
+   * The plugin's DEL ran without the pod's netns on an ipMasq network, so it left its masquerade
+   * chain: removed now, unless another live attachment of the container shares it. Throws a CniError
+   * (11) when the removal fails: the step is then retried like a failed DEL.
+   */
+  async masqueradeLeft(
+    containerId: string,
+    stdin: Record<string, unknown>,
+    netns: string,
+    attachmentId?: number,
+  ): Promise<void> {
+    const release = this.d.masquerade;
+    if (release === undefined || !leavesMasquerade(stdin, netns)) return;
+    const network = String(stdin.name);
+    const fields = { containerId, network, plugin: stdin.type, chain: masqueradeChain(network, containerId) };
+    if (chainShared(this.d.store, containerId, network, attachmentId)) {
+      this.d.log.info(fields, 'masquerade chain kept: another attachment of the container, added, uses it');
+      return;
+    }
+    try {
+      const removed = await release(network, containerId);
+      if (removed > 0)
+        this.d.log.info({ ...fields, removed }, "removed the masquerade chain the plugin's DEL without a netns left");
+    } catch (e) {
+      throw new CniError(
+        ErrorCode.TryAgainLater,
+        `${String(stdin.type)}'s DEL ran without the pod's netns and left its masquerade chain ${fields.chain}; removing it failed: ${(e as Error).message}`,
+      );
     }
   }
 

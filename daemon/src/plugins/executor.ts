@@ -63,6 +63,9 @@ export type PluginRunner = (call: PluginCall) => Promise<unknown>;
 /** Runs a host tool (iptables-save, ...) found on the plugins' PATH; resolves with its stdout. */
 export type ToolRunner = (name: string, args: readonly string[], timeoutMs?: number) => Promise<string>;
 
+/** The tool is not installed: in none of the directories of the plugins' PATH. */
+export class ToolMissing extends Error {}
+
 /** Runs plugins; resolves with the decoded stdout (undefined when empty), rejects with a CniError. */
 export class PluginExecutor {
   private readonly opts: ExecutorOptions;
@@ -134,7 +137,7 @@ export class PluginExecutor {
     if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name)) throw new Error(`"${name}" is not a tool name`);
     const dirs = this.opts.path.split(':').filter((d) => isAbsolute(d));
     const file = dirs.map((d) => join(d, name)).find((f) => isExecutable(f));
-    if (file === undefined) throw new Error(`${name} is in none of ${dirs.join(':')}`);
+    if (file === undefined) throw new ToolMissing(`${name} is in none of ${dirs.join(':')}`);
     const o = await this.spawner.run({
       file,
       args: [...args],
