@@ -1,5 +1,5 @@
 // bridge's masquerade chain when its DEL runs without the pod's netns (engine/masquerade.ts), with the
-// real bridge and host-local, the host's iptables, a real daemon and the shim: the netns is gone when
+// real bridge (and ptp) and host-local, the host's iptables, a real daemon and the shim: the netns is gone when
 // the runtime's DEL comes, the DEL was spooled while stewardd was down, or the DEL is for a container
 // steward never added. Called directly, as a runtime does, bridge leaves its nat chain and the
 // POSTROUTING jump to it every time: that baseline is what makes each case able to fail.
@@ -78,6 +78,24 @@ describe("bridge's masquerade chain after a DEL without the pod's netns", () => 
     assert.deepEqual(leases(dataDir, 'masq-pod'), []);
     const status = await daemon.status();
     assert.equal(status.steps.abandoned ?? 0, 0);
+    await daemon.stop();
+  });
+
+  it('ptp leaves the same chain the same way, and steward removes it the same way', async () => {
+    const daemon = await startDaemon(env, 'ptp');
+    const dataDir = join(env.dir, 'masq-ptp-ipam');
+    env.defer(() => dropChain(masqueradeChain('masq-ptp', 'ptp-1')));
+    const ptp = { type: 'ptp', ipMasq: true, ipam: { type: 'host-local', subnet: env.subnet(), dataDir } };
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('masq-ptp', '1.0.0', [ptp])]);
+    const chain = masqueradeChain('masq-ptp', 'ptp-1');
+    const netns = env.netns();
+    const add = await shim({ command: 'ADD', containerId: 'ptp-1', netns }, conf);
+    assert.equal(add.code, 0, add.stdout);
+    assert.equal(natLines(chain).length, 4);
+    removeNetns(netns);
+    assert.equal((await shim({ command: 'DEL', containerId: 'ptp-1', netns }, conf)).code, 0);
+    assert.deepEqual(natLines(chain), []);
+    assert.deepEqual(leases(dataDir, 'masq-ptp'), []);
     await daemon.stop();
   });
 
