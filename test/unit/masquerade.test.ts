@@ -147,6 +147,24 @@ describe('masquerade: the teardown asks for it', () => {
     assert.deepEqual(asked, ['pod0 gone']);
   });
 
+  test("the removal runs in a plugin slot, as the plugin's own DEL did", async () => {
+    const seen: number[] = [];
+    let limiter: { inUse: number } | undefined;
+    const { engine, store } = setup({
+      maxParallel: 1,
+      masquerade: async () => {
+        seen.push(limiter?.inUse ?? -1);
+        return 2;
+      },
+    });
+    limiter = engine.limiter;
+    await engine.handle(req('ADD', 'slot', masq([{ type: 'bridge', ipMasq: true }])));
+    const a = store.listAttachments({ containerId: 'slot', limit: 10 })[0]!;
+    await engine.runTeardown(a.id, Priority.Background, { force: true, emptyNetns: true });
+    assert.deepEqual(seen, [1]);
+    assert.equal(engine.limiter.inUse, 0);
+  });
+
   test('a removal that fails fails the step (11, naming the chain), and its retry removes it', async () => {
     let fail = true;
     const { engine, store } = setup({

@@ -406,7 +406,12 @@ export class Dels {
         try {
           const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
           await this.ctx.slots.run(priority, pluginCall('DEL', plugin.type, stdin, target));
-          await this.ctx.teardown.masqueradeLeft(env.containerId, stdin, target.netns ?? '');
+          await this.ctx.teardown.masqueradeLeft({
+            containerId: env.containerId,
+            stdin,
+            netns: target.netns ?? '',
+            priority,
+          });
         } catch (e) {
           log.warn(
             { plugin: plugin.type, err: (e as Error).message },

@@ -302,7 +302,7 @@ export class Teardown {
         priority,
         pluginCall('DEL', step.pluginType, stdin, target, { onStart: journalProcess(store, this.d.log, step.id) }),
       );
-      await this.masqueradeLeft(a.containerId, stdin, netns, a.id);
+      await this.masqueradeLeft({ containerId: a.containerId, stdin, netns, priority, attachmentId: a.id });
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
@@ -326,25 +326,28 @@ export class Teardown {
 
   /**
    * The plugin's DEL ran without the pod's netns on an ipMasq network, so it left its masquerade
-   * chain: removed now, unless another live attachment of the container shares it. Throws a CniError
-   * (11) when the removal fails: the step is then retried like a failed DEL.
+   * chain: removed now, in a plugin slot at the DEL's priority (its iptables runs count like a
+   * plugin's), unless another live attachment of the container shares it. Throws a CniError (11)
+   * when the removal fails: the step is then retried like a failed DEL.
    */
-  async masqueradeLeft(
-    containerId: string,
-    stdin: Record<string, unknown>,
-    netns: string,
-    attachmentId?: number,
-  ): Promise<void> {
+  async masqueradeLeft(del: {
+    containerId: string;
+    stdin: Record<string, unknown>;
+    netns: string;
+    priority: PriorityValue;
+    attachmentId?: number;
+  }): Promise<void> {
+    const { containerId, stdin } = del;
     const release = this.d.masquerade;
-    if (release === undefined || !leavesMasquerade(stdin, netns)) return;
+    if (release === undefined || !leavesMasquerade(stdin, del.netns)) return;
     const network = String(stdin.name);
     const fields = { containerId, network, plugin: stdin.type, chain: masqueradeChain(network, containerId) };
-    if (chainShared(this.d.store, containerId, network, attachmentId)) {
+    if (chainShared(this.d.store, containerId, network, del.attachmentId)) {
       this.d.log.info(fields, 'masquerade chain kept: another attachment of the container, added, uses it');
       return;
     }
     try {
-      const removed = await release(network, containerId);
+      const removed = await this.d.slots.limiter.run(del.priority, () => release(network, containerId));
       if (removed > 0)
         this.d.log.info({ ...fields, removed }, "removed the masquerade chain the plugin's DEL without a netns left");
     } catch (e) {
