@@ -28,6 +28,7 @@ export default {
       'test/unit/audit-cache.test.ts',
       'test/unit/audit-decide.test.ts',
       'test/unit/audit-leases.test.ts',
+      'test/unit/audit-masquerade.test.ts',
       'test/unit/audit-pass.test.ts',
       'test/unit/audit-portmap.test.ts',
       'test/unit/audit-proof.test.ts',

@@ -239,6 +239,7 @@ export function buildAuditor(
       leaseDirs: cfg.auditLeaseDirs,
       cacheDir: cfg.auditCacheDir,
       readNat: (family) => executor.runTool(`${family}-save`, ['-t', 'nat']),
+      releaseMasquerade: (network, containerId) => releaseMasquerade(executor.runTool, network, containerId),
       firstSeen: new Map<string, number>(),
       portmapNetworks: cfg.auditPortmapNetworks,
       lockNetwork: async (file) => (await holdFlock(file, HOST_LOCAL_LOCK_WAIT_MS)).release,

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
 import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from '../../daemon/src/audit/portmap.js';
-import { scanPortmap } from '../../daemon/src/audit/gather.js';
+import { scanNat } from '../../daemon/src/audit/gather.js';
 
 const A = 'a'.repeat(64);
 const B = 'b'.repeat(64);
@@ -142,7 +142,7 @@ describe('audit: portmap rules', () => {
       log: pino({ level: 'silent' }),
     };
     const ages = async (now: number) =>
-      (await scanPortmap(deps, new Set(), [], now)).map((f) => [f.containerId, f.mtimeMs]).sort();
+      (await scanNat(deps, new Set(), [], now)).map((f) => [f.containerId, f.mtimeMs]).sort();
     assert.deepEqual(await ages(1000), [
       [A, 1000],
       [B, 1000],
@@ -190,7 +190,7 @@ describe('audit: portmap rules', () => {
       log: pino({ level: 'silent' }),
     };
     const ages = async (now: number) =>
-      (await scanPortmap(deps, new Set(), [], now))
+      (await scanNat(deps, new Set(), [], now))
         .map((f) => `${f.path.split(' ')[0]} ${f.containerId.slice(0, 1)} ${f.mtimeMs}`)
         .sort();
     await ages(1000);

@@ -149,15 +149,15 @@ describe('masquerade: the teardown asks for it', () => {
 
   test("the removal runs in a plugin slot, as the plugin's own DEL did", async () => {
     const seen: number[] = [];
-    let limiter: { inUse: number } | undefined;
+    const box: { limiter?: { inUse: number } } = {};
     const { engine, store } = setup({
       maxParallel: 1,
       masquerade: async () => {
-        seen.push(limiter?.inUse ?? -1);
+        seen.push(box.limiter?.inUse ?? -1);
         return 2;
       },
     });
-    limiter = engine.limiter;
+    box.limiter = engine.limiter;
     await engine.handle(req('ADD', 'slot', masq([{ type: 'bridge', ipMasq: true }])));
     const a = store.listAttachments({ containerId: 'slot', limit: 10 })[0]!;
     await engine.runTeardown(a.id, Priority.Background, { force: true, emptyNetns: true });

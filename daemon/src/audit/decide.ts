@@ -11,7 +11,7 @@
 
 import { dirname } from 'node:path';
 
-export type OrphanKind = 'lease' | 'cache' | 'portmap' | 'attachment';
+export type OrphanKind = 'lease' | 'cache' | 'portmap' | 'masquerade' | 'attachment';
 
 export interface Finding {
   kind: OrphanKind;
@@ -22,7 +22,7 @@ export interface Finding {
   path: string;
   /**
    * What the age (and the grace) is measured from, ms since epoch: the lease/cache file's modification
-   * time, an attachment's last journal change, a portmap rule's evidence (portmap.ts); null when none.
+   * time, an attachment's last journal change, a nat rule's evidence (gather.ts scanNat); null when none.
    */
   mtimeMs: number | null;
   /** Whether steward's journal knows this container id. */
@@ -33,7 +33,8 @@ export interface Finding {
   netns?: string;
   /**
    * The addresses it holds, canonical (node-addresses.ts canonicalIp): a lease's IP, a cache entry's or
-   * an attachment's result IPs, a portmap chain's DNAT targets. Empty: nothing to look for on the node.
+   * an attachment's result IPs, a portmap chain's DNAT targets, a masquerade chain's sources. Empty:
+   * nothing to look for on the node.
    */
   addresses?: string[];
 }
@@ -167,12 +168,14 @@ function verdictOf(input: DecideInput, finding: Finding): Decision {
  * What one release frees together: a journalled container's findings (its teardown frees them all),
  * an unjournalled container's leases on one interface of one network (host-local's DEL frees every
  * lease of that container and interface there, IPv4 and IPv6 alike), its portmap rules of one network
- * (portmap's DEL removes both families' chains). A cache file is its own.
+ * (portmap's DEL removes both families' chains), its masquerade chain of one network (removed in both
+ * families). A cache file is its own.
  */
 export function releaseGroup(f: Finding): string {
   if (f.journalled && f.kind !== 'cache') return `container\0${f.containerId}`;
   if (f.kind === 'lease') return `lease\0${dirname(f.path)}\0${f.containerId}\0${f.ifname === '' ? 'eth0' : f.ifname}`;
   if (f.kind === 'portmap') return `portmap\0${f.network}\0${f.containerId}`;
+  if (f.kind === 'masquerade') return `masquerade\0${f.network}\0${f.containerId}`;
   return `file\0${f.path}`;
 }
 

@@ -1,6 +1,7 @@
 // What one audit pass finds held on the node: host-local leases (under host-local's own lock),
-// libcni cache files, portmap's nat rules, steward's journalled attachments, each with the addresses it
-// holds; and the node's own proof of which addresses are in use (node-addresses.ts).
+// libcni cache files, portmap's and bridge's masquerade nat rules, steward's journalled attachments,
+// each with the addresses it holds; and the node's own proof of which addresses are in use
+// (node-addresses.ts).
 
 import { dirname } from 'node:path';
 import type { Attachment } from '../store/types.js';
@@ -9,7 +10,8 @@ import type { Finding } from './decide.js';
 import { hostLocalDataDirs, scanLeases } from './leases.js';
 import { storedResultAddresses } from './addresses.js';
 import type { NodeAddresses } from './node-addresses.js';
-import { parsePortmapRules, portmapFindings, type Family } from './portmap.js';
+import { masqueradeFindings, parseMasqueradeRules, type MasqueradeRule } from './masquerade.js';
+import { parsePortmapRules, portmapFindings, type Family, type PortmapRule } from './portmap.js';
 import type { AuditDeps } from './types.js';
 
 /** Where runtimes keep bind-mounted network namespaces (containerd, CRI-O, podman, ip netns). */
@@ -35,7 +37,7 @@ export async function gather(
   };
   for (const dir of [...dataDirs].sort()) add(await scanLeases(dir, journalled, deps.lockNetwork, skipped));
   add(await scanCache(deps.cacheDir, journalled));
-  add(await scanPortmap(deps, journalled, findings, nowMs));
+  add(await scanNat(deps, journalled, findings, nowMs));
   return findings;
 }
 
@@ -95,26 +97,29 @@ function attachmentFinding(a: Attachment): Finding {
 }
 
 /**
- * portmap's rules from both nat tables, each aged by its container's oldest file evidence, else by
- * when first seen (exported for its unit test).
+ * portmap's rules and the masquerade chains from both nat tables (one read of each), each aged by its
+ * container's oldest file evidence, else by when first seen (exported for its unit test).
  */
-export async function scanPortmap(
+export async function scanNat(
   deps: Pick<AuditDeps, 'readNat' | 'portmapNetworks' | 'firstSeen' | 'log'>,
   journalled: ReadonlySet<string>,
   files: readonly Finding[],
   nowMs: number,
 ): Promise<Finding[]> {
   if (deps.readNat === undefined) return [];
-  const rules = [];
+  const rules: PortmapRule[] = [];
+  const chains: MasqueradeRule[] = [];
   const unread = new Set<Family>();
   for (const family of ['iptables', 'ip6tables'] as const) {
     try {
       const only = deps.portmapNetworks ?? [];
-      const found = parsePortmapRules(family, await deps.readNat(family));
+      const save = await deps.readNat(family);
+      const found = parsePortmapRules(family, save);
       rules.push(...(only.length === 0 ? found : found.filter((r) => only.includes(r.network))));
+      chains.push(...parseMasqueradeRules(family, save));
     } catch (e) {
       unread.add(family);
-      deps.log.warn({ family, err: (e as Error).message }, "audit: cannot read the nat table; portmap's rules skipped");
+      deps.log.warn({ family, err: (e as Error).message }, 'audit: cannot read the nat table; its rules skipped');
     }
   }
   const oldest = new Map<string, number>();
@@ -124,12 +129,13 @@ export async function scanPortmap(
   }
   const firstSeen = deps.firstSeen ?? new Map<string, number>();
   const current = new Set<string>();
-  const out = portmapFindings(rules, journalled, (id, path) => {
+  const since = (id: string, path: string) => {
     const key = `${path}\0${id}`;
     current.add(key);
     if (!firstSeen.has(key)) firstSeen.set(key, nowMs);
     return oldest.get(id) ?? (firstSeen.get(key) as number);
-  });
+  };
+  const out = [...portmapFindings(rules, journalled, since), ...masqueradeFindings(chains, journalled, since)];
   // A rule not seen this pass is gone, unless its table could not be read: then it keeps its age.
   for (const key of firstSeen.keys())
     if (!current.has(key) && !unread.has(key.split(' ', 1)[0] as Family)) firstSeen.delete(key);

@@ -2,7 +2,8 @@
 // (its answer cross-checked against the node) and the journal read again, once for the batch; no
 // release starts after the pass's deadline. Each finding goes through its own kind's path, beside its
 // scanner: a journalled container through the engine's teardown, a lease through host-local's DEL
-// (leases.ts), a portmap rule through portmap's DEL (portmap.ts), a cache file by removal (cache.ts).
+// (leases.ts), a portmap rule through portmap's DEL (portmap.ts), a masquerade chain by the removal a
+// DEL without the netns gets (deps.releaseMasquerade), a cache file by removal (cache.ts).
 // Every release is logged with its evidence.
 
 import type { Attachment } from '../store/types.js';
@@ -155,6 +156,9 @@ async function releaseOne(
     case 'portmap':
       await releasePortmap(f, deps.run, cniPath);
       return true;
+    case 'masquerade':
+      if (deps.releaseMasquerade === undefined) throw new Error('this daemon removes no masquerade chain');
+      return (await deps.releaseMasquerade(f.network, f.containerId)) > 0;
     case 'cache':
       return releaseCache(f);
     default:

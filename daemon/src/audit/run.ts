@@ -11,6 +11,9 @@ import { DEFAULT_PASS_DEADLINE_MS, DEFAULT_RELEASE_CAP } from './options.js';
 import { DISTRUSTED, doneEarlier, release, view, type PassState } from './releases.js';
 import type { AuditDeps, AuditOptions, AuditReport, OrphanView } from './types.js';
 
+/** Findings that are nat rules, not files: their path names no file. */
+const NAT_KINDS = new Set(['portmap', 'masquerade']);
+
 export type { RuntimeInfo } from './runtime.js';
 export type { AuditDeps, AuditOptions, AuditReport, OrphanView } from './types.js';
 export { RELEASE_BATCH } from './releases.js';
@@ -27,7 +30,7 @@ export async function runAudit(deps: AuditDeps, opts: AuditOptions): Promise<Aud
   // RemovePodSandbox) is not reported: a pass during pod churn would list it otherwise.
   const owingNow = owingTeardown(deps.journal);
   const stillHeld = (f: Finding): boolean =>
-    f.attachmentId !== undefined ? owingNow.has(f.attachmentId) : f.kind === 'portmap' || existsSync(f.path);
+    f.attachmentId !== undefined ? owingNow.has(f.attachmentId) : NAT_KINDS.has(f.kind) || existsSync(f.path);
   const pass: PassState = {
     runtimeLost: false,
     done: new Map(),

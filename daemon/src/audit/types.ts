@@ -3,6 +3,7 @@
 
 import type { Logger } from 'pino';
 import type { PluginRunner } from '../plugins/executor.js';
+import type { MasqueradeRelease } from '../engine/masquerade.js';
 import type { Attachment, Step } from '../store/types.js';
 import type { Finding, Verdict } from './decide.js';
 import type { NetworkLock } from './leases.js';
@@ -28,14 +29,19 @@ export interface AuditDeps {
   cacheDir: string;
   /**
    * `iptables-save -t nat` (or ip6tables-save) output, run through plugins/; absent: portmap's rules
-   * are not scanned. A family whose read fails is logged and skipped.
+   * and masquerade chains are not scanned. A family whose read fails is logged and skipped.
    */
   readNat?: (family: Family) => Promise<string>;
   /**
-   * When this daemon first saw each portmap rule (by path and container id), kept across passes: a
-   * rule has no timestamp, and one whose container left no lease or cache file ages from here.
+   * When this daemon first saw each nat rule (portmap's, a masquerade chain; by path and container id),
+   * kept across passes: a rule has no timestamp, and one whose container left no lease or cache file ages from here.
    */
   firstSeen?: Map<string, number>;
+  /**
+   * Removes a masquerade chain and the POSTROUTING jumps to it, both families (engine/masquerade.ts);
+   * absent: such chains are reported, and a release of one fails.
+   */
+  releaseMasquerade?: MasqueradeRelease;
   /** Only portmap rules of these networks; empty or absent = every network's. */
   portmapNetworks?: readonly string[];
   /**

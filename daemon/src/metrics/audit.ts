@@ -31,7 +31,7 @@ export interface AuditPassFigures {
 const NEVER_RELEASED = 'foreign-owner';
 
 /** Every kind of audit finding is reported, 0 included. */
-const AUDIT_KINDS = ['lease', 'cache', 'portmap', 'attachment'] as const;
+const AUDIT_KINDS = ['lease', 'cache', 'portmap', 'masquerade', 'attachment'] as const;
 
 export class AuditMetrics {
   /** Orphans the last audit pass found and left held, by kind. */
