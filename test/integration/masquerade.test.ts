@@ -7,6 +7,7 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { masqueradeChain } from '../../daemon/src/engine/masquerade.js';
 import { startDaemon } from '../helpers/daemon.js';
@@ -96,6 +97,33 @@ describe("bridge's masquerade chain after a DEL without the pod's netns", () => 
     assert.equal((await shim({ command: 'DEL', containerId: 'ptp-1', netns }, conf)).code, 0);
     assert.deepEqual(natLines(chain), []);
     assert.deepEqual(leases(dataDir, 'masq-ptp'), []);
+    await daemon.stop();
+  });
+
+  it("a DEL retried after a failed one, the pod's interface gone with it, removes what bridge then leaves", async () => {
+    // bridge's IPAM is a private copy of host-local under its own name, so that it can be missing for one DEL.
+    const bin = join(env.dir, 'retry-bin');
+    mkdirSync(bin);
+    copyFileSync('/usr/lib/cni/host-local', join(bin, 'hl-retry'));
+    const daemon = await startDaemon(env, 'retry');
+    const { plugin, dataDir } = masqNet('masq-retry', ['retry-1']);
+    const bridge = { ...plugin, ipam: { ...plugin.ipam, type: 'hl-retry' } };
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('masq-retry', '1.0.0', [bridge])]);
+    const chain = masqueradeChain('masq-retry', 'retry-1');
+    const netns = env.netns();
+    const call = { containerId: 'retry-1', netns, path: `/usr/lib/cni:${bin}` };
+    assert.equal((await shim({ command: 'ADD', ...call }, conf)).code, 0);
+    // The first DEL fails (its IPAM missing); the pod's interface goes, its netns stays.
+    renameSync(join(bin, 'hl-retry'), join(bin, 'away'));
+    assert.equal((await shim({ command: 'DEL', ...call }, conf)).code, 0, 'deferred');
+    const ns = netns.split('/').pop() as string;
+    if (sh('ip', ['-n', ns, '-o', 'link']).includes(' eth0@')) sh('ip', ['-n', ns, 'link', 'del', 'eth0']);
+    assert.equal(natLines(chain).length, 4);
+    assert.equal(leases(dataDir, 'masq-retry').length, 1);
+    renameSync(join(bin, 'away'), join(bin, 'hl-retry'));
+    await daemon.waitFor('the retried DEL', async () => (await daemon.status()).teardownQueue.depth === 0, 30_000);
+    assert.deepEqual(natLines(chain), []);
+    assert.deepEqual(leases(dataDir, 'masq-retry'), []);
     await daemon.stop();
   });
 

@@ -16,7 +16,7 @@ import {
 } from '../../daemon/src/engine/masquerade.js';
 import { Priority } from '../../daemon/src/engine/limiter.js';
 import { ToolMissing, type ToolRunner } from '../../daemon/src/plugins/executor.js';
-import { conf, req, setup } from '../helpers/engine-fakes.js';
+import { conf, NETNS, req, setup } from '../helpers/engine-fakes.js';
 
 // As Debian's bridge 1.1.1 printed them for network "mqnet", container "abc123" (2 Dec 2026).
 const CHAIN = 'CNI-1a6b7065ab67ab61a6b6ffa7';
@@ -30,8 +30,8 @@ function fakeTables(tables: Record<string, { jumps: string[]; chains: Set<string
     const t = tables[name];
     if (t === undefined || t === 'missing') throw new ToolMissing(`${name} is in none of /usr/sbin`);
     if (t instanceof Error) throw t;
-    const [wait, table, nat, op, chain, ...rest] = args;
-    assert.deepEqual([wait, table, nat], ['-w', '-t', 'nat']);
+    const [wait, seconds, table, nat, op, chain, ...rest] = args;
+    assert.deepEqual([wait, seconds, table, nat], ['-w', '5', '-t', 'nat']);
     if (op === '-S') return ['-P POSTROUTING ACCEPT', ...t.jumps].join('\n') + '\n';
     if (op === '-D') {
       const i = t.jumps.findIndex((j) => JSON.stringify(ruleWords(j).slice(2)) === JSON.stringify(rest));
@@ -86,6 +86,8 @@ describe('masquerade: the chain a bridge DEL without the netns leaves', () => {
     assert.equal(leavesMasquerade({ type: 'bridge', ipMasq: true }, ''), true);
     assert.equal(leavesMasquerade({ type: 'ptp', ipMasq: true }, ''), true);
     assert.equal(leavesMasquerade({ type: 'bridge', ipMasq: true }, '/run/netns/p'), false);
+    assert.equal(leavesMasquerade({ type: 'bridge', ipMasq: true }, '/run/netns/p', true), true);
+    assert.equal(leavesMasquerade({ type: 'portmap', ipMasq: true }, '/run/netns/p', true), false);
     assert.equal(leavesMasquerade({ type: 'bridge', ipMasq: 'true' }, ''), false);
     assert.equal(leavesMasquerade({ type: 'bridge' }, ''), false);
     assert.equal(leavesMasquerade({ type: 'macvlan', ipMasq: true }, ''), false);
@@ -98,11 +100,11 @@ describe('masquerade: the chain a bridge DEL without the netns leaves', () => {
     assert.deepEqual(v4.jumps, ['-A POSTROUTING -s 10.9.0.9/32 -j CNI-other']);
     assert.deepEqual([...v4.chains], ['CNI-other']);
     assert.deepEqual(calls, [
-      'iptables -w -t nat -S POSTROUTING',
-      `iptables -w -t nat -D POSTROUTING -s 10.231.0.2/32 -m comment --comment name: "mqnet" id: "abc123" -j ${CHAIN}`,
-      `iptables -w -t nat -F ${CHAIN}`,
-      `iptables -w -t nat -X ${CHAIN}`,
-      'ip6tables -w -t nat -S POSTROUTING',
+      'iptables -w 5 -t nat -S POSTROUTING',
+      `iptables -w 5 -t nat -D POSTROUTING -s 10.231.0.2/32 -m comment --comment name: "mqnet" id: "abc123" -j ${CHAIN}`,
+      `iptables -w 5 -t nat -F ${CHAIN}`,
+      `iptables -w 5 -t nat -X ${CHAIN}`,
+      'ip6tables -w 5 -t nat -S POSTROUTING',
     ]);
   });
 
@@ -165,6 +167,36 @@ describe('masquerade: the teardown asks for it', () => {
     assert.equal(engine.limiter.inUse, 0);
   });
 
+  test('a DEL with the netns is asked for it only when it runs again after a failed one (the interface may have gone with that)', async () => {
+    const asked: string[] = [];
+    const { engine, plugins, store } = setup({
+      masquerade: async (network, id) => {
+        asked.push(`${network} ${id}`);
+        return 0;
+      },
+    });
+    let fail = true;
+    plugins.on('bridge', (call) => {
+      if (call.command === 'DEL' && fail) {
+        fail = false;
+        throw new Error('failed to release the address');
+      }
+      return call.command === 'ADD' ? { cniVersion: '1.0.0', ips: [{ address: '10.1.0.2/24' }] } : undefined;
+    });
+    const netconf = masq([{ type: 'bridge', ipMasq: true }]);
+    await engine.handle(req('ADD', 'again', netconf));
+    const a = store.listAttachments({ containerId: 'again', limit: 10 })[0]!;
+    assert.equal((await engine.runTeardown(a.id, Priority.Background, { force: true })).done, false);
+    assert.deepEqual(asked, [], 'the failed DEL asks nothing');
+    assert.equal((await engine.runTeardown(a.id, Priority.Background, { force: true })).done, true);
+    assert.deepEqual(asked, ['pod0 again']);
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => c.netns),
+      [NETNS, NETNS],
+      'both DELs ran with the netns',
+    );
+  });
+
   test('a removal that fails fails the step (11, naming the chain), and its retry removes it', async () => {
     let fail = true;
     const { engine, store } = setup({
@@ -181,7 +213,9 @@ describe('masquerade: the teardown asks for it', () => {
     assert.equal(out.error?.code, 11);
     assert.match(
       out.error?.message ?? '',
-      new RegExp(`left its masquerade chain ${masqueradeChain('pod0', 'lock')}; removing it failed: .*xtables lock`),
+      new RegExp(
+        `left its masquerade chain ${masqueradeChain('pod0', 'lock')} \\(run without the pod's netns, or after a failed DEL\\); removing it failed: .*xtables lock`,
+      ),
     );
     assert.equal(store.stepsOf(a.id)[0]?.state, 'del_failed');
     fail = false;

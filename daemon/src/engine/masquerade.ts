@@ -2,10 +2,11 @@
 // `ipMasq: true` network both plugins (Debian's containernetworking-plugins 1.1.1) give a pod a nat
 // chain CNI-<24 hex of sha512(network name + container id)> (ACCEPT, MASQUERADE) and one POSTROUTING
 // rule per pod address that jumps to it. Their DEL finds those rules from the addresses on the pod's
-// interface, read inside its netns: given no CNI_NETNS they free the address and leave the chain
-// (docs/teardown.md). steward passes none whenever the stored netns is gone, so after such a DEL
-// succeeds the chain and every POSTROUTING jump to it are removed here, in both families, with the
-// host's iptables (the binary the plugins use, found on their PATH by the executor's runTool).
+// interface, read inside its netns: given no CNI_NETNS, or a netns whose interface an earlier DEL
+// attempt already removed (it failed after that, in IPAM say), they free the address and leave the
+// chain (docs/teardown.md). So after such a DEL succeeds the chain and every POSTROUTING jump to it
+// are removed here, in both families, with the host's iptables (the binary the plugins use, found on
+// their PATH by the executor's runTool).
 
 import { createHash } from 'node:crypto';
 import { ToolMissing, type ToolRunner } from '../plugins/executor.js';
@@ -16,10 +17,21 @@ export type MasqueradeRelease = (network: string, containerId: string) => Promis
 
 const MASQUERADING = new Set(['bridge', 'ptp']);
 
-/** The plugin's DEL ran without a netns on an ipMasq network: it left its chain, if it made one. */
-export function leavesMasquerade(config: Record<string, unknown>, netns: string): boolean {
-  return netns === '' && MASQUERADING.has(String(config.type)) && config.ipMasq === true;
+/**
+ * The plugin's DEL on an ipMasq network ran without a netns, or again after a DEL of it failed (the
+ * interface it reads its rules from may have gone with that one): it left its chain, if it made one.
+ * A first DEL with the netns finds its own rules, so it costs no iptables run.
+ */
+export function leavesMasquerade(config: Record<string, unknown>, netns: string, retried = false): boolean {
+  return (netns === '' || retried) && MASQUERADING.has(String(config.type)) && config.ipMasq === true;
 }
+
+/**
+ * How long an iptables run waits for the xtables lock (iptables-legacy's; nf_tables takes none): a
+ * holder that does not let go fails the removal (the step is retried) rather than holding a plugin slot
+ * up to the plugin timeout.
+ */
+export const XTABLES_WAIT_S = 5;
 
 /** The chain the plugins name for a network and container (their FormatChainName). */
 export function masqueradeChain(network: string, containerId: string): string {
@@ -82,7 +94,7 @@ export async function releaseMasquerade(run: ToolRunner, network: string, contai
   const chain = masqueradeChain(network, containerId);
   let removed = 0;
   for (const tool of ['iptables', 'ip6tables']) {
-    const nat = (...args: string[]) => run(tool, ['-w', '-t', 'nat', ...args]);
+    const nat = (...args: string[]) => run(tool, ['-w', String(XTABLES_WAIT_S), '-t', 'nat', ...args]);
     let listing: string;
     try {
       listing = await nat('-S', 'POSTROUTING');
@@ -111,10 +123,12 @@ export async function releaseMasquerade(run: ToolRunner, network: string, contai
  * network name: the chain is named by network and container alone, so it is that one's too.
  */
 export function chainShared(store: Store, containerId: string, network: string, exceptAttachment?: number): boolean {
-  for (const a of store.listAttachments({ containerId, limit: 100 })) {
-    if (a.id === exceptAttachment || (a.state !== 'added' && a.state !== 'adding')) continue;
-    for (const s of store.stepsOf(a.id)) if (configName(s.config) === network) return true;
-  }
+  // By state: a container's torn-down attachments (a pod restarted a thousand times) are never read.
+  for (const state of ['added', 'adding'] as const)
+    for (const a of store.listAttachments({ containerId, state, limit: 1000 })) {
+      if (a.id === exceptAttachment) continue;
+      for (const s of store.stepsOf(a.id)) if (configName(s.config) === network) return true;
+    }
   return false;
 }
 

@@ -302,7 +302,8 @@ export class Teardown {
         priority,
         pluginCall('DEL', step.pluginType, stdin, target, { onStart: journalProcess(store, this.d.log, step.id) }),
       );
-      await this.masqueradeLeft({ containerId: a.containerId, stdin, netns, priority, attachmentId: a.id });
+      const retried = step.attempts > 0;
+      await this.masqueradeLeft({ containerId: a.containerId, stdin, netns, priority, attachmentId: a.id, retried });
       return undefined;
     } catch (e) {
       const err = CniError.from(e, ErrorCode.PluginExecFailed);
@@ -325,8 +326,8 @@ export class Teardown {
   }
 
   /**
-   * The plugin's DEL ran without the pod's netns on an ipMasq network, so it left its masquerade
-   * chain: removed now, in a plugin slot at the DEL's priority (its iptables runs count like a
+   * The plugin's DEL ran without the pod's netns on an ipMasq network, or again after a failed one
+   * (`retried`), so it may have left its masquerade chain: removed now, in a plugin slot at the DEL's priority (its iptables runs count like a
    * plugin's), unless another live attachment of the container shares it. Throws a CniError (11)
    * when the removal fails: the step is then retried like a failed DEL.
    */
@@ -336,10 +337,11 @@ export class Teardown {
     netns: string;
     priority: PriorityValue;
     attachmentId?: number;
+    retried?: boolean;
   }): Promise<void> {
     const { containerId, stdin } = del;
     const release = this.d.masquerade;
-    if (release === undefined || !leavesMasquerade(stdin, del.netns)) return;
+    if (release === undefined || !leavesMasquerade(stdin, del.netns, del.retried)) return;
     const network = String(stdin.name);
     const fields = { containerId, network, plugin: stdin.type, chain: masqueradeChain(network, containerId) };
     if (chainShared(this.d.store, containerId, network, del.attachmentId)) {
@@ -353,7 +355,7 @@ export class Teardown {
     } catch (e) {
       throw new CniError(
         ErrorCode.TryAgainLater,
-        `${String(stdin.type)}'s DEL ran without the pod's netns and left its masquerade chain ${fields.chain}; removing it failed: ${(e as Error).message}`,
+        `${String(stdin.type)}'s DEL left its masquerade chain ${fields.chain} (run without the pod's netns, or after a failed DEL); removing it failed: ${(e as Error).message}`,
       );
     }
   }
