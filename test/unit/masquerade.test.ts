@@ -114,6 +114,11 @@ describe('masquerade: the chain a bridge DEL without the netns leaves', () => {
       ip6tables: new Error("ip6tables exited with status 3: can't initialize ip6tables table `nat'"),
     });
     assert.equal(await releaseMasquerade(empty.run, 'mqnet', 'abc123'), 0);
+    const nft = fakeTables({
+      iptables: { jumps: [], chains: new Set() },
+      ip6tables: new Error("ip6tables exited with status 1: ip6tables v1.8.9 (nf_tables): table `nat' does not exist"),
+    });
+    assert.equal(await releaseMasquerade(nft.run, 'mqnet', 'abc123'), 0);
     assert.equal(
       empty.calls.some((c) => c.includes(' -X ')),
       false,

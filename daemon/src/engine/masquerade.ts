@@ -83,7 +83,7 @@ export function jumpsTo(listing: string, chain: string): string[][] {
 /** What iptables (legacy or nf_tables) says of a chain that is not there. */
 const NO_CHAIN = /No chain\/target\/match by that name|does not exist/;
 /** What it says when the family has no nat table (IPv6 off): the plugin could make no chain there either. */
-const NO_TABLE = /can't initialize|Table does not exist/;
+const NO_TABLE = /can't initialize|table\b.*\bdoes not exist/i;
 
 /**
  * Removes the chain and the POSTROUTING jumps to it, IPv4 then IPv6. A family whose tool is not
