@@ -48,7 +48,8 @@ async function timed(call: ShimCall, conf: unknown): Promise<ShimAnswer & { ms: 
   let started: number | undefined;
   const res = await shim(call, conf, (pid) => (started = startedMs(pid)));
   const ms = performance.now() - t0;
-  const ownMs = started === undefined ? ms : uptimeMs() - started;
+  // Both clocks count 10 ms ticks: rounded, so that 81 ticks are 810 ms, not 810.0000000004657.
+  const ownMs = started === undefined ? ms : Math.round(uptimeMs() - started);
   return { ...res, ms, ownMs };
 }
 
