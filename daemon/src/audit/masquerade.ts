@@ -10,16 +10,10 @@
 import { masqueradeChain, ruleWords } from '../engine/masquerade.js';
 import { canonicalIp } from './addresses.js';
 import type { Finding } from './decide.js';
-import type { Family } from './portmap.js';
+import { natFindings, type Family, type NatRule } from './nat-rules.js';
 
-export interface MasqueradeRule {
-  family: Family;
-  network: string;
-  containerId: string;
-  chain: string;
-  /** The pod addresses its POSTROUTING jumps match (`-s`), canonical. */
-  addresses: string[];
-}
+/** A masquerade chain and its owner; its addresses are the sources its POSTROUTING jumps match (`-s`). */
+export type MasqueradeRule = NatRule;
 
 const OWNER = /^name: "([^"\\]*)" id: "([^"\\]*)"$/;
 
@@ -50,31 +44,11 @@ function valueOf(words: readonly string[], flag: string): string | undefined {
   return i < 0 ? undefined : words[i + 1];
 }
 
-/** Where a chain is, as the report's path says it: `iptables -t nat CNI-…`. */
-export function masqueradePath(r: Pick<MasqueradeRule, 'family' | 'chain'>): string {
-  return `${r.family} -t nat ${r.chain}`;
-}
-
-/** The chains as findings, aged like portmap's rules: `since(containerId, path)` (gather.ts). */
+/** The chains as findings (nat-rules.ts), aged like portmap's rules: `since(containerId, path)`. */
 export function masqueradeFindings(
   rules: readonly MasqueradeRule[],
   journalled: ReadonlySet<string>,
   since: (containerId: string, path: string) => number,
 ): Finding[] {
-  return rules
-    .map((r): Finding => {
-      const path = masqueradePath(r);
-      return {
-        kind: 'masquerade',
-        containerId: r.containerId,
-        network: r.network,
-        ifname: '',
-        ip: null,
-        path,
-        mtimeMs: since(r.containerId, path),
-        journalled: journalled.has(r.containerId),
-        addresses: r.addresses,
-      };
-    })
-    .sort((a, b) => a.path.localeCompare(b.path));
+  return natFindings('masquerade', rules, journalled, since);
 }

@@ -10,18 +10,12 @@ import type { PluginRunner } from '../plugins/executor.js';
 import { pluginCall } from '../plugins/call.js';
 import type { Finding } from './decide.js';
 import { canonicalIp } from './addresses.js';
+import { natFindings, type Family, type NatRule } from './nat-rules.js';
 
-export type Family = 'iptables' | 'ip6tables';
+export type { Family } from './nat-rules.js';
 
-export interface PortmapRule {
-  family: Family;
-  network: string;
-  containerId: string;
-  /** The per-container chain (CNI-DN-…) the commented rule jumps to or sits in. */
-  chain: string;
-  /** Where the chain's DNAT rules send traffic (the pod's addresses), canonical. */
-  addresses: string[];
-}
+/** A CNI-DN-… chain and its owner; its addresses are where its DNAT rules send traffic. */
+export type PortmapRule = NatRule;
 
 /** `dnat name: "NET" id: "ID"` as iptables-save prints it: inside "…", its own quotes escaped. */
 const COMMENT = /--comment "dnat name: \\"([^"\\]*)\\" id: \\"([^"\\]*)\\""/;
@@ -71,36 +65,13 @@ function dnatTargets(save: string): Map<string, Set<string>> {
   return out;
 }
 
-/** Where a rule is, as the report's path says it: `iptables -t nat CNI-DN-…`. */
-export function rulePath(r: PortmapRule): string {
-  return `${r.family} -t nat ${r.chain}`;
-}
-
-/**
- * The rules as findings. They have no timestamp: `since(containerId, path)` gives the evidence of
- * their age (the container's oldest lease or cache file, else when this daemon first saw the rule).
- */
+/** The rules as findings (nat-rules.ts), aged by `since(containerId, path)`. */
 export function portmapFindings(
   rules: readonly PortmapRule[],
   journalled: ReadonlySet<string>,
   since: (containerId: string, path: string) => number,
 ): Finding[] {
-  return rules
-    .map((r): Finding => {
-      const path = rulePath(r);
-      return {
-        kind: 'portmap',
-        containerId: r.containerId,
-        network: r.network,
-        ifname: '',
-        ip: null,
-        path,
-        mtimeMs: since(r.containerId, path),
-        journalled: journalled.has(r.containerId),
-        addresses: r.addresses,
-      };
-    })
-    .sort((a, b) => a.path.localeCompare(b.path));
+  return natFindings('portmap', rules, journalled, since);
 }
 
 /**
