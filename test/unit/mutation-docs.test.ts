@@ -63,6 +63,8 @@ const KNOWN_STALE: Record<string, string[]> = {
     'daemon/src/audit/decide.ts',
     'daemon/src/audit/gather.ts',
     'daemon/src/audit/masquerade.ts',
+    'daemon/src/audit/nat-rules.ts',
+    'daemon/src/audit/portmap.ts',
     'daemon/src/audit/releases.ts',
     'daemon/src/audit/run.ts',
     'daemon/src/audit/types.ts',
