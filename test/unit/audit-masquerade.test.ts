@@ -9,7 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { masqueradeFindings, parseMasqueradeRules } from '../../daemon/src/audit/masquerade.js';
+import { parseMasqueradeRules } from '../../daemon/src/audit/masquerade.js';
+import { natFindings } from '../../daemon/src/audit/nat-rules.js';
 import { canonicalIp } from '../../daemon/src/audit/addresses.js';
 import { releaseGroup } from '../../daemon/src/audit/decide.js';
 import { scanNat } from '../../daemon/src/audit/gather.js';
@@ -70,7 +71,7 @@ describe('audit: masquerade chains', () => {
       ...parseMasqueradeRules('iptables', natOf(...bridgeRules('cbr0', A, '10.231.0.5'))),
       ...parseMasqueradeRules('ip6tables', natOf(...bridgeRules('cbr0', A, 'fd00::5', 128))),
     ];
-    const found = masqueradeFindings(rules, new Set(), () => NOW);
+    const found = natFindings('masquerade', rules, new Set(), () => NOW);
     assert.deepEqual(
       found.map((f) => [f.kind, f.path, f.journalled]),
       [
@@ -80,7 +81,7 @@ describe('audit: masquerade chains', () => {
     );
     assert.equal(releaseGroup(found[0]!), releaseGroup(found[1]!));
     assert.notEqual(releaseGroup(found[0]!), releaseGroup({ ...found[0]!, kind: 'portmap' }));
-    assert.equal(masqueradeFindings(rules, new Set([A]), () => NOW)[0]?.journalled, true);
+    assert.equal(natFindings('masquerade', rules, new Set([A]), () => NOW)[0]?.journalled, true);
   });
 
   it('scanned from the same read as portmap, whatever networks portmap is limited to, aged from first seen', async () => {

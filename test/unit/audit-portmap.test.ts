@@ -5,7 +5,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { pino } from 'pino';
-import { parsePortmapRules, portmapDelConfig, portmapFindings, type Family } from '../../daemon/src/audit/portmap.js';
+import { natFindings } from '../../daemon/src/audit/nat-rules.js';
+import { parsePortmapRules, portmapDelConfig, type Family } from '../../daemon/src/audit/portmap.js';
 import { scanNat } from '../../daemon/src/audit/gather.js';
 
 const A = 'a'.repeat(64);
@@ -83,7 +84,7 @@ describe('audit: portmap rules', () => {
   it('findings carry the family and chain as path, the journal flag, and the age evidence given', () => {
     const rules = parsePortmapRules('iptables', SAVE);
     const asked: string[] = [];
-    const f = portmapFindings(rules, new Set([B]), (id, path) => {
+    const f = natFindings('portmap', rules, new Set([B]), (id, path) => {
       asked.push(`${id.slice(0, 1)} ${path}`);
       return id === A ? 1000 : 2000;
     });

@@ -10,8 +10,9 @@ import type { Finding } from './decide.js';
 import { hostLocalDataDirs, scanLeases } from './leases.js';
 import { storedResultAddresses } from './addresses.js';
 import type { NodeAddresses } from './node-addresses.js';
-import { masqueradeFindings, parseMasqueradeRules, type MasqueradeRule } from './masquerade.js';
-import { parsePortmapRules, portmapFindings, type Family, type PortmapRule } from './portmap.js';
+import { parseMasqueradeRules, type MasqueradeRule } from './masquerade.js';
+import { natFindings } from './nat-rules.js';
+import { parsePortmapRules, type Family, type PortmapRule } from './portmap.js';
 import type { AuditDeps } from './types.js';
 
 /** Where runtimes keep bind-mounted network namespaces (containerd, CRI-O, podman, ip netns). */
@@ -135,7 +136,10 @@ export async function scanNat(
     if (!firstSeen.has(key)) firstSeen.set(key, nowMs);
     return oldest.get(id) ?? (firstSeen.get(key) as number);
   };
-  const out = [...portmapFindings(rules, journalled, since), ...masqueradeFindings(chains, journalled, since)];
+  const out = [
+    ...natFindings('portmap', rules, journalled, since),
+    ...natFindings('masquerade', chains, journalled, since),
+  ];
   // A rule not seen this pass is gone, unless its table could not be read: then it keeps its age.
   for (const key of firstSeen.keys())
     if (!current.has(key) && !unread.has(key.split(' ', 1)[0] as Family)) firstSeen.delete(key);

@@ -9,8 +9,7 @@
 
 import { masqueradeChain, ruleWords } from '../engine/masquerade.js';
 import { canonicalIp } from './addresses.js';
-import type { Finding } from './decide.js';
-import { natFindings, type Family, type NatRule } from './nat-rules.js';
+import type { Family, NatRule } from './nat-rules.js';
 
 /** A masquerade chain and its owner; its addresses are the sources its POSTROUTING jumps match (`-s`). */
 export type MasqueradeRule = NatRule;
@@ -42,13 +41,4 @@ export function parseMasqueradeRules(family: Family, save: string): MasqueradeRu
 function valueOf(words: readonly string[], flag: string): string | undefined {
   const i = words.indexOf(flag);
   return i < 0 ? undefined : words[i + 1];
-}
-
-/** The chains as findings (nat-rules.ts), aged like portmap's rules: `since(containerId, path)`. */
-export function masqueradeFindings(
-  rules: readonly MasqueradeRule[],
-  journalled: ReadonlySet<string>,
-  since: (containerId: string, path: string) => number,
-): Finding[] {
-  return natFindings('masquerade', rules, journalled, since);
 }

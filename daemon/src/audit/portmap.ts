@@ -10,7 +10,7 @@ import type { PluginRunner } from '../plugins/executor.js';
 import { pluginCall } from '../plugins/call.js';
 import type { Finding } from './decide.js';
 import { canonicalIp } from './addresses.js';
-import { natFindings, type Family, type NatRule } from './nat-rules.js';
+import type { Family, NatRule } from './nat-rules.js';
 
 export type { Family } from './nat-rules.js';
 
@@ -63,15 +63,6 @@ function dnatTargets(save: string): Map<string, Set<string>> {
     set.add(ip);
   }
   return out;
-}
-
-/** The rules as findings (nat-rules.ts), aged by `since(containerId, path)`. */
-export function portmapFindings(
-  rules: readonly PortmapRule[],
-  journalled: ReadonlySet<string>,
-  since: (containerId: string, path: string) => number,
-): Finding[] {
-  return natFindings('portmap', rules, journalled, since);
 }
 
 /**

@@ -87,8 +87,8 @@ const NO_TABLE = /can't initialize|table\b.*\bdoes not exist/i;
 
 /**
  * Removes the chain and the POSTROUTING jumps to it, IPv4 then IPv6. A family whose tool is not
- * installed, or has no nat table, held none (the plugin's ADD needs them); a chain that is not there is nothing to do. Any
- * other failure rejects (the teardown step fails and is retried).
+ * installed, or has no nat table, held none (the plugin's ADD needs them); a chain that is not
+ * there is nothing to do. Any other failure rejects (the teardown step fails and is retried).
  */
 export async function releaseMasquerade(run: ToolRunner, network: string, containerId: string): Promise<number> {
   const chain = masqueradeChain(network, containerId);

@@ -327,9 +327,10 @@ export class Teardown {
 
   /**
    * The plugin's DEL ran without the pod's netns on an ipMasq network, or again after a failed one
-   * (`retried`), so it may have left its masquerade chain: removed now, in a plugin slot at the DEL's priority (its iptables runs count like a
-   * plugin's), unless another live attachment of the container shares it. Throws a CniError (11)
-   * when the removal fails: the step is then retried like a failed DEL.
+   * (`retried`), so it may have left its masquerade chain: removed now, in a plugin slot at the DEL's
+   * priority (its iptables runs count like a plugin's), unless another live attachment of the
+   * container shares it. Throws a CniError (11) when the removal fails: the step is then retried
+   * like a failed DEL.
    */
   async masqueradeLeft(del: {
     containerId: string;
