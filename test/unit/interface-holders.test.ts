@@ -59,6 +59,49 @@ describe('engine: the interfaces other attachments hold in a namespace', () => {
     assert.deepEqual(plugins.of('ADD'), ['ADD one two', 'ADD two two', 'ADD three two', 'ADD four two']);
   });
 
+  test("the same network added again at another CNI_IFNAME is 102 when its later delegate's net1 is the first one's", async () => {
+    const { engine, plugins } = setup();
+    const twice = net('a', [{ type: 'one' }, { type: 'two' }]);
+    await engine.handle(req('ADD', 'dup', twice));
+    await assert.rejects(
+      engine.handle(req('ADD', 'dup', twice, { ifname: 'eth1' })),
+      (e: CniError) =>
+        e.code === 102 && /already has interface net1 in \/proc\/self\/ns\/net on network a;/.test(e.message),
+    );
+    assert.deepEqual(plugins.of('ADD'), ['ADD one dup', 'ADD two dup']);
+    assert.deepEqual(plugins.of('DEL'), []);
+    // Its later delegate named apart, the second attachment is served.
+    await engine.handle(
+      req('ADD', 'dup', net('a', [{ type: 'one' }, { type: 'two', ifname: 'net7' }]), { ifname: 'eth1' }),
+    );
+    assert.deepEqual(plugins.of('ADD'), ['ADD one dup', 'ADD two dup', 'ADD one dup', 'ADD two dup']);
+  });
+
+  test("the runtime's DEL after that refusal skips the delegate whose net1 is the first one's: even without the netns its IPAM would free that address", async () => {
+    const { engine, plugins } = setup();
+    const twice = net('a', [{ type: 'one' }, { type: 'two' }]);
+    await engine.handle(req('ADD', 'dup', twice));
+    await assert.rejects(engine.handle(req('ADD', 'dup', twice, { ifname: 'eth1' })), { code: 102 });
+    await engine.handle(req('DEL', 'dup', twice, { ifname: 'eth1' }));
+    assert.deepEqual(
+      plugins.callsOf('DEL').map((c) => `${c.type} ${c.ifname} ${c.netns}`),
+      [`one eth1 ${NETNS}`],
+    );
+    // The first attachment's own DEL still runs both.
+    await engine.handle(req('DEL', 'dup', twice));
+    assert.deepEqual(plugins.of('DEL').slice(1), ['DEL two dup', 'DEL one dup']);
+  });
+
+  test('an attachment whose namespace identity was never recorded (a row from before it was) still holds its interfaces', async () => {
+    const { engine, plugins, store } = setup();
+    holder(store, { containerId: 'r', network: 'old' });
+    await assert.rejects(
+      engine.handle(req('ADD', 'r', net('c', [{ type: 'three' }]))),
+      (e: CniError) => e.code === 102 && /already has interface eth0 .* on network old;/.test(e.message),
+    );
+    assert.deepEqual(plugins.of('ADD'), []);
+  });
+
   test('no holder: another path to the namespace, a path now naming another namespace, or an attachment of another boot', async () => {
     const { engine, plugins, store } = setup();
     await engine.handle(req('ADD', 'p', net('a', [{ type: 'one' }])));

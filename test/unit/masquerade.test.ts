@@ -127,6 +127,16 @@ describe('masquerade: the chain a bridge DEL without the netns leaves', () => {
       iptables: new Error('iptables exited with status 4: Another app is currently holding the xtables lock'),
     });
     await assert.rejects(releaseMasquerade(broken.run, 'mqnet', 'abc123'), /xtables lock/);
+    // A flush that fails after the listing and the jumps' removal went through rejects too, deleting nothing.
+    const calls: string[] = [];
+    const flushFails: ToolRunner = async (name, args) => {
+      calls.push(`${name} ${args.slice(4).join(' ')}`);
+      if (args.includes('-F'))
+        throw new Error(`${name} exited with status 4: Another app is currently holding the xtables lock`);
+      return args.includes('-S') ? `-P POSTROUTING ACCEPT\n${JUMP}\n` : '';
+    };
+    await assert.rejects(releaseMasquerade(flushFails, 'mqnet', 'abc123'), /xtables lock/);
+    assert.equal(calls.filter((c) => c.includes(' -X ') || c.startsWith('ip6tables')).length, 0);
   });
 });
 
@@ -257,6 +267,9 @@ describe('masquerade: the teardown asks for it', () => {
       },
     });
     await engine.handle(req('DEL', 'never', masq([{ type: 'bridge', ipMasq: true }]), { netns: '' }));
+    assert.deepEqual(asked, ['pod0 never']);
+    // Passed through with the netns, the plugin finds its own rules: nothing is asked.
+    await engine.handle(req('DEL', 'never2', masq([{ type: 'bridge', ipMasq: true }])));
     assert.deepEqual(asked, ['pod0 never']);
   });
 });

@@ -14,14 +14,14 @@ import {
   podLogFields,
   type CniEnv,
 } from '@cni-steward/shared';
-import { attachmentLogFields, type Attachment, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { delAnswerBudgetMs } from './answer-budget.js';
 import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
-import { parseStewardConf, pluginStdin, type StewardConf } from './netconf.js';
+import { parseStewardConf, pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { netnsIdentity, teardownNetns } from './netns.js';
-import { anyHeldInterfaces } from './interface-holders.js';
+import { anyHeldInterfaces, type Holder } from './interface-holders.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
 import type { Logger } from 'pino';
 
@@ -385,17 +385,13 @@ export class Dels {
     // would remove that one's.
     const held =
       netns === ''
-        ? new Map<string, Attachment>()
+        ? new Map<string, Holder>()
         : anyHeldInterfaces(this.ctx.store, key, { netns, identity: netnsIdentity(netns), bootId: this.ctx.bootId });
     env = { ...env, netns };
     for (const d of [...conf.delegates].reverse()) {
-      const holder = held.get(d.ifname);
-      if (holder)
-        log.warn(
-          { netns: clip(netns, 200), ifname: d.ifname, holder: holder.containerId, holderNetwork: holder.network },
-          "a delegate's interface in CNI_NETNS is another attachment's: its DEL is passed through without CNI_NETNS",
-        );
-      const target = requestTarget(holder ? { ...env, netns: '' } : env, d.ifname);
+      const where = delegateNetns(held.get(d.ifname), d, env, log);
+      if (where === null) continue;
+      const target = requestTarget({ ...env, netns: where }, d.ifname);
       for (const plugin of [...d.plugins].reverse()) {
         // A delegate that is steward itself would send this DEL to this daemon again, where it waits
         // behind this one until its bound (ADD refuses such a netconf: netconf.ts parseServedConf).
@@ -421,4 +417,33 @@ export class Dels {
       }
     }
   }
+}
+
+/**
+ * Where a delegate's pass-through DEL runs: in the request's netns unless an attachment steward holds
+ * the delegate's interface there; then without it (its DEL would remove that one's), or not at all
+ * when that holder is the same container's, of the same delegate (its network added again at
+ * another CNI_IFNAME): IPAM keys an address by container, ifname and network, so even without the
+ * netns the DEL would free the holder's. null: not run.
+ */
+function delegateNetns(holder: Holder | undefined, d: Delegate, env: CniEnv, log: Logger): string | null {
+  if (holder === undefined) return env.netns;
+  const fields = {
+    netns: clip(env.netns, 200),
+    ifname: d.ifname,
+    holder: holder.containerId,
+    holderNetwork: holder.network,
+  };
+  if (holder.containerId === env.containerId && holder.delegateName === d.name) {
+    log.warn(
+      { ...fields, delegate: d.name },
+      "a delegate's interface in CNI_NETNS is the same container's, of the same delegate: its DEL is not passed through (it would free that one's address)",
+    );
+    return null;
+  }
+  log.warn(
+    fields,
+    "a delegate's interface in CNI_NETNS is another attachment's: its DEL is passed through without CNI_NETNS",
+  );
+  return '';
 }

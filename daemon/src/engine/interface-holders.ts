@@ -18,14 +18,19 @@ export interface Namespace {
   bootId: string;
 }
 
+/** An attachment holding an interface, and the delegate whose interface it is (its IPAM's network name). */
+export type Holder = Attachment & { delegateName: string };
+
 /** The interfaces attachments of another key among `candidates` hold in `ns`, by name. */
-function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: Namespace): Map<string, Attachment> {
-  const held = new Map<string, Attachment>();
+function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: Namespace): Map<string, Holder> {
+  const held = new Map<string, Holder>();
   for (const a of candidates) {
-    if (a.containerId === key.containerId && a.network === key.network) continue;
+    // Only the key itself is skipped: the same network added again at another CNI_IFNAME makes its
+    // later delegates' net1, net2, … where the first attachment's already are.
+    if (a.containerId === key.containerId && a.network === key.network && a.ifname === key.ifname) continue;
     if (a.bootId !== ns.bootId || a.netns !== ns.netns) continue;
     if (a.netnsId != null && a.netnsId !== ns.identity) continue;
-    for (const s of store.stepsOf(a.id)) held.set(s.ifname, a);
+    for (const s of store.stepsOf(a.id)) held.set(s.ifname, { ...a, delegateName: s.delegateName });
   }
   return held;
 }
@@ -34,7 +39,7 @@ function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: 
  * The interfaces the container's own attachments on other networks hold in `ns`: looked up by
  * container id, so an ADD reads no row per pod.
  */
-export function ownHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Attachment> {
+export function ownHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Holder> {
   return heldIn(store, store.listAttachments({ containerId: key.containerId, state: 'added', limit: 100 }), key, ns);
 }
 
@@ -42,6 +47,6 @@ export function ownHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespac
  * The interfaces any attachment of another key holds in `ns`: every added one is read, so only a
  * DEL steward never saw asks (a pass-through, which runs its delegates' DELs anyway).
  */
-export function anyHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Attachment> {
+export function anyHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Holder> {
   return heldIn(store, store.attachmentsInState('added'), key, ns);
 }
