@@ -22,8 +22,14 @@ import { conf, NETNS, req, setup } from '../helpers/engine-fakes.js';
 const CHAIN = 'CNI-1a6b7065ab67ab61a6b6ffa7';
 const JUMP = `-A POSTROUTING -s 10.231.0.2/32 -m comment --comment "name: \\"mqnet\\" id: \\"abc123\\"" -j ${CHAIN}`;
 
-/** A tool runner over one nat table per tool: `-S POSTROUTING` prints it, -D/-F/-X change it. */
-function fakeTables(tables: Record<string, { jumps: string[]; chains: Set<string> } | 'missing' | Error>) {
+/**
+ * A tool runner over one nat table per tool: `-S POSTROUTING` prints it, -D/-F/-X change it; an
+ * operation in `failing` throws its error instead.
+ */
+function fakeTables(
+  tables: Record<string, { jumps: string[]; chains: Set<string> } | 'missing' | Error>,
+  failing: Record<string, Error> = {},
+) {
   const calls: string[] = [];
   const run: ToolRunner = async (name, args) => {
     calls.push([name, ...args].join(' '));
@@ -32,6 +38,8 @@ function fakeTables(tables: Record<string, { jumps: string[]; chains: Set<string
     if (t instanceof Error) throw t;
     const [wait, seconds, table, nat, op, chain, ...rest] = args;
     assert.deepEqual([wait, seconds, table, nat], ['-w', '5', '-t', 'nat']);
+    const failure = failing[op as string];
+    if (failure) throw failure;
     if (op === '-S') return ['-P POSTROUTING ACCEPT', ...t.jumps].join('\n') + '\n';
     if (op === '-D') {
       const i = t.jumps.findIndex((j) => JSON.stringify(ruleWords(j).slice(2)) === JSON.stringify(rest));
@@ -128,15 +136,14 @@ describe('masquerade: the chain a bridge DEL without the netns leaves', () => {
     });
     await assert.rejects(releaseMasquerade(broken.run, 'mqnet', 'abc123'), /xtables lock/);
     // A flush that fails after the listing and the jumps' removal went through rejects too, deleting nothing.
-    const calls: string[] = [];
-    const flushFails: ToolRunner = async (name, args) => {
-      calls.push(`${name} ${args.slice(4).join(' ')}`);
-      if (args.includes('-F'))
-        throw new Error(`${name} exited with status 4: Another app is currently holding the xtables lock`);
-      return args.includes('-S') ? `-P POSTROUTING ACCEPT\n${JUMP}\n` : '';
-    };
-    await assert.rejects(releaseMasquerade(flushFails, 'mqnet', 'abc123'), /xtables lock/);
-    assert.equal(calls.filter((c) => c.includes(' -X ') || c.startsWith('ip6tables')).length, 0);
+    const v4 = { jumps: [JUMP], chains: new Set([CHAIN]) };
+    const flushFails = fakeTables(
+      { iptables: v4, ip6tables: { jumps: [], chains: new Set() } },
+      { '-F': new Error('iptables exited with status 4: Another app is currently holding the xtables lock') },
+    );
+    await assert.rejects(releaseMasquerade(flushFails.run, 'mqnet', 'abc123'), /xtables lock/);
+    assert.deepEqual([v4.jumps, [...v4.chains]], [[], [CHAIN]]);
+    assert.equal(flushFails.calls.filter((c) => c.includes(' -X ') || c.startsWith('ip6tables')).length, 0);
   });
 });
 
