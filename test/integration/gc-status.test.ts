@@ -4,7 +4,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startDaemon as startTestDaemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
@@ -67,6 +67,28 @@ describe('GC and STATUS (CNI 1.1)', () => {
     );
     const gcFiles = readdirSync(fx).filter((f) => f.startsWith('gc-'));
     assert.equal(gcFiles.length, 1);
+    await daemon.stop();
+  });
+
+  it("GC tells a 1.1 delegate the interface its ADD ran at: the first delegate's own ifname, not CNI_IFNAME", async () => {
+    const daemon = await startDaemon('gc-ifname');
+    const fx = join(env.dir, 'gc-ifname-fx');
+    const conf = stewardConf(daemon.socket, '1.1.0', [
+      { ...delegate('ownif', '1.1.0', [fixturePlugin(fx)]), ifname: 'eth9' },
+    ]);
+    assert.equal((await shim({ command: 'ADD', containerId: 'own-if', netns: env.netns() }, conf)).code, 0);
+    assert.deepEqual(
+      fixtureCalls(fx, 'ADD').map((l) => l.split(' ').slice(0, 3).join(' ')),
+      ['ADD own-if eth9'],
+    );
+    const gc = await shim(
+      { command: 'GC', env: { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' } },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'own-if', ifname: 'eth0' }] },
+    );
+    assert.equal(gc.code, 0, gc.stdout);
+    const [file] = readdirSync(fx).filter((f) => f.startsWith('gc-'));
+    // An IPAM keyed by container and interface keeps the lease only if it is told eth9.
+    assert.deepEqual(JSON.parse(readFileSync(join(fx, file!), 'utf8')), [{ containerID: 'own-if', ifname: 'eth9' }]);
     await daemon.stop();
   });
 

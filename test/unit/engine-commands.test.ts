@@ -530,6 +530,38 @@ describe('engine: GC', () => {
     );
   });
 
+  test("GC tells each delegate the interface its step ran at: a first delegate's own ifname, a delegate an edited netconf moved", async () => {
+    const { engine, plugins } = setup();
+    const added = conf([], '1.1.0', [
+      { name: 'pod', ifname: 'eth9', type: 'one' },
+      { name: 'side', type: 'two' },
+    ]);
+    await engine.handle(req('ADD', 'c', added));
+    assert.deepEqual(
+      plugins.callsOf('ADD').map((c) => `${c.type} ${c.ifname}`),
+      ['one eth9', 'two net1'],
+    );
+    // The operator inserts a delegate: "side" is now the third, whose default interface is net2.
+    const edited = conf([], '1.1.0', [
+      { name: 'pod', ifname: 'eth9', type: 'one' },
+      { name: 'fresh', type: 'three' },
+      { name: 'side', type: 'two' },
+    ]);
+    plugins.calls.length = 0;
+    const valid = [{ containerID: 'c', ifname: 'eth0' }];
+    await engine.handle(req('GC', '', { ...edited, 'cni.dev/valid-attachments': valid }));
+    const told = (type: string) =>
+      plugins.callsOf('GC').find((c) => c.type === type)!.stdin['cni.dev/valid-attachments'] as Array<{
+        containerID: string;
+        ifname: string;
+      }>;
+    assert.deepEqual(told('one'), [{ containerID: 'c', ifname: 'eth9' }], 'its own ifname, not CNI_IFNAME');
+    assert.ok(
+      told('two').some((v) => v.containerID === 'c' && v.ifname === 'net1'),
+      `the interface its ADD made is kept: ${JSON.stringify(told('two'))}`,
+    );
+  });
+
   test('GC reads the older cni.dev/attachments key; with no list it is code 7 and tears down nothing, a null list is empty', async () => {
     const a = setup();
     const net = v11([{ type: 'one' }]);

@@ -106,8 +106,11 @@ export async function runGc(
  * Each is told what is still valid: every attachment the runtime listed, and every one we hold
  * (adding or added). Not only ours: a pod added before steward was installed is the runtime's and
  * the delegate's alone, and a delegate told to keep only ours would free its address for the next
- * pod (duplicate IPs). A stale one whose teardown failed is left out, so the delegate's own GC can
- * free what its DEL could not.
+ * pod (duplicate IPs). A held one is named at the interface each of its steps ran at (the
+ * journal's), not only the one this netconf would give it now: a first delegate with its own
+ * ifname, or a delegate moved by an edited netconf, keyed its IPAM by the old one (found by a
+ * hostile review). A stale one whose teardown failed is left out, so the delegate's own GC can free
+ * what its DEL could not.
  */
 async function gcDelegates(
   deps: GcDeps,
@@ -116,17 +119,22 @@ async function gcDelegates(
   runtimeValid: readonly ValidAttachment[],
 ): Promise<string[]> {
   const held = deps.store.liveAttachmentsOfNetwork(conf.name);
+  const heldSteps = held.flatMap((a) => deps.store.stepsOf(a.id).map((s) => ({ containerId: a.containerId, s })));
   const errors: string[] = [];
   for (const d of conf.delegates) {
     if (d.disableGC || !versionAtLeast(d.cniVersion, '1.1.0')) continue;
-    const ifnameFor = (ifname: string) => (d.index === 0 ? ifname : d.ifname);
+    // The runtime's CNI_IFNAME is the first delegate's unless it names its own (netconf.ts toDelegate).
+    const own = typeof (conf.raw.delegates as Record<string, unknown>[])[d.index]?.ifname === 'string';
+    const ifnameFor = (ifname: string) => (d.index === 0 && !own ? ifname : d.ifname);
     const keep = new Map<string, ValidAttachment>();
     for (const [containerID, ifname] of [
-      ...runtimeValid.map((v) => [v.containerID, v.ifname] as const),
-      ...held.map((a) => [a.containerId, a.ifname] as const),
+      ...runtimeValid.map((v) => [v.containerID, ifnameFor(v.ifname)] as const),
+      ...held.map((a) => [a.containerId, ifnameFor(a.ifname)] as const),
+      ...heldSteps
+        .filter(({ s }) => s.delegateName === d.name)
+        .map(({ containerId, s }) => [containerId, s.ifname] as const),
     ]) {
-      const v = { containerID, ifname: ifnameFor(ifname) };
-      keep.set(JSON.stringify([v.containerID, v.ifname]), v);
+      keep.set(JSON.stringify([containerID, ifname]), { containerID, ifname });
     }
     const stillValid = [...keep.values()];
     for (const plugin of d.plugins) {
