@@ -6,6 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BODY_DEADLINE_MS } from '../../daemon/src/routes/admission.js';
 import { Daemon } from '../helpers/daemon.js';
@@ -356,6 +357,39 @@ describe('a runtime that gave up on slow ADDs', () => {
         [`DEL ${id} eth0`],
       );
     }
+  });
+});
+
+describe('a runtime retrying the DEL of a pod whose delegate hangs', () => {
+  it("its retries join that DEL without taking the DEL slots: another pod's DEL is served at once", async () => {
+    const fx = join(env.dir, 'fx-retry');
+    const hold = join(env.dir, 'retry-hold');
+    writeFileSync(hold, '');
+    const stuck = stewardConf(daemon.socket, '1.0.0', [
+      delegate('retrynet', '1.0.0', [fixturePlugin(fx, { holdDelWhileFile: hold })]),
+    ]);
+    const add = wire('ADD', 'retry-a', stuck);
+    assert.equal((await post(add, add.hints)).status, 200);
+    const { maxDels } = await admission();
+    // As many DELs of the one pod as there are DEL slots (the kubelet retrying StopPodSandbox).
+    const dels = Array.from({ length: maxDels }, () =>
+      post(wire('DEL', 'retry-a', stuck), wire('DEL', 'retry-a', stuck).hints),
+    );
+    await daemon.waitFor('its delegate DEL to hang', () => fixtureCalls(fx, 'DEL').length === 1);
+    await daemon.waitFor('every retry admitted', async () => (await admission()).delsAdmitted === maxDels);
+    const other = stewardConf(daemon.socket, '1.0.0', [
+      delegate('retryother', '1.0.0', [fixturePlugin(join(env.dir, 'fx-retry-other'))]),
+    ]);
+    const res = await post(wire('DEL', 'retry-b', other), wire('DEL', 'retry-b', other).hints);
+    assert.equal(res.status, 200, res.text);
+    assert.ok(
+      existsSync(hold) && fixtureCalls(fx, 'DELDONE').length === 0,
+      "another pod's DEL waited for the hung one",
+    );
+    rmSync(hold);
+    for (const r of await Promise.all(dels)) assert.equal(r.status, 200, r.text);
+    assert.deepEqual(delCalls(fx), ['DEL retry-a eth0'], 'one delegate DEL for all of them');
+    assert.deepEqual(await admission().then((a) => [a.delsAdmitted, a.delsWaiting]), [0, 0]);
   });
 });
 

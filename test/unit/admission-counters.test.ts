@@ -296,6 +296,39 @@ describe('DEL caps and the counters behind them', () => {
   );
 });
 
+describe("DELs behind a container's DEL", () => {
+  it(
+    "a DEL of a container whose DEL is in the engine is served at once, uncapped, and the next pod's DEL keeps the slot it waits for",
+    T,
+    () =>
+      withRig({ maxDels: 1 }, async (r) => {
+        const first = r.send(cniRequest('DEL', 'hold-a'));
+        await until('the first DEL holds the one slot', () => r.heldCount('hold-a') === 1);
+        // A runtime's retry of that DEL (its delegate hangs): it joins the first in the engine.
+        const retry = r.send(cniRequest('DEL', 'hold-a'));
+        assert.equal(await servedOrWaiting(r, 'DEL hold-a', 1), 'served', 'the retry did not wait for a slot');
+        const other = r.send(cniRequest('DEL', 'hold-b'));
+        assert.equal(
+          await servedOrWaiting(r, 'DEL hold-b', 1),
+          'waiting',
+          "the retry took no slot from the cap's count",
+        );
+        assert.equal(r.admission.stats.delsAdmitted, 2);
+        r.release('hold-a');
+        await until('the other pod served once the slot frees', () => r.heldCount('hold-b') === 1);
+        // Both of hold-a's DELs answered: its next DEL is capped again.
+        const later = r.send(cniRequest('DEL', 'hold-a'));
+        assert.equal(await servedOrWaiting(r, 'DEL hold-a', 1), 'waiting', 'no DEL of hold-a in flight any more');
+        r.release('hold-b');
+        await until('the later DEL served', () => r.heldCount('hold-a') === 1);
+        r.release('hold-a');
+        await until('all answered', () => [first, retry, other, later].every((c) => c.statuses().length === 1));
+        assert.deepEqual(r.served, ['DEL hold-a', 'DEL hold-a', 'DEL hold-b', 'DEL hold-a']);
+        await until('counters at rest', atRest(r));
+      }),
+  );
+});
+
 describe("DELs behind a container's ADD", () => {
   it('a DEL of a container whose ADD is in flight is served at once even when both kinds of DEL are held', T, () =>
     withRig({ maxDels: 2, maxDelsWhileAdding: 1 }, async (r) => {

@@ -8,7 +8,8 @@
 //    (1); the others wait with only their headers parsed, each kind in arrival order, and are
 //    admitted as admitted ones are answered. A DEL of a container with a hinted ADD or CHECK in
 //    flight is admitted at once, uncapped: it waits in the engine's queue behind that request, not
-//    in a slot. Every DEL is still answered.
+//    in a slot; so is a DEL of a container with a DEL already admitted for the engine (it joins
+//    that DEL or waits behind it in the container's queue). Every DEL is still answered.
 //  - While ADDs are being served (one in flight, or one answered within the last `priorityMs`), DELs
 //    answered from a tombstone are paced to one per `tombstonePaceMs`. A storm's repeated DELs are
 //    cheap for the daemon, but their senders are not: a client that retries as fast as it is answered
@@ -200,6 +201,8 @@ export class Admission {
   private othersInFlight = 0;
   /** Hinted non-DEL requests in flight by container id (a DEL of one of these is uncapped, see pump). */
   private readonly othersByContainer = new Map<string, number>();
+  /** DELs admitted for the engine (not answered from a tombstone), by container id (see pump). */
+  private readonly engineDelsByContainer = new Map<string, number>();
   private readonly parked: Parked[] = [];
   private next: Handler = () => undefined;
   /** performance.now() when the last ADD (or other hinted non-DEL) was answered. */
@@ -289,6 +292,7 @@ export class Admission {
       if (p.admitted) {
         this.delsAdmitted--;
         if (p.early) this.earlyAdmitted--;
+        else this.countEngineDel(p.hints.containerId, -1);
         if (p.behind) this.behindAdmitted--;
       } else {
         const i = this.parked.indexOf(p); // the client gave up while waiting
@@ -308,7 +312,10 @@ export class Admission {
    * that cannot be admitted yet does not hold up the other kind, and a DEL of a container whose ADD
    * or CHECK is in flight goes to the engine at once, uncapped (the engine queues it behind that
    * request, in arrival order): a runtime giving up on a slow ADD and deleting its sandbox must not
-   * hold the one engine DEL slot, and with it every other pod's DEL, for the plugin's timeout.
+   * hold the one engine DEL slot, and with it every other pod's DEL, for the plugin's timeout. The
+   * same for a DEL of a container with a DEL already admitted for the engine (a runtime's retry, a
+   * second network's DEL): it joins that DEL or waits behind it in the container's queue, so two DELs
+   * of one pod whose delegate hangs do not take both slots from every other pod (a hostile review).
    */
   private pump(): void {
     const now = performance.now();
@@ -323,21 +330,26 @@ export class Admission {
         this.parked.splice(i, 1); // the client gave up while waiting
         continue;
       }
-      // A DEL of a container with a hinted ADD or CHECK in flight is admitted at once and uncapped: the
-      // engine queues it behind that request (in arrival order), so it takes no slot until it is done.
+      // A DEL of a container with a hinted ADD or CHECK in flight, or a DEL admitted for the engine, is
+      // admitted at once and uncapped: the engine queues it behind that request (in arrival order) or
+      // joins that DEL, so it takes no slot until it is done.
       // The engine is asked too: a runtime that gave up on a slow ADD closed its connection, but the
       // engine still runs that ADD, and the runtime's DELs of that sandbox would sit in DEL slots.
       const cid = p.hints.containerId;
-      const addOrCheck = cid !== undefined && (this.othersByContainer.has(cid) || this.o.hasAddOrCheck?.(cid) === true);
+      const queuedAhead =
+        cid !== undefined &&
+        (this.othersByContainer.has(cid) ||
+          this.engineDelsByContainer.has(cid) ||
+          this.o.hasAddOrCheck?.(cid) === true);
       // Once both kinds are held only such a DEL can still go: the scan goes on for it (stopping here
       // left it waiting behind held DELs), skipping the others without asking about their tombstones.
-      if (earlyHeld && engineHeld && !addOrCheck) {
+      if (earlyHeld && engineHeld && !queuedAhead) {
         i++;
         continue;
       }
       const json = isRawJson(p.req);
       const early = json && this.o.isTombstoned(p.hints);
-      const behind = !early && addOrCheck;
+      const behind = !early && queuedAhead;
       if (early ? earlyHeld : engineHeld && !behind) {
         i++;
         continue;
@@ -373,6 +385,7 @@ export class Admission {
     p.early = early;
     p.behind = behind;
     this.delsAdmitted++;
+    if (!early) this.countEngineDel(p.hints.containerId, 1);
     if (behind) this.behindAdmitted++;
     if (early) {
       this.earlyAdmitted++;
@@ -381,6 +394,13 @@ export class Admission {
     if (p.rearm) this.bodyDeadline(p.req, p.res);
     if (isRawJson(p.req)) serveRawCni(p.req, p.res, p.hints, this.o, early ? () => this.answeredEarly++ : undefined);
     else this.next(p.req, p.res);
+  }
+
+  private countEngineDel(containerId: string | undefined, by: 1 | -1): void {
+    if (containerId === undefined) return;
+    const n = (this.engineDelsByContainer.get(containerId) ?? 0) + by;
+    if (n > 0) this.engineDelsByContainer.set(containerId, n);
+    else this.engineDelsByContainer.delete(containerId);
   }
 
   /** Pumps again when the pace allows the next tombstoned DEL (an answered request pumps sooner). */
