@@ -181,6 +181,30 @@ describe('bad input gets the right CNI error code', () => {
     );
   });
 
+  it('CHECK after a DEL of a container never added: code 3, not 106 (the DEL ran no plugin of an attachment)', async () => {
+    const del = await shim({ command: 'DEL', containerId: 'del-only', netns: '/run/netns/x' }, good());
+    assert.equal(del.code, 0, del.stdout);
+    await expectError({ command: 'CHECK', containerId: 'del-only', netns: '/run/netns/x' }, good(), 3, /no attachment/);
+  });
+
+  it("a delegate's ADD result steward cannot use: code 100 naming the plugin (not 6 or 1, the runtime's input was fine), rolled back", async () => {
+    for (const [cid, addResult] of [
+      ['bad-result-ips', { cniVersion: '1.0.0', ips: 'oops' }],
+      ['bad-result-version', { cniVersion: '9.9.9' }],
+    ] as const) {
+      const conf = stewardConf(daemon.socket, '1.0.0', [
+        delegate('badresult', '1.0.0', [fixturePlugin(join(env.dir, 'fx-result'), { addResult })]),
+      ]);
+      await expectError(
+        { command: 'ADD', containerId: cid, netns: env.netns() },
+        conf,
+        100,
+        /^plugin steward-fixture ADD printed a result steward cannot use: /,
+      );
+      await daemon.waitFor('the rollback', async () => (await daemon.attachment(cid)).state === 'deleted');
+    }
+  });
+
   it('an unknown CNI_COMMAND: code 4', async () => {
     await expectError({ command: 'FROB', containerId: 'b9', netns: '/run/netns/x' }, good(), 4, /FROB/);
   });

@@ -348,6 +348,26 @@ describe('engine: CHECK', () => {
     await assert.rejects(engine.handle(req('CHECK', 'gone', chain)), (e: CniError) => {
       return e.code === 106 && /is deleted, not added/.test(e.message);
     });
+    // A DEL passed through for a container never added leaves a row with no steps: nothing was attached.
+    await engine.handle(req('DEL', 'never', chain));
+    await assert.rejects(engine.handle(req('CHECK', 'never', chain)), (e: CniError) => {
+      return e.code === 3 && /container never has no attachment/.test(e.message);
+    });
+  });
+
+  test("a delegate's ADD result steward cannot use is code 100 (the delegate's fault), not 6 or 1, and is rolled back", async () => {
+    const { engine, plugins, store } = setup();
+    for (const [cid, result] of [
+      ['bad-ips', { cniVersion: '1.0.0', ips: 'oops' }],
+      ['bad-version', { cniVersion: '9.9.9' }],
+    ] as const) {
+      plugins.on('two', (c) => (c.command === 'ADD' ? result : undefined));
+      await assert.rejects(engine.handle(req('ADD', cid, chain)), (e: CniError) => {
+        return e.code === 100 && /^plugin two ADD printed a result steward cannot use: /.test(e.message);
+      });
+      await engine.idle(cid); // the rollback goes on after the answer
+      assert.equal(store.currentAttachment({ containerId: cid, ...KEY })!.state, 'deleted');
+    }
   });
 
   test('CHECK with a netconf before 0.4.0 is code 1 (CHECK came with 0.4.0), as the reference plugins answer', async () => {

@@ -256,7 +256,15 @@ async function runStep(
     );
     if (out === undefined)
       throw new CniError(ErrorCode.PluginExecFailed, `plugin ${plugin.type} ADD succeeded but printed no result`);
-    return convertResult(out, d.cniVersion);
+    try {
+      return convertResult(out, d.cniVersion);
+    } catch (e) {
+      // The runtime's input was fine (6 and 1 are about it): the delegate's answer is not (100).
+      throw new CniError(
+        ErrorCode.PluginExecFailed,
+        `plugin ${plugin.type} ADD printed a result steward cannot use: ${(e as Error).message}`,
+      );
+    }
   } catch (e) {
     const err = CniError.from(e, ErrorCode.PluginExecFailed);
     ctx.store.setStepState(step.id, 'add_failed', err.message);

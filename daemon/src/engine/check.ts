@@ -17,7 +17,8 @@ import { parseJson } from '../faithful-json.js';
 export async function checkAttachment(ctx: EngineContext, env: CniEnv, key: AttachmentKey): Promise<string> {
   const { store } = ctx;
   const a = store.currentAttachment(key);
-  if (!a) {
+  // A row with no steps ran no plugin: a DEL passed through for a container never added leaves one.
+  if (!a || (a.state === 'deleted' && store.stepsOf(a.id).length === 0)) {
     throw new CniError(
       ErrorCode.UnknownContainer,
       `container ${key.containerId} has no attachment on network ${key.network} interface ${key.ifname}`,
