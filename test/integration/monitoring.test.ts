@@ -12,6 +12,7 @@ import { mkdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
+import { PROTOCOL_HEADER, PROTOCOL_VERSION } from '@cni-steward/shared';
 import { METRICS_MAX_CONNECTIONS } from '../../daemon/src/metrics-listener.js';
 import { Daemon } from '../helpers/daemon.js';
 import { fakeRuntime } from '../helpers/fake-cri.js';
@@ -179,6 +180,20 @@ describe('metric names', () => {
     for (const v of ['999', '100000', '123456'])
       assert.equal((await daemon.request('POST', '/v1/cni', '{}', { 'x-steward-protocol': v })).status, 409);
 
+    // Refused before the engine, and still counted (the ADD error-rate alert reads this counter): a
+    // body without the CNI_* variables, named ADD by its hint; without hints, a command that is none
+    // (its label bounded: "invalid", never the client's word).
+    const bare = await daemon.request('POST', '/v1/cni', '{"env":{"CNI_COMMAND":"ADD"},"config":{}}', {
+      'content-type': 'application/json',
+      'x-cni-command': 'ADD',
+      [PROTOCOL_HEADER]: String(PROTOCOL_VERSION),
+    });
+    assert.equal(bare.json.code, 4, bare.text);
+    const frob = await daemon.request('POST', '/v1/cni', '{"env":{"CNI_COMMAND":"FROB"},"config":{}}', {
+      'content-type': 'application/json',
+    });
+    assert.equal(frob.json.code, 4, frob.text);
+
     const text = await (await fetch(`http://${addr}/metrics`)).text();
     const exposed = exposedNames(text);
     const used = new Set([...rules().map((r) => r.expr), ...dashboardExprs()].flatMap(metricNames));
@@ -201,6 +216,8 @@ describe('metric names', () => {
     }
     assert.match(text, /^steward_cni_requests_total\{command="ADD",code="0"\} 1$/m);
     assert.match(text, /^steward_cni_requests_total\{command="ADD",code="201"\} 1$/m);
+    assert.match(text, /^steward_cni_requests_total\{command="ADD",code="4"\} 1$/m);
+    assert.match(text, /^steward_cni_requests_total\{command="invalid",code="4"\} 1$/m);
     assert.match(text, /^steward_teardown_abandoned_steps 1$/m);
     assert.match(text, /^steward_teardown_abandoned_total\{plugin="steward-fixture"\} 1$/m);
     assert.match(

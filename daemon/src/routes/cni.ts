@@ -5,6 +5,7 @@
 
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import {
+  CNI_COMMANDS,
   CNI_ROUTE,
   CniError,
   ErrorCode,
@@ -35,19 +36,17 @@ export function serveCni(
   return tracing.request(hints?.command, (describe) => answerCni(deps, body, hints, log, clientGone, describe));
 }
 
-async function answerCni(
-  deps: AppDeps,
-  body: unknown,
-  hints: Hints | undefined,
-  log: Pick<FastifyBaseLogger, 'warn'>,
-  clientGone?: () => boolean,
-  describe?: (req: CniRequestBody) => void,
-): Promise<string> {
-  const req = decodeWireRequest(body);
-  describe?.(req);
-  if (hints) checkHints(hints, req);
-  // While shutting down (the SIGTERM drain can take a while) DELs are still served: the shim
-  // spools only when the daemon is unreachable, so a refused DEL would simply fail.
+/** A request whose body did not decode: the shim's command hint if it is a CNI command (a bounded label). */
+function commandLabel(hints: Hints | undefined): string {
+  return (CNI_COMMANDS as readonly string[]).includes(hints?.command ?? '') ? hints!.command : 'invalid';
+}
+
+/**
+ * The requests refused for stewardd's own state. While shutting down (the SIGTERM drain can take a
+ * while) DELs are still served: the shim spools only when the daemon is unreachable, so a refused
+ * DEL would simply fail.
+ */
+function refuseUnserved(deps: AppDeps, req: CniRequestBody): void {
   if (req.env.command !== 'DEL' && !deps.isServing()) {
     const msg = 'stewardd is shutting down; try again later';
     if (req.env.command === 'STATUS') deps.statusNotReady?.record('shutting down', msg);
@@ -57,6 +56,28 @@ async function answerCni(
     const msg = 'stewardd is not ready (see /readyz)';
     deps.statusNotReady?.record('not ready', msg);
     throw new CniError(ErrorCode.PluginNotAvailable, msg);
+  }
+}
+
+async function answerCni(
+  deps: AppDeps,
+  body: unknown,
+  hints: Hints | undefined,
+  log: Pick<FastifyBaseLogger, 'warn'>,
+  clientGone?: () => boolean,
+  describe?: (req: CniRequestBody) => void,
+): Promise<string> {
+  let req: CniRequestBody | undefined;
+  try {
+    req = decodeWireRequest(body);
+    describe?.(req);
+    if (hints) checkHints(hints, req);
+    refuseUnserved(deps, req);
+  } catch (e) {
+    // Counted too: the ADD error-rate alert and a STATUS answered "not ready" must see these.
+    const err = CniError.from(e);
+    deps.metrics.requests.inc({ command: req?.env.command ?? commandLabel(hints), code: String(err.code) });
+    throw err;
   }
   const command = req.env.command;
   const stop = deps.metrics.requestSeconds.startTimer({ command });
