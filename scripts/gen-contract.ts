@@ -85,6 +85,13 @@ function constants(): Const[] {
     { go: 'maxRequestBytes', file: API, ts: 'MAX_REQUEST_BYTES', kind: 'bytes', value: api.MAX_REQUEST_BYTES },
     { go: 'maxSocketPathBytes', file: API, ts: 'MAX_SOCKET_PATH_BYTES', kind: 'int', value: api.MAX_SOCKET_PATH_BYTES },
     {
+      go: 'maxVersionPartDigits',
+      file: API,
+      ts: 'MAX_VERSION_PART_DIGITS',
+      kind: 'int',
+      value: api.MAX_VERSION_PART_DIGITS,
+    },
+    {
       go: 'maxContainerIDLength',
       file: 'shared/src/cni/validate.ts',
       ts: 'MAX_CONTAINER_ID_LENGTH',

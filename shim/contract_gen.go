@@ -33,6 +33,13 @@ const (
 	// length in bytes (sun_path is 108 bytes with its terminating NUL).
 	maxSocketPathBytes = 107
 
+	// maxVersionPartDigits: MAX_VERSION_PART_DIGITS (shared/src/api.ts). An error answer is written
+	// in the netconf's cniVersion only when it has a version's shape: three parts of 1 to this many
+	// ASCII digits, dot-separated (1.0.0, or an unsupported 0.2.0 the error is about); otherwise in
+	// the latest. A netconf's cniVersion is the client's: a megabyte of it with a bidi override was
+	// echoed raw. stewardd and the shim decide the same.
+	maxVersionPartDigits = 4
+
 	// maxContainerIDLength: MAX_CONTAINER_ID_LENGTH (shared/src/cni/validate.ts). The longest
 	// container id accepted. The CNI spec sets no bound; containerd, CRI-O and podman generate 64
 	// hex characters. 1024 leaves any runtime room while refusing ids that only bloat the journal,

@@ -162,15 +162,35 @@ func (n *netconf) str(key string) (string, bool) {
 	return s, true
 }
 
-// cniVersion is the version errors are written in: the netconf's when it is a string that is not
-// empty, else the newest (stewardd decides the same: daemon/src/routes/http-status.ts).
+// cniVersion is the version errors are written in: the netconf's when it has a version's shape
+// (versionShaped), else the newest (stewardd decides the same: daemon/src/routes/http-status.ts).
 func (n *netconf) cniVersion() string {
 	if n != nil {
-		if v, ok := n.str("cniVersion"); ok && v != "" {
+		if v, ok := n.str("cniVersion"); ok && versionShaped(v) {
 			return v
 		}
 	}
 	return latestVersion
+}
+
+// versionShaped: three dot-separated parts of 1 to maxVersionPartDigits ASCII digits. Anything else
+// is the client's text, which an error answer does not echo (a megabyte of it, a bidi override).
+func versionShaped(v string) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if len(p) < 1 || len(p) > maxVersionPartDigits {
+			return false
+		}
+		for i := 0; i < len(p); i++ {
+			if p[i] < '0' || p[i] > '9' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // socketProblem: why the "socket" value cannot name stewardd's socket ("" when it can).

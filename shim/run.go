@@ -261,9 +261,14 @@ func deliver(req request, in input, send sender, spool spooler) (*reply, *cniErr
 		return nil, skew
 	}
 	// An ADD's answer is its result: libcni would fail on anything else after the interfaces
-	// exist, and the runtime sends no DEL after that failure, so the shim undoes the ADD.
-	if req.command == "ADD" && r.status == 200 && !isJSONObject(r.body) {
-		return nil, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the ADD with 200 and a body that is not a JSON object; " +
+	// exist, and the runtime sends no DEL after that failure, so the shim undoes the ADD. Any 2xx
+	// means stewardd carried it out (statusOf), a complete one other than 200 too.
+	if req.command == "ADD" && r.status/100 == 2 && (r.status != 200 || !isJSONObject(r.body)) {
+		what := "a body that is not a JSON object"
+		if r.status != 200 {
+			what = "no result (200 carries one)"
+		}
+		return nil, &cniError{Code: codeInternal, Msg: "stewardd at " + req.socket + " answered the ADD with " + strconv.Itoa(r.status) + " and " + what + "; " +
 			undoAdd(req, in, send, spool, spooledByLiveDaemon), Details: firstChars(string(r.body), 200)}
 	}
 	return &r, nil
@@ -555,11 +560,12 @@ func failureSafe(stdout []byte) []byte {
 	if !ok {
 		return []byte(failureSafeText(string(stdout)))
 	}
-	if v == "" {
+	// The version as any error's (netconf.go versionShaped): stewardd's own string, passed on, would
+	// otherwise be echoed whatever it is.
+	if !versionShaped(v) {
 		v = latestVersion
 	}
-	// The version too: it can be stewardd's own string, passed on.
-	e.Msg, e.Details, v = failureSafeText(e.Msg), failureSafeText(e.Details), failureSafeText(v)
+	e.Msg, e.Details = failureSafeText(e.Msg), failureSafeText(e.Details)
 	return e.encode(v)
 }
 

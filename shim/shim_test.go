@@ -759,3 +759,15 @@ func TestAnErrorCodeTheCommandCannotHaveIs104NamingStewardd(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionShapedTakesThreePartsOfOneToFourASCIIDigits(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1.0.0": true, "0.2.0": true, "9999.9999.9999": true,
+		"": false, "1.0": false, "1.0.0.0": false, "1..0": false, ".1.0": false, "10000.0.0": false,
+		"a.b.c": false, "1.0.0 ": false, "\u202e1.0.0": false, "\uff11.0.0": false, "-1.0.0": false,
+	} {
+		if got := versionShaped(v); got != want {
+			t.Errorf("versionShaped(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -18,6 +18,14 @@ export const MAX_NETCONF_BYTES = 1024 * 1024;
  */
 export const MAX_REQUEST_BYTES = MAX_NETCONF_BYTES + 64 * 1024;
 
+/**
+ * An error answer is written in the netconf's cniVersion only when it has a version's shape: three
+ * parts of 1 to this many ASCII digits, dot-separated (1.0.0, or an unsupported 0.2.0 the error is
+ * about); otherwise in the latest. A netconf's cniVersion is the client's: a megabyte of it with a
+ * bidi override was echoed raw. stewardd and the shim decide the same.
+ */
+export const MAX_VERSION_PART_DIGITS = 4;
+
 /** A Unix socket path's longest length in bytes (sun_path is 108 bytes with its terminating NUL). */
 export const MAX_SOCKET_PATH_BYTES = 107;
 

@@ -2,7 +2,7 @@
 // error handler and the admission path's early answers alike).
 
 import type { ServerResponse } from 'node:http';
-import { CniError, ErrorCode, LATEST_VERSION } from '@cni-steward/shared';
+import { CniError, ErrorCode, LATEST_VERSION, MAX_VERSION_PART_DIGITS } from '@cni-steward/shared';
 import { capText, MAX_ECHO_DETAILS_BYTES, MAX_ECHO_MSG_BYTES } from './echo.js';
 
 /** CNI error code -> HTTP status. The shim only needs 200 vs not; humans with curl get the rest. */
@@ -32,14 +32,15 @@ export function httpStatusFor(code: number): number {
   }
 }
 
+const VERSION_SHAPE = new RegExp(`^[0-9]{1,${MAX_VERSION_PART_DIGITS}}(\\.[0-9]{1,${MAX_VERSION_PART_DIGITS}}){2}$`);
+
 /**
  * The cniVersion a request asked for (its netconf's), for the version of an error answer, when it
- * has a version's shape (1.0.0, or an unsupported 0.2.0 the error is about); otherwise the latest.
- * A netconf's cniVersion is the client's: a megabyte of it with a bidi override was echoed raw.
+ * has a version's shape (MAX_VERSION_PART_DIGITS); otherwise the latest.
  */
 export function requestCniVersion(body: unknown): string {
   const v = (body as { config?: { cniVersion?: unknown } } | undefined)?.config?.cniVersion;
-  return typeof v === 'string' && /^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}$/.test(v) ? v : LATEST_VERSION;
+  return typeof v === 'string' && VERSION_SHAPE.test(v) ? v : LATEST_VERSION;
 }
 
 /** Status and JSON body answering `err` to a request with this body (texts capped). */
