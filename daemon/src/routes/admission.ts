@@ -330,17 +330,7 @@ export class Admission {
         this.parked.splice(i, 1); // the client gave up while waiting
         continue;
       }
-      // A DEL of a container with a hinted ADD or CHECK in flight, or a DEL admitted for the engine, is
-      // admitted at once and uncapped: the engine queues it behind that request (in arrival order) or
-      // joins that DEL, so it takes no slot until it is done.
-      // The engine is asked too: a runtime that gave up on a slow ADD closed its connection, but the
-      // engine still runs that ADD, and the runtime's DELs of that sandbox would sit in DEL slots.
-      const cid = p.hints.containerId;
-      const queuedAhead =
-        cid !== undefined &&
-        (this.othersByContainer.has(cid) ||
-          this.engineDelsByContainer.has(cid) ||
-          this.o.hasAddOrCheck?.(cid) === true);
+      const queuedAhead = this.queuedAhead(p.hints.containerId);
       // Once both kinds are held only such a DEL can still go: the scan goes on for it (stopping here
       // left it waiting behind held DELs), skipping the others without asking about their tombstones.
       if (earlyHeld && engineHeld && !queuedAhead) {
@@ -377,6 +367,20 @@ export class Admission {
       this.parked.splice(i, 1);
       this.admitDel(p, early, behind, now);
     }
+  }
+
+  /**
+   * Whether a DEL of this container goes at once, uncapped: a hinted ADD or CHECK of it is in flight,
+   * or a DEL of it admitted for the engine; the engine queues the DEL behind that request (in arrival
+   * order) or joins that DEL, so it takes no slot until it is done. The engine is asked too: a
+   * runtime that gave up on a slow ADD closed its connection, but the engine still runs that ADD,
+   * and the runtime's DELs of that sandbox would sit in DEL slots.
+   */
+  private queuedAhead(cid: string | undefined): boolean {
+    if (cid === undefined) return false;
+    return (
+      this.othersByContainer.has(cid) || this.engineDelsByContainer.has(cid) || this.o.hasAddOrCheck?.(cid) === true
+    );
   }
 
   /** Counts a waiting DEL (taken off `parked`) as admitted and serves it: raw JSON here, else fastify. */

@@ -75,9 +75,9 @@ async function answerCni(
     refuseUnserved(deps, req);
   } catch (e) {
     // Counted too: the ADD error-rate alert and a STATUS answered "not ready" must see these.
-    const err = CniError.from(e);
-    deps.metrics.requests.inc({ command: req?.env.command ?? commandLabel(hints), code: String(err.code) });
-    throw err;
+    const code = CniError.from(e).code; // what the answer will carry; `e` itself goes on, as it was
+    deps.metrics.requests.inc({ command: req?.env.command ?? commandLabel(hints), code: String(code) });
+    throw e;
   }
   const command = req.env.command;
   const stop = deps.metrics.requestSeconds.startTimer({ command });
