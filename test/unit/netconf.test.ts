@@ -37,6 +37,7 @@ describe('parseStewardConf', () => {
         name: 'podnet',
         cniVersion: '1.0.0',
         ifname: 'eth0',
+        ownIfname: false,
         plugins,
         disableCheck: false,
         disableGC: false,
@@ -59,6 +60,7 @@ describe('parseStewardConf', () => {
   test('does not pass a single-conf delegate its steward-level ifname as a plugin field', () => {
     const parsed = parseStewardConf(conf([{ name: 'ext', type: 'macvlan', ifname: 'ext0' }]), 'eth0');
     assert.equal(parsed.delegates[0]?.ifname, 'ext0');
+    assert.equal(parsed.delegates[0]?.ownIfname, true);
     assert.ok(!('ifname' in (parsed.delegates[0]?.plugins[0] ?? {})));
   });
 
@@ -213,6 +215,7 @@ describe('pluginStdin', () => {
     name: 'podnet',
     cniVersion: '1.0.0',
     ifname: 'eth0',
+    ownIfname: false,
     plugins: [],
     disableCheck: false,
     disableGC: false,

@@ -124,8 +124,7 @@ async function gcDelegates(
   for (const d of conf.delegates) {
     if (d.disableGC || !versionAtLeast(d.cniVersion, '1.1.0')) continue;
     // The runtime's CNI_IFNAME is the first delegate's unless it names its own (netconf.ts toDelegate).
-    const own = typeof (conf.raw.delegates as Record<string, unknown>[])[d.index]?.ifname === 'string';
-    const ifnameFor = (ifname: string) => (d.index === 0 && !own ? ifname : d.ifname);
+    const ifnameFor = (ifname: string) => (d.index === 0 && !d.ownIfname ? ifname : d.ifname);
     const keep = new Map<string, ValidAttachment>();
     for (const [containerID, ifname] of [
       ...runtimeValid.map((v) => [v.containerID, ifnameFor(v.ifname)] as const),

@@ -20,6 +20,8 @@ export interface Delegate {
   name: string;
   cniVersion: string;
   ifname: string;
+  /** Whether the delegate names its own ifname; else the first takes the runtime's CNI_IFNAME. */
+  ownIfname: boolean;
   plugins: PluginConf[];
   disableCheck: boolean;
   disableGC: boolean;
@@ -168,6 +170,7 @@ function toDelegate(d: Record<string, unknown>, index: number, outerVersion: str
     name,
     cniVersion,
     ifname,
+    ownIfname: typeof d.ifname === 'string',
     plugins,
     disableCheck: d.disableCheck === true,
     disableGC: d.disableGC === true,

@@ -191,6 +191,14 @@ interface Parked {
   rearm: boolean;
 }
 
+/** Counts requests in flight by container id; a container with none has no entry (`has` is "any"). */
+function countIn(counts: Map<string, number>, containerId: string | undefined, by: 1 | -1): void {
+  if (containerId === undefined) return;
+  const n = (counts.get(containerId) ?? 0) + by;
+  if (n > 0) counts.set(containerId, n);
+  else counts.delete(containerId);
+}
+
 export class Admission {
   private delsAdmitted = 0;
   /** Of those, DELs being answered here from a tombstone. */
@@ -273,14 +281,10 @@ export class Admission {
     if (hints.command !== 'DEL') {
       this.othersInFlight++;
       const cid = hints.containerId;
-      if (cid !== undefined) this.othersByContainer.set(cid, (this.othersByContainer.get(cid) ?? 0) + 1);
+      countIn(this.othersByContainer, cid, 1);
       whenDone(req, res, () => {
         this.othersInFlight--;
-        if (cid !== undefined) {
-          const n = (this.othersByContainer.get(cid) ?? 1) - 1;
-          if (n > 0) this.othersByContainer.set(cid, n);
-          else this.othersByContainer.delete(cid);
-        }
+        countIn(this.othersByContainer, cid, -1);
         this.lastOtherEnded = performance.now();
         this.pump();
       });
@@ -292,7 +296,7 @@ export class Admission {
       if (p.admitted) {
         this.delsAdmitted--;
         if (p.early) this.earlyAdmitted--;
-        else this.countEngineDel(p.hints.containerId, -1);
+        else countIn(this.engineDelsByContainer, p.hints.containerId, -1);
         if (p.behind) this.behindAdmitted--;
       } else {
         const i = this.parked.indexOf(p); // the client gave up while waiting
@@ -389,7 +393,7 @@ export class Admission {
     p.early = early;
     p.behind = behind;
     this.delsAdmitted++;
-    if (!early) this.countEngineDel(p.hints.containerId, 1);
+    if (!early) countIn(this.engineDelsByContainer, p.hints.containerId, 1);
     if (behind) this.behindAdmitted++;
     if (early) {
       this.earlyAdmitted++;
@@ -398,13 +402,6 @@ export class Admission {
     if (p.rearm) this.bodyDeadline(p.req, p.res);
     if (isRawJson(p.req)) serveRawCni(p.req, p.res, p.hints, this.o, early ? () => this.answeredEarly++ : undefined);
     else this.next(p.req, p.res);
-  }
-
-  private countEngineDel(containerId: string | undefined, by: 1 | -1): void {
-    if (containerId === undefined) return;
-    const n = (this.engineDelsByContainer.get(containerId) ?? 0) + by;
-    if (n > 0) this.engineDelsByContainer.set(containerId, n);
-    else this.engineDelsByContainer.delete(containerId);
   }
 
   /** Pumps again when the pace allows the next tombstoned DEL (an answered request pumps sooner). */
