@@ -137,7 +137,8 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --k8s-ca-file PATH       (default ${SA_DIR}/ca.crt)
   --k8s-timeout SEC        deadline for the API request (default 5)
   --namespace NS           this pod's namespace (default $POD_NAMESPACE)
-  --daemonset NAME         this pod's DaemonSet (default $STEWARD_DAEMONSET)
+  --daemonset NAME         this pod's DaemonSet (default $STEWARD_DAEMONSET; $POD_NAME, when set, must
+                           start with NAME- for its absence to uninstall)
   --metrics-listen ADDR:PORT
                            also serve GET /metrics (only) on this TCP address for Prometheus, e.g. 0.0.0.0:9631;
                            ADDR is an IP address (or empty for all), never a name
@@ -324,6 +325,7 @@ function apiAccess(
     caFile: str('k8s-ca-file') ?? `${SA_DIR}/ca.crt`,
     namespace,
     daemonSet,
+    ...(process.env.POD_NAME ? { podName: process.env.POD_NAME } : {}),
     timeoutMs: int('k8s-timeout', str('k8s-timeout'), 5, 1, problems) * 1000,
   };
 }

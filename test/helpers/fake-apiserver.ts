@@ -10,7 +10,8 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 
-export type DaemonSetAnswer = 'present' | 'absent' | 'deleting';
+/** 'proxy-404': a 404 that is not the API server's (a plain-text body, as a proxy in front of it answers a path it does not serve). */
+export type DaemonSetAnswer = 'present' | 'absent' | 'deleting' | 'proxy-404';
 
 export class FakeApiServer {
   readonly caFile: string;
@@ -20,6 +21,11 @@ export class FakeApiServer {
   readonly requests: Array<{ path: string; authorized: boolean }> = [];
   private server: Server | undefined;
   private port = 0;
+  /**
+   * Where the API is served under, as behind a proxy that serves several clusters (Rancher's
+   * /k8s/clusters/<id>): every other path is that proxy's plain-text 404.
+   */
+  pathPrefix = '';
 
   constructor(
     private readonly dir: string,
@@ -82,7 +88,7 @@ export class FakeApiServer {
   }
 
   get url(): string {
-    return `https://127.0.0.1:${this.port}`;
+    return `https://127.0.0.1:${this.port}${this.pathPrefix}`;
   }
 
   async start(): Promise<void> {
@@ -95,9 +101,14 @@ export class FakeApiServer {
           res.writeHead(code, { 'content-type': 'application/json' });
           res.end(JSON.stringify(body));
         };
+        if (!(req.url ?? '').startsWith(this.pathPrefix) || this.answer === 'proxy-404') {
+          res.writeHead(404, { 'content-type': 'text/plain' });
+          return res.end('404 page not found\n');
+        }
+        const path = (req.url ?? '').slice(this.pathPrefix.length);
         if (!authorized)
           return send(401, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Unauthorized', code: 401 });
-        if (req.method !== 'GET' || req.url !== `/apis/apps/v1/namespaces/${this.namespace}/daemonsets/${this.name}`) {
+        if (req.method !== 'GET' || path !== `/apis/apps/v1/namespaces/${this.namespace}/daemonsets/${this.name}`) {
           return send(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 });
         }
         if (this.answer === 'absent') {

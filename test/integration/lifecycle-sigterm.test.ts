@@ -30,17 +30,19 @@ after(async () => {
 /** Install on a fresh node tree, run the daemon in-cluster, optionally leave a teardown pending, then SIGTERM. */
 async function sigtermWith(
   answer: DaemonSetAnswer | 'unreachable',
-  opts: { extraArgs?: string[]; pendingTeardown?: boolean } = {},
+  opts: { extraArgs?: string[]; pendingTeardown?: boolean; pathPrefix?: string; podName?: string } = {},
 ): Promise<Outcome> {
   const env = new TestEnv(`term-${answer}`);
   envs.push(env);
   const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
+  api.pathPrefix = opts.pathPrefix ?? '';
   await api.start();
   env.defer(() => api.close());
   api.answer = answer === 'unreachable' ? 'present' : answer;
   const confDir = join(env.dir, 'node/etc/cni/net.d');
   const daemon = new Daemon(env, {
     args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...(opts.extraArgs ?? [])],
+    ...(opts.podName !== undefined ? { env: { POD_NAME: opts.podName } } : {}),
   });
   const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
   writeJson(join(tree.confDir, '10-podnet.conflist'), {
@@ -106,6 +108,29 @@ describe('SIGTERM in a cluster (against a stand-in API server)', () => {
     // The database stays so a reinstall resumes the teardown; only the install record is gone.
     assert.ok(existsSync(join(o.tree.stateDir, 'steward.db')));
     assert.equal(existsSync(join(o.tree.stateDir, 'install.json')), false);
+  });
+
+  it('--k8s-api with a path (a proxy serving several clusters): asked under it, so a deleted DaemonSet uninstalls', async () => {
+    const o = await sigtermWith('absent', { pathPrefix: '/k8s/clusters/c-1', podName: 'steward-x7k2p' });
+    assert.deepEqual(o.api.requests, [
+      { path: '/k8s/clusters/c-1/apis/apps/v1/namespaces/steward-system/daemonsets/steward', authorized: true },
+    ]);
+    assert.deepEqual(snapshot(o.tree.root), o.original);
+    assert.match(o.log, /DaemonSet steward-system\/steward no longer exists/);
+  });
+
+  it("a 404 that is not the API server's NotFound (a proxy's): everything stays, the log says why", async () => {
+    const o = await sigtermWith('proxy-404');
+    assert.equal(o.exitCode, 0);
+    assert.ok(installed(o.tree));
+    assert.match(o.log, /HTTP 404 that is not the API server's NotFound for daemonsets\/steward: 404 page not found/);
+  });
+
+  it('a 404 for a DaemonSet this pod is not named after (the label renamed apart from it): everything stays', async () => {
+    const o = await sigtermWith('absent', { podName: 'prod-steward-x7k2p' });
+    assert.equal(o.exitCode, 0);
+    assert.ok(installed(o.tree));
+    assert.match(o.log, /this pod \(prod-steward-x7k2p\) is not one of its pods/);
   });
 
   it('API server unreachable: everything stays in place and the log says why', async () => {

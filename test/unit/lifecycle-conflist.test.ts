@@ -14,6 +14,9 @@ import {
   renderConflist,
   sortsBeforeOurs,
 } from '../../daemon/src/lifecycle/conflist.js';
+import { MAX_CONFLIST_BYTES, planConflist } from '../../daemon/src/lifecycle/conflist-sync.js';
+import { sha256 } from '../../daemon/src/lifecycle/files.js';
+import type { InstallRecord } from '../../daemon/src/lifecycle/record.js';
 
 const dirs: string[] = [];
 after(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -128,6 +131,18 @@ describe('rendering 00-steward.conflist', () => {
     });
   });
 
+  it("writes the primary's numbers back as written, even those a double cannot hold", () => {
+    const text =
+      '{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"bridge","x":9007199254740993,"y":1e400,"z":-0,"w":2.5}]}';
+    const scan = findPrimary(confDir({ '10-podnet.conflist': text }));
+    assert.equal(scan.kind, 'found');
+    const out = renderConflist((scan as { conf: Record<string, unknown> }).conf, { socket: '/s', spoolDir: '/d' });
+    assert.match(out, /"x": 9007199254740993,/);
+    assert.match(out, /"y": 1e400,/);
+    assert.match(out, /"z": -0,/);
+    assert.match(out, /"w": 2.5\n/);
+  });
+
   it('is deterministic: same inputs, same bytes', () => {
     const o = { socket: '/s', spoolDir: '/d' };
     assert.equal(renderConflist(primary, o), renderConflist(structuredClone(primary), o));
@@ -168,5 +183,29 @@ describe('configNaming: a config left in the conf dir that still names the shim 
   it('takes a config too large to read to name it (the shim is kept, never a config left dangling)', () => {
     const d = confDir({ '10-big.conflist': `${' '.repeat(17 * 1024 * 1024)}{}` });
     assert.equal(configNaming([d], 'steward'), join(d, '10-big.conflist'));
+  });
+});
+
+describe('what is at our conflist path, as the watcher reads it every second', () => {
+  const record = (d: string): InstallRecord => ({
+    version: 1,
+    state: 'installed',
+    cniBinDir: '/opt/cni/bin',
+    cniConfDir: d,
+    socket: '/run/steward/stewardd.sock',
+    spoolDir: '/var/lib/steward/spool',
+    shim: { path: '/opt/cni/bin/steward', sha256: 'x' },
+  });
+
+  it('hashes a file of at most MAX_CONFLIST_BYTES; one larger is not read, only marked too large', () => {
+    const d = confDir({ '10-podnet.conflist': net('podnet') });
+    const ours = join(d, '00-steward.conflist');
+    writeFileSync(ours, Buffer.alloc(MAX_CONFLIST_BYTES, 0x20));
+    const fits = planConflist(record(d));
+    assert.equal(fits.kind, 'file');
+    assert.notEqual((fits as { onDisk?: string }).onDisk, sha256(`too large: ${ours}`));
+    writeFileSync(ours, Buffer.alloc(MAX_CONFLIST_BYTES + 1, 0x20));
+    const over = planConflist(record(d));
+    assert.equal((over as { onDisk?: string }).onDisk, sha256(`too large: ${ours}`));
   });
 });

@@ -199,6 +199,8 @@ describe('deploy/ paths and flags match the daemon and shim defaults', () => {
     const label = /^metadata\.labels\['(.+)'\]$/.exec(env.STEWARD_DAEMONSET)?.[1];
     assert.ok(label, 'STEWARD_DAEMONSET comes from a pod label');
     assert.equal(ds.spec.template.metadata.labels[label], ds.metadata.name);
+    // What tells a label renamed apart from the DaemonSet (its pods are named <daemonset>-<suffix>).
+    assert.equal(env.POD_NAME, 'metadata.name');
   });
 
   it('RBAC grants exactly get on this DaemonSet to its service account', () => {

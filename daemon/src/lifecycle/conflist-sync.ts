@@ -4,6 +4,7 @@
 // install lock (lock.ts).
 
 import { join } from 'node:path';
+import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
 import { conflistVersionOf } from './cni-version.js';
 import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
 import { sha256, sha256File } from './files.js';
@@ -33,6 +34,13 @@ type ConflistPlan =
       cniVersion: string;
     });
 
+/**
+ * The most of the file at our conflist's path that is hashed. Ours is the primary (at most
+ * MAX_NETCONF_BYTES) indented again: a larger file is someone else's, and the watcher reads this
+ * path every second on the event loop (a 200 MiB file there held it for most of a second).
+ */
+export const MAX_CONFLIST_BYTES = 4 * MAX_NETCONF_BYTES;
+
 export function planConflist(rec: InstallRecord): ConflistPlan {
   const scan = findPrimary(rec.cniConfDir);
   if (scan.kind === 'none') return { kind: 'outcome', outcome: { status: 'no-primary' } };
@@ -47,7 +55,7 @@ export function planConflist(rec: InstallRecord): ConflistPlan {
   const path = join(rec.cniConfDir, STEWARD_CONFLIST);
   const cniVersion = conflistVersionOf(rec.cniVersion, String(scan.conf.cniVersion));
   const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir, cniVersion });
-  const onDisk = sha256File(path);
+  const onDisk = sha256File(path, MAX_CONFLIST_BYTES);
   return {
     kind: 'file',
     path,
@@ -62,7 +70,7 @@ export function planConflist(rec: InstallRecord): ConflistPlan {
 
 /** A file at `path` that no record knows (`rec` knows no conflist there) and that is not what `rec` would write. */
 export function unknownConflist(rec: InstallRecord, path: string): boolean {
-  const onDisk = sha256File(path);
+  const onDisk = sha256File(path, MAX_CONFLIST_BYTES);
   if (onDisk === undefined) return false;
   const plan = planConflist(rec);
   return plan.kind !== 'file' || plan.next !== onDisk;

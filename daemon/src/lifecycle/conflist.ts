@@ -5,6 +5,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAX_NETCONF_BYTES, SUPPORTED_VERSIONS, isSupportedVersion, printableCapped } from '@cni-steward/shared';
+import { parseJson } from '../faithful-json.js';
 import { FileTooLargeError, readRegularFile } from './files.js';
 
 export const STEWARD_CONFLIST = '00-steward.conflist';
@@ -45,7 +46,9 @@ export function findPrimary(confDir: string): PrimaryScan {
   if (file === undefined) return { kind: 'none' };
   let conf: unknown;
   try {
-    conf = JSON.parse(readRegularFile(join(confDir, file), MAX_NETCONF_BYTES).toString('utf8'));
+    // Parsed as the request path parses a netconf (faithful-json.ts): the primary is written into
+    // our conflist again, and JSON.parse would round 9007199254740993 or make 1e400 null there.
+    conf = parseJson(readRegularFile(join(confDir, file), MAX_NETCONF_BYTES).toString('utf8'));
   } catch (e) {
     return { kind: 'invalid', file, why: (e as Error).message };
   }

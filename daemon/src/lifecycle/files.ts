@@ -131,11 +131,11 @@ export class NotRegularFileError extends Error {
 
 /**
  * The file's sha256 (of "not a regular file" for a FIFO or device there, of "too large" for one over
- * the bound: neither is a file install wrote), or undefined when it does not exist.
+ * `maxBytes`: neither is a file install wrote), or undefined when it does not exist.
  */
-export function sha256File(path: string): string | undefined {
+export function sha256File(path: string, maxBytes = MAX_REGULAR_FILE_BYTES): string | undefined {
   try {
-    return sha256RegularFile(path);
+    return sha256RegularFile(path, maxBytes);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     if (e instanceof NotRegularFileError) return sha256(`not a regular file: ${path}`);
@@ -152,8 +152,7 @@ export function sha256File(path: string): string | undefined {
 export function changeOf(path: string, now: string, installed?: readonly string[]): string {
   if (now === sha256(`not a regular file: ${path}`))
     return 'is no longer a regular file (a directory, FIFO, device or socket is there now)';
-  if (now === sha256(`too large: ${path}`))
-    return `was rewritten since install (now over ${MAX_REGULAR_FILE_BYTES} bytes)`;
+  if (now === sha256(`too large: ${path}`)) return 'was rewritten since install (now larger than stewardd reads)';
   return `was rewritten since install (sha256 now ${now}${installed ? `, installed ${installed.join(' or ')}` : ''})`;
 }
 

@@ -2,6 +2,7 @@
 // service-account token and CA (in-cluster config). undici is the daemon's HTTP client, loaded only when asked.
 
 import { readFileSync } from 'node:fs';
+import { printableCapped } from '@cni-steward/shared';
 
 export interface ApiAccess {
   /** https://host:port of the API server. */
@@ -10,7 +11,18 @@ export interface ApiAccess {
   caFile: string;
   namespace: string;
   daemonSet: string;
+  /**
+   * This pod's own name (POD_NAME, the downward API's metadata.name), when known. A DaemonSet's
+   * controller names its pods `<daemonSet>-<suffix>`: one not named so says `daemonSet` names
+   * another DaemonSet (a label renamed apart from it), whose 404 says nothing about ours.
+   */
+  podName?: string;
   timeoutMs: number;
+}
+
+/** Whether `a.podName` (when known) is a name the DaemonSet `a.daemonSet` would give its pods. */
+export function podOfDaemonSet(a: ApiAccess): boolean {
+  return a.podName === undefined || a.podName.startsWith(`${a.daemonSet}-`);
 }
 
 export type DaemonSetState =
@@ -37,14 +49,16 @@ export async function daemonSetState(a: ApiAccess): Promise<DaemonSetState> {
     bodyTimeout: a.timeoutMs,
   });
   try {
-    const res = await request(new URL(path, a.server), {
+    // Appended, not resolved: new URL(path, server) would drop a path in --k8s-api (a proxy's
+    // /k8s/clusters/c-1), and the request would be answered 404 by something that is not the API.
+    const res = await request(`${a.server.replace(/\/+$/, '')}${path}`, {
       method: 'GET',
       dispatcher,
       headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
       signal: AbortSignal.timeout(a.timeoutMs),
     });
     const text = await res.body.text();
-    if (res.statusCode === 404) return { kind: 'absent' };
+    if (res.statusCode === 404) return notFound(text, a.daemonSet);
     if (res.statusCode !== 200)
       return { kind: 'unknown', why: `API answered HTTP ${res.statusCode}: ${text.slice(0, 200)}` };
     const ts = (JSON.parse(text) as { metadata?: { deletionTimestamp?: unknown } }).metadata?.deletionTimestamp;
@@ -58,4 +72,30 @@ export async function daemonSetState(a: ApiAccess): Promise<DaemonSetState> {
   } finally {
     await dispatcher.close().catch(() => undefined);
   }
+}
+
+/**
+ * A 404 is the DaemonSet's absence only when it is the API server's own answer for it: a Status of
+ * reason NotFound naming it. Any other 404 (a proxy, a wrong path in --k8s-api) would uninstall
+ * the node on every restart; it is taken as not knowing.
+ */
+export function notFound(text: string, daemonSet: string): DaemonSetState {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  const s = body as { kind?: unknown; reason?: unknown; details?: { name?: unknown; kind?: unknown } } | undefined;
+  if (
+    s?.kind === 'Status' &&
+    s.reason === 'NotFound' &&
+    s.details?.name === daemonSet &&
+    (s.details.kind === undefined || s.details.kind === 'daemonsets')
+  )
+    return { kind: 'absent' };
+  return {
+    kind: 'unknown',
+    why: `HTTP 404 that is not the API server's NotFound for daemonsets/${daemonSet}: ${printableCapped(text, 200)}`,
+  };
 }

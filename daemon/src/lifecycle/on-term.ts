@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { purgeStateDir, uninstall } from './uninstall.js';
 import { readRecord } from './record.js';
 import { describeHolder, tryLock } from './lock.js';
-import { daemonSetState, type ApiAccess } from './k8s.js';
+import { daemonSetState, podOfDaemonSet, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';
 
 export interface TermDecision {
@@ -30,7 +30,12 @@ export async function decideOnTerm(
     const ds = `${api.namespace}/${api.daemonSet}`;
     switch (s.kind) {
       case 'absent':
-        d = { uninstall: true, why: `DaemonSet ${ds} no longer exists` };
+        d = podOfDaemonSet(api)
+          ? { uninstall: true, why: `DaemonSet ${ds} no longer exists` }
+          : {
+              uninstall: false,
+              why: `DaemonSet ${ds} does not exist, but this pod (${api.podName}) is not one of its pods: --daemonset or STEWARD_DAEMONSET names another DaemonSet than this pod's (its pods are named <daemonset>-<suffix>); leaving everything in place`,
+            };
         break;
       case 'deleting':
         d = { uninstall: true, why: `DaemonSet ${ds} is being deleted (since ${s.deletionTimestamp})` };
