@@ -133,7 +133,9 @@ export function nodeInstall(cfg: DaemonConfig, runtime: RuntimeSource, log: Logg
     ? new PrimaryWatcher({ confDir: cfg.cniConfDir, stateDir: cfg.stateDir, socket: cfg.socket, log })
     : undefined;
   // Only where this daemon keeps the node's install (--cni-conf-dir): the installed shim must be its own.
-  const shimCheck = cfg.cniConfDir ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log }) : undefined;
+  const shimCheck = cfg.cniConfDir
+    ? new ShimCheck({ stateDir: cfg.stateDir, ownShim: cfg.shim, log, restoreMissing: true })
+    : undefined;
   const view: { decided: ConflistVersionChoice | undefined } = { decided: undefined };
   /**
    * The conflist's version decided again at every start (the DaemonSet's): a runtime upgraded to one

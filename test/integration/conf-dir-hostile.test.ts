@@ -5,7 +5,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv, sh } from '../helpers/env.js';
@@ -129,7 +129,7 @@ describe("hostile files at stewardd's own paths", () => {
     await daemon.stop();
   });
 
-  it('the installed shim removed under a running daemon: /readyz 503 naming it; install puts it back and ready again', async () => {
+  it('the installed shim removed under a running daemon: put back within a tick; where it cannot be, /readyz 503 naming it', async () => {
     const daemon = new Daemon(env, {
       name: 'no-shim',
       args: ['--cni-conf-dir', join(env.dir, 'no-shim/etc/cni/net.d')],
@@ -137,14 +137,36 @@ describe("hostile files at stewardd's own paths", () => {
     const tree: NodeTree = { ...nodeTree(join(env.dir, 'no-shim')), stateDir: daemon.stateDir };
     writeLoopbackPrimary(tree.confDir);
     assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    const shimPath = join(tree.binDir, 'steward');
+    const installed = readFileSync(shimPath);
     await daemon.start();
-    rmSync(join(tree.binDir, 'steward'));
+    rmSync(shimPath);
+    await daemon.waitFor('the shim put back', async () => existsSync(shimPath));
+    assert.ok(readFileSync(shimPath).equals(installed), "the daemon's own shim, byte for byte");
+    assert.equal(statSync(shimPath).mode & 0o777, 0o755);
+    assert.equal(JSON.parse(readFileSync(join(tree.stateDir, 'install.json'), 'utf8')).shim.path, shimPath);
+    await daemon.waitFor('ready', async () => (await daemon.get('/readyz')).status === 200);
+    assert.match(
+      readFileSync(daemon.logFile, 'utf8'),
+      /installed shim .*steward was missing; put this stewardd's own back/,
+    );
+    // The bin dir replaced by a file: nothing can be written there, and the node is said not ready.
+    rmSync(tree.binDir, { recursive: true });
+    writeFileSync(tree.binDir, 'not a dir');
     await daemon.waitFor('not ready, naming the missing shim', async () =>
       /installed shim .*steward is missing/.test((await daemon.get('/readyz')).text),
     );
     assert.equal((await daemon.get('/healthz')).status, 200);
-    assert.equal((await installInto(tree, daemon.socket)).code, 0);
-    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200);
+    rmSync(tree.binDir);
+    mkdirSync(tree.binDir);
+    await daemon.waitFor('put back and ready again', async () => (await daemon.get('/readyz')).status === 200);
+    assert.ok(readFileSync(shimPath).equals(installed));
+    const log = readFileSync(daemon.logFile, 'utf8');
+    assert.equal(
+      log.match(/is missing and could not be put back/g)?.length,
+      1,
+      'the failure said once, not every tick',
+    );
     await daemon.stop();
   });
 });

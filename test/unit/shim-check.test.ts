@@ -9,7 +9,9 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
+  readFileSync,
   rmSync,
+  statSync,
   truncateSync,
   unlinkSync,
   utimesSync,
@@ -21,6 +23,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { ShimCheck } from '../../daemon/src/lifecycle/shim-check.js';
 import { readRecord, writeRecord, type InstallRecord } from '../../daemon/src/lifecycle/record.js';
+import { tryLock } from '../../daemon/src/lifecycle/lock.js';
 import { sha256RegularFile, sha256RegularFileAsync } from '../../daemon/src/lifecycle/files.js';
 
 const log = pino({ level: 'silent' });
@@ -200,5 +203,42 @@ describe('ShimCheck', () => {
     await a;
     assert.equal(c.hashed(), 1);
     assert.equal(c.mismatch(), 1);
+  });
+
+  it('restoreMissing: a missing installed shim is put back (its bytes, 0755, the record naming it) and the check is clean', async () => {
+    const n = node('restore');
+    record(n.stateDir, n.installed);
+    const c = new ShimCheck({ stateDir: n.stateDir, ownShim: n.own, log, restoreMissing: true });
+    await c.check();
+    assert.equal(readFileSync(n.installed, 'utf8'), 'build A');
+    assert.equal(statSync(n.installed).mode & 0o777, 0o755);
+    assert.deepEqual(readRecord(n.stateDir)!.shim, { path: n.installed, sha256: sha('build A') });
+    assert.equal(c.problem(), undefined);
+    assert.equal(c.mismatch(), 0);
+    // Another build there is a rollout's: said, never overwritten.
+    writeFileSync(n.installed, 'build B');
+    await c.check();
+    assert.equal(readFileSync(n.installed, 'utf8'), 'build B');
+    assert.equal(c.mismatch(), 1);
+  });
+
+  it('restoreMissing: not while uninstall removes it, nor while someone holds the install lock (then at the next check)', async () => {
+    const n = node('restore-held');
+    record(n.stateDir, n.installed);
+    writeRecord(n.stateDir, { ...readRecord(n.stateDir)!, state: 'uninstalling' });
+    const c = new ShimCheck({ stateDir: n.stateDir, ownShim: n.own, log, restoreMissing: true });
+    await c.check();
+    assert.throws(() => statSync(n.installed), /ENOENT/);
+    assert.equal(c.problem(), undefined);
+    writeRecord(n.stateDir, { ...readRecord(n.stateDir)!, state: 'installed' });
+    const held = tryLock(n.stateDir, 'test');
+    assert.ok('held' in held);
+    await c.check();
+    assert.throws(() => statSync(n.installed), /ENOENT/);
+    assert.match(c.problem() ?? '', /is missing/);
+    held.held.release();
+    await c.check();
+    assert.equal(readFileSync(n.installed, 'utf8'), 'build A');
+    assert.equal(c.problem(), undefined);
   });
 });

@@ -14,12 +14,13 @@
 // time when the hash was synchronous (issue 41). Anything else at the installed
 // path (a FIFO, a link to a device, a directory, a file over the bound, one that cannot be read) is
 // not this daemon's shim: not ready with the reason, never a frozen loop, a heap of bytes or a silent
-// "no mismatch".
+// "no mismatch". A missing one is put back (restoreShim) when the daemon maintains the node's files.
 
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { MAX_REGULAR_FILE_BYTES, sha256RegularFile, sha256RegularFileAsync } from './files.js';
-import { readRecord } from './record.js';
+import { MAX_REGULAR_FILE_BYTES, readRegularFile, sha256, sha256RegularFile, sha256RegularFileAsync } from './files.js';
+import { tryLock } from './lock.js';
+import { readRecord, realFileOps, trackedWrite, type InstallRecord } from './record.js';
 
 export const SHIM_CHECK_INTERVAL_MS = 1000;
 /** The largest shim hashed: Bun's build is 104-111 MB, the Go one a few MB. */
@@ -31,6 +32,13 @@ export interface ShimCheckOptions {
   ownShim: string;
   log: Logger;
   intervalMs?: number;
+  /**
+   * Put this daemon's own shim back when the installed one is missing while the record says
+   * installed (an operator's clean-up of the bin dir, a node image refresh): until then every pod's
+   * ADD fails, and readiness failing re-runs no init container. Only a missing file: another build
+   * there is a rollout's, said and left alone.
+   */
+  restoreMissing?: boolean;
 }
 
 export class ShimCheck {
@@ -42,6 +50,7 @@ export class ShimCheck {
   /** The check under way: a tick that finds one running skips (no two hashes of the file at once). */
   private running: Promise<void> | undefined;
   private hashes = 0;
+  private restoreFailed: string | undefined;
 
   constructor(private readonly o: ShimCheckOptions) {
     try {
@@ -94,7 +103,8 @@ export class ShimCheck {
     return this.running;
   }
 
-  private async checkOnce(sync: boolean): Promise<void> {
+  /** `restored`: the shim was just put back (restore), so it is not put back again in this check. */
+  private async checkOnce(sync: boolean, restored = false): Promise<void> {
     if (this.own === undefined) return;
     let path: string;
     let installed: boolean;
@@ -114,9 +124,12 @@ export class ShimCheck {
     } catch {
       // No installed shim: the runtime cannot call us at all, and every pod's ADD fails on a missing
       // `steward` while our conflist is in place. Said so while installed (uninstall removes it on
-      // purpose); nothing else said it (hostile run, 1 Dec: /readyz stayed 200).
+      // purpose); nothing else said it (hostile run, 1 Dec: /readyz stayed 200). Put back when asked
+      // to; checked again at the next tick either way.
       this.seen = undefined;
-      return this.set(installed ? missingShim(path) : undefined);
+      if (!installed) return this.set(undefined);
+      if (this.o.restoreMissing && !restored && this.restore(path)) return this.checkOnce(sync, true);
+      return this.set(missingShim(path));
     }
     if (this.seen?.path !== path || this.seen.stamp !== stamp) {
       try {
@@ -143,6 +156,15 @@ export class ShimCheck {
     );
   }
 
+  /** restoreShim, its failure logged once until it changes or succeeds; whether the shim was put back. */
+  private restore(path: string): boolean {
+    const failed = restoreShim(this.o, path);
+    if (failed !== undefined && failed !== this.restoreFailed)
+      this.o.log.error({ path }, `installed shim ${path} is missing and could not be put back: ${failed}`);
+    this.restoreFailed = failed;
+    return failed === undefined;
+  }
+
   private set(why: string | undefined): void {
     if (why === this.why) return;
     if (why !== undefined) this.o.log.error({ ownShim: this.o.ownShim }, why);
@@ -154,4 +176,32 @@ export class ShimCheck {
 /** The readiness problem of an installed shim that is not there. */
 function missingShim(path: string): string {
   return `installed shim ${path} is missing: the runtime cannot run steward, and every pod's ADD fails while 00-steward.conflist names it: run stewardd install / roll the DaemonSet`;
+}
+
+/**
+ * Writes `o.ownShim` at `path` if it is still missing, holding the install lock with the record read
+ * again under it and still naming `path` as installed (so an uninstall removing it is never undone),
+ * the record naming the new sha256 before the file is written (trackedWrite, as install writes it).
+ * The lock is only tried. Returns why it was not put back (the lock busy, the record changed, the
+ * write failed: the next tick tries again), or undefined once it is.
+ */
+function restoreShim(o: ShimCheckOptions, path: string): string | undefined {
+  try {
+    const lock = tryLock(o.stateDir, 'restoring the missing shim');
+    if ('busy' in lock) return 'the install lock is held';
+    try {
+      const rec = readRecord(o.stateDir);
+      if (rec?.state !== 'installed' || rec.shim.path !== path) return 'the install record changed';
+      if (existsSync(path)) return undefined;
+      const bytes = readRegularFile(o.ownShim, MAX_SHIM_BYTES);
+      const next: InstallRecord = { ...rec, shim: { path, sha256: sha256(bytes) } };
+      trackedWrite(o.stateDir, realFileOps, next, path, bytes, 0o755, next);
+    } finally {
+      lock.held.release();
+    }
+    o.log.warn({ path, ownShim: o.ownShim }, `installed shim ${path} was missing; put this stewardd's own back`);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
