@@ -109,7 +109,16 @@ async function runDaemon(rest: string[]): Promise<number> {
     log.warn({ signal: sig }, `${sig} while starting: stewardd stops as soon as it serves (a second one stops it now)`);
   };
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, onEarly);
-  const daemon = await startDaemon(cfg, log, sink);
+  let daemon: Awaited<ReturnType<typeof startDaemon>>;
+  try {
+    daemon = await startDaemon(cfg, log, sink);
+  } catch (err) {
+    const { afterFailedStart, waitsAfterFailedStart } = await import('./lifecycle/failed-start.js');
+    if (!waitsAfterFailedStart(cfg)) throw err;
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.off(sig, onEarly);
+    await afterFailedStart(cfg, err, early, log);
+    return 1;
+  }
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     process.off(sig, onEarly);
     process.once(sig, () => void daemon.close(sig));

@@ -6,6 +6,7 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
 import { TestEnv } from '../helpers/env.js';
@@ -144,5 +145,75 @@ describe('SIGTERM in a cluster (against a stand-in API server)', () => {
     const o = await sigtermWith('absent', { extraArgs: ['--uninstall-on-delete', 'never'] });
     assert.ok(installed(o.tree));
     assert.equal(o.api.requests.length, 0);
+  });
+});
+
+describe('SIGTERM to a stewardd that could not start (a journal from a newer release: it would crash-loop)', () => {
+  /** Installs, lets a daemon make its journal, marks the journal newer than this build, starts again. */
+  async function failedStartWith(answer: DaemonSetAnswer, extraArgs: string[] = []) {
+    const env = new TestEnv(`failed-start-${answer}`);
+    envs.push(env);
+    const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
+    await api.start();
+    env.defer(() => api.close());
+    api.answer = 'present'; // the first daemon's stop is a restart
+    const confDir = join(env.dir, 'node/etc/cni/net.d');
+    const daemon = new Daemon(env, {
+      args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...extraArgs],
+    });
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
+    writeJson(join(tree.confDir, '10-podnet.conflist'), {
+      cniVersion: '1.0.0',
+      name: 'podnet',
+      plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })],
+    });
+    const original = snapshot(tree.root);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.start();
+    assert.equal(await daemon.stop(), 0);
+    const Sqlite = createRequire(import.meta.url)('better-sqlite3');
+    const db = new Sqlite(join(daemon.stateDir, 'steward.db'));
+    db.pragma('user_version = 99');
+    db.close();
+    api.answer = answer;
+    api.requests.length = 0;
+    const exited = daemon.startExpectingExit(30_000);
+    const failed = () => readFileSync(daemon.logFile, 'utf8').includes('stewardd could not start; it stays up');
+    await daemon.waitFor('the failed start waiting for SIGTERM', failed, 20_000);
+    daemon.send('SIGTERM');
+    const { code, log } = await exited;
+    return { tree, original, code, log, api };
+  }
+
+  it('the DaemonSet gone: the node is uninstalled (no conflist left to stop every new pod), exit 1', async () => {
+    const o = await failedStartWith('absent');
+    assert.equal(o.code, 1, o.log.slice(-2000));
+    assert.match(o.log, /schema version 99, newer than this stewardd/);
+    assert.match(o.log, /DaemonSet steward-system\/steward no longer exists/);
+    assert.equal(existsSync(join(o.tree.confDir, '00-steward.conflist')), false, o.log.slice(-2000));
+    assert.equal(existsSync(join(o.tree.binDir, 'steward')), false);
+    assert.equal(o.api.requests.length, 1);
+  });
+
+  it('the DaemonSet still there (a rolling update, the crash loop itself): everything stays, exit 1', async () => {
+    const o = await failedStartWith('present');
+    assert.equal(o.code, 1, `exit ${o.code}: ${o.log.slice(-1500)}`);
+    assert.match(o.log, /still exists/);
+    assert.ok(installed(o.tree));
+  });
+
+  it('--uninstall-on-delete never: the failed start exits at once, as before', async () => {
+    const env = new TestEnv('failed-start-never');
+    envs.push(env);
+    const daemon = new Daemon(env, { args: ['--uninstall-on-delete', 'never'] });
+    await daemon.start();
+    assert.equal(await daemon.stop(), 0);
+    const Sqlite = createRequire(import.meta.url)('better-sqlite3');
+    const db = new Sqlite(join(daemon.stateDir, 'steward.db'));
+    db.pragma('user_version = 99');
+    db.close();
+    const { code, log } = await daemon.startExpectingExit(20_000);
+    assert.equal(code, 1);
+    assert.doesNotMatch(log, /it stays up/);
   });
 });
