@@ -5,7 +5,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
@@ -31,7 +31,14 @@ after(async () => {
 /** Install on a fresh node tree, run the daemon in-cluster, optionally leave a teardown pending, then SIGTERM. */
 async function sigtermWith(
   answer: DaemonSetAnswer | 'unreachable',
-  opts: { extraArgs?: string[]; pendingTeardown?: boolean; pathPrefix?: string; podName?: string } = {},
+  opts: {
+    extraArgs?: string[];
+    pendingTeardown?: boolean;
+    pathPrefix?: string;
+    podName?: string;
+    /** install.json's text, written just before SIGTERM (one uninstall cannot read). */
+    recordBeforeTerm?: string;
+  } = {},
 ): Promise<Outcome> {
   const env = new TestEnv(`term-${answer}`);
   envs.push(env);
@@ -65,6 +72,7 @@ async function sigtermWith(
     assert.equal((await daemon.get('/v1/teardowns')).json.pending.length, 1);
   }
   if (answer === 'unreachable') await api.close();
+  if (opts.recordBeforeTerm !== undefined) writeFileSync(join(tree.stateDir, 'install.json'), opts.recordBeforeTerm);
   const exitCode = await daemon.stop();
   return { tree, original, log: readFileSync(daemon.logFile, 'utf8'), exitCode, api };
 }
@@ -132,6 +140,16 @@ describe('SIGTERM in a cluster (against a stand-in API server)', () => {
     assert.equal(o.exitCode, 0);
     assert.ok(installed(o.tree));
     assert.match(o.log, /this pod \(prod-steward-x7k2p\) is not one of its pods/);
+  });
+
+  it('DaemonSet gone but the uninstall fails (an install record it cannot read): 00-steward.conflist is still moved aside', async () => {
+    const o = await sigtermWith('absent', { recordBeforeTerm: '{"version":2}\n' });
+    assert.equal(o.exitCode, 0);
+    assert.match(o.log, /uninstall on SIGTERM failed/);
+    assert.match(o.log, /00-steward.conflist was only moved aside/);
+    assert.equal(existsSync(join(o.tree.confDir, '00-steward.conflist')), false, 'no config names steward');
+    assert.equal(readdirSync(o.tree.confDir).filter((f) => f.startsWith('00-steward.conflist.edited-')).length, 1);
+    assert.ok(existsSync(join(o.tree.confDir, '10-podnet.conflist')), 'the primary untouched');
   });
 
   it('API server unreachable: everything stays in place and the log says why', async () => {

@@ -5,7 +5,12 @@
 import type { Logger } from 'pino';
 import { purgeStateDir, uninstall } from './uninstall.js';
 import { readRecord } from './record.js';
-import { describeHolder, tryLock } from './lock.js';
+import { join } from 'node:path';
+import { DEFAULT_SOCKET } from '@cni-steward/shared';
+import { describeHolder, LockTimeoutError, tryLock } from './lock.js';
+import { STEWARD_CONFLIST } from './conflist.js';
+import { MAX_CONFLIST_BYTES } from './conflist-sync.js';
+import { moveAside, readRegularFile } from './files.js';
 import { daemonSetState, podOfDaemonSet, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';
 
@@ -61,6 +66,8 @@ export async function decideOnTerm(
 export interface TermUninstallOptions {
   mode: UninstallMode;
   api: ApiAccess | undefined;
+  /** --cni-conf-dir: where 00-steward.conflist is set aside when the uninstall fails. */
+  cniConfDir?: string | undefined;
   stateDir: string;
   dbPath: string;
   socket: string;
@@ -81,14 +88,7 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
   const d = await decideOnTerm(o.mode, o.api, o.log);
   if (!d.uninstall) return () => undefined;
   onUninstall?.();
-  const r = await uninstall({
-    stateDir: o.stateDir,
-    dbPath: o.dbPath,
-    socket: o.socket,
-    drainTimeoutMs: o.drainTimeoutMs,
-    purge: false,
-    log: o.log,
-  });
+  const r = await uninstallOrSetAside(o);
   // A DEL spooled in the last moments and not run yet is kept too: its file is its only record.
   if (r.refused.length > 0 || r.leftovers.length > 0 || r.spooled.length > 0 || r.superseded) {
     o.log.warn(
@@ -136,10 +136,34 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
   };
 }
 
+/**
+ * uninstall, for a DaemonSet going away. When it fails, a config naming steward would stop every new
+ * pod once this stewardd is gone: whatever failed (an unreadable record), that file at least goes
+ * aside before the error is passed on. Not when the lock was busy: its holder is installing or
+ * uninstalling, and owns the files.
+ */
+async function uninstallOrSetAside(o: TermUninstallOptions): Promise<Awaited<ReturnType<typeof uninstall>>> {
+  try {
+    return await uninstall({
+      stateDir: o.stateDir,
+      dbPath: o.dbPath,
+      socket: o.socket,
+      drainTimeoutMs: o.drainTimeoutMs,
+      purge: false,
+      log: o.log,
+    });
+  } catch (e) {
+    if (!(e instanceof LockTimeoutError) && o.cniConfDir !== undefined)
+      conflistAside(o.stateDir, o.cniConfDir, o.socket, o.log);
+    throw e;
+  }
+}
+
 /** What a running daemon's close() passes: the config fields of the SIGTERM decision and uninstall. */
 export interface TermConfig {
   uninstallOnDelete: UninstallMode;
   api: ApiAccess | undefined;
+  cniConfDir?: string | undefined;
   stateDir: string;
   dbPath: string;
   socket: string;
@@ -154,7 +178,8 @@ export interface TermOutcome {
 
 /**
  * The SIGTERM step of a running daemon's close(), healthy or degraded alike: uninstallOnTerm when
- * the reason is SIGTERM, else nothing. Never rejects: a failed uninstall leaves the node as it is.
+ * the reason is SIGTERM, else nothing. Never rejects: a failed uninstall leaves the node as it is, but
+ * for our conflist, set aside (conflistAside) unless the install lock was busy.
  * `onUninstall` is told as soon as the decision is to uninstall, before the drain.
  */
 export async function onTermStep(
@@ -170,6 +195,7 @@ export async function onTermStep(
       {
         mode: cfg.uninstallOnDelete,
         api: cfg.api,
+        cniConfDir: cfg.cniConfDir,
         stateDir: cfg.stateDir,
         dbPath: cfg.dbPath,
         socket: cfg.socket,
@@ -183,7 +209,37 @@ export async function onTermStep(
     );
     return { uninstalling, afterClose };
   } catch (e) {
-    log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the node as it is');
+    log.error({ err: e }, 'uninstall on SIGTERM failed; leaving the rest of the node as it is');
     return { uninstalling, afterClose: () => undefined };
+  }
+}
+
+/**
+ * The last resort of a failed uninstall on SIGTERM: 00-steward.conflist in `confDir` moved aside
+ * (renamed `….edited-<time>`, as uninstall does with a file someone edited) if it is a steward config
+ * pointing at `socket`, holding the install lock (only tried: a holder owns the files). Never throws.
+ */
+export function conflistAside(stateDir: string, confDir: string, socket: string, log: Logger): void {
+  const path = join(confDir, STEWARD_CONFLIST);
+  try {
+    const held = tryLock(stateDir, 'setting the conflist aside after a failed uninstall');
+    if ('busy' in held) return;
+    try {
+      const conf = JSON.parse(readRegularFile(path, MAX_CONFLIST_BYTES).toString('utf8')) as {
+        plugins?: Array<{ type?: unknown; socket?: unknown }>;
+      };
+      const entry = Array.isArray(conf?.plugins) ? conf.plugins[0] : undefined;
+      if (entry?.type !== 'steward' || (entry.socket ?? DEFAULT_SOCKET) !== socket) return;
+      const to = moveAside(path);
+      log.warn(
+        { path, to },
+        'the uninstall failed, so 00-steward.conflist was only moved aside: no config names steward once this stewardd is gone',
+      );
+    } finally {
+      held.held.release();
+    }
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+      log.error({ path, err: e }, 'the uninstall failed, and 00-steward.conflist could not be moved aside either');
   }
 }
