@@ -169,4 +169,34 @@ describe("hostile files at stewardd's own paths", () => {
     );
     await daemon.stop();
   });
+
+  it("a plugin chained after steward in 00-steward.conflist (as Istio's CNI chains itself into the first config): not ready, naming it and the way out", async () => {
+    const daemon = new Daemon(env, {
+      name: 'chained',
+      args: ['--cni-conf-dir', join(env.dir, 'chained/etc/cni/net.d')],
+    });
+    const tree: NodeTree = { ...nodeTree(join(env.dir, 'chained')), stateDir: daemon.stateDir };
+    writeLoopbackPrimary(tree.confDir);
+    assert.equal((await installInto(tree, daemon.socket)).code, 0);
+    await daemon.start();
+    await daemon.waitFor('ready', async () => (await daemon.get('/readyz')).status === 200);
+    const ours = join(tree.confDir, '00-steward.conflist');
+    const conf = JSON.parse(readFileSync(ours, 'utf8'));
+    conf.plugins.push({ type: 'istio-cni', kubernetes: {} });
+    writeFileSync(ours, JSON.stringify(conf, null, 2));
+    await daemon.waitFor('not ready, naming the chained plugin', async () =>
+      /chained istio-cni after steward; leaving it alone: configure that plugin to chain itself into the primary/.test(
+        (await daemon.get('/readyz')).text,
+      ),
+    );
+    assert.deepEqual(JSON.parse(readFileSync(ours, 'utf8')).plugins.at(-1), { type: 'istio-cni', kubernetes: {} });
+    // Any other edit is said as before.
+    writeFileSync(ours, JSON.stringify({ ...conf, plugins: [{ type: 'bridge' }] }));
+    await daemon.waitFor('not ready, rewritten', async () =>
+      /00-steward.conflist was rewritten by someone else; leaving it alone/.test((await daemon.get('/readyz')).text),
+    );
+    assert.equal((await installInto(tree, daemon.socket, ['--force'])).code, 0);
+    await daemon.waitFor('ready again', async () => (await daemon.get('/readyz')).status === 200);
+    await daemon.stop();
+  });
 });

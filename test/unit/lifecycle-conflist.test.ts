@@ -14,7 +14,11 @@ import {
   renderConflist,
   sortsBeforeOurs,
 } from '../../daemon/src/lifecycle/conflist.js';
-import { MAX_CONFLIST_BYTES, planConflist } from '../../daemon/src/lifecycle/conflist-sync.js';
+import {
+  MAX_CONFLIST_BYTES,
+  planConflist,
+  pluginsChainedAfterSteward,
+} from '../../daemon/src/lifecycle/conflist-sync.js';
 import { sha256 } from '../../daemon/src/lifecycle/files.js';
 import type { InstallRecord } from '../../daemon/src/lifecycle/record.js';
 
@@ -207,5 +211,23 @@ describe('what is at our conflist path, as the watcher reads it every second', (
     writeFileSync(ours, Buffer.alloc(MAX_CONFLIST_BYTES + 1, 0x20));
     const over = planConflist(record(d));
     assert.equal((over as { onDisk?: string }).onDisk, sha256(`too large: ${ours}`));
+  });
+
+  it('names the plugins someone chained after steward (five, then how many more), and nothing for another file', () => {
+    const d = confDir({});
+    const at = (body: unknown) => {
+      const p = join(d, `c${Math.random()}.conflist`);
+      writeFileSync(p, typeof body === 'string' ? body : JSON.stringify(body));
+      return pluginsChainedAfterSteward(p);
+    };
+    const steward = { type: 'steward', delegates: [] };
+    assert.deepEqual(at({ plugins: [steward] }), []);
+    assert.deepEqual(at({ plugins: [steward, { type: 'istio-cni' }, {}] }), ['istio-cni', '(no type)']);
+    const many = at({ plugins: [steward, ...Array.from({ length: 9 }, (_, i) => ({ type: `p${i}` }))] });
+    assert.deepEqual(many, ['p0', 'p1', 'p2', 'p3', 'p4', '4 more']);
+    assert.equal(at({ plugins: [{ type: 'bridge' }, steward] }), undefined);
+    assert.equal(at({ type: 'steward' }), undefined);
+    assert.equal(at('{"plugins": ['), undefined);
+    assert.equal(pluginsChainedAfterSteward(join(d, 'absent')), undefined);
   });
 });

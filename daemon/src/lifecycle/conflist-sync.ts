@@ -4,10 +4,10 @@
 // install lock (lock.ts).
 
 import { join } from 'node:path';
-import { MAX_NETCONF_BYTES } from '@cni-steward/shared';
+import { MAX_NETCONF_BYTES, printableCapped } from '@cni-steward/shared';
 import { conflistVersionOf } from './cni-version.js';
 import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
-import { sha256, sha256File } from './files.js';
+import { readRegularFile, sha256, sha256File } from './files.js';
 import {
   acceptedAt,
   foreign,
@@ -102,4 +102,24 @@ export function syncConflist(
   };
   trackedWrite(stateDir, ops, pending, path, text, 0o644, done);
   return { rec: done, outcome: { status: 'written', primary, cniVersion } };
+}
+
+/**
+ * The types of the plugins someone appended after steward's entry in the conflist at `path` (a
+ * steward config whose first plugin is ours, then others), or undefined when it is not such a file.
+ */
+export function pluginsChainedAfterSteward(path: string): string[] | undefined {
+  try {
+    const conf = JSON.parse(readRegularFile(path, MAX_CONFLIST_BYTES).toString('utf8')) as { plugins?: unknown };
+    if (!Array.isArray(conf?.plugins) || (conf.plugins[0] as { type?: unknown } | null)?.type !== 'steward')
+      return undefined;
+    const types = conf.plugins
+      .slice(1, 6)
+      .map((p) => (p as { type?: unknown } | null)?.type)
+      .map((t) => (typeof t === 'string' ? printableCapped(t, 64) : '(no type)'));
+    const more = conf.plugins.length - 6;
+    return more > 0 ? [...types, `${more} more`] : types;
+  } catch {
+    return undefined;
+  }
 }

@@ -11,7 +11,7 @@
 
 import { statfsSync, watch, type FSWatcher } from 'node:fs';
 import type { Logger } from 'pino';
-import { syncConflist, type ConflistOutcome } from './conflist-sync.js';
+import { pluginsChainedAfterSteward, syncConflist, type ConflistOutcome } from './conflist-sync.js';
 import { describeHolder, tryLock } from './lock.js';
 import { readRecord, type InstallRecord } from './record.js';
 import type { ConflistVersionChoice } from './cni-version.js';
@@ -172,10 +172,19 @@ export class PrimaryWatcher {
         return this.notReady('not ready: no primary network config in the CNI conf dir yet');
       case 'invalid-primary':
         return this.notReady('not ready: the primary network config is not usable', { primary: c.primary, why: c.why });
-      case 'foreign':
-        return this.notReady('not ready: 00-steward.conflist was rewritten by someone else; leaving it alone', {
-          path: c.path,
-        });
+      case 'foreign': {
+        // A plugin that chains itself into the first config by name (Istio's CNI in chained mode)
+        // lands in ours: said by name, with the way out, rather than only "rewritten".
+        const added = pluginsChainedAfterSteward(c.path);
+        if (added === undefined || added.length === 0)
+          return this.notReady('not ready: 00-steward.conflist was rewritten by someone else; leaving it alone', {
+            path: c.path,
+          });
+        return this.notReady(
+          `not ready: 00-steward.conflist was rewritten by someone else, who chained ${added.join(', ')} after steward; leaving it alone: configure that plugin to chain itself into the primary network config instead (which steward runs as its delegate), then run stewardd install --force`,
+          { path: c.path },
+        );
+      }
     }
   }
 }
