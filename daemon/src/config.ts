@@ -138,7 +138,7 @@ export const RUN_USAGE = `usage: stewardd run [options]
   --k8s-timeout SEC        deadline for the API request (default 5)
   --namespace NS           this pod's namespace (default $POD_NAMESPACE)
   --daemonset NAME         this pod's DaemonSet (default $STEWARD_DAEMONSET; $POD_NAME, when set, must
-                           start with NAME- for its absence to uninstall)
+                           be NAME-<5 characters>, as its pods are named, for its absence to uninstall)
   --metrics-listen ADDR:PORT
                            also serve GET /metrics (only) on this TCP address for Prometheus, e.g. 0.0.0.0:9631;
                            ADDR is an IP address (or empty for all), never a name

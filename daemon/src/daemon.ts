@@ -1,7 +1,6 @@
-// Wiring for `stewardd run`: config -> state-dir lock -> socket dir -> store (quick_check) -> engine
-// -> recovery -> server -> listen. A journal that fails its check runs degraded.ts instead.
-// Owns the process-level concerns: signals, readiness, and a bounded graceful close. What it starts
-// (engine, scheduler, spool drain, audit, the node's install, /healthz) is built in daemon-parts.ts.
+// Wiring for `stewardd run`: state-dir lock -> socket dir -> store (quick_check; degraded.ts if it
+// fails) -> engine -> recovery -> server -> listen. Owns signals, readiness and a bounded graceful close;
+// what it starts (engine, scheduler, spool drain, audit, install, /healthz) is built in daemon-parts.ts.
 
 import { readFileSync } from 'node:fs';
 import type { Server as NetServer, Socket } from 'node:net';
@@ -13,6 +12,7 @@ import { openJournal, startDegraded, type Journal } from './degraded.js';
 import type { Store } from './store/store.js';
 import type { RunningDaemon } from './running-daemon.js';
 import { shutdownSequence } from './lifecycle/shutdown.js';
+import { FailedBeforeServing } from './lifecycle/failed-start.js';
 import { removeRestartRecord } from './lifecycle/restart-record.js';
 import { AliveBeacon } from './lifecycle/alive-beacon.js';
 import { StatusNotReady } from './status-not-ready.js';
@@ -102,7 +102,7 @@ export async function startDaemon(
     });
   } catch (e) {
     owner.release();
-    throw e;
+    throw new FailedBeforeServing(e);
   }
   if ('corrupt' in journal) return startDegraded(cfg, owner, journal, log, startedAt);
   log.info({ db: cfg.dbPath, ms: Math.round(journal.checkMs) }, 'journal passed PRAGMA quick_check');

@@ -2,6 +2,7 @@
 
 import { avoidExitHang } from '@cni-steward/shared';
 import { parseProbeArgs, PROBE_USAGE, runProbe } from './probe.js';
+import type { FailedBeforeServing } from './lifecycle/failed-start.js';
 
 // Before the commands load their modules: no compile job may be left on a V8 worker at exit (shared/src/exit-hang.ts).
 avoidExitHang();
@@ -114,9 +115,9 @@ async function runDaemon(rest: string[]): Promise<number> {
     daemon = await startDaemon(cfg, log, sink);
   } catch (err) {
     const { afterFailedStart, waitsAfterFailedStart } = await import('./lifecycle/failed-start.js');
-    if (!waitsAfterFailedStart(cfg)) throw err;
+    if (!waitsAfterFailedStart(err, cfg)) throw err;
     for (const sig of ['SIGTERM', 'SIGINT'] as const) process.off(sig, onEarly);
-    await afterFailedStart(cfg, err, early, log);
+    await afterFailedStart(cfg, err as FailedBeforeServing, early, log);
     return 1;
   }
   for (const sig of ['SIGTERM', 'SIGINT'] as const) {

@@ -211,6 +211,9 @@ describe('SIGTERM to a stewardd that could not start (a journal from a newer rel
     assert.equal(existsSync(join(o.tree.confDir, '00-steward.conflist')), false, o.log.slice(-2000));
     assert.equal(existsSync(join(o.tree.binDir, 'steward')), false);
     assert.equal(o.api.requests.length, 1);
+    // The journal no one could read keeps what it owed (the newer release's teardowns).
+    assert.ok(existsSync(join(o.tree.stateDir, 'steward.db')), 'the unread journal stays');
+    assert.match(o.log, /keeping the state dir/);
   });
 
   it('the DaemonSet still there (a rolling update, the crash loop itself): everything stays, exit 1', async () => {
@@ -220,10 +223,20 @@ describe('SIGTERM to a stewardd that could not start (a journal from a newer rel
     assert.ok(installed(o.tree));
   });
 
-  it('--uninstall-on-delete never: the failed start exits at once, as before', async () => {
+  it('in a cluster with --uninstall-on-delete never, and for a state dir another live stewardd owns: exits at once, as before', async () => {
     const env = new TestEnv('failed-start-never');
     envs.push(env);
-    const daemon = new Daemon(env, { args: ['--uninstall-on-delete', 'never'] });
+    const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
+    await api.start();
+    env.defer(() => api.close());
+    const live = new Daemon(env, { name: 'live', args: api.daemonArgs() });
+    await live.start();
+    const second = new Daemon(env, { name: 'second', stateDir: live.stateDir, args: api.daemonArgs() });
+    const busy = await second.startExpectingExit(20_000);
+    assert.equal(busy.code, 1);
+    assert.doesNotMatch(busy.log, /it stays up/);
+    assert.equal(await live.stop(), 0);
+    const daemon = new Daemon(env, { args: ['--uninstall-on-delete', 'never', ...api.daemonArgs()] });
     await daemon.start();
     assert.equal(await daemon.stop(), 0);
     const Sqlite = createRequire(import.meta.url)('better-sqlite3');

@@ -53,9 +53,20 @@ describe('a pod the named DaemonSet would have made', () => {
     assert.equal(podOfDaemonSet(a('steward-x7k2p')), true);
     assert.equal(podOfDaemonSet(a()), true);
   });
-  it('is not one named after another DaemonSet, or the name alone', () => {
+  it('is not one named after another DaemonSet, a static pod, a hand-made pod, or the name alone', () => {
     assert.equal(podOfDaemonSet(a('prod-steward-x7k2p')), false);
+    assert.equal(podOfDaemonSet(a('steward-prod-x7k2p')), false, 'DaemonSet steward-prod labelled steward');
+    assert.equal(podOfDaemonSet(a('steward-node-1')), false, 'a static pod: <name>-<node>');
+    assert.equal(podOfDaemonSet(a('steward-debug')), false);
+    assert.equal(podOfDaemonSet(a('steward-aeiou')), false, 'vowels are not in the generated suffix');
     assert.equal(podOfDaemonSet(a('stewardx-1')), false);
     assert.equal(podOfDaemonSet(a('steward')), false);
+  });
+
+  it("a DaemonSet name past 57 characters: its pods' prefix is cut to 58, as generateName cuts it", () => {
+    const long = 'steward-' + 'n'.repeat(55); // 63 characters, the longest a DaemonSet name may be
+    const ds = { ...a(), daemonSet: long };
+    assert.equal(podOfDaemonSet({ ...ds, podName: `${long.slice(0, 58)}x7k2p` }), true);
+    assert.equal(podOfDaemonSet({ ...ds, podName: `${long}-x7k2p` }), false);
   });
 });

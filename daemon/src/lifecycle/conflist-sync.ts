@@ -3,6 +3,7 @@
 // its record (syncConflist), for install.ts and the daemon's watcher.ts alike. The caller holds the
 // install lock (lock.ts).
 
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAX_NETCONF_BYTES, printableCapped } from '@cni-steward/shared';
 import { conflistVersionOf } from './cni-version.js';
@@ -35,9 +36,10 @@ type ConflistPlan =
     });
 
 /**
- * The most of the file at our conflist's path that is hashed. Ours is the primary (at most
- * MAX_NETCONF_BYTES) indented again: a larger file is someone else's, and the watcher reads this
- * path every second on the event loop (a 200 MiB file there held it for most of a second).
+ * The most of the file at our conflist's path that is hashed, or our own rendering's size if that is
+ * larger (the primary, at most MAX_NETCONF_BYTES, indented again): a larger file is someone else's,
+ * and the watcher reads this path every second on the event loop (a 200 MiB file there held it for
+ * most of a second).
  */
 export const MAX_CONFLIST_BYTES = 4 * MAX_NETCONF_BYTES;
 
@@ -55,7 +57,8 @@ export function planConflist(rec: InstallRecord): ConflistPlan {
   const path = join(rec.cniConfDir, STEWARD_CONFLIST);
   const cniVersion = conflistVersionOf(rec.cniVersion, String(scan.conf.cniVersion));
   const text = renderConflist(scan.conf, { socket: rec.socket, spoolDir: rec.spoolDir, cniVersion });
-  const onDisk = sha256File(path, MAX_CONFLIST_BYTES);
+  // Our own file can be larger than the cap (the primary indented again, 8 levels deep): up to its size.
+  const onDisk = sha256File(path, Math.max(MAX_CONFLIST_BYTES, Buffer.byteLength(text)));
   return {
     kind: 'file',
     path,
@@ -70,9 +73,10 @@ export function planConflist(rec: InstallRecord): ConflistPlan {
 
 /** A file at `path` that no record knows (`rec` knows no conflist there) and that is not what `rec` would write. */
 export function unknownConflist(rec: InstallRecord, path: string): boolean {
-  const onDisk = sha256File(path, MAX_CONFLIST_BYTES);
-  if (onDisk === undefined) return false;
+  if (!existsSync(path)) return false;
   const plan = planConflist(rec);
+  const onDisk = plan.kind === 'file' && plan.path === path ? plan.onDisk : sha256File(path, MAX_CONFLIST_BYTES);
+  if (onDisk === undefined) return false;
   return plan.kind !== 'file' || plan.next !== onDisk;
 }
 

@@ -13,16 +13,26 @@ export interface ApiAccess {
   daemonSet: string;
   /**
    * This pod's own name (POD_NAME, the downward API's metadata.name), when known. A DaemonSet's
-   * controller names its pods `<daemonSet>-<suffix>`: one not named so says `daemonSet` names
+   * pods are named `<daemonSet>-<5 random characters>`: one not named so says `daemonSet` names
    * another DaemonSet (a label renamed apart from it), whose 404 says nothing about ours.
    */
   podName?: string;
   timeoutMs: number;
 }
 
-/** Whether `a.podName` (when known) is a name the DaemonSet `a.daemonSet` would give its pods. */
+/**
+ * Whether `a.podName` (when known) is a name the DaemonSet `a.daemonSet` would give its pods: the API
+ * server's generateName, `<daemonSet>-` cut to 58 characters, then 5 of its random characters. A
+ * DaemonSet `steward-prod` labelled `steward` names its pods `steward-prod-xxxxx`: not one of them.
+ */
 export function podOfDaemonSet(a: ApiAccess): boolean {
-  return a.podName === undefined || a.podName.startsWith(`${a.daemonSet}-`);
+  if (a.podName === undefined) return true;
+  const prefix = `${a.daemonSet}-`.slice(0, 58);
+  return (
+    a.podName.length === prefix.length + 5 &&
+    a.podName.startsWith(prefix) &&
+    /^[bcdfghjklmnpqrstvwxz2456789]{5}$/.test(a.podName.slice(prefix.length))
+  );
 }
 
 export type DaemonSetState =

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
 import { describeHolder, LockTimeoutError, tryLock } from './lock.js';
 import { STEWARD_CONFLIST } from './conflist.js';
-import { MAX_CONFLIST_BYTES } from './conflist-sync.js';
 import { moveAside, readRegularFile } from './files.js';
 import { daemonSetState, podOfDaemonSet, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';
@@ -90,7 +89,15 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
   onUninstall?.();
   const r = await uninstallOrSetAside(o);
   // A DEL spooled in the last moments and not run yet is kept too: its file is its only record.
-  if (r.refused.length > 0 || r.leftovers.length > 0 || r.spooled.length > 0 || r.superseded) {
+  // So is a journal whose teardowns could not even be read (one from a newer release, a corrupt
+  // one): what it owed stays in it, for a reinstall or an operator.
+  if (
+    r.refused.length > 0 ||
+    r.leftovers.length > 0 ||
+    r.spooled.length > 0 ||
+    r.superseded ||
+    r.drainError !== undefined
+  ) {
     o.log.warn(
       {
         stateDir: o.stateDir,
@@ -98,6 +105,7 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
         leftovers: r.leftovers.length,
         spooled: r.spooled.length,
         superseded: !!r.superseded,
+        ...(r.drainError !== undefined ? { drainError: r.drainError } : {}),
       },
       'keeping the state dir: uninstall was incomplete, or stewardd was installed again meanwhile',
     );
@@ -225,7 +233,7 @@ export function conflistAside(stateDir: string, confDir: string, socket: string,
     const held = tryLock(stateDir, 'setting the conflist aside after a failed uninstall');
     if ('busy' in held) return;
     try {
-      const conf = JSON.parse(readRegularFile(path, MAX_CONFLIST_BYTES).toString('utf8')) as {
+      const conf = JSON.parse(readRegularFile(path).toString('utf8')) as {
         plugins?: Array<{ type?: unknown; socket?: unknown }>;
       };
       const entry = Array.isArray(conf?.plugins) ? conf.plugins[0] : undefined;

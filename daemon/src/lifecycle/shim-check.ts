@@ -51,6 +51,8 @@ export class ShimCheck {
   private running: Promise<void> | undefined;
   private hashes = 0;
   private restoreFailed: string | undefined;
+  private restoreBackoffMs = 0;
+  private restoreAfter = 0;
 
   constructor(private readonly o: ShimCheckOptions) {
     try {
@@ -121,14 +123,15 @@ export class ShimCheck {
     try {
       const st = statSync(path);
       stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
-    } catch {
+    } catch (e) {
       // No installed shim: the runtime cannot call us at all, and every pod's ADD fails on a missing
       // `steward` while our conflist is in place. Said so while installed (uninstall removes it on
       // purpose); nothing else said it (hostile run, 1 Dec: /readyz stayed 200). Put back when asked
-      // to; checked again at the next tick either way.
+      // to and nothing is there (ENOENT: not a path we cannot search or a link loop someone left).
       this.seen = undefined;
       if (!installed) return this.set(undefined);
-      if (this.o.restoreMissing && !restored && this.restore(path)) return this.checkOnce(sync, true);
+      const absent = (e as NodeJS.ErrnoException).code === 'ENOENT';
+      if (this.o.restoreMissing && absent && !restored && this.restore(path)) return this.checkOnce(sync, true);
       return this.set(missingShim(path));
     }
     if (this.seen?.path !== path || this.seen.stamp !== stamp) {
@@ -156,12 +159,20 @@ export class ShimCheck {
     );
   }
 
-  /** restoreShim, its failure logged once until it changes or succeeds; whether the shim was put back. */
+  /**
+   * restoreShim, its failure logged once until it changes or succeeds, and tried again after 1 s,
+   * then twice as long each time up to a minute (a read-only bin dir is not rewritten every second:
+   * each try reads and writes the whole shim on the event loop); whether the shim was put back.
+   */
   private restore(path: string): boolean {
+    if (Date.now() < this.restoreAfter) return false;
     const failed = restoreShim(this.o, path);
+    if (failed === LOCK_BUSY) return false; // install or uninstall at work: the next tick, unsaid
     if (failed !== undefined && failed !== this.restoreFailed)
       this.o.log.error({ path }, `installed shim ${path} is missing and could not be put back: ${failed}`);
     this.restoreFailed = failed;
+    this.restoreBackoffMs = failed === undefined ? 0 : Math.min(60_000, Math.max(1000, this.restoreBackoffMs * 2));
+    this.restoreAfter = Date.now() + this.restoreBackoffMs;
     return failed === undefined;
   }
 
@@ -185,10 +196,12 @@ function missingShim(path: string): string {
  * The lock is only tried. Returns why it was not put back (the lock busy, the record changed, the
  * write failed: the next tick tries again), or undefined once it is.
  */
+const LOCK_BUSY = 'the install lock is held';
+
 function restoreShim(o: ShimCheckOptions, path: string): string | undefined {
   try {
     const lock = tryLock(o.stateDir, 'restoring the missing shim');
-    if ('busy' in lock) return 'the install lock is held';
+    if ('busy' in lock) return LOCK_BUSY;
     try {
       const rec = readRecord(o.stateDir);
       if (rec?.state !== 'installed' || rec.shim.path !== path) return 'the install record changed';
