@@ -213,6 +213,16 @@ describe('what is at our conflist path, as the watcher reads it every second', (
     assert.equal((over as { onDisk?: string }).onDisk, sha256(`too large: ${ours}`));
   });
 
+  it('our own file is hashed whole even past the cap (a primary under 1 MiB indented again can pass 4 MiB)', () => {
+    const big = { ...net('podnet'), plugins: [{ type: 'bridge', x: new Array(240_000).fill(0) }] };
+    const d = confDir({ '10-podnet.conflist': big });
+    const plan = planConflist(record(d)) as { kind: string; text: string; path: string; next: string };
+    assert.ok(Buffer.byteLength(plan.text) > MAX_CONFLIST_BYTES, `${Buffer.byteLength(plan.text)} bytes`);
+    writeFileSync(plan.path, plan.text);
+    const again = planConflist(record(d)) as { onDisk?: string; next: string };
+    assert.equal(again.onDisk, again.next, 'ours, not "too large"');
+  });
+
   it('names the plugins someone chained after steward (five, then how many more), and nothing for another file', () => {
     const d = confDir({});
     const at = (body: unknown) => {
