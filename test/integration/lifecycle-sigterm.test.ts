@@ -28,6 +28,37 @@ after(async () => {
   for (const e of envs) await e.close();
 });
 
+/**
+ * A node tree with a bridge primary, a stand-in API server and an in-cluster daemon (not started),
+ * steward installed; `original` is the tree before install.
+ */
+async function inClusterNode(
+  name: string,
+  o: { extraArgs?: string[]; pathPrefix?: string; podName?: string } = {},
+): Promise<{ env: TestEnv; api: FakeApiServer; daemon: Daemon; tree: NodeTree; original: Record<string, string> }> {
+  const env = new TestEnv(name);
+  envs.push(env);
+  const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
+  api.pathPrefix = o.pathPrefix ?? '';
+  await api.start();
+  env.defer(() => api.close());
+  const confDir = join(env.dir, 'node/etc/cni/net.d');
+  const daemon = new Daemon(env, {
+    args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...(o.extraArgs ?? [])],
+    ...(o.podName !== undefined ? { env: { POD_NAME: o.podName } } : {}),
+  });
+  const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
+  writeJson(join(tree.confDir, '10-podnet.conflist'), {
+    cniVersion: '1.0.0',
+    name: 'podnet',
+    plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })],
+  });
+  const original = snapshot(tree.root);
+  const inst = await installInto(tree, daemon.socket);
+  assert.equal(inst.code, 0, inst.stderr);
+  return { env, api, daemon, tree, original };
+}
+
 /** Install on a fresh node tree, run the daemon in-cluster, optionally leave a teardown pending, then SIGTERM. */
 async function sigtermWith(
   answer: DaemonSetAnswer | 'unreachable',
@@ -40,27 +71,8 @@ async function sigtermWith(
     recordBeforeTerm?: string;
   } = {},
 ): Promise<Outcome> {
-  const env = new TestEnv(`term-${answer}`);
-  envs.push(env);
-  const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
-  api.pathPrefix = opts.pathPrefix ?? '';
-  await api.start();
-  env.defer(() => api.close());
+  const { env, api, daemon, tree, original } = await inClusterNode(`term-${answer}`, opts);
   api.answer = answer === 'unreachable' ? 'present' : answer;
-  const confDir = join(env.dir, 'node/etc/cni/net.d');
-  const daemon = new Daemon(env, {
-    args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...(opts.extraArgs ?? [])],
-    ...(opts.podName !== undefined ? { env: { POD_NAME: opts.podName } } : {}),
-  });
-  const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
-  writeJson(join(tree.confDir, '10-podnet.conflist'), {
-    cniVersion: '1.0.0',
-    name: 'podnet',
-    plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })],
-  });
-  const original = snapshot(tree.root);
-  const inst = await installInto(tree, daemon.socket);
-  assert.equal(inst.code, 0, inst.stderr);
   await daemon.start();
   if (opts.pendingTeardown) {
     const conf = stewardConf(daemon.socket, '1.0.0', [
@@ -169,24 +181,8 @@ describe('SIGTERM in a cluster (against a stand-in API server)', () => {
 describe('SIGTERM to a stewardd that could not start (a journal from a newer release: it would crash-loop)', () => {
   /** Installs, lets a daemon make its journal, marks the journal newer than this build, starts again. */
   async function failedStartWith(answer: DaemonSetAnswer, extraArgs: string[] = []) {
-    const env = new TestEnv(`failed-start-${answer}`);
-    envs.push(env);
-    const api = new FakeApiServer(env.dir, 'steward-system', 'steward');
-    await api.start();
-    env.defer(() => api.close());
+    const { api, daemon, tree, original } = await inClusterNode(`failed-start-${answer}`, { extraArgs });
     api.answer = 'present'; // the first daemon's stop is a restart
-    const confDir = join(env.dir, 'node/etc/cni/net.d');
-    const daemon = new Daemon(env, {
-      args: ['--cni-conf-dir', confDir, '--drain-timeout', '1', ...api.daemonArgs(), ...extraArgs],
-    });
-    const tree: NodeTree = { ...nodeTree(join(env.dir, 'node')), stateDir: daemon.stateDir };
-    writeJson(join(tree.confDir, '10-podnet.conflist'), {
-      cniVersion: '1.0.0',
-      name: 'podnet',
-      plugins: [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, 'ipam') })],
-    });
-    const original = snapshot(tree.root);
-    assert.equal((await installInto(tree, daemon.socket)).code, 0);
     await daemon.start();
     assert.equal(await daemon.stop(), 0);
     const Sqlite = createRequire(import.meta.url)('better-sqlite3');
