@@ -207,9 +207,9 @@ describe('SIGTERM to a stewardd that could not start (a journal from a newer rel
     assert.equal(existsSync(join(o.tree.confDir, '00-steward.conflist')), false, o.log.slice(-2000));
     assert.equal(existsSync(join(o.tree.binDir, 'steward')), false);
     assert.equal(o.api.requests.length, 1);
-    // The journal no one could read keeps what it owed (the newer release's teardowns).
-    assert.ok(existsSync(join(o.tree.stateDir, 'steward.db')), 'the unread journal stays');
-    assert.match(o.log, /keeping the state dir/);
+    // The journal it could not read is said and purged with the rest, as `uninstall --purge` does.
+    assert.match(o.log, /pending teardowns cannot be read/);
+    assert.equal(existsSync(join(o.tree.stateDir, 'steward.db')), false);
   });
 
   it('the DaemonSet still there (a rolling update, the crash loop itself): everything stays, exit 1', async () => {

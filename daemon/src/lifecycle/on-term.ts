@@ -89,15 +89,10 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
   onUninstall?.();
   const r = await uninstallOrSetAside(o);
   // A DEL spooled in the last moments and not run yet is kept too: its file is its only record.
-  // So is a journal whose teardowns could not even be read (one from a newer release, a corrupt
-  // one): what it owed stays in it, for a reinstall or an operator.
-  if (
-    r.refused.length > 0 ||
-    r.leftovers.length > 0 ||
-    r.spooled.length > 0 ||
-    r.superseded ||
-    r.drainError !== undefined
-  ) {
+  // A journal whose teardowns could not even be read (a corrupt one, one from a newer release) is
+  // purged with the rest, as `uninstall --purge` does: kept, a reinstall would find it and serve
+  // degraded, never ready; the log said what it could not read (uninstall.ts drainFirst).
+  if (r.refused.length > 0 || r.leftovers.length > 0 || r.spooled.length > 0 || r.superseded) {
     o.log.warn(
       {
         stateDir: o.stateDir,
@@ -105,7 +100,6 @@ export async function uninstallOnTerm(o: TermUninstallOptions, onUninstall?: () 
         leftovers: r.leftovers.length,
         spooled: r.spooled.length,
         superseded: !!r.superseded,
-        ...(r.drainError !== undefined ? { drainError: r.drainError } : {}),
       },
       'keeping the state dir: uninstall was incomplete, or stewardd was installed again meanwhile',
     );
