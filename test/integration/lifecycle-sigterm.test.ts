@@ -178,6 +178,14 @@ describe('SIGTERM in a cluster (against a stand-in API server)', () => {
   });
 });
 
+/** Marks the journal in `stateDir` as written by a newer release (schema 99): this build cannot start on it. */
+function markJournalNewer(stateDir: string): void {
+  const Sqlite = createRequire(import.meta.url)('better-sqlite3');
+  const db = new Sqlite(join(stateDir, 'steward.db'));
+  db.pragma('user_version = 99');
+  db.close();
+}
+
 describe('SIGTERM to a stewardd that could not start (a journal from a newer release: it would crash-loop)', () => {
   /** Installs, lets a daemon make its journal, marks the journal newer than this build, starts again. */
   async function failedStartWith(answer: DaemonSetAnswer, extraArgs: string[] = []) {
@@ -185,10 +193,7 @@ describe('SIGTERM to a stewardd that could not start (a journal from a newer rel
     api.answer = 'present'; // the first daemon's stop is a restart
     await daemon.start();
     assert.equal(await daemon.stop(), 0);
-    const Sqlite = createRequire(import.meta.url)('better-sqlite3');
-    const db = new Sqlite(join(daemon.stateDir, 'steward.db'));
-    db.pragma('user_version = 99');
-    db.close();
+    markJournalNewer(daemon.stateDir);
     api.answer = answer;
     api.requests.length = 0;
     const exited = daemon.startExpectingExit(30_000);
@@ -235,10 +240,7 @@ describe('SIGTERM to a stewardd that could not start (a journal from a newer rel
     const daemon = new Daemon(env, { args: ['--uninstall-on-delete', 'never', ...api.daemonArgs()] });
     await daemon.start();
     assert.equal(await daemon.stop(), 0);
-    const Sqlite = createRequire(import.meta.url)('better-sqlite3');
-    const db = new Sqlite(join(daemon.stateDir, 'steward.db'));
-    db.pragma('user_version = 99');
-    db.close();
+    markJournalNewer(daemon.stateDir);
     const { code, log } = await daemon.startExpectingExit(20_000);
     assert.equal(code, 1);
     assert.doesNotMatch(log, /it stays up/);
