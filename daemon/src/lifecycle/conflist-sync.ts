@@ -7,8 +7,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { MAX_NETCONF_BYTES, printableCapped } from '@cni-steward/shared';
 import { conflistVersionOf } from './cni-version.js';
-import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST } from './conflist.js';
-import { readRegularFile, sha256, sha256File } from './files.js';
+import { findPrimary, renderConflist, sortsBeforeOurs, STEWARD_CONFLIST, stewardConflistPlugins } from './conflist.js';
+import { sha256, sha256File } from './files.js';
 import {
   acceptedAt,
   foreign,
@@ -114,14 +114,13 @@ export function syncConflist(
  */
 export function pluginsChainedAfterSteward(path: string): string[] | undefined {
   try {
-    const conf = JSON.parse(readRegularFile(path, MAX_CONFLIST_BYTES).toString('utf8')) as { plugins?: unknown };
-    if (!Array.isArray(conf?.plugins) || (conf.plugins[0] as { type?: unknown } | null)?.type !== 'steward')
-      return undefined;
-    const types = conf.plugins
+    const plugins = stewardConflistPlugins(path, MAX_CONFLIST_BYTES);
+    if (plugins === undefined) return undefined;
+    const types = plugins
       .slice(1, 6)
-      .map((p) => (p as { type?: unknown } | null)?.type)
+      .map((p) => p?.type)
       .map((t) => (typeof t === 'string' ? printableCapped(t, 64) : '(no type)'));
-    const more = conf.plugins.length - 6;
+    const more = plugins.length - 6;
     return more > 0 ? [...types, `${more} more`] : types;
   } catch {
     return undefined;

@@ -104,6 +104,21 @@ export function fileNamesType(path: string, type: string): boolean {
   }
 }
 
+/** One entry of a conflist's "plugins": what the readers here look at (anything else is left as read). */
+export type ConflistEntry = { type?: unknown; socket?: unknown } | null;
+
+/**
+ * The plugins of the conflist at `path` when its first plugin is steward's (our config, perhaps with
+ * plugins appended after ours), else undefined. Throws what reading or parsing it throws (ENOENT, a
+ * file too large, bad JSON): each caller says that its own way.
+ */
+export function stewardConflistPlugins(path: string, maxBytes?: number): ConflistEntry[] | undefined {
+  const conf = JSON.parse(readRegularFile(path, maxBytes).toString('utf8')) as { plugins?: unknown } | null;
+  if (!Array.isArray(conf?.plugins)) return undefined;
+  const plugins = conf.plugins as ConflistEntry[];
+  return plugins[0]?.type === 'steward' ? plugins : undefined;
+}
+
 function namesType(v: unknown, type: string, depth: number): boolean {
   if (typeof v !== 'object' || v === null || depth > 64) return false;
   if (Array.isArray(v)) return v.some((x) => namesType(x, type, depth + 1));

@@ -8,8 +8,8 @@ import { readRecord } from './record.js';
 import { join } from 'node:path';
 import { DEFAULT_SOCKET } from '@cni-steward/shared';
 import { describeHolder, LockTimeoutError, tryLock } from './lock.js';
-import { STEWARD_CONFLIST } from './conflist.js';
-import { moveAside, readRegularFile } from './files.js';
+import { STEWARD_CONFLIST, stewardConflistPlugins } from './conflist.js';
+import { moveAside } from './files.js';
 import { daemonSetState, podOfDaemonSet, type ApiAccess } from './k8s.js';
 import type { UninstallMode } from './options.js';
 
@@ -227,11 +227,8 @@ export function conflistAside(stateDir: string, confDir: string, socket: string,
     const held = tryLock(stateDir, 'setting the conflist aside after a failed uninstall');
     if ('busy' in held) return;
     try {
-      const conf = JSON.parse(readRegularFile(path).toString('utf8')) as {
-        plugins?: Array<{ type?: unknown; socket?: unknown }>;
-      };
-      const entry = Array.isArray(conf?.plugins) ? conf.plugins[0] : undefined;
-      if (entry?.type !== 'steward' || (entry.socket ?? DEFAULT_SOCKET) !== socket) return;
+      const ours = stewardConflistPlugins(path)?.[0];
+      if (!ours || (ours.socket ?? DEFAULT_SOCKET) !== socket) return;
       const to = moveAside(path);
       log.warn(
         { path, to },
