@@ -1,7 +1,8 @@
 // Benchmark: the storm as a runtime sends it. Kubelet-style retries of StopPodSandbox become DELs
 // from many concurrent executions of the shipped shim (each a new process), while ADDs are sent one
 // at a time through the shim too; ADD p50/p99 during the storm is reported against idle ADDs of the
-// same run, with the CPU the shims burn (reaped by the Go runner that starts them) apart from the daemon's.
+// same run (timed before each storm, its pods added: the state it starts from), with the CPU the
+// shims burn (reaped by the Go runner that starts them) apart from the daemon's.
 // Its baseline, in the same run against the same daemon: the same storm and the same ADDs with each
 // request sent by one `curl --unix-socket` process (an executed C client), so the shim storm's p99
 // over the curl storm's is the shim's own cost under contention (issue 23).
@@ -24,7 +25,12 @@ const CONTAINERS = 60;
 const RETRIES = 10;
 const PARALLEL = 12;
 /** Storms in a row per series: one lasts about a second, 30–40 ADDs. */
-const STORMS = 3;
+const STORMS = 5;
+/**
+ * Idle ADDs timed before each storm, its pods already added: 200 a series, so the floor's p99 is
+ * the 198th of 200 rather than the largest of 60 (the figure moved 17–33 ms from run to run).
+ */
+const IDLE_PER_STORM = 40;
 /** The nice value of the storm's shims in the row's second shim storm. */
 const STORM_NICE = 10;
 
@@ -50,10 +56,15 @@ interface Clients {
   stormNice: number | undefined;
 }
 
-/** One storm: its pods added over the socket, then their DELs executed while ADDs are timed. */
+/**
+ * One storm: its pods added over the socket, then ADDs timed on the idle daemon holding them (the
+ * floor, in the state the storm starts from), then their DELs executed while ADDs are timed.
+ */
 async function stormOnce(ctx: BenchContext, env: Scratch, daemon: BenchDaemon, c: Clients, r: number) {
   const containers = Array.from({ length: n(CONTAINERS, ctx, 10) }, (_, i) => `${c.tag}-${r}-${i}`);
   for (const cid of containers) await daemon.cni(wireBody('ADD', cid, c.conf));
+  const idle: number[] = [];
+  for (let i = 0, k = n(IDLE_PER_STORM, ctx, 10); i < k; i++) idle.push(await c.addOnce(`${c.tag}-idle-${r}-${i}`));
   const calls = containers.map((cid) => c.call('DEL', cid));
   const go = await startGoStorm(env, c.runner, { calls, retries: RETRIES, parallel: PARALLEL }, c.stormNice);
   const cpu0 = daemon.cpu();
@@ -65,7 +76,7 @@ async function stormOnce(ctx: BenchContext, env: Scratch, daemon: BenchDaemon, c
   const during: number[] = [];
   while (!done) during.push(await c.addOnce(`${c.tag}-during-${r}-${during.length}`));
   const storm = await report;
-  return { containers, during, storm, daemonCpuMs: daemon.cpu().self - cpu0.self };
+  return { containers, idle, during, storm, daemonCpuMs: daemon.cpu().self - cpu0.self };
 }
 
 async function runStorm(
@@ -95,11 +106,8 @@ async function runStorm(
   const clients: Clients = { tag, conf, call, addOnce, runner, stormNice };
   for (let i = 0; i < 5; i++) await addOnce(`${tag}-warm-${i}`);
 
-  const idleEach = n(30, ctx, 10);
-  const idle: number[] = [];
-  for (let i = 0; i < idleEach; i++) idle.push(await addOnce(`${tag}-idle-a-${i}`));
   const run: StormRun = {
-    idle,
+    idle: [],
     during: [],
     storm: { ms: 0, execs: 0, exitCodes: {}, clientCpuMs: 0 },
     containers: [],
@@ -109,6 +117,7 @@ async function runStorm(
   for (let r = 0; r < STORMS; r++) {
     const one = await stormOnce(ctx, env, daemon, clients, r);
     run.containers.push(...one.containers);
+    run.idle.push(...one.idle);
     run.during.push(...one.during);
     run.storm.ms += one.storm.ms;
     run.storm.execs += one.storm.execs;
@@ -117,7 +126,6 @@ async function runStorm(
       run.storm.exitCodes[code] = (run.storm.exitCodes[code] ?? 0) + k;
     daemonCpuMs += one.daemonCpuMs;
   }
-  for (let i = 0; i < idleEach; i++) idle.push(await addOnce(`${tag}-idle-b-${i}`));
   adds.close();
   run.daemonCpuMsPerReq = daemonCpuMs / Math.max(1, run.storm.execs + run.during.length);
   ctx.log(
