@@ -3,7 +3,8 @@
 // spooled it at its bound, and the runtime's next DEL (containerd's RemovePodSandbox after
 // StopPodSandbox) joined the same teardown and waited out the bound again: a minute a pod with a hung
 // delegate, under containerd 1.6 (a hostile review, 30 Nov). A DEL not yet journaled (queued behind
-// its container's ADD) is still left to the shim's bound, which spools it.
+// its container's ADD) is still left to the shim's bound, which spools it. A runtime DEL joining a
+// spooled DEL (drained with no budget: no shim waits for it) gets a runtime DEL's budget.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -97,6 +98,38 @@ describe("a DEL whose delegate hangs past the shim's DEL bound", () => {
       return a.state === 'deleted';
     });
     assert.equal((await call('DEL')).code, 0);
+    assert.deepEqual(leases(n.dataDir, n.net), []);
+  });
+
+  it('a runtime DEL joining a spooled DEL whose delegate hangs is answered by stewardd at its budget, not spooled again', async () => {
+    const n = heldNetwork(deferring, 'joinspool');
+    const netns = env.netns();
+    const call = (command: string) => shim({ command, containerId: 'join-spooled', netns }, n.conf);
+    assert.equal((await call('ADD')).code, 0);
+    writeFileSync(n.gate, '');
+    // StopPodSandbox's DEL while stewardd is down: the shim spools it; the restarted stewardd drains it.
+    await deferring.stop();
+    try {
+      assert.equal((await call('DEL')).code, 0);
+      assert.equal(spooled(deferring, 'join-spooled').length, 1);
+    } finally {
+      await deferring.start();
+    }
+    await deferring.waitFor('the spooled DEL to reach its held delegate', () => fixtureCalls(n.fx, 'DEL').length === 1);
+
+    // RemovePodSandbox's DEL joins the spooled teardown: stewardd answers it at its budget (3 s)
+    // rather than leaving it to wait out the shim's bound (4 s) and be spooled a second time.
+    const remove = await call('DEL');
+    assert.equal(remove.code, 0, remove.stdout);
+    assert.equal(spooled(deferring, 'join-spooled').length, 1, 'only the first DEL is in the spool');
+    assert.equal(fixtureCalls(n.fx, 'DELDONE').length, 0, 'answered while the delegate still holds its DEL');
+    assert.equal(fixtureCalls(n.fx, 'DEL').length, 1, 'one delegate DEL for both');
+
+    rmSync(n.gate);
+    await deferring.waitFor('the teardown to finish and the spool to drain', async () => {
+      const [a] = (await deferring.get('/v1/attachments?containerId=join-spooled')).json;
+      return a.state === 'deleted' && spooled(deferring, 'join-spooled').length === 0;
+    });
     assert.deepEqual(leases(n.dataDir, n.net), []);
   });
 

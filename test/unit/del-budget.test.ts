@@ -128,6 +128,38 @@ describe("a DEL's answer budget", () => {
     assert.equal(await spooled, '');
   });
 
+  test('a runtime DEL joining a spooled one is answered at its budget, as later joiners are; the spooled DEL still waits for its teardown', async () => {
+    const s = setup();
+    const held = holding(s, () => true);
+    await s.engine.handle(req('ADD', 'x', chain));
+    const spooled = s.engine.spooledDel(req('DEL', 'x', chain));
+    await new Promise((r) => setTimeout(r, 10)); // its teardown under way, journaled deleting
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleting');
+    const runtime = s.engine.handle(req('DEL', 'x', chain));
+    assert.equal(await within(runtime), '', 'the runtime DEL waited for the spooled teardown');
+    assert.equal(await within(s.engine.handle(req('DEL', 'x', chain))), '', 'a later joiner waited');
+    assert.equal(await within(spooled), 'unanswered', 'the spooled DEL was answered while its teardown ran');
+    assert.equal(s.plugins.of('DEL').length, 1, 'the joiners ran no DEL of their own');
+    held.resolve();
+    assert.equal(await spooled, '');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+  });
+
+  test('strict: a runtime DEL joining a spooled one whose teardown hangs is answered 105 at its budget', async () => {
+    const s = setup({ delPolicy: 'strict' });
+    const held = holding(s, () => true);
+    await s.engine.handle(req('ADD', 'x', chain));
+    const spooled = s.engine.spooledDel(req('DEL', 'x', chain));
+    await new Promise((r) => setTimeout(r, 10));
+    const code = s.engine.handle(req('DEL', 'x', chain)).then(
+      () => 'success',
+      (e: CniError) => String(e.code),
+    );
+    assert.equal(await within(code), '105');
+    held.resolve();
+    assert.equal(await spooled, '');
+  });
+
   test('a DEL queued behind other work of its container whose attachment is still added (nothing of it on disk) is not answered early', async () => {
     const s = setup();
     const held = holding(s, (ifname) => ifname === 'eth1');

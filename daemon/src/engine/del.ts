@@ -55,8 +55,16 @@ interface DelProgress {
   passingThrough: boolean;
 }
 
+/** A DEL queued or running, which identical DELs join. */
+interface InFlightDel {
+  answer: Promise<string>;
+  progress: DelProgress;
+  /** The answer with a runtime DEL's budget: `answer` for a runtime's DEL, set by runtimeAnswer for a spooled one. */
+  budgeted?: Promise<string>;
+}
+
 export class Dels {
-  private readonly inFlight = new Map<string, Promise<string>>();
+  private readonly inFlight = new Map<string, InFlightDel>();
   /**
    * Keys whose attachment is torn down. Repeated DELs (a runtime's retry storm) are answered from
    * here without touching the queue or SQLite; a key leaves the set as soon as an ADD for it is
@@ -118,23 +126,8 @@ export class Dels {
     if (network === '') return this.nameless(env);
     const key = { containerId: env.containerId, network, ifname: env.ifname };
     const k = keyString(key);
-    if (this.tombstones.has(k)) {
-      ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
-      ctx.log.debug(
-        { containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname },
-        'DEL answered from a tombstone: already torn down',
-      );
-      return Promise.resolve('');
-    }
-    const joined = this.inFlight.get(k);
-    if (joined) {
-      ctx.metrics.coalescedDels.inc({ how: 'joined' });
-      ctx.log.debug(
-        { containerId: key.containerId, ...podLogFields(podFromCniArgs(env.args)), network, ifname: key.ifname },
-        'DEL joined one queued or in flight',
-      );
-      return joined;
-    }
+    const coalesced = this.coalesced(env, config, key, priority);
+    if (coalesced) return coalesced;
     // The answer settles as soon as the teardown is done; the container's queue is held until the
     // final commit (deferred past the answer, see answerBeforeFinalCommit) is on disk too, and
     // identical DELs arriving in between join the answer rather than run again.
@@ -158,17 +151,44 @@ export class Dels {
       }
     });
     work.catch(failed);
-    this.inFlight.set(k, answer);
+    const entry: InFlightDel = { answer, progress };
+    this.inFlight.set(k, entry);
     // A runtime's DEL only: a spooled one (Background) has no shim waiting, and its file goes once
     // it is answered, so an early answer would only drop the file before its teardown is on disk.
-    const budget =
-      priority === Priority.Del ? this.armBudget({ env, config, key, answer, progress, answered, failed }) : undefined;
+    let budget: NodeJS.Timeout | undefined;
+    if (priority === Priority.Del) {
+      budget = this.armBudget({ env, config, key, answer, progress, answered, failed });
+      entry.budgeted = answer;
+    }
     const forget = () => {
       clearTimeout(budget);
-      if (this.inFlight.get(k) === answer) this.inFlight.delete(k);
+      if (this.inFlight.get(k) === entry) this.inFlight.delete(k);
     };
     work.then(forget, forget);
     return answer;
+  }
+
+  /** The answer of a DEL that needs no teardown of its own: a tombstone's, or that of one in flight it joins. */
+  private coalesced(
+    env: CniEnv,
+    config: Record<string, unknown>,
+    key: AttachmentKey,
+    priority: PriorityValue,
+  ): Promise<string> | undefined {
+    const { ctx } = this;
+    const k = keyString(key);
+    const pod = podLogFields(podFromCniArgs(env.args));
+    const fields = { containerId: key.containerId, ...pod, network: key.network, ifname: key.ifname };
+    if (this.tombstones.has(k)) {
+      ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
+      ctx.log.debug(fields, 'DEL answered from a tombstone: already torn down');
+      return Promise.resolve('');
+    }
+    const joined = this.inFlight.get(k);
+    if (!joined) return undefined;
+    ctx.metrics.coalescedDels.inc({ how: 'joined' });
+    ctx.log.debug(fields, 'DEL joined one queued or in flight');
+    return priority === Priority.Del ? this.runtimeAnswer(joined, env, config, key) : joined.answer;
   }
 
   /**
@@ -183,6 +203,28 @@ export class Dels {
       { containerId: env.containerId },
     );
     return Promise.resolve('');
+  }
+
+  /**
+   * What a runtime's DEL that joins `f` waits for. Joining a spooled DEL (no budget: no shim waits
+   * for it), it would wait out a hanging delegate to the shim's bound and be spooled again; so the
+   * first runtime DEL to join arms a runtime DEL's budget on an answer of its own, which it and later
+   * joiners share, while the spooled DEL itself still waits for its teardown.
+   */
+  private runtimeAnswer(f: InFlightDel, env: CniEnv, config: Record<string, unknown>, key: AttachmentKey) {
+    if (f.budgeted) return f.budgeted;
+    let answered!: (text: string) => void;
+    let failed!: (e: unknown) => void;
+    const own = new Promise<string>((resolve, reject) => {
+      answered = resolve;
+      failed = reject;
+    });
+    f.answer.then(answered, failed);
+    const budget = this.armBudget({ env, config, key, answer: own, progress: f.progress, answered, failed });
+    const clear = () => clearTimeout(budget);
+    own.then(clear, clear);
+    f.budgeted = own;
+    return own;
   }
 
   /**
