@@ -4,7 +4,7 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startDaemon as startTestDaemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
@@ -42,6 +42,50 @@ describe('GC and STATUS (CNI 1.1)', () => {
       live.map((a: { containerId: string }) => a.containerId),
       ['gc-b'],
     );
+    await daemon.stop();
+  });
+
+  it('a GC arriving while a DEL hangs in its delegate is answered 11 after 2 s, and a pod ADD behind it is not held until the DEL ends', async () => {
+    const daemon = await startDaemon('gc-hang');
+    const dataDir = join(env.dir, 'gc-hang-ipam');
+    const fx = join(env.dir, 'fx-gc-hang');
+    const gate = join(env.dir, 'gate-gc-hang');
+    env.defer(() => rmSync(gate, { force: true }));
+    const conf = stewardConf(daemon.socket, '1.1.0', [
+      delegate('hangnet', '1.0.0', [
+        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
+        fixturePlugin(fx, { holdDelWhileFile: gate }),
+      ]),
+    ]);
+    const call = (command: string, containerId: string) => shim({ command, containerId, netns: env.netns() }, conf);
+    for (const id of ['gch-stale', 'gch-del']) assert.equal((await call('ADD', id)).code, 0);
+    writeFileSync(gate, '');
+    const del = call('DEL', 'gch-del');
+    await daemon.waitFor('the DEL to reach its held delegate', () => fixtureCalls(fx, 'DEL').length === 1);
+
+    const started = performance.now();
+    const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' };
+    const gc = shim({ command: 'GC', env: gcEnv }, { ...conf, 'cni.dev/valid-attachments': [] });
+    await new Promise((r) => setTimeout(r, 200)); // the GC waiting for the gate
+    const add = await call('ADD', 'gch-new');
+    const addDone = performance.now() - started;
+    const answer = await gc;
+    assert.equal(answer.code, 1, answer.stdout);
+    assert.equal(answer.json.code, 11, answer.stdout);
+    assert.match(answer.json.msg, /a plugin may be hanging/);
+    assert.equal(add.code, 0, add.stdout);
+    assert.ok(addDone < 10_000, `the ADD took ${addDone} ms: held behind the GC until the DEL's plugin timed out`);
+    assert.equal(fixtureCalls(fx, 'DELDONE').length, 0, 'all of it while the DEL still hangs');
+    assert.equal(leases(dataDir, 'hangnet').length, 3, 'the GC that gave up collected nothing');
+
+    rmSync(gate);
+    assert.equal((await del).code, 0);
+    const again = await shim(
+      { command: 'GC', env: gcEnv },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gch-new', ifname: 'eth0' }] },
+    );
+    assert.equal(again.code, 0, again.stdout);
+    assert.equal(leases(dataDir, 'hangnet').length, 1, 'the next GC, with nothing running, collected the stale pod');
     await daemon.stop();
   });
 

@@ -145,6 +145,23 @@ describe("a DEL's answer budget", () => {
     assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
   });
 
+  test('runtime DELs joining a spooled DEL still queued (its row added, behind a hanging DEL of its container) are answered at one budget: its spool file records it', async () => {
+    const s = setup();
+    const held = holding(s, (ifname) => ifname === 'eth1');
+    await s.engine.handle(req('ADD', 'x', chain));
+    await s.engine.handle(req('ADD', 'x', chain, { ifname: 'eth1' }));
+    const first = s.engine.spooledDel(req('DEL', 'x', chain, { ifname: 'eth1' })); // hangs, holding x's queue
+    const queued = s.engine.spooledDel(req('DEL', 'x', chain));
+    const joiners = [s.engine.handle(req('DEL', 'x', chain)), s.engine.handle(req('DEL', 'x', chain))];
+    assert.deepEqual(await Promise.all(joiners.map(within)), ['', ''], 'the runtime DELs waited for the queue');
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'added', 'answered while the spooled DEL still waits');
+    assert.equal(await within(queued), 'unanswered', 'the spooled DEL itself is not answered early');
+    held.resolve();
+    assert.deepEqual(await Promise.all([first, queued]), ['', '']);
+    assert.equal(s.store.currentAttachment(key('x'))!.state, 'deleted');
+    assert.equal(s.plugins.of('DEL').length, 2, 'one delegate DEL an interface: the joiners ran none');
+  });
+
   test('strict: a runtime DEL joining a spooled one whose teardown hangs is answered 105 at its budget', async () => {
     const s = setup({ delPolicy: 'strict' });
     const held = holding(s, () => true);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { Gate } from '../../daemon/src/engine/gate.js';
+import { Gate, GateBusyError } from '../../daemon/src/engine/gate.js';
 import { deferred, settle } from '../helpers/async.js';
 
 /** A holder that records when it starts and stays inside the gate until released. */
@@ -183,5 +183,74 @@ describe('Gate', () => {
     assert.equal(log.at(-1), 'start x2');
     x2.release();
     await px2;
+  });
+  test('an exclusive holder with a wait withdraws when a shared holder outlasts it, and lets in those it kept out', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const hung = holder(log, 'hung');
+    const pHung = gate.shared(hung.work);
+    const x = holder(log, 'x');
+    const px = gate.exclusive(x.work, 30);
+    const late = holder(log, 'late');
+    const pLate = gate.shared(late.work);
+    await settle();
+    assert.deepEqual(log, ['start hung'], 'kept out while the exclusive one waits');
+    await assert.rejects(px, (e: GateBusyError) => e instanceof GateBusyError && e.waitedMs === 30);
+    await settle();
+    assert.deepEqual(log, ['start hung', 'start late'], 'let in beside the holder that outlasted the wait');
+    late.release();
+    hung.release();
+    await Promise.all([pHung, pLate]);
+    assert.ok(!log.includes('start x'), 'the withdrawn holder never ran');
+    assert.equal(await gate.exclusive(async () => 'free again', 30), 'free again');
+  });
+
+  test('an exclusive holder admitted within its wait runs, and its wait does not fire afterwards', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const s1 = holder(log, 's1');
+    const ps1 = gate.shared(s1.work);
+    const x = holder(log, 'x');
+    const px = gate.exclusive(x.work, 40);
+    s1.release();
+    await ps1;
+    await settle();
+    assert.equal(log.at(-1), 'start x');
+    await new Promise((r) => setTimeout(r, 60)); // past its wait, still inside
+    const s2 = holder(log, 's2');
+    const ps2 = gate.shared(s2.work);
+    await settle();
+    assert.equal(log.at(-1), 'start x', 'still alone: its wait ending changed nothing');
+    x.release();
+    assert.equal(await px, 'x');
+    await settle();
+    assert.equal(log.at(-1), 'start s2');
+    s2.release();
+    await ps2;
+  });
+
+  test('one of two waiting exclusive holders withdrawing leaves shared holders behind the other', async () => {
+    const gate = new Gate();
+    const log: string[] = [];
+    const hung = holder(log, 'hung');
+    const pHung = gate.shared(hung.work);
+    const pQuick = gate.exclusive(async () => 'never', 20);
+    const x = holder(log, 'x');
+    const px = gate.exclusive(x.work);
+    const late = holder(log, 'late');
+    const pLate = gate.shared(late.work);
+    await assert.rejects(pQuick, GateBusyError);
+    await settle();
+    assert.deepEqual(log, ['start hung'], 'the other exclusive holder still waits, and the shared one behind it');
+    hung.release();
+    await pHung;
+    await settle();
+    assert.equal(log.at(-1), 'start x');
+    x.release();
+    await px;
+    await settle();
+    assert.equal(log.at(-1), 'start late');
+    late.release();
+    await pLate;
   });
 });

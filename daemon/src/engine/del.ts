@@ -207,12 +207,15 @@ export class Dels {
 
   /**
    * What a runtime's DEL that joins `f` waits for. Joining a spooled DEL (no budget: no shim waits
-   * for it), it would wait out a hanging delegate to the shim's bound and be spooled again; so the
-   * first runtime DEL to join arms a runtime DEL's budget on an answer of its own, which it and later
-   * joiners share, while the spooled DEL itself still waits for its teardown.
+   * for it), it would wait out a hanging delegate to the shim's bound and be spooled a second time.
+   * So the first runtime DEL to join gets a runtime DEL's budget on an answer of its own, which later
+   * joiners share, and at that budget it is answered as a DEL whose teardown failed is (defer:
+   * success; strict: 105) while the spooled DEL goes on: that DEL is on disk already, its spool file
+   * kept until its teardown is journaled (spool-run.ts), whether it still waits for its turn or not.
    */
   private runtimeAnswer(f: InFlightDel, env: CniEnv, config: Record<string, unknown>, key: AttachmentKey) {
     if (f.budgeted) return f.budgeted;
+    const { ctx } = this;
     let answered!: (text: string) => void;
     let failed!: (e: unknown) => void;
     const own = new Promise<string>((resolve, reject) => {
@@ -220,9 +223,34 @@ export class Dels {
       failed = reject;
     });
     f.answer.then(answered, failed);
-    const budget = this.armBudget({ env, config, key, answer: own, progress: f.progress, answered, failed });
-    const clear = () => clearTimeout(budget);
-    own.then(clear, clear);
+    let settled = false;
+    const budget = setTimeout(() => {
+      if (settled) return;
+      ctx.log.warn(
+        {
+          containerId: key.containerId,
+          ...podLogFields(podFromCniArgs(env.args)),
+          network: key.network,
+          ifname: key.ifname,
+          policy: ctx.delPolicy,
+        },
+        'DEL joining a spooled DEL answered at its budget; the spooled DEL, on disk, goes on',
+      );
+      if (ctx.delPolicy === 'strict')
+        failed(
+          new CniError(
+            ErrorCode.TeardownPending,
+            'a spooled DEL of this attachment is still running; it goes on in the background',
+          ),
+        );
+      else answered('');
+    }, delAnswerBudgetMs(config.timeouts));
+    budget.unref();
+    const settle = () => {
+      settled = true;
+      clearTimeout(budget);
+    };
+    own.then(settle, settle);
     f.budgeted = own;
     return own;
   }
