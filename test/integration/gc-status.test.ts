@@ -45,7 +45,7 @@ describe('GC and STATUS (CNI 1.1)', () => {
     await daemon.stop();
   });
 
-  it('a GC arriving while a DEL hangs in its delegate is answered 11 after 2 s, and a pod ADD behind it is not held until the DEL ends', async () => {
+  it('a GC arriving while a DEL hangs in its delegate holds a pod ADD behind it for 2 s, not until the DEL ends, and runs once the DEL is done', async () => {
     const daemon = await startDaemon('gc-hang');
     const dataDir = join(env.dir, 'gc-hang-ipam');
     const fx = join(env.dir, 'fx-gc-hang');
@@ -63,29 +63,28 @@ describe('GC and STATUS (CNI 1.1)', () => {
     const del = call('DEL', 'gch-del');
     await daemon.waitFor('the DEL to reach its held delegate', () => fixtureCalls(fx, 'DEL').length === 1);
 
-    const started = performance.now();
     const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' };
-    const gc = shim({ command: 'GC', env: gcEnv }, { ...conf, 'cni.dev/valid-attachments': [] });
-    await new Promise((r) => setTimeout(r, 200)); // the GC waiting for the gate
+    let gcDone = false;
+    const gc = shim(
+      { command: 'GC', env: gcEnv },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gch-new', ifname: 'eth0' }] },
+    ).then((a) => ((gcDone = true), a));
+    await new Promise((r) => setTimeout(r, 800)); // the GC waiting for the gate
+    const started = performance.now();
     const add = await call('ADD', 'gch-new');
-    const addDone = performance.now() - started;
-    const answer = await gc;
-    assert.equal(answer.code, 1, answer.stdout);
-    assert.equal(answer.json.code, 11, answer.stdout);
-    assert.match(answer.json.msg, /a plugin may be hanging/);
+    const addMs = performance.now() - started;
     assert.equal(add.code, 0, add.stdout);
-    assert.ok(addDone < 10_000, `the ADD took ${addDone} ms: held behind the GC until the DEL's plugin timed out`);
+    assert.ok(addMs > 600, `the ADD took ${addMs} ms: the GC was not waiting ahead of it`);
+    assert.ok(addMs < 10_000, `the ADD took ${addMs} ms: held behind the GC until the DEL's plugin timed out`);
     assert.equal(fixtureCalls(fx, 'DELDONE').length, 0, 'all of it while the DEL still hangs');
-    assert.equal(leases(dataDir, 'hangnet').length, 3, 'the GC that gave up collected nothing');
+    assert.equal(gcDone, false, 'the GC still waits for the DEL');
+    assert.equal(leases(dataDir, 'hangnet').length, 3, 'nothing collected yet');
 
     rmSync(gate);
     assert.equal((await del).code, 0);
-    const again = await shim(
-      { command: 'GC', env: gcEnv },
-      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gch-new', ifname: 'eth0' }] },
-    );
-    assert.equal(again.code, 0, again.stdout);
-    assert.equal(leases(dataDir, 'hangnet').length, 1, 'the next GC, with nothing running, collected the stale pod');
+    const answer = await gc;
+    assert.equal(answer.code, 0, answer.stdout);
+    assert.equal(leases(dataDir, 'hangnet').length, 1, 'the GC ran once the DEL was done: only the listed pod is left');
     await daemon.stop();
   });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { Gate, GateBusyError } from '../../daemon/src/engine/gate.js';
+import { Gate } from '../../daemon/src/engine/gate.js';
 import { deferred, settle } from '../helpers/async.js';
 
 /** A holder that records when it starts and stays inside the gate until released. */
@@ -184,70 +184,97 @@ describe('Gate', () => {
     x2.release();
     await px2;
   });
-  test('an exclusive holder with a wait withdraws when a shared holder outlasts it, and lets in those it kept out', async () => {
+  test('past its preference a waiting exclusive holder lets shared holders pass, and runs once nothing holds the gate', async () => {
     const gate = new Gate();
     const log: string[] = [];
     const hung = holder(log, 'hung');
     const pHung = gate.shared(hung.work);
     const x = holder(log, 'x');
     const px = gate.exclusive(x.work, 30);
-    const late = holder(log, 'late');
-    const pLate = gate.shared(late.work);
+    const kept = holder(log, 'kept');
+    const pKept = gate.shared(kept.work);
     await settle();
-    assert.deepEqual(log, ['start hung'], 'kept out while the exclusive one waits');
-    await assert.rejects(px, (e: GateBusyError) => e instanceof GateBusyError && e.waitedMs === 30);
+    assert.deepEqual(log, ['start hung'], 'kept out while the exclusive one is preferred');
+    await new Promise((r) => setTimeout(r, 60));
+    assert.deepEqual(log, ['start hung', 'start kept'], 'let in beside the holder that outlasted the preference');
+    const later = holder(log, 'later');
+    const pLater = gate.shared(later.work);
     await settle();
-    assert.deepEqual(log, ['start hung', 'start late'], 'let in beside the holder that outlasted the wait');
-    late.release();
+    assert.equal(log.at(-1), 'start later', 'a later shared holder passes the waiting exclusive one too');
     hung.release();
-    await Promise.all([pHung, pLate]);
-    assert.ok(!log.includes('start x'), 'the withdrawn holder never ran');
-    assert.equal(await gate.exclusive(async () => 'free again', 30), 'free again');
+    kept.release();
+    await Promise.all([pHung, pKept]);
+    await settle();
+    assert.ok(!log.includes('start x'), 'not while one shared holder is inside');
+    later.release();
+    await pLater;
+    await settle();
+    assert.equal(log.at(-1), 'start x', 'it ran at the first moment nothing held the gate');
+    const after = holder(log, 'after');
+    const pAfter = gate.shared(after.work);
+    await settle();
+    assert.equal(log.at(-1), 'start x', 'and alone');
+    x.release();
+    await px;
+    await settle();
+    assert.equal(log.at(-1), 'start after');
+    after.release();
+    await pAfter;
   });
 
-  test('an exclusive holder admitted within its wait runs, and its wait does not fire afterwards', async () => {
+  test('an exclusive holder admitted within its preference is not disturbed when the preference would have ended', async () => {
     const gate = new Gate();
     const log: string[] = [];
     const s1 = holder(log, 's1');
     const ps1 = gate.shared(s1.work);
     const x = holder(log, 'x');
     const px = gate.exclusive(x.work, 40);
+    const x2 = holder(log, 'x2');
+    const px2 = gate.exclusive(x2.work); // queued behind x, preferred
     s1.release();
     await ps1;
     await settle();
     assert.equal(log.at(-1), 'start x');
-    await new Promise((r) => setTimeout(r, 60)); // past its wait, still inside
+    await new Promise((r) => setTimeout(r, 60)); // past x's preference, x still inside
     const s2 = holder(log, 's2');
     const ps2 = gate.shared(s2.work);
     await settle();
-    assert.equal(log.at(-1), 'start x', 'still alone: its wait ending changed nothing');
+    assert.equal(log.at(-1), 'start x', 'still alone: its ended preference moved nothing');
     x.release();
-    assert.equal(await px, 'x');
+    await px;
+    await settle();
+    assert.equal(log.at(-1), 'start x2', 'the writer queued behind it next, before the shared one');
+    x2.release();
+    await px2;
     await settle();
     assert.equal(log.at(-1), 'start s2');
     s2.release();
     await ps2;
   });
 
-  test('one of two waiting exclusive holders withdrawing leaves shared holders behind the other', async () => {
+  test('one of two waiting exclusive holders losing its preference leaves shared holders behind the other', async () => {
     const gate = new Gate();
     const log: string[] = [];
     const hung = holder(log, 'hung');
     const pHung = gate.shared(hung.work);
-    const pQuick = gate.exclusive(async () => 'never', 20);
+    const patient = holder(log, 'patient');
+    const pPatient = gate.exclusive(patient.work, 20);
     const x = holder(log, 'x');
     const px = gate.exclusive(x.work);
     const late = holder(log, 'late');
     const pLate = gate.shared(late.work);
-    await assert.rejects(pQuick, GateBusyError);
-    await settle();
-    assert.deepEqual(log, ['start hung'], 'the other exclusive holder still waits, and the shared one behind it');
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(log, ['start hung'], 'the preferred writer still keeps the shared one out');
     hung.release();
     await pHung;
     await settle();
-    assert.equal(log.at(-1), 'start x');
+    assert.equal(log.at(-1), 'start x', 'the preferred writer first');
     x.release();
     await px;
+    await settle();
+    assert.equal(log.at(-1), 'start patient', 'then the one that lost its preference, the gate being free');
+    patient.release();
+    await pPatient;
     await settle();
     assert.equal(log.at(-1), 'start late');
     late.release();

@@ -1,23 +1,21 @@
 // A readers-writer gate: ADD, DEL, CHECK and background teardown pass it shared; GC takes it
 // exclusively, because the CNI spec forbids GC running alongside ADD or DEL for a network.
-// Writers are preferred, so a steady stream of ADDs cannot postpone GC forever; a writer may bound
-// its wait, so a plugin hanging inside a shared holder does not hold every ADD behind a waiting GC.
-
-/** exclusive() with a wait: the gate was not free within it, and the writer withdrew. */
-export class GateBusyError extends Error {
-  constructor(readonly waitedMs: number) {
-    super(`the gate was held by other work for ${waitedMs} ms`);
-  }
-}
+// A waiting writer is preferred (new shared holders queue behind it), so a steady stream of ADDs
+// cannot postpone GC forever; a writer may bound that preference: past it, it still waits for the
+// gate, but lets shared holders pass it, so a plugin hanging inside one does not hold every ADD
+// behind a waiting GC.
 
 export class Gate {
   private readers = 0;
   private writing = false;
-  private readonly waitingWriters: Array<() => void> = [];
+  /** Writers waiting with preference: shared holders queue behind them. */
+  private readonly preferredWriters: Array<() => void> = [];
+  /** Writers whose preference ran out: admitted whenever the gate is free and no preferred writer waits. */
+  private readonly patientWriters: Array<() => void> = [];
   private waitingReaders: Array<() => void> = [];
 
   async shared<T>(work: () => Promise<T>): Promise<T> {
-    if (this.writing || this.waitingWriters.length > 0) {
+    if (this.writing || this.preferredWriters.length > 0) {
       await new Promise<void>((resolve) => this.waitingReaders.push(resolve));
     } else {
       this.readers++;
@@ -31,25 +29,28 @@ export class Gate {
   }
 
   /**
-   * Runs `work` alone. With `waitMs`, a writer still waiting after it withdraws: the shared holders
-   * its wait kept out are let in, and it rejects with GateBusyError without running `work`.
+   * Runs `work` alone. With `preferMs`, a writer still waiting after that long gives up its
+   * preference: the shared holders it kept out are let in, and so are later ones, and it runs at
+   * the first moment nothing holds the gate.
    */
-  async exclusive<T>(work: () => Promise<T>, waitMs?: number): Promise<T> {
+  async exclusive<T>(work: () => Promise<T>, preferMs?: number): Promise<T> {
     if (this.writing || this.readers > 0) {
-      await new Promise<void>((resolve, reject) => {
+      await new Promise<void>((resolve) => {
         const admitted = () => {
           clearTimeout(timer);
           resolve();
         };
         const timer =
-          waitMs === undefined
+          preferMs === undefined
             ? undefined
             : setTimeout(() => {
-                this.waitingWriters.splice(this.waitingWriters.indexOf(admitted), 1);
+                const i = this.preferredWriters.indexOf(admitted);
+                if (i < 0) return;
+                this.preferredWriters.splice(i, 1);
+                this.patientWriters.push(admitted);
                 this.wake();
-                reject(new GateBusyError(waitMs));
-              }, waitMs);
-        this.waitingWriters.push(admitted);
+              }, preferMs);
+        this.preferredWriters.push(admitted);
       });
     } else {
       this.writing = true;
@@ -65,15 +66,15 @@ export class Gate {
   private wake(): void {
     if (this.writing) return;
     if (this.readers === 0) {
-      const writer = this.waitingWriters.shift();
+      const writer = this.preferredWriters.shift() ?? this.patientWriters.shift();
       if (writer) {
         this.writing = true;
         writer();
         return;
       }
     }
-    // Shared holders wait behind a waiting writer; with none left (one withdrew), they join those inside.
-    if (this.waitingWriters.length > 0) return;
+    // Shared holders wait behind a preferred writer only; with none, they join those inside.
+    if (this.preferredWriters.length > 0) return;
     const readers = this.waitingReaders;
     this.waitingReaders = [];
     this.readers += readers.length;

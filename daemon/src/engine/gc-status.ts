@@ -1,24 +1,24 @@
 // GC and STATUS (CNI 1.1). GC tears down every stored attachment of the network that the runtime
 // no longer lists as valid, then passes GC on to delegates that speak 1.1 (with the runtime's list
 // and whatever is still held as valid); it holds the gate
-// exclusively, since the spec forbids GC alongside ADD or DEL, and waits for it at most
-// GC_GATE_WAIT_MS, since every request waits behind a waiting GC. STATUS is called by containerd 2.x
+// exclusively, since the spec forbids GC alongside ADD or DEL, and keeps requests queued behind
+// its wait for at most GC_GATE_PREFERENCE_MS. STATUS is called by containerd 2.x
 // on every CRI Status request, so delegate answers are cached briefly.
 
 import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniEnv } from '@cni-steward/shared';
 import { podOf } from '../store/types.js';
 import type { EngineContext } from './context.js';
-import { GateBusyError } from './gate.js';
 import { Priority } from './limiter.js';
 import { parseServedConf, pluginStdin, type StewardConf } from './netconf.js';
 import { pluginCall } from '../plugins/call.js';
 
 /**
- * How long a GC waits for the ADDs, DELs and teardowns running to finish. Every request arriving
- * meanwhile waits behind it (gate.ts: writers are preferred), so a GC arriving while a plugin
- * hangs would otherwise hold every pod start on the node until that plugin's --plugin-timeout.
+ * How long requests arriving while a GC waits for the gate queue behind it (gate.ts: a waiting
+ * writer is preferred). Past it the GC still waits, for a moment with nothing running, and lets
+ * them pass: a GC arriving while a plugin hangs in a DEL held every pod start on the node until that
+ * plugin's --plugin-timeout. It is not refused: CRI-O runs its one GC at start-up and never again.
  */
-export const GC_GATE_WAIT_MS = 2000;
+export const GC_GATE_PREFERENCE_MS = 2000;
 
 /** GC and STATUS use the shared engine context (context.ts). */
 export type GcDeps = Pick<EngineContext, 'store' | 'slots' | 'teardown' | 'gate' | 'log'>;
@@ -82,40 +82,32 @@ export async function runGc(
   const valid = new Set(runtimeValid.map((v) => JSON.stringify([v.containerID, v.ifname])));
   const log = deps.log.child({ network: conf.name, command: 'GC' });
 
-  return deps.gate
-    .exclusive(async () => {
-      if (clientGone())
-        throw new CniError(
-          ErrorCode.TryAgainLater,
-          "the GC's requester closed its connection before its turn came (its bound passed); nothing was torn down",
-        );
-      // In parallel (the limiter bounds executions): ADDs wait for GC to release the gate.
-      const stale = deps.store
-        .liveAttachmentsOfNetwork(conf.name)
-        .filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
-      await Promise.all(
-        stale.map(async (a) => {
-          const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
-          if (!outcome.done)
-            log.warn(
-              { containerId: a.containerId, ...podLogFields(podOf(a)), err: outcome.error?.message },
-              'GC teardown incomplete; queued for retry',
-            );
-        }),
-      );
-      log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
-
-      const errors = await gcDelegates(deps, conf, env, runtimeValid);
-      if (errors.length > 0) throw new CniError(ErrorCode.PluginExecFailed, `delegate GC failed: ${errors.join('; ')}`);
-      return '';
-    }, GC_GATE_WAIT_MS)
-    .catch((e: unknown) => {
-      if (!(e instanceof GateBusyError)) throw e;
+  return deps.gate.exclusive(async () => {
+    if (clientGone())
       throw new CniError(
         ErrorCode.TryAgainLater,
-        `GC not run: ADD, DEL or teardown work was still running after ${e.waitedMs} ms (a plugin may be hanging), and every request would wait behind this GC; nothing was collected, the next GC does it`,
+        "the GC's requester closed its connection before its turn came (its bound passed); nothing was torn down",
       );
-    });
+    // In parallel (the limiter bounds executions): ADDs wait for GC to release the gate.
+    const stale = deps.store
+      .liveAttachmentsOfNetwork(conf.name)
+      .filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
+    await Promise.all(
+      stale.map(async (a) => {
+        const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
+        if (!outcome.done)
+          log.warn(
+            { containerId: a.containerId, ...podLogFields(podOf(a)), err: outcome.error?.message },
+            'GC teardown incomplete; queued for retry',
+          );
+      }),
+    );
+    log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
+
+    const errors = await gcDelegates(deps, conf, env, runtimeValid);
+    if (errors.length > 0) throw new CniError(ErrorCode.PluginExecFailed, `delegate GC failed: ${errors.join('; ')}`);
+    return '';
+  }, GC_GATE_PREFERENCE_MS);
 }
 
 /**
