@@ -55,6 +55,16 @@ interface DelProgress {
   passingThrough: boolean;
 }
 
+/** What a DEL's log lines name: its attachment and pod. */
+function delLogFields(env: CniEnv, key: AttachmentKey) {
+  return {
+    containerId: key.containerId,
+    ...podLogFields(podFromCniArgs(env.args)),
+    network: key.network,
+    ifname: key.ifname,
+  };
+}
+
 /** A DEL queued or running, which identical DELs join. */
 interface InFlightDel {
   answer: Promise<string>;
@@ -155,13 +165,11 @@ export class Dels {
     this.inFlight.set(k, entry);
     // A runtime's DEL only: a spooled one (Background) has no shim waiting, and its file goes once
     // it is answered, so an early answer would only drop the file before its teardown is on disk.
-    let budget: NodeJS.Timeout | undefined;
     if (priority === Priority.Del) {
-      budget = this.armBudget({ env, config, key, answer, progress, answered, failed });
+      this.armBudget(answer, config.timeouts, () => this.answerEarly(env, config, key, progress, answered, failed));
       entry.budgeted = answer;
     }
     const forget = () => {
-      clearTimeout(budget);
       if (this.inFlight.get(k) === entry) this.inFlight.delete(k);
     };
     work.then(forget, forget);
@@ -177,8 +185,7 @@ export class Dels {
   ): Promise<string> | undefined {
     const { ctx } = this;
     const k = keyString(key);
-    const pod = podLogFields(podFromCniArgs(env.args));
-    const fields = { containerId: key.containerId, ...pod, network: key.network, ifname: key.ifname };
+    const fields = delLogFields(env, key);
     if (this.tombstones.has(k)) {
       ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
       ctx.log.debug(fields, 'DEL answered from a tombstone: already torn down');
@@ -223,59 +230,40 @@ export class Dels {
       failed = reject;
     });
     f.answer.then(answered, failed);
-    let settled = false;
-    const budget = setTimeout(() => {
-      if (settled) return;
+    this.armBudget(own, config.timeouts, () => {
       ctx.log.warn(
-        {
-          containerId: key.containerId,
-          ...podLogFields(podFromCniArgs(env.args)),
-          network: key.network,
-          ifname: key.ifname,
-          policy: ctx.delPolicy,
-        },
+        { ...delLogFields(env, key), policy: ctx.delPolicy },
         'DEL joining a spooled DEL answered at its budget; the spooled DEL, on disk, goes on',
       );
-      if (ctx.delPolicy === 'strict')
-        failed(
-          new CniError(
-            ErrorCode.TeardownPending,
-            'a spooled DEL of this attachment is still running; it goes on in the background',
-          ),
-        );
-      else answered('');
-    }, delAnswerBudgetMs(config.timeouts));
-    budget.unref();
-    const settle = () => {
-      settled = true;
-      clearTimeout(budget);
-    };
-    own.then(settle, settle);
+      this.answerPending(answered, failed, 'a spooled DEL of this attachment is still running');
+    });
     f.budgeted = own;
     return own;
   }
 
   /**
-   * Arms the DEL's answer budget (answerEarly). Answered already (its final commit still owed):
-   * nothing to answer early.
+   * Arms a DEL's answer budget (delAnswerBudgetMs of its netconf's `timeouts`): `onExpiry` runs when
+   * it passes with `answer` still unsettled; its timer goes as soon as `answer` settles. Answered
+   * already (its final commit still owed): nothing to answer early.
    */
-  private armBudget(d: {
-    env: CniEnv;
-    config: Record<string, unknown>;
-    key: AttachmentKey;
-    answer: Promise<string>;
-    progress: DelProgress;
-    answered: (text: string) => void;
-    failed: (e: unknown) => void;
-  }): NodeJS.Timeout {
+  private armBudget(answer: Promise<string>, timeouts: unknown, onExpiry: () => void): void {
     let settled = false;
-    const settle = () => (settled = true);
-    d.answer.then(settle, settle);
     const budget = setTimeout(() => {
-      if (!settled) this.answerEarly(d.env, d.config, d.key, d.progress, d.answered, d.failed);
-    }, delAnswerBudgetMs(d.config.timeouts));
+      if (!settled) onExpiry();
+    }, delAnswerBudgetMs(timeouts));
     budget.unref();
-    return budget;
+    const settle = () => {
+      settled = true;
+      clearTimeout(budget);
+    };
+    answer.then(settle, settle);
+  }
+
+  /** A DEL answered while its teardown goes on, as one whose teardown failed is: defer, success; strict, 105. */
+  private answerPending(answered: (text: string) => void, failed: (e: unknown) => void, stillRunning: string): void {
+    if (this.ctx.delPolicy === 'strict')
+      failed(new CniError(ErrorCode.TeardownPending, `${stillRunning}; it goes on in the background`));
+    else answered('');
   }
 
   /**
@@ -317,9 +305,7 @@ export class Dels {
       { containerId: key.containerId, network: key.network, ifname: key.ifname, policy: ctx.delPolicy },
       'DEL answered before its teardown finished (its answer budget passed); the teardown goes on, and the retry scheduler owns what fails',
     );
-    if (ctx.delPolicy === 'strict')
-      failed(new CniError(ErrorCode.TeardownPending, 'teardown is still running; it goes on in the background'));
-    else answered('');
+    this.answerPending(answered, failed, 'teardown is still running');
   }
 
   /** The final commit of a DEL already answered; a failure leaves the step `deleting`, which the scheduler reclaims. */
