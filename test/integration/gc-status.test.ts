@@ -45,30 +45,34 @@ describe('GC and STATUS (CNI 1.1)', () => {
     await daemon.stop();
   });
 
-  it('a GC arriving while a DEL hangs in its delegate holds a pod ADD behind it for 2 s, not until the DEL ends, and runs once the DEL is done', async () => {
+  it('a GC arriving while a DEL hangs: the stale pod goes at once, a pod ADD waits behind the GC for 2 s, not until the DEL ends, and is kept though the GC does not list it', async () => {
     const daemon = await startDaemon('gc-hang');
     const dataDir = join(env.dir, 'gc-hang-ipam');
     const fx = join(env.dir, 'fx-gc-hang');
     const gate = join(env.dir, 'gate-gc-hang');
     env.defer(() => rmSync(gate, { force: true }));
+    const bridge = bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir });
     const conf = stewardConf(daemon.socket, '1.1.0', [
-      delegate('hangnet', '1.0.0', [
-        bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }),
-        fixturePlugin(fx, { holdDelWhileFile: gate }),
-      ]),
+      delegate('hangnet', '1.0.0', [bridge, fixturePlugin(fx, { holdDelWhileFile: gate })]),
     ]);
-    const call = (command: string, containerId: string) => shim({ command, containerId, netns: env.netns() }, conf);
-    for (const id of ['gch-stale', 'gch-del']) assert.equal((await call('ADD', id)).code, 0);
+    const call = (command: string, containerId: string, netconf = conf) =>
+      shim({ command, containerId, netns: env.netns() }, netconf);
+    // The stale pod's DEL is not held: a teardown runs the config stored at its ADD.
+    const unheld = stewardConf(daemon.socket, '1.1.0', [delegate('hangnet', '1.0.0', [bridge, fixturePlugin(fx, {})])]);
+    assert.equal((await call('ADD', 'gch-stale', unheld)).code, 0);
+    assert.equal((await call('ADD', 'gch-del')).code, 0);
     writeFileSync(gate, '');
     const del = call('DEL', 'gch-del');
     await daemon.waitFor('the DEL to reach its held delegate', () => fixtureCalls(fx, 'DEL').length === 1);
 
+    // The runtime's list, made before it creates gch-new; gch-del is still listed while it is deleted.
     const gcEnv = { CNI_COMMAND: 'GC', CNI_PATH: '/usr/lib/cni' };
     let gcDone = false;
     const gc = shim(
       { command: 'GC', env: gcEnv },
-      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gch-new', ifname: 'eth0' }] },
+      { ...conf, 'cni.dev/valid-attachments': [{ containerID: 'gch-del', ifname: 'eth0' }] },
     ).then((a) => ((gcDone = true), a));
+    await daemon.waitFor('the stale pod to be swept at once', () => leases(dataDir, 'hangnet').length === 1);
     await new Promise((r) => setTimeout(r, 800)); // the GC waiting for the gate
     const started = performance.now();
     const add = await call('ADD', 'gch-new');
@@ -78,13 +82,18 @@ describe('GC and STATUS (CNI 1.1)', () => {
     assert.ok(addMs < 10_000, `the ADD took ${addMs} ms: held behind the GC until the DEL's plugin timed out`);
     assert.equal(fixtureCalls(fx, 'DELDONE').length, 0, 'all of it while the DEL still hangs');
     assert.equal(gcDone, false, 'the GC still waits for the DEL');
-    assert.equal(leases(dataDir, 'hangnet').length, 3, 'nothing collected yet');
 
     rmSync(gate);
     assert.equal((await del).code, 0);
     const answer = await gc;
     assert.equal(answer.code, 0, answer.stdout);
-    assert.equal(leases(dataDir, 'hangnet').length, 1, 'the GC ran once the DEL was done: only the listed pod is left');
+    const live = (await daemon.get('/v1/attachments?state=added')).json;
+    assert.deepEqual(
+      live.map((a: { containerId: string }) => a.containerId),
+      ['gch-new'],
+      'the pod added after the GC arrived is kept (it was torn down a moment after its ADD)',
+    );
+    assert.equal(leases(dataDir, 'hangnet').length, 1, 'its lease too');
     await daemon.stop();
   });
 

@@ -1,12 +1,14 @@
-// GC's preference at the gate (engine/gc-status.ts GC_GATE_PREFERENCE_MS): requests arriving while a
-// GC waits for the gate queue behind it, so a GC arriving while a plugin hung inside a DEL held every
-// pod start on the node until that plugin's --plugin-timeout (60 s by default). Now they queue for at
-// most 2 s; the GC still runs, once nothing holds the gate (CRI-O runs its one GC at start-up only, so
-// it is not refused). Root-free: in-memory store, fake plugins.
+// GC next to other requests (engine/gc-status.ts). Its sweep of stale attachments runs in their
+// containers' queues like DELs, so a stale pod whose plugin hangs holds nothing else; and only what was
+// settled when the GC arrived is stale, so a pod added meanwhile is kept. Its delegates' GC holds the
+// gate exclusively, and requests arriving while it waits queue behind it for at most
+// GC_GATE_PREFERENCE_MS (a GC arriving while a plugin hung inside a DEL held every pod start on the
+// node until that plugin's --plugin-timeout); the GC still runs, once nothing holds the gate (CRI-O
+// runs its one GC at start-up only, so it is not refused). Root-free: in-memory store, fake plugins.
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { CniError } from '@cni-steward/shared';
+import { CniError } from '@cni-steward/shared';
 import { GC_GATE_PREFERENCE_MS } from '../../daemon/src/engine/gc-status.js';
 import { conf, deferred, req, setup } from '../helpers/engine-fakes.js';
 
@@ -48,7 +50,7 @@ async function until(what: string, cond: () => boolean) {
 }
 
 describe("GC's preference at the gate", () => {
-  test('an ADD behind a GC that waits for a hanging DEL runs after the preference; the GC runs once the DEL ends', async () => {
+  test('an ADD behind a GC that waits for a hanging DEL runs after the preference and is kept, though the GC does not list it; the GC runs once the DEL ends', async () => {
     const s = setup();
     const held = hangingDel(s, 'hung');
     await s.engine.handle(req('ADD', 'stale', net));
@@ -56,8 +58,13 @@ describe("GC's preference at the gate", () => {
     const del = s.engine.handle(req('DEL', 'hung', net));
     await until('the DEL to reach its plugin', () => s.plugins.of('DEL').length === 1);
 
+    // The runtime's list, made before it created 'new'; 'hung' is still listed while it is deleted.
+    const gc = outcome(s.engine.handle(gcOf('hung')));
+    await until(
+      'the stale pod to be swept at once',
+      () => s.store.currentAttachment(key('stale'))!.state === 'deleted',
+    );
     const started = performance.now();
-    const gc = outcome(s.engine.handle(gcOf('new')));
     const add = outcome(s.engine.handle(req('ADD', 'new', net)));
     assert.equal(await pending(add), true, 'the ADD queues behind the waiting GC');
     assert.match(await add, /^answered /, 'the ADD ran');
@@ -66,13 +73,19 @@ describe("GC's preference at the gate", () => {
     assert.equal(s.store.currentAttachment(key('new'))!.state, 'added');
     assert.equal(await pending(gc), true, 'the GC still waits: the DEL holds the gate');
     assert.equal(await pending(del), true, 'and the DEL still hangs');
-    assert.equal(s.store.currentAttachment(key('stale'))!.state, 'added', 'nothing collected yet');
 
     held.resolve();
     assert.equal(await del, '');
     assert.equal(await gc, 'answered ""', 'the GC ran once nothing held the gate');
-    assert.equal(s.store.currentAttachment(key('stale'))!.state, 'deleted');
-    assert.equal(s.store.currentAttachment(key('new'))!.state, 'added', 'the listed pod is kept');
+    assert.equal(
+      s.store.currentAttachment(key('new'))!.state,
+      'added',
+      'the pod added after the GC arrived is kept (it was torn down a moment after its ADD)',
+    );
+    assert.deepEqual(
+      s.plugins.of('DEL').map((c) => c.split(' ')[2]),
+      ['hung', 'stale'],
+    );
   });
 
   test('a GC whose wait ends within its preference keeps requests behind it and runs first', async () => {
@@ -83,10 +96,76 @@ describe("GC's preference at the gate", () => {
     const del = s.engine.handle(req('DEL', 'a', net));
     await until('the DEL to reach its plugin', () => s.plugins.of('DEL').length === 1);
     const order: string[] = [];
-    const gc = s.engine.handle(gcOf('b', 'c')).then(() => order.push('gc'));
+    const gc = s.engine.handle(gcOf('a', 'b')).then(() => order.push('gc'));
     const add = s.engine.handle(req('ADD', 'c', net)).then(() => order.push('add'));
     setTimeout(() => held.resolve(), GC_GATE_PREFERENCE_MS / 4);
     await Promise.all([del, gc, add]);
     assert.deepEqual(order, ['gc', 'add'], 'the ADD waited for the GC that came first');
+  });
+
+  test('a stale pod whose DEL hangs holds no other request: the GC sweeps it in its own container, and pods start meanwhile', async () => {
+    const s = setup();
+    const held = hangingDel(s, 'stuck');
+    await s.engine.handle(req('ADD', 'stuck', net));
+    await s.engine.handle(req('ADD', 'gone', net));
+    await s.engine.handle(req('ADD', 'kept', net));
+    const gc = outcome(s.engine.handle(gcOf('kept')));
+    await until("the sweep to reach the stuck pod's plugin", () => s.plugins.of('DEL').includes('DEL one stuck'));
+
+    const started = performance.now();
+    let answer: string | undefined;
+    void outcome(s.engine.handle(req('ADD', 'next', net))).then((a) => (answer = a));
+    await until('the ADD of another pod to be answered while the sweep hangs', () => answer !== undefined);
+    assert.match(answer!, /^answered /);
+    const waited = performance.now() - started;
+    assert.ok(waited < GC_GATE_PREFERENCE_MS / 2, `the ADD waited ${waited} ms behind a GC sweeping another pod`);
+    assert.equal(s.store.currentAttachment(key('gone'))!.state, 'deleted', 'the other stale pod went at once');
+    assert.equal(await pending(gc), true, "the GC waits for the stuck pod's teardown");
+
+    held.resolve();
+    assert.equal(await gc, 'answered ""');
+    assert.equal(s.store.currentAttachment(key('stuck'))!.state, 'deleted');
+    for (const id of ['kept', 'next']) assert.equal(s.store.currentAttachment(key(id))!.state, 'added', id);
+  });
+
+  test('a pod whose ADD was still running when the GC arrived is kept, though the GC does not list it', async () => {
+    const s = setup();
+    const adding = deferred();
+    s.plugins.on('one', (call) => {
+      if (call.command !== 'ADD') return undefined;
+      const result = { cniVersion: call.stdin.cniVersion, interfaces: [{ name: call.ifname }] };
+      return call.containerId === 'late' ? adding.promise.then(() => result) : result;
+    });
+    await s.engine.handle(req('ADD', 'stale', net));
+    const add = outcome(s.engine.handle(req('ADD', 'late', net)));
+    await until('the ADD to reach its plugin', () => s.plugins.of('ADD').length === 2);
+    const gc = outcome(s.engine.handle(gcOf()));
+    adding.resolve();
+    assert.match(await add, /^answered /);
+    assert.equal(await gc, 'answered ""');
+    assert.equal(s.store.currentAttachment(key('stale'))!.state, 'deleted');
+    assert.equal(s.store.currentAttachment(key('late'))!.state, 'added', 'the pod being added is not swept');
+  });
+
+  test('a stale pod whose DEL, queued ahead of the sweep, failed is left to its retries: not DELed again at once', async () => {
+    const s = setup();
+    const adding = deferred();
+    s.plugins.on('one', (call) => {
+      if (call.command === 'DEL' && call.containerId === 'p') throw new CniError(11, 'busy');
+      if (call.command !== 'ADD') return undefined;
+      const result = { cniVersion: call.stdin.cniVersion, interfaces: [{ name: call.ifname }] };
+      return call.ifname === 'eth1' ? adding.promise.then(() => result) : result;
+    });
+    await s.engine.handle(req('ADD', 'p', net));
+    // The container's queue is busy (its second interface being added): its DEL waits behind that.
+    const second = outcome(s.engine.handle(req('ADD', 'p', net, { ifname: 'eth1' })));
+    const del = outcome(s.engine.handle(req('DEL', 'p', net)));
+    const gc = outcome(s.engine.handle(gcOf()));
+    adding.resolve();
+    assert.match(await second, /^answered /);
+    assert.equal(await del, 'answered ""', 'the DEL failed and was answered as the defer policy says');
+    assert.equal(await gc, 'answered ""');
+    assert.equal(s.store.currentAttachment(key('p'))!.state, 'deleting', 'left to the retry schedule');
+    assert.deepEqual(s.plugins.of('DEL'), ['DEL one p'], 'the failing plugin was run once');
   });
 });

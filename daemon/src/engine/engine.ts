@@ -166,7 +166,7 @@ export class Engine {
    * Handles one CNI request; resolves with the text the shim prints, rejects with a CniError.
    * `clientGone` says whether the requester has stopped waiting (its connection closed): an ADD
    * nobody will hear is not started, or is rolled back once its chain is done (add.ts); such a GC
-   * is not run (gc-status.ts).
+   * starts no further teardown and asks no delegate (gc-status.ts).
    */
   async handle(req: CniRequestBody, clientGone?: () => boolean): Promise<string> {
     // A container with spooled DELs not drained yet: the runtime sent those DELs before this ADD or

@@ -1,12 +1,13 @@
-// GC and STATUS (CNI 1.1). GC tears down every stored attachment of the network that the runtime
-// no longer lists as valid, then passes GC on to delegates that speak 1.1 (with the runtime's list
-// and whatever is still held as valid); it holds the gate
-// exclusively, since the spec forbids GC alongside ADD or DEL, and keeps requests queued behind
-// its wait for at most GC_GATE_PREFERENCE_MS. STATUS is called by containerd 2.x
+// GC and STATUS (CNI 1.1). GC tears down every stored attachment of the network that was settled
+// when the GC arrived and that the runtime no longer lists as valid, each in its container's queue
+// like any DEL; then it passes GC on to delegates that speak 1.1 (with the runtime's list and
+// whatever is still held as valid), holding the gate exclusively, since the spec forbids that
+// alongside ADD or DEL, and keeps requests queued behind its wait for at most
+// GC_GATE_PREFERENCE_MS. STATUS is called by containerd 2.x
 // on every CRI Status request, so delegate answers are cached briefly.
 
 import { CniError, ErrorCode, podLogFields, versionAtLeast, type CniEnv } from '@cni-steward/shared';
-import { podOf } from '../store/types.js';
+import { podOf, type Attachment } from '../store/types.js';
 import type { EngineContext } from './context.js';
 import { Priority } from './limiter.js';
 import { parseServedConf, pluginStdin, type StewardConf } from './netconf.js';
@@ -21,7 +22,7 @@ import { pluginCall } from '../plugins/call.js';
 export const GC_GATE_PREFERENCE_MS = 2000;
 
 /** GC and STATUS use the shared engine context (context.ts). */
-export type GcDeps = Pick<EngineContext, 'store' | 'slots' | 'teardown' | 'gate' | 'log'>;
+export type GcDeps = Pick<EngineContext, 'store' | 'slots' | 'teardown' | 'gate' | 'log' | 'serialize'>;
 
 interface ValidAttachment {
   containerID: string;
@@ -60,9 +61,9 @@ function validAttachments(config: Record<string, unknown>): ValidAttachment[] {
 
 /**
  * GC of one network. `clientGone` (the route's view of the connection): a GC whose shim has already
- * answered the runtime (its 2 s bound passed while stewardd was frozen, or the gate was held) is not
- * run once its turn comes: its list is the runtime's view from back then, and an attachment added
- * since would be swept as stale.
+ * answered the runtime (its bound passed while stewardd was frozen, or the gate was held) tears down
+ * nothing more and asks no delegate once its turn comes: nobody hears its answer, and the runtime
+ * sends its list again with its next GC.
  */
 export async function runGc(
   deps: GcDeps,
@@ -79,21 +80,60 @@ export async function runGc(
   }
   if (conf.disableGC) return '';
   const runtimeValid = validAttachments(config);
-  const valid = new Set(runtimeValid.map((v) => JSON.stringify([v.containerID, v.ifname])));
   const log = deps.log.child({ network: conf.name, command: 'GC' });
+  // No await when nothing is stale: requests arriving after the GC then queue behind it at the gate.
+  const stale = staleAttachments(deps, conf.name, runtimeValid);
+  const swept = stale.length > 0 ? await sweepStale(deps, stale, clientGone, log) : 0;
+  log.info({ collected: swept, valid: runtimeValid.length }, 'GC swept attachments the runtime no longer lists');
 
   return deps.gate.exclusive(async () => {
     if (clientGone())
       throw new CniError(
         ErrorCode.TryAgainLater,
-        "the GC's requester closed its connection before its turn came (its bound passed); nothing was torn down",
+        swept === 0
+          ? "the GC's requester closed its connection before its turn came (its bound passed); nothing was torn down"
+          : `the GC's requester closed its connection before its turn came (its bound passed); ${swept} stale attachment(s) had been torn down, no delegate was asked to GC`,
       );
-    // In parallel (the limiter bounds executions): ADDs wait for GC to release the gate.
-    const stale = deps.store
-      .liveAttachmentsOfNetwork(conf.name)
-      .filter((a) => !valid.has(JSON.stringify([a.containerId, a.ifname])));
-    await Promise.all(
-      stale.map(async (a) => {
+    const errors = await gcDelegates(deps, conf, env, runtimeValid);
+    if (errors.length > 0) throw new CniError(ErrorCode.PluginExecFailed, `delegate GC failed: ${errors.join('; ')}`);
+    return '';
+  }, GC_GATE_PREFERENCE_MS);
+}
+
+/**
+ * The attachments the runtime no longer lists. Only those settled (`added`) when the GC arrived: the
+ * runtime made its list before it sent the GC, so a pod whose ADD was still running then, or came
+ * after it (requests pass a GC that lost its preference at the gate), is missing from the list and
+ * is kept (before, such a pod was torn down a moment after its ADD succeeded).
+ */
+function staleAttachments(deps: GcDeps, network: string, runtimeValid: readonly ValidAttachment[]): Attachment[] {
+  const valid = new Set(runtimeValid.map((v) => JSON.stringify([v.containerID, v.ifname])));
+  return deps.store
+    .liveAttachmentsOfNetwork(network)
+    .filter((a) => a.state === 'added' && !valid.has(JSON.stringify([a.containerId, a.ifname])));
+}
+
+/**
+ * The stale attachments' teardowns, before the GC takes the gate: each in its container's queue,
+ * holding the gate shared as a DEL does, so a stale pod whose plugin hangs holds its own container
+ * only (inside the GC's exclusive hold it held every pod start on the node for up to
+ * --plugin-timeout). In parallel: the plugin slots bound the executions. Returns how many ran.
+ */
+async function sweepStale(
+  deps: GcDeps,
+  stale: readonly Attachment[],
+  clientGone: () => boolean,
+  log: GcDeps['log'],
+): Promise<number> {
+  let swept = 0;
+  await Promise.all(
+    stale.map((a) =>
+      deps.serialize(a.containerId, async () => {
+        // Its requester may have gone, or a DEL queued ahead of it run meanwhile: torn down, or
+        // failed and `deleting`, owned by the retry schedule (forcing it again at once would run a
+        // failing plugin again and hold the GC's answer for one more --plugin-timeout).
+        if (clientGone() || deps.store.getAttachment(a.id)?.state !== 'added') return;
+        swept++;
         const outcome = await deps.teardown.run(a.id, Priority.Background, { force: true });
         if (!outcome.done)
           log.warn(
@@ -101,13 +141,9 @@ export async function runGc(
             'GC teardown incomplete; queued for retry',
           );
       }),
-    );
-    log.info({ collected: stale.length, valid: valid.size }, 'GC swept attachments the runtime no longer lists');
-
-    const errors = await gcDelegates(deps, conf, env, runtimeValid);
-    if (errors.length > 0) throw new CniError(ErrorCode.PluginExecFailed, `delegate GC failed: ${errors.join('; ')}`);
-    return '';
-  }, GC_GATE_PREFERENCE_MS);
+    ),
+  );
+  return swept;
 }
 
 /**
