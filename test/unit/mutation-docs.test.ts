@@ -40,12 +40,15 @@ const REPO = new URL('../..', import.meta.url).pathname;
 // the same stop found bugs fixed after it (588a5d3 GC's keep-list, a842c83 admission, 26190ac the
 // delegate's result and CHECK's 3, c2660d6 the version shape in shared/src/api.ts, which every scope
 // but the contract imports; then a refactor of netconf.ts's Delegate). Their rerun is next.
+// 3 Dec (stop 76): the contract and the store measured again at 4862639; the store is stale again only
+// by the GC fix's change to engine-commands.test.ts (cb8f74d), the engine by it too (gc-status.ts).
 const KNOWN_STALE: Record<string, string[]> = {
-  'daemon/src/store/': ['shared/src/api.ts', 'test/unit/del-budget.test.ts', 'test/unit/engine-commands.test.ts'],
+  'daemon/src/store/': ['test/unit/engine-commands.test.ts'],
   'daemon/src/engine/': [
     'daemon/src/engine/add.ts',
     'daemon/src/engine/check.ts',
     'daemon/src/engine/del.ts',
+    'daemon/src/engine/engine.ts',
     'daemon/src/engine/gate.ts',
     'daemon/src/engine/gc-status.ts',
     'daemon/src/engine/netconf.ts',
