@@ -185,16 +185,16 @@ export class Dels {
   ): Promise<string> | undefined {
     const { ctx } = this;
     const k = keyString(key);
-    const fields = delLogFields(env, key);
+    // Log fields only when the DEL is coalesced: a DEL that runs its own teardown parses no CNI_ARGS here.
     if (this.tombstones.has(k)) {
       ctx.metrics.coalescedDels.inc({ how: 'tombstone' });
-      ctx.log.debug(fields, 'DEL answered from a tombstone: already torn down');
+      ctx.log.debug(delLogFields(env, key), 'DEL answered from a tombstone: already torn down');
       return Promise.resolve('');
     }
     const joined = this.inFlight.get(k);
     if (!joined) return undefined;
     ctx.metrics.coalescedDels.inc({ how: 'joined' });
-    ctx.log.debug(fields, 'DEL joined one queued or in flight');
+    ctx.log.debug(delLogFields(env, key), 'DEL joined one queued or in flight');
     return priority === Priority.Del ? this.runtimeAnswer(joined, env, config, key) : joined.answer;
   }
 
