@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { existsSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Daemon } from '../helpers/daemon.js';
-import { TestEnv, fixtureCalls, sh } from '../helpers/env.js';
-import { delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
+import { TestEnv, fixtureCalls, leases, sh } from '../helpers/env.js';
+import { bridgePlugin, delegate, fixturePlugin, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
 const env = new TestEnv('badinput');
@@ -203,6 +203,32 @@ describe('bad input gets the right CNI error code', () => {
       );
       await daemon.waitFor('the rollback', async () => (await daemon.attachment(cid)).state === 'deleted');
     }
+  });
+
+  it("a delegate network name over 255 characters: ADD is code 7 before anything runs (host-local's lease directory is named for it, and its rollback DEL failed too, an abandoned step); 255 works end to end", async () => {
+    const dataDir = join(env.dir, 'leases-long');
+    const netns = env.netns();
+    const withName = (name: string) =>
+      stewardConf(daemon.socket, '1.0.0', [
+        delegate(name, '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+      ]);
+    await expectError(
+      { command: 'ADD', containerId: 'long-name', netns },
+      withName('n'.repeat(256)),
+      7,
+      /^delegate 0: name "n{200}… \[56 more characters cut\]" is 256 characters long; an ADD accepts at most 255/,
+    );
+    assert.deepEqual((await daemon.get('/v1/attachments?containerId=long-name')).json, []);
+    assert.equal(existsSync(dataDir), false, 'host-local never ran');
+    // At the bound the real host-local keeps its lease under it, and the DEL releases it.
+    const at = 'n'.repeat(255);
+    const add = await shim({ command: 'ADD', containerId: 'name-255', netns }, withName(at));
+    assert.equal(add.code, 0, add.stdout);
+    assert.equal(leases(dataDir, at).length, 1);
+    const del = await shim({ command: 'DEL', containerId: 'name-255', netns }, withName(at));
+    assert.equal(del.code, 0, del.stdout);
+    assert.deepEqual(leases(dataDir, at), []);
+    assert.deepEqual((await daemon.get('/v1/teardowns')).json, { pending: [], abandoned: [] });
   });
 
   it('an unknown CNI_COMMAND: code 4', async () => {

@@ -125,6 +125,39 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.equal(s.plugins.calls.at(-1), 'ADD one pct');
   });
 
+  test("a network name over 255 characters, steward's or a delegate's: ADD is code 7, runs and journals nothing, echoes the name cut; 255 is accepted; DEL, CHECK, GC and STATUS go on", async () => {
+    const s = setup();
+    const long = 'n'.repeat(256);
+    const ownLong = (version = '1.0.0') => ({ ...conf([{ type: 'one' }], version), name: long });
+    const delegateLong = (version = '1.0.0') =>
+      conf([], version, [{ name: long, cniVersion: version, plugins: [{ type: 'one' }] }]);
+    for (const [netconf, what] of [
+      [
+        ownLong,
+        /^network name "n{200}… \[56 more characters cut\]" is 256 characters long; an ADD accepts at most 255/,
+      ],
+      [delegateLong, /^delegate 0: name "n{200}… \[56 more characters cut\]" is 256 characters long/],
+    ] as const)
+      await refusedByServedCommands(s, 'long', netconf, what, SERVED.slice(0, 1));
+    // Not ADD: a name accepted before the bound is served (a STATUS refused would make the node NotReady).
+    await s.engine.handle(req('GC', 'long', { ...delegateLong('1.1.0'), 'cni.dev/valid-attachments': [] }));
+    await s.engine.handle(req('STATUS', 'long', delegateLong('1.1.0')));
+    await s.engine.handle(req('DEL', 'long', delegateLong()));
+    assert.deepEqual(s.plugins.calls, ['GC one ', 'STATUS one ', 'DEL one long']);
+    // CHECK reaches the journal: refused only as any CHECK of an attachment never added is.
+    await assert.rejects(s.engine.handle(req('CHECK', 'long', delegateLong())), (e: CniError) => {
+      assert.match(e.message, /^container long has no attachment on network net interface eth0$/);
+      return true;
+    });
+    // 255 characters, at both levels: added.
+    const at = { ...conf([], '1.0.0', [{ name: 'd'.repeat(255), plugins: [{ type: 'one' }] }]), name: 'o'.repeat(255) };
+    await s.engine.handle(req('ADD', 'ok', at));
+    assert.equal(
+      s.store.currentAttachment({ containerId: 'ok', network: 'o'.repeat(255), ifname: 'eth0' })?.state,
+      'added',
+    );
+  });
+
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {
     const { engine, plugins, store, located } = setup({ missing: ['two'] });
     await assert.rejects(engine.handle(req('ADD', 'c', chain, { path: '/opt/x' })), /plugin two not found/);

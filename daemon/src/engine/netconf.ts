@@ -9,7 +9,9 @@ import {
   checkIfName,
   checkNetworkName,
   checkPluginType,
+  clip,
   isSupportedVersion,
+  MAX_NETWORK_NAME_LENGTH,
   SUPPORTED_VERSIONS,
   type PluginConf,
 } from '@cni-steward/shared';
@@ -105,7 +107,7 @@ export function parseStewardConf(config: unknown, fallbackIfname: string): Stewa
   if (typeof raw.cniVersion === 'string' && !isSupportedVersion(raw.cniVersion)) {
     throw new CniError(
       ErrorCode.IncompatibleVersion,
-      `cniVersion "${raw.cniVersion}" is not supported`,
+      `cniVersion "${shown(raw.cniVersion)}" is not supported`,
       `supported: ${SUPPORTED_VERSIONS.join(', ')}`,
     );
   }
@@ -114,7 +116,7 @@ export function parseStewardConf(config: unknown, fallbackIfname: string): Stewa
   }
   const name = raw.name as string;
   const nameWhy = checkNetworkName(name);
-  if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `network name "${name}" ${nameWhy}`);
+  if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `network name "${shown(name)}" ${nameWhy}`);
   const cniVersion = raw.cniVersion as string;
 
   const delegates = (raw.delegates as Record<string, unknown>[]).map((d, index) =>
@@ -122,7 +124,8 @@ export function parseStewardConf(config: unknown, fallbackIfname: string): Stewa
   );
   const seen = new Set<string>();
   for (const d of delegates) {
-    if (seen.has(d.ifname)) throw new CniError(ErrorCode.InvalidConfig, `two delegates use interface "${d.ifname}"`);
+    if (seen.has(d.ifname))
+      throw new CniError(ErrorCode.InvalidConfig, `two delegates use interface "${shown(d.ifname)}"`);
     seen.add(d.ifname);
   }
   return {
@@ -137,21 +140,21 @@ export function parseStewardConf(config: unknown, fallbackIfname: string): Stewa
 
 function toDelegate(d: Record<string, unknown>, index: number, outerVersion: string, fallbackIfname: string): Delegate {
   const name = d.name as string;
-  const where = `delegate ${index} ("${name}")`;
+  const where = `delegate ${index} ("${shown(name)}")`;
   const nameWhy = checkNetworkName(name);
   if (nameWhy) throw new CniError(ErrorCode.InvalidConfig, `${where}: name ${nameWhy}`);
   const cniVersion = typeof d.cniVersion === 'string' ? d.cniVersion : outerVersion;
   if (!isSupportedVersion(cniVersion)) {
     throw new CniError(
       ErrorCode.IncompatibleVersion,
-      `${where}: cniVersion "${cniVersion}" is not supported`,
+      `${where}: cniVersion "${shown(cniVersion)}" is not supported`,
       `supported: ${SUPPORTED_VERSIONS.join(', ')}`,
     );
   }
   // The first delegate takes the runtime's interface; later ones net1, net2, ... unless named.
   const ifname = typeof d.ifname === 'string' ? d.ifname : index === 0 ? fallbackIfname : `net${index}`;
   const ifWhy = checkIfName(ifname);
-  if (ifWhy) throw new CniError(ErrorCode.InvalidConfig, `${where}: ifname "${ifname}" ${ifWhy}`);
+  if (ifWhy) throw new CniError(ErrorCode.InvalidConfig, `${where}: ifname "${shown(ifname)}" ${ifWhy}`);
 
   let plugins: PluginConf[];
   if (Array.isArray(d.plugins)) {
@@ -163,7 +166,8 @@ function toDelegate(d: Record<string, unknown>, index: number, outerVersion: str
   }
   for (const [i, p] of plugins.entries()) {
     const why = checkPluginType(p.type);
-    if (why) throw new CniError(ErrorCode.InvalidConfig, `${where} plugin ${i}: type "${p.type}" ${why}`);
+    if (why)
+      throw new CniError(ErrorCode.InvalidConfig, `${where} plugin ${i}: type "${shown(String(p.type))}" ${why}`);
   }
   return {
     index,
@@ -231,10 +235,31 @@ export function refuseTemplatedIfnames(conf: StewardConf): void {
     if (d.ifname.includes('%'))
       throw new CniError(
         ErrorCode.InvalidConfig,
-        `delegate ${d.index} ("${d.name}"): ifname "${d.ifname}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,
+        `delegate ${d.index} ("${shown(d.name)}"): ifname "${shown(d.ifname)}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,
       );
   }
 }
+
+/**
+ * ADD: a network name, steward's own or a delegate's, longer than MAX_NETWORK_NAME_LENGTH refused
+ * (7): it becomes a file name (shared/src/cni/validate.ts). Only ADD, so a name accepted before the
+ * bound still gets its DEL, CHECK, GC and STATUS (a STATUS refused would make the node NotReady).
+ */
+export function refuseLongNames(conf: StewardConf): void {
+  const names = [
+    { what: 'network name', name: conf.name },
+    ...conf.delegates.map((d) => ({ what: `delegate ${d.index}: name`, name: d.name })),
+  ];
+  for (const { what, name } of names)
+    if (name.length > MAX_NETWORK_NAME_LENGTH)
+      throw new CniError(
+        ErrorCode.InvalidConfig,
+        `${what} "${shown(name)}" is ${name.length} characters long; an ADD accepts at most ${MAX_NETWORK_NAME_LENGTH}: a network's name becomes a file name (host-local's lease directory, the runtime's cache file)`,
+      );
+}
+
+/** A value echoed in an error, cut: a 100 KB name must not make the error (and every log of it) that large. */
+const shown = (value: string) => clip(value, 200);
 
 /** The plugin type steward is installed as (lifecycle/install.ts SHIM_NAME). */
 const SELF_TYPE = 'steward';

@@ -5,7 +5,7 @@
 
 import { accessSync, constants, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
-import { CniError, ErrorCode, checkPluginType } from '@cni-steward/shared';
+import { CniError, ErrorCode, checkPluginType, clip } from '@cni-steward/shared';
 
 function splitPath(list: string, onIgnored?: (entry: string) => void): string[] {
   return list.split(':').filter((d) => {
@@ -49,7 +49,7 @@ export function findPlugin(
   missingCode: number = ErrorCode.InvalidConfig,
 ): string {
   const why = checkPluginType(type);
-  if (why) throw new CniError(ErrorCode.InvalidConfig, `plugin type "${type}" ${why}`);
+  if (why) throw new CniError(ErrorCode.InvalidConfig, `plugin type "${clip(type, 200)}" ${why}`);
   for (const dir of dirs) {
     const candidate = join(dir, type);
     try {
@@ -63,7 +63,7 @@ export function findPlugin(
   // Worded without "not found": runtimes read that phrase in a DEL error as success.
   throw new CniError(
     missingCode,
-    `plugin type "${type}" is not in any plugin dir`,
+    `plugin type "${clip(type, 200)}" is not in any plugin dir`,
     `searched: ${dirs.join(':') || '(none)'}`,
   );
 }

@@ -46,6 +46,16 @@ export function checkNetworkName(name: string): string | undefined {
   return checkName(name);
 }
 
+/**
+ * The longest network name an ADD accepts (the spec's characters are ASCII: bytes and characters
+ * alike). A network's name becomes a file name: host-local keeps its leases in <dataDir>/<name>, a
+ * runtime's libcni its cache in <cacheDir>/results/<name>-<id>-<ifname>. Past NAME_MAX (255) a
+ * host-local delegate's ADD failed "file name too long", and so did its rollback DEL at every retry,
+ * an abandoned step for nothing (found by a hostile probe). Only ADD is refused: DEL, CHECK, GC and
+ * STATUS of a name accepted before this bound are served as they were.
+ */
+export const MAX_NETWORK_NAME_LENGTH = 255;
+
 /** A plugin type is a bare file name looked up in the bin dirs: never a path. */
 export function checkPluginType(type: string): string | undefined {
   if (type === '') return 'is empty';
