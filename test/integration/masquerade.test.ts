@@ -145,6 +145,32 @@ describe("bridge's masquerade chain after a DEL without the pod's netns", () => 
     await daemon.stop();
   });
 
+  it("sbr chained after bridge, the netns gone: sbr's DEL fails without one, every time; steward does not run it, and the bridge's lease and chain go with the runtime's DEL", async () => {
+    const { plugin, dataDir } = masqNet('masq-sbr', ['sbr-1', 'sbr-bare']);
+    const net = { name: 'masq-sbr', cniVersion: '1.0.0', plugins: [plugin, { type: 'sbr' }] };
+    const bareNs = env.netns();
+    assert.equal((await directAdd(net, { containerId: 'sbr-bare', netns: bareNs })).ok, true);
+    removeNetns(bareNs);
+    assert.equal(await directDel(net, { containerId: 'sbr-bare', netns: '' }), false, "the plain chain's DEL fails");
+    assert.equal(await directDel({ ...net, plugins: [plugin] }, { containerId: 'sbr-bare', netns: '' }), true);
+
+    const daemon = await startDaemon(env, 'sbr');
+    const conf = stewardConf(daemon.socket, '1.0.0', [delegate('masq-sbr', '1.0.0', net.plugins)]);
+    const chain = masqueradeChain('masq-sbr', 'sbr-1');
+    const netns = env.netns();
+    const add = await shim({ command: 'ADD', containerId: 'sbr-1', netns }, conf);
+    assert.equal(add.code, 0, add.stdout);
+    assert.equal(leases(dataDir, 'masq-sbr').length, 1);
+    removeNetns(netns);
+    const del = await shim({ command: 'DEL', containerId: 'sbr-1', netns }, conf);
+    assert.equal(del.code, 0, del.stdout);
+    assert.deepEqual(natLines(chain), []);
+    assert.deepEqual(leases(dataDir, 'masq-sbr'), []);
+    assert.equal((await daemon.attachment('sbr-1')).state, 'deleted');
+    assert.deepEqual((await daemon.get('/v1/teardowns')).json, { pending: [], abandoned: [] });
+    await daemon.stop();
+  });
+
   it('a DEL for a container steward never added, its netns gone, removes the chain bridge made for it', async () => {
     const daemon = await startDaemon(env, 'pass');
     const { plugin, dataDir } = masqNet('masq-pass', ['pass-1']);

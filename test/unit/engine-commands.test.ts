@@ -158,6 +158,33 @@ describe('engine: requests refused before anything is journaled', () => {
     );
   });
 
+  test('a host-local lease directory that cannot be a path (a part over 255 bytes, or 4096 bytes whole): ADD is code 7 and runs nothing; at the bounds, and other IPAM, it is added', async () => {
+    const s = setup();
+    const withIpam = (ipam: Record<string, unknown>, name = 'pod') =>
+      conf([], '1.0.0', [{ name, plugins: [{ type: 'one' }, { type: 'two', ipam }] }]);
+    const longPart = `/tmp/${'a'.repeat(256)}`;
+    const longWhole = `/${Array.from({ length: 17 }, () => 'b'.repeat(240)).join('/')}`; // 4097 bytes with "/pod"
+    for (const [ipam, why] of [
+      [
+        { type: 'host-local', dataDir: longPart },
+        /^delegate 0 plugin 1: host-local's lease directory "\/tmp\/a{195}… \[65 more characters cut\]" has a part of 256 bytes; a file name holds at most 255$/,
+      ],
+      [
+        { type: 'host-local', dataDir: longWhole },
+        /lease directory "\/b{199}… \[3901 more characters cut\]" is 4101 bytes long; a path holds at most 4095$/,
+      ],
+    ] as const)
+      await refusedByServedCommands(s, 'dir', () => withIpam(ipam), why, SERVED.slice(0, 1));
+    // The name's own bound holds for the default dataDir (/var/lib/cni/networks/<name>).
+    await s.engine.handle(req('ADD', 'at-255', withIpam({ type: 'host-local' }, 'n'.repeat(255))));
+    await s.engine.handle(req('ADD', 'part-255', withIpam({ type: 'host-local', dataDir: `/tmp/${'a'.repeat(255)}` })));
+    await s.engine.handle(req('ADD', 'other-ipam', withIpam({ type: 'static', dataDir: longPart })));
+    assert.deepEqual(
+      s.plugins.calls.filter((c) => c.startsWith('ADD two')),
+      ['ADD two at-255', 'ADD two part-255', 'ADD two other-ipam'],
+    );
+  });
+
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {
     const { engine, plugins, store, located } = setup({ missing: ['two'] });
     await assert.rejects(engine.handle(req('ADD', 'c', chain, { path: '/opt/x' })), /plugin two not found/);

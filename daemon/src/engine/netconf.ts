@@ -2,6 +2,7 @@
 // delegates into plugin chains. Shape is checked with a JSON Schema (ajv); names, types and
 // versions with the shared CNI validators. Every failure is a CniError with the spec's code.
 
+import { join } from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import {
   CniError,
@@ -242,8 +243,11 @@ export function refuseTemplatedIfnames(conf: StewardConf): void {
 
 /**
  * ADD: a network name, steward's own or a delegate's, longer than MAX_NETWORK_NAME_LENGTH refused
- * (7): it becomes a file name (shared/src/cni/validate.ts). Only ADD, so a name accepted before the
- * bound still gets its DEL, CHECK, GC and STATUS (a STATUS refused would make the node NotReady).
+ * (7): it becomes a file name (shared/src/cni/validate.ts). So is a host-local lease directory that
+ * cannot be a path (`<dataDir>/<name>` with a part over NAME_MAX, or over PATH_MAX whole): its ADD
+ * and every rollback DEL failed "file name too long", an abandoned step for nothing. Only ADD, so a
+ * name accepted before the bound still gets its DEL, CHECK, GC and STATUS (a STATUS refused would
+ * make the node NotReady).
  */
 export function refuseLongNames(conf: StewardConf): void {
   const names = [
@@ -256,6 +260,40 @@ export function refuseLongNames(conf: StewardConf): void {
         ErrorCode.InvalidConfig,
         `${what} "${shown(name)}" is ${name.length} characters long; an ADD accepts at most ${MAX_NETWORK_NAME_LENGTH}: a network's name becomes a file name (host-local's lease directory, the runtime's cache file)`,
       );
+  for (const d of conf.delegates)
+    for (const [i, plugin] of d.plugins.entries()) {
+      const dir = hostLocalDir(plugin, d.name);
+      const why = dir === undefined ? undefined : unusablePath(dir);
+      if (why)
+        throw new CniError(
+          ErrorCode.InvalidConfig,
+          `delegate ${d.index} plugin ${i}: host-local's lease directory "${shown(dir as string)}" ${why}`,
+        );
+    }
+}
+
+/** host-local's own default (plugins/ipam/host-local/backend/disk). */
+const HOST_LOCAL_DATA_DIR = '/var/lib/cni/networks';
+const NAME_MAX = 255;
+const PATH_MAX = 4096;
+
+/** The directory a plugin's host-local IPAM keeps `network`'s leases in; undefined for other IPAM. */
+function hostLocalDir(plugin: PluginConf, network: string): string | undefined {
+  const ipam = (plugin as Record<string, unknown>).ipam;
+  if (typeof ipam !== 'object' || ipam === null) return undefined;
+  const { type, dataDir } = ipam as Record<string, unknown>;
+  if (type !== 'host-local') return undefined;
+  // Cleaned as Go's filepath.Join, which host-local uses.
+  return join(typeof dataDir === 'string' && dataDir !== '' ? dataDir : HOST_LOCAL_DATA_DIR, network);
+}
+
+/** Why `path` cannot be made (a part over NAME_MAX bytes, or PATH_MAX with its NUL), or undefined. */
+function unusablePath(path: string): string | undefined {
+  const long = path.split('/').find((part) => Buffer.byteLength(part) > NAME_MAX);
+  if (long !== undefined)
+    return `has a part of ${Buffer.byteLength(long)} bytes; a file name holds at most ${NAME_MAX}`;
+  const bytes = Buffer.byteLength(path);
+  return bytes >= PATH_MAX ? `is ${bytes} bytes long; a path holds at most ${PATH_MAX - 1}` : undefined;
 }
 
 /** A value echoed in an error, cut: a 100 KB name must not make the error (and every log of it) that large. */

@@ -283,7 +283,7 @@ export class Teardown {
 
   /**
    * Runs one step's DEL (journaled `deleting` by the caller); returns the failure (journaled) or
-   * undefined: done, or never needed (refusedItsVersion).
+   * undefined: done, or never needed (a plugin of NETNS_ONLY_PLUGINS without the netns, refusedItsVersion).
    */
   private async delStep(
     a: Attachment,
@@ -293,6 +293,13 @@ export class Teardown {
     priority: PriorityValue,
   ): Promise<CniError | undefined> {
     const { store, slots } = this.d;
+    if (netns === '' && NETNS_ONLY_PLUGINS.has(step.pluginType)) {
+      this.d.log.info(
+        { ...attachmentLogFields(a), step: step.id, plugin: step.pluginType },
+        "teardown step needs no DEL: its plugin set up nothing outside the pod's network namespace, which is gone",
+      );
+      return undefined;
+    }
     const stdin = parseJson(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
@@ -373,6 +380,16 @@ export class Teardown {
     return step.pendingMs >= maxAgeMs;
   }
 }
+
+/**
+ * Plugins whose DEL only undoes what they did inside the pod's network namespace, and which fail a
+ * DEL without one, every time: Debian's sbr (its rules and routes are the namespace's) answers "no
+ * such file or directory" to an empty CNI_NETNS. Once the namespace is gone (teardown then passes an
+ * empty one) what they set up went with it. Run, such a step held the bridge before it, lease and
+ * masquerade chain, for --retry-hold-attempts (about 14 minutes), and was then abandoned: an alert
+ * per pod for nothing (hostile probe, 3 Dec). Not run: its step is torn down.
+ */
+const NETNS_ONLY_PLUGINS: ReadonlySet<string> = new Set(['sbr']);
 
 /**
  * The step's ADD never succeeded and failed exactly as this DEL did, with code 1: its plugin does not
