@@ -11,7 +11,7 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { startDaemon } from '../helpers/daemon.js';
-import { TestEnv, leases, linkExists } from '../helpers/env.js';
+import { TestEnv, leases, linkExists, sh } from '../helpers/env.js';
 import { bridgePlugin, delegate, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
 
@@ -53,6 +53,90 @@ describe('one network added twice to a pod, at another CNI_IFNAME', () => {
     assert.deepEqual([leases(dirA, 'ih-a'), leases(dirB, 'ih-b')], [[], []]);
     const status = await daemon.status();
     assert.equal(status.steps.abandoned ?? 0, 0);
+    await daemon.stop();
+  });
+});
+
+// A hostile probe (3 Dec) found three ways past the refusal above: another container's ADD into the
+// same namespace, an interface made by hand, and a second spelling of the namespace's path. And a
+// namespace made again under the same path took a repeated ADD's answer from the journal.
+describe("an interface of the ADD's name already in the namespace, not its own", () => {
+  it("another container's ADD there fails as its plugin says, and neither its rollback nor the runtime's DEL removes the first one's eth0 or address; nor one made by hand", async () => {
+    const daemon = await startDaemon(env, 'taken');
+    const dataDir = join(env.dir, 'taken-ipam');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('ih-t', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
+    const netns = env.netns();
+    assert.equal((await shim({ command: 'ADD', containerId: 'taken-a', netns }, conf)).code, 0);
+    const leaseA = leases(dataDir, 'ih-t');
+    const second = await shim({ command: 'ADD', containerId: 'taken-b', netns }, conf);
+    assert.equal(second.json?.code, 999, second.stdout);
+    assert.match(second.json.msg, /container veth name provided \(eth0\) already exists/);
+    await daemon.waitFor('the rollback', async () => (await daemon.attachment('taken-b')).state === 'deleted');
+    assert.equal((await shim({ command: 'DEL', containerId: 'taken-b', netns }, conf)).code, 0);
+    assert.ok(linkExists(netns, 'eth0'), "the first container's eth0 stays");
+    assert.deepEqual(leases(dataDir, 'ih-t'), leaseA, 'and its address');
+    assert.equal((await shim({ command: 'CHECK', containerId: 'taken-a', netns }, conf)).code, 0);
+
+    const byHand = env.netns();
+    const ns = byHand.split('/').pop() as string;
+    sh('ip', ['-n', ns, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'hand0']);
+    const third = await shim({ command: 'ADD', containerId: 'taken-c', netns: byHand }, conf);
+    assert.equal(third.json?.code, 999, third.stdout);
+    await daemon.waitFor('the rollback', async () => (await daemon.attachment('taken-c')).state === 'deleted');
+    assert.ok(linkExists(byHand, 'eth0') && linkExists(byHand, 'hand0'), 'the interface made by hand stays');
+    assert.deepEqual((await daemon.get('/v1/teardowns')).json, { pending: [], abandoned: [] });
+    assert.equal((await shim({ command: 'DEL', containerId: 'taken-a', netns }, conf)).code, 0);
+    assert.deepEqual(leases(dataDir, 'ih-t'), []);
+    await daemon.stop();
+  });
+
+  it("the namespace's path spelled another way (/run/netns//x) is the same namespace: a second network at its eth0 is refused (102), and a DEL passed through there keeps it", async () => {
+    const daemon = await startDaemon(env, 'spelt');
+    const net = (name: string) =>
+      stewardConf(
+        daemon.socket,
+        '1.0.0',
+        [
+          delegate(name, '1.0.0', [
+            bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, `${name}-ipam`) }),
+          ]),
+        ],
+        { name },
+      );
+    const netns = env.netns();
+    const other = netns.replace('/netns/', '/netns//');
+    assert.equal((await shim({ command: 'ADD', containerId: 'spelt-1', netns }, net('ih-s1'))).code, 0);
+    const second = await shim({ command: 'ADD', containerId: 'spelt-1', netns: other }, net('ih-s2'));
+    assert.equal(second.json?.code, 102, second.stdout);
+    assert.match(second.json.msg, /already has interface eth0 .* on network ih-s1;/);
+    const passed = await shim({ command: 'DEL', containerId: 'spelt-never', netns: other }, net('ih-s1'));
+    assert.equal(passed.code, 0, passed.stdout);
+    assert.ok(linkExists(netns, 'eth0'), 'eth0 stays');
+    assert.deepEqual(leases(join(env.dir, 'ih-s1-ipam'), 'ih-s1').length, 1);
+    assert.equal((await shim({ command: 'DEL', containerId: 'spelt-1', netns }, net('ih-s1'))).code, 0);
+    await daemon.stop();
+  });
+
+  it('the same ADD again after its namespace was made again under the same path is refused (102), not answered from the journal', async () => {
+    const daemon = await startDaemon(env, 'again');
+    const dataDir = join(env.dir, 'again-ipam');
+    const conf = stewardConf(daemon.socket, '1.0.0', [
+      delegate('ih-g', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
+    const netns = env.netns();
+    const ns = netns.split('/').pop() as string;
+    assert.equal((await shim({ command: 'ADD', containerId: 'again-1', netns }, conf)).code, 0);
+    const same = await shim({ command: 'ADD', containerId: 'again-1', netns }, conf);
+    assert.equal(same.code, 0, 'repeated into the same namespace: the journal answers');
+    sh('ip', ['netns', 'del', ns]);
+    sh('ip', ['netns', 'add', ns]);
+    const again = await shim({ command: 'ADD', containerId: 'again-1', netns }, conf);
+    assert.equal(again.json?.code, 102, again.stdout);
+    assert.match(again.json.msg, /that path names another namespace now; DEL it before adding again/);
+    assert.equal((await shim({ command: 'DEL', containerId: 'again-1', netns }, conf)).code, 0);
+    assert.deepEqual(leases(dataDir, 'ih-g'), []);
     await daemon.stop();
   });
 });

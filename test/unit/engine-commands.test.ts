@@ -185,6 +185,33 @@ describe('engine: requests refused before anything is journaled', () => {
     );
   });
 
+  test('"lo", the loopback every namespace has: ADD and CHECK are refused (CNI_IFNAME 4, a delegate\'s own ifname 7) and run nothing; DEL goes on', async () => {
+    const s = setup();
+    const own = (version = '1.0.0') => conf([], version, [{ name: 'pod', ifname: 'lo', plugins: [{ type: 'one' }] }]);
+    await refusedByServedCommands(
+      s,
+      'lo-own',
+      own,
+      /^delegate 0 \("pod"\): ifname "lo" is the loopback every network namespace has/,
+      SERVED.slice(0, 2),
+    );
+    for (const command of ['ADD', 'CHECK'])
+      await assert.rejects(
+        s.engine.handle(req(command, 'lo-env', conf([{ type: 'one' }]), { ifname: 'lo' })),
+        (e: CniError) => {
+          assert.equal(e.code, 4, e.message);
+          assert.match(e.message, /^CNI_IFNAME "lo" is the loopback/);
+          return true;
+        },
+      );
+    assert.equal(s.plugins.calls.length, 0);
+    await s.engine.handle(req('DEL', 'lo-env', conf([{ type: 'one' }]), { ifname: 'lo' }));
+    assert.deepEqual(s.plugins.calls, ['DEL one lo-env']);
+    // A name that only starts so is any other name.
+    await s.engine.handle(req('ADD', 'lo0', conf([{ type: 'one' }]), { ifname: 'lo0' }));
+    assert.equal(s.plugins.calls.at(-1), 'ADD one lo0');
+  });
+
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {
     const { engine, plugins, store, located } = setup({ missing: ['two'] });
     await assert.rejects(engine.handle(req('ADD', 'c', chain, { path: '/opt/x' })), /plugin two not found/);

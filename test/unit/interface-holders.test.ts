@@ -102,11 +102,21 @@ describe('engine: the interfaces other attachments hold in a namespace', () => {
     assert.deepEqual(plugins.of('ADD'), []);
   });
 
-  test('no holder: another path to the namespace, a path now naming another namespace, or an attachment of another boot', async () => {
+  test('the same namespace by another path holds its interfaces (namespaces are compared, not paths)', async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'p', net('a', [{ type: 'one' }])));
+    for (const netns of ['/proc/thread-self/ns/net', NETNS.replace('/ns/', '//ns/'), NETNS.replace('/ns/', '/./ns/')])
+      await assert.rejects(engine.handle(req('ADD', 'p', net('b', [{ type: 'two' }]), { netns })), (e: CniError) => {
+        assert.equal(e.code, 102, `${netns}: ${e.message}`);
+        return true;
+      });
+    assert.deepEqual(plugins.of('ADD'), ['ADD one p']);
+  });
+
+  test('no holder: a path now naming another namespace, or an attachment of another boot', async () => {
     const { engine, plugins, store } = setup();
     await engine.handle(req('ADD', 'p', net('a', [{ type: 'one' }])));
-    // The same namespace by another path is not matched (paths are compared, not namespaces).
-    await engine.handle(req('ADD', 'p', net('b', [{ type: 'two' }]), { netns: '/proc/thread-self/ns/net' }));
+    await engine.handle(req('ADD', 'p', net('b', [{ type: 'two', ifname: 'side0' }])));
     // A row whose path was made again for another namespace since (netnsId), and one of another boot.
     holder(store, { containerId: 'q', network: 'old', netnsId: 'a namespace since gone' });
     holder(store, { containerId: 'q', network: 'older', bootId: 'boot-0' });

@@ -172,7 +172,13 @@ async function settleEarlier(
   const existing = ctx.store.currentAttachment(key);
   if (existing && existing.state === 'added') {
     if (existing.netns === env.netns && existing.config === configText && existing.result) {
-      return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
+      // Not where a path made again for a new namespace leads: the result's interfaces are not there.
+      if (existing.netnsId == null || netnsIdentity(env.netns) === existing.netnsId)
+        return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
+      throw new CniError(
+        ErrorCode.AttachmentConflict,
+        `container ${key.containerId} already has interface ${key.ifname} on network ${key.network} in the namespace ${clip(env.netns, 200)} named when it was added, and that path names another namespace now; DEL it before adding again`,
+      );
     }
     throw new CniError(
       ErrorCode.AttachmentConflict,

@@ -21,7 +21,7 @@ import { Gate } from './gate.js';
 import { runGc, runStatus, StatusCache } from './gc-status.js';
 import { KeyedQueue } from './keyed-queue.js';
 import { Limiter, Priority, type PriorityValue } from './limiter.js';
-import { parseServedConf, refuseLongNames, refuseTemplatedIfnames } from './netconf.js';
+import { parseServedConf, refuseLongNames, refuseUnmakeableIfnames } from './netconf.js';
 import { netnsProblem } from './netns.js';
 import { PluginSlots } from './plugin-slots.js';
 import type { RetryClock } from './clock.js';
@@ -360,7 +360,7 @@ export class Engine {
 
   private add(env: CniEnv, config: Record<string, unknown>, clientGone?: () => boolean): Promise<string> {
     const conf = parseServedConf(config, env.ifname);
-    refuseTemplatedIfnames(conf);
+    refuseUnmakeableIfnames(conf);
     refuseLongNames(conf);
     checkCapabilities(this.ctx, conf, config);
     const key = { containerId: env.containerId, network: conf.name, ifname: env.ifname };
@@ -378,7 +378,7 @@ export class Engine {
 
   private check(env: CniEnv, config: Record<string, unknown>): Promise<string> {
     const conf = parseServedConf(config, env.ifname);
-    refuseTemplatedIfnames(conf);
+    refuseUnmakeableIfnames(conf);
     // As the reference plugins answer: CHECK came with 0.4.0.
     if (!versionAtLeast(conf.cniVersion, '0.4.0'))
       throw new CniError(

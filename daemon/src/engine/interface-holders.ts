@@ -28,8 +28,11 @@ function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: 
     // Only the key itself is skipped: the same network added again at another CNI_IFNAME makes its
     // later delegates' net1, net2, … where the first attachment's already are.
     if (a.containerId === key.containerId && a.network === key.network && a.ifname === key.ifname) continue;
-    if (a.bootId !== ns.bootId || a.netns !== ns.netns) continue;
-    if (a.netnsId != null && a.netnsId !== ns.identity) continue;
+    if (a.bootId !== ns.bootId) continue;
+    // One namespace by its identity, however the path is spelled (/run/netns/x, /var/run/netns//x: a
+    // path compared as text let a hostile probe's second spelling through); by the path where the
+    // attachment recorded none.
+    if (a.netnsId != null ? a.netnsId !== ns.identity : a.netns !== ns.netns) continue;
     for (const s of store.stepsOf(a.id)) held.set(s.ifname, { ...a, delegateName: s.delegateName });
   }
   return held;

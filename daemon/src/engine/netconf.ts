@@ -224,22 +224,32 @@ export function parseServedConf(config: unknown, fallbackIfname: string): Stewar
 }
 
 /**
- * ADD and CHECK: a delegate's own "ifname" with "%" refused (7). The kernel reads "%" as a name
- * template: the ADD would make eth0 of "eth%d", and every later DEL of "eth%d" would miss it. As
- * for CNI_IFNAME (code 4 on ADD and CHECK, shared/src/cni/env.ts), DEL is let through, and so are GC
- * and STATUS, which make no interface (a GC refused would leave the network's stale attachments).
- * An ifname with "%" is the delegate's own: CNI_IFNAME with one never gets here on ADD or CHECK
- * (refused, 4, when the environment is read).
+ * ADD and CHECK: interface names no ADD can make. A delegate's own "ifname" with "%" refused (7):
+ * the kernel reads "%" as a name template, so the ADD would make eth0 of "eth%d", and every later
+ * DEL of "eth%d" would miss it (CNI_IFNAME with one never gets here: refused, 4, when the environment
+ * is read, shared/src/cni/env.ts). And "lo", CNI_IFNAME (4) or a delegate's own (7): every network
+ * namespace has its loopback, so the ADD fails "already exists" and its rollback DEL "failed to
+ * delete lo: operation not supported" at every retry, about 3.5 hours, an abandoned step at the end,
+ * the container's next ADD answered 11 meanwhile (hostile probe, 3 Dec). DEL is let through, and so
+ * are GC and STATUS, which make no interface (a GC refused would leave the network's stale attachments).
  */
-export function refuseTemplatedIfnames(conf: StewardConf): void {
+export function refuseUnmakeableIfnames(conf: StewardConf): void {
   for (const d of conf.delegates) {
     if (d.ifname.includes('%'))
       throw new CniError(
         ErrorCode.InvalidConfig,
         `delegate ${d.index} ("${shown(d.name)}"): ifname "${shown(d.ifname)}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,
       );
+    if (d.ifname === LOOPBACK)
+      throw d.ownIfname
+        ? new CniError(ErrorCode.InvalidConfig, `delegate ${d.index} ("${shown(d.name)}"): ifname "lo" ${LOOPBACK_WHY}`)
+        : new CniError(ErrorCode.InvalidEnv, `CNI_IFNAME "lo" ${LOOPBACK_WHY}`);
   }
 }
+
+const LOOPBACK = 'lo';
+const LOOPBACK_WHY =
+  'is the loopback every network namespace has; a plugin cannot make it, and its DEL cannot delete it';
 
 /**
  * ADD: a network name, steward's own or a delegate's, longer than MAX_NETWORK_NAME_LENGTH refused

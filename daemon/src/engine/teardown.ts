@@ -300,6 +300,8 @@ export class Teardown {
       );
       return undefined;
     }
+    // Not in the namespace where the interface of the step's name is another's (foundTaken).
+    if (foundTaken(step, a.error)) netns = '';
     const stdin = parseJson(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
@@ -390,6 +392,24 @@ export class Teardown {
  * per pod for nothing (hostile probe, 3 Dec). Not run: its step is torn down.
  */
 const NETNS_ONLY_PLUGINS: ReadonlySet<string> = new Set(['sbr']);
+
+/**
+ * The step's ADD failed because an interface of its name was in the namespace already, in the words
+ * of the reference plugins: bridge and ptp "container veth name provided (eth0) already exists";
+ * macvlan, ipvlan, vlan 'failed to rename macvlan to "eth0": file exists'; host-device 'failed to
+ * rename device "x" to "eth0": file exists'. That interface is not this step's: another pod's in a
+ * shared namespace, or one made by hand. The plugin's DEL in the namespace removed it, address, peer
+ * and all (a hostile probe: a second container's failed ADD took the first one's eth0). Its DEL runs
+ * without the namespace, which still releases what it may hold outside it.
+ */
+function foundTaken(step: Step, addError: string | null): boolean {
+  if (confirmed(step) || addError === null) return false;
+  return (
+    addError.includes(`container veth name provided (${step.ifname}) already exists`) ||
+    (addError.includes(` to "${step.ifname}": file exists`) &&
+      /failed to rename (?:macvlan|ipvlan|vlan|device "[^"]*") to "/.test(addError))
+  );
+}
 
 /**
  * The step's ADD never succeeded and failed exactly as this DEL did, with code 1: its plugin does not
