@@ -41,11 +41,25 @@ export function decodeWireRequest(body: unknown): CniRequestBody {
   if (typeof b.config !== 'object' || b.config === null || Array.isArray(b.config)) {
     throw new CniError(ErrorCode.InvalidConfig, 'request has no netconf object in "config"');
   }
-  if (nestsDeeperThan(b.config, MAX_NETCONF_DEPTH)) {
-    throw new CniError(
-      ErrorCode.InvalidConfig,
-      `netconf nests objects and arrays deeper than ${MAX_NETCONF_DEPTH} levels`,
-    );
+  let config = b.config as Record<string, unknown>;
+  if (nestsDeeperThan(config, MAX_NETCONF_DEPTH)) {
+    if (rawEnv.CNI_COMMAND !== 'DEL')
+      throw new CniError(
+        ErrorCode.InvalidConfig,
+        `netconf nests objects and arrays deeper than ${MAX_NETCONF_DEPTH} levels`,
+      );
+    config = shallowPart(config);
   }
-  return { env: parseCniEnv(rawEnv), config: b.config as Record<string, unknown> };
+  return { env: parseCniEnv(rawEnv), config };
+}
+
+/**
+ * A DEL's netconf nesting too deep, cut to its top-level keys that do not. A DEL is never refused for
+ * its netconf: refused, it pins the sandbox; spooled (the shim reads 10,000 levels), its file went to
+ * rejected/ and its attachment leaked, lease and port mappings (hostile probe, 3 Dec). A known
+ * attachment's DEL needs only the "name" (its stored config does the rest); a pass-through runs what
+ * is left. fromEntries: a "__proto__" key stays a key.
+ */
+function shallowPart(config: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(config).filter(([, v]) => !nestsDeeperThan(v, MAX_NETCONF_DEPTH - 1)));
 }

@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { openDatabase } from '../helpers/sqlite.js';
-import { Daemon } from '../helpers/daemon.js';
+import { Daemon, startDaemon } from '../helpers/daemon.js';
 import { TestEnv, fixtureCalls, leases } from '../helpers/env.js';
 import { bridgePlugin, delegate, fixturePlugin, hintedWire, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
@@ -203,6 +203,51 @@ describe('a netconf nested 10,000 deep', () => {
     assert.equal(add.code, 1, add.stdout);
     assert.equal(add.json.code, 7, add.stdout);
     assert.equal(fixtureCalls(fx).length, 0);
+  });
+});
+
+describe('a DEL whose netconf nests deeper than 100 levels', () => {
+  it('is served, not refused (a refused DEL pins the sandbox): from the daemon, through the shim, and spooled while the daemon was down, each releasing its lease', async () => {
+    const d = await startDaemon(env, 'deepdel');
+    const dataDir = join(env.dir, 'deepdel-ipam');
+    const conf = stewardConf(d.socket, '1.0.0', [
+      delegate('deepdel', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
+    ]);
+    const deepConf = (c: object) =>
+      JSON.stringify(c).replace(/\}$/, `,"runtimeConfig":{"x":${'['.repeat(150)}${']'.repeat(150)}}}`);
+    const pods = ['dd-wire', 'dd-shim', 'dd-spool'].map((id) => ({ id, netns: env.netns() }));
+    for (const p of pods)
+      assert.equal((await shim({ command: 'ADD', containerId: p.id, netns: p.netns }, conf)).code, 0);
+    assert.equal(leases(dataDir, 'deepdel').length, 3);
+    const wireEnv = (id: string, netns: string) =>
+      JSON.stringify({
+        CNI_COMMAND: 'DEL',
+        CNI_CONTAINERID: id,
+        CNI_NETNS: netns,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: '/usr/lib/cni',
+      });
+    const [wire, viaShim, spooled] = pods as [(typeof pods)[0], (typeof pods)[0], (typeof pods)[0]];
+    const res = await d.request(
+      'POST',
+      '/v1/cni',
+      `{"env":${wireEnv(wire.id, wire.netns)},"config":${deepConf(conf)}}`,
+    );
+    assert.equal(res.status, 200, res.text.slice(0, 300));
+    const del = await shim({ command: 'DEL', containerId: viaShim.id, netns: viaShim.netns }, deepConf(conf));
+    assert.equal(del.code, 0, del.stdout);
+    for (const id of [wire.id, viaShim.id]) assert.equal((await d.attachment(id)).state, 'deleted');
+    // An ADD so nested is still refused.
+    const add = await shim({ command: 'ADD', containerId: 'dd-add', netns: wire.netns }, deepConf(conf));
+    assert.equal(add.json?.code, 7, add.stdout);
+
+    await d.stop();
+    const down = await shim({ command: 'DEL', containerId: spooled.id, netns: spooled.netns }, deepConf(conf));
+    assert.equal(down.code, 0, down.stdout);
+    await d.start();
+    await d.waitFor('the spooled DEL', async () => (await d.attachment(spooled.id)).state === 'deleted');
+    assert.deepEqual(leases(dataDir, 'deepdel'), []);
+    await d.stop();
   });
 });
 

@@ -450,4 +450,35 @@ describe('decodeWireRequest', () => {
       (e: CniError) => e.code === ErrorCode.InvalidEnv,
     );
   });
+
+  test('a netconf nesting deeper than 100 levels: 7 on every command but DEL, whose netconf keeps its top-level keys that do not', () => {
+    const nest = (levels: number): unknown => JSON.parse(`${'['.repeat(levels)}${']'.repeat(levels)}`);
+    const env = (command: string) => ({
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: 'c',
+      CNI_NETNS: '/run/netns/x',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+    });
+    const config = JSON.parse(
+      `{"name":"n","delegates":[{"name":"d"}],"__proto__":{"k":1},"runtimeConfig":{"x":${JSON.stringify(nest(150))}}}`,
+    ) as Record<string, unknown>;
+    for (const command of ['ADD', 'CHECK', 'GC', 'STATUS'])
+      assert.throws(
+        () => decodeWireRequest({ env: env(command), config }),
+        (e: CniError) => e.code === ErrorCode.InvalidConfig && /deeper than 100 levels/.test(e.message),
+        command,
+      );
+    const del = decodeWireRequest({ env: env('DEL'), config });
+    assert.deepEqual(Object.keys(del.config), ['name', 'delegates', '__proto__']);
+    assert.deepEqual(del.config.__proto__, { k: 1 }, 'a "__proto__" key stays a key');
+    assert.equal(Object.getPrototypeOf(del.config), Object.prototype);
+    // Exactly at the bound (the netconf, runtimeConfig, then x: 98 arrays, 100 levels) nothing is cut.
+    const at = { name: 'n', runtimeConfig: { x: nest(98) } };
+    assert.equal(decodeWireRequest({ env: env('ADD'), config: at }).config, at);
+    assert.deepEqual(
+      Object.keys(decodeWireRequest({ env: env('DEL'), config: { ...at, runtimeConfig: { x: nest(99) } } }).config),
+      ['name'],
+    );
+  });
 });
