@@ -14,6 +14,8 @@ import { startDaemon } from '../helpers/daemon.js';
 import { TestEnv, leases, linkExists, sh } from '../helpers/env.js';
 import { bridgePlugin, delegate, stewardConf } from '../helpers/netconf.js';
 import { shim } from '../helpers/shim.js';
+import { removePortmapChainsAtClose } from '../helpers/cri/leftovers.js';
+import { portmapOwners } from '../helpers/portmap.js';
 
 const env = new TestEnv('ihold');
 after(() => env.close());
@@ -137,6 +139,46 @@ describe("an interface of the ADD's name already in the namespace, not its own",
     assert.match(again.json.msg, /that path names another namespace now; DEL it before adding again/);
     assert.equal((await shim({ command: 'DEL', containerId: 'again-1', netns }, conf)).code, 0);
     assert.deepEqual(leases(dataDir, 'ih-g'), []);
+    await daemon.stop();
+  });
+});
+
+describe('one network with portmap added to a pod twice, at eth0 and then eth1', () => {
+  it("is refused (102) before anything runs: portmap keys its chain by container and network, and the second one's rollback removed the first one's port mappings", async () => {
+    removePortmapChainsAtClose(env);
+    const daemon = await startDaemon(env, 'keyed');
+    const dataDir = join(env.dir, 'keyed-ipam');
+    const portmap = { type: 'portmap', capabilities: { portMappings: true }, snat: false };
+    const conf = stewardConf(
+      daemon.socket,
+      '1.0.0',
+      [delegate('ih-pm', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir }), portmap])],
+      {
+        capabilities: { portMappings: true },
+        runtimeConfig: {
+          portMappings: [{ hostPort: 31000 + (process.pid % 1000), containerPort: 80, protocol: 'tcp' }],
+        },
+      },
+    );
+    const netns = env.netns();
+    env.defer(async () => {
+      await shim({ command: 'DEL', containerId: '0ddba11', netns }, conf);
+    });
+    assert.equal((await shim({ command: 'ADD', containerId: '0ddba11', netns }, conf)).code, 0);
+    const dnat = () => portmapOwners('ih-pm');
+    assert.deepEqual(dnat(), ['0ddba11']);
+    const second = await shim({ command: 'ADD', containerId: '0ddba11', netns, ifname: 'eth1' }, conf);
+    assert.equal(second.json?.code, 102, second.stdout);
+    assert.match(
+      second.json.msg,
+      /already has delegate network ih-pm with portmap \(network steward, interface eth0\)/,
+    );
+    assert.equal(linkExists(netns, 'eth1'), false, 'nothing ran');
+    assert.equal((await shim({ command: 'DEL', containerId: '0ddba11', netns, ifname: 'eth1' }, conf)).code, 0);
+    assert.deepEqual(dnat(), ['0ddba11'], "the first one's port mapping stays");
+    assert.equal((await shim({ command: 'DEL', containerId: '0ddba11', netns }, conf)).code, 0);
+    assert.deepEqual(dnat(), []);
+    assert.deepEqual(leases(dataDir, 'ih-pm'), []);
     await daemon.stop();
   });
 });

@@ -41,6 +41,53 @@ function holder(store: Store, over: Parameters<typeof newAttachment>[0], ifname 
   store.setStepAdded(step.id, '{}');
 }
 
+describe('engine: state a plugin keeps by container and network, not interface', () => {
+  test('the same delegate network with portmap or bandwidth again for the container, at another interface or from another steward network, is 102 and runs nothing; without them, or under another delegate name, it is added', async () => {
+    const { engine, plugins } = setup();
+    const chain = (name: string, keyed: string, delegate = `${name}0`) => ({
+      cniVersion: '1.0.0',
+      name,
+      type: 'steward',
+      delegates: [{ name: delegate, cniVersion: '1.0.0', plugins: [{ type: 'one' }, { type: keyed }] }],
+    });
+    for (const keyed of ['portmap', 'bandwidth']) {
+      const c = `pm-${keyed}`;
+      await engine.handle(req('ADD', c, chain('a', keyed)));
+      for (const [conf, ifname] of [
+        [chain('a', keyed), 'eth1'],
+        [chain('b', keyed, 'a0'), 'eth2'],
+      ] as const)
+        await assert.rejects(engine.handle(req('ADD', c, conf, { ifname })), (e: CniError) => {
+          assert.equal(e.code, 102, e.message);
+          assert.match(
+            e.message,
+            new RegExp(
+              `already has delegate network a0 with ${keyed} \\(network a, interface eth0\\); ${keyed} keeps its state by container and network`,
+            ),
+          );
+          return true;
+        });
+      await engine.handle(req('ADD', c, chain('c', keyed), { ifname: 'eth3' }));
+    }
+    await engine.handle(req('ADD', 'plain', chain('a', 'two')));
+    await engine.handle(req('ADD', 'plain', chain('a', 'two'), { ifname: 'eth1' }));
+    assert.deepEqual(plugins.of('ADD'), [
+      'ADD one pm-portmap',
+      'ADD portmap pm-portmap',
+      'ADD one pm-portmap',
+      'ADD portmap pm-portmap',
+      'ADD one pm-bandwidth',
+      'ADD bandwidth pm-bandwidth',
+      'ADD one pm-bandwidth',
+      'ADD bandwidth pm-bandwidth',
+      'ADD one plain',
+      'ADD two plain',
+      'ADD one plain',
+      'ADD two plain',
+    ]);
+  });
+});
+
 describe('engine: the interfaces other attachments hold in a namespace', () => {
   test("an ADD whose later delegate makes an interface the container's other network holds (net1 on both) is 102, naming it, and runs nothing", async () => {
     const { engine, plugins } = setup();

@@ -20,7 +20,7 @@ import { answerBudgetMs } from './answer-budget.js';
 import { Priority } from './limiter.js';
 import { attachmentRow } from './attachment-row.js';
 import { netnsIdentity } from './netns.js';
-import { ownHeldInterfaces } from './interface-holders.js';
+import { refuseHeld } from './interface-holders.js';
 import { pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { journalProcess } from './plugin-processes.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
@@ -111,14 +111,7 @@ export async function addAttachment(
   // once, for the interfaces held there and for the journal (teardown passes the path only while it
   // still names this one).
   const identity = netnsIdentity(env.netns);
-  const held = ownHeldInterfaces(ctx.store, key, { netns: env.netns, identity, bootId: ctx.bootId });
-  const clash = conf.delegates.find((d) => held.has(d.ifname));
-  if (clash) {
-    throw new CniError(
-      ErrorCode.AttachmentConflict,
-      `container ${key.containerId} already has interface ${clash.ifname} in ${clip(env.netns, 200)} on network ${held.get(clash.ifname)!.network}; give this network another CNI_IFNAME or other delegate ifnames, or DEL that one first`,
-    );
-  }
+  refuseHeld(ctx.store, key, { netns: env.netns, identity, bootId: ctx.bootId }, conf);
 
   // Every plugin must exist before anything is journaled or run: a chain that cannot complete
   // should fail without allocating (and then owing a DEL to a plugin that is not there).

@@ -13,15 +13,16 @@ import {
   podFromCniArgs,
   podLogFields,
   type CniEnv,
+  type PluginConf,
 } from '@cni-steward/shared';
-import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type Attachment, type AttachmentKey } from '../store/types.js';
 import { delAnswerBudgetMs } from './answer-budget.js';
 import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { netnsIdentity, teardownNetns } from './netns.js';
-import { anyHeldInterfaces, type Holder } from './interface-holders.js';
+import { anyHeldInterfaces, keyedHeld, type Holder } from './interface-holders.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
 import type { Logger } from 'pino';
 
@@ -443,18 +444,15 @@ export class Dels {
       netns === ''
         ? new Map<string, Holder>()
         : anyHeldInterfaces(this.ctx.store, key, { netns, identity: netnsIdentity(netns), bootId: this.ctx.bootId });
+    // Nor a plugin's whose state another attachment of the container holds under the same key.
+    const keyed = keyedHeld(this.ctx.store, key, conf);
     env = { ...env, netns };
     for (const d of [...conf.delegates].reverse()) {
       const where = delegateNetns(held.get(d.ifname), d, env, log);
       if (where === null) continue;
       const target = requestTarget({ ...env, netns: where }, d.ifname);
       for (const plugin of [...d.plugins].reverse()) {
-        // A delegate that is steward itself would send this DEL to this daemon again, where it waits
-        // behind this one until its bound (ADD refuses such a netconf: netconf.ts parseServedConf).
-        if (plugin.type === 'steward') {
-          log.warn({ plugin: plugin.type }, 'pass-through DEL skips a delegate that is steward itself');
-          continue;
-        }
+        if (skipsPlugin(d, plugin, keyed, log)) continue;
         try {
           const stdin = pluginStdin(d, plugin, conf.runtimeConfig);
           await this.ctx.slots.run(priority, pluginCall('DEL', plugin.type, stdin, target));
@@ -473,6 +471,25 @@ export class Dels {
       }
     }
   }
+}
+
+/** A plugin a pass-through DEL does not run; logged. */
+function skipsPlugin(d: Delegate, plugin: PluginConf, keyed: Map<string, Attachment>, log: Logger): boolean {
+  const holder = keyed.get(`${d.name} ${plugin.type}`);
+  if (holder) {
+    log.warn(
+      { plugin: plugin.type, delegate: d.name, holderNetwork: holder.network, holderIfname: holder.ifname },
+      "pass-through DEL skips a plugin that keys its state by container and network: another of the container's attachments holds it",
+    );
+    return true;
+  }
+  // A delegate that is steward itself would send this DEL to this daemon again, where it waits
+  // behind this one until its bound (ADD refuses such a netconf: netconf.ts parseServedConf).
+  if (plugin.type === 'steward') {
+    log.warn({ plugin: plugin.type }, 'pass-through DEL skips a delegate that is steward itself');
+    return true;
+  }
+  return false;
 }
 
 /**

@@ -7,8 +7,10 @@
 // delegate: its steps' ifnames (CNI_IFNAME or the delegate's own for the first, net1, net2, … or
 // their own for the others).
 
+import { clip, CniError, ErrorCode } from '@cni-steward/shared';
 import type { Store } from '../store/store.js';
 import type { Attachment, AttachmentKey } from '../store/types.js';
+import type { StewardConf } from './netconf.js';
 
 /** Where the interfaces are looked for: the namespace `netns` names now, in this boot. */
 export interface Namespace {
@@ -39,12 +41,60 @@ function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: 
 }
 
 /**
- * The interfaces the container's own attachments on other networks hold in `ns`: looked up by
- * container id, so an ADD reads no row per pod.
+ * ADD: refused (102) where one of the container's other attachments holds an interface a delegate
+ * of `conf` would make in `ns`, or holds state a delegate's plugin keeps by container and delegate
+ * network (CONTAINER_KEYED). Looked up by container id, so an ADD reads no row per pod.
  */
-export function ownHeldInterfaces(store: Store, key: AttachmentKey, ns: Namespace): Map<string, Holder> {
-  return heldIn(store, store.listAttachments({ containerId: key.containerId, state: 'added', limit: 100 }), key, ns);
+export function refuseHeld(store: Store, key: AttachmentKey, ns: Namespace, conf: StewardConf): void {
+  const own = store.listAttachments({ containerId: key.containerId, state: 'added', limit: 100 });
+  const held = heldIn(store, own, key, ns);
+  const clash = conf.delegates.find((d) => held.has(d.ifname));
+  if (clash)
+    throw new CniError(
+      ErrorCode.AttachmentConflict,
+      `container ${key.containerId} already has interface ${clash.ifname} in ${clip(ns.netns, 200)} on network ${held.get(clash.ifname)!.network}; give this network another CNI_IFNAME or other delegate ifnames, or DEL that one first`,
+    );
+  const keyed = keyedHeld(store, key, conf, own);
+  for (const d of conf.delegates)
+    for (const p of d.plugins) {
+      const twin = keyed.get(`${d.name} ${p.type}`);
+      if (twin)
+        throw new CniError(
+          ErrorCode.AttachmentConflict,
+          `container ${key.containerId} already has delegate network ${d.name} with ${p.type} (network ${twin.network}, interface ${twin.ifname}); ${p.type} keeps its state by container and network, not interface, so this attachment's DEL, or its failed ADD's rollback, would remove that one's: give this delegate another network name, or DEL that one first`,
+        );
+    }
 }
+
+/**
+ * What CONTAINER_KEYED plugins the container's attachments of another key hold, by "<delegate
+ * network> <plugin type>" (their state's key): a pass-through DEL of the container skips them.
+ * Nothing is read when `conf` runs none of them.
+ */
+export function keyedHeld(
+  store: Store,
+  key: AttachmentKey,
+  conf: StewardConf,
+  own?: Attachment[],
+): Map<string, Attachment> {
+  const held = new Map<string, Attachment>();
+  if (!conf.delegates.some((d) => d.plugins.some((p) => CONTAINER_KEYED.has(p.type)))) return held;
+  own ??= store.listAttachments({ containerId: key.containerId, state: 'added', limit: 100 });
+  for (const a of own) {
+    if (a.network === key.network && a.ifname === key.ifname) continue;
+    for (const s of store.stepsOf(a.id))
+      if (CONTAINER_KEYED.has(s.pluginType)) held.set(`${s.delegateName} ${s.pluginType}`, a);
+  }
+  return held;
+}
+
+/**
+ * Plugins that keep what they set up by container id and network name, not interface: portmap its
+ * chains (CNI-DN-<hash of both>), bandwidth its ifb device. The same network added to a container
+ * twice, at eth0 and then net1, made the second's bandwidth fail "file exists", and its rollback
+ * removed eth0's port mappings and shaping (a hostile probe, 3 Dec).
+ */
+const CONTAINER_KEYED: ReadonlySet<string> = new Set(['portmap', 'bandwidth']);
 
 /**
  * The interfaces any attachment of another key holds in `ns`: every added one is read, so only a
