@@ -58,7 +58,7 @@ export function decodeWireRequest(body: unknown): CniRequestBody {
  * its netconf: refused, it pins the sandbox; spooled (the shim reads 10,000 levels), its file went to
  * rejected/ and its attachment leaked, lease and port mappings (hostile probe, 3 Dec). A known
  * attachment's DEL needs only the "name" (its stored config does the rest); a pass-through runs what
- * is left. fromEntries: a "__proto__" key stays a key.
+ * is left (nothing, when "delegates" was the deep key). fromEntries: a "__proto__" key stays a key.
  */
 function shallowPart(config: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(config).filter(([, v]) => !nestsDeeperThan(v, MAX_NETCONF_DEPTH - 1)));

@@ -9,6 +9,8 @@
 
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { startDaemon } from '../helpers/daemon.js';
 import { TestEnv, leases, linkExists, sh } from '../helpers/env.js';
@@ -118,6 +120,50 @@ describe("an interface of the ADD's name already in the namespace, not its own",
     assert.ok(linkExists(netns, 'eth0'), 'eth0 stays');
     assert.deepEqual(leases(join(env.dir, 'ih-s1-ipam'), 'ih-s1').length, 1);
     assert.equal((await shim({ command: 'DEL', containerId: 'spelt-1', netns }, net('ih-s1'))).code, 0);
+    await daemon.stop();
+  });
+
+  it("a process's /proc/<pid>/ns/net is the same namespace as the bind mount it was entered by: a second network at its eth0 is refused (102) either way round", async () => {
+    const daemon = await startDaemon(env, 'procpath');
+    const net = (name: string) =>
+      stewardConf(
+        daemon.socket,
+        '1.0.0',
+        [
+          delegate(name, '1.0.0', [
+            bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, `${name}-ipam`) }),
+          ]),
+        ],
+        { name },
+      );
+    const netns = env.netns();
+    const inside = spawn('ip', ['netns', 'exec', netns.split('/').pop() as string, 'sleep', '120'], {
+      stdio: 'ignore',
+    });
+    env.defer(() => {
+      inside.kill('SIGKILL');
+    });
+    await daemon.waitFor('the process in the namespace', () => {
+      try {
+        return statSync(`/proc/${inside.pid}/ns/net`).ino === statSync(netns).ino;
+      } catch {
+        return false;
+      }
+    });
+    const proc = `/proc/${inside.pid}/ns/net`;
+    assert.equal((await shim({ command: 'ADD', containerId: 'proc-1', netns }, net('ih-p1'))).code, 0);
+    const viaProc = await shim({ command: 'ADD', containerId: 'proc-1', netns: proc }, net('ih-p2'));
+    assert.equal(viaProc.json?.code, 102, viaProc.stdout);
+    assert.equal((await shim({ command: 'ADD', containerId: 'proc-2', netns: proc }, net('ih-p1'))).code, 0);
+    const viaMount = await shim({ command: 'ADD', containerId: 'proc-2', netns }, net('ih-p2'));
+    assert.equal(viaMount.json?.code, 102, viaMount.stdout);
+    assert.equal(leases(join(env.dir, 'ih-p1-ipam'), 'ih-p1').length, 2);
+    for (const [id, path] of [
+      ['proc-1', netns],
+      ['proc-2', proc],
+    ] as const)
+      assert.equal((await shim({ command: 'DEL', containerId: id, netns: path }, net('ih-p1'))).code, 0);
+    assert.deepEqual(leases(join(env.dir, 'ih-p1-ipam'), 'ih-p1'), []);
     await daemon.stop();
   });
 

@@ -185,7 +185,7 @@ describe('engine: requests refused before anything is journaled', () => {
     );
   });
 
-  test('"lo", the loopback every namespace has: ADD and CHECK are refused (CNI_IFNAME 4, a delegate\'s own ifname 7) and run nothing; DEL goes on', async () => {
+  test('"lo", the loopback every namespace has: ADD and CHECK are refused (CNI_IFNAME 4, a delegate\'s own ifname 7) and run nothing, but for the loopback plugin; DEL goes on', async () => {
     const s = setup();
     const own = (version = '1.0.0') => conf([], version, [{ name: 'pod', ifname: 'lo', plugins: [{ type: 'one' }] }]);
     await refusedByServedCommands(
@@ -207,9 +207,11 @@ describe('engine: requests refused before anything is journaled', () => {
     assert.equal(s.plugins.calls.length, 0);
     await s.engine.handle(req('DEL', 'lo-env', conf([{ type: 'one' }]), { ifname: 'lo' }));
     assert.deepEqual(s.plugins.calls, ['DEL one lo-env']);
-    // A name that only starts so is any other name.
+    // A name that only starts so is any other name; and lo is the loopback plugin's own interface.
     await s.engine.handle(req('ADD', 'lo0', conf([{ type: 'one' }]), { ifname: 'lo0' }));
     assert.equal(s.plugins.calls.at(-1), 'ADD one lo0');
+    await s.engine.handle(req('ADD', 'lo-plugin', conf([{ type: 'loopback' }]), { ifname: 'lo' }));
+    assert.equal(s.plugins.calls.at(-1), 'ADD loopback lo-plugin');
   });
 
   test('an ADD with a missing plugin fails before journaling or running anything; every plugin is looked up in CNI_PATH', async () => {

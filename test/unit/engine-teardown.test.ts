@@ -8,6 +8,8 @@ import { describe, test } from 'node:test';
 import { CniError } from '@cni-steward/shared';
 import type Database from 'better-sqlite3';
 import { Priority } from '../../daemon/src/engine/limiter.js';
+import { foundTaken } from '../../daemon/src/engine/teardown.js';
+import type { Step } from '../../daemon/src/store/types.js';
 import { netnsIdentity } from '../../daemon/src/engine/netns.js';
 import { Store } from '../../daemon/src/store/store.js';
 import { NETNS, conf, counterValue, deferred, req, setup } from '../helpers/engine-fakes.js';
@@ -862,5 +864,27 @@ describe('teardown: planned steps', () => {
     assert.deepEqual(same.plugins.of('DEL'), ['DEL one pl2'], 'this boot: the planned step never ran');
     await other.engine.runTeardown(a.id, Priority.Background, { force: true });
     assert.deepEqual(other.plugins.of('DEL'), ['DEL two pl', 'DEL one pl'], 'another boot: DELed too');
+  });
+});
+
+describe('foundTaken: a step whose ADD failed on an interface of its name that was there (its DEL runs without the netns)', () => {
+  const step = (ifname: string, result: string | null = null) => ({ ifname, result }) as unknown as Step;
+  test("the reference plugins' words for it, naming the step's interface, on a step whose ADD never succeeded", () => {
+    for (const msg of [
+      'container veth name provided (eth0) already exists',
+      'failed to rename macvlan to "eth0": file exists',
+      'failed to rename ipvlan to "eth0": file exists',
+      'failed to rename vlan to "eth0": file exists',
+      'failed to move link failed to rename device "ens5" to "eth0": file exists',
+    ])
+      assert.equal(foundTaken(step('eth0'), msg), true, msg);
+  });
+  test('not for another interface, a confirmed step, no error, or other words', () => {
+    assert.equal(foundTaken(step('net1'), 'container veth name provided (eth0) already exists'), false);
+    assert.equal(foundTaken(step('net1'), 'failed to rename macvlan to "eth0": file exists'), false);
+    assert.equal(foundTaken(step('eth0', '{}'), 'container veth name provided (eth0) already exists'), false);
+    assert.equal(foundTaken(step('eth0'), null), false);
+    assert.equal(foundTaken(step('eth0'), 'failed to rename bond to "eth0": file exists'), false);
+    assert.equal(foundTaken(step('eth0'), 'mkdir /var/lib/cni/networks/x: file exists'), false);
   });
 });

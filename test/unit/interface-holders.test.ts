@@ -42,49 +42,75 @@ function holder(store: Store, over: Parameters<typeof newAttachment>[0], ifname 
 }
 
 describe('engine: state a plugin keeps by container and network, not interface', () => {
-  test('the same delegate network with portmap or bandwidth again for the container, at another interface or from another steward network, is 102 and runs nothing; without them, or under another delegate name, it is added', async () => {
+  /** Network `name`, one delegate (`delegate`) of a plugin and portmap or bandwidth, given runtimeConfig `rc`. */
+  const chain = (name: string, keyed: string, rc: Record<string, unknown>, delegate = `${name}0`) => ({
+    cniVersion: '1.0.0',
+    name,
+    type: 'steward',
+    runtimeConfig: rc,
+    delegates: [
+      {
+        name: delegate,
+        cniVersion: '1.0.0',
+        plugins: [{ type: 'one' }, { type: keyed, capabilities: { portMappings: true, bandwidth: true } }],
+      },
+    ],
+  });
+  const mapped = { portMappings: [{ hostPort: 8080, containerPort: 80, protocol: 'tcp' }] };
+  const shaped = { bandwidth: { egressRate: 1000, egressBurst: 1000 } };
+  const refused = (keyed: string, what: string) => (e: CniError) => {
+    assert.equal(e.code, 102, e.message);
+    assert.match(
+      e.message,
+      new RegExp(
+        `already has delegate network a0 with ${keyed} \\(network a, interface eth0\\); ${keyed} keeps its ${what} by container and network`,
+      ),
+    );
+    return true;
+  };
+
+  test('portmap: the same delegate network with port mappings again for the container (another interface, or another steward network) is 102 and runs nothing; either without mappings, or another delegate name, is added', async () => {
     const { engine, plugins } = setup();
-    const chain = (name: string, keyed: string, delegate = `${name}0`) => ({
-      cniVersion: '1.0.0',
-      name,
-      type: 'steward',
-      delegates: [{ name: delegate, cniVersion: '1.0.0', plugins: [{ type: 'one' }, { type: keyed }] }],
-    });
-    for (const keyed of ['portmap', 'bandwidth']) {
-      const c = `pm-${keyed}`;
-      await engine.handle(req('ADD', c, chain('a', keyed)));
-      for (const [conf, ifname] of [
-        [chain('a', keyed), 'eth1'],
-        [chain('b', keyed, 'a0'), 'eth2'],
-      ] as const)
-        await assert.rejects(engine.handle(req('ADD', c, conf, { ifname })), (e: CniError) => {
-          assert.equal(e.code, 102, e.message);
-          assert.match(
-            e.message,
-            new RegExp(
-              `already has delegate network a0 with ${keyed} \\(network a, interface eth0\\); ${keyed} keeps its state by container and network`,
-            ),
-          );
-          return true;
-        });
-      await engine.handle(req('ADD', c, chain('c', keyed), { ifname: 'eth3' }));
-    }
-    await engine.handle(req('ADD', 'plain', chain('a', 'two')));
-    await engine.handle(req('ADD', 'plain', chain('a', 'two'), { ifname: 'eth1' }));
-    assert.deepEqual(plugins.of('ADD'), [
-      'ADD one pm-portmap',
-      'ADD portmap pm-portmap',
-      'ADD one pm-portmap',
-      'ADD portmap pm-portmap',
-      'ADD one pm-bandwidth',
-      'ADD bandwidth pm-bandwidth',
-      'ADD one pm-bandwidth',
-      'ADD bandwidth pm-bandwidth',
-      'ADD one plain',
-      'ADD two plain',
-      'ADD one plain',
-      'ADD two plain',
-    ]);
+    await engine.handle(req('ADD', 'pm', chain('a', 'portmap', mapped)));
+    for (const [conf, ifname] of [
+      [chain('a', 'portmap', mapped), 'eth1'],
+      [chain('b', 'portmap', mapped, 'a0'), 'eth2'],
+    ] as const)
+      await assert.rejects(
+        engine.handle(req('ADD', 'pm', conf, { ifname })),
+        refused('portmap', 'port-mapping chains'),
+      );
+    await engine.handle(req('ADD', 'pm', chain('a', 'portmap', {}), { ifname: 'eth3' }));
+    await engine.handle(req('ADD', 'pm', chain('c', 'portmap', mapped), { ifname: 'eth4' }));
+    // Multus's `networks: a, a`: neither holds a chain.
+    await engine.handle(req('ADD', 'twice', chain('a', 'portmap', {})));
+    await engine.handle(req('ADD', 'twice', chain('a', 'portmap', mapped), { ifname: 'eth1' }));
+    assert.deepEqual(
+      plugins.of('ADD').filter((c) => c.startsWith('ADD portmap')),
+      ['ADD portmap pm', 'ADD portmap pm', 'ADD portmap pm', 'ADD portmap twice', 'ADD portmap twice'],
+    );
+  });
+
+  test("bandwidth: the same delegate network again is 102 when either shapes (the DEL removes the ifb device whatever it is given); neither shaping, it is added; a DEL passed through skips the holder's bandwidth only", async () => {
+    const { engine, plugins } = setup();
+    await engine.handle(req('ADD', 'bw', chain('a', 'bandwidth', shaped)));
+    await assert.rejects(
+      engine.handle(req('ADD', 'bw', chain('a', 'bandwidth', {}), { ifname: 'eth1' })),
+      refused('bandwidth', 'shaping \\(its ifb device\\)'),
+    );
+    await engine.handle(req('ADD', 'calm', chain('a', 'bandwidth', {})));
+    await assert.rejects(
+      engine.handle(req('ADD', 'calm', chain('a', 'bandwidth', shaped), { ifname: 'eth1' })),
+      refused('bandwidth', 'shaping \\(its ifb device\\)'),
+    );
+    await engine.handle(req('ADD', 'calm', chain('a', 'bandwidth', {}), { ifname: 'eth2' }));
+    assert.deepEqual(
+      plugins.of('ADD').filter((c) => c.startsWith('ADD bandwidth')),
+      ['ADD bandwidth bw', 'ADD bandwidth calm', 'ADD bandwidth calm'],
+    );
+    await engine.handle(req('DEL', 'bw', chain('a', 'bandwidth', shaped), { ifname: 'eth9' }));
+    await engine.handle(req('DEL', 'calm', chain('a', 'bandwidth', {}), { ifname: 'eth9' }));
+    assert.deepEqual(plugins.of('DEL'), ['DEL one bw', 'DEL bandwidth calm', 'DEL one calm']);
   });
 });
 

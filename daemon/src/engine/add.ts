@@ -166,7 +166,8 @@ async function settleEarlier(
   if (existing && existing.state === 'added') {
     if (existing.netns === env.netns && existing.config === configText && existing.result) {
       // Not where a path made again for a new namespace leads: the result's interfaces are not there.
-      if (existing.netnsId == null || netnsIdentity(env.netns) === existing.netnsId)
+      const now = existing.netnsId == null ? undefined : netnsIdentity(env.netns);
+      if (now === undefined || now === existing.netnsId)
         return JSON.stringify(convertResult(JSON.parse(existing.result), conf.cniVersion));
       throw new CniError(
         ErrorCode.AttachmentConflict,

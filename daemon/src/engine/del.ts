@@ -15,14 +15,14 @@ import {
   type CniEnv,
   type PluginConf,
 } from '@cni-steward/shared';
-import { attachmentLogFields, type Attachment, type AttachmentKey } from '../store/types.js';
+import { attachmentLogFields, type AttachmentKey } from '../store/types.js';
 import { delAnswerBudgetMs } from './answer-budget.js';
 import { attachmentRow } from './attachment-row.js';
 import { keyString, type EngineContext } from './context.js';
 import { Priority, type PriorityValue } from './limiter.js';
 import { parseStewardConf, pluginStdin, type Delegate, type StewardConf } from './netconf.js';
 import { netnsIdentity, teardownNetns } from './netns.js';
-import { anyHeldInterfaces, keyedHeld, type Holder } from './interface-holders.js';
+import { anyHeldInterfaces, keyedHeld, type Holder, type KeyedHolder } from './interface-holders.js';
 import { pluginCall, requestTarget } from '../plugins/call.js';
 import type { Logger } from 'pino';
 
@@ -474,11 +474,16 @@ export class Dels {
 }
 
 /** A plugin a pass-through DEL does not run; logged. */
-function skipsPlugin(d: Delegate, plugin: PluginConf, keyed: Map<string, Attachment>, log: Logger): boolean {
+function skipsPlugin(d: Delegate, plugin: PluginConf, keyed: Map<string, KeyedHolder>, log: Logger): boolean {
   const holder = keyed.get(`${d.name} ${plugin.type}`);
-  if (holder) {
+  if (holder?.holds) {
     log.warn(
-      { plugin: plugin.type, delegate: d.name, holderNetwork: holder.network, holderIfname: holder.ifname },
+      {
+        plugin: plugin.type,
+        delegate: d.name,
+        holderNetwork: holder.attachment.network,
+        holderIfname: holder.attachment.ifname,
+      },
       "pass-through DEL skips a plugin that keys its state by container and network: another of the container's attachments holds it",
     );
     return true;

@@ -10,7 +10,8 @@
 import { clip, CniError, ErrorCode } from '@cni-steward/shared';
 import type { Store } from '../store/store.js';
 import type { Attachment, AttachmentKey } from '../store/types.js';
-import type { StewardConf } from './netconf.js';
+import { pluginStdin, type StewardConf } from './netconf.js';
+import { netnsIdentity } from './netns.js';
 
 /** Where the interfaces are looked for: the namespace `netns` names now, in this boot. */
 export interface Namespace {
@@ -31,13 +32,26 @@ function heldIn(store: Store, candidates: Attachment[], key: AttachmentKey, ns: 
     // later delegates' net1, net2, … where the first attachment's already are.
     if (a.containerId === key.containerId && a.network === key.network && a.ifname === key.ifname) continue;
     if (a.bootId !== ns.bootId) continue;
-    // One namespace by its identity, however the path is spelled (/run/netns/x, /var/run/netns//x: a
-    // path compared as text let a hostile probe's second spelling through); by the path where the
-    // attachment recorded none.
-    if (a.netnsId != null ? a.netnsId !== ns.identity : a.netns !== ns.netns) continue;
+    // One namespace however its path is spelled (/run/netns/x, /var/run/netns//x: a path compared as
+    // text let a hostile probe's second spelling through); by the path where the attachment recorded
+    // no identity.
+    if (a.netnsId != null ? !sameNamespace(a.netns, a.netnsId, ns.identity) : a.netns !== ns.netns) continue;
     for (const s of store.stepsOf(a.id)) held.set(s.ifname, { ...a, delegateName: s.delegateName });
   }
   return held;
+}
+
+/**
+ * Whether the namespace recorded as `recorded` (netnsIdentity of `path` then) is the one whose
+ * identity is `now`: the same nsfs device and inode, and, when the two were reached by kinds of
+ * path whose identities differ beyond that (a /proc/<pid>/ns/net and a bind mount of it), the
+ * recorded one still alive under its own path, since an inode is reused once its namespace is gone.
+ */
+function sameNamespace(path: string, recorded: string, now: string | undefined): boolean {
+  if (now === undefined) return false;
+  if (recorded === now) return true;
+  const inode = (identity: string) => identity.split(' ')[0];
+  return inode(recorded) === inode(now) && netnsIdentity(path) === recorded;
 }
 
 /**
@@ -57,44 +71,102 @@ export function refuseHeld(store: Store, key: AttachmentKey, ns: Namespace, conf
   const keyed = keyedHeld(store, key, conf, own);
   for (const d of conf.delegates)
     for (const p of d.plugins) {
+      const kind = CONTAINER_KEYED.get(p.type);
       const twin = keyed.get(`${d.name} ${p.type}`);
-      if (twin)
+      if (!kind || !twin) continue;
+      const mine = kind.holds(pluginStdin(d, p, conf.runtimeConfig));
+      if (kind.eitherClashes ? twin.holds || mine : twin.holds && mine)
         throw new CniError(
           ErrorCode.AttachmentConflict,
-          `container ${key.containerId} already has delegate network ${d.name} with ${p.type} (network ${twin.network}, interface ${twin.ifname}); ${p.type} keeps its state by container and network, not interface, so this attachment's DEL, or its failed ADD's rollback, would remove that one's: give this delegate another network name, or DEL that one first`,
+          `container ${key.containerId} already has delegate network ${d.name} with ${p.type} (network ${twin.attachment.network}, interface ${twin.attachment.ifname}); ${p.type} keeps its ${kind.what} by container and network, not interface, so this attachment's DEL, or its failed ADD's rollback, would remove that one's: give this delegate another network name, or DEL that one first`,
         );
     }
 }
 
+/** An attachment holding a CONTAINER_KEYED plugin's step, and whether that step holds anything. */
+export interface KeyedHolder {
+  attachment: Attachment;
+  holds: boolean;
+}
+
 /**
- * What CONTAINER_KEYED plugins the container's attachments of another key hold, by "<delegate
- * network> <plugin type>" (their state's key): a pass-through DEL of the container skips them.
- * Nothing is read when `conf` runs none of them.
+ * What CONTAINER_KEYED plugins the container's attachments of another key run, by "<delegate
+ * network> <plugin type>" (their state's key): a pass-through DEL of the container skips those
+ * that hold something. Nothing is read when `conf` runs none of them.
  */
 export function keyedHeld(
   store: Store,
   key: AttachmentKey,
   conf: StewardConf,
   own?: Attachment[],
-): Map<string, Attachment> {
-  const held = new Map<string, Attachment>();
+): Map<string, KeyedHolder> {
+  const held = new Map<string, KeyedHolder>();
   if (!conf.delegates.some((d) => d.plugins.some((p) => CONTAINER_KEYED.has(p.type)))) return held;
   own ??= store.listAttachments({ containerId: key.containerId, state: 'added', limit: 100 });
   for (const a of own) {
     if (a.network === key.network && a.ifname === key.ifname) continue;
-    for (const s of store.stepsOf(a.id))
-      if (CONTAINER_KEYED.has(s.pluginType)) held.set(`${s.delegateName} ${s.pluginType}`, a);
+    for (const s of store.stepsOf(a.id)) {
+      const kind = CONTAINER_KEYED.get(s.pluginType);
+      if (kind)
+        held.set(`${s.delegateName} ${s.pluginType}`, { attachment: a, holds: kind.holds(storedStdin(s.config)) });
+    }
   }
   return held;
 }
 
+interface KeyedKind {
+  /** What the plugin keeps under the container and network, for the refusal's message. */
+  what: string;
+  /** Whether a plugin stdin makes the plugin hold anything. */
+  holds: (stdin: Record<string, unknown>) => boolean;
+  /** Whether one attachment holding is enough to clash: its DEL acts whether or not its own stdin holds. */
+  eitherClashes: boolean;
+}
+
 /**
- * Plugins that keep what they set up by container id and network name, not interface: portmap its
- * chains (CNI-DN-<hash of both>), bandwidth its ifb device. The same network added to a container
- * twice, at eth0 and then net1, made the second's bandwidth fail "file exists", and its rollback
- * removed eth0's port mappings and shaping (a hostile probe, 3 Dec).
+ * Plugins that keep what they set up by container id and delegate network name, not interface. The
+ * same network added to a container twice, at eth0 and then net1, made the second's bandwidth fail
+ * "file exists", and its rollback removed eth0's port mappings and shaping (a hostile probe, 3 Dec).
+ * portmap makes its chains (CNI-DN-<hash of both>) only for port mappings, and its DEL without them
+ * does nothing; bandwidth makes its ifb device for a rate, and its DEL removes that device whatever
+ * it is given. A delegate network added twice without either (Multus's `networks: a, a`) is let be.
  */
-const CONTAINER_KEYED: ReadonlySet<string> = new Set(['portmap', 'bandwidth']);
+const CONTAINER_KEYED: ReadonlyMap<string, KeyedKind> = new Map([
+  [
+    'portmap',
+    {
+      what: 'port-mapping chains',
+      holds: (stdin) => nonEmptyArray(record(stdin.runtimeConfig).portMappings),
+      eitherClashes: false,
+    },
+  ],
+  [
+    'bandwidth',
+    {
+      what: 'shaping (its ifb device)',
+      holds: (stdin) => {
+        const rc = record(record(stdin.runtimeConfig).bandwidth);
+        return [stdin.ingressRate, stdin.egressRate, rc.ingressRate, rc.egressRate].some(
+          (r) => typeof r === 'number' && r > 0,
+        );
+      },
+      eitherClashes: true,
+    },
+  ],
+]);
+
+const record = (v: unknown): Record<string, unknown> =>
+  typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
+const nonEmptyArray = (v: unknown) => Array.isArray(v) && v.length > 0;
+
+/** A step's stored plugin stdin; a row that does not parse holds, to be safe. */
+function storedStdin(config: string): Record<string, unknown> {
+  try {
+    return record(JSON.parse(config));
+  } catch {
+    return { ingressRate: 1, runtimeConfig: { portMappings: [{}] } };
+  }
+}
 
 /**
  * The interfaces any attachment of another key holds in `ns`: every added one is read, so only a

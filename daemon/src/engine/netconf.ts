@@ -230,7 +230,8 @@ export function parseServedConf(config: unknown, fallbackIfname: string): Stewar
  * is read, shared/src/cni/env.ts). And "lo", CNI_IFNAME (4) or a delegate's own (7): every network
  * namespace has its loopback, so the ADD fails "already exists" and its rollback DEL "failed to
  * delete lo: operation not supported" at every retry, about 3.5 hours, an abandoned step at the end,
- * the container's next ADD answered 11 meanwhile (hostile probe, 3 Dec). DEL is let through, and so
+ * the container's next ADD answered 11 meanwhile (hostile probe, 3 Dec); but for a delegate of the
+ * loopback plugin, whose interface it is. DEL is let through, and so
  * are GC and STATUS, which make no interface (a GC refused would leave the network's stale attachments).
  */
 export function refuseUnmakeableIfnames(conf: StewardConf): void {
@@ -240,7 +241,7 @@ export function refuseUnmakeableIfnames(conf: StewardConf): void {
         ErrorCode.InvalidConfig,
         `delegate ${d.index} ("${shown(d.name)}"): ifname "${shown(d.ifname)}" must not contain "%": the kernel reads it as a name template (eth%d becomes eth0)`,
       );
-    if (d.ifname === LOOPBACK)
+    if (d.ifname === LOOPBACK && d.plugins[0]?.type !== 'loopback')
       throw d.ownIfname
         ? new CniError(ErrorCode.InvalidConfig, `delegate ${d.index} ("${shown(d.name)}"): ifname "lo" ${LOOPBACK_WHY}`)
         : new CniError(ErrorCode.InvalidEnv, `CNI_IFNAME "lo" ${LOOPBACK_WHY}`);

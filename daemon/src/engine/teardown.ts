@@ -301,7 +301,8 @@ export class Teardown {
       return undefined;
     }
     // Not in the namespace where the interface of the step's name is another's (foundTaken).
-    if (foundTaken(step, a.error)) netns = '';
+    // The attachment's error is written after the step's: one cut off between them has only the step's.
+    if (foundTaken(step, a.error ?? (step.state === 'add_failed' ? step.error : null))) netns = '';
     const stdin = parseJson(step.config) as Record<string, unknown>;
     // libcni passes the cached result on DEL from 0.4.0 on.
     if (prev && versionAtLeast(String(stdin.cniVersion ?? '0.0.0'), '0.4.0')) stdin.prevResult = prev;
@@ -385,8 +386,8 @@ export class Teardown {
 
 /**
  * Plugins whose DEL only undoes what they did inside the pod's network namespace, and which fail a
- * DEL without one, every time: Debian's sbr (its rules and routes are the namespace's) answers "no
- * such file or directory" to an empty CNI_NETNS. Once the namespace is gone (teardown then passes an
+ * DEL without one, every time: sbr (its rules and routes are the namespace's; Debian's answers "no
+ * such file or directory" to an empty CNI_NETNS). Once the namespace is gone (teardown then passes an
  * empty one) what they set up went with it. Run, such a step held the bridge before it, lease and
  * masquerade chain, for --retry-hold-attempts (about 14 minutes), and was then abandoned: an alert
  * per pod for nothing (hostile probe, 3 Dec). Not run: its step is torn down.
@@ -402,7 +403,7 @@ const NETNS_ONLY_PLUGINS: ReadonlySet<string> = new Set(['sbr']);
  * and all (a hostile probe: a second container's failed ADD took the first one's eth0). Its DEL runs
  * without the namespace, which still releases what it may hold outside it.
  */
-function foundTaken(step: Step, addError: string | null): boolean {
+export function foundTaken(step: Step, addError: string | null): boolean {
   if (confirmed(step) || addError === null) return false;
   return (
     addError.includes(`container veth name provided (${step.ifname}) already exists`) ||
