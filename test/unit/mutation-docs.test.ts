@@ -66,6 +66,7 @@ const KNOWN_STALE: Record<string, string[]> = {
     'shared/src/wire.ts',
     'test/unit/del-budget.test.ts',
     'test/unit/engine-commands.test.ts',
+    'test/unit/engine-teardown.test.ts',
     'test/unit/gate.test.ts',
     'test/unit/interface-holders.test.ts',
     'test/unit/netconf.test.ts',
