@@ -61,6 +61,13 @@ describe('one network added twice to a pod, at another CNI_IFNAME', () => {
   });
 });
 
+/** Steward network `name` of one bridge + host-local delegate of the same name, its leases in `<name>-ipam`. */
+function bridgeNetwork(socket: string, name: string) {
+  const dataDir = join(env.dir, `${name}-ipam`);
+  const plugin = bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir });
+  return stewardConf(socket, '1.0.0', [delegate(name, '1.0.0', [plugin])], { name });
+}
+
 // A hostile probe (3 Dec) found three ways past the refusal above: another container's ADD into the
 // same namespace, an interface made by hand, and a second spelling of the namespace's path. And a
 // namespace made again under the same path took a repeated ADD's answer from the journal.
@@ -98,17 +105,7 @@ describe("an interface of the ADD's name already in the namespace, not its own",
 
   it("the namespace's path spelled another way (/run/netns//x) is the same namespace: a second network at its eth0 is refused (102), and a DEL passed through there keeps it", async () => {
     const daemon = await startDaemon(env, 'spelt');
-    const net = (name: string) =>
-      stewardConf(
-        daemon.socket,
-        '1.0.0',
-        [
-          delegate(name, '1.0.0', [
-            bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, `${name}-ipam`) }),
-          ]),
-        ],
-        { name },
-      );
+    const net = (name: string) => bridgeNetwork(daemon.socket, name);
     const netns = env.netns();
     const other = netns.replace('/netns/', '/netns//');
     assert.equal((await shim({ command: 'ADD', containerId: 'spelt-1', netns }, net('ih-s1'))).code, 0);
@@ -125,17 +122,7 @@ describe("an interface of the ADD's name already in the namespace, not its own",
 
   it("a process's /proc/<pid>/ns/net is the same namespace as the bind mount it was entered by: a second network at its eth0 is refused (102) either way round", async () => {
     const daemon = await startDaemon(env, 'procpath');
-    const net = (name: string) =>
-      stewardConf(
-        daemon.socket,
-        '1.0.0',
-        [
-          delegate(name, '1.0.0', [
-            bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: join(env.dir, `${name}-ipam`) }),
-          ]),
-        ],
-        { name },
-      );
+    const net = (name: string) => bridgeNetwork(daemon.socket, name);
     const netns = env.netns();
     const inside = spawn('ip', ['netns', 'exec', netns.split('/').pop() as string, 'sleep', '120'], {
       stdio: 'ignore',
