@@ -85,9 +85,22 @@ describe('engine: state a plugin keeps by container and network, not interface',
     // Multus's `networks: a, a`: neither holds a chain.
     await engine.handle(req('ADD', 'twice', chain('a', 'portmap', {})));
     await engine.handle(req('ADD', 'twice', chain('a', 'portmap', mapped), { ifname: 'eth1' }));
+    // A third with mappings clashes with the one that has them, whichever was added last.
+    await engine.handle(req('ADD', 'twice', chain('a', 'portmap', {}), { ifname: 'eth2' }));
+    await assert.rejects(
+      engine.handle(req('ADD', 'twice', chain('a', 'portmap', mapped), { ifname: 'eth3' })),
+      (e: CniError) => e.code === 102 && /interface eth1\)/.test(e.message),
+    );
     assert.deepEqual(
       plugins.of('ADD').filter((c) => c.startsWith('ADD portmap')),
-      ['ADD portmap pm', 'ADD portmap pm', 'ADD portmap pm', 'ADD portmap twice', 'ADD portmap twice'],
+      [
+        'ADD portmap pm',
+        'ADD portmap pm',
+        'ADD portmap pm',
+        'ADD portmap twice',
+        'ADD portmap twice',
+        'ADD portmap twice',
+      ],
     );
   });
 

@@ -107,8 +107,9 @@ export function keyedHeld(
     if (a.network === key.network && a.ifname === key.ifname) continue;
     for (const s of store.stepsOf(a.id)) {
       const kind = CONTAINER_KEYED.get(s.pluginType);
-      if (kind)
-        held.set(`${s.delegateName} ${s.pluginType}`, { attachment: a, holds: kind.holds(storedStdin(s.config)) });
+      const k = `${s.delegateName} ${s.pluginType}`;
+      // One that holds is kept: another of the same key that does not must not hide it.
+      if (kind && !held.get(k)?.holds) held.set(k, { attachment: a, holds: kind.holds(storedStdin(s.config)) });
     }
   }
   return held;
