@@ -109,7 +109,7 @@ export function keyedHeld(
       const kind = CONTAINER_KEYED.get(s.pluginType);
       const k = `${s.delegateName} ${s.pluginType}`;
       // One that holds is kept: another of the same key that does not must not hide it.
-      if (kind && !held.get(k)?.holds) held.set(k, { attachment: a, holds: kind.holds(storedStdin(s.config)) });
+      if (kind && !held.get(k)?.holds) held.set(k, { attachment: a, holds: storedHolds(kind, s.config) });
     }
   }
   return held;
@@ -160,13 +160,15 @@ const record = (v: unknown): Record<string, unknown> =>
   typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : {};
 const nonEmptyArray = (v: unknown) => Array.isArray(v) && v.length > 0;
 
-/** A step's stored plugin stdin; a row that does not parse holds, to be safe. */
-function storedStdin(config: string): Record<string, unknown> {
+/** Whether a step's stored plugin stdin holds anything of `kind`'s; one that does not parse does, to be safe. */
+function storedHolds(kind: KeyedKind, config: string): boolean {
+  let stdin: unknown;
   try {
-    return record(JSON.parse(config));
+    stdin = JSON.parse(config);
   } catch {
-    return { ingressRate: 1, runtimeConfig: { portMappings: [{}] } };
+    return true;
   }
+  return kind.holds(record(stdin));
 }
 
 /**
