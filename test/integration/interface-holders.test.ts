@@ -61,10 +61,12 @@ describe('one network added twice to a pod, at another CNI_IFNAME', () => {
   });
 });
 
-/** Steward network `name` of one bridge + host-local delegate of the same name, its leases in `<name>-ipam`. */
+/** Where `bridgeNetwork(…, name)` keeps its leases. */
+const leaseDir = (name: string) => join(env.dir, `${name}-ipam`);
+
+/** Steward network `name` of one bridge + host-local delegate of the same name, its leases in leaseDir(name). */
 function bridgeNetwork(socket: string, name: string) {
-  const dataDir = join(env.dir, `${name}-ipam`);
-  const plugin = bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir });
+  const plugin = bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir: leaseDir(name) });
   return stewardConf(socket, '1.0.0', [delegate(name, '1.0.0', [plugin])], { name });
 }
 
@@ -74,10 +76,8 @@ function bridgeNetwork(socket: string, name: string) {
 describe("an interface of the ADD's name already in the namespace, not its own", () => {
   it("another container's ADD there fails as its plugin says, and neither its rollback nor the runtime's DEL removes the first one's eth0 or address; nor one made by hand", async () => {
     const daemon = await startDaemon(env, 'taken');
-    const dataDir = join(env.dir, 'taken-ipam');
-    const conf = stewardConf(daemon.socket, '1.0.0', [
-      delegate('ih-t', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
-    ]);
+    const conf = bridgeNetwork(daemon.socket, 'ih-t');
+    const dataDir = leaseDir('ih-t');
     const netns = env.netns();
     assert.equal((await shim({ command: 'ADD', containerId: 'taken-a', netns }, conf)).code, 0);
     const leaseA = leases(dataDir, 'ih-t');
@@ -115,7 +115,7 @@ describe("an interface of the ADD's name already in the namespace, not its own",
     const passed = await shim({ command: 'DEL', containerId: 'spelt-never', netns: other }, net('ih-s1'));
     assert.equal(passed.code, 0, passed.stdout);
     assert.ok(linkExists(netns, 'eth0'), 'eth0 stays');
-    assert.deepEqual(leases(join(env.dir, 'ih-s1-ipam'), 'ih-s1').length, 1);
+    assert.deepEqual(leases(leaseDir('ih-s1'), 'ih-s1').length, 1);
     assert.equal((await shim({ command: 'DEL', containerId: 'spelt-1', netns }, net('ih-s1'))).code, 0);
     await daemon.stop();
   });
@@ -146,20 +146,18 @@ describe("an interface of the ADD's name already in the namespace, not its own",
     assert.equal(add2.code, 0, add2.stdout);
     const viaMount = await shim({ command: 'ADD', containerId: 'proc-2', netns, ifname: 'eth5' }, net('ih-p2'));
     assert.equal(viaMount.json?.code, 102, viaMount.stdout);
-    assert.equal(leases(join(env.dir, 'ih-p1-ipam'), 'ih-p1').length, 2);
+    assert.equal(leases(leaseDir('ih-p1'), 'ih-p1').length, 2);
     assert.equal((await shim({ command: 'DEL', containerId: 'proc-1', netns }, net('ih-p1'))).code, 0);
     const del2 = await shim({ command: 'DEL', containerId: 'proc-2', netns: proc, ifname: 'eth5' }, net('ih-p1'));
     assert.equal(del2.code, 0, del2.stdout);
-    assert.deepEqual(leases(join(env.dir, 'ih-p1-ipam'), 'ih-p1'), []);
+    assert.deepEqual(leases(leaseDir('ih-p1'), 'ih-p1'), []);
     await daemon.stop();
   });
 
   it('the same ADD again after its namespace was made again under the same path is refused (102), not answered from the journal', async () => {
     const daemon = await startDaemon(env, 'again');
-    const dataDir = join(env.dir, 'again-ipam');
-    const conf = stewardConf(daemon.socket, '1.0.0', [
-      delegate('ih-g', '1.0.0', [bridgePlugin({ bridge: env.bridge(), subnet: env.subnet(), dataDir })]),
-    ]);
+    const conf = bridgeNetwork(daemon.socket, 'ih-g');
+    const dataDir = leaseDir('ih-g');
     const netns = env.netns();
     const ns = netns.split('/').pop() as string;
     assert.equal((await shim({ command: 'ADD', containerId: 'again-1', netns }, conf)).code, 0);
